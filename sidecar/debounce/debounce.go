@@ -1,0 +1,121 @@
+// Package debounce coalesces bursts of changes per key: a burst is flushed once it has
+// been quiet for a while, and never later than a ceiling after its first change, so a
+// document edited without pause still announces itself at a steady rate.
+package debounce
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Debouncer collects values per key and flushes each burst once, in order of firing.
+type Debouncer[K comparable, V any] struct {
+	quiet, ceiling time.Duration
+	merge          func(old, add V) V
+	flush          func(K, V)
+
+	mu      sync.Mutex
+	pending map[K]*burst[V]
+	fired   chan firing[K, V]
+}
+
+type firing[K comparable, V any] struct {
+	key K
+	b   *burst[V]
+}
+
+type burst[V any] struct {
+	value V
+	first time.Time
+	timer *time.Timer
+}
+
+// New returns a debouncer that flushes a key quiet after its last Add and at most ceiling
+// after the first Add of the burst. A quiet of zero flushes every Add on its own.
+// merge folds a new value into the pending one; flush receives the merged burst.
+func New[K comparable, V any](quiet, ceiling time.Duration, merge func(old, add V) V, flush func(K, V)) *Debouncer[K, V] {
+	if ceiling < quiet {
+		ceiling = quiet
+	}
+	return &Debouncer[K, V]{
+		quiet:   quiet,
+		ceiling: ceiling,
+		merge:   merge,
+		flush:   flush,
+		pending: make(map[K]*burst[V]),
+		fired:   make(chan firing[K, V], 64),
+	}
+}
+
+// Add records v for key and (re)arms the key's timer.
+func (d *Debouncer[K, V]) Add(key K, v V) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	b, ok := d.pending[key]
+	if !ok {
+		b = &burst[V]{value: v, first: now}
+		d.pending[key] = b
+		b.timer = time.AfterFunc(d.quiet, func() { d.fire(key, b) })
+		return
+	}
+	b.value = d.merge(b.value, v)
+	wait := d.quiet
+	if deadline := b.first.Add(d.ceiling); now.Add(wait).After(deadline) {
+		wait = deadline.Sub(now)
+	}
+	// A timer that already fired is waiting in fire for the lock: Reset then re-arms a
+	// second, harmless firing that finds the burst gone.
+	b.timer.Reset(wait)
+}
+
+// Pending reports how many keys have an unflushed burst.
+func (d *Debouncer[K, V]) Pending() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pending)
+}
+
+func (d *Debouncer[K, V]) fire(key K, b *burst[V]) {
+	d.mu.Lock()
+	cur, ok := d.pending[key]
+	if !ok || cur != b {
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	d.fired <- firing[K, V]{key, b}
+}
+
+// Run delivers flushed bursts until ctx is done. Flushes run one at a time, on Run's
+// goroutine, so a slow flush delays the others rather than reordering them.
+func (d *Debouncer[K, V]) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			d.stop()
+			return nil
+		case f := <-d.fired:
+			d.mu.Lock()
+			ok := d.pending[f.key] == f.b
+			if ok {
+				delete(d.pending, f.key)
+				f.b.timer.Stop()
+			}
+			d.mu.Unlock()
+			if ok {
+				d.flush(f.key, f.b.value)
+			}
+		}
+	}
+}
+
+func (d *Debouncer[K, V]) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, b := range d.pending {
+		b.timer.Stop()
+		delete(d.pending, k)
+	}
+}

@@ -1,0 +1,130 @@
+package debounce
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+type flushRec struct {
+	key string
+	at  time.Duration
+	val []int
+}
+
+func TestDebouncer(t *testing.T) {
+	type add struct {
+		at  time.Duration
+		key string
+		v   int
+	}
+	steady := func(key string, every, until time.Duration) []add {
+		var out []add
+		for at := time.Duration(0); at < until; at += every {
+			out = append(out, add{at, key, int(at / every)})
+		}
+		return out
+	}
+	tests := []struct {
+		name           string
+		quiet, ceiling time.Duration
+		adds           []add
+		want           []flushRec
+	}{
+		{
+			name: "single change flushes after the quiet period", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{0, "a", 1}},
+			want: []flushRec{{"a", 250 * time.Millisecond, []int{1}}},
+		},
+		{
+			name: "a burst is one flush after it pauses", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{0, "a", 1}, {100 * time.Millisecond, "a", 2}, {300 * time.Millisecond, "a", 3}},
+			want: []flushRec{{"a", 550 * time.Millisecond, []int{1, 2, 3}}},
+		},
+		{
+			name: "continuous edits flush at the ceiling", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: steady("a", 90*time.Millisecond, 4500*time.Millisecond),
+			want: []flushRec{
+				{"a", 2000 * time.Millisecond, seq(0, 23)},
+				{"a", 4070 * time.Millisecond, seq(23, 46)},
+				{"a", 4660 * time.Millisecond, seq(46, 50)},
+			},
+		},
+		{
+			name: "keys are independent", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{0, "a", 1}, {100 * time.Millisecond, "b", 2}, {200 * time.Millisecond, "a", 3}},
+			want: []flushRec{{"b", 350 * time.Millisecond, []int{2}}, {"a", 450 * time.Millisecond, []int{1, 3}}},
+		},
+		{
+			name: "zero quiet flushes every change", quiet: 0, ceiling: 0,
+			adds: []add{{0, "a", 1}, {10 * time.Millisecond, "a", 2}},
+			want: []flushRec{{"a", 0, []int{1}}, {"a", 10 * time.Millisecond, []int{2}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var mu sync.Mutex
+				var got []flushRec
+				d := New(tt.quiet, tt.ceiling,
+					func(old, add []int) []int { return append(old, add...) },
+					func(k string, v []int) {
+						mu.Lock()
+						got = append(got, flushRec{k, time.Since(start), v})
+						mu.Unlock()
+					})
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { _ = d.Run(ctx); close(done) }()
+				for _, a := range tt.adds {
+					time.Sleep(a.at - time.Since(start))
+					d.Add(a.key, []int{a.v})
+				}
+				time.Sleep(tt.ceiling + time.Second)
+				synctest.Wait()
+				cancel()
+				<-done
+				mu.Lock()
+				defer mu.Unlock()
+				if !slices.EqualFunc(got, tt.want, func(a, b flushRec) bool {
+					return a.key == b.key && a.at == b.at && slices.Equal(a.val, b.val)
+				}) {
+					t.Fatalf("flushes:\n got %v\nwant %v", got, tt.want)
+				}
+				if n := d.Pending(); n != 0 {
+					t.Fatalf("pending after flush = %d", n)
+				}
+			})
+		})
+	}
+}
+
+func TestStopDropsPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flushed := 0
+		d := New(time.Second, 2*time.Second, func(a, b int) int { return a + b }, func(string, int) { flushed++ })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = d.Run(ctx); close(done) }()
+		d.Add("a", 1)
+		cancel()
+		<-done
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if flushed != 0 || d.Pending() != 0 {
+			t.Fatalf("flushed=%d pending=%d after stop", flushed, d.Pending())
+		}
+	})
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
