@@ -1,0 +1,195 @@
+// Package config is the typed configuration of jupyter-mcp-sidecar: its defaults,
+// validation with errors that name the offending key, secrets read from files, and a
+// masked copy for printing. It does no parsing of files itself; the command decodes YAML,
+// environment and flags into a Config.
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the whole configuration; the mapstructure and yaml tags are the YAML keys.
+type Config struct {
+	Log           Log                       `mapstructure:"log" yaml:"log"`
+	Store         Store                     `mapstructure:"store" yaml:"store"`
+	FileID        FileID                    `mapstructure:"fileid" yaml:"fileid"`
+	Server        Server                    `mapstructure:"server" yaml:"server"`
+	Notebooks     map[string]string         `mapstructure:"notebooks" yaml:"notebooks"`
+	Notifications Notifications             `mapstructure:"notifications" yaml:"notifications"`
+	Publisher     Plugin                    `mapstructure:"publisher" yaml:"publisher"`
+	Gate          Plugin                    `mapstructure:"gate" yaml:"gate"`
+	Extensions    map[string]map[string]any `mapstructure:"extensions" yaml:"extensions"`
+	Hooks         map[string]map[string]any `mapstructure:"hooks" yaml:"hooks"`
+	Ship          Ship                      `mapstructure:"ship" yaml:"ship"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string `mapstructure:"level" yaml:"level"`   // debug, info, warn, error
+	Format string `mapstructure:"format" yaml:"format"` // text, json
+}
+
+// Store selects and configures the Y-store backend the sidecar tails.
+type Store struct {
+	Backend      string        `mapstructure:"backend" yaml:"backend"`             // sqlite, postgres
+	LagThreshold time.Duration `mapstructure:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
+	SQLite       SQLite        `mapstructure:"sqlite" yaml:"sqlite"`
+	Postgres     Postgres      `mapstructure:"postgres" yaml:"postgres"`
+}
+
+// SQLite configures the pycrdt-store SQLite file tailer.
+type SQLite struct {
+	Path         string        `mapstructure:"path" yaml:"path"`
+	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+	FSNotify     bool          `mapstructure:"fsnotify" yaml:"fsnotify"`
+}
+
+// Postgres configures the Postgres Y-store tailer.
+type Postgres struct {
+	DSN          string        `mapstructure:"dsn" yaml:"dsn"`
+	DSNFile      string        `mapstructure:"dsn_file" yaml:"dsn_file"`
+	Schema       string        `mapstructure:"schema" yaml:"schema"`
+	Table        string        `mapstructure:"table" yaml:"table"`
+	Channel      string        `mapstructure:"channel" yaml:"channel"`
+	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+}
+
+// FileID configures how file ids are mapped to notebook paths.
+type FileID struct {
+	DBPath  string    `mapstructure:"db_path" yaml:"db_path"`
+	RootDir string    `mapstructure:"root_dir" yaml:"root_dir"`
+	API     FileIDAPI `mapstructure:"api" yaml:"api"`
+}
+
+// FileIDAPI is the optional Jupyter REST endpoint for file id lookups.
+type FileIDAPI struct {
+	URL       string `mapstructure:"url" yaml:"url"`
+	Token     string `mapstructure:"token" yaml:"token"`
+	TokenFile string `mapstructure:"token_file" yaml:"token_file"`
+}
+
+// Server configures the MCP server and its HTTP listeners.
+type Server struct {
+	Transport       string        `mapstructure:"transport" yaml:"transport"` // http, stdio
+	Listen          string        `mapstructure:"listen" yaml:"listen"`
+	Path            string        `mapstructure:"path" yaml:"path"`
+	Token           string        `mapstructure:"token" yaml:"token"`
+	TokenFile       string        `mapstructure:"token_file" yaml:"token_file"`
+	InsecureNoAuth  bool          `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`
+	AllowedOrigins  []string      `mapstructure:"allowed_origins" yaml:"allowed_origins"`
+	Verifier        Plugin        `mapstructure:"verifier" yaml:"verifier"`
+	MaxRequestBytes int64         `mapstructure:"max_request_bytes" yaml:"max_request_bytes"`
+	StateFile       string        `mapstructure:"state_file" yaml:"state_file"`
+	DrainTimeout    time.Duration `mapstructure:"drain_timeout" yaml:"drain_timeout"`
+	MetricsListen   string        `mapstructure:"metrics_listen" yaml:"metrics_listen"`
+}
+
+// Notifications configures the per-notebook debounce of change notifications.
+type Notifications struct {
+	Debounce time.Duration `mapstructure:"debounce" yaml:"debounce"`   // quiet period; 0 sends every change
+	MaxDelay time.Duration `mapstructure:"max_delay" yaml:"max_delay"` // ceiling after the first change
+}
+
+// Plugin names a registered implementation (publisher, gate, verifier) and its options.
+type Plugin struct {
+	Name    string         `mapstructure:"name" yaml:"name"`
+	Options map[string]any `mapstructure:"options" yaml:"options"`
+}
+
+// Ship configures ship mode: the local SQLite store appended into a shared Postgres.
+type Ship struct {
+	SourceID string       `mapstructure:"source_id" yaml:"source_id"` // default: the host name
+	Postgres ShipPostgres `mapstructure:"postgres" yaml:"postgres"`
+}
+
+// ShipPostgres is the Postgres store ship mode writes into.
+type ShipPostgres struct {
+	DSN     string `mapstructure:"dsn" yaml:"dsn"`
+	DSNFile string `mapstructure:"dsn_file" yaml:"dsn_file"`
+	Schema  string `mapstructure:"schema" yaml:"schema"`
+	Table   string `mapstructure:"table" yaml:"table"`
+}
+
+// Default returns the configuration used when no file, environment or flag says otherwise.
+func Default() Config {
+	return Config{
+		Log: Log{Level: "info", Format: "text"},
+		Store: Store{
+			Backend:      "sqlite",
+			LagThreshold: 5 * time.Second,
+			SQLite:       SQLite{Path: ".jupyter_ystore.db", PollInterval: time.Second, FSNotify: true},
+			Postgres: Postgres{
+				Schema: "jupyter_ystore", Table: "yupdates", Channel: "jupyter_ystore",
+				PollInterval: 2 * time.Second,
+			},
+		},
+		Server: Server{
+			Transport:       "http",
+			Listen:          "127.0.0.1:4040",
+			Path:            "/mcp",
+			AllowedOrigins:  []string{},
+			Verifier:        Plugin{Name: "static", Options: map[string]any{}},
+			MaxRequestBytes: 4 << 20,
+			DrainTimeout:    10 * time.Second,
+		},
+		Notebooks:     map[string]string{},
+		Notifications: Notifications{Debounce: 250 * time.Millisecond, MaxDelay: 2 * time.Second},
+		Publisher:     Plugin{Options: map[string]any{}},
+		Gate:          Plugin{Options: map[string]any{}},
+		Extensions:    map[string]map[string]any{},
+		Hooks:         map[string]map[string]any{},
+		Ship:          Ship{Postgres: ShipPostgres{Schema: "jupyter_ystore", Table: "yupdates"}},
+	}
+}
+
+// StoreDir is the directory of the SQLite store, or the working directory ("." ) for
+// other backends; default locations of the root dir and the state file derive from it.
+func (c Config) StoreDir() string {
+	if c.Store.Backend == "sqlite" && c.Store.SQLite.Path != "" {
+		return filepath.Dir(c.Store.SQLite.Path)
+	}
+	return "."
+}
+
+// RootDirPath is fileid.root_dir, or the store's directory when unset.
+func (c Config) RootDirPath() string {
+	if c.FileID.RootDir != "" {
+		return c.FileID.RootDir
+	}
+	return c.StoreDir()
+}
+
+// StateFilePath is server.state_file, or .jupyter-mcp-sidecar-names.json in the store's
+// directory when unset.
+func (c Config) StateFilePath() string {
+	if c.Server.StateFile != "" {
+		return c.Server.StateFile
+	}
+	return filepath.Join(c.StoreDir(), ".jupyter-mcp-sidecar-names.json")
+}
+
+// FileIDDBPath is fileid.db_path, or file_id_manager.db in Jupyter's data directory
+// ($JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter).
+func (c Config) FileIDDBPath() string {
+	if c.FileID.DBPath != "" {
+		return c.FileID.DBPath
+	}
+	return filepath.Join(jupyterDataDir(), "file_id_manager.db")
+}
+
+// jupyterDataDir mirrors jupyter_core.paths.jupyter_data_dir on Linux.
+func jupyterDataDir() string {
+	if d := os.Getenv("JUPYTER_DATA_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "jupyter")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return filepath.Join(home, ".local", "share", "jupyter")
+}

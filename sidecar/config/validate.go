@@ -1,0 +1,211 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("invalid configuration")
+
+// KeyError is a problem with one configuration key, named by its dotted YAML path.
+type KeyError struct {
+	Key string // dotted path, e.g. store.sqlite.poll_interval
+	Msg string
+}
+
+// Error returns "key: message".
+func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
+
+// Unwrap returns ErrInvalid.
+func (e *KeyError) Unwrap() error { return ErrInvalid }
+
+// Backends are the store backends the configuration has a section for.
+var Backends = []string{"postgres", "sqlite"}
+
+// Names lists the implementations registered for each seam; CheckNames rejects a
+// configured name missing from its list. A nil list is not checked.
+type Names struct {
+	Backends   []string
+	Publishers []string
+	Gates      []string
+	Verifiers  []string
+	Extensions []string
+	Hooks      []string
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validator collects KeyErrors in the order the checks run.
+type validator struct{ errs []error }
+
+func (v *validator) fail(key, format string, args ...any) {
+	v.errs = append(v.errs, &KeyError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) oneOf(key, val string, allowed []string) {
+	if !slices.Contains(allowed, val) {
+		v.fail(key, "must be one of %s, got %q", strings.Join(allowed, ", "), val)
+	}
+}
+
+func (v *validator) positive(key string, d time.Duration) {
+	if d <= 0 {
+		v.fail(key, "must be > 0, got %s", d)
+	}
+}
+
+func (v *validator) ident(key, val string) {
+	if !identRe.MatchString(val) {
+		v.fail(key, "must be a SQL identifier (letters, digits, _), got %q", val)
+	}
+}
+
+func (v *validator) hostPort(key, val string) {
+	if _, port, err := net.SplitHostPort(val); err != nil || port == "" {
+		v.fail(key, "must be host:port, got %q", val)
+	}
+}
+
+func (v *validator) exclusive(key, val, fileKey, file string) {
+	if val != "" && file != "" {
+		v.fail(key, "set either %s or %s, not both", key, fileKey)
+	}
+}
+
+// Validate checks every value and returns all problems joined, each a *KeyError naming
+// its key; it does not check registered names (see CheckNames) or read secret files.
+func (c Config) Validate() error {
+	v := &validator{}
+	v.oneOf("log.level", c.Log.Level, []string{"debug", "info", "warn", "error"})
+	v.oneOf("log.format", c.Log.Format, []string{"text", "json"})
+
+	s := c.Store
+	v.oneOf("store.backend", s.Backend, Backends)
+	v.positive("store.lag_threshold", s.LagThreshold)
+	if s.Backend == "sqlite" && s.SQLite.Path == "" {
+		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
+	}
+	v.positive("store.sqlite.poll_interval", s.SQLite.PollInterval)
+	if s.Backend == "postgres" && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
+		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend postgres")
+	}
+	v.exclusive("store.postgres.dsn", s.Postgres.DSN, "store.postgres.dsn_file", s.Postgres.DSNFile)
+	v.ident("store.postgres.schema", s.Postgres.Schema)
+	v.ident("store.postgres.table", s.Postgres.Table)
+	v.ident("store.postgres.channel", s.Postgres.Channel)
+	v.positive("store.postgres.poll_interval", s.Postgres.PollInterval)
+
+	api := c.FileID.API
+	if api.URL != "" {
+		if u, err := url.Parse(api.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.fail("fileid.api.url", "must be an http(s) URL, got %q", api.URL)
+		}
+	}
+	v.exclusive("fileid.api.token", api.Token, "fileid.api.token_file", api.TokenFile)
+
+	c.Server.validate(v)
+
+	for _, name := range sortedKeys(c.Notebooks) {
+		key := "notebooks." + name
+		if name == "" || strings.ContainsAny(name, "/?#{} \t\n") {
+			v.fail(key, "notebook name must be non-empty without / ? # { } or spaces")
+		}
+		if c.Notebooks[name] == "" {
+			v.fail(key, "notebook path must not be empty")
+		}
+	}
+
+	n := c.Notifications
+	if n.Debounce < 0 {
+		v.fail("notifications.debounce", "must be >= 0, got %s", n.Debounce)
+	}
+	if n.MaxDelay < n.Debounce {
+		v.fail("notifications.max_delay", "must be >= notifications.debounce (%s), got %s", n.Debounce, n.MaxDelay)
+	}
+
+	v.exclusive("ship.postgres.dsn", c.Ship.Postgres.DSN, "ship.postgres.dsn_file", c.Ship.Postgres.DSNFile)
+	v.ident("ship.postgres.schema", c.Ship.Postgres.Schema)
+	v.ident("ship.postgres.table", c.Ship.Postgres.Table)
+	return errors.Join(v.errs...)
+}
+
+func (s Server) validate(v *validator) {
+	v.oneOf("server.transport", s.Transport, []string{"http", "stdio"})
+	if s.Transport == "http" {
+		v.hostPort("server.listen", s.Listen)
+	}
+	if !strings.HasPrefix(s.Path, "/") {
+		v.fail("server.path", "must start with /, got %q", s.Path)
+	}
+	v.exclusive("server.token", s.Token, "server.token_file", s.TokenFile)
+	for i, o := range s.AllowedOrigins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "") {
+			v.fail(fmt.Sprintf("server.allowed_origins[%d]", i), "must be * or scheme://host[:port], got %q", o)
+		}
+	}
+	if s.Verifier.Name == "" {
+		v.fail("server.verifier.name", "must not be empty")
+	}
+	if s.MaxRequestBytes <= 0 {
+		v.fail("server.max_request_bytes", "must be > 0, got %d", s.MaxRequestBytes)
+	}
+	v.positive("server.drain_timeout", s.DrainTimeout)
+	if s.MetricsListen != "" {
+		v.hostPort("server.metrics_listen", s.MetricsListen)
+	}
+}
+
+// ValidateShip checks what ship mode needs beyond Validate: a SQLite source and a
+// Postgres destination.
+func (c Config) ValidateShip() error {
+	v := &validator{}
+	if c.Store.Backend != "sqlite" {
+		v.fail("store.backend", "ship reads a sqlite store, got %q", c.Store.Backend)
+	}
+	if c.Ship.Postgres.DSN == "" && c.Ship.Postgres.DSNFile == "" {
+		v.fail("ship.postgres.dsn", "must be set (or ship.postgres.dsn_file) to ship")
+	}
+	return errors.Join(v.errs...)
+}
+
+// CheckNames rejects backend, publisher, gate, verifier, extension and hook names that
+// are not registered; "" is the default publisher and no gate.
+func (c Config) CheckNames(n Names) error {
+	v := &validator{}
+	known := func(key, name string, names []string) {
+		if names != nil && !slices.Contains(names, name) {
+			v.fail(key, "unknown name %q (registered: %s)", name, strings.Join(names, ", "))
+		}
+	}
+	known("store.backend", c.Store.Backend, n.Backends)
+	if c.Publisher.Name != "" {
+		known("publisher.name", c.Publisher.Name, n.Publishers)
+	}
+	if c.Gate.Name != "" {
+		known("gate.name", c.Gate.Name, n.Gates)
+	}
+	known("server.verifier.name", c.Server.Verifier.Name, n.Verifiers)
+	for _, name := range sortedKeys(c.Extensions) {
+		known("extensions."+name, name, n.Extensions)
+	}
+	for _, name := range sortedKeys(c.Hooks) {
+		known("hooks."+name, name, n.Hooks)
+	}
+	return errors.Join(v.errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
