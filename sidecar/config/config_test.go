@@ -114,7 +114,9 @@ func TestCheckNames(t *testing.T) {
 		want   string
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"known", func(c *Config) { c.Publisher.Name, c.Gate.Name, c.Extensions["ext"], c.Hooks["audit"] = "webhook", "allow", nil, nil }, ""},
+		{"known", func(c *Config) {
+			c.Publisher.Name, c.Gate.Name, c.Extensions["ext"], c.Hooks["audit"] = "webhook", "allow", nil, nil
+		}, ""},
 		{"publisher", func(c *Config) { c.Publisher.Name = "kafka" }, `publisher.name: unknown name "kafka" (registered: pgnotify, webhook)`},
 		{"gate", func(c *Config) { c.Gate.Name = "deny" }, `gate.name: unknown name "deny"`},
 		{"verifier", func(c *Config) { c.Server.Verifier.Name = "hub" }, `server.verifier.name: unknown name "hub"`},
