@@ -1,0 +1,92 @@
+// Package ystore defines the rows of a Y-store (the log of Yjs updates that
+// jupyter-collaboration writes), the events a tailer delivers, the Tailer contract that
+// every store backend implements, the backend registry, and the parsing of room keys.
+package ystore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrUnknownBackend is returned by Open for a backend name that was never registered.
+var ErrUnknownBackend = errors.New("unknown y-store backend")
+
+// Row is one stored Yjs update (or checkpoint) of one room.
+type Row struct {
+	// Room is the store's room key (the pycrdt-store path column), see ParseRoom.
+	Room string
+	// ID orders rows of one read in commit order (SQLite rowid, Postgres id).
+	ID int64
+	// Update is a Yjs v1 update.
+	Update []byte
+	// Timestamp is the writer's commit time in seconds since the Unix epoch.
+	Timestamp float64
+}
+
+// EventKind tells a sink what to do with an Event's rows.
+type EventKind int
+
+const (
+	// EventUpdates carries rows to apply on top of the room's current document.
+	EventUpdates EventKind = iota
+	// EventReset replaces the room's document by one built from the rows alone.
+	EventReset
+	// EventRemoved tells that the room no longer exists in the store; Rows is empty.
+	EventRemoved
+)
+
+// String names the kind for logs.
+func (k EventKind) String() string {
+	switch k {
+	case EventUpdates:
+		return "updates"
+	case EventReset:
+		return "reset"
+	case EventRemoved:
+		return "removed"
+	default:
+		return "unknown"
+	}
+}
+
+// Event is what a tailer delivers about one room.
+type Event struct {
+	Kind EventKind
+	Room string
+	Rows []Row
+}
+
+// Status reports a tailer's health.
+type Status struct {
+	// Reachable is true while the store can be read.
+	Reachable bool
+	// LastError is the most recent read error, empty after a successful read.
+	LastError string
+	// LastErrorAt is when LastError happened.
+	LastErrorAt time.Time
+	// Lag is the delay between the newest delivered row's commit and its delivery.
+	Lag time.Duration
+	// LastRowAt is the commit time of the newest delivered row.
+	LastRowAt time.Time
+	// LastReadAt is when the store was last read successfully.
+	LastReadAt time.Time
+	// RowsTailed counts rows delivered since the tailer started.
+	RowsTailed uint64
+	// Rooms is the number of rooms known in the store.
+	Rooms int
+}
+
+// Tailer follows a Y-store.
+type Tailer interface {
+	// Run delivers, in commit order, first a Reset per existing room (checkpoint + rows,
+	// the way Jupyter loads a room), then Updates as rows commit; Reset again whenever a
+	// room's history is replaced in a way that is not a superset (file renamed/recreated),
+	// and Removed for a room that disappears. It returns when ctx is done or sink fails.
+	Run(ctx context.Context, sink func(context.Context, []Event) error) error
+	// Status reports reachability, the last error and the lag.
+	Status() Status
+	// Load reads every room once, as Reset events in room order (for inspect and cold
+	// start); it does not need Run.
+	Load(ctx context.Context) ([]Event, error)
+}
