@@ -31,7 +31,7 @@ func TestValidate(t *testing.T) {
 		{"postgres dsn twice", func(c *Config) { c.Store.Postgres.DSN, c.Store.Postgres.DSNFile = "x", "y" }, "store.postgres.dsn: set either"},
 		{"postgres schema", func(c *Config) { c.Store.Postgres.Schema = "a;drop" }, "store.postgres.schema: must be a SQL identifier"},
 		{"postgres table", func(c *Config) { c.Store.Postgres.Table = "" }, "store.postgres.table: must be a SQL identifier"},
-		{"postgres channel", func(c *Config) { c.Store.Postgres.Channel = "1x" }, "store.postgres.channel: must be a SQL identifier"},
+		{"postgres channel", func(c *Config) { c.Store.Postgres.Channel = "Upper" }, "store.postgres.channel: must be a SQL identifier"},
 		{"postgres poll", func(c *Config) { c.Store.Postgres.PollInterval = 0 }, "store.postgres.poll_interval: must be > 0"},
 		{"fileid url", func(c *Config) { c.FileID.API.URL = "ftp://x" }, "fileid.api.url: must be an http(s) URL"},
 		{"fileid token twice", func(c *Config) { c.FileID.API.Token, c.FileID.API.TokenFile = "a", "b" }, "fileid.api.token: set either"},

@@ -40,7 +40,8 @@ type Names struct {
 	Hooks      []string
 }
 
-var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// identRe matches the identifiers ystore/postgres accepts unquoted in its SQL.
+var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 
 // validator collects KeyErrors in the order the checks run.
 type validator struct{ errs []error }
@@ -63,7 +64,7 @@ func (v *validator) positive(key string, d time.Duration) {
 
 func (v *validator) ident(key, val string) {
 	if !identRe.MatchString(val) {
-		v.fail(key, "must be a SQL identifier (letters, digits, _), got %q", val)
+		v.fail(key, "must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got %q", val)
 	}
 }
 
