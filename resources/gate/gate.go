@@ -1,0 +1,132 @@
+// Package gate decides, per URI template, whether a resource is served.
+//
+// A deployment that addresses notebooks by its own identifiers may withhold the
+// built-in resources. Gates are registered by name in init() and chosen by the
+// configuration. A gate that errors or panics serves: the failure direction is
+// a server that answers, not one that silently answers nothing.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+)
+
+// Gate decides whether the resources of one URI template are served.
+type Gate interface {
+	// Serves reports whether resources of uriTemplate are served.
+	Serves(ctx context.Context, uriTemplate string) (bool, error)
+}
+
+// Factory builds a gate from its configuration options.
+type Factory func(options map[string]any) (Gate, error)
+
+// ErrUnknown is returned by New for a name that was never registered.
+var ErrUnknown = errors.New("unknown resource gate")
+
+// Default is the gate used when the configuration names none.
+const Default = "all"
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register makes a gate available by name. It panics on a duplicate name.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic(fmt.Sprintf("gate: Register called twice for %q", name))
+	}
+	factories[name] = f
+}
+
+// Names returns the registered gate names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the gate registered as name ("" means Default).
+func New(name string, options map[string]any) (Gate, error) {
+	if name == "" {
+		name = Default
+	}
+	mu.RLock()
+	f, ok := factories[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknown, name, Names())
+	}
+	g, err := f(options)
+	if err != nil {
+		return nil, fmt.Errorf("build resource gate %q: %w", name, err)
+	}
+	return g, nil
+}
+
+// Decide asks g about uriTemplate and serves on error or panic, logging why.
+func Decide(ctx context.Context, g Gate, uriTemplate string, log *slog.Logger) (serve bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("resource gate panicked; serving", "template", uriTemplate, "panic", r)
+			serve = true
+		}
+	}()
+	ok, err := g.Serves(ctx, uriTemplate)
+	if err != nil {
+		log.Warn("resource gate failed; serving", "template", uriTemplate, "err", err)
+		return true
+	}
+	return ok
+}
+
+func init() {
+	Register(Default, func(map[string]any) (Gate, error) { return all{}, nil })
+	Register("withhold", newWithhold)
+}
+
+// all serves every resource.
+type all struct{}
+
+func (all) Serves(context.Context, string) (bool, error) { return true, nil }
+
+// withhold serves everything except the templates listed in its "templates" option.
+type withhold struct{ templates []string }
+
+func newWithhold(options map[string]any) (Gate, error) {
+	raw, ok := options["templates"]
+	if !ok {
+		return nil, errors.New(`option "templates" (list of URI templates) is required`)
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		if s, isStrings := raw.([]string); isStrings {
+			return withhold{templates: slices.Clone(s)}, nil
+		}
+		return nil, fmt.Errorf(`option "templates" must be a list of strings, got %T`, raw)
+	}
+	w := withhold{}
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf(`option "templates" must be a list of strings, got element %T`, v)
+		}
+		w.templates = append(w.templates, s)
+	}
+	return w, nil
+}
+
+func (w withhold) Serves(_ context.Context, tmpl string) (bool, error) {
+	return !slices.Contains(w.templates, tmpl), nil
+}

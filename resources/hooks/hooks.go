@@ -1,0 +1,223 @@
+// Package hooks observes every tool call and resource read: before and after,
+// with the duration and the error. Hooks are registered by name in init() and
+// enabled by the configuration; built in are "audit" (slog) and "metrics"
+// (Prometheus). A hook's failure or panic never fails the call it observes.
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Kind says what a Call is.
+type Kind string
+
+// The kinds of observed calls.
+const (
+	KindTool     Kind = "tool"
+	KindResource Kind = "resource"
+)
+
+// Call describes one observed call.
+type Call struct {
+	Kind     Kind   // tool or resource
+	Name     string // tool name, or resource URI
+	Template string // resource URI template ("" for tools); bounded, fit for labels
+	Session  string // client session id, "" when the transport has none
+}
+
+// Hook observes calls. Implementations must be safe for concurrent use.
+type Hook interface {
+	// Before runs before the call.
+	Before(ctx context.Context, c Call)
+	// After runs after the call with its duration and error.
+	After(ctx context.Context, c Call, d time.Duration, err error)
+}
+
+// Deps are what the server hands a hook factory.
+type Deps struct {
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: register no collectors
+}
+
+// Factory builds a hook from its options.
+type Factory func(options map[string]any, deps Deps) (Hook, error)
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register makes a hook available by name. It panics on a duplicate name.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic(fmt.Sprintf("hooks: Register called twice for %q", name))
+	}
+	factories[name] = f
+}
+
+// Names returns the registered hook names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Chain runs the enabled hooks in name order around a call.
+type Chain struct {
+	names []string
+	hooks []Hook
+	log   *slog.Logger
+}
+
+// Build builds the hooks named in enabled (name → options), in name order.
+// An unknown name or a factory error is returned naming the hook.
+func Build(enabled map[string]map[string]any, deps Deps) (*Chain, error) {
+	c := &Chain{log: deps.Logger}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	names := make([]string, 0, len(enabled))
+	for n := range enabled {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		mu.RLock()
+		f, ok := factories[n]
+		mu.RUnlock()
+		if !ok {
+			return nil, fmt.Errorf("unknown hook %q (registered: %v)", n, Names())
+		}
+		h, err := f(enabled[n], deps)
+		if err != nil {
+			return nil, fmt.Errorf("build hook %q: %w", n, err)
+		}
+		c.names = append(c.names, n)
+		c.hooks = append(c.hooks, h)
+	}
+	return c, nil
+}
+
+// Observe runs fn between the hooks' Before and After. fn's error is returned
+// unchanged; hook panics are recovered and logged.
+func (c *Chain) Observe(ctx context.Context, call Call, fn func(context.Context) error) error {
+	for i, h := range c.hooks {
+		c.safely(c.names[i], call, func() { h.Before(ctx, call) })
+	}
+	start := time.Now()
+	err := fn(ctx)
+	d := time.Since(start)
+	for i, h := range c.hooks {
+		c.safely(c.names[i], call, func() { h.After(ctx, call, d, err) })
+	}
+	return err
+}
+
+func (c *Chain) safely(name string, call Call, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("hook panicked; call unaffected", "hook", name, "kind", call.Kind, "name", call.Name, "panic", r)
+		}
+	}()
+	f()
+}
+
+func init() {
+	Register("audit", newAudit)
+	Register("metrics", newMetrics)
+}
+
+// audit logs every call with slog.
+type audit struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+func newAudit(options map[string]any, deps Deps) (Hook, error) {
+	a := audit{log: deps.Logger, level: slog.LevelInfo}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if raw, ok := options["level"]; ok {
+		s, ok := raw.(string)
+		if !ok {
+			return nil, fmt.Errorf(`option "level" must be a string, got %T`, raw)
+		}
+		if err := a.level.UnmarshalText([]byte(s)); err != nil {
+			return nil, fmt.Errorf(`option "level": %w`, err)
+		}
+	}
+	return a, nil
+}
+
+func (a audit) Before(context.Context, Call) {}
+
+func (a audit) After(ctx context.Context, c Call, d time.Duration, err error) {
+	attrs := []any{"kind", string(c.Kind), "name", c.Name, "session", c.Session, "duration", d}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	a.log.Log(ctx, a.level, "mcp call", attrs...)
+}
+
+// metrics counts calls and errors and observes durations, labelled by kind and
+// by tool name or URI template (bounded label values).
+type metrics struct {
+	calls    *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(_ map[string]any, deps Deps) (Hook, error) {
+	m := metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "calls_total",
+			Help: "Tool calls and resource reads served.",
+		}, []string{"kind", "name"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "call_errors_total",
+			Help: "Tool calls and resource reads that returned an error.",
+		}, []string{"kind", "name"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "call_duration_seconds",
+			Help:    "Duration of tool calls and resource reads.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"kind", "name"}),
+	}
+	if deps.Registerer != nil {
+		for _, c := range []prometheus.Collector{m.calls, m.errors, m.duration} {
+			if err := deps.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m metrics) Before(context.Context, Call) {}
+
+func (m metrics) After(_ context.Context, c Call, d time.Duration, err error) {
+	label := c.Name
+	if c.Kind == KindResource {
+		label = c.Template
+	}
+	m.calls.WithLabelValues(string(c.Kind), label).Inc()
+	if err != nil {
+		m.errors.WithLabelValues(string(c.Kind), label).Inc()
+	}
+	m.duration.WithLabelValues(string(c.Kind), label).Observe(d.Seconds())
+}
