@@ -1,0 +1,313 @@
+package yjs
+
+import (
+	"encoding/json"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+)
+
+// structRefs are one client's decoded structs and the integration cursor.
+type structRefs struct {
+	refs []*item
+	i    int
+}
+
+// update is a decoded v1 update.
+type update struct {
+	refs map[uint64]*structRefs
+	ds   map[uint64][]dsRange
+}
+
+// Update is a decoded Yjs v1 update, for inspection and tests.
+type Update struct {
+	// Structs lists each client's structs in clock order.
+	Structs map[uint64][]Struct
+	// Deletes lists each client's deleted ranges.
+	Deletes map[uint64][]Range
+}
+
+// Range is a clock range.
+type Range struct {
+	Clock, Len uint64
+}
+
+// Struct is one decoded struct.
+type Struct struct {
+	ID     ID
+	Len    uint64
+	Kind   string // "GC", "Skip", "Deleted", "JSON", "Binary", "String", "Embed", "Format", "Type", "Any", "Doc"
+	Origin *ID
+	// RightOrigin is the ID of the item to the right at insertion time.
+	RightOrigin *ID
+	// ParentName is the root name of an item with explicit root parent.
+	ParentName string
+	// ParentID is the ID of the item holding the parent type, when explicit.
+	ParentID *ID
+	// ParentSub is the map key of an item with explicit parent, if any.
+	ParentSub *string
+	// Content holds the values: the string for String, the values for JSON and Any,
+	// the []byte for Binary, the value for Embed, {key: value} for Format, the kind and
+	// name for Type ([]any{kind, name}), []any{guid, opts} for Doc.
+	Content any
+}
+
+var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed", "Format", "Type", "Any", "Doc", "Skip"}
+
+// DecodeUpdate decodes a v1 update without applying it.
+func DecodeUpdate(b []byte) (*Update, error) {
+	u, err := decodeUpdate(b)
+	if err != nil {
+		return nil, err
+	}
+	out := &Update{Structs: map[uint64][]Struct{}, Deletes: map[uint64][]Range{}}
+	for c, r := range u.refs {
+		for _, it := range r.refs {
+			out.Structs[c] = append(out.Structs[c], it.export())
+		}
+	}
+	for c, rs := range u.ds {
+		for _, r := range rs {
+			out.Deletes[c] = append(out.Deletes[c], Range{r.clock, r.length})
+		}
+	}
+	return out, nil
+}
+
+func (it *item) export() Struct {
+	s := Struct{ID: it.id, Len: it.length, Kind: kindNames[it.kind]}
+	if it.hasOrigin() {
+		o := it.origin
+		s.Origin = &o
+	}
+	if it.hasRightOrigin() {
+		o := it.rightOrigin
+		s.RightOrigin = &o
+	}
+	if p := it.pref; p != nil {
+		if p.isID {
+			id := p.id
+			s.ParentID = &id
+		} else {
+			s.ParentName = p.name
+		}
+	}
+	if it.flags&flagHasParentSub != 0 {
+		k := it.parentSub
+		s.ParentSub = &k
+	}
+	switch it.kind {
+	case kindString:
+		s.Content = it.str
+	case kindJSON, kindAny:
+		s.Content = it.vals
+	case kindBinary, kindEmbed:
+		s.Content = it.vals[0]
+	case kindFormat:
+		s.Content = map[string]any{it.str: it.vals[0]}
+	case kindType:
+		s.Content = []any{float64(it.typ.kind), it.typ.name}
+	case kindDoc:
+		sub := it.vals[0].(*Doc)
+		s.Content = []any{sub.guid, sub.opts}
+	}
+	return s
+}
+
+// decodeUpdate decodes a complete v1 update; nothing is integrated.
+func decodeUpdate(b []byte) (*update, error) {
+	d := lib0.NewDecoder(b)
+	u := &update{}
+	nClients := d.CountAtMost(3, "number of clients with structs")
+	if nClients > 0 {
+		u.refs = make(map[uint64]*structRefs, nClients)
+	}
+	for range nClients {
+		n := d.CountAtMost(2, "number of structs")
+		client := d.VarUint("client id")
+		clock := d.VarUint("first clock")
+		if d.Err() != nil {
+			break
+		}
+		backing := make([]item, n)
+		refs := make([]*item, n)
+		for i := range backing {
+			it := &backing[i]
+			it.id = ID{client, clock}
+			decodeStruct(d, it)
+			if d.Err() != nil {
+				return nil, d.Err()
+			}
+			if it.length > lib0.MaxSafeInteger-clock {
+				d.Fail(d.Pos(), "clock range within 2^53", lib0.ErrOverflow)
+				return nil, d.Err()
+			}
+			clock += it.length
+			refs[i] = it
+		}
+		u.refs[client] = &structRefs{refs: refs}
+	}
+	nDS := d.CountAtMost(2, "number of clients with deletes")
+	if nDS > 0 {
+		u.ds = make(map[uint64][]dsRange, nDS)
+	}
+	for range nDS {
+		client := d.VarUint("delete set client")
+		n := d.CountAtMost(2, "number of delete ranges")
+		rs := u.ds[client]
+		for range n {
+			start := d.Pos()
+			clock := d.VarUint("delete clock")
+			length := d.VarUint("delete length")
+			if length > lib0.MaxSafeInteger-clock {
+				d.Fail(start, "delete range within 2^53", lib0.ErrOverflow)
+			}
+			rs = append(rs, dsRange{clock, length})
+		}
+		if d.Err() != nil {
+			break
+		}
+		u.ds[client] = rs
+	}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// decodeStruct decodes one struct whose id is set.
+func decodeStruct(d *lib0.Decoder, it *item) {
+	start := d.Pos()
+	info := d.Uint8("struct info")
+	kind := info & 0x1f
+	switch {
+	case kind == kindGC || kind == kindSkip:
+		it.kind = kind
+		it.length = d.VarUint("struct length")
+		if it.length == 0 && d.Err() == nil {
+			d.Fail(start, "non-empty struct", lib0.ErrInvalid)
+		}
+		return
+	case kind > kindSkip:
+		d.Fail(start, "struct kind 0-10", lib0.ErrInvalid)
+		return
+	}
+	it.kind = kind
+	if info&infoOrigin != 0 {
+		it.origin = readID(d, "origin")
+		it.flags |= flagHasOrigin
+		checkEarlier(d, it, it.origin, start)
+	}
+	if info&infoRightOrigin != 0 {
+		it.rightOrigin = readID(d, "right origin")
+		it.flags |= flagHasRightOrigin
+		checkEarlier(d, it, it.rightOrigin, start)
+	}
+	if info&(infoOrigin|infoRightOrigin) == 0 {
+		p := &parentRef{}
+		if d.VarUint("parent info") == 1 {
+			p.name = d.VarString("parent root name")
+		} else {
+			p.isID = true
+			p.id = readID(d, "parent id")
+			checkEarlier(d, it, p.id, start)
+		}
+		it.pref = p
+		if info&infoParentSub != 0 {
+			it.parentSub = d.VarString("parent sub")
+			it.flags |= flagHasParentSub
+		}
+	}
+	decodeContent(d, it)
+	if it.length == 0 && d.Err() == nil {
+		d.Fail(start, "non-empty content", lib0.ErrInvalid)
+	}
+	if isCountableKind(kind) {
+		it.flags |= flagCountable
+	}
+}
+
+func readID(d *lib0.Decoder, what string) ID {
+	c := d.VarUint(what + " client")
+	return ID{c, d.VarUint(what + " clock")}
+}
+
+// checkEarlier rejects a reference to a struct of the same client that is not earlier:
+// Yjs would throw in the middle of integration.
+func checkEarlier(d *lib0.Decoder, it *item, ref ID, start int) {
+	if ref.Client == it.id.Client && ref.Clock >= it.id.Clock && d.Err() == nil {
+		d.Fail(start, "reference to an earlier struct", lib0.ErrInvalid)
+	}
+}
+
+// decodeContent decodes the content of an item whose kind is set.
+func decodeContent(d *lib0.Decoder, it *item) {
+	start := d.Pos()
+	switch it.kind {
+	case kindDeleted:
+		it.length = d.VarUint("deleted length")
+	case kindJSON:
+		n := d.CountAtMost(1, "JSON value count")
+		it.vals = make([]any, n)
+		for i := range it.vals {
+			it.vals[i] = readJSON(d, true)
+		}
+		it.length = uint64(n)
+	case kindBinary:
+		it.vals = []any{d.VarUint8Array("binary content")}
+		it.length = 1
+	case kindString:
+		it.str = d.VarString("string content")
+		it.length = utf16Len(it.str)
+	case kindEmbed:
+		it.vals = []any{readJSON(d, false)}
+		it.length = 1
+	case kindFormat:
+		it.str = d.VarString("format key")
+		it.vals = []any{readJSON(d, false)}
+		it.length = 1
+	case kindType:
+		ref := d.VarUint("type ref")
+		if ref >= uint64(len(typeRefKinds)) {
+			d.Fail(start, "type ref 0-6", lib0.ErrInvalid)
+			return
+		}
+		t := &Type{kind: typeRefKinds[ref]}
+		if t.kind == KindXmlElement || t.kind == KindXmlHook {
+			t.name = d.VarString("xml node name")
+		}
+		it.typ = t
+		it.length = 1
+	case kindAny:
+		n := d.CountAtMost(1, "any value count")
+		it.vals = make([]any, n)
+		for i := range it.vals {
+			it.vals[i] = d.Any("any value")
+		}
+		it.length = uint64(n)
+	case kindDoc:
+		sub := NewDoc()
+		sub.guid = d.VarString("subdocument guid")
+		sub.opts = d.Any("subdocument options")
+		it.vals = []any{sub}
+		it.length = 1
+	}
+}
+
+// readJSON reads a varstring holding JSON, like JSON.parse; with undef, the string
+// "undefined" decodes to Undefined (ContentJSON).
+func readJSON(d *lib0.Decoder, undef bool) any {
+	start := d.Pos()
+	s := d.VarString("JSON string")
+	if d.Err() != nil {
+		return nil
+	}
+	if undef && s == "undefined" {
+		return Undefined
+	}
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		d.Fail(start, "JSON string", lib0.ErrInvalid)
+		return nil
+	}
+	return v
+}

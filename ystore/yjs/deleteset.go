@@ -1,0 +1,149 @@
+package yjs
+
+import (
+	"cmp"
+	"slices"
+)
+
+// dsRange is a deleted clock range of one client.
+type dsRange struct {
+	clock, length uint64
+}
+
+// applyDeleteSet deletes the ranges the store knows, like Yjs's readAndApplyDeleteSet,
+// and returns the ranges beyond the known state (nil if none).
+func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsRange {
+	var unapplied map[uint64][]dsRange
+	addUnapplied := func(client, clock, length uint64) {
+		if unapplied == nil {
+			unapplied = make(map[uint64][]dsRange)
+		}
+		unapplied[client] = append(unapplied[client], dsRange{clock, length})
+	}
+	for _, client := range slices.Sorted(mapsKeys(ds)) {
+		state := d.state(client)
+		for _, r := range ds[client] {
+			clock, end := r.clock, r.clock+r.length
+			if clock >= state {
+				addUnapplied(client, clock, r.length)
+				continue
+			}
+			if state < end {
+				addUnapplied(client, state, end-state)
+			}
+			cs := d.clients[client]
+			i := findIndex(cs.structs, clock)
+			it := cs.structs[i]
+			if !it.deleted() && it.id.Clock < clock {
+				cs.structs = slices.Insert(cs.structs, i+1, d.split(it, clock-it.id.Clock))
+				i++
+			}
+			for i < len(cs.structs) {
+				it = cs.structs[i]
+				i++
+				if it.id.Clock >= end {
+					break
+				}
+				if !it.deleted() {
+					if end < it.id.Clock+it.length {
+						cs.structs = slices.Insert(cs.structs, i, d.split(it, end-it.id.Clock))
+					}
+					d.deleteItem(txn, it)
+				}
+			}
+		}
+	}
+	return unapplied
+}
+
+func mapsKeys[V any](m map[uint64]V) func(func(uint64) bool) {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// mergeDeleteSets unions two delete sets, sorting and merging ranges like Yjs's
+// sortAndMergeDeleteSet; either may be nil.
+func mergeDeleteSets(a, b map[uint64][]dsRange) map[uint64][]dsRange {
+	if a == nil {
+		return b
+	}
+	for c, rs := range b {
+		a[c] = append(a[c], rs...)
+	}
+	for c, rs := range a {
+		a[c] = sortAndMerge(rs)
+	}
+	return a
+}
+
+func sortAndMerge(rs []dsRange) []dsRange {
+	slices.SortFunc(rs, func(x, y dsRange) int { return cmp.Compare(x.clock, y.clock) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].clock+out[n-1].length >= r.clock {
+			out[n-1].length = max(out[n-1].length, r.clock+r.length-out[n-1].clock)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mergePending adds rest to the pending structs: per client sorted by clock, overlaps
+// trimmed, Skip structs dropped (gaps are detected again on integration).
+func mergePending(pending, rest map[uint64][]*item) {
+	for c, list := range rest {
+		all := append(pending[c], list...)
+		all = slices.DeleteFunc(all, func(it *item) bool { return it.kind == kindSkip })
+		slices.SortStableFunc(all, func(x, y *item) int {
+			if r := cmp.Compare(x.id.Clock, y.id.Clock); r != 0 {
+				return r
+			}
+			return cmp.Compare(y.length, x.length)
+		})
+		out := all[:0]
+		var end uint64
+		for _, it := range all {
+			itEnd := it.id.Clock + it.length
+			if len(out) > 0 && itEnd <= end {
+				continue
+			}
+			if len(out) > 0 && it.id.Clock < end {
+				it = slicePending(it, end-it.id.Clock)
+			}
+			out = append(out, it)
+			end = itEnd
+		}
+		if len(out) == 0 {
+			delete(pending, c)
+			continue
+		}
+		pending[c] = out
+	}
+}
+
+// slicePending drops the first diff clock units of an unintegrated struct, like Yjs's
+// sliceStruct followed by re-encoding (an item then refers to its left neighbour).
+func slicePending(it *item, diff uint64) *item {
+	r := *it
+	r.id.Clock += diff
+	r.length -= diff
+	if r.kind == kindGC {
+		return &r
+	}
+	r.origin = ID{r.id.Client, r.id.Clock - 1}
+	r.flags |= flagHasOrigin
+	r.pref = nil
+	switch r.kind {
+	case kindString:
+		_, r.str = splitString(r.str, it.length, diff)
+	case kindAny, kindJSON:
+		r.vals = r.vals[diff:]
+	}
+	return &r
+}

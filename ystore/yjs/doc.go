@@ -1,0 +1,166 @@
+// Package yjs implements Yjs v1 updates in pure Go: decoding, the CRDT document (YATA
+// integration, maps, deletes, garbage collection, pending structs and deletes), state
+// vectors and encoding the document state as an update that real Yjs accepts.
+//
+// It follows the algorithms of yjs 13.6 (utils/encoding.js, structs/Item.js,
+// utils/DeleteSet.js) so that any delivery order converges to the state Yjs reaches.
+// The package does no I/O and no logging.
+package yjs
+
+import (
+	"maps"
+	"slices"
+)
+
+// Doc is a Yjs document. It is not safe for concurrent use.
+type Doc struct {
+	clients map[uint64]*clientStructs
+	roots   map[string]*Type
+	// pending structs wait for missing dependencies (the state in pendingMissing);
+	// pendingDS holds delete ranges beyond the known state.
+	pending        map[uint64][]*item
+	pendingMissing map[uint64]uint64
+	pendingDS      map[uint64][]dsRange
+	slab           []item
+	conflicting    itemSet
+	beforeOrigin   itemSet
+	// guid and opts describe a subdocument found in a ContentDoc.
+	guid string
+	opts any
+}
+
+// NewDoc returns an empty document.
+func NewDoc() *Doc {
+	return &Doc{clients: make(map[uint64]*clientStructs), roots: make(map[string]*Type)}
+}
+
+// GUID returns the guid of a subdocument (ContentDoc), "" for documents made by NewDoc.
+func (d *Doc) GUID() string { return d.guid }
+
+// Opts returns the options a subdocument was encoded with.
+func (d *Doc) Opts() any { return d.opts }
+
+// root returns the root type name, creating it with unknown kind like doc.get.
+func (d *Doc) root(name string) *Type {
+	t := d.roots[name]
+	if t == nil {
+		t = &Type{doc: d, name: name}
+		d.roots[name] = t
+	}
+	return t
+}
+
+func (d *Doc) rootOf(name string, k Kind) *Type {
+	t := d.root(name)
+	if t.kind == KindUnknown {
+		t.kind = k
+	}
+	return t
+}
+
+// Map returns the root map name, like ydoc.getMap.
+func (d *Doc) Map(name string) *Map { return (*Map)(d.rootOf(name, KindMap)) }
+
+// Array returns the root array name, like ydoc.getArray.
+func (d *Doc) Array(name string) *Array { return (*Array)(d.rootOf(name, KindArray)) }
+
+// Text returns the root text name, like ydoc.getText.
+func (d *Doc) Text(name string) *Text { return (*Text)(d.rootOf(name, KindText)) }
+
+// XmlFragment returns the root XML fragment name, like ydoc.getXmlFragment.
+func (d *Doc) XmlFragment(name string) *XmlFragment {
+	return (*XmlFragment)(d.rootOf(name, KindXmlFragment))
+}
+
+// Roots returns the names of the root types that updates or callers referred to, sorted.
+func (d *Doc) Roots() []string { return slices.Sorted(maps.Keys(d.roots)) }
+
+// Root returns the root type name if it exists.
+func (d *Doc) Root(name string) (*Type, bool) {
+	t, ok := d.roots[name]
+	return t, ok
+}
+
+// StateVector returns the next expected clock of every client.
+func (d *Doc) StateVector() map[uint64]uint64 {
+	sv := make(map[uint64]uint64, len(d.clients))
+	for c := range d.clients {
+		sv[c] = d.state(c)
+	}
+	return sv
+}
+
+// HasPending reports whether structs or deletes wait for missing updates.
+func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
+
+// ApplyUpdate applies a Yjs v1 update. The update is decoded completely first: a
+// malformed update returns a *DecodeError and leaves d unchanged. Structs whose
+// dependencies are missing are kept pending and integrated when those arrive.
+func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
+	u, err := decodeUpdate(update)
+	if err != nil {
+		return nil, err
+	}
+	txn := &Txn{}
+	d.readUpdate(txn, u)
+	d.cleanup(txn)
+	return txn, nil
+}
+
+// readUpdate integrates a decoded update like Yjs's readUpdateV2.
+func (d *Doc) readUpdate(txn *Txn, u *update) {
+	rest, missing := d.integrateStructs(txn, u.refs)
+	retry := false
+	if d.pending != nil {
+		for c, clock := range d.pendingMissing {
+			if clock < d.state(c) {
+				retry = true
+				break
+			}
+		}
+		if rest != nil {
+			for c, clock := range missing {
+				if m, ok := d.pendingMissing[c]; !ok || m > clock {
+					d.pendingMissing[c] = clock
+				}
+			}
+			mergePending(d.pending, rest)
+		}
+	} else if rest != nil {
+		d.pending = make(map[uint64][]*item, len(rest))
+		mergePending(d.pending, rest)
+		d.pendingMissing = missing
+	}
+	dsRest := d.applyDeleteSet(txn, u.ds)
+	if d.pendingDS != nil {
+		pending := d.pendingDS
+		d.pendingDS = nil
+		dsRest2 := d.applyDeleteSet(txn, pending)
+		d.pendingDS = mergeDeleteSets(dsRest, dsRest2)
+	} else {
+		d.pendingDS = dsRest
+	}
+	if retry {
+		p := d.pending
+		d.pending, d.pendingMissing = nil, nil
+		refs := make(map[uint64]*structRefs, len(p))
+		for c, list := range p {
+			refs[c] = &structRefs{refs: list}
+		}
+		d.readUpdate(txn, &update{refs: refs})
+	}
+}
+
+// cleanup garbage-collects what the transaction deleted, like Yjs's tryGcDeleteSet.
+func (d *Doc) cleanup(txn *Txn) {
+	for i := len(txn.deletes) - 1; i >= 0; i-- {
+		r := txn.deletes[i]
+		cs := d.clients[r.client]
+		end := r.clock + r.length
+		for si := findIndex(cs.structs, r.clock); si >= 0 && si < len(cs.structs) && cs.structs[si].id.Clock < end; si++ {
+			if it := cs.structs[si]; it.kind != kindGC && it.deleted() {
+				d.gc(it, false)
+			}
+		}
+	}
+}

@@ -1,0 +1,328 @@
+package yjs
+
+import "slices"
+
+// getMissing returns the client whose struct it depends on but the store lacks, or, when
+// nothing is missing, resolves left, right and parent like Yjs's Item.getMissing.
+func (d *Doc) getMissing(it *item) (uint64, bool) {
+	if it.kind == kindGC {
+		return 0, false
+	}
+	c := it.id.Client
+	if it.hasOrigin() && it.origin.Client != c && it.origin.Clock >= d.state(it.origin.Client) {
+		return it.origin.Client, true
+	}
+	if it.hasRightOrigin() && it.rightOrigin.Client != c && it.rightOrigin.Clock >= d.state(it.rightOrigin.Client) {
+		return it.rightOrigin.Client, true
+	}
+	if p := it.pref; p != nil && p.isID && p.id.Client != c && p.id.Clock >= d.state(p.id.Client) {
+		return p.id.Client, true
+	}
+	if it.hasOrigin() {
+		it.left = d.getItemCleanEnd(it.origin)
+		it.origin = it.left.lastID()
+	}
+	if it.hasRightOrigin() {
+		it.right = d.getItemCleanStart(it.rightOrigin)
+		it.rightOrigin = it.right.id
+	}
+	switch {
+	case (it.left != nil && it.left.kind == kindGC) || (it.right != nil && it.right.kind == kindGC):
+		it.parent = nil
+	case it.pref == nil:
+		if it.left != nil {
+			it.parent, it.parentSub = it.left.parent, it.left.parentSub
+			it.flags = it.flags&^flagHasParentSub | it.left.flags&flagHasParentSub
+		} else if it.right != nil {
+			it.parent, it.parentSub = it.right.parent, it.right.parentSub
+			it.flags = it.flags&^flagHasParentSub | it.right.flags&flagHasParentSub
+		}
+	case it.pref.isID:
+		if p := d.getItem(it.pref.id); p.kind == kindType {
+			it.parent = p.typ
+		} else {
+			it.parent = nil
+		}
+	default:
+		it.parent = d.root(it.pref.name)
+	}
+	return 0, false
+}
+
+// integrate inserts it (already resolved by getMissing) into the document, skipping the
+// first offset clock units, like Yjs's Item.integrate / GC.integrate.
+func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
+	if offset > 0 {
+		it.id.Clock += offset
+		it.length -= offset
+		if it.kind != kindGC {
+			it.left = d.getItemCleanEnd(ID{it.id.Client, it.id.Clock - 1})
+			it.origin = it.left.lastID()
+			it.flags |= flagHasOrigin
+			switch it.kind {
+			case kindString:
+				_, it.str = splitString(it.str, it.length+offset, offset)
+			case kindAny, kindJSON:
+				it.vals = it.vals[offset:]
+			}
+		}
+	}
+	if it.kind == kindGC || it.parent == nil {
+		it.toGC()
+		d.addStruct(txn, it)
+		return
+	}
+	parent := it.parent
+	hasSub := it.flags&flagHasParentSub != 0
+	if (it.left == nil && (it.right == nil || it.right.left != nil)) || (it.left != nil && it.left.right != it.right) {
+		it.left = d.resolveConflict(it, parent, hasSub)
+	}
+	if it.left != nil {
+		it.right = it.left.right
+		it.left.right = it
+	} else {
+		var r *item
+		if hasSub {
+			r = parent.keys[it.parentSub]
+			for r != nil && r.left != nil {
+				r = r.left
+			}
+		} else {
+			r = parent.start
+			parent.start = it
+		}
+		it.right = r
+	}
+	if it.right != nil {
+		it.right.left = it
+	} else if hasSub {
+		if parent.keys == nil {
+			parent.keys = make(map[string]*item)
+		}
+		parent.keys[it.parentSub] = it
+		if it.left != nil {
+			d.deleteItem(txn, it.left)
+		}
+	}
+	if !hasSub && it.visible() {
+		parent.length += int(it.length)
+	}
+	d.addStruct(txn, it)
+	switch it.kind {
+	case kindDeleted:
+		txn.addDelete(it.id, it.length)
+		it.flags |= flagDeleted
+	case kindType:
+		it.typ.doc = d
+		it.typ.item = it
+	}
+	txn.addChanged(d, parent, it.parentSub, hasSub)
+	if (parent.item != nil && parent.item.deleted()) || (hasSub && it.right != nil) {
+		d.deleteItem(txn, it)
+	}
+}
+
+// resolveConflict runs the YATA conflict resolution loop and returns the new left.
+func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
+	left := it.left
+	var o *item
+	switch {
+	case left != nil:
+		o = left.right
+	case hasSub:
+		o = parent.keys[it.parentSub]
+		for o != nil && o.left != nil {
+			o = o.left
+		}
+	default:
+		o = parent.start
+	}
+	conflicting := &d.conflicting
+	before := &d.beforeOrigin
+	conflicting.reset()
+	before.reset()
+	for o != nil && o != it.right {
+		before.add(o)
+		conflicting.add(o)
+		if sameOrigin(it.flags&flagHasOrigin != 0, it.origin, o.flags&flagHasOrigin != 0, o.origin) {
+			if o.id.Client < it.id.Client {
+				left = o
+				conflicting.reset()
+			} else if sameOrigin(it.hasRightOrigin(), it.rightOrigin, o.hasRightOrigin(), o.rightOrigin) {
+				break
+			}
+		} else if o.hasOrigin() {
+			oo := d.getItem(o.origin)
+			if !before.has(oo) {
+				break
+			}
+			if !conflicting.has(oo) {
+				left = o
+				conflicting.reset()
+			}
+		} else {
+			break
+		}
+		o = o.right
+	}
+	return left
+}
+
+func sameOrigin(ha bool, a ID, hb bool, b ID) bool {
+	return ha == hb && (!ha || a == b)
+}
+
+// deleteItem marks it deleted like Yjs's Item.delete.
+func (d *Doc) deleteItem(txn *Txn, it *item) {
+	if it.deleted() {
+		return
+	}
+	parent := it.parent
+	hasSub := it.flags&flagHasParentSub != 0
+	if it.countable() && !hasSub {
+		parent.length -= int(it.length)
+	}
+	it.flags |= flagDeleted
+	txn.addDelete(it.id, it.length)
+	txn.addChanged(d, parent, it.parentSub, hasSub)
+	if it.kind == kindType {
+		t := it.typ
+		for c := t.start; c != nil; c = c.right {
+			d.deleteItem(txn, c)
+		}
+		for _, c := range t.keys {
+			d.deleteItem(txn, c)
+		}
+		txn.dropChanged(t)
+	}
+}
+
+// toGC turns it into a GC struct.
+func (it *item) toGC() {
+	*it = item{id: it.id, length: it.length, kind: kindGC}
+}
+
+// gc drops the content of a deleted item like Yjs's Item.gc: a deleted type's children
+// become GC structs and the item itself keeps only its length.
+func (d *Doc) gc(it *item, parentGCd bool) {
+	if it.kind == kindType {
+		t := it.typ
+		for c := t.start; c != nil; {
+			next := c.right
+			d.gc(c, true)
+			c = next
+		}
+		t.start = nil
+		for _, c := range t.keys {
+			for c != nil {
+				prev := c.left
+				d.gc(c, true)
+				c = prev
+			}
+		}
+		t.keys = nil
+	}
+	if parentGCd {
+		it.toGC()
+		return
+	}
+	it.kind = kindDeleted
+	it.str, it.vals, it.typ = "", nil, nil
+}
+
+// integrateStructs integrates decoded structs like Yjs's integrateStructs and returns the
+// structs that could not be integrated (nil if none) with the state they wait for.
+func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint64][]*item, map[uint64]uint64) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ids := make([]uint64, 0, len(refs))
+	for c := range refs {
+		ids = append(ids, c)
+	}
+	slices.Sort(ids)
+	next := func() *structRefs {
+		for len(ids) > 0 {
+			t := refs[ids[len(ids)-1]]
+			if t != nil && t.i < len(t.refs) {
+				return t
+			}
+			ids = ids[:len(ids)-1]
+		}
+		return nil
+	}
+	cur := next()
+	if cur == nil {
+		return nil, nil
+	}
+	var rest map[uint64][]*item
+	var missingSV map[uint64]uint64
+	updateMissing := func(client, clock uint64) {
+		if missingSV == nil {
+			missingSV = make(map[uint64]uint64)
+		}
+		if m, ok := missingSV[client]; !ok || m > clock {
+			missingSV[client] = clock
+		}
+	}
+	var stack []*item
+	addStackToRest := func() {
+		if rest == nil {
+			rest = make(map[uint64][]*item)
+		}
+		for _, it := range stack {
+			c := it.id.Client
+			if r := refs[c]; r != nil {
+				r.i--
+				rest[c] = slices.Clone(r.refs[r.i:])
+				delete(refs, c)
+				r.i = 0
+				r.refs = nil
+			} else {
+				rest[c] = []*item{it}
+			}
+			ids = slices.DeleteFunc(ids, func(x uint64) bool { return x == c })
+		}
+		stack = stack[:0]
+	}
+	head := cur.refs[cur.i]
+	cur.i++
+	for {
+		if head.kind != kindSkip {
+			local := d.state(head.id.Client)
+			if local < head.id.Clock {
+				stack = append(stack, head)
+				updateMissing(head.id.Client, head.id.Clock-1)
+				addStackToRest()
+			} else if missing, ok := d.getMissing(head); ok {
+				stack = append(stack, head)
+				r := refs[missing]
+				if r == nil || r.i == len(r.refs) {
+					updateMissing(missing, d.state(missing))
+					addStackToRest()
+				} else {
+					head = r.refs[r.i]
+					r.i++
+					continue
+				}
+			} else if offset := local - head.id.Clock; offset < head.length {
+				d.integrate(txn, head, offset)
+			}
+		}
+		switch {
+		case len(stack) > 0:
+			head = stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+		case cur != nil && cur.i < len(cur.refs):
+			head = cur.refs[cur.i]
+			cur.i++
+		default:
+			cur = next()
+			if cur == nil {
+				return rest, missingSV
+			}
+			head = cur.refs[cur.i]
+			cur.i++
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package yjs
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Struct and content kinds as encoded in the low five info bits.
+const (
+	kindGC      = 0
+	kindDeleted = 1
+	kindJSON    = 2
+	kindBinary  = 3
+	kindString  = 4
+	kindEmbed   = 5
+	kindFormat  = 6
+	kindType    = 7
+	kindAny     = 8
+	kindDoc     = 9
+	kindSkip    = 10
+)
+
+// Info bits of an encoded item.
+const (
+	infoOrigin      = 0x80
+	infoRightOrigin = 0x40
+	infoParentSub   = 0x20
+)
+
+// item flags.
+const (
+	flagDeleted = 1 << iota
+	flagCountable
+	flagHasOrigin
+	flagHasRightOrigin
+	flagHasParentSub
+)
+
+// parentRef is the explicit parent of a decoded item that has neither origin: a root
+// name or the ID of the item holding the parent type.
+type parentRef struct {
+	name string
+	id   ID
+	isID bool
+}
+
+// item is a Yjs struct: an Item, or a GC / Skip range (kind kindGC / kindSkip).
+type item struct {
+	id          ID
+	length      uint64
+	left, right *item
+	origin      ID
+	rightOrigin ID
+	parent      *Type
+	pref        *parentRef
+	parentSub   string
+	kind        uint8
+	flags       uint8
+	// content: str holds String text (UTF-8), a Format key or a Doc guid; vals holds
+	// Any/JSON values, the Embed or Format value, the Binary []byte or the *Doc; typ
+	// holds the Type of a ContentType.
+	str  string
+	vals []any
+	typ  *Type
+}
+
+func (it *item) deleted() bool { return it.kind == kindGC || it.flags&flagDeleted != 0 }
+
+func (it *item) countable() bool { return it.flags&flagCountable != 0 }
+
+// visible reports whether it contributes to its parent's sequence.
+func (it *item) visible() bool { return it.flags&(flagDeleted|flagCountable) == flagCountable }
+
+func (it *item) lastID() ID { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+
+func (it *item) hasOrigin() bool { return it.flags&flagHasOrigin != 0 }
+
+func (it *item) hasRightOrigin() bool { return it.flags&flagHasRightOrigin != 0 }
+
+func isCountableKind(k uint8) bool {
+	return k != kindDeleted && k != kindFormat
+}
+
+// content returns the values of a countable item as Y.Array exposes them.
+func (it *item) content() []any {
+	switch it.kind {
+	case kindAny, kindJSON:
+		return it.vals
+	case kindString:
+		out := make([]any, 0, it.length)
+		for _, u := range utf16.Encode([]rune(it.str)) {
+			out = append(out, string(utf16.Decode([]uint16{u})))
+		}
+		return out
+	case kindType:
+		return []any{it.typ.Value()}
+	case kindBinary, kindEmbed, kindDoc:
+		return it.vals[:1]
+	}
+	return nil
+}
+
+// last returns the last value of it, the value a map entry holds.
+func (it *item) last() any {
+	switch it.kind {
+	case kindAny, kindJSON:
+		return it.vals[len(it.vals)-1]
+	case kindString:
+		return lastUnit(it.str)
+	case kindType:
+		return it.typ.Value()
+	case kindBinary, kindEmbed, kindDoc:
+		return it.vals[0]
+	}
+	return nil
+}
+
+// lastUnit returns the last UTF-16 code unit of s as a string (a lone surrogate becomes
+// U+FFFD, as it would after a round trip through UTF-8).
+func lastUnit(s string) string {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	if r >= 0x10000 {
+		return "\uFFFD"
+	}
+	return string(r)
+}
+
+// utf16Len returns the length of s in UTF-16 code units.
+func utf16Len(s string) uint64 {
+	n := uint64(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x80 {
+			continue
+		}
+		switch {
+		case c >= 0xF0:
+			n -= 2 // 4 bytes, 2 units
+		case c >= 0xE0:
+			n -= 2 // 3 bytes, 1 unit
+		case c >= 0xC0:
+			n-- // 2 bytes, 1 unit
+		}
+	}
+	return n
+}
+
+// splitString splits s, whose UTF-16 length is n, after off UTF-16 units. A surrogate
+// pair cut in half becomes U+FFFD on both sides, like Yjs's ContentString.splice.
+func splitString(s string, n, off uint64) (string, string) {
+	if uint64(len(s)) == n {
+		return s[:off], s[off:]
+	}
+	units := uint64(0)
+	for i, r := range s {
+		if units == off {
+			return s[:i], s[i:]
+		}
+		if r >= 0x10000 {
+			if units+1 == off {
+				return s[:i] + "\uFFFD", "\uFFFD" + s[i+4:]
+			}
+			units += 2
+		} else {
+			units++
+		}
+	}
+	return s, ""
+}
+
+// splice cuts it after diff clock units and returns the right part as a new item
+// (allocated from a) linked to the right of it, like Yjs's splitItem.
+func (d *Doc) splitItem(it *item, diff uint64) *item {
+	r := d.newItem()
+	r.id = ID{it.id.Client, it.id.Clock + diff}
+	r.length = it.length - diff
+	r.left = it
+	r.origin = ID{it.id.Client, it.id.Clock + diff - 1}
+	r.right = it.right
+	r.rightOrigin = it.rightOrigin
+	r.parent = it.parent
+	r.parentSub = it.parentSub
+	r.kind = it.kind
+	r.flags = it.flags | flagHasOrigin
+	switch it.kind {
+	case kindString:
+		it.str, r.str = splitString(it.str, it.length, diff)
+	case kindAny, kindJSON:
+		r.vals = it.vals[diff:len(it.vals):len(it.vals)]
+		it.vals = it.vals[:diff:diff]
+	}
+	it.right = r
+	if r.right != nil {
+		r.right.left = r
+	}
+	it.length = diff
+	return r
+}
+
+// newItem returns a zeroed item from the document's slab.
+func (d *Doc) newItem() *item {
+	if len(d.slab) == 0 {
+		d.slab = make([]item, 256)
+	}
+	it := &d.slab[0]
+	d.slab = d.slab[1:]
+	return it
+}

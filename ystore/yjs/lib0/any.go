@@ -1,0 +1,205 @@
+package lib0
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// Any tags as written by lib0's writeAny.
+const (
+	TagUndefined  = 127
+	TagNull       = 126
+	TagInteger    = 125
+	TagFloat32    = 124
+	TagFloat64    = 123
+	TagBigInt     = 122
+	TagFalse      = 121
+	TagTrue       = 120
+	TagString     = 119
+	TagObject     = 118
+	TagArray      = 117
+	TagUint8Array = 116
+)
+
+func validUTF8(b []byte) bool { return utf8.Valid(b) }
+
+func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
+
+// Any reads one lib0 Any value. Results: Undefined, nil, float64 (tags 125, 124, 123),
+// int64 (bigint), bool, string, map[string]any, []any, []byte.
+func (d *Decoder) Any(expected string) any {
+	return d.anyDepth(expected, 0)
+}
+
+func (d *Decoder) anyDepth(expected string, depth int) any {
+	start := d.pos
+	tag := d.Uint8(expected)
+	if d.err != nil {
+		return nil
+	}
+	switch tag {
+	case TagUndefined:
+		return Undefined
+	case TagNull:
+		return nil
+	case TagInteger:
+		mag, neg := d.VarInt(expected)
+		f := float64(mag)
+		if neg {
+			f = -f
+		}
+		return f
+	case TagFloat32:
+		return float64(d.Float32(expected))
+	case TagFloat64:
+		return math.Float64frombits(d.Uint64BE(expected))
+	case TagBigInt:
+		return int64(d.Uint64BE(expected))
+	case TagFalse:
+		return false
+	case TagTrue:
+		return true
+	case TagString:
+		return d.VarString(expected)
+	case TagObject, TagArray:
+		if depth >= MaxDepth {
+			d.Fail(start, expected, ErrOverflow)
+			return nil
+		}
+		if tag == TagArray {
+			n := d.CountAtMost(1, expected)
+			arr := make([]any, n)
+			for i := range arr {
+				arr[i] = d.anyDepth(expected, depth+1)
+			}
+			return arr
+		}
+		n := d.CountAtMost(2, expected)
+		obj := make(map[string]any, n)
+		for range n {
+			k := d.VarString(expected)
+			obj[k] = d.anyDepth(expected, depth+1)
+		}
+		return obj
+	case TagUint8Array:
+		return d.VarUint8Array(expected)
+	}
+	d.Fail(start, expected, ErrInvalid)
+	return nil
+}
+
+// Encoder appends lib0 values to a byte slice.
+type Encoder struct {
+	Buf []byte
+}
+
+// Uint8 appends one byte.
+func (e *Encoder) Uint8(b uint8) { e.Buf = append(e.Buf, b) }
+
+// VarUint appends an unsigned LEB128 number.
+func (e *Encoder) VarUint(n uint64) {
+	for n >= 0x80 {
+		e.Buf = append(e.Buf, byte(n)|0x80)
+		n >>= 7
+	}
+	e.Buf = append(e.Buf, byte(n))
+}
+
+// VarInt appends a lib0 varint with magnitude mag and the given sign (-0 allowed).
+func (e *Encoder) VarInt(mag uint64, negative bool) {
+	b := byte(mag & 0x3f)
+	if negative {
+		b |= 0x40
+	}
+	mag >>= 6
+	if mag > 0 {
+		b |= 0x80
+	}
+	e.Buf = append(e.Buf, b)
+	for mag > 0 {
+		c := byte(mag & 0x7f)
+		mag >>= 7
+		if mag > 0 {
+			c |= 0x80
+		}
+		e.Buf = append(e.Buf, c)
+	}
+}
+
+// VarString appends a varuint byte length and the UTF-8 bytes of s.
+func (e *Encoder) VarString(s string) {
+	e.VarUint(uint64(len(s)))
+	e.Buf = append(e.Buf, s...)
+}
+
+// VarUint8Array appends a varuint length and b.
+func (e *Encoder) VarUint8Array(b []byte) {
+	e.VarUint(uint64(len(b)))
+	e.Buf = append(e.Buf, b...)
+}
+
+func (e *Encoder) uint64BE(v uint64) {
+	e.Buf = append(e.Buf, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// Any appends v with lib0's writeAny rules. Numbers follow JavaScript: integers with
+// magnitude up to 2^31-1 as varint, values exact in float32 as float32, else float64.
+// Accepted types: Undefined, nil, bool, float64, float32, int, int64 (bigint), string,
+// []byte, []any, map[string]any (keys in sorted order). Other types encode as undefined.
+func (e *Encoder) Any(v any) {
+	switch x := v.(type) {
+	case nil:
+		e.Uint8(TagNull)
+	case bool:
+		if x {
+			e.Uint8(TagTrue)
+		} else {
+			e.Uint8(TagFalse)
+		}
+	case float64:
+		e.number(x)
+	case float32:
+		e.number(float64(x))
+	case int:
+		e.number(float64(x))
+	case int64:
+		e.Uint8(TagBigInt)
+		e.uint64BE(uint64(x))
+	case string:
+		e.Uint8(TagString)
+		e.VarString(x)
+	case []byte:
+		e.Uint8(TagUint8Array)
+		e.VarUint8Array(x)
+	case []any:
+		e.Uint8(TagArray)
+		e.VarUint(uint64(len(x)))
+		for _, el := range x {
+			e.Any(el)
+		}
+	case map[string]any:
+		e.Uint8(TagObject)
+		e.VarUint(uint64(len(x)))
+		for _, k := range sortedKeys(x) {
+			e.VarString(k)
+			e.Any(x[k])
+		}
+	default:
+		e.Uint8(TagUndefined)
+	}
+}
+
+func (e *Encoder) number(f float64) {
+	switch {
+	case f == math.Trunc(f) && math.Abs(f) <= math.MaxInt32:
+		e.Uint8(TagInteger)
+		e.VarInt(uint64(math.Abs(f)), math.Signbit(f))
+	case float64(float32(f)) == f:
+		e.Uint8(TagFloat32)
+		b := math.Float32bits(float32(f))
+		e.Buf = append(e.Buf, byte(b>>24), byte(b>>16), byte(b>>8), byte(b))
+	default:
+		e.Uint8(TagFloat64)
+		e.uint64BE(math.Float64bits(f))
+	}
+}

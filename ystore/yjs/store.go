@@ -1,0 +1,97 @@
+package yjs
+
+import "slices"
+
+// clientStructs holds one client's structs sorted by clock, contiguous from clock 0.
+type clientStructs struct {
+	structs []*item
+}
+
+// state returns the next expected clock of client.
+func (d *Doc) state(client uint64) uint64 {
+	cs := d.clients[client]
+	if cs == nil || len(cs.structs) == 0 {
+		return 0
+	}
+	last := cs.structs[len(cs.structs)-1]
+	return last.id.Clock + last.length
+}
+
+// findIndex returns the index of the struct containing clock, or -1.
+func findIndex(structs []*item, clock uint64) int {
+	lo, hi := 0, len(structs)-1
+	if hi < 0 {
+		return -1
+	}
+	if last := structs[hi]; last.id.Clock <= clock {
+		if clock < last.id.Clock+last.length {
+			return hi
+		}
+		return -1
+	}
+	for lo <= hi {
+		mid := int(uint(lo+hi) >> 1)
+		s := structs[mid]
+		switch {
+		case clock < s.id.Clock:
+			hi = mid - 1
+		case clock >= s.id.Clock+s.length:
+			lo = mid + 1
+		default:
+			return mid
+		}
+	}
+	return -1
+}
+
+// getItem returns the struct containing id; the caller has checked id.Clock < state.
+func (d *Doc) getItem(id ID) *item {
+	cs := d.clients[id.Client]
+	return cs.structs[findIndex(cs.structs, id.Clock)]
+}
+
+// getItemCleanStart returns the struct starting at id, splitting an item if needed.
+func (d *Doc) getItemCleanStart(id ID) *item {
+	cs := d.clients[id.Client]
+	i := findIndex(cs.structs, id.Clock)
+	it := cs.structs[i]
+	if it.id.Clock < id.Clock && it.kind != kindGC {
+		r := d.split(it, id.Clock-it.id.Clock)
+		cs.structs = slices.Insert(cs.structs, i+1, r)
+		return r
+	}
+	return it
+}
+
+// getItemCleanEnd returns the struct ending at id, splitting an item if needed.
+func (d *Doc) getItemCleanEnd(id ID) *item {
+	cs := d.clients[id.Client]
+	i := findIndex(cs.structs, id.Clock)
+	it := cs.structs[i]
+	if id.Clock != it.id.Clock+it.length-1 && it.kind != kindGC {
+		r := d.split(it, id.Clock-it.id.Clock+1)
+		cs.structs = slices.Insert(cs.structs, i+1, r)
+	}
+	return it
+}
+
+// split splits an integrated item and keeps its parent's key index pointing at the
+// right-most part.
+func (d *Doc) split(it *item, diff uint64) *item {
+	r := d.splitItem(it, diff)
+	if r.flags&flagHasParentSub != 0 && r.right == nil && r.parent != nil {
+		r.parent.keys[r.parentSub] = r
+	}
+	return r
+}
+
+// addStruct appends an integrated struct to its client's list.
+func (d *Doc) addStruct(txn *Txn, it *item) {
+	cs := d.clients[it.id.Client]
+	if cs == nil {
+		cs = &clientStructs{}
+		d.clients[it.id.Client] = cs
+	}
+	txn.touch(d, it.id.Client)
+	cs.structs = append(cs.structs, it)
+}
