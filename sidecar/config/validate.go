@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -114,12 +116,11 @@ func (c Config) Validate() error {
 	c.Server.validate(v)
 
 	for _, name := range sortedKeys(c.Notebooks) {
-		key := "notebooks." + name
-		if name == "" || strings.ContainsAny(name, "/?#{} \t\n") {
-			v.fail(key, "notebook name must be non-empty without / ? # { } or spaces")
+		if err := names.ValidateName(name); err != nil {
+			v.fail("notebooks."+name, "%v", err)
 		}
-		if c.Notebooks[name] == "" {
-			v.fail(key, "notebook path must not be empty")
+		if _, err := names.CleanPath(c.Notebooks[name]); err != nil {
+			v.fail("notebooks."+name, "%v", err)
 		}
 	}
 
