@@ -1,0 +1,203 @@
+package ynotebook
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+)
+
+// Changes is what changed in a notebook between two snapshots. Cells are named by id;
+// cells present on both sides are paired by id (the k-th cell with an id on one side with
+// the k-th cell with that id on the other).
+type Changes struct {
+	Metadata bool                  // notebook metadata, nbformat or nbformat_minor changed
+	Added    []string              // ids of cells that appeared, in document order
+	Removed  []string              // ids of cells that disappeared, in former document order
+	Moved    []string              // ids of cells whose order relative to the others changed
+	Cells    map[string]CellChange // cells present on both sides whose content changed
+}
+
+// CellChange says which parts of a cell changed.
+type CellChange struct {
+	Source, Metadata, Outputs, ExecutionCount, Attachments, CellType bool
+	OutputIndexes                                                    []int // indexes of outputs that changed, appeared or disappeared, sorted
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool {
+	return !c.Metadata && len(c.Added) == 0 && len(c.Removed) == 0 && len(c.Moved) == 0 && len(c.Cells) == 0
+}
+
+// Merge adds o, a later change set, to c: flags are or-ed, id lists and output indexes
+// united.
+func (c *Changes) Merge(o Changes) {
+	c.Metadata = c.Metadata || o.Metadata
+	c.Added = union(c.Added, o.Added)
+	c.Removed = union(c.Removed, o.Removed)
+	c.Moved = union(c.Moved, o.Moved)
+	for id, oc := range o.Cells {
+		if c.Cells == nil {
+			c.Cells = make(map[string]CellChange, len(o.Cells))
+		}
+		cc := c.Cells[id]
+		cc.Source = cc.Source || oc.Source
+		cc.Metadata = cc.Metadata || oc.Metadata
+		cc.Outputs = cc.Outputs || oc.Outputs
+		cc.ExecutionCount = cc.ExecutionCount || oc.ExecutionCount
+		cc.Attachments = cc.Attachments || oc.Attachments
+		cc.CellType = cc.CellType || oc.CellType
+		for _, i := range oc.OutputIndexes {
+			if j, found := slices.BinarySearch(cc.OutputIndexes, i); !found {
+				cc.OutputIndexes = slices.Insert(cc.OutputIndexes, j, i)
+			}
+		}
+		c.Cells[id] = cc
+	}
+}
+
+// union appends to a the elements of b it does not hold yet.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
+		}
+	}
+	return a
+}
+
+// diff computes the changes from prev to next. metaChanged says whether the notebook-level
+// fields may differ; next.fresh marks cells read anew (all others are unchanged values
+// shared with prev).
+func diff(prev, next *Snapshot, metaChanged bool) Changes {
+	var ch Changes
+	if metaChanged {
+		ch.Metadata = prev.hasNBFormat != next.hasNBFormat || prev.hasMinor != next.hasMinor ||
+			!reflect.DeepEqual(prev.nbformat, next.nbformat) ||
+			!reflect.DeepEqual(prev.nbformatMinor, next.nbformatMinor) ||
+			(prev.Metadata == nil) != (next.Metadata == nil) || !reflect.DeepEqual(prev.Metadata, next.Metadata)
+	}
+	if !slices.Equal(prev.types, next.types) {
+		return reorder(ch, prev, next)
+	}
+	for i, fresh := range next.fresh {
+		if fresh && cellKey(prev.Cells[i]) != cellKey(next.Cells[i]) {
+			return reorder(ch, prev, next)
+		}
+	}
+	for i, fresh := range next.fresh {
+		if fresh {
+			ch.addCell(&prev.Cells[i], &next.Cells[i])
+		}
+	}
+	return ch
+}
+
+// occurrence keys a cell by its id and how many cells before it carry the same id.
+func occurrences(s *Snapshot) []string {
+	seen := make(map[string]int, len(s.Cells))
+	keys := make([]string, len(s.Cells))
+	for i, c := range s.Cells {
+		id := cellKey(c)
+		keys[i] = id + "\x00" + strconv.Itoa(seen[id])
+		seen[id]++
+	}
+	return keys
+}
+
+func cellKey(c Cell) string {
+	if !c.hasID {
+		return "\x00"
+	}
+	return c.ID
+}
+
+// reorder fills in added, removed and moved cells and compares the cells present on both
+// sides.
+func reorder(ch Changes, prev, next *Snapshot) Changes {
+	oldKeys, newKeys := occurrences(prev), occurrences(next)
+	oldPos := make(map[string]int, len(oldKeys))
+	for i, k := range oldKeys {
+		oldPos[k] = i
+	}
+	newPos := make(map[string]int, len(newKeys))
+	for j, k := range newKeys {
+		newPos[k] = j
+	}
+	for i, k := range oldKeys {
+		if _, ok := newPos[k]; !ok {
+			ch.Removed = union(ch.Removed, []string{prev.Cells[i].ID})
+		}
+	}
+	var common []int // new index of each common cell, in new order
+	var commonOld []int
+	for j, k := range newKeys {
+		i, ok := oldPos[k]
+		if !ok {
+			ch.Added = union(ch.Added, []string{next.Cells[j].ID})
+			continue
+		}
+		common = append(common, j)
+		commonOld = append(commonOld, i)
+		if next.fresh[j] || prev.types[i] != next.types[j] {
+			ch.addCell(&prev.Cells[i], &next.Cells[j])
+		}
+	}
+	keep := increasing(commonOld)
+	for n, j := range common {
+		if !keep[n] {
+			ch.Moved = union(ch.Moved, []string{next.Cells[j].ID})
+		}
+	}
+	return ch
+}
+
+// increasing marks a longest strictly increasing subsequence of xs.
+func increasing(xs []int) []bool {
+	tails := []int{} // tails[l] = index in xs of the smallest tail of an increasing run of length l+1
+	prev := make([]int, len(xs))
+	for i, x := range xs {
+		l := sort.Search(len(tails), func(k int) bool { return xs[tails[k]] >= x })
+		if l > 0 {
+			prev[i] = tails[l-1]
+		} else {
+			prev[i] = -1
+		}
+		if l == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[l] = i
+		}
+	}
+	keep := make([]bool, len(xs))
+	if len(tails) > 0 {
+		for i := tails[len(tails)-1]; i >= 0; i = prev[i] {
+			keep[i] = true
+		}
+	}
+	return keep
+}
+
+// addCell records what differs between a and b, the same cell before and after.
+func (c *Changes) addCell(a, b *Cell) {
+	cc := CellChange{
+		Source:         a.Source != b.Source,
+		Metadata:       (a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata),
+		ExecutionCount: !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
+		Attachments:    a.hasAttachments != b.hasAttachments || !reflect.DeepEqual(a.attachments, b.attachments),
+		CellType:       a.CellType != b.CellType,
+	}
+	for i := range max(len(a.Outputs), len(b.Outputs)) {
+		if i >= len(a.Outputs) || i >= len(b.Outputs) || !reflect.DeepEqual(a.Outputs[i], b.Outputs[i]) {
+			cc.OutputIndexes = append(cc.OutputIndexes, i)
+		}
+	}
+	cc.Outputs = len(cc.OutputIndexes) > 0
+	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs {
+		return
+	}
+	if c.Cells == nil {
+		c.Cells = map[string]CellChange{}
+	}
+	c.Cells[b.ID] = cc
+}

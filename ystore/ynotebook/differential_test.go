@@ -1,0 +1,300 @@
+package ynotebook
+
+import (
+	"encoding/json"
+	"fmt"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// fullSnapshot materializes the document of n from scratch, without the cell cache.
+func fullSnapshot(n *Notebook) *Snapshot {
+	fresh := &Notebook{doc: n.doc, cells: n.cells, meta: n.meta, state: n.state, cache: map[*yjs.Type]Cell{}}
+	return fresh.materialize(nil, true)
+}
+
+// TestSessionsInOrder applies every session's updates in order and compares the snapshot
+// with Yjs at every checkpoint, the cached snapshot with a full one after every update,
+// every change set with an independent diff, and the change set of the whole step between
+// two checkpoints, applied as one update, with the diff of Yjs's two checkpoints.
+func TestSessionsInOrder(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			nb, lag := New(), New()
+			var lagSV []byte
+			next := 0
+			for i, u := range s.Updates {
+				before := nb.Snapshot()
+				ch, err := nb.Apply(u.Update)
+				if err != nil {
+					t.Fatalf("update %d: %v", i, err)
+				}
+				after := nb.Snapshot()
+				requireSnapshotsEqual(t, i, after, fullSnapshot(nb))
+				requireChanges(t, i, ch, before, after)
+				for next < len(s.Checkpoints) && s.Checkpoints[next].After == i+1 {
+					cp := s.Checkpoints[next]
+					requireJSON(t, "checkpoint after update "+strconv.Itoa(i), after, cp.Notebook)
+					requireState(t, "checkpoint after update "+strconv.Itoa(i), nb.State(), cp.State)
+					step, err := nb.Doc().EncodeStateAsUpdate(lagSV)
+					if err != nil {
+						t.Fatal(err)
+					}
+					prev := lag.Snapshot()
+					lch, err := lag.Apply(step)
+					if err != nil {
+						t.Fatalf("checkpoint step: %v", err)
+					}
+					requireJSON(t, "lagging notebook", lag.Snapshot(), cp.Notebook)
+					requireChanges(t, i, lch, prev, lag.Snapshot())
+					lagSV = lag.Doc().EncodeStateVector()
+					next++
+				}
+			}
+			if next != len(s.Checkpoints) {
+				t.Fatalf("checked %d of %d checkpoints", next, len(s.Checkpoints))
+			}
+		})
+	}
+}
+
+// TestSessionsShuffled applies every session's updates in a random order.
+func TestSessionsShuffled(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(s.Seed), 1))
+			ups := s.updates()
+			r.Shuffle(len(ups), func(i, j int) { ups[i], ups[j] = ups[j], ups[i] })
+			nb := applyAll(t, ups)
+			last := s.Checkpoints[len(s.Checkpoints)-1]
+			requireJSON(t, "shuffled", nb.Snapshot(), last.Notebook)
+			requireState(t, "shuffled", nb.State(), last.State)
+			if nb.Doc().HasPending() {
+				t.Fatal("structs still pending after every update was applied")
+			}
+		})
+	}
+}
+
+// TestSessionsDuplicated applies every update twice and replays earlier ones at random;
+// re-applied updates must report nothing.
+func TestSessionsDuplicated(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(s.Seed), 2))
+			nb := New()
+			next := 0
+			for i, u := range s.Updates {
+				if _, err := nb.Apply(u.Update); err != nil {
+					t.Fatalf("update %d: %v", i, err)
+				}
+				for _, again := range [][]byte{u.Update, s.Updates[r.IntN(i+1)].Update} {
+					ch, err := nb.Apply(again)
+					if err != nil {
+						t.Fatalf("update %d again: %v", i, err)
+					}
+					if !ch.Empty() {
+						t.Fatalf("update %d: re-applied update reports %+v", i, ch)
+					}
+				}
+				for next < len(s.Checkpoints) && s.Checkpoints[next].After == i+1 {
+					requireJSON(t, "duplicated", nb.Snapshot(), s.Checkpoints[next].Notebook)
+					next++
+				}
+			}
+		})
+	}
+}
+
+// TestSessionsMerged applies the single update Y.mergeUpdates made of each session.
+func TestSessionsMerged(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			nb := applyAll(t, [][]byte{s.Merged})
+			last := s.Checkpoints[len(s.Checkpoints)-1]
+			requireJSON(t, "merged", nb.Snapshot(), last.Notebook)
+			requireState(t, "merged", nb.State(), last.State)
+		})
+	}
+}
+
+func applyAll(t testing.TB, ups [][]byte) *Notebook {
+	t.Helper()
+	nb := New()
+	for i, u := range ups {
+		if _, err := nb.Apply(u); err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	return nb
+}
+
+func requireSnapshotsEqual(t testing.TB, i int, got, want *Snapshot) {
+	t.Helper()
+	g, err := got.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := want.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(parsed(t, g), parsed(t, w)) {
+		t.Fatalf("update %d: cached snapshot differs from a full one at %s", i, firstDiff("$", parsed(t, g), parsed(t, w)))
+	}
+}
+
+// requireChanges checks ch against a diff of the JSON of the two snapshots made here,
+// independently of the package's own diff.
+func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
+	t.Helper()
+	nbA, nbB := notebookLevel(t, a), notebookLevel(t, b)
+	if want := !reflect.DeepEqual(nbA, nbB); ch.Metadata != want {
+		t.Fatalf("update %d: Metadata %v, want %v", i, ch.Metadata, want)
+	}
+	ka, kb := keyed(a), keyed(b)
+	var added, removed []string
+	for k, j := range kb.pos {
+		if _, ok := ka.pos[k]; !ok {
+			added = append(added, b.Cells[j].ID)
+		}
+	}
+	for k, j := range ka.pos {
+		if _, ok := kb.pos[k]; !ok {
+			removed = append(removed, a.Cells[j].ID)
+		}
+	}
+	requireSameSet(t, i, "Added", ch.Added, added)
+	requireSameSet(t, i, "Removed", ch.Removed, removed)
+
+	want := map[string]CellChange{}
+	var common []string // keys present on both sides, in new order
+	for _, k := range kb.keys {
+		ia, ok := ka.pos[k]
+		if !ok {
+			continue
+		}
+		common = append(common, k)
+		if cc, changed := cellDiff(t, a.Cells[ia], b.Cells[kb.pos[k]]); changed {
+			want[b.Cells[kb.pos[k]].ID] = cc
+		}
+	}
+	if len(want) == 0 {
+		want = nil
+	}
+	if !reflect.DeepEqual(ch.Cells, want) {
+		t.Fatalf("update %d: Cells %+v, want %+v", i, ch.Cells, want)
+	}
+	// Moved: the cells not reported as moved keep their relative order, and no more cells
+	// are reported than a longest common subsequence leaves over.
+	var oldOrder []int
+	for _, k := range common {
+		if !slices.Contains(ch.Moved, b.Cells[kb.pos[k]].ID) {
+			oldOrder = append(oldOrder, ka.pos[k])
+		}
+	}
+	if !slices.IsSorted(oldOrder) {
+		t.Fatalf("update %d: Moved %v leaves cells out of order", i, ch.Moved)
+	}
+	var commonOld []int
+	for _, k := range common {
+		commonOld = append(commonOld, ka.pos[k])
+	}
+	if limit := len(common) - lcsSorted(commonOld); len(ch.Moved) > limit {
+		t.Fatalf("update %d: Moved %v, at most %d cells moved", i, ch.Moved, limit)
+	}
+}
+
+// lcsSorted is the length of a longest increasing subsequence, by dynamic programming.
+func lcsSorted(xs []int) int {
+	best := make([]int, len(xs))
+	n := 0
+	for i := range xs {
+		best[i] = 1
+		for j := range i {
+			if xs[j] < xs[i] && best[j]+1 > best[i] {
+				best[i] = best[j] + 1
+			}
+		}
+		n = max(n, best[i])
+	}
+	return n
+}
+
+func requireSameSet(t testing.TB, i int, what string, got, want []string) {
+	t.Helper()
+	g := slices.Compact(slices.Sorted(slices.Values(got)))
+	w := slices.Compact(slices.Sorted(slices.Values(want)))
+	if !slices.Equal(g, w) {
+		t.Fatalf("update %d: %s %q, want %q", i, what, got, want)
+	}
+}
+
+func notebookLevel(t testing.TB, s *Snapshot) map[string]any {
+	t.Helper()
+	b, err := s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := parsed(t, b).(map[string]any)
+	delete(m, "cells")
+	return m
+}
+
+type keyedCells struct {
+	keys []string
+	pos  map[string]int
+}
+
+// keyed names each cell by id and occurrence of that id.
+func keyed(s *Snapshot) keyedCells {
+	k := keyedCells{pos: map[string]int{}}
+	seen := map[string]int{}
+	for i, c := range s.Cells {
+		id := fmt.Sprintf("%t/%s", c.hasID, c.ID)
+		key := fmt.Sprintf("%s/%d", id, seen[id])
+		seen[id]++
+		k.keys = append(k.keys, key)
+		k.pos[key] = i
+	}
+	return k
+}
+
+// cellDiff compares the JSON of two cells.
+func cellDiff(t testing.TB, a, b Cell) (CellChange, bool) {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ma, mb := parsed(t, ja).(map[string]any), parsed(t, jb).(map[string]any)
+	differs := func(k string) bool {
+		va, oka := ma[k]
+		vb, okb := mb[k]
+		return oka != okb || !reflect.DeepEqual(va, vb)
+	}
+	cc := CellChange{
+		Source:         differs("source"),
+		Metadata:       differs("metadata"),
+		ExecutionCount: differs("execution_count"),
+		Attachments:    differs("attachments"),
+		CellType:       differs("cell_type"),
+	}
+	oa, _ := ma["outputs"].([]any)
+	ob, _ := mb["outputs"].([]any)
+	for i := range max(len(oa), len(ob)) {
+		if i >= len(oa) || i >= len(ob) || !reflect.DeepEqual(oa[i], ob[i]) {
+			cc.OutputIndexes = append(cc.OutputIndexes, i)
+		}
+	}
+	cc.Outputs = len(cc.OutputIndexes) > 0
+	return cc, !reflect.DeepEqual(cc, CellChange{})
+}

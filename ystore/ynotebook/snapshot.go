@@ -1,0 +1,210 @@
+package ynotebook
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+)
+
+// Cell types YNotebook knows; cells of any other type are not part of a snapshot (the
+// YNotebook model refuses them too).
+const (
+	CellCode     = "code"
+	CellMarkdown = "markdown"
+	CellRaw      = "raw"
+)
+
+// Snapshot is an immutable nbformat view of a notebook at one point in time.
+type Snapshot struct {
+	NBFormat      int            // meta.nbformat, 0 when absent or not a number
+	NBFormatMinor int            // meta.nbformat_minor, 0 when absent or not a number
+	Metadata      map[string]any // notebook metadata; nil when the document has none
+	Cells         []Cell         // in document order
+
+	nbformat, nbformatMinor any         // the values as stored
+	hasNBFormat, hasMinor   bool        // whether meta holds them
+	pruneIDs                bool        // nbformat 4.0–4.4: cell ids are left out
+	types                   []*yjs.Type // the cell map behind each cell
+	fresh                   []bool      // cells read anew rather than taken from the previous snapshot
+}
+
+// Cell is one notebook cell in nbformat shape.
+type Cell struct {
+	ID             string
+	CellType       string
+	Source         string
+	Metadata       map[string]any   // nil when the cell has no metadata
+	ExecutionCount any              // code cells: nil or the count
+	Outputs        []map[string]any // code cells: the outputs in order
+	Attachments    map[string]any   // markdown and raw cells: nil when absent
+
+	hasID          bool
+	attachments    any // the attachments value as stored, for values that are not objects
+	hasAttachments bool
+}
+
+// JSON encodes the snapshot as the nbformat JSON YNotebook.toJSON() yields.
+func (s *Snapshot) JSON() ([]byte, error) {
+	nb := map[string]any{"cells": s.cellsJSON()}
+	if s.Metadata != nil {
+		nb["metadata"] = s.Metadata
+	}
+	if s.hasNBFormat {
+		nb["nbformat"] = s.nbformat
+	}
+	if s.hasMinor {
+		nb["nbformat_minor"] = s.nbformatMinor
+	}
+	out, err := json.Marshal(nb)
+	if err != nil {
+		return nil, fmt.Errorf("encode notebook: %w", err)
+	}
+	return out, nil
+}
+
+// cellsJSON returns the cells as JSON objects, without ids for nbformat before 4.5.
+func (s *Snapshot) cellsJSON() []any {
+	cells := make([]any, len(s.Cells))
+	for i := range s.Cells {
+		c := s.Cells[i].jsonObject()
+		if s.pruneIDs {
+			delete(c, "id")
+		}
+		cells[i] = c
+	}
+	return cells
+}
+
+// Cell returns the first cell with the given id and its index.
+func (s *Snapshot) Cell(id string) (Cell, int, bool) {
+	for i, c := range s.Cells {
+		if c.hasID && c.ID == id {
+			return c, i, true
+		}
+	}
+	return Cell{}, -1, false
+}
+
+// MarshalJSON encodes the cell as the nbformat cell object YNotebook.toJSON() yields.
+func (c Cell) MarshalJSON() ([]byte, error) {
+	return json.Marshal(c.jsonObject())
+}
+
+func (c *Cell) jsonObject() map[string]any {
+	o := map[string]any{"cell_type": c.CellType, "source": c.Source}
+	if c.hasID {
+		o["id"] = c.ID
+	}
+	if c.Metadata != nil {
+		o["metadata"] = c.Metadata
+	}
+	if c.CellType == CellCode {
+		outputs := make([]any, len(c.Outputs))
+		for i, out := range c.Outputs {
+			outputs[i] = out
+		}
+		o["outputs"] = outputs
+		o["execution_count"] = c.ExecutionCount
+	} else if c.hasAttachments {
+		o["attachments"] = c.attachments
+	}
+	return o
+}
+
+// readSnapshotMeta fills the notebook-level fields of s from the meta map.
+func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
+	s.nbformat, s.hasNBFormat = get(meta, "nbformat")
+	s.nbformatMinor, s.hasMinor = get(meta, "nbformat_minor")
+	if s.hasNBFormat {
+		s.nbformat = plain(s.nbformat)
+	}
+	if s.hasMinor {
+		s.nbformatMinor = plain(s.nbformatMinor)
+	}
+	s.NBFormat = intOf(s.nbformat)
+	s.NBFormatMinor = intOf(s.nbformatMinor)
+	major, isNum := s.nbformat.(float64)
+	minor, cmp := number(s.nbformatMinor)
+	s.pruneIDs = isNum && major == 4 && s.hasMinor && cmp && minor <= 4
+	if md, ok := get(meta, "metadata"); ok {
+		s.Metadata, _ = plain(md).(map[string]any)
+	}
+}
+
+func intOf(v any) int {
+	if f, ok := v.(float64); ok {
+		return int(f)
+	}
+	return 0
+}
+
+// readCell materializes one element of the cells array; ok is false for elements YNotebook
+// cannot model (not a map, or an unknown cell type).
+func readCell(v any) (Cell, bool) {
+	m, isMap := v.(*yjs.Map)
+	if !isMap {
+		return Cell{}, false
+	}
+	ct, _ := get(m, "cell_type")
+	c := Cell{}
+	c.CellType, _ = ct.(string)
+	switch c.CellType {
+	case CellCode, CellMarkdown, CellRaw:
+	default:
+		return Cell{}, false
+	}
+	if id, ok := get(m, "id"); ok {
+		c.ID, c.hasID = id.(string)
+	}
+	if src, ok := get(m, "source"); ok {
+		c.Source = sourceString(src)
+	}
+	if md, ok := get(m, "metadata"); ok {
+		c.Metadata, _ = plain(md).(map[string]any)
+	}
+	if c.CellType == CellCode {
+		c.Outputs = readOutputs(m)
+		if n, ok := get(m, "execution_count"); ok && truthy(n) {
+			c.ExecutionCount = plain(n)
+		}
+		return c, true
+	}
+	if a, ok := get(m, "attachments"); ok {
+		c.hasAttachments = true
+		c.attachments = plain(a)
+		c.Attachments, _ = c.attachments.(map[string]any)
+	}
+	return c, true
+}
+
+// sourceString is String(source) for the values a cell source can hold.
+func sourceString(v any) string {
+	switch x := v.(type) {
+	case *yjs.Text:
+		return x.String()
+	case string:
+		return x
+	}
+	return ""
+}
+
+// readOutputs returns the outputs of a code cell: each output is a Y map (stream text as
+// Y text) or, in the jupyter_ydoc 2.x layout, a plain object.
+func readOutputs(m *yjs.Map) []map[string]any {
+	v, _ := get(m, "outputs")
+	var items []any
+	switch x := v.(type) {
+	case *yjs.Array:
+		items = x.Values()
+	case []any:
+		items = x
+	}
+	outs := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		if o, ok := plain(it).(map[string]any); ok {
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
