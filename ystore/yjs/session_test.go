@@ -1,0 +1,207 @@
+package yjs
+
+import (
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// session is one random editing session written by testdata/yjs-golden/sessions.mjs.
+type session struct {
+	Seed        int          `json:"seed"`
+	Updates     []string     `json:"updates"`
+	Merged      string       `json:"merged"`
+	Checkpoints []checkpoint `json:"checkpoints"`
+	JSON        any          `json:"json"`
+}
+
+type checkpoint struct {
+	After int `json:"after"`
+	JSON  any `json:"json"`
+}
+
+func loadSessions(t testing.TB) []session {
+	t.Helper()
+	f, err := os.Open("testdata/sessions.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss []session
+	if err := json.NewDecoder(zr).Decode(&ss); err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+func (s *session) updates(t testing.TB) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(s.Updates))
+	for i, u := range s.Updates {
+		out[i] = mustB64(t, u)
+	}
+	return out
+}
+
+func mustB64(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var sessionRoots = map[string]string{"t": "text", "a": "array", "m": "map"}
+
+func mustApply(t testing.TB, d *Doc, u []byte) *Txn {
+	t.Helper()
+	txn, err := d.ApplyUpdate(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txn
+}
+
+func checkJSON(t *testing.T, what string, d *Doc, want any) {
+	t.Helper()
+	if got := rootJSON(d, sessionRoots); !reflect.DeepEqual(got, want) {
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		t.Fatalf("%s:\n got %s\nwant %s", what, gb, wb)
+	}
+}
+
+func TestSessionsInOrder(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		ups := s.updates(t)
+		d := NewDoc()
+		for i, u := range ups {
+			mustApply(t, d, u)
+			for _, c := range s.Checkpoints {
+				if c.After == i+1 {
+					checkJSON(t, "checkpoint", d, c.JSON)
+				}
+			}
+		}
+		checkJSON(t, "final", d, s.JSON)
+		if d.HasPending() {
+			t.Fatalf("session %d: pending after all updates", s.Seed)
+		}
+		for _, u := range ups {
+			if txn := mustApply(t, d, u); !txn.Empty() {
+				t.Fatalf("session %d: re-applying a known update reported %v", s.Seed, txn.Changes())
+			}
+		}
+		checkJSON(t, "after re-applying", d, s.JSON)
+	}
+}
+
+func TestSessionsShuffledDuplicated(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		ups := s.updates(t)
+		rng := rand.New(rand.NewPCG(uint64(s.Seed), 7))
+		order := append(rng.Perm(len(ups)), rng.Perm(len(ups))[:len(ups)/3]...)
+		d := NewDoc()
+		for _, i := range order {
+			mustApply(t, d, ups[i])
+		}
+		checkJSON(t, "shuffled", d, s.JSON)
+		if d.HasPending() {
+			t.Fatalf("session %d: pending after all updates", s.Seed)
+		}
+	}
+}
+
+func TestSessionsMerged(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		d := NewDoc()
+		mustApply(t, d, mustB64(t, s.Merged))
+		checkJSON(t, "merged", d, s.JSON)
+	}
+}
+
+// TestSessionsEncodeState re-encodes the state (whole and as a diff against each
+// checkpoint) and applies it in Go.
+func TestSessionsEncodeState(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		ups := s.updates(t)
+		d := NewDoc()
+		for _, u := range ups {
+			mustApply(t, d, u)
+		}
+		state, err := d.EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d2 := NewDoc()
+		mustApply(t, d2, state)
+		checkJSON(t, "re-encoded", d2, s.JSON)
+		for _, c := range s.Checkpoints {
+			old := NewDoc()
+			for _, u := range ups[:c.After] {
+				mustApply(t, old, u)
+			}
+			diff, err := d.EncodeStateAsUpdate(old.EncodeStateVector())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustApply(t, old, diff)
+			checkJSON(t, "checkpoint plus diff", old, s.JSON)
+		}
+	}
+}
+
+// TestSessionsRoundTripYjs applies Go's encoded states in real Yjs (node roundtrip.mjs).
+// It needs `npm ci` in testdata/yjs-golden; CI runs it.
+func TestSessionsRoundTripYjs(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "yjs-golden")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "yjs")); err != nil {
+		t.Skip("testdata/yjs-golden/node_modules missing: run npm ci there")
+	}
+	type rtCase struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+		JSON  any    `json:"json"`
+	}
+	var cases []rtCase
+	for _, s := range loadSessions(t) {
+		ups := s.updates(t)
+		rng := rand.New(rand.NewPCG(uint64(s.Seed), 9))
+		d := NewDoc()
+		for _, i := range rng.Perm(len(ups)) {
+			mustApply(t, d, ups[i])
+		}
+		state, err := d.EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, rtCase{Name: fmt.Sprint("session ", s.Seed), State: base64.StdEncoding.EncodeToString(state), JSON: s.JSON})
+	}
+	path := filepath.Join(t.TempDir(), "roundtrip.json")
+	b, err := json.Marshal(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "roundtrip.mjs", path)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node roundtrip.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
