@@ -128,7 +128,7 @@ func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
 	minor, cmp := number(s.nbformatMinor)
 	s.pruneIDs = isNum && major == 4 && s.hasMinor && cmp && minor <= 4
 	if md, ok := get(meta, "metadata"); ok {
-		s.Metadata, _ = plain(md).(map[string]any)
+		s.Metadata, _ = copied(md).(map[string]any)
 	}
 }
 
@@ -161,7 +161,7 @@ func readCell(v any) (Cell, bool) {
 		c.Source = sourceString(src)
 	}
 	if md, ok := get(m, "metadata"); ok {
-		c.Metadata, _ = plain(md).(map[string]any)
+		c.Metadata, _ = copied(md).(map[string]any)
 	}
 	if c.CellType == CellCode {
 		c.Outputs = readOutputs(m)
@@ -202,7 +202,7 @@ func readOutputs(m *yjs.Map) []map[string]any {
 	}
 	outs := make([]map[string]any, 0, len(items))
 	for _, it := range items {
-		if o, ok := plain(it).(map[string]any); ok {
+		if o, ok := copied(it).(map[string]any); ok {
 			outs = append(outs, o)
 		}
 	}

@@ -7,19 +7,35 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
-// plain converts a value read from the document into the JSON value JSON.stringify would
-// produce from it after @lumino's JSONExt.deepCopy: shared types become their JSON,
-// undefined object members disappear, undefined array elements become null, byte arrays
-// become objects keyed by index (as typed arrays serialize) and non-finite numbers null.
-func plain(v any) any {
+// plain converts a value read from the document into the JSON value JSON.stringify
+// produces from it: shared types become their JSON, undefined object members disappear,
+// undefined array elements become null, byte arrays become objects keyed by index (as
+// typed arrays serialize) and non-finite numbers null.
+func plain(v any) any { return convert(v, false) }
+
+// copied is plain for values YNotebook passes through @lumino's JSONExt.deepCopy first
+// (metadata, outputs), which turns undefined array elements into empty objects.
+func copied(v any) any { return convert(v, true) }
+
+func convert(v any, deepCopied bool) any {
 	switch x := yjs.ToJSON(v).(type) {
 	case map[string]any:
-		return plainObject(x)
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if _, undef := e.(yjs.UndefinedType); !undef {
+				out[k] = convert(e, deepCopied)
+			}
+		}
+		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			if _, undef := e.(yjs.UndefinedType); !undef {
-				out[i] = plain(e)
+			_, undef := e.(yjs.UndefinedType)
+			switch {
+			case !undef:
+				out[i] = convert(e, deepCopied)
+			case deepCopied:
+				out[i] = map[string]any{}
 			}
 		}
 		return out
@@ -39,17 +55,6 @@ func plain(v any) any {
 	default:
 		return x
 	}
-}
-
-// plainObject is plain for objects: members whose value is undefined are dropped.
-func plainObject(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, e := range m {
-		if _, undef := e.(yjs.UndefinedType); !undef {
-			out[k] = plain(e)
-		}
-	}
-	return out
 }
 
 // get reads a map key the way Y.Map.get does: a key holding undefined is absent.
