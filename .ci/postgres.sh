@@ -75,7 +75,8 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$tmp'
 fsync = off
-synchronous_commit = off
+# synchronous_commit stays on: tests crash the server (pg_ctl stop -m immediate) and
+# expect every acknowledged commit to survive.
 full_page_writes = off
 max_connections = 100
 EOF

@@ -1,0 +1,113 @@
+// Package postgres is the Postgres Y-store: its schema (Migrate), a Tailer that follows it
+// with LISTEN/NOTIFY and a polling fallback, Compact, and ship mode (a Shipper appending
+// the rows of another store, such as a local SQLite file, into it). No Postgres Y-store
+// exists upstream; docs/POSTGRES.md documents this one.
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultSchema       = "jupyter_ystore"
+	DefaultTable        = "yupdates"
+	DefaultChannel      = "jupyter_ystore"
+	DefaultPollInterval = 2 * time.Second
+	DefaultBackoffMin   = 100 * time.Millisecond
+	DefaultBackoffMax   = 10 * time.Second
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("invalid postgres y-store config")
+
+// identRe accepts the identifiers used unquoted in generated SQL and channel names.
+var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// Config configures the Postgres Y-store. The zero value of every field but DSN means its
+// default.
+type Config struct {
+	// DSN is a pgx connection string (URL or key=value). It may hold a password and is
+	// never logged.
+	DSN string
+	// Schema holds the store's tables; default "jupyter_ystore".
+	Schema string
+	// Table is the updates table; default "yupdates".
+	Table string
+	// Channel is the NOTIFY channel the insert trigger signals; default "jupyter_ystore".
+	Channel string
+	// PollInterval is how often the tailer polls when no notification arrives; default 2 s.
+	PollInterval time.Duration
+	// DisableListen makes the tailer poll only (for poolers that drop LISTEN).
+	DisableListen bool
+	// BackoffMin and BackoffMax bound the reconnect delay, doubled per failure with
+	// jitter; defaults 100 ms and 10 s.
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives the logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields and validates the result.
+func (c Config) withDefaults() (Config, error) {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.Channel == "" {
+		c.Channel = DefaultChannel
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = DefaultBackoffMin
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for _, f := range []struct{ name, v string }{{"schema", c.Schema}, {"table", c.Table}, {"channel", c.Channel}} {
+		if !identRe.MatchString(f.v) {
+			return c, fmt.Errorf("%s %q: must match %s: %w", f.name, f.v, identRe, ErrConfig)
+		}
+	}
+	if c.PollInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
+		return c, fmt.Errorf("poll interval %v, backoff %v..%v: must be positive and ordered: %w",
+			c.PollInterval, c.BackoffMin, c.BackoffMax, ErrConfig)
+	}
+	if _, err := pgx.ParseConfig(c.DSN); err != nil {
+		// pgx redacts the password in its parse errors.
+		return c, fmt.Errorf("dsn: %w: %w", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// names are the SQL identifiers derived from a Config, quoted where they are used.
+type names struct {
+	schema, table, cursors, notifyFunc, trigger, pathIndex, xidIndex, channel string
+}
+
+// namesOf derives the identifiers of a validated Config.
+func namesOf(c Config) names {
+	q := func(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
+	return names{
+		schema:     q(c.Schema),
+		table:      q(c.Schema, c.Table),
+		cursors:    q(c.Schema, c.Table+"_ship_cursors"),
+		notifyFunc: q(c.Schema, c.Table+"_notify"),
+		trigger:    q(c.Table + "_notify"),
+		pathIndex:  q(c.Table + "_path_id"),
+		xidIndex:   q(c.Table + "_xid"),
+		channel:    c.Channel,
+	}
+}

@@ -1,0 +1,222 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// Environment of the throwaway cluster that .ci/postgres.sh starts.
+const (
+	envDSN   = "JUPYTER_MCP_SIDECAR_TEST_PG_DSN"
+	envPGCtl = "JUPYTER_MCP_SIDECAR_TEST_PG_CTL"
+)
+
+// testDSN returns the test cluster's DSN, skipping the test without one (failing in CI).
+func testDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(envDSN)
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", envDSN)
+		}
+		t.Skipf("%s is not set; run: .ci/postgres.sh go test ./ystore/postgres/", envDSN)
+	}
+	return dsn
+}
+
+// testConfig returns a Config on a fresh, migrated schema dropped at cleanup.
+func testConfig(t testing.TB) Config {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	cfg := Config{
+		DSN:          testDSN(t),
+		Schema:       "t_" + hex.EncodeToString(b[:]),
+		Table:        DefaultTable,
+		PollInterval: 50 * time.Millisecond,
+		BackoffMin:   20 * time.Millisecond,
+		BackoffMax:   200 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	ctx := context.Background()
+	if err := Init(ctx, cfg); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	t.Cleanup(func() {
+		conn := dial(t, cfg)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return cfg
+}
+
+// testWriter sends logs to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// dial opens a connection closed at cleanup.
+func dial(t testing.TB, cfg Config) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), cfg.DSN)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// querier runs statements: a connection or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// insert appends one row and returns its id.
+func insert(t testing.TB, q querier, cfg Config, room string, update []byte) int64 {
+	t.Helper()
+	id, err := tryInsert(context.Background(), q, cfg, room, update)
+	if err != nil {
+		t.Fatalf("insert into %s: %v", room, err)
+	}
+	return id
+}
+
+// tryInsert appends one row and returns its id or the error.
+func tryInsert(ctx context.Context, q querier, cfg Config, room string, update []byte) (int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, "INSERT INTO "+pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()+
+		" (path, yupdate, timestamp) VALUES ($1, $2, extract(epoch FROM clock_timestamp())) RETURNING id",
+		room, update).Scan(&id)
+	return id, err
+}
+
+// collector is a sink recording every event.
+type collector struct {
+	mu     sync.Mutex
+	events []ystore.Event
+	wake   chan struct{}
+}
+
+func newCollector() *collector { return &collector{wake: make(chan struct{}, 1)} }
+
+func (c *collector) sink(_ context.Context, events []ystore.Event) error {
+	c.mu.Lock()
+	c.events = append(c.events, events...)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// snapshot returns the events so far.
+func (c *collector) snapshot() []ystore.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]ystore.Event(nil), c.events...)
+}
+
+// waitFor waits until cond holds for the events so far.
+func (c *collector) waitFor(t testing.TB, what string, cond func([]ystore.Event) bool) []ystore.Event {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		ev := c.snapshot()
+		if cond(ev) {
+			return ev
+		}
+		select {
+		case <-c.wake:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; events: %s", what, describe(ev))
+		}
+	}
+}
+
+// rowCount counts the rows delivered in events.
+func rowCount(events []ystore.Event) int {
+	n := 0
+	for _, e := range events {
+		n += len(e.Rows)
+	}
+	return n
+}
+
+// describe renders events for failure messages.
+func describe(events []ystore.Event) string {
+	var b bytes.Buffer
+	for _, e := range events {
+		fmt.Fprintf(&b, "\n  %s %s:", e.Kind, e.Room)
+		for _, r := range e.Rows {
+			fmt.Fprintf(&b, " %d=%q", r.ID, r.Update)
+		}
+	}
+	return b.String()
+}
+
+// runTailer runs a tailer into a new collector until cleanup.
+func runTailer(t testing.TB, cfg Config) (*Tailer, *collector) {
+	t.Helper()
+	tl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, c.sink) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("run: %v, want context.Canceled", err)
+		}
+	})
+	return tl, c
+}
+
+// pgCtl runs the test cluster's pg_ctl wrapper, skipping without one.
+func pgCtl(t testing.TB, args ...string) {
+	t.Helper()
+	ctl := os.Getenv(envPGCtl)
+	if ctl == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", envPGCtl)
+		}
+		t.Skipf("%s is not set; run under .ci/postgres.sh", envPGCtl)
+	}
+	out, err := exec.Command(ctl, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// waitLoaded waits for the tailer's first successful read.
+func waitLoaded(t testing.TB, tl *Tailer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for tl.Status().LastReadAt.IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("tailer never read the store: %+v", tl.Status())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,470 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// Timeouts bounding each round trip, so that a dead connection is noticed.
+const (
+	connectTimeout = 10 * time.Second
+	queryTimeout   = 30 * time.Second
+)
+
+// errSink marks an error returned by the sink: Run stops instead of reconnecting.
+var errSink = errors.New("sink failed")
+
+func init() {
+	ystore.Register("postgres", func(o ystore.Options) (ystore.Tailer, error) {
+		return New(Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger})
+	})
+}
+
+// Tailer follows the Postgres Y-store. Its cursor is the pg_snapshot of its last read
+// (see Snapshot), which survives reconnects and server restarts.
+type Tailer struct {
+	cfg Config
+	n   names
+
+	mu     sync.Mutex
+	status ystore.Status
+}
+
+var _ ystore.Tailer = (*Tailer)(nil)
+
+// New validates cfg and returns a Tailer; it does no I/O.
+func New(cfg Config) (*Tailer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Tailer{cfg: cfg, n: namesOf(cfg)}, nil
+}
+
+// Status reports reachability, the last error and the lag.
+func (t *Tailer) Status() ystore.Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// Load reads every room once, as Reset events in room order.
+func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
+	conn, err := t.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, rows, err := t.read(ctx, conn, nil)
+	if err != nil {
+		t.fail(err)
+		return nil, err
+	}
+	events := loadEvents(rows)
+	t.succeed(len(events))
+	return events, nil
+}
+
+// Run delivers a Reset per room, then the rows committed since, until ctx is done or
+// sink fails. Connection failures are retried with exponential backoff and jitter; the
+// cursor carries over, so nothing is skipped and nothing delivered twice.
+func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	st := &tailState{rooms: map[string]bool{}}
+	for attempt := 0; ; attempt++ {
+		err := t.session(ctx, st, sink)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, errSink) {
+			return err
+		}
+		t.fail(err)
+		if st.progressed {
+			attempt, st.progressed = 0, false
+		}
+		delay := backoff(t.cfg.BackoffMin, t.cfg.BackoffMax, attempt, rand.Float64())
+		t.cfg.Logger.Warn("postgres y-store unreachable, retrying", "err", err, "attempt", attempt+1, "delay", delay)
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// tailState is what Run keeps across sessions.
+type tailState struct {
+	cursor     *Snapshot       // nil until the first load
+	rooms      map[string]bool // rooms delivered and not removed
+	progressed bool            // a read succeeded in the current session
+}
+
+// session connects, listens, catches up and follows until an error.
+func (t *Tailer) session(ctx context.Context, st *tailState, sink func(context.Context, []ystore.Event) error) error {
+	conn, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if !t.cfg.DisableListen {
+		// LISTEN before reading, so that no commit after the read goes unnoticed.
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{t.n.channel}.Sanitize()); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	for {
+		if err := t.catchUp(ctx, conn, st, sink); err != nil {
+			return err
+		}
+		if err := t.wait(ctx, conn); err != nil {
+			return err
+		}
+	}
+}
+
+// wait returns after a notification or the poll interval, or with a connection error.
+func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
+	if t.cfg.DisableListen {
+		timer := time.NewTimer(t.cfg.PollInterval)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return nil
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.cfg.PollInterval)
+	_, err := conn.WaitForNotification(wctx)
+	cancel()
+	if err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
+		return fmt.Errorf("wait for notification: %w", err)
+	}
+	// One read serves every notification already received.
+	done, cancelDone := context.WithCancel(ctx)
+	cancelDone()
+	for {
+		if _, err := conn.WaitForNotification(done); err != nil {
+			return nil
+		}
+	}
+}
+
+// catchUp reads what the cursor has not seen (everything at first) and delivers it.
+func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sink func(context.Context, []ystore.Event) error) error {
+	snap, rows, err := t.read(ctx, conn, st.cursor)
+	if err != nil {
+		return err
+	}
+	var events []ystore.Event
+	switch {
+	case st.cursor == nil:
+		events = loadEvents(rows)
+	case !st.cursor.Precedes(snap):
+		t.cfg.Logger.Warn("postgres transaction ids went backwards, reloading every room",
+			"cursor", st.cursor.String(), "snapshot", snap.String())
+		if snap, rows, err = t.read(ctx, conn, nil); err != nil {
+			return err
+		}
+		events = loadEvents(rows)
+		events = append(events, removedEvents(st.rooms, events)...)
+	default:
+		if events, err = t.updateEvents(ctx, conn, rows); err != nil {
+			return err
+		}
+	}
+	if len(events) > 0 {
+		if err := sink(ctx, events); err != nil {
+			return fmt.Errorf("%w: %w", errSink, err)
+		}
+	}
+	st.cursor, st.progressed = &snap, true
+	applyRooms(st.rooms, events)
+	t.delivered(events, len(st.rooms))
+	return nil
+}
+
+// dbRow is one row of the updates table.
+type dbRow struct {
+	ystore.Row
+	reset, null bool
+}
+
+// read returns a snapshot and, in that same snapshot, every row not visible in cursor
+// (every row when cursor is nil), in id order.
+func (t *Tailer) read(ctx context.Context, conn *pgx.Conn, cursor *Snapshot) (Snapshot, []dbRow, error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	filter, args := "", []any{}
+	if cursor != nil {
+		filter = `WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)`
+		args = append(args, cursor.String())
+	}
+	// One statement: the rows and pg_current_snapshot() share the statement's snapshot.
+	q := `SELECT s.snap::text, r.id, r.path, r.yupdate, r.yupdate IS NULL, r.timestamp, r.reset
+		FROM (SELECT pg_current_snapshot() AS snap) s
+		LEFT JOIN (SELECT id, path, yupdate, timestamp, reset FROM ` + t.n.table + ` ` + filter + `) r ON true
+		ORDER BY r.id`
+	rs, err := conn.Query(qctx, q, args...)
+	if err != nil {
+		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
+	}
+	var (
+		snapText string
+		out      []dbRow
+	)
+	for rs.Next() {
+		var (
+			id        *int64
+			path      *string
+			update    []byte
+			null      *bool
+			ts        *float64
+			resetFlag *bool
+		)
+		if err := rs.Scan(&snapText, &id, &path, &update, &null, &ts, &resetFlag); err != nil {
+			rs.Close()
+			return Snapshot{}, nil, fmt.Errorf("read rows: scan: %w", err)
+		}
+		if id == nil {
+			continue
+		}
+		out = append(out, dbRow{Row: ystore.Row{Room: *path, ID: *id, Update: update, Timestamp: *ts}, reset: *resetFlag, null: *null})
+	}
+	if err := rs.Err(); err != nil {
+		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
+	}
+	snap, err := ParseSnapshot(snapText)
+	if err != nil {
+		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
+	}
+	return snap, out, nil
+}
+
+// readRoom returns a room's rows in id order, for rebuilding it after a reset row.
+func (t *Tailer) readRoom(ctx context.Context, conn *pgx.Conn, room string) ([]dbRow, error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rs, err := conn.Query(qctx, `SELECT id, path, yupdate, yupdate IS NULL, timestamp, reset FROM `+t.n.table+
+		` WHERE path = $1 ORDER BY id`, room)
+	if err != nil {
+		return nil, fmt.Errorf("read room %q: %w", room, err)
+	}
+	out, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (dbRow, error) {
+		var d dbRow
+		err := r.Scan(&d.ID, &d.Room, &d.Update, &d.null, &d.Timestamp, &d.reset)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read room %q: %w", room, err)
+	}
+	return out, nil
+}
+
+// groupRooms splits rows by room, rooms in the order of their first row.
+func groupRooms(rows []dbRow) (order []string, byRoom map[string][]dbRow) {
+	byRoom = map[string][]dbRow{}
+	for _, r := range rows {
+		if _, ok := byRoom[r.Room]; !ok {
+			order = append(order, r.Room)
+		}
+		byRoom[r.Room] = append(byRoom[r.Room], r)
+	}
+	return order, byRoom
+}
+
+// history returns the rows a reader builds a room from: those from the last reset row
+// on, without NULL markers. present is false when the room ends in an empty reset (the
+// room was removed).
+func history(rows []dbRow) (out []ystore.Row, present bool) {
+	start := 0
+	for i, r := range rows {
+		if r.reset {
+			start = i
+		}
+	}
+	for _, r := range rows[start:] {
+		if !r.null {
+			out = append(out, r.Row)
+		}
+	}
+	return out, len(out) > 0 || !rows[start].reset
+}
+
+// loadEvents turns a full read into one Reset per present room, in room order.
+func loadEvents(rows []dbRow) []ystore.Event {
+	order, byRoom := groupRooms(rows)
+	sort.Strings(order)
+	var events []ystore.Event
+	for _, room := range order {
+		if h, ok := history(byRoom[room]); ok {
+			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
+		}
+	}
+	return events
+}
+
+// removedEvents reports the known rooms that a reload did not find.
+func removedEvents(known map[string]bool, loaded []ystore.Event) []ystore.Event {
+	found := map[string]bool{}
+	for _, e := range loaded {
+		found[e.Room] = true
+	}
+	var gone []string
+	for room := range known {
+		if !found[room] {
+			gone = append(gone, room)
+		}
+	}
+	sort.Strings(gone)
+	events := make([]ystore.Event, 0, len(gone))
+	for _, room := range gone {
+		events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
+	}
+	return events
+}
+
+// updateEvents turns newly visible rows into Updates, one per run of consecutive rows of
+// a room, so that events keep commit order. A room with a reset row among them gets one
+// Reset (or Removed) instead, rebuilt from the room's current rows, where its first run was.
+func (t *Tailer) updateEvents(ctx context.Context, conn *pgx.Conn, rows []dbRow) ([]ystore.Event, error) {
+	_, byRoom := groupRooms(rows)
+	rebuilt := map[string]bool{}
+	var events []ystore.Event
+	for i := 0; i < len(rows); {
+		room, j := rows[i].Room, i+1
+		for j < len(rows) && rows[j].Room == room {
+			j++
+		}
+		run := rows[i:j]
+		i = j
+		if !hasReset(byRoom[room]) {
+			if h, _ := history(run); len(h) > 0 {
+				events = append(events, ystore.Event{Kind: ystore.EventUpdates, Room: room, Rows: h})
+			}
+			continue
+		}
+		if rebuilt[room] {
+			continue
+		}
+		rebuilt[room] = true
+		all, err := t.readRoom(ctx, conn, room)
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := history(all); len(all) > 0 && ok {
+			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", "room", room, "rows", len(h))
+			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
+		} else {
+			t.cfg.Logger.Info("postgres y-store room removed", "room", room)
+			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
+		}
+	}
+	return events, nil
+}
+
+// hasReset reports whether any row is a reset row.
+func hasReset(rows []dbRow) bool {
+	for _, r := range rows {
+		if r.reset {
+			return true
+		}
+	}
+	return false
+}
+
+// applyRooms tracks which rooms exist after events.
+func applyRooms(rooms map[string]bool, events []ystore.Event) {
+	for _, e := range events {
+		if e.Kind == ystore.EventRemoved {
+			delete(rooms, e.Room)
+		} else {
+			rooms[e.Room] = true
+		}
+	}
+}
+
+// connect opens a connection within connectTimeout.
+func (t *Tailer) connect(ctx context.Context) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, t.cfg.DSN)
+	if err != nil {
+		// pgx connect errors name host, user and database, never the password.
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
+}
+
+// fail records a read error.
+func (t *Tailer) fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Reachable = false
+	t.status.LastError = err.Error()
+	t.status.LastErrorAt = time.Now()
+}
+
+// succeed records a successful read of a store with the given number of rooms.
+func (t *Tailer) succeed(rooms int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Reachable = true
+	t.status.LastError = ""
+	t.status.LastReadAt = time.Now()
+	t.status.Rooms = rooms
+}
+
+// delivered records a successful read whose events reached the sink. The lag is that of
+// the newest row delivered as an update; loads and rebuilds do not count as lag.
+func (t *Tailer) delivered(events []ystore.Event, rooms int) {
+	t.succeed(rooms)
+	var n int
+	newest, newestUpdate := math.Inf(-1), math.Inf(-1)
+	for _, e := range events {
+		n += len(e.Rows)
+		for _, r := range e.Rows {
+			newest = math.Max(newest, r.Timestamp)
+			if e.Kind == ystore.EventUpdates {
+				newestUpdate = math.Max(newestUpdate, r.Timestamp)
+			}
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.RowsTailed += uint64(n)
+	t.status.Lag = 0
+	if n > 0 {
+		t.status.LastRowAt = unixTime(newest)
+	}
+	if !math.IsInf(newestUpdate, -1) {
+		t.status.Lag = max(0, t.status.LastReadAt.Sub(unixTime(newestUpdate)))
+	}
+}
+
+// unixTime converts a row timestamp (seconds since the epoch) to a time.
+func unixTime(sec float64) time.Time {
+	return time.UnixMicro(int64(sec * 1e6))
+}
+
+// backoff is the delay before reconnect attempt n (from 0): BackoffMin doubled per
+// attempt up to BackoffMax, scaled by a jitter factor in [0.5, 1) from u in [0, 1).
+func backoff(lo, hi time.Duration, attempt int, u float64) time.Duration {
+	d := hi
+	if attempt < 62 && lo<<attempt > 0 && lo<<attempt < hi {
+		d = lo << attempt
+	}
+	return time.Duration(float64(d) * (0.5 + u/2))
+}

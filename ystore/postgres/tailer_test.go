@@ -1,0 +1,402 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+func TestMigrateIdempotent(t *testing.T) {
+	cfg := testConfig(t) // migrated once
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() { errs <- Init(ctx, cfg) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent init: %v", err)
+		}
+	}
+	conn := dial(t, cfg)
+	var cols []string
+	rows, err := conn.Query(ctx, `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`, cfg.Schema, DefaultTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"id", "path", "yupdate", "metadata", "timestamp", "xid", "reset"}; !slices.Equal(cols, want) {
+		t.Errorf("columns %v, want %v", cols, want)
+	}
+	var triggers int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal`,
+		cfg.Schema+"."+DefaultTable).Scan(&triggers); err != nil || triggers != 1 {
+		t.Errorf("triggers %d (%v), want 1", triggers, err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"schema", Config{DSN: "postgres://h/db", Schema: "a;drop"}, `schema "a;drop"`},
+		{"table", Config{DSN: "postgres://h/db", Table: "Up"}, `table "Up"`},
+		{"channel", Config{DSN: "postgres://h/db", Channel: "1x"}, `channel "1x"`},
+		{"backoff", Config{DSN: "postgres://h/db", BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
+		{"dsn", Config{DSN: "postgres://u:s3cret@h:notaport/db"}, "dsn"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error leaks the password: %v", err)
+			}
+		})
+	}
+	if _, err := New(Config{DSN: "host=h dbname=db"}); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	lo, hi := 100*time.Millisecond, 10*time.Second
+	for _, tc := range []struct {
+		attempt  int
+		u        float64
+		min, max time.Duration
+	}{
+		{0, 0, 50 * time.Millisecond, 50 * time.Millisecond},
+		{0, 0.999, 99 * time.Millisecond, 100 * time.Millisecond},
+		{3, 0.5, 600 * time.Millisecond, 600 * time.Millisecond},
+		{7, 0.999, 9 * time.Second, 10 * time.Second},
+		{70, 0, 5 * time.Second, 5 * time.Second},
+	} {
+		if d := backoff(lo, hi, tc.attempt, tc.u); d < tc.min || d > tc.max {
+			t.Errorf("backoff(attempt %d, u %v) = %v, want in [%v, %v]", tc.attempt, tc.u, d, tc.min, tc.max)
+		}
+	}
+}
+
+func TestTailSteady(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	insert(t, conn, cfg, "b", []byte("b1"))
+	insert(t, conn, cfg, "a", []byte("a1"))
+	insert(t, conn, cfg, "a", []byte("a2"))
+
+	tl, c := runTailer(t, cfg)
+	ev := c.waitFor(t, "load", func(ev []ystore.Event) bool { return len(ev) >= 2 })
+	if got := describe(ev); got != describe([]ystore.Event{
+		{Kind: ystore.EventReset, Room: "a", Rows: []ystore.Row{{ID: 2, Update: []byte("a1")}, {ID: 3, Update: []byte("a2")}}},
+		{Kind: ystore.EventReset, Room: "b", Rows: []ystore.Row{{ID: 1, Update: []byte("b1")}}},
+	}) {
+		t.Fatalf("load events:%s", got)
+	}
+	const n = 200
+	for i := range n {
+		insert(t, conn, cfg, fmt.Sprintf("r%d", i%3), fmt.Appendf(nil, "u%d", i))
+	}
+	ev = c.waitFor(t, "updates", func(ev []ystore.Event) bool { return rowCount(ev) >= 3+n })
+	var got []string
+	for _, e := range ev[2:] {
+		if e.Kind != ystore.EventUpdates {
+			t.Fatalf("event %s %s, want updates", e.Kind, e.Room)
+		}
+		for _, r := range e.Rows {
+			if want := fmt.Sprintf("r%d", (r.ID-4)%3); r.Room != want || e.Room != want {
+				t.Errorf("row %d in room %q (event %q), want %q", r.ID, r.Room, e.Room, want)
+			}
+			got = append(got, string(r.Update))
+		}
+	}
+	for i := range n {
+		if i >= len(got) || got[i] != fmt.Sprintf("u%d", i) {
+			t.Fatalf("update %d of %d: got %q, want u%d (in commit order, once)", i, len(got), got[min(i, len(got)-1)], i)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("delivered %d updates, want %d", len(got), n)
+	}
+	st := tl.Status()
+	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestTailOutOfOrderCommit interleaves two writers so that the row with the lower id
+// commits last: a cursor on ids would skip it.
+func TestTailOutOfOrderCommit(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	connA, connB := dial(t, cfg), dial(t, cfg)
+	tl, c := runTailer(t, cfg)
+	waitLoaded(t, tl)
+
+	txA, err := connA.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = txA.Rollback(ctx) }()
+	idA := insert(t, txA, cfg, "room", []byte("A"))
+	idB := insert(t, connB, cfg, "room", []byte("B"))
+	if idA >= idB {
+		t.Fatalf("ids A=%d B=%d, want A < B", idA, idB)
+	}
+	c.waitFor(t, "B", func(ev []ystore.Event) bool { return rowCount(ev) == 1 })
+	// A stays open across several polls and notifications after B was delivered.
+	insert(t, connB, cfg, "other", []byte("C"))
+	c.waitFor(t, "C", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
+	time.Sleep(3 * cfg.PollInterval)
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := c.waitFor(t, "A", func(ev []ystore.Event) bool { return rowCount(ev) >= 3 })
+	time.Sleep(3 * cfg.PollInterval)
+	ev = c.snapshot()
+	want := []ystore.Event{
+		{Kind: ystore.EventUpdates, Room: "room", Rows: []ystore.Row{{ID: idB, Update: []byte("B")}}},
+		{Kind: ystore.EventUpdates, Room: "other", Rows: []ystore.Row{{ID: idB + 1, Update: []byte("C")}}},
+		{Kind: ystore.EventUpdates, Room: "room", Rows: []ystore.Row{{ID: idA, Update: []byte("A")}}},
+	}
+	if describe(ev) != describe(want) {
+		t.Fatalf("events:%s\nwant:%s", describe(ev), describe(want))
+	}
+}
+
+// TestTailPollingFallback disables the notify trigger (and, separately, LISTEN): the
+// poll alone must deliver.
+func TestTailPollingFallback(t *testing.T) {
+	for _, disableListen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disable_listen=%v", disableListen), func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.DisableListen = disableListen
+			conn := dial(t, cfg)
+			if _, err := conn.Exec(context.Background(), "ALTER TABLE "+pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()+
+				" DISABLE TRIGGER USER"); err != nil {
+				t.Fatal(err)
+			}
+			tl, c := runTailer(t, cfg)
+			waitLoaded(t, tl)
+			for i := range 5 {
+				insert(t, conn, cfg, "room", fmt.Appendf(nil, "u%d", i))
+			}
+			c.waitFor(t, "polled rows", func(ev []ystore.Event) bool { return rowCount(ev) == 5 })
+		})
+	}
+}
+
+func TestTailCorruptRow(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	tl, c := runTailer(t, cfg)
+	waitLoaded(t, tl)
+	garbage := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00}
+	id := insert(t, conn, cfg, ".notebook:x.y", garbage)
+	empty := insert(t, conn, cfg, ".notebook:x.y", []byte{})
+	ev := c.waitFor(t, "corrupt rows", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
+	var rows []ystore.Row
+	for _, e := range ev {
+		rows = append(rows, e.Rows...)
+	}
+	if rows[0].ID != id || rows[0].Room != ".notebook:x.y" || !bytes.Equal(rows[0].Update, garbage) ||
+		rows[1].ID != empty || len(rows[1].Update) != 0 {
+		t.Fatalf("rows:%s", describe(ev))
+	}
+}
+
+// TestTailResetRows: a reset row makes the room rebuild from it; an empty reset row
+// removes the room.
+func TestTailResetRows(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	conn := dial(t, cfg)
+	insert(t, conn, cfg, "r", []byte("old1"))
+	insert(t, conn, cfg, "r", []byte("old2"))
+	_, c := runTailer(t, cfg)
+	c.waitFor(t, "load", func(ev []ystore.Event) bool { return len(ev) == 1 })
+	table := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("BEGIN")
+	exec("DELETE FROM " + table + " WHERE path = 'r'")
+	exec("INSERT INTO " + table + " (path, yupdate, timestamp, reset) VALUES ('r', 'new1', 1, true), ('r', 'new2', 2, false)")
+	exec("COMMIT")
+	ev := c.waitFor(t, "reset", func(ev []ystore.Event) bool { return len(ev) == 2 })
+	if ev[1].Kind != ystore.EventReset || describe(ev[1:]) != describe([]ystore.Event{{Kind: ystore.EventReset, Room: "r",
+		Rows: []ystore.Row{{ID: 3, Update: []byte("new1")}, {ID: 4, Update: []byte("new2")}}}}) {
+		t.Fatalf("events:%s", describe(ev))
+	}
+	exec("INSERT INTO " + table + " (path, yupdate, timestamp, reset) VALUES ('r', NULL, 3, true)")
+	ev = c.waitFor(t, "removed", func(ev []ystore.Event) bool { return len(ev) == 3 })
+	if ev[2].Kind != ystore.EventRemoved || ev[2].Room != "r" {
+		t.Fatalf("events:%s", describe(ev))
+	}
+	tl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded, err := tl.Load(ctx); err != nil || len(loaded) != 0 {
+		t.Fatalf("load after removal: %v%s", err, describe(loaded))
+	}
+}
+
+// TestTailServerRestart kills the server (immediate shutdown, like a crash) while a
+// writer runs and restarts it: every acknowledged row is delivered exactly once.
+func TestTailServerRestart(t *testing.T) {
+	cfg := testConfig(t)
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	tl, c := runTailer(t, cfg)
+	waitLoaded(t, tl)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu           sync.Mutex
+		acked, maybe = map[string]bool{}, map[string]bool{}
+	)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		var conn *pgx.Conn
+		for i := 0; ctx.Err() == nil; i++ {
+			if conn == nil {
+				var err error
+				if conn, err = pgx.Connect(ctx, cfg.DSN); err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+			}
+			u := fmt.Sprintf("w%d", i)
+			_, err := tryInsert(ctx, conn, cfg, fmt.Sprintf("room%d", i%4), []byte(u))
+			mu.Lock()
+			if err == nil {
+				acked[u] = true
+			} else {
+				maybe[u] = true
+			}
+			mu.Unlock()
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	c.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
+	pgCtl(t, "stop", "-m", "immediate")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(tl.Status().LastError, "connect") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := tl.Status(); st.Reachable || st.LastError == "" {
+		t.Errorf("status while down: %+v", st)
+	}
+	pgCtl(t, "start")
+	before := ackedCount()
+	for ackedCount() < before+50 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-writerDone
+
+	missing := func(ev []ystore.Event) []string {
+		seen := map[string]bool{}
+		for _, e := range ev {
+			for _, r := range e.Rows {
+				seen[string(r.Update)] = true
+			}
+		}
+		var out []string
+		for u := range acked {
+			if !seen[u] {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(missing(c.snapshot())) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m := missing(c.snapshot()); len(m) > 0 {
+		t.Fatalf("acknowledged rows never delivered: %v\nlogs:\n%s", m, logs.String())
+	}
+	time.Sleep(3 * cfg.PollInterval)
+	ev := c.snapshot()
+	seen := map[string]int{}
+	for _, e := range ev {
+		for _, r := range e.Rows {
+			seen[string(r.Update)]++
+		}
+	}
+	for u, n := range seen {
+		if n != 1 {
+			t.Errorf("row %s delivered %d times", u, n)
+		}
+		if !acked[u] && !maybe[u] {
+			t.Errorf("row %s delivered but never written", u)
+		}
+	}
+	if st := tl.Status(); !st.Reachable || st.LastError != "" {
+		t.Errorf("status after restart: %+v", st)
+	}
+	u, _ := url.Parse(cfg.DSN)
+	if pw, _ := u.User.Password(); pw != "" && strings.Contains(logs.String(), pw) {
+		t.Errorf("logs leak the password")
+	}
+	if !strings.Contains(logs.String(), "retrying") {
+		t.Errorf("no reconnect logged:\n%s", logs.String())
+	}
+	t.Logf("%d rows acknowledged, %d uncertain, %d delivered", len(acked), len(maybe), len(seen))
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent logging.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
