@@ -75,6 +75,8 @@ type Status struct {
 	RowsTailed uint64
 	// Rooms is the number of rooms known in the store.
 	Rooms int
+	// MaxReadTx is the longest read transaction held on the store so far.
+	MaxReadTx time.Duration
 }
 
 // Tailer follows a Y-store.

@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultPollInterval = 500 * time.Millisecond
+	DefaultChunkRows    = 1000
+	DefaultMaxBusyWait  = 30 * time.Second
+)
+
+// ErrConfig reports an invalid Config.
+var ErrConfig = errors.New("invalid sqlite tailer config")
+
+// Config configures a Tailer.
+type Config struct {
+	// Path is the store file (jupyter-collaboration's default: .jupyter_ystore.db in the
+	// Jupyter server's working directory). It need not exist yet.
+	Path string
+	// PollInterval is how often the store is checked for changes without a file event
+	// (PRAGMA data_version and the file's identity); DefaultPollInterval if zero.
+	PollInterval time.Duration
+	// ChunkRows bounds the rows read in one read transaction; DefaultChunkRows if zero.
+	ChunkRows int
+	// DisableFSNotify turns file events off, leaving polling alone (for file systems
+	// where events do not arrive).
+	DisableFSNotify bool
+	// MaxBusyWait bounds how long a read keeps retrying while the writer holds its lock;
+	// DefaultMaxBusyWait if zero.
+	MaxBusyWait time.Duration
+	// Logger receives the tailer's logs; slog.Default() if nil.
+	Logger *slog.Logger
+	// Registerer receives the tailer's metrics; none are registered if nil.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults validates c and fills in its zero fields.
+func (c Config) withDefaults() (Config, error) {
+	if c.Path == "" {
+		return c, fmt.Errorf("path is empty: %w", ErrConfig)
+	}
+	if c.PollInterval < 0 || c.ChunkRows < 0 || c.MaxBusyWait < 0 {
+		return c, fmt.Errorf("negative poll interval, chunk rows or max busy wait: %w", ErrConfig)
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ChunkRows == 0 {
+		c.ChunkRows = DefaultChunkRows
+	}
+	if c.MaxBusyWait == 0 {
+		c.MaxBusyWait = DefaultMaxBusyWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

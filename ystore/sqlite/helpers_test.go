@@ -1,0 +1,288 @@
+package sqlite
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// writer drives testdata/pycrdt_writer/writer.py, which writes like pycrdt-store.
+type writer struct {
+	t   testing.TB
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startWriter(t testing.TB, path string) *writer {
+	t.Helper()
+	script, err := filepath.Abs("../../testdata/pycrdt_writer/writer.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", script, path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = testWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start writer: %v", err)
+	}
+	w := &writer{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	w.out.Buffer(make([]byte, 1<<20), 64<<20)
+	t.Cleanup(func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("writer exited: %v", err)
+		}
+	})
+	return w
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("writer: %s", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// reply is one answer of the writer.
+type reply struct {
+	OK          bool        `json:"ok"`
+	Error       string      `json:"error"`
+	RowID       int64       `json:"rowid"`
+	TS          float64     `json:"ts"`
+	Committed   float64     `json:"committed"`
+	MergedRowID int64       `json:"merged_rowid"`
+	Deleted     int64       `json:"deleted"`
+	Rows        [][]float64 `json:"rows"`
+	Errors      []string    `json:"errors"`
+}
+
+// do sends one command and fails the test unless it succeeded.
+func (w *writer) do(cmd map[string]any) reply {
+	w.t.Helper()
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.in.Write(append(b, '\n')); err != nil {
+		w.t.Fatalf("send %s: %v", b, err)
+	}
+	if !w.out.Scan() {
+		w.t.Fatalf("no reply to %s: %v", b, w.out.Err())
+	}
+	var r reply
+	if err := json.Unmarshal(w.out.Bytes(), &r); err != nil {
+		w.t.Fatalf("reply %q: %v", w.out.Bytes(), err)
+	}
+	if !r.OK {
+		w.t.Fatalf("%s failed: %s", cmd["op"], r.Error)
+	}
+	return r
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// Token updates stand in for Yjs updates where the tailer's correctness is what is
+// tested: an update is a set of tokens, applying is union, merging is union, exactly the
+// idempotent, commutative state of a CRDT document.
+func tokens(ts ...string) []byte { return []byte(strings.Join(ts, ",")) }
+
+func tokenSet(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(b), ",")
+}
+
+// docs is a set of token documents by room.
+type docs map[string]map[string]bool
+
+func (d docs) apply(room string, update []byte) {
+	if d[room] == nil {
+		d[room] = map[string]bool{}
+	}
+	for _, tok := range tokenSet(update) {
+		d[room][tok] = true
+	}
+}
+
+// merged returns the room's state as one update.
+func (d docs) merged(room string) []byte {
+	var ts []string
+	for tok := range d[room] {
+		ts = append(ts, tok)
+	}
+	sort.Strings(ts)
+	return tokens(ts...)
+}
+
+func (d docs) String() string {
+	var rooms []string
+	for room := range d {
+		rooms = append(rooms, room+"="+string(d.merged(room)))
+	}
+	sort.Strings(rooms)
+	return strings.Join(rooms, " ")
+}
+
+// model is the writer's view: what each room's document is.
+type model struct {
+	w    *writer
+	docs docs
+}
+
+func newModel(w *writer) *model { return &model{w: w, docs: docs{}} }
+
+func (m *model) write(room string, toks ...string) reply {
+	m.docs.apply(room, tokens(toks...))
+	return m.w.do(map[string]any{"op": "write", "room": room, "update": b64(tokens(toks...))})
+}
+
+// sink collects what a tailer delivers, applied to token documents.
+type sink struct {
+	mu      sync.Mutex
+	docs    docs
+	events  []ystore.Event
+	changed chan struct{}
+}
+
+func newSink() *sink { return &sink{docs: docs{}, changed: make(chan struct{}, 1)} }
+
+func (s *sink) deliver(_ context.Context, events []ystore.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range events {
+		switch e.Kind {
+		case ystore.EventReset:
+			delete(s.docs, e.Room)
+		case ystore.EventRemoved:
+			delete(s.docs, e.Room)
+		}
+		for _, r := range e.Rows {
+			s.docs.apply(e.Room, r.Update)
+		}
+		s.events = append(s.events, e)
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *sink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.docs.String()
+}
+
+// kinds counts the delivered events of each kind for room ("" for any room).
+func (s *sink) kinds(room string) map[ystore.EventKind]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := map[ystore.EventKind]int{}
+	for _, e := range s.events {
+		if room == "" || e.Room == room {
+			n[e.Kind]++
+		}
+	}
+	return n
+}
+
+// waitFor waits until cond holds, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// converge waits until the sink's documents equal the model's.
+func converge(t testing.TB, s *sink, m *model) {
+	t.Helper()
+	want := m.docs.String()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.String() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("served documents\n  %s\nwant\n  %s", s.String(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// runTailer runs tl until the test ends.
+func runTailer(t testing.TB, tl *Tailer, s *sink) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, s.deliver) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// modes are the two ways a tailer wakes.
+var modes = []struct {
+	name string
+	cfg  func(path string) Config
+}{
+	{"fsnotify", func(path string) Config { return Config{Path: path, PollInterval: time.Second} }},
+	{"polling", func(path string) Config {
+		return Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true}
+	}},
+}
+
+func newTailer(t testing.TB, cfg Config) *Tailer {
+	t.Helper()
+	tl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+func roomsOf(events []ystore.Event) []string {
+	var rooms []string
+	for _, e := range events {
+		rooms = append(rooms, e.Room)
+	}
+	return rooms
+}
+
+var errStop = errors.New("stop")
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

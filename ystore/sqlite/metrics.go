@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Resync reasons, the values of the reason label of ystore_sqlite_resyncs_total.
+const (
+	reasonStart    = "start"
+	reasonHistory  = "history"
+	reasonReplaced = "replaced"
+)
+
+// metrics are the tailer's Prometheus collectors.
+type metrics struct {
+	rows      prometheus.Counter
+	readTx    prometheus.Histogram
+	lag       prometheus.Gauge
+	busy      prometheus.Counter
+	resyncs   *prometheus.CounterVec
+	reachable prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		rows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ystore_sqlite_rows_tailed_total",
+			Help: "Rows delivered by the SQLite Y-store tailer, resyncs included.",
+		}),
+		readTx: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ystore_sqlite_read_tx_seconds",
+			Help:    "Duration of each read transaction on the SQLite Y-store, begin to commit.",
+			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 25e-3, 100e-3},
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ystore_sqlite_tail_lag_seconds",
+			Help: "Delay between the newest delivered row's commit timestamp and its delivery.",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ystore_sqlite_busy_retries_total",
+			Help: "Read transactions retried because the writer held its lock.",
+		}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ystore_sqlite_resyncs_total",
+			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced.",
+		}, []string{"reason"}),
+		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ystore_sqlite_reachable",
+			Help: "1 while the SQLite Y-store file can be read.",
+		}),
+	}
+	for _, r := range []string{reasonStart, reasonHistory, reasonReplaced} {
+		m.resyncs.WithLabelValues(r)
+	}
+	return m
+}
+
+// register adds the collectors to reg.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.rows, m.readTx, m.lag, m.busy, m.resyncs, m.reachable} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register sqlite tailer metrics: %w", err)
+		}
+	}
+	return nil
+}

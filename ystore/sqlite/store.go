@@ -1,0 +1,261 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// checkpointChunk bounds the checkpoints (full document states) read in one transaction.
+const checkpointChunk = 8
+
+// fingerprint identifies one stored row, to notice when its rowid is reused.
+type fingerprint struct {
+	room      string
+	timestamp float64
+	size      int64
+}
+
+// store is one read-only connection to one store file.
+type store struct {
+	db    *sql.DB
+	ident os.FileInfo // the file the connection has open
+	// onTx observes each read transaction's duration; onBusy each busy retry.
+	onTx        func(time.Duration)
+	onBusy      func()
+	maxBusyWait time.Duration
+}
+
+// openStore opens path read-only and checks that the connection has the file that
+// path names now (a rename between stat and open is retried by the caller).
+func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx func(time.Duration), onBusy func()) (*store, error) {
+	before, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("stat store: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// One long-lived connection: it keeps the file (and so its inode number) held, and
+	// PRAGMA data_version is only meaningful on the same connection.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	after, err := os.Stat(path)
+	if err != nil || !os.SameFile(before, after) {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", errReplacedWhileOpening)
+	}
+	return &store{db: db, ident: after, onTx: onTx, onBusy: onBusy, maxBusyWait: maxBusyWait}, nil
+}
+
+var errReplacedWhileOpening = errors.New("file replaced while opening")
+
+// dsn is a read-only URI for path: no busy handler (busy reads are retried outside
+// any transaction), no writes.
+func dsn(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(0)")
+	q.Add("_pragma", "query_only(1)")
+	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+// read runs fn in one read transaction, retried from scratch while the writer holds its
+// lock. fn must not wait on anything but the database.
+func (s *store) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	deadline := time.Now().Add(s.maxBusyWait)
+	backoff := 100 * time.Microsecond
+	for {
+		start := time.Now()
+		err := s.readOnce(ctx, fn)
+		s.onTx(time.Since(start))
+		if !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		s.onBusy()
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Millisecond)
+	}
+}
+
+func (s *store) readOnce(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("end read: %w", err)
+	}
+	return nil
+}
+
+// isBusy reports whether err means the writer holds a lock that blocks the read.
+func isBusy(err error) bool {
+	var e *msqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	code := e.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// isNoTable reports whether err means a table is missing (a store being created, or
+// one older than ycheckpoints).
+func isNoTable(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such table")
+}
+
+// dataVersion returns PRAGMA data_version, which changes when another connection commits.
+func (s *store) dataVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read data_version: %w", err)
+	}
+	return v, nil
+}
+
+// top returns the highest rowid and its row's fingerprint; 0 for an empty store.
+func (s *store) top(ctx context.Context) (int64, fingerprint, error) {
+	var (
+		id int64
+		fp fingerprint
+	)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		id, fp = 0, fingerprint{}
+		err := tx.QueryRowContext(ctx,
+			"SELECT rowid, path, timestamp, length(yupdate) FROM yupdates ORDER BY rowid DESC LIMIT 1",
+		).Scan(&id, &fp.room, &fp.timestamp, &fp.size)
+		if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fingerprint{}, fmt.Errorf("read newest row: %w", err)
+	}
+	return id, fp, nil
+}
+
+// rowsAfter returns up to limit rows with after < rowid <= upTo (upTo < 0: no bound) in
+// rowid order. When check is set, it first verifies in the same transaction that the row
+// at after still has fingerprint fp, and reports ok false (and no rows) if not.
+func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, ok bool, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, ok = nil, true
+		if check && after > 0 {
+			var got fingerprint
+			err := tx.QueryRowContext(ctx,
+				"SELECT path, timestamp, length(yupdate) FROM yupdates WHERE rowid = ?", after,
+			).Scan(&got.room, &got.timestamp, &got.size)
+			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) || (err == nil && got != fp) {
+				ok = false
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if upTo < 0 {
+			upTo = 1<<63 - 1
+		}
+		q, err := tx.QueryContext(ctx,
+			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
+			after, upTo, limit)
+		if isNoTable(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		for q.Next() {
+			var r ystore.Row
+			if err := q.Scan(&r.ID, &r.Room, &r.Update, &r.Timestamp); err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+		return q.Err()
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read rows after %d: %w", after, err)
+	}
+	return rows, ok, nil
+}
+
+// checkpoints returns every room's checkpoint (ID 0), a few rooms per transaction.
+func (s *store) checkpoints(ctx context.Context) (map[string]ystore.Row, error) {
+	all := map[string]ystore.Row{}
+	after := ""
+	for {
+		var page []ystore.Row
+		err := s.read(ctx, func(tx *sql.Tx) error {
+			page = page[:0]
+			q, err := tx.QueryContext(ctx,
+				"SELECT path, checkpoint, timestamp FROM ycheckpoints WHERE path > ? ORDER BY path LIMIT ?",
+				after, checkpointChunk)
+			if isNoTable(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			for q.Next() {
+				var r ystore.Row
+				if err := q.Scan(&r.Room, &r.Update, &r.Timestamp); err != nil {
+					return err
+				}
+				page = append(page, r)
+			}
+			return q.Err()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoints after %q: %w", after, err)
+		}
+		for _, r := range page {
+			all[r.Room] = r
+		}
+		if len(page) < checkpointChunk {
+			return all, nil
+		}
+		after = page[len(page)-1].Room
+	}
+}

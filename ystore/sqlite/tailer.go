@@ -1,0 +1,389 @@
+// Package sqlite tails the SQLite Y-store that jupyter-collaboration writes through
+// pycrdt-store's SQLiteYStore: tables yupdates(path, yupdate, metadata, timestamp) and
+// ycheckpoints(path, checkpoint, timestamp), one row per update, one transaction each,
+// rollback journal.
+//
+// The tailer opens the file read-only, never changes its journal mode, never writes,
+// and reads in short transactions of at most Config.ChunkRows rows, retried (outside any
+// transaction) while the writer holds its lock: a reader holding a lock makes Jupyter
+// lose writes. It wakes on file events for the store and its journal, and polls
+// PRAGMA data_version as a fallback.
+//
+// What the writer can do, and what the tailer delivers:
+//   - append rows: Updates, in rowid (commit) order;
+//   - squash or clean up a room (rows replaced by one merged row): the merged row is
+//     state already applied, so it is delivered as Updates; when the rewrite reused
+//     rowids at or below the cursor (noticed by the fingerprint of the row at the
+//     cursor), every room whose history summary changed is re-read and delivered, the
+//     way Jupyter loads it, as Updates;
+//   - write checkpoints: a checkpoint holds only state from rows, and is written in the
+//     same transaction as a row, so it is read when a room is loaded or re-read;
+//   - rename the file aside and create a new one (schema mismatch), or delete and
+//     recreate it: the file's identity changes, every room of the new file is delivered
+//     as Reset and every room gone as Removed;
+//   - delete the file: Status reports it unreachable, nothing is delivered, the last
+//     state stays served until the file returns.
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+func init() {
+	ystore.Register("sqlite", func(o ystore.Options) (ystore.Tailer, error) {
+		return New(Config{Path: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer})
+	})
+}
+
+// ErrNoStore is returned by Load when the store file does not exist.
+var ErrNoStore = errors.New("y-store file does not exist")
+
+// ErrRunning is returned by Run when the tailer is already running.
+var ErrRunning = errors.New("tailer already running")
+
+// Tailer follows one SQLite Y-store file. It implements ystore.Tailer.
+type Tailer struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	running atomic.Bool
+
+	mu     sync.Mutex
+	status ystore.Status
+
+	// Owned by Run.
+	st     *store
+	synced bool // a file was read before: the next file replaces it
+	dv     int64
+	cursor int64
+	fp     fingerprint
+	rooms  map[string]summary
+}
+
+var _ ystore.Tailer = (*Tailer)(nil)
+
+// New returns a Tailer for cfg.Path; it does no I/O.
+func New(cfg Config) (*Tailer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: newMetrics(), rooms: map[string]summary{}}
+	if cfg.Registerer != nil {
+		if err := t.m.register(cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Status reports whether the file is readable, the last error, the lag and counters.
+func (t *Tailer) Status() ystore.Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// Load reads every room once, as Reset events in room order, with its own connection.
+func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
+	st, err := t.open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+	}
+	defer st.close()
+	snap, err := st.readSnapshot(ctx, t.cfg.ChunkRows)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+	}
+	events := make([]ystore.Event, 0, len(snap.rooms))
+	for _, room := range snap.sortedRooms() {
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: snap.rooms[room].load()})
+	}
+	return events, nil
+}
+
+// open opens the store file, retrying a rename that races with the open.
+func (t *Tailer) open(ctx context.Context) (*store, error) {
+	for {
+		st, err := openStore(ctx, t.cfg.Path, t.cfg.MaxBusyWait, t.observeTx, t.m.busy.Inc)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNoStore
+		}
+		if !errors.Is(err, errReplacedWhileOpening) {
+			return st, err
+		}
+	}
+}
+
+func (t *Tailer) observeTx(d time.Duration) {
+	t.m.readTx.Observe(d.Seconds())
+	t.mu.Lock()
+	t.status.MaxReadTx = max(t.status.MaxReadTx, d)
+	t.mu.Unlock()
+}
+
+// sinkError marks an error returned by the sink, which ends Run.
+type sinkError struct{ err error }
+
+func (e sinkError) Error() string { return "sink: " + e.err.Error() }
+func (e sinkError) Unwrap() error { return e.err }
+
+// Run delivers the store's rooms and then its changes to sink until ctx is done (it then
+// returns nil) or sink fails (it returns that error). Read errors are logged, reported
+// by Status, and retried at the next wake-up.
+func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	if !t.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer t.running.Store(false)
+	w := newWaker(t.cfg.Path, !t.cfg.DisableFSNotify, t.log)
+	defer w.close()
+	defer t.closeStore()
+	tick := time.NewTicker(t.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if err := t.cycle(ctx, sink); err != nil {
+			var se sinkError
+			if errors.As(err, &se) {
+				return se.err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			t.recordError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.wake:
+		case <-tick.C:
+			w.watch()
+		}
+	}
+}
+
+// cycle brings the delivered state up to date with the file.
+func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	fi, err := os.Stat(t.cfg.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if t.st != nil {
+			t.log.Warn("y-store file disappeared; serving the last state until it returns")
+			t.closeStore()
+		}
+		t.setReachable(false, "y-store file does not exist")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat store: %w", err)
+	}
+	if t.st == nil || !os.SameFile(t.st.ident, fi) {
+		if err := t.reopen(ctx, sink); err != nil {
+			return err
+		}
+	}
+	dv, err := t.st.dataVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if dv == t.dv {
+		t.setReachable(true, "")
+		return nil
+	}
+	t.dv = dv
+	if err := t.tail(ctx, sink); err != nil {
+		return err
+	}
+	t.setReachable(true, "")
+	return nil
+}
+
+// reopen opens the file now at the path and delivers it whole: Reset for its rooms, and
+// Removed for the rooms of a previous file that it lacks.
+func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	if t.st != nil {
+		t.log.Warn("y-store file replaced; reloading every room")
+	}
+	t.closeStore()
+	st, err := t.open(ctx)
+	if errors.Is(err, ErrNoStore) {
+		t.setReachable(false, "y-store file does not exist")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	t.st, t.dv = st, -1
+	reason := reasonStart
+	if t.synced {
+		reason = reasonReplaced
+	}
+	if err := t.resync(ctx, reason, sink); err != nil {
+		return err
+	}
+	t.synced = true
+	return nil
+}
+
+func (t *Tailer) closeStore() {
+	if t.st != nil {
+		if err := t.st.close(); err != nil {
+			t.log.Warn("closing y-store connection", "err", err)
+		}
+		t.st = nil
+	}
+}
+
+// tail delivers the rows committed after the cursor, a chunk per read transaction,
+// falling back to a resync when the row at the cursor was replaced.
+func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	for {
+		rows, ok, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			t.log.Info("y-store history rewritten below the cursor; re-reading changed rooms", "cursor", t.cursor)
+			return t.resync(ctx, reasonHistory, sink)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		if err := t.deliver(ctx, sink, runs(rows)); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			s := t.rooms[r.Room]
+			s.add(r)
+			t.rooms[r.Room] = s
+		}
+		last := rows[len(rows)-1]
+		t.cursor = last.ID
+		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
+		t.delivered(rows)
+		if len(rows) < t.cfg.ChunkRows {
+			return nil
+		}
+	}
+}
+
+// runs splits rows (in commit order) into Updates events of consecutive rows of one room.
+func runs(rows []ystore.Row) []ystore.Event {
+	var events []ystore.Event
+	for i, r := range rows {
+		if i == 0 || r.Room != rows[i-1].Room {
+			events = append(events, ystore.Event{Kind: ystore.EventUpdates, Room: r.Room})
+		}
+		e := &events[len(events)-1]
+		e.Rows = append(e.Rows, r)
+	}
+	return events
+}
+
+// resync reads the whole file and delivers it: at start and after a replacement as
+// Reset for every room; after a history rewrite as Updates for the rooms whose history
+// changed. Rooms no longer stored are delivered as Removed.
+func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) error {
+	t.m.resyncs.WithLabelValues(reason).Inc()
+	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
+	if err != nil {
+		return err
+	}
+	var events []ystore.Event
+	var rows []ystore.Row
+	for _, room := range snap.sortedRooms() {
+		rr := snap.rooms[room]
+		kind := ystore.EventReset
+		if reason == reasonHistory {
+			if prev, ok := t.rooms[room]; ok && prev == rr.sum {
+				continue
+			}
+			kind = ystore.EventUpdates
+		}
+		load := rr.load()
+		events = append(events, ystore.Event{Kind: kind, Room: room, Rows: load})
+		rows = append(rows, load...)
+	}
+	for room := range t.rooms {
+		if _, ok := snap.rooms[room]; !ok {
+			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
+		}
+	}
+	if len(events) > 0 {
+		if err := t.deliver(ctx, sink, events); err != nil {
+			return err
+		}
+	}
+	t.rooms = make(map[string]summary, len(snap.rooms))
+	for room, rr := range snap.rooms {
+		t.rooms[room] = rr.sum
+	}
+	t.cursor, t.fp = snap.top, snap.fp
+	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
+	t.delivered(rows)
+	return nil
+}
+
+// deliver hands events to the sink; no read transaction is open.
+func (t *Tailer) deliver(ctx context.Context, sink func(context.Context, []ystore.Event) error, events []ystore.Event) error {
+	if err := sink(ctx, events); err != nil {
+		return sinkError{err}
+	}
+	return nil
+}
+
+// delivered updates counters and lag after rows reached the sink.
+func (t *Tailer) delivered(rows []ystore.Row) {
+	now := time.Now()
+	t.m.rows.Add(float64(len(rows)))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.RowsTailed += uint64(len(rows))
+	t.status.Rooms = len(t.rooms)
+	newest := 0.0
+	for _, r := range rows {
+		newest = max(newest, r.Timestamp)
+	}
+	if newest == 0 {
+		return
+	}
+	at := time.Unix(0, int64(newest*1e9))
+	if at.After(t.status.LastRowAt) {
+		t.status.LastRowAt = at
+		t.status.Lag = max(now.Sub(at), 0)
+		t.m.lag.Set(t.status.Lag.Seconds())
+	}
+}
+
+func (t *Tailer) setReachable(ok bool, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Reachable = ok
+	if ok {
+		t.status.LastError = ""
+		t.status.LastReadAt = time.Now()
+		t.m.reachable.Set(1)
+		return
+	}
+	t.status.LastError = why
+	t.m.reachable.Set(0)
+}
+
+func (t *Tailer) recordError(err error) {
+	t.log.Warn("reading y-store", "err", err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Reachable = false
+	t.status.LastError = err.Error()
+	t.status.LastErrorAt = time.Now()
+	t.m.reachable.Set(0)
+}

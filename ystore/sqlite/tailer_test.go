@@ -1,0 +1,231 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+const (
+	roomA = ".notebook:0f3c3a4e-6c0f-4a8e-9f3e-2b7d3c1a9e11.y"
+	roomB = ".notebook:7b1d2c3e-1111-4a8e-9f3e-2b7d3c1a9e22.y"
+	roomC = ".file:93e0aa4e-2222-4a8e-9f3e-2b7d3c1a9e33.y"
+)
+
+// env is one scenario's store, tailer and sink.
+type env struct {
+	t    *testing.T
+	path string
+	tl   *Tailer
+	s    *sink
+}
+
+func (e *env) writer() *model { return newModel(startWriter(e.t, e.path)) }
+
+func (e *env) run() { runTailer(e.t, e.tl, e.s) }
+
+// loaded applies a fresh Load to token documents.
+func (e *env) loaded() string {
+	e.t.Helper()
+	events, err := e.tl.Load(context.Background())
+	if err != nil {
+		e.t.Fatalf("Load: %v", err)
+	}
+	s := newSink()
+	for _, ev := range events {
+		if ev.Kind != ystore.EventReset {
+			e.t.Fatalf("Load delivered %v for %s, want reset", ev.Kind, ev.Room)
+		}
+	}
+	s.deliver(context.Background(), events)
+	return s.String()
+}
+
+func TestScenarios(t *testing.T) {
+	scenarios := []struct {
+		name string
+		run  func(e *env)
+	}{
+		{"steady", func(e *env) {
+			m := e.writer()
+			for i := range 10 {
+				m.write([]string{roomA, roomB, roomC}[i%3], "s"+string(rune('a'+i)))
+			}
+			e.run()
+			converge(e.t, e.s, m)
+			for _, room := range []string{roomA, roomB, roomC} {
+				if e.s.events[0].Kind != ystore.EventReset || e.s.kinds(room)[ystore.EventReset] != 1 {
+					e.t.Fatalf("room %s: want one reset first, got %v", room, e.s.kinds(room))
+				}
+			}
+			for i := range 30 {
+				m.write([]string{roomA, roomB}[i%2], "t"+string(rune('a'+i)))
+			}
+			converge(e.t, e.s, m)
+			st := e.tl.Status()
+			if !st.Reachable || st.RowsTailed != 40 || st.Rooms != 3 || st.LastError != "" {
+				e.t.Fatalf("status %+v", st)
+			}
+		}},
+		{"store appears later", func(e *env) {
+			e.run()
+			waitFor(e.t, 5*time.Second, "unreachable status", func() bool {
+				st := e.tl.Status()
+				return !st.Reachable && st.LastError != ""
+			})
+			m := e.writer()
+			m.write(roomA, "a1")
+			m.write(roomB, "b1")
+			converge(e.t, e.s, m)
+			waitFor(e.t, 5*time.Second, "reachable status", func() bool { return e.tl.Status().Reachable })
+		}},
+		{"checkpoint", func(e *env) {
+			m := e.writer()
+			for _, tok := range []string{"a1", "a2", "a3"} {
+				m.write(roomA, tok)
+			}
+			m.write(roomB, "b1")
+			e.run()
+			converge(e.t, e.s, m)
+			state := m.docs.merged(roomA)
+			m.docs.apply(roomA, tokens("a4"))
+			m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a4"))})
+			m.write(roomA, "a5")
+			converge(e.t, e.s, m)
+			events, err := e.tl.Load(context.Background())
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			a := events[0]
+			if a.Room != roomA || a.Rows[0].ID != 0 || string(a.Rows[0].Update) != string(state) || len(a.Rows) != 3 {
+				e.t.Fatalf("load of %s = %+v, want the checkpoint then a4, a5", roomA, a)
+			}
+			if got := e.loaded(); got != m.docs.String() {
+				e.t.Fatalf("Load = %s, want %s", got, m.docs.String())
+			}
+		}},
+		{"squash", func(e *env) {
+			m := e.writer()
+			var cutoff float64
+			for i, tok := range []string{"a1", "a2", "a3"} {
+				r := m.write(roomA, tok)
+				m.write(roomB, "b"+tok)
+				if i == 1 {
+					cutoff = r.TS
+				}
+			}
+			e.run()
+			converge(e.t, e.s, m)
+			m.docs.apply(roomA, tokens("a4"))
+			m.w.do(map[string]any{"op": "squash", "room": roomA, "merged": b64(tokens("a1", "a2")), "cutoff": cutoff, "update": b64(tokens("a4"))})
+			m.write(roomB, "b9")
+			converge(e.t, e.s, m)
+			if got := e.loaded(); got != m.docs.String() {
+				e.t.Fatalf("Load = %s, want %s", got, m.docs.String())
+			}
+		}},
+		{"rowid reuse", func(e *env) {
+			m := e.writer()
+			m.write(roomB, "b1")
+			var top reply
+			for _, tok := range []string{"a1", "a2", "a3", "a4", "a5"} {
+				top = m.write(roomA, tok)
+			}
+			e.run()
+			converge(e.t, e.s, m)
+			m.docs.apply(roomA, tokens("a6"))
+			r := m.w.do(map[string]any{"op": "squash", "room": roomA, "merged": b64(m.docs.merged(roomA)), "cutoff": 1e12, "update": b64(tokens("a6"))})
+			if r.MergedRowID > top.RowID || r.RowID > top.RowID {
+				e.t.Fatalf("squash did not reuse rowids: merged %d, update %d, old top %d", r.MergedRowID, r.RowID, top.RowID)
+			}
+			converge(e.t, e.s, m)
+			if n := testutil.ToFloat64(e.tl.m.resyncs.WithLabelValues(reasonHistory)); n < 1 {
+				e.t.Fatalf("history resyncs = %v, want at least 1", n)
+			}
+			if n := e.s.kinds(roomB)[ystore.EventUpdates]; n != 0 {
+				e.t.Fatalf("unchanged room %s re-delivered %d times", roomB, n)
+			}
+			m.write(roomA, "a7")
+			m.write(roomB, "b2")
+			converge(e.t, e.s, m)
+		}},
+		{"cleanup", func(e *env) {
+			m := e.writer()
+			m.write(roomA, "a1")
+			m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(m.docs.merged(roomA))})
+			for _, tok := range []string{"b1", "b2", "b3"} {
+				m.write(roomB, tok)
+			}
+			e.run()
+			converge(e.t, e.s, m)
+			m.w.do(map[string]any{"op": "cleanup", "room": roomB, "merged": b64(m.docs.merged(roomB))})
+			m.write(roomB, "b4")
+			converge(e.t, e.s, m)
+			events, err := e.tl.Load(context.Background())
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			for _, ev := range events {
+				if ev.Rows[0].ID == 0 {
+					e.t.Fatalf("room %s still loads a checkpoint after cleanup", ev.Room)
+				}
+			}
+			if got := e.loaded(); got != m.docs.String() {
+				e.t.Fatalf("Load = %s, want %s", got, m.docs.String())
+			}
+		}},
+		{"rename", func(e *env) {
+			m := e.writer()
+			m.write(roomA, "a1")
+			m.write(roomB, "b1")
+			e.run()
+			converge(e.t, e.s, m)
+			m.w.do(map[string]any{"op": "rename"})
+			m.docs = docs{}
+			converge(e.t, e.s, m)
+			m.write(roomC, "c1")
+			m.write(roomA, "new-a1")
+			converge(e.t, e.s, m)
+			if n := e.s.kinds(roomB)[ystore.EventRemoved]; n != 1 {
+				e.t.Fatalf("room %s removed %d times, want 1", roomB, n)
+			}
+			if _, err := os.Stat(strings.TrimSuffix(e.path, ".db") + "(1).db"); err != nil {
+				e.t.Fatalf("renamed store: %v", err)
+			}
+		}},
+		{"delete and recreate", func(e *env) {
+			m := e.writer()
+			m.write(roomA, "a1")
+			e.run()
+			converge(e.t, e.s, m)
+			m.w.do(map[string]any{"op": "delete"})
+			waitFor(e.t, 5*time.Second, "unreachable status", func() bool { return !e.tl.Status().Reachable })
+			converge(e.t, e.s, m) // the last state stays served
+			m.docs = docs{}
+			m.write(roomB, "b1")
+			converge(e.t, e.s, m)
+			waitFor(e.t, 5*time.Second, "reachable status", func() bool { return e.tl.Status().Reachable })
+			if n := e.s.kinds(roomA)[ystore.EventRemoved]; n != 1 {
+				e.t.Fatalf("room %s removed %d times, want 1", roomA, n)
+			}
+		}},
+	}
+	for _, mode := range modes {
+		for _, sc := range scenarios {
+			t.Run(mode.name+"/"+sc.name, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+				cfg := mode.cfg(path)
+				cfg.Registerer = prometheus.NewRegistry()
+				sc.run(&env{t: t, path: path, tl: newTailer(t, cfg), s: newSink()})
+			})
+		}
+	}
+}
