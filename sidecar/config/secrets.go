@@ -28,7 +28,8 @@ func (c *Config) secrets() []secret {
 }
 
 // ResolveSecrets reads every *_file secret (token_file, dsn_file) into its value, trimmed
-// of surrounding white space; an unreadable or empty file is an error naming the key.
+// of surrounding white space, leaving the *_file key as it is; an unreadable or empty file
+// is an error naming the key. Validate first: afterwards both value and file are set.
 func (c *Config) ResolveSecrets() error {
 	for _, s := range c.secrets() {
 		if *s.file == "" {

@@ -84,6 +84,8 @@ func (v *validator) exclusive(key, val, fileKey, file string) {
 
 // Validate checks every value and returns all problems joined, each a *KeyError naming
 // its key; it does not check registered names (see CheckNames) or read secret files.
+// It checks the configuration as written: call it before ResolveSecrets, which fills a
+// secret from its file and so sets both.
 func (c Config) Validate() error {
 	v := &validator{}
 	v.oneOf("log.level", c.Log.Level, []string{"debug", "info", "warn", "error"})
