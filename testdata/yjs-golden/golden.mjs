@@ -133,5 +133,24 @@ for (const [tag, value] of [
   add('json-gc', encoding.toUint8Array(e), { a: 'array' })
 }
 
+// A sequence of updates for change reporting: nested types, keys, deletes.
+{
+  const d = doc(7)
+  const ups = []
+  d.on('update', u => ups.push(hex(u)))
+  const m = d.getMap('m')
+  d.transact(() => {
+    const cell = new Y.Map()
+    cell.set('source', new Y.Text('ab'))
+    m.set('cell', cell)
+    d.getArray('a').insert(0, [new Y.Map(), new Y.Map()])
+  })
+  m.get('cell').get('source').insert(2, 'c')
+  m.get('cell').set('x', 1)
+  d.getArray('a').get(1).set('y', 2)
+  m.delete('cell')
+  writeFileSync(out + '/changes.json', JSON.stringify(ups, null, 1) + '\n')
+}
+
 writeFileSync(out + '/golden.json', JSON.stringify(cases, null, 1) + '\n')
 console.log(`wrote ${cases.length} cases to ${out}/golden.json`)

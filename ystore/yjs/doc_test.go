@@ -1,0 +1,227 @@
+package yjs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"testing"
+)
+
+func loadChanges(t testing.TB) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/golden/changes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hexes []string
+	if err := json.Unmarshal(b, &hexes); err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]byte, len(hexes))
+	for i, h := range hexes {
+		out[i] = mustHex(t, h)
+	}
+	return out
+}
+
+func TestTxnChanges(t *testing.T) {
+	ups := loadChanges(t)
+	d := NewDoc()
+	m := d.Map("m")
+	a := d.Array("a")
+	txn := mustApply(t, d, ups[0])
+	if c, ok := txn.Changed(m.Type()); !ok || !reflect.DeepEqual(c.Keys, []string{"cell"}) || c.Seq {
+		t.Fatalf("update 0: m change %+v %v", c, ok)
+	}
+	if c, ok := txn.Changed(a.Type()); !ok || !c.Seq || len(c.Keys) != 0 {
+		t.Fatalf("update 0: a change %+v %v", c, ok)
+	}
+	if len(txn.Changes()) != 2 {
+		t.Fatalf("update 0: new nested types must not be reported: %+v", txn.Changes())
+	}
+	v, _ := m.Get("cell")
+	cell := v.(*Map)
+	v, _ = cell.Get("source")
+	src := v.(*Text)
+
+	txn = mustApply(t, d, ups[1])
+	if ch := txn.Changes(); len(ch) != 1 || ch[0].Type != src.Type() || !ch[0].Seq {
+		t.Fatalf("update 1: %+v", ch)
+	}
+	if p, key, ok := src.Type().Parent(); p != cell.Type() || key != "source" || !ok {
+		t.Fatalf("source parent = %v %q %v", p, key, ok)
+	}
+	if p, key, ok := cell.Type().Parent(); p != m.Type() || key != "cell" || !ok {
+		t.Fatalf("cell parent = %v %q %v", p, key, ok)
+	}
+	if src.String() != "abc" || src.Len() != 3 {
+		t.Fatalf("source = %q", src.String())
+	}
+
+	txn = mustApply(t, d, ups[2])
+	if ch := txn.Changes(); len(ch) != 1 || ch[0].Type != cell.Type() || !reflect.DeepEqual(ch[0].Keys, []string{"x"}) {
+		t.Fatalf("update 2: %+v", ch)
+	}
+
+	second, _ := a.Get(1)
+	txn = mustApply(t, d, ups[3])
+	if ch := txn.Changes(); len(ch) != 1 || ch[0].Type != second.(*Map).Type() {
+		t.Fatalf("update 3: %+v", ch)
+	}
+	if i := second.(*Map).Type().Index(); i != 1 {
+		t.Fatalf("index of a[1] = %d", i)
+	}
+
+	txn = mustApply(t, d, ups[4])
+	if ch := txn.Changes(); len(ch) != 1 || ch[0].Type != m.Type() || !reflect.DeepEqual(ch[0].Keys, []string{"cell"}) {
+		t.Fatalf("update 4: %+v", ch)
+	}
+	if !cell.Type().Deleted() || !src.Type().Deleted() {
+		t.Fatal("deleted cell not reported deleted")
+	}
+	for i, u := range ups {
+		if txn := mustApply(t, d, u); !txn.Empty() {
+			t.Fatalf("re-applying update %d reported %+v", i, txn.Changes())
+		}
+	}
+}
+
+func TestPendingStructs(t *testing.T) {
+	ups := loadChanges(t)
+	d := NewDoc()
+	// Update 1 types into the text created by update 0: it must wait.
+	txn := mustApply(t, d, ups[1])
+	if !txn.Empty() || !d.HasPending() {
+		t.Fatalf("later update first: changes %+v, pending %v", txn.Changes(), d.HasPending())
+	}
+	// The pending structs are part of the encoded state, like Yjs does.
+	state, err := d.EncodeStateAsUpdate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleting the cell before it exists leaves a pending delete set; it also covers
+	// clock 7 (update 2), so something stays pending until that arrives.
+	mustApply(t, d, ups[4])
+	txn = mustApply(t, d, ups[0])
+	if txn.Empty() || !d.HasPending() {
+		t.Fatalf("dependency arrived: changes %+v, pending %v", txn.Changes(), d.HasPending())
+	}
+	mustApply(t, d, ups[3])
+	mustApply(t, d, ups[2])
+	if d.HasPending() {
+		t.Fatal("pending after all updates")
+	}
+	if got := ToJSON(d.Map("m")); !reflect.DeepEqual(got, map[string]any{}) {
+		t.Fatalf("m = %v", got)
+	}
+	d2 := NewDoc()
+	mustApply(t, d2, state)
+	if !d2.HasPending() {
+		t.Fatal("pending structs were not encoded")
+	}
+	mustApply(t, d2, ups[0])
+	v, _ := d2.Map("m").Get("cell")
+	src, _ := v.(*Map).Get("source")
+	if s := src.(*Text).String(); s != "abc" {
+		t.Fatalf("source after pending = %q", s)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       []byte
+		offset   int
+		expected string
+		err      error
+	}{
+		{"empty", nil, 0, "number of clients with structs", ErrUnexpectedEOF},
+		{"struct count beyond input", []byte{1, 100, 1, 0}, 1, "number of structs", ErrUnexpectedEOF},
+		{"unknown struct kind", []byte{1, 1, 1, 0, 11, 0}, 4, "struct kind 0-10", ErrInvalid},
+		{"empty GC", []byte{1, 1, 1, 0, 0, 0, 0}, 4, "non-empty struct", ErrInvalid},
+		{"unknown type ref", []byte{1, 1, 1, 0, 7, 1, 1, 'r', 7, 0}, 8, "type ref 0-6", ErrInvalid},
+		{"self reference", []byte{1, 1, 1, 0, 0x84, 1, 0, 1, 'x', 0}, 4, "reference to an earlier struct", ErrInvalid},
+		{"bad json", []byte{1, 1, 1, 0, 2, 1, 1, 'r', 1, 1, '{', 0}, 9, "JSON string", ErrInvalid},
+		{"bad utf-8", []byte{1, 1, 1, 0, 4, 1, 1, 'r', 1, 0xff, 0}, 8, "string content", ErrInvalid},
+		{"clock overflow", []byte{1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 2, 0}, 13, "clock range within 2^53", ErrOverflow},
+		{"varuint overflow", []byte{1, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 2, "client id", ErrOverflow},
+		{"missing delete set", []byte{0}, 1, "number of clients with deletes", ErrUnexpectedEOF},
+		{"delete range overflow", []byte{0, 1, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 2}, 4, "delete range within 2^53", ErrOverflow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewDoc().ApplyUpdate(tt.in)
+			var de *DecodeError
+			if !errors.As(err, &de) || !errors.Is(err, tt.err) || de.Offset != tt.offset || de.Expected != tt.expected {
+				t.Fatalf("err = %v, want offset %d expected %q wrapping %v", err, tt.offset, tt.expected, tt.err)
+			}
+		})
+	}
+}
+
+// TestAtomic applies every strict prefix of every golden update to a document that
+// already holds state: each must fail and leave the document byte-for-byte unchanged.
+func TestAtomic(t *testing.T) {
+	base := loadChanges(t)
+	for _, c := range loadGolden(t) {
+		u := mustHex(t, c.Update)
+		d := NewDoc()
+		mustApply(t, d, base[0])
+		before, err := d.EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range len(u) {
+			if _, err := d.ApplyUpdate(u[:n]); err == nil {
+				t.Fatalf("%s: prefix of %d bytes applied", c.Name, n)
+			}
+			after, _ := d.EncodeStateAsUpdate(nil)
+			if !bytes.Equal(before, after) || d.HasPending() {
+				t.Fatalf("%s: failed prefix of %d bytes changed the document", c.Name, n)
+			}
+		}
+	}
+}
+
+// TestOddInput feeds well-formed updates that refer to things that do not exist.
+func TestOddInput(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []byte
+	}{
+		// Item whose parent ID names a struct that is not a type: becomes GC.
+		{"parent not a type", []byte{2, 1, 1, 0, 4, 1, 1, 'r', 1, 'x', 1, 2, 0, 4, 0, 1, 0, 1, 'y', 0}},
+		// Item whose parent ID is unknown: pending.
+		{"unknown parent", []byte{1, 1, 2, 0, 4, 0, 9, 9, 1, 'y', 0}},
+		// Item whose origin is far in the future of another client: pending.
+		{"huge origin clock", []byte{1, 1, 2, 0, 0x84, 9, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 'y', 0}},
+		// Client starting at a huge clock: pending.
+		{"huge first clock", []byte{1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0x0f, 4, 1, 1, 'r', 1, 'y', 0}},
+		// Delete set over unknown structs: pending deletes.
+		{"unknown deletes", []byte{0, 1, 5, 1, 0xff, 0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0x0f}},
+		// Map entry on a text root and an item both with parentSub and root parent.
+		{"map entry on text", []byte{1, 1, 3, 0, 0x28, 1, 1, 't', 1, 'k', 1, 125, 1, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDoc()
+			if _, err := d.ApplyUpdate(tt.in); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.ApplyUpdate(tt.in); err != nil {
+				t.Fatal(err)
+			}
+			state, err := d.EncodeStateAsUpdate(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NewDoc().ApplyUpdate(state); err != nil {
+				t.Fatalf("re-encoded state does not decode: %v", err)
+			}
+			_ = d.Text("r").String()
+			_ = ToJSON(d)
+		})
+	}
+}
