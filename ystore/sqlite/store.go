@@ -8,9 +8,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -32,14 +34,14 @@ type store struct {
 	db    *sql.DB
 	ident os.FileInfo // the file the connection has open
 	// onTx observes each read transaction's duration; onBusy each busy retry.
-	onTx        func(time.Duration)
+	onTx        func(wall, cpu time.Duration)
 	onBusy      func()
 	maxBusyWait time.Duration
 }
 
 // openStore opens path read-only and checks that the connection has the file that
 // path names now (a rename between stat and open is retried by the caller).
-func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx func(time.Duration), onBusy func()) (*store, error) {
+func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx func(wall, cpu time.Duration), onBusy func()) (*store, error) {
 	before, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("stat store: %w", err)
@@ -90,9 +92,7 @@ func (s *store) read(ctx context.Context, fn func(*sql.Tx) error) error {
 	deadline := time.Now().Add(s.maxBusyWait)
 	backoff := 100 * time.Microsecond
 	for {
-		start := time.Now()
-		err := s.readOnce(ctx, fn)
-		s.onTx(time.Since(start))
+		err := s.measured(ctx, fn)
 		if !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
@@ -106,6 +106,32 @@ func (s *store) read(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}
+}
+
+// measured runs one attempt of fn on a locked OS thread and reports its wall-clock and
+// thread CPU durations unless the writer's lock refused it (then no lock was held). The
+// wall-clock time is how long the writer may have been kept waiting; the CPU time is the
+// part that is the reader's own work rather than the scheduler's.
+func (s *store) measured(ctx context.Context, fn func(*sql.Tx) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
+	start := time.Now()
+	err := s.readOnce(ctx, fn)
+	wall := time.Since(start)
+	if !isBusy(err) {
+		s.onTx(wall, threadCPU()-cpu0)
+	}
+	return err
+}
+
+// threadCPU returns the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 func (s *store) readOnce(ctx context.Context, fn func(*sql.Tx) error) error {

@@ -125,10 +125,11 @@ func (t *Tailer) open(ctx context.Context) (*store, error) {
 	}
 }
 
-func (t *Tailer) observeTx(d time.Duration) {
-	t.m.readTx.Observe(d.Seconds())
+func (t *Tailer) observeTx(wall, cpu time.Duration) {
+	t.m.readTx.Observe(wall.Seconds())
+	t.m.readTxCPU.Observe(cpu.Seconds())
 	t.mu.Lock()
-	t.status.MaxReadTx = max(t.status.MaxReadTx, d)
+	t.status.MaxReadTx = max(t.status.MaxReadTx, wall)
 	t.mu.Unlock()
 }
 

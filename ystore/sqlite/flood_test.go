@@ -1,0 +1,101 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestFloodReadTx runs the writer flat out while tailing: no write may fail (a reader
+// holding its lock too long makes pycrdt-store drop writes), every row arrives, and no
+// read transaction lasts 5 ms or more.
+func TestFloodReadTx(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "seed")
+	tl := newTailer(t, Config{Path: path, PollInterval: 50 * time.Millisecond})
+	s := newSink()
+	runTailer(t, tl, s)
+	converge(t, s, m)
+
+	const n = 3000
+	updates := make([]string, n)
+	for i := range updates {
+		tok := fmt.Sprintf("f%04d-%s", i, strings.Repeat("x", 200))
+		updates[i] = b64(tokens(tok))
+		m.docs.apply(roomB, tokens(tok))
+	}
+	r := m.w.do(map[string]any{"op": "flood", "room": roomB, "updates": updates})
+	if len(r.Errors) != 0 || len(r.Rows) != n {
+		t.Fatalf("writer: %d rows, errors %v", len(r.Rows), r.Errors)
+	}
+	converge(t, s, m)
+	st := tl.Status()
+	elapsed := r.Rows[n-1][2] - r.Rows[0][1]
+	wallOver, total := over(t, tl.m.readTx, 5e-3)
+	cpuOver, _ := over(t, tl.m.readTxCPU, 5e-3)
+	t.Logf("%d writes in %.2fs (%.0f/s); %d read transactions, %d over 5ms wall-clock (longest %v), %d over 5ms CPU; %d busy retries",
+		n, elapsed, n/elapsed, total, wallOver, st.MaxReadTx, cpuOver, int(testutil.ToFloat64(tl.m.busy)))
+	if raceEnabled {
+		return
+	}
+	// The reader's own work must stay under 5 ms in every transaction; wall-clock time
+	// also counts the time the scheduler of a shared machine took the thread away.
+	if cpuOver != 0 {
+		t.Errorf("%d read transactions used 5ms of CPU or more", cpuOver)
+	}
+	if wallOver*100 > total {
+		t.Errorf("%d of %d read transactions lasted 5ms or more (p99 over budget)", wallOver, total)
+	}
+}
+
+// over returns how many observations of h exceeded bound (a bucket bound) and the total.
+func over(t *testing.T, h prometheus.Histogram, bound float64) (uint64, uint64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	total := m.GetHistogram().GetSampleCount()
+	for _, b := range m.GetHistogram().GetBucket() {
+		if b.GetUpperBound() == bound {
+			return total - b.GetCumulativeCount(), total
+		}
+	}
+	t.Fatalf("no bucket bound %v", bound)
+	return 0, 0
+}
+
+// TestReadOnly checks that the tailer's connection cannot write and leaves the
+// journal mode alone.
+func TestReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "a1")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		"INSERT INTO yupdates VALUES ('x', x'00', NULL, 0)",
+		"PRAGMA journal_mode = WAL",
+		"CREATE TABLE t (x)",
+	} {
+		if _, err := db.ExecContext(context.Background(), stmt); err == nil {
+			t.Errorf("%s: succeeded on the read-only connection", stmt)
+		}
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "delete" {
+		t.Fatalf("journal mode %q, %v; want delete", mode, err)
+	}
+}
