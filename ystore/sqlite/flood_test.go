@@ -23,7 +23,7 @@ func TestFloodReadTx(t *testing.T) {
 	m.write(roomA, "seed")
 	tl := newTailer(t, Config{Path: path, PollInterval: 50 * time.Millisecond})
 	s := newSink()
-	runTailer(t, tl, s)
+	runTailer(t, tl, s.deliver)
 	converge(t, s, m)
 
 	const n = 3000

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -235,11 +233,11 @@ func converge(t testing.TB, s *sink, m *model) {
 }
 
 // runTailer runs tl until the test ends.
-func runTailer(t testing.TB, tl *Tailer, s *sink) {
+func runTailer(t testing.TB, tl *Tailer, deliver func(context.Context, []ystore.Event) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- tl.Run(ctx, s.deliver) }()
+	go func() { done <- tl.Run(ctx, deliver) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -266,23 +264,4 @@ func newTailer(t testing.TB, cfg Config) *Tailer {
 		t.Fatal(err)
 	}
 	return tl
-}
-
-func roomsOf(events []ystore.Event) []string {
-	var rooms []string
-	for _, e := range events {
-		rooms = append(rooms, e.Room)
-	}
-	return rooms
-}
-
-var errStop = errors.New("stop")
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

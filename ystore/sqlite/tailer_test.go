@@ -30,7 +30,7 @@ type env struct {
 
 func (e *env) writer() *model { return newModel(startWriter(e.t, e.path)) }
 
-func (e *env) run() { runTailer(e.t, e.tl, e.s) }
+func (e *env) run() { runTailer(e.t, e.tl, e.s.deliver) }
 
 // loaded applies a fresh Load to token documents.
 func (e *env) loaded() string {
