@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -117,7 +118,7 @@ func (c Config) Validate() error {
 
 	c.Server.validate(v)
 
-	for _, name := range sortedKeys(c.Notebooks) {
+	for _, name := range slices.Sorted(maps.Keys(c.Notebooks)) {
 		if err := names.ValidateName(name); err != nil {
 			v.fail("notebooks."+name, "%v", err)
 		}
@@ -196,20 +197,11 @@ func (c Config) CheckNames(n Names) error {
 		known("gate.name", c.Gate.Name, n.Gates)
 	}
 	known("server.verifier.name", c.Server.Verifier.Name, n.Verifiers)
-	for _, name := range sortedKeys(c.Extensions) {
+	for _, name := range slices.Sorted(maps.Keys(c.Extensions)) {
 		known("extensions."+name, name, n.Extensions)
 	}
-	for _, name := range sortedKeys(c.Hooks) {
+	for _, name := range slices.Sorted(maps.Keys(c.Hooks)) {
 		known("hooks."+name, name, n.Hooks)
 	}
 	return errors.Join(v.errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
