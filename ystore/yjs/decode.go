@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
@@ -97,13 +98,13 @@ func (it *item) export() Struct {
 	}
 	switch it.kind {
 	case kindString:
-		s.Content = it.str
+		s.Content = string(it.text)
 	case kindJSON, kindAny:
 		s.Content = it.vals
 	case kindBinary, kindEmbed:
 		s.Content = it.vals[0]
 	case kindFormat:
-		s.Content = map[string]any{it.str: it.vals[0]}
+		s.Content = map[string]any{it.vals[0].(string): it.vals[1]}
 	case kindType:
 		s.Content = []any{float64(it.typ.kind), it.typ.name}
 	case kindDoc:
@@ -193,12 +194,12 @@ func decodeStruct(d *lib0.Decoder, it *item) {
 	}
 	it.kind = kind
 	if info&infoOrigin != 0 {
-		it.origin = readID(d, "origin")
+		it.origin = readID(d, "origin client", "origin clock")
 		it.flags |= flagHasOrigin
 		checkEarlier(d, it, it.origin, start)
 	}
 	if info&infoRightOrigin != 0 {
-		it.rightOrigin = readID(d, "right origin")
+		it.rightOrigin = readID(d, "right origin client", "right origin clock")
 		it.flags |= flagHasRightOrigin
 		checkEarlier(d, it, it.rightOrigin, start)
 	}
@@ -208,7 +209,7 @@ func decodeStruct(d *lib0.Decoder, it *item) {
 			p.name = d.VarString("parent root name")
 		} else {
 			p.isID = true
-			p.id = readID(d, "parent id")
+			p.id = readID(d, "parent id client", "parent id clock")
 			checkEarlier(d, it, p.id, start)
 		}
 		it.pref = p
@@ -226,9 +227,9 @@ func decodeStruct(d *lib0.Decoder, it *item) {
 	}
 }
 
-func readID(d *lib0.Decoder, what string) ID {
-	c := d.VarUint(what + " client")
-	return ID{c, d.VarUint(what + " clock")}
+func readID(d *lib0.Decoder, client, clock string) ID {
+	c := d.VarUint(client)
+	return ID{c, d.VarUint(clock)}
 }
 
 // checkEarlier rejects a reference to a struct of the same client that is not earlier:
@@ -256,14 +257,20 @@ func decodeContent(d *lib0.Decoder, it *item) {
 		it.vals = []any{d.VarUint8Array("binary content")}
 		it.length = 1
 	case kindString:
-		it.str = d.VarString("string content")
-		it.length = utf16Len(it.str)
+		start := d.Pos()
+		b := d.VarStringBytes("string content")
+		if !utf8.Valid(b) {
+			d.Fail(start, "string content", lib0.ErrInvalid)
+			return
+		}
+		it.text = append([]byte(nil), b...)
+		it.length = utf16Len(it.text)
 	case kindEmbed:
 		it.vals = []any{readJSON(d, false)}
 		it.length = 1
 	case kindFormat:
-		it.str = d.VarString("format key")
-		it.vals = []any{readJSON(d, false)}
+		key := d.VarString("format key")
+		it.vals = []any{key, readJSON(d, false)}
 		it.length = 1
 	case kindType:
 		ref := d.VarUint("type ref")

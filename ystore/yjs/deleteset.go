@@ -20,6 +20,9 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 		}
 		unapplied[client] = append(unapplied[client], dsRange{clock, length})
 	}
+	if len(ds) == 0 {
+		return nil
+	}
 	for _, client := range slices.Sorted(mapsKeys(ds)) {
 		state := d.state(client)
 		for _, r := range ds[client] {
@@ -141,7 +144,7 @@ func slicePending(it *item, diff uint64) *item {
 	r.pref = nil
 	switch r.kind {
 	case kindString:
-		_, r.str = splitString(r.str, it.length, diff)
+		_, r.text = splitText(r.text, it.length, diff)
 	case kindAny, kindJSON:
 		r.vals = r.vals[diff:]
 	}

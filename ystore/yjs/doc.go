@@ -22,6 +22,7 @@ type Doc struct {
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
 	slab           []item
+	txn            *Txn // the transaction being applied
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	// guid and opts describe a subdocument found in a ContentDoc.
@@ -102,8 +103,10 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 		return nil, err
 	}
 	txn := &Txn{}
+	d.txn = txn
 	d.readUpdate(txn, u)
 	d.cleanup(txn)
+	d.txn = nil
 	return txn, nil
 }
 
@@ -151,8 +154,63 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	}
 }
 
-// cleanup garbage-collects what the transaction deleted, like Yjs's tryGcDeleteSet.
+// cleanup garbage-collects what the transaction deleted and merges adjacent structs,
+// like Yjs's cleanupTransactions (tryGcDeleteSet, tryMergeDeleteSet, then merging the
+// structs added or split by the transaction).
 func (d *Doc) cleanup(txn *Txn) {
+	d.gcDeleted(txn)
+	for i := len(txn.deletes) - 1; i >= 0; i-- {
+		r := txn.deletes[i]
+		cs := d.clients[r.client]
+		si := min(len(cs.structs)-1, 1+findIndex(cs.structs, r.clock+r.length-1))
+		for si > 0 && cs.structs[si].id.Clock >= r.clock {
+			si -= 1 + d.mergeWithLefts(cs, si)
+		}
+	}
+	for _, b := range txn.before {
+		cs := d.clients[b.client]
+		first := max(findIndex(cs.structs, b.clock), 1)
+		for i := len(cs.structs) - 1; i >= first; {
+			i -= 1 + d.mergeWithLefts(cs, i)
+		}
+	}
+	for i := len(txn.mergeStructs) - 1; i >= 0; i-- {
+		id := txn.mergeStructs[i]
+		cs := d.clients[id.Client]
+		pos := findIndex(cs.structs, id.Clock)
+		if pos+1 < len(cs.structs) && d.mergeWithLefts(cs, pos+1) > 1 {
+			continue
+		}
+		if pos > 0 {
+			d.mergeWithLefts(cs, pos)
+		}
+	}
+}
+
+// mergeWithLefts merges structs[pos] into its left neighbours while possible, like
+// Yjs's tryToMergeWithLefts, and returns how many structs were merged away.
+func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
+	structs := cs.structs
+	i := pos
+	for ; i > 0; i-- {
+		left, right := structs[i-1], structs[i]
+		if left.deleted() != right.deleted() || (left.kind == kindGC) != (right.kind == kindGC) || !left.mergeWith(right) {
+			break
+		}
+		if right.flags&flagHasParentSub != 0 && right.parent != nil && right.parent.keys[right.parentSub] == right {
+			right.parent.keys[right.parentSub] = left
+		}
+	}
+	merged := pos - i
+	if merged > 0 {
+		cs.structs = append(structs[:pos+1-merged], structs[pos+1:]...)
+		clear(structs[len(cs.structs):])
+	}
+	return merged
+}
+
+// gcDeleted garbage-collects the structs the transaction deleted, like tryGcDeleteSet.
+func (d *Doc) gcDeleted(txn *Txn) {
 	for i := len(txn.deletes) - 1; i >= 0; i-- {
 		r := txn.deletes[i]
 		cs := d.clients[r.client]

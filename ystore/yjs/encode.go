@@ -229,16 +229,16 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 	case kindBinary:
 		e.VarUint8Array(it.vals[0].([]byte))
 	case kindString:
-		s := it.str
+		s := it.text
 		if offset > 0 {
-			_, s = splitString(s, it.length, offset)
+			_, s = splitText(s, it.length, offset)
 		}
-		e.VarString(s)
+		e.VarUint8Array(s)
 	case kindEmbed:
 		e.VarString(jsonString(it.vals[0]))
 	case kindFormat:
-		e.VarString(it.str)
-		e.VarString(jsonString(it.vals[0]))
+		e.VarString(it.vals[0].(string))
+		e.VarString(jsonString(it.vals[1]))
 	case kindType:
 		t := it.typ
 		e.VarUint(uint64(slices.Index(typeRefKinds[:], t.kind)))

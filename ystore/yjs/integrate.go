@@ -61,7 +61,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			it.flags |= flagHasOrigin
 			switch it.kind {
 			case kindString:
-				_, it.str = splitString(it.str, it.length+offset, offset)
+				_, it.text = splitText(it.text, it.length+offset, offset)
 			case kindAny, kindJSON:
 				it.vals = it.vals[offset:]
 			}
@@ -227,7 +227,7 @@ func (d *Doc) gc(it *item, parentGCd bool) {
 		return
 	}
 	it.kind = kindDeleted
-	it.str, it.vals, it.typ = "", nil, nil
+	it.text, it.vals, it.typ = nil, nil, nil
 }
 
 // integrateStructs integrates decoded structs like Yjs's integrateStructs and returns the

@@ -56,10 +56,10 @@ type item struct {
 	parentSub   string
 	kind        uint8
 	flags       uint8
-	// content: str holds String text (UTF-8), a Format key or a Doc guid; vals holds
-	// Any/JSON values, the Embed or Format value, the Binary []byte or the *Doc; typ
-	// holds the Type of a ContentType.
-	str  string
+	// content: text holds String content (UTF-8, appended to when items merge); vals
+	// holds Any/JSON values, the Embed value, the Format key and value, the Binary
+	// []byte or the *Doc; typ holds the Type of a ContentType.
+	text []byte
 	vals []any
 	typ  *Type
 }
@@ -88,7 +88,7 @@ func (it *item) content() []any {
 		return it.vals
 	case kindString:
 		out := make([]any, 0, it.length)
-		for _, u := range utf16.Encode([]rune(it.str)) {
+		for _, u := range utf16.Encode([]rune(string(it.text))) {
 			out = append(out, string(utf16.Decode([]uint16{u})))
 		}
 		return out
@@ -106,19 +106,19 @@ func (it *item) last() any {
 	case kindAny, kindJSON:
 		return it.vals[len(it.vals)-1]
 	case kindString:
-		return lastUnit(it.str)
+		return lastUnit(it.text)
 	case kindType:
 		return it.typ.Value()
 	case kindBinary, kindEmbed, kindDoc:
 		return it.vals[0]
 	}
-	return nil
+	return Undefined
 }
 
 // lastUnit returns the last UTF-16 code unit of s as a string (a lone surrogate becomes
 // U+FFFD, as it would after a round trip through UTF-8).
-func lastUnit(s string) string {
-	r, _ := utf8.DecodeLastRuneInString(s)
+func lastUnit(s []byte) string {
+	r, _ := utf8.DecodeLastRune(s)
 	if r >= 0x10000 {
 		return "\uFFFD"
 	}
@@ -126,7 +126,7 @@ func lastUnit(s string) string {
 }
 
 // utf16Len returns the length of s in UTF-16 code units.
-func utf16Len(s string) uint64 {
+func utf16Len(s []byte) uint64 {
 	n := uint64(len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -145,27 +145,58 @@ func utf16Len(s string) uint64 {
 	return n
 }
 
-// splitString splits s, whose UTF-16 length is n, after off UTF-16 units. A surrogate
-// pair cut in half becomes U+FFFD on both sides, like Yjs's ContentString.splice.
-func splitString(s string, n, off uint64) (string, string) {
+// splitText splits s, whose UTF-16 length is n, after off UTF-16 units. A surrogate
+// pair cut in half becomes U+FFFD on both sides, like Yjs's ContentString.splice. The
+// left part has no spare capacity, so appending to it never overwrites the right part.
+func splitText(s []byte, n, off uint64) ([]byte, []byte) {
 	if uint64(len(s)) == n {
-		return s[:off], s[off:]
+		return s[:off:off], s[off:]
 	}
 	units := uint64(0)
-	for i, r := range s {
+	for i := 0; i < len(s); {
 		if units == off {
-			return s[:i], s[i:]
+			return s[:i:i], s[i:]
 		}
+		r, size := utf8.DecodeRune(s[i:])
 		if r >= 0x10000 {
 			if units+1 == off {
-				return s[:i] + "\uFFFD", "\uFFFD" + s[i+4:]
+				return append(s[:i:i], "\uFFFD"...), append([]byte("\uFFFD"), s[i+size:]...)
 			}
 			units += 2
 		} else {
 			units++
 		}
+		i += size
 	}
-	return s, ""
+	return s, nil
+}
+
+// mergeWith appends right to it when Yjs would (Item.mergeWith / GC.mergeWith).
+func (it *item) mergeWith(right *item) bool {
+	if it.kind == kindGC {
+		it.length += right.length
+		return true
+	}
+	if it.kind != right.kind || it.right != right || !right.hasOrigin() || right.origin != it.lastID() ||
+		!sameOrigin(it.hasRightOrigin(), it.rightOrigin, right.hasRightOrigin(), right.rightOrigin) ||
+		it.id.Client != right.id.Client || it.id.Clock+it.length != right.id.Clock {
+		return false
+	}
+	switch it.kind {
+	case kindString:
+		it.text = append(it.text, right.text...)
+	case kindAny, kindJSON:
+		it.vals = append(it.vals, right.vals...)
+	case kindDeleted:
+	default:
+		return false
+	}
+	it.right = right.right
+	if it.right != nil {
+		it.right.left = it
+	}
+	it.length += right.length
+	return true
 }
 
 // splice cuts it after diff clock units and returns the right part as a new item
@@ -184,7 +215,7 @@ func (d *Doc) splitItem(it *item, diff uint64) *item {
 	r.flags = it.flags | flagHasOrigin
 	switch it.kind {
 	case kindString:
-		it.str, r.str = splitString(it.str, it.length, diff)
+		it.text, r.text = splitText(it.text, it.length, diff)
 	case kindAny, kindJSON:
 		r.vals = it.vals[diff:len(it.vals):len(it.vals)]
 		it.vals = it.vals[:diff:diff]

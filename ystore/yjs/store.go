@@ -79,6 +79,7 @@ func (d *Doc) getItemCleanEnd(id ID) *item {
 // right-most part.
 func (d *Doc) split(it *item, diff uint64) *item {
 	r := d.splitItem(it, diff)
+	d.txn.mergeStructs = append(d.txn.mergeStructs, r.id)
 	if r.flags&flagHasParentSub != 0 && r.right == nil && r.parent != nil {
 		r.parent.keys[r.parentSub] = r
 	}

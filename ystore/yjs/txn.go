@@ -7,10 +7,21 @@ import "slices"
 // Re-applying known structs reports nothing.
 type Txn struct {
 	changes []Change
-	index   map[*Type]int
-	before  map[uint64]uint64
+	index   map[*Type]int // built once changes outgrow a linear scan
+	before  []clientClock
+	beforeM map[uint64]uint64 // built once before outgrows a linear scan
 	deletes []deleteRange
+	// mergeStructs are the starts of items split during the transaction.
+	mergeStructs []ID
 }
+
+// clientClock is the state of a client before the transaction first added to it.
+type clientClock struct {
+	client, clock uint64
+}
+
+// linearMax is the size up to which Txn looks things up by scanning.
+const linearMax = 8
 
 // Change describes one changed type.
 type Change struct {
@@ -35,26 +46,62 @@ func (t *Txn) Changes() []Change { return t.changes }
 
 // Changed returns the change recorded for typ, if any.
 func (t *Txn) Changed(typ *Type) (Change, bool) {
-	i, ok := t.index[typ]
-	if !ok {
+	i := t.find(typ)
+	if i < 0 {
 		return Change{}, false
 	}
 	return t.changes[i], true
 }
 
+// find returns the index of typ in changes or -1.
+func (t *Txn) find(typ *Type) int {
+	if t.index != nil {
+		if i, ok := t.index[typ]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range t.changes {
+		if t.changes[i].Type == typ {
+			return i
+		}
+	}
+	return -1
+}
+
 // touch records the state of client before the transaction first adds to it.
 func (t *Txn) touch(d *Doc, client uint64) {
-	if _, ok := t.before[client]; ok {
+	if _, ok := t.beforeOf(client); ok {
 		return
 	}
-	if t.before == nil {
-		t.before = make(map[uint64]uint64)
+	s := d.state(client)
+	t.before = append(t.before, clientClock{client, s})
+	switch {
+	case t.beforeM != nil:
+		t.beforeM[client] = s
+	case len(t.before) > linearMax:
+		t.beforeM = make(map[uint64]uint64, len(t.before))
+		for _, b := range t.before {
+			t.beforeM[b.client] = b.clock
+		}
 	}
-	t.before[client] = d.state(client)
+}
+
+func (t *Txn) beforeOf(client uint64) (uint64, bool) {
+	if t.beforeM != nil {
+		s, ok := t.beforeM[client]
+		return s, ok
+	}
+	for _, b := range t.before {
+		if b.client == client {
+			return b.clock, true
+		}
+	}
+	return 0, false
 }
 
 func (t *Txn) beforeState(d *Doc, client uint64) uint64 {
-	if s, ok := t.before[client]; ok {
+	if s, ok := t.beforeOf(client); ok {
 		return s
 	}
 	return d.state(client)
@@ -76,14 +123,11 @@ func (t *Txn) addChanged(d *Doc, typ *Type, key string, hasKey bool) {
 	if it := typ.item; it != nil && (it.id.Clock >= t.beforeState(d, it.id.Client) || it.deleted()) {
 		return
 	}
-	i, ok := t.index[typ]
-	if !ok {
-		if t.index == nil {
-			t.index = make(map[*Type]int)
-		}
+	i := t.find(typ)
+	if i < 0 {
 		i = len(t.changes)
-		t.index[typ] = i
 		t.changes = append(t.changes, Change{Type: typ})
+		t.reindex()
 	}
 	c := &t.changes[i]
 	if !hasKey {
@@ -97,15 +141,28 @@ func (t *Txn) addChanged(d *Doc, typ *Type, key string, hasKey bool) {
 
 // dropChanged forgets typ, deleted in this transaction.
 func (t *Txn) dropChanged(typ *Type) {
-	i, ok := t.index[typ]
-	if !ok {
+	i := t.find(typ)
+	if i < 0 {
 		return
 	}
 	t.changes = slices.Delete(t.changes, i, i+1)
-	delete(t.index, typ)
-	for j := i; j < len(t.changes); j++ {
-		t.index[t.changes[j].Type] = j
+	t.index = nil
+	t.reindex()
+}
+
+// reindex maintains the index once changes outgrow a linear scan.
+func (t *Txn) reindex() {
+	if len(t.changes) <= linearMax {
+		return
 	}
+	if t.index == nil {
+		t.index = make(map[*Type]int, len(t.changes))
+		for j := range t.changes {
+			t.index[t.changes[j].Type] = j
+		}
+		return
+	}
+	t.index[t.changes[len(t.changes)-1].Type] = len(t.changes) - 1
 }
 
 // itemSet is a small set of items: linear while small, hashed when large.

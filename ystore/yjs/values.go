@@ -57,7 +57,7 @@ func (t *Type) text() string {
 	var b strings.Builder
 	for it := t.start; it != nil; it = it.right {
 		if it.kind == kindString && !it.deleted() {
-			b.WriteString(it.str)
+			b.Write(it.text)
 		}
 	}
 	return b.String()
