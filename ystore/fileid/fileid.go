@@ -1,0 +1,60 @@
+// Package fileid resolves jupyter_server_fileid file ids (the ids in jupyter-collaboration
+// room keys) to Jupyter API paths, relative to the Jupyter root directory: from the
+// extension's SQLite database, read-only, or from the Jupyter server's REST endpoint.
+//
+// When no resolver knows an id, the caller falls back to the path the document itself
+// records (the jupyter_ydoc state map's "path").
+package fileid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound means the resolver knows no file with that id (or none under the root).
+var ErrNotFound = errors.New("file id not found")
+
+// Resolver maps a file id to its API path.
+type Resolver interface {
+	// Path returns the API path of the file with id fileID, or an error wrapping
+	// ErrNotFound.
+	Path(ctx context.Context, fileID string) (string, error)
+}
+
+// Chain tries its resolvers in order and returns the first path found.
+type Chain []Resolver
+
+// Path returns the first resolver's answer that is not an error; otherwise all errors
+// joined (wrapping ErrNotFound when any resolver did not know the id).
+func (c Chain) Path(ctx context.Context, fileID string) (string, error) {
+	var errs []error
+	for _, r := range c {
+		p, err := r.Path(ctx, fileID)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return "", fmt.Errorf("resolve %s: no resolver: %w", fileID, ErrNotFound)
+	}
+	return "", fmt.Errorf("resolve %s: %w", fileID, errors.Join(errs...))
+}
+
+// apiPath turns a path stored by a file id manager into an API path relative to root,
+// the way the managers' _from_normalized_path do: ArbitraryFileIdManager stores
+// root + "/" + api path, LocalFileIdManager a normalized absolute path. It reports false
+// for a path outside root.
+func apiPath(stored, root string) (string, bool) {
+	root = strings.TrimRight(root, "/")
+	switch {
+	case stored == root || stored == root+"/":
+		return "", true
+	case strings.HasPrefix(stored, root+"/"):
+		return strings.TrimLeft(stored[len(root)+1:], "/"), true
+	default:
+		return "", false
+	}
+}
