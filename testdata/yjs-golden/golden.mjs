@@ -67,6 +67,14 @@ single('types', { m: 'map' }, d => {
   m.set('hook', new Y.XmlHook('h'))
   m.set('xmltext', new Y.XmlText('xt'))
 })
+single('xmltext-format', { f: 'xml' }, d => {
+  const t = new Y.XmlText()
+  d.getXmlFragment('f').insert(0, [t, new Y.XmlElement('hr')])
+  t.insert(0, 'plain bold link', {})
+  t.format(6, 4, { bold: true })
+  t.format(6, 9, { a: { href: 'x', title: 2 } })
+  t.insertEmbed(0, { img: 1 })
+})
 single('map-overwrite', { m: 'map' }, d => {
   d.getMap('m').set('k', 1)
   d.getMap('m').set('k', 2)

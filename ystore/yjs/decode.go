@@ -34,22 +34,23 @@ type Range struct {
 
 // Struct is one decoded struct.
 type Struct struct {
-	ID     ID
-	Len    uint64
-	Kind   string // "GC", "Skip", "Deleted", "JSON", "Binary", "String", "Embed", "Format", "Type", "Any", "Doc"
-	Origin *ID
+	ID   ID
+	Len  uint64
+	Kind string // "GC", "Skip", "Deleted", "JSON", "Binary", "String", "Embed", "Format", "Type", "Any", "Doc"
+	// Origin is the ID of the item to the left at insertion time.
+	Origin *ID `json:",omitempty"`
 	// RightOrigin is the ID of the item to the right at insertion time.
-	RightOrigin *ID
+	RightOrigin *ID `json:",omitempty"`
 	// ParentName is the root name of an item with explicit root parent.
-	ParentName string
+	ParentName string `json:",omitempty"`
 	// ParentID is the ID of the item holding the parent type, when explicit.
-	ParentID *ID
+	ParentID *ID `json:",omitempty"`
 	// ParentSub is the map key of an item with explicit parent, if any.
-	ParentSub *string
+	ParentSub *string `json:",omitempty"`
 	// Content holds the values: the string for String, the values for JSON and Any,
 	// the []byte for Binary, the value for Embed, {key: value} for Format, the kind and
 	// name for Type ([]any{kind, name}), []any{guid, opts} for Doc.
-	Content any
+	Content any `json:",omitempty"`
 }
 
 var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed", "Format", "Type", "Any", "Doc", "Skip"}

@@ -204,5 +204,6 @@ func (x *XmlHook) HookName() string { return x.name }
 // Get returns the value under key.
 func (x *XmlHook) Get(key string) (any, bool) { return (*Type)(x).mapGet(key) }
 
-// String returns the text content, ignoring embeds and formatting.
-func (x *XmlText) String() string { return (*Type)(x).text() }
+// String renders the text like Y.XmlText.toString: formatting attributes become
+// enclosing tags (sorted by name, their attributes sorted by key).
+func (x *XmlText) String() string { return (*Type)(x).xmlTextString() }

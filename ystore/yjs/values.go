@@ -120,6 +120,76 @@ func (x *XmlElement) String() string {
 	return b.String()
 }
 
+// deltaOp is one insert of Y.Text.toDelta: a string or an embedded value, with the
+// formatting attributes in effect.
+type deltaOp struct {
+	insert any
+	attrs  map[string]any
+}
+
+// delta computes Y.Text.toDelta for the current state: strings between formatting
+// changes and embeds are packed into one op each.
+func (t *Type) delta() []deltaOp {
+	var ops []deltaOp
+	attrs := map[string]any{}
+	var str []byte
+	snapshot := func() map[string]any {
+		if len(attrs) == 0 {
+			return nil
+		}
+		return maps.Clone(attrs)
+	}
+	pack := func() {
+		if len(str) > 0 {
+			ops = append(ops, deltaOp{string(str), snapshot()})
+			str = nil
+		}
+	}
+	for it := t.start; it != nil; it = it.right {
+		if it.deleted() {
+			continue
+		}
+		switch it.kind {
+		case kindString:
+			str = append(str, it.text...)
+		case kindType, kindEmbed:
+			pack()
+			ops = append(ops, deltaOp{it.last(), snapshot()})
+		case kindFormat:
+			pack()
+			if key := it.vals[0].(string); it.vals[1] == nil {
+				delete(attrs, key)
+			} else {
+				attrs[key] = it.vals[1]
+			}
+		}
+	}
+	pack()
+	return ops
+}
+
+// xmlTextString renders t like Y.XmlText.toString.
+func (t *Type) xmlTextString() string {
+	var b strings.Builder
+	for _, op := range t.delta() {
+		names := slices.Sorted(maps.Keys(op.attrs))
+		for _, name := range names {
+			b.WriteString("<" + name)
+			if obj, ok := op.attrs[name].(map[string]any); ok {
+				for _, k := range slices.Sorted(maps.Keys(obj)) {
+					b.WriteString(" " + k + `="` + jsString(obj[k]) + `"`)
+				}
+			}
+			b.WriteString(">")
+		}
+		b.WriteString(xmlChildString(op.insert))
+		for _, name := range slices.Backward(names) {
+			b.WriteString("</" + name + ">")
+		}
+	}
+	return b.String()
+}
+
 // String renders the fragment like Y.XmlFragment.toString.
 func (x *XmlFragment) String() string { return (*Type)(x).xmlString() }
 
