@@ -108,6 +108,15 @@ func Init(ctx context.Context, cfg Config) error {
 	return Migrate(ctx, conn, cfg)
 }
 
+// lockRoom takes the transaction-scoped advisory lock that serializes the writers that
+// rewrite a room's history (Shipper, Compact).
+func lockRoom(ctx context.Context, tx pgx.Tx, n names, room string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))`, n.table, room); err != nil {
+		return fmt.Errorf("room %q: lock: %w", room, err)
+	}
+	return nil
+}
+
 // firstLine shortens a statement for error messages.
 func firstLine(stmt string) string {
 	line, _, _ := strings.Cut(stmt, "\n")

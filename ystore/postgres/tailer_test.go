@@ -138,6 +138,11 @@ func TestTailSteady(t *testing.T) {
 	if len(got) != n {
 		t.Fatalf("delivered %d updates, want %d", len(got), n)
 	}
+	// Status is updated right after the sink returns.
+	deadline := time.Now().Add(5 * time.Second)
+	for tl.Status().RowsTailed != 3+n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	st := tl.Status()
 	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
 		t.Errorf("status %+v", st)

@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// sessionUpdates reads the updates of a Yjs notebook session recorded by
+// testdata/ysessions (real Yjs clients editing a jupyter_ydoc notebook).
+func sessionUpdates(t testing.TB, name string) [][]byte {
+	t.Helper()
+	f, err := os.Open("../../testdata/ysessions/fixtures/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session struct {
+		Updates []struct{ Update string }
+	}
+	if err := json.NewDecoder(zr).Decode(&session); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, u := range session.Updates {
+		b, err := base64.StdEncoding.DecodeString(u.Update)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// notebookJSON applies rows to a new notebook and returns its nbformat JSON.
+func notebookJSON(t testing.TB, rows []ystore.Row) string {
+	t.Helper()
+	nb := ynotebook.New()
+	for _, r := range rows {
+		if _, err := nb.Apply(r.Update); err != nil {
+			t.Fatalf("apply row %d: %v", r.ID, err)
+		}
+	}
+	js, err := nb.Snapshot().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(js)
+}
+
+func TestCompact(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	conn := dial(t, cfg)
+	updates := sessionUpdates(t, "s0000.json.gz")
+	const room = ".notebook:0f1e2d3c.y"
+	for _, u := range updates {
+		insert(t, conn, cfg, room, u)
+	}
+	insert(t, conn, cfg, "other", []byte("not touched"))
+	tl, c := runTailer(t, cfg)
+	ev := c.waitFor(t, "load", func(ev []ystore.Event) bool { return len(ev) == 2 })
+	want := notebookJSON(t, ev[0].Rows)
+
+	res, err := Compact(ctx, conn, cfg, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != len(updates) || res.MergedBytes == 0 || res.MergedBytes >= res.Bytes {
+		t.Errorf("result %+v for %d rows", res, len(updates))
+	}
+	t.Logf("compacted %d rows: %d → %d bytes", res.Rows, res.Bytes, res.MergedBytes)
+	loaded, err := tl.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != 2 || len(loaded[0].Rows) != 1 || loaded[1].Room != "other" {
+		t.Fatalf("after compaction:%s", describe(loaded))
+	}
+	if got := notebookJSON(t, loaded[0].Rows); got != want {
+		t.Errorf("compacted notebook differs:\n%s\nwant:\n%s", got, want)
+	}
+	// The running tailer gets the merged row as an idempotent update on top.
+	ev = c.waitFor(t, "merged row", func(ev []ystore.Event) bool { return len(ev) == 3 })
+	if ev[2].Kind != ystore.EventUpdates || len(ev[2].Rows) != 1 {
+		t.Fatalf("events after compaction:%s", describe(ev[2:]))
+	}
+	if got := notebookJSON(t, append(ev[0].Rows, ev[2].Rows...)); got != want {
+		t.Errorf("notebook with the merged row applied on top differs")
+	}
+	if res, err := Compact(ctx, conn, cfg, room); err != nil || res.Rows != 0 {
+		t.Errorf("second compaction: %+v, %v; want nothing to do", res, err)
+	}
+
+	insert(t, conn, cfg, "bad", []byte("x"))
+	insert(t, conn, cfg, "bad", []byte{0xff, 0xff})
+	if _, err := Compact(ctx, conn, cfg, "bad"); !errors.Is(err, ErrCorruptRow) {
+		t.Errorf("compacting corrupt rows: %v, want ErrCorruptRow", err)
+	}
+}

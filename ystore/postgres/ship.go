@@ -1,0 +1,338 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// ErrSourceID is returned by NewShipper for an empty source id.
+var ErrSourceID = errors.New("ship: empty source id")
+
+// Shipper appends the rows another store's Tailer delivers (in practice the local SQLite
+// store) into the Postgres store, so that sidecars elsewhere serve from one shared
+// Postgres. Per source room it records, in the same transaction as the rows, how many
+// rows it shipped since the room's last reset and a digest of them; a Reset from the
+// source that extends that prefix ships only what follows it, anything else becomes a
+// Postgres-side reset. Restarts therefore neither lose nor duplicate rows.
+type Shipper struct {
+	cfg    Config
+	n      names
+	source ystore.Tailer
+	id     string
+
+	mu     sync.Mutex
+	status ShipStatus
+	// cursors are the committed cursors of the rooms shipped by this Shipper.
+	cursors map[string]shipCursor
+}
+
+// ShipStatus reports a Shipper's health.
+type ShipStatus struct {
+	// Source is the status of the tailer shipped from.
+	Source ystore.Status
+	// Reachable is true while Postgres accepts writes.
+	Reachable bool
+	// LastError is the most recent write error, empty after a successful write.
+	LastError string
+	// LastErrorAt is when LastError happened.
+	LastErrorAt time.Time
+	// RowsShipped counts rows appended since the Shipper started.
+	RowsShipped uint64
+	// Resets counts Postgres-side resets (history replaced or removed) written.
+	Resets uint64
+	// LastShippedAt is when the last batch was committed.
+	LastShippedAt time.Time
+}
+
+// shipCursor is what was shipped for one source room since its last reset: the number of
+// rows and the digest chain over their updates.
+type shipCursor struct {
+	rows   int64
+	digest []byte
+}
+
+// extend chains the updates of rows onto the cursor.
+func (c shipCursor) extend(rows []ystore.Row) shipCursor {
+	for _, r := range rows {
+		h := sha256.New()
+		h.Write(c.digest)
+		u := sha256.Sum256(r.Update)
+		h.Write(u[:])
+		c = shipCursor{rows: c.rows + 1, digest: h.Sum(nil)}
+	}
+	return c
+}
+
+// equal compares two cursors.
+func (c shipCursor) equal(o shipCursor) bool {
+	return c.rows == o.rows && bytes.Equal(c.digest, o.digest)
+}
+
+// NewShipper returns a Shipper from source into the store of cfg, recording its cursors
+// under sourceID (one per source store, stable across restarts). It does no I/O.
+func NewShipper(cfg Config, source ystore.Tailer, sourceID string) (*Shipper, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if sourceID == "" {
+		return nil, ErrSourceID
+	}
+	return &Shipper{cfg: cfg, n: namesOf(cfg), source: source, id: sourceID, cursors: map[string]shipCursor{}}, nil
+}
+
+// Status reports the source's and the Postgres side's health.
+func (s *Shipper) Status() ShipStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	st.Source = s.source.Status()
+	return st
+}
+
+// Run ships until ctx is done or the source fails. Write failures are retried with
+// backoff; a batch is committed whole or not at all.
+func (s *Shipper) Run(ctx context.Context) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	first := true
+	return s.source.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
+		// A first delivery of Resets only is the source's full load: rooms shipped
+		// before and missing from it were removed while the Shipper was down.
+		reconcile := first && allResets(events)
+		first = false
+		for attempt := 0; ; attempt++ {
+			var err error
+			if conn == nil {
+				cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+				conn, err = pgx.Connect(cctx, s.cfg.DSN)
+				cancel()
+				if err != nil {
+					conn = nil
+					err = fmt.Errorf("connect: %w", err)
+				}
+			}
+			if err == nil {
+				if err = s.ship(ctx, conn, events, reconcile); err == nil {
+					return nil
+				}
+				conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.failed(err)
+			delay := backoff(s.cfg.BackoffMin, s.cfg.BackoffMax, attempt, rand.Float64())
+			s.cfg.Logger.Warn("ship to postgres failed, retrying", "source", s.id, "err", err, "attempt", attempt+1, "delay", delay)
+			timer := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+	})
+}
+
+// allResets reports whether every event is a Reset.
+func allResets(events []ystore.Event) bool {
+	for _, e := range events {
+		if e.Kind != ystore.EventReset {
+			return false
+		}
+	}
+	return true
+}
+
+// ship writes one batch of events in one transaction; with reconcile, the batch is the
+// source's full load and rooms shipped before but absent from it are removed.
+func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, reconcile bool) error {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	tx, err := conn.Begin(qctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if reconcile {
+		if events, err = s.withRemoved(qctx, tx, events); err != nil {
+			return err
+		}
+	}
+	committed := map[string]shipCursor{}
+	var (
+		shipped uint64
+		resets  []ystore.Event
+	)
+	for _, e := range events {
+		before, known := committed[e.Room]
+		mem := before
+		if !known {
+			if before, err = s.lockCursor(qctx, tx, e.Room); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			mem = s.cursors[e.Room]
+			s.mu.Unlock()
+		}
+		after, rows, reset := plan(e, before, mem)
+		if reset {
+			if err := s.replace(qctx, tx, e.Room, rows); err != nil {
+				return err
+			}
+			resets = append(resets, ystore.Event{Kind: e.Kind, Room: e.Room, Rows: rows})
+		} else if err := s.append(qctx, tx, e.Room, rows, false); err != nil {
+			return err
+		}
+		if !after.equal(before) || reset {
+			if _, err := tx.Exec(qctx, `INSERT INTO `+s.n.cursors+` (source, path, rows, digest) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (source, path) DO UPDATE SET rows = EXCLUDED.rows, digest = EXCLUDED.digest, updated_at = now()`,
+				s.id, e.Room, after.rows, append([]byte{}, after.digest...)); err != nil {
+				return fmt.Errorf("room %q: save cursor: %w", e.Room, err)
+			}
+		}
+		committed[e.Room] = after
+		shipped += uint64(len(rows))
+	}
+	if err := tx.Commit(qctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for _, e := range resets {
+		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, "room", e.Room, "kind", e.Kind.String(), "rows", len(e.Rows))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for room, c := range committed {
+		s.cursors[room] = c
+	}
+	s.status.Reachable, s.status.LastError = true, ""
+	s.status.RowsShipped += shipped
+	s.status.Resets += uint64(len(resets))
+	s.status.LastShippedAt = time.Now()
+	return nil
+}
+
+// withRemoved appends a Removed event for every room this source shipped that events
+// (a full load) lacks.
+func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events []ystore.Event) ([]ystore.Event, error) {
+	rs, err := tx.Query(ctx, `SELECT path FROM `+s.n.cursors+` WHERE source = $1 AND rows > 0 ORDER BY path`, s.id)
+	if err != nil {
+		return nil, fmt.Errorf("list shipped rooms: %w", err)
+	}
+	shipped, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list shipped rooms: %w", err)
+	}
+	present := make(map[string]bool, len(events))
+	for _, e := range events {
+		present[e.Room] = true
+	}
+	out := slices.Clone(events)
+	for _, room := range shipped {
+		if !present[room] {
+			out = append(out, ystore.Event{Kind: ystore.EventRemoved, Room: room})
+		}
+	}
+	return out, nil
+}
+
+// lockCursor reads a room's cursor, locking it for the transaction.
+func (s *Shipper) lockCursor(ctx context.Context, tx pgx.Tx, room string) (shipCursor, error) {
+	// The room lock also covers rooms without a cursor row yet.
+	if err := lockRoom(ctx, tx, s.n, room); err != nil {
+		return shipCursor{}, err
+	}
+	var c shipCursor
+	err := tx.QueryRow(ctx, `SELECT rows, digest FROM `+s.n.cursors+` WHERE source = $1 AND path = $2`, s.id, room).
+		Scan(&c.rows, &c.digest)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return shipCursor{}, fmt.Errorf("room %q: read cursor: %w", room, err)
+	}
+	return c, nil
+}
+
+// plan decides what an event ships given the room's cursor in the database and the one
+// this Shipper last committed: the rows to write, whether they replace the room's history,
+// and the cursor after.
+func plan(e ystore.Event, db, mem shipCursor) (after shipCursor, rows []ystore.Row, reset bool) {
+	switch e.Kind {
+	case ystore.EventUpdates:
+		if next := mem.extend(e.Rows); next.equal(db) && !mem.equal(db) {
+			// An earlier attempt committed although its commit reported an error.
+			return db, nil, false
+		}
+		return db.extend(e.Rows), e.Rows, false
+	case ystore.EventReset:
+		if db.rows > 0 && db.rows <= int64(len(e.Rows)) && (shipCursor{}).extend(e.Rows[:db.rows]).equal(db) {
+			return db.extend(e.Rows[db.rows:]), e.Rows[db.rows:], false
+		}
+		if len(e.Rows) == 0 && db.rows == 0 {
+			return db, nil, false
+		}
+		return (shipCursor{}).extend(e.Rows), e.Rows, true
+	default: // EventRemoved
+		if db.rows == 0 {
+			return db, nil, false
+		}
+		return shipCursor{}, nil, true
+	}
+}
+
+// replace deletes a room's rows and writes rows as its new history, the first flagged
+// reset; with no rows, a NULL reset row marks the room removed.
+func (s *Shipper) replace(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.table+` WHERE path = $1`, room); err != nil {
+		return fmt.Errorf("room %q: delete history: %w", room, err)
+	}
+	if len(rows) == 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (path, yupdate, timestamp, reset)
+			VALUES ($1, NULL, extract(epoch FROM clock_timestamp()), true)`, room); err != nil {
+			return fmt.Errorf("room %q: mark removed: %w", room, err)
+		}
+		return nil
+	}
+	return s.append(ctx, tx, room, rows, true)
+}
+
+// append copies rows into the table in order, the first flagged reset if asked.
+func (s *Shipper) append(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row, reset bool) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{s.cfg.Schema, s.cfg.Table},
+		[]string{"path", "yupdate", "timestamp", "reset"},
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			r := rows[i]
+			return []any{room, r.Update, r.Timestamp, reset && i == 0}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("room %q: copy %d rows: %w", room, len(rows), err)
+	}
+	return nil
+}
+
+// failed records a write error.
+func (s *Shipper) failed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status.Reachable = false
+	s.status.LastError = err.Error()
+	s.status.LastErrorAt = time.Now()
+}

@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+func TestPlan(t *testing.T) {
+	rows := func(us ...string) []ystore.Row {
+		var out []ystore.Row
+		for _, u := range us {
+			out = append(out, ystore.Row{Room: "r", Update: []byte(u)})
+		}
+		return out
+	}
+	cur := func(us ...string) shipCursor { return shipCursor{}.extend(rows(us...)) }
+	for _, tc := range []struct {
+		name      string
+		event     ystore.Event
+		db, mem   shipCursor
+		wantRows  []string
+		wantReset bool
+		wantAfter shipCursor
+	}{
+		{"updates append", ystore.Event{Kind: ystore.EventUpdates, Rows: rows("c")}, cur("a", "b"), cur("a", "b"),
+			[]string{"c"}, false, cur("a", "b", "c")},
+		{"updates already committed", ystore.Event{Kind: ystore.EventUpdates, Rows: rows("c")}, cur("a", "b", "c"), cur("a", "b"),
+			nil, false, cur("a", "b", "c")},
+		{"updates of a new room", ystore.Event{Kind: ystore.EventUpdates, Rows: rows("a")}, shipCursor{}, shipCursor{},
+			[]string{"a"}, false, cur("a")},
+		{"reset extends the shipped prefix", ystore.Event{Kind: ystore.EventReset, Rows: rows("a", "b", "c")}, cur("a", "b"), shipCursor{},
+			[]string{"c"}, false, cur("a", "b", "c")},
+		{"reset equal to the shipped rows", ystore.Event{Kind: ystore.EventReset, Rows: rows("a", "b")}, cur("a", "b"), shipCursor{},
+			nil, false, cur("a", "b")},
+		{"reset of a compacted history", ystore.Event{Kind: ystore.EventReset, Rows: rows("ab", "c")}, cur("a", "b"), shipCursor{},
+			[]string{"ab", "c"}, true, cur("ab", "c")},
+		{"reset shorter than shipped", ystore.Event{Kind: ystore.EventReset, Rows: rows("a")}, cur("a", "b"), shipCursor{},
+			[]string{"a"}, true, cur("a")},
+		{"reset of a new room", ystore.Event{Kind: ystore.EventReset, Rows: rows("a")}, shipCursor{}, shipCursor{},
+			[]string{"a"}, true, cur("a")},
+		{"empty reset of an unknown room", ystore.Event{Kind: ystore.EventReset}, shipCursor{}, shipCursor{},
+			nil, false, shipCursor{}},
+		{"empty reset", ystore.Event{Kind: ystore.EventReset}, cur("a"), shipCursor{},
+			nil, true, shipCursor{}},
+		{"removed", ystore.Event{Kind: ystore.EventRemoved}, cur("a"), cur("a"),
+			nil, true, shipCursor{}},
+		{"removed twice", ystore.Event{Kind: ystore.EventRemoved}, shipCursor{}, shipCursor{},
+			nil, false, shipCursor{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after, got, reset := plan(tc.event, tc.db, tc.mem)
+			var us []string
+			for _, r := range got {
+				us = append(us, string(r.Update))
+			}
+			if !slices.Equal(us, tc.wantRows) || reset != tc.wantReset || !after.equal(tc.wantAfter) {
+				t.Errorf("plan = rows %q reset %v after %d rows, want rows %q reset %v after %d rows",
+					us, reset, after.rows, tc.wantRows, tc.wantReset, tc.wantAfter.rows)
+			}
+		})
+	}
+}
+
+// sqliteStore is a pycrdt-store SQLite file written by the test, one transaction per row.
+type sqliteStore struct {
+	t    testing.TB
+	path string
+	db   *sql.DB
+}
+
+func newSQLiteStore(t testing.TB) *sqliteStore {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	s := &sqliteStore{t: t, path: path, db: db}
+	s.exec(`CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp REAL NOT NULL)`)
+	s.exec(`CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)`)
+	s.exec(`CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp REAL NOT NULL, PRIMARY KEY(path))`)
+	s.exec(`PRAGMA user_version = 2`)
+	return s
+}
+
+func (s *sqliteStore) exec(q string, args ...any) {
+	s.t.Helper()
+	if _, err := s.db.Exec(q, args...); err != nil {
+		s.t.Fatalf("sqlite %s: %v", q, err)
+	}
+}
+
+func (s *sqliteStore) add(room, update string) {
+	s.t.Helper()
+	s.exec(`INSERT INTO yupdates (path, yupdate, metadata, timestamp) VALUES (?, ?, NULL, ?)`,
+		room, []byte(update), float64(time.Now().UnixMicro())/1e6)
+}
+
+// runShipper ships the SQLite store into cfg's store until the returned stop is called.
+func runShipper(t testing.TB, cfg Config, path string) (sh *Shipper, stop func()) {
+	t.Helper()
+	src, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond, Logger: cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh, err = NewShipper(cfg, src, "host-1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	return sh, func() {
+		cancel()
+		if err := <-done; err != nil && err != context.Canceled {
+			t.Errorf("shipper: %v", err)
+		}
+	}
+}
+
+// pgState reads the rows of the Postgres store: updates per room, the number of reset
+// rows, and the highest id.
+func pgState(t testing.TB, conn *pgx.Conn, cfg Config) (rooms map[string][]string, resets int, maxID int64) {
+	t.Helper()
+	rs, err := conn.Query(context.Background(), `SELECT id, path, yupdate, reset FROM `+
+		pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()+` ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms = map[string][]string{}
+	var (
+		id     int64
+		path   string
+		update []byte
+		reset  bool
+	)
+	if _, err := pgx.ForEachRow(rs, []any{&id, &path, &update, &reset}, func() error {
+		if update != nil {
+			rooms[path] = append(rooms[path], string(update))
+		}
+		if reset {
+			resets++
+		}
+		maxID = max(maxID, id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rooms, resets, maxID
+}
+
+// waitPG waits until the Postgres store holds want (updates per room, in id order).
+func waitPG(t testing.TB, conn *pgx.Conn, cfg Config, want map[string][]string) (resets int, maxID int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rooms, resets, maxID := pgState(t, conn, cfg)
+		if fmt.Sprint(rooms) == fmt.Sprint(want) {
+			return resets, maxID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres holds %v, want %v", rooms, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loaded renders a tailer's Load as room → updates.
+func loaded(t testing.TB, tl ystore.Tailer) string {
+	t.Helper()
+	events, err := tl.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms := map[string][]string{}
+	for _, e := range events {
+		for _, r := range e.Rows {
+			rooms[e.Room] = append(rooms[e.Room], string(r.Update))
+		}
+	}
+	return fmt.Sprint(rooms)
+}
+
+// TestShipFromSQLite ships a real SQLite store through restarts of the shipper, a
+// compaction and a room removal while it is down: Postgres ends in the source's state,
+// and restarts ship nothing twice.
+func TestShipFromSQLite(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	src := newSQLiteStore(t)
+	src.add("a", "a1")
+	src.add("a", "a2")
+	src.add("b", "b1")
+
+	pgTailer, events := runTailer(t, cfg)
+	sh, stop := runShipper(t, cfg, src.path)
+	waitPG(t, conn, cfg, map[string][]string{"a": {"a1", "a2"}, "b": {"b1"}})
+	src.add("a", "a3")
+	resets, _ := waitPG(t, conn, cfg, map[string][]string{"a": {"a1", "a2", "a3"}, "b": {"b1"}})
+	if resets != 2 {
+		t.Errorf("%d reset rows after the first load, want 2 (one per new room)", resets)
+	}
+	if st := sh.Status(); !st.Reachable || st.RowsShipped != 4 || st.Resets != 2 || !st.Source.Reachable {
+		t.Errorf("status %+v", st)
+	}
+	stop()
+
+	src.add("b", "b2") // while the shipper is down
+	_, stop = runShipper(t, cfg, src.path)
+	resets, maxID := waitPG(t, conn, cfg, map[string][]string{"a": {"a1", "a2", "a3"}, "b": {"b1", "b2"}})
+	stop()
+	if resets != 2 || maxID != 5 {
+		t.Errorf("after restart: %d resets, max id %d; want 2 and 5 (only the new row shipped)", resets, maxID)
+	}
+
+	sh, stop = runShipper(t, cfg, src.path) // nothing changed
+	deadline := time.Now().Add(10 * time.Second)
+	for sh.Status().Source.LastReadAt.IsZero() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	if _, resets, maxID = pgState(t, conn, cfg); resets != 2 || maxID != 5 {
+		t.Errorf("idle restart wrote rows: %d resets, max id %d", resets, maxID)
+	}
+
+	// While down: room a compacted (rows replaced by a merged row), room b deleted.
+	src.exec(`DELETE FROM yupdates WHERE path = 'a'`)
+	src.add("a", "a123")
+	src.exec(`DELETE FROM yupdates WHERE path = 'b'`)
+	_, stop = runShipper(t, cfg, src.path)
+	waitPG(t, conn, cfg, map[string][]string{"a": {"a123"}})
+	src.add("c", "c1")
+	waitPG(t, conn, cfg, map[string][]string{"a": {"a123"}, "c": {"c1"}})
+	stop()
+
+	srcTailer, err := sqlite.New(sqlite.Config{Path: src.path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loaded(t, pgTailer), loaded(t, srcTailer); got != want {
+		t.Errorf("postgres loads %s, source loads %s", got, want)
+	}
+	ev := events.waitFor(t, "removal of b", func(ev []ystore.Event) bool {
+		return slices.ContainsFunc(ev, func(e ystore.Event) bool { return e.Kind == ystore.EventRemoved && e.Room == "b" })
+	})
+	if !slices.ContainsFunc(ev, func(e ystore.Event) bool {
+		return e.Kind == ystore.EventReset && e.Room == "a" && len(e.Rows) == 1 && string(e.Rows[0].Update) == "a123"
+	}) {
+		t.Errorf("the postgres tailer saw no reset of the compacted room:%s", describe(ev))
+	}
+}
