@@ -1,10 +1,10 @@
 package yjs
 
 import (
-	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"testing"
@@ -45,11 +45,7 @@ func corpusJSON(d *Doc) any {
 }
 
 func TestBenchCorpus(t *testing.T) {
-	ups := loadCorpus(t)
-	d := NewDoc()
-	for _, u := range ups {
-		mustApply(t, d, u)
-	}
+	d := applyAll(t, loadCorpus(t))
 	b, err := os.ReadFile("testdata/bench/notebook.json")
 	if err != nil {
 		t.Fatal(err)
@@ -96,69 +92,53 @@ func BenchmarkApplyUpdateHistory(b *testing.B) {
 // disjoint client ids, as if many groups had edited the same notebook concurrently.
 func bigUpdate(tb testing.TB, minSize int) []byte {
 	tb.Helper()
-	d := NewDoc()
-	for _, u := range loadCorpus(tb) {
-		mustApply(tb, d, u)
-	}
-	state, err := d.EncodeStateAsUpdate(nil)
+	state, err := applyAll(tb, loadCorpus(tb)).EncodeStateAsUpdate(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var parts [][]byte
+	var parts []*update
 	for n, shift := 0, uint64(0); n < minSize; shift += 1 << 32 {
-		p := remapClients(tb, state, shift)
-		parts = append(parts, p)
-		n += len(p)
-	}
-	return concatUpdates(tb, parts)
-}
-
-// remapClients re-encodes update with every client id increased by shift.
-func remapClients(tb testing.TB, update []byte, shift uint64) []byte {
-	tb.Helper()
-	u, err := decodeUpdate(update)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mv := func(id *ID) { id.Client += shift }
-	var e lib0.Encoder
-	e.VarUint(uint64(len(u.refs)))
-	for c, r := range u.refs {
-		e.VarUint(uint64(len(r.refs)))
-		e.VarUint(c + shift)
-		e.VarUint(r.refs[0].id.Clock)
-		for _, it := range r.refs {
-			mv(&it.origin)
-			mv(&it.rightOrigin)
-			if it.pref != nil {
-				mv(&it.pref.id)
-			}
-			writeStruct(&e, it, 0)
-		}
-	}
-	ds := map[uint64][]dsRange{}
-	for c, rs := range u.ds {
-		ds[c+shift] = rs
-	}
-	writeDeleteSet(&e, ds)
-	return e.Buf
-}
-
-// concatUpdates joins updates with disjoint clients into one.
-func concatUpdates(tb testing.TB, parts [][]byte) []byte {
-	tb.Helper()
-	var structs, dels bytes.Buffer
-	nStructs, nDels := uint64(0), uint64(0)
-	for _, p := range parts {
-		d := lib0.NewDecoder(p)
-		n := d.VarUint("clients")
-		nStructs += n
-		_ = n
-		u, err := decodeUpdate(p)
+		u, err := decodeUpdate(state)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		var e lib0.Encoder
+		parts = append(parts, shiftClients(u, shift))
+		n += len(state)
+	}
+	return encodeUpdates(parts)
+}
+
+// shiftClients moves every client id of u up by shift.
+func shiftClients(u *update, shift uint64) *update {
+	out := &update{refs: map[uint64]*structRefs{}, ds: map[uint64][]dsRange{}}
+	for c, r := range u.refs {
+		for _, it := range r.refs {
+			it.id.Client += shift
+			it.origin.Client += shift
+			it.rightOrigin.Client += shift
+			if it.pref != nil {
+				it.pref.id.Client += shift
+			}
+		}
+		out.refs[c+shift] = r
+	}
+	for c, rs := range u.ds {
+		out.ds[c+shift] = rs
+	}
+	return out
+}
+
+// encodeUpdates writes decoded updates with disjoint clients as one v1 update.
+func encodeUpdates(parts []*update) []byte {
+	var e lib0.Encoder
+	ds := map[uint64][]dsRange{}
+	n := 0
+	for _, u := range parts {
+		n += len(u.refs)
+		maps.Copy(ds, u.ds)
+	}
+	e.VarUint(uint64(n))
+	for _, u := range parts {
 		for c, r := range u.refs {
 			e.VarUint(uint64(len(r.refs)))
 			e.VarUint(c)
@@ -167,24 +147,8 @@ func concatUpdates(tb testing.TB, parts [][]byte) []byte {
 				writeStruct(&e, it, 0)
 			}
 		}
-		structs.Write(e.Buf)
-		e.Buf = nil
-		for c, rs := range u.ds {
-			nDels++
-			e.VarUint(c)
-			e.VarUint(uint64(len(rs)))
-			for _, r := range rs {
-				e.VarUint(r.clock)
-				e.VarUint(r.length)
-			}
-		}
-		dels.Write(e.Buf)
 	}
-	var e lib0.Encoder
-	e.VarUint(nStructs)
-	e.Buf = append(e.Buf, structs.Bytes()...)
-	e.VarUint(nDels)
-	e.Buf = append(e.Buf, dels.Bytes()...)
+	writeDeleteSet(&e, ds)
 	return e.Buf
 }
 

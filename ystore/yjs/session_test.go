@@ -74,6 +74,16 @@ func mustApply(t testing.TB, d *Doc, u []byte) *Txn {
 	return txn
 }
 
+// applyAll applies updates in order to a new document.
+func applyAll(t testing.TB, ups [][]byte) *Doc {
+	t.Helper()
+	d := NewDoc()
+	for _, u := range ups {
+		mustApply(t, d, u)
+	}
+	return d
+}
+
 func checkJSON(t *testing.T, what string, d *Doc, want any) {
 	t.Helper()
 	if got := rootJSON(d, sessionRoots); !reflect.DeepEqual(got, want) {
@@ -137,10 +147,7 @@ func TestSessionsMerged(t *testing.T) {
 func TestSessionsEncodeState(t *testing.T) {
 	for _, s := range loadSessions(t) {
 		ups := s.updates(t)
-		d := NewDoc()
-		for _, u := range ups {
-			mustApply(t, d, u)
-		}
+		d := applyAll(t, ups)
 		state, err := d.EncodeStateAsUpdate(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -149,10 +156,7 @@ func TestSessionsEncodeState(t *testing.T) {
 		mustApply(t, d2, state)
 		checkJSON(t, "re-encoded", d2, s.JSON)
 		for _, c := range s.Checkpoints {
-			old := NewDoc()
-			for _, u := range ups[:c.After] {
-				mustApply(t, old, u)
-			}
+			old := applyAll(t, ups[:c.After])
 			diff, err := d.EncodeStateAsUpdate(old.EncodeStateVector())
 			if err != nil {
 				t.Fatal(err)
