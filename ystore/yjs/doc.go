@@ -23,6 +23,8 @@ type Doc struct {
 	pendingDS      map[uint64][]dsRange
 	slab           []item
 	txn            *Txn // the transaction being applied
+	lastClient     uint64
+	lastCS         *clientStructs
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	// guid and opts describe a subdocument found in a ContentDoc.
@@ -102,7 +104,7 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	txn := &Txn{}
+	txn := newTxn()
 	d.txn = txn
 	d.readUpdate(txn, u)
 	d.cleanup(txn)

@@ -7,9 +7,21 @@ type clientStructs struct {
 	structs []*item
 }
 
+// structsOf returns the struct list of client, or nil; the last lookup is cached.
+func (d *Doc) structsOf(client uint64) *clientStructs {
+	if d.lastCS != nil && d.lastClient == client {
+		return d.lastCS
+	}
+	cs := d.clients[client]
+	if cs != nil {
+		d.lastClient, d.lastCS = client, cs
+	}
+	return cs
+}
+
 // state returns the next expected clock of client.
 func (d *Doc) state(client uint64) uint64 {
-	cs := d.clients[client]
+	cs := d.structsOf(client)
 	if cs == nil || len(cs.structs) == 0 {
 		return 0
 	}
@@ -23,14 +35,16 @@ func findIndex(structs []*item, clock uint64) int {
 	if hi < 0 {
 		return -1
 	}
-	if last := structs[hi]; last.id.Clock <= clock {
+	last := structs[hi]
+	if last.id.Clock <= clock {
 		if clock < last.id.Clock+last.length {
 			return hi
 		}
 		return -1
 	}
+	// Pivot on the clock like Yjs's findIndexSS: clocks grow roughly evenly.
+	mid := min(int(float64(clock)/float64(last.id.Clock+last.length-1)*float64(hi)), hi)
 	for lo <= hi {
-		mid := int(uint(lo+hi) >> 1)
 		s := structs[mid]
 		switch {
 		case clock < s.id.Clock:
@@ -40,19 +54,20 @@ func findIndex(structs []*item, clock uint64) int {
 		default:
 			return mid
 		}
+		mid = int(uint(lo+hi) >> 1)
 	}
 	return -1
 }
 
 // getItem returns the struct containing id; the caller has checked id.Clock < state.
 func (d *Doc) getItem(id ID) *item {
-	cs := d.clients[id.Client]
+	cs := d.structsOf(id.Client)
 	return cs.structs[findIndex(cs.structs, id.Clock)]
 }
 
 // getItemCleanStart returns the struct starting at id, splitting an item if needed.
 func (d *Doc) getItemCleanStart(id ID) *item {
-	cs := d.clients[id.Client]
+	cs := d.structsOf(id.Client)
 	i := findIndex(cs.structs, id.Clock)
 	it := cs.structs[i]
 	if it.id.Clock < id.Clock && it.kind != kindGC {
@@ -65,7 +80,7 @@ func (d *Doc) getItemCleanStart(id ID) *item {
 
 // getItemCleanEnd returns the struct ending at id, splitting an item if needed.
 func (d *Doc) getItemCleanEnd(id ID) *item {
-	cs := d.clients[id.Client]
+	cs := d.structsOf(id.Client)
 	i := findIndex(cs.structs, id.Clock)
 	it := cs.structs[i]
 	if id.Clock != it.id.Clock+it.length-1 && it.kind != kindGC {
@@ -88,7 +103,7 @@ func (d *Doc) split(it *item, diff uint64) *item {
 
 // addStruct appends an integrated struct to its client's list.
 func (d *Doc) addStruct(txn *Txn, it *item) {
-	cs := d.clients[it.id.Client]
+	cs := d.structsOf(it.id.Client)
 	if cs == nil {
 		cs = &clientStructs{}
 		d.clients[it.id.Client] = cs

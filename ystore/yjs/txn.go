@@ -13,6 +13,17 @@ type Txn struct {
 	deletes []deleteRange
 	// mergeStructs are the starts of items split during the transaction.
 	mergeStructs []ID
+	// inline storage for the common small transaction
+	changesBuf [2]Change
+	beforeBuf  [2]clientClock
+}
+
+// newTxn returns an empty transaction using its inline storage.
+func newTxn() *Txn {
+	t := &Txn{}
+	t.changes = t.changesBuf[:0]
+	t.before = t.beforeBuf[:0]
+	return t
 }
 
 // clientClock is the state of a client before the transaction first added to it.
