@@ -20,6 +20,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the backend's metrics; nil means none are registered.
 	Registerer prometheus.Registerer
+	// Params are backend-specific settings, each documented by its backend
+	// ("fsnotify" for sqlite; "schema", "table", "channel" for postgres).
+	Params map[string]string
 }
 
 // Factory builds a Tailer from Options without doing I/O.
