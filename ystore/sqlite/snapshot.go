@@ -81,7 +81,7 @@ func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) 
 		snap.rooms[room] = &roomRows{ckpt: &c}
 	}
 	for after := int64(0); after < top; {
-		rows, _, err := s.rowsAfter(ctx, after, top, chunk, false, fingerprint{})
+		rows, more, _, err := s.rowsAfter(ctx, after, top, chunk, false, fingerprint{})
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) 
 				rr.rows = append(rr.rows, r)
 			}
 		}
-		if len(rows) < chunk {
+		if !more {
 			break
 		}
 		after = rows[len(rows)-1].ID

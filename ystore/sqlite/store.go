@@ -19,8 +19,9 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
-// checkpointChunk bounds the checkpoints (full document states) read in one transaction.
-const checkpointChunk = 8
+// chunkBytes bounds the update bytes read in one transaction (a single larger row or
+// checkpoint piece excepted).
+const chunkBytes = 256 << 10
 
 // fingerprint identifies one stored row, to notice when its rowid is reused.
 type fingerprint struct {
@@ -200,11 +201,12 @@ func (s *store) top(ctx context.Context) (int64, fingerprint, error) {
 }
 
 // rowsAfter returns up to limit rows with after < rowid <= upTo (upTo < 0: no bound) in
-// rowid order. When check is set, it first verifies in the same transaction that the row
-// at after still has fingerprint fp, and reports ok false (and no rows) if not.
-func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, ok bool, err error) {
+// rowid order, stopping early once chunkBytes of updates are read; more reports whether
+// rows may remain. When check is set, it first verifies in the same transaction that the
+// row at after still has fingerprint fp, and reports ok false (and no rows) if not.
+func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, more, ok bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		rows, ok = nil, true
+		rows, more, ok = nil, false, true
 		if check && after > 0 {
 			var got fingerprint
 			err := tx.QueryRowContext(ctx,
@@ -231,57 +233,85 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 			return err
 		}
 		defer q.Close()
+		size := 0
 		for q.Next() {
 			var r ystore.Row
 			if err := q.Scan(&r.ID, &r.Room, &r.Update, &r.Timestamp); err != nil {
 				return err
 			}
 			rows = append(rows, r)
+			if size += len(r.Update); size >= chunkBytes {
+				more = true
+				return nil
+			}
 		}
+		more = len(rows) == limit
 		return q.Err()
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read rows after %d: %w", after, err)
+		return nil, false, false, fmt.Errorf("read rows after %d: %w", after, err)
 	}
-	return rows, ok, nil
+	return rows, more, ok, nil
 }
 
-// checkpoints returns every room's checkpoint (ID 0), a few rooms per transaction.
+// checkpoints returns every room's checkpoint as a row with ID 0. A checkpoint is a
+// whole document state, so each is read in pieces of chunkBytes, one transaction each,
+// and read again if the writer replaced it meanwhile.
 func (s *store) checkpoints(ctx context.Context) (map[string]ystore.Row, error) {
 	all := map[string]ystore.Row{}
 	after := ""
 	for {
-		var page []ystore.Row
+		var (
+			head  ystore.Row
+			size  int64
+			found bool
+		)
 		err := s.read(ctx, func(tx *sql.Tx) error {
-			page = page[:0]
-			q, err := tx.QueryContext(ctx,
-				"SELECT path, checkpoint, timestamp FROM ycheckpoints WHERE path > ? ORDER BY path LIMIT ?",
-				after, checkpointChunk)
-			if isNoTable(err) {
+			err := tx.QueryRowContext(ctx,
+				"SELECT path, timestamp, length(checkpoint) FROM ycheckpoints WHERE path > ? ORDER BY path LIMIT 1",
+				after).Scan(&head.Room, &head.Timestamp, &size)
+			found = err == nil
+			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			for q.Next() {
-				var r ystore.Row
-				if err := q.Scan(&r.Room, &r.Update, &r.Timestamp); err != nil {
-					return err
-				}
-				page = append(page, r)
-			}
-			return q.Err()
+			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read checkpoints after %q: %w", after, err)
+			return nil, fmt.Errorf("read checkpoint after %q: %w", after, err)
 		}
-		for _, r := range page {
-			all[r.Room] = r
-		}
-		if len(page) < checkpointChunk {
+		if !found {
 			return all, nil
 		}
-		after = page[len(page)-1].Room
+		blob, same, err := s.checkpointBlob(ctx, head, size)
+		if err != nil {
+			return nil, err
+		}
+		if same {
+			head.Update = blob
+			all[head.Room] = head
+			after = head.Room
+		}
 	}
+}
+
+// checkpointBlob reads the checkpoint of head.Room stamped head.Timestamp in pieces; same
+// is false if it was replaced or deleted in between.
+func (s *store) checkpointBlob(ctx context.Context, head ystore.Row, size int64) (blob []byte, same bool, err error) {
+	blob = make([]byte, 0, size)
+	for off := int64(0); off == 0 || off < size; off += chunkBytes {
+		var piece []byte
+		err := s.read(ctx, func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx,
+				"SELECT substr(checkpoint, ?, ?) FROM ycheckpoints WHERE path = ? AND timestamp = ?",
+				off+1, chunkBytes, head.Room, head.Timestamp).Scan(&piece)
+		})
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("read checkpoint of %s: %w", head.Room, err)
+		}
+		blob = append(blob, piece...)
+	}
+	return blob, int64(len(blob)) == size, nil
 }

@@ -248,7 +248,7 @@ func (t *Tailer) closeStore() {
 // falling back to a resync when the row at the cursor was replaced.
 func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	for {
-		rows, ok, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
+		rows, more, ok, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
 		if err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
 		t.delivered(rows)
-		if len(rows) < t.cfg.ChunkRows {
+		if !more {
 			return nil
 		}
 	}

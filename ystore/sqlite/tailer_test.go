@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,5 +228,43 @@ func TestScenarios(t *testing.T) {
 				sc.run(&env{t: t, path: path, tl: newTailer(t, cfg), s: newSink()})
 			})
 		}
+	}
+}
+
+// TestChunks reads a store through tiny row chunks, rows larger than a chunk's byte
+// budget, and a checkpoint read in several pieces.
+func TestChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	big := func(tag string) string { return tag + strings.Repeat("x", chunkBytes+1000) }
+	for i := range 7 {
+		m.write(roomA, fmt.Sprintf("a%d", i))
+		m.write(roomB, big(fmt.Sprintf("b%d", i)))
+	}
+	state := m.docs.merged(roomA)
+	m.docs.apply(roomA, tokens(big("ckpt")))
+	state = append(state, tokens("", big("ckpt"))...)
+	m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a7"))})
+	m.docs.apply(roomA, tokens("a7"))
+	tl := newTailer(t, Config{Path: path, ChunkRows: 2})
+	s := newSink()
+	runTailer(t, tl, s.deliver)
+	converge(t, s, m)
+	for i := range 5 {
+		m.write(roomB, big(fmt.Sprintf("c%d", i)))
+		m.write(roomA, fmt.Sprintf("d%d", i))
+	}
+	converge(t, s, m)
+	events, err := tl.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck := events[0].Rows[0]; ck.ID != 0 || len(ck.Update) != len(state) {
+		t.Fatalf("checkpoint of %d bytes loaded as %d bytes (id %d)", len(state), len(ck.Update), ck.ID)
+	}
+	loaded := newSink()
+	loaded.deliver(context.Background(), events)
+	if loaded.String() != m.docs.String() {
+		t.Fatal("Load differs from the writer's documents")
 	}
 }
