@@ -49,7 +49,7 @@ type Struct struct {
 	ParentSub *string `json:",omitempty"`
 	// Content holds the values: the string for String, the values for JSON and Any,
 	// the []byte for Binary, the value for Embed, {key: value} for Format, the kind and
-	// name for Type ([]any{kind, name}), []any{guid, opts} for Doc.
+	// name for Type ([]any{Yjs type ref, name}), []any{guid, opts} for Doc.
 	Content any `json:",omitempty"`
 }
 
@@ -107,7 +107,7 @@ func (it *item) export() Struct {
 	case kindFormat:
 		s.Content = map[string]any{it.vals[0].(string): it.vals[1]}
 	case kindType:
-		s.Content = []any{float64(it.typ.kind), it.typ.name}
+		s.Content = []any{float64(typeRef(it.typ.kind)), it.typ.name}
 	case kindDoc:
 		sub := it.vals[0].(*Doc)
 		s.Content = []any{sub.guid, sub.opts}

@@ -241,7 +241,7 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 		e.VarString(jsonString(it.vals[1]))
 	case kindType:
 		t := it.typ
-		e.VarUint(uint64(slices.Index(typeRefKinds[:], t.kind)))
+		e.VarUint(typeRef(t.kind))
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			e.VarString(t.name)
 		}

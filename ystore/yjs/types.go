@@ -48,6 +48,9 @@ const (
 // typeRefKinds maps Yjs type refs (ContentType) to kinds.
 var typeRefKinds = [...]Kind{KindArray, KindMap, KindText, KindXmlElement, KindXmlFragment, KindXmlHook, KindXmlText}
 
+// typeRef returns the Yjs type ref of a kind.
+func typeRef(k Kind) uint64 { return uint64(k - KindArray) }
+
 // Type is a shared type of any kind: the common handle behind *Map, *Array, *Text and the
 // XML types. Pointers are stable for the lifetime of the document.
 type Type struct {

@@ -1,7 +1,9 @@
 package lib0
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -202,4 +204,8 @@ func (e *Encoder) number(f float64) {
 		e.Uint8(TagFloat64)
 		e.uint64BE(math.Float64bits(f))
 	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
 }
