@@ -60,12 +60,9 @@ func TestFloodReadTx(t *testing.T) {
 // over returns how many observations of h exceeded bound (a bucket bound) and the total.
 func over(t *testing.T, h prometheus.Histogram, bound float64) (uint64, uint64) {
 	t.Helper()
-	var m dto.Metric
-	if err := h.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	total := m.GetHistogram().GetSampleCount()
-	for _, b := range m.GetHistogram().GetBucket() {
+	hist := histogram(t, h)
+	total := hist.GetSampleCount()
+	for _, b := range hist.GetBucket() {
 		if b.GetUpperBound() == bound {
 			return total - b.GetCumulativeCount(), total
 		}
@@ -98,4 +95,14 @@ func TestReadOnly(t *testing.T) {
 	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "delete" {
 		t.Fatalf("journal mode %q, %v; want delete", mode, err)
 	}
+}
+
+// histogram returns h's current state.
+func histogram(t *testing.T, h prometheus.Histogram) *dto.Histogram {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram()
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -164,18 +163,15 @@ func buildStore(t *testing.T, path string, rooms, perRoom int, checkpoints bool)
 // longest returns the upper bound of the highest non-empty bucket of h.
 func longest(t *testing.T, h prometheus.Histogram) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := h.Write(&m); err != nil {
-		t.Fatal(err)
-	}
+	hist := histogram(t, h)
 	prev, bound := uint64(0), 0.0
-	for _, b := range m.GetHistogram().GetBucket() {
+	for _, b := range hist.GetBucket() {
 		if b.GetCumulativeCount() > prev {
 			bound = b.GetUpperBound()
 		}
 		prev = b.GetCumulativeCount()
 	}
-	if prev < m.GetHistogram().GetSampleCount() {
+	if prev < hist.GetSampleCount() {
 		return math.Inf(1)
 	}
 	return bound
