@@ -82,7 +82,8 @@ type sqliteStore struct {
 func newSQLiteStore(t testing.TB) *sqliteStore {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
-	db, err := sql.Open("sqlite", path)
+	// Like Python's sqlite3 (pycrdt-store's driver), wait up to 5 s for the reader's lock.
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +261,33 @@ func TestShipFromSQLite(t *testing.T) {
 		return e.Kind == ystore.EventReset && e.Room == "a" && len(e.Rows) == 1 && string(e.Rows[0].Update) == "a123"
 	}) {
 		t.Errorf("the postgres tailer saw no reset of the compacted room:%s", describe(ev))
+	}
+}
+
+// TestShipAcrossServerRestart kills Postgres while a writer appends to the SQLite store
+// and the shipper ships: afterwards Postgres holds every source row exactly once.
+func TestShipAcrossServerRestart(t *testing.T) {
+	cfg := testConfig(t)
+	src := newSQLiteStore(t)
+	src.add("a", "w-init")
+	sh, stop := runShipper(t, cfg, src.path)
+	defer stop()
+	const n = 300
+	want := []string{"w-init"}
+	for i := range n {
+		u := fmt.Sprintf("w%d", i)
+		src.add("a", u)
+		want = append(want, u)
+		if i == n/3 {
+			pgCtl(t, "stop", "-m", "immediate")
+		}
+		if i == 2*n/3 {
+			pgCtl(t, "start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitPG(t, dial(t, cfg), cfg, map[string][]string{"a": want})
+	if st := sh.Status(); !st.Reachable || st.LastError != "" || st.RowsShipped != n+1 {
+		t.Errorf("status %+v, want %d rows shipped", st, n+1)
 	}
 }

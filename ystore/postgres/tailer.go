@@ -65,7 +65,11 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, rows, err := t.read(ctx, conn, nil)
+	var rows []dbRow
+	err = readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) (err error) {
+		rows, err = t.readRows(ctx, tx, nil)
+		return err
+	})
 	if err != nil {
 		t.fail(err)
 		return nil, err
@@ -162,28 +166,45 @@ func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// catchUp reads what the cursor has not seen (everything at first) and delivers it.
+// catchUp reads what the cursor has not seen (everything at first) in one read-only
+// transaction, then delivers it.
 func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sink func(context.Context, []ystore.Event) error) error {
-	snap, rows, err := t.read(ctx, conn, st.cursor)
+	var (
+		snap   Snapshot
+		events []ystore.Event
+	)
+	err := readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+		var text string
+		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
+			return fmt.Errorf("read snapshot: %w", err)
+		}
+		var err error
+		if snap, err = ParseSnapshot(text); err != nil {
+			return fmt.Errorf("read snapshot: %w", err)
+		}
+		cursor := st.cursor
+		if cursor != nil && !cursor.Precedes(snap) {
+			t.cfg.Logger.Warn("postgres transaction ids went backwards, reloading every room",
+				"cursor", cursor.String(), "snapshot", snap.String())
+			cursor = nil
+		}
+		rows, err := t.readRows(ctx, tx, cursor)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cursor != nil:
+			events, err = t.updateEvents(ctx, tx, rows)
+		case st.cursor != nil:
+			events = loadEvents(rows)
+			events = append(events, removedEvents(st.rooms, events)...)
+		default:
+			events = loadEvents(rows)
+		}
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	var events []ystore.Event
-	switch {
-	case st.cursor == nil:
-		events = loadEvents(rows)
-	case !st.cursor.Precedes(snap):
-		t.cfg.Logger.Warn("postgres transaction ids went backwards, reloading every room",
-			"cursor", st.cursor.String(), "snapshot", snap.String())
-		if snap, rows, err = t.read(ctx, conn, nil); err != nil {
-			return err
-		}
-		events = loadEvents(rows)
-		events = append(events, removedEvents(st.rooms, events)...)
-	default:
-		if events, err = t.updateEvents(ctx, conn, rows); err != nil {
-			return err
-		}
 	}
 	if len(events) > 0 {
 		if err := sink(ctx, events); err != nil {
@@ -202,75 +223,82 @@ type dbRow struct {
 	reset, null bool
 }
 
-// read returns a snapshot and, in that same snapshot, every row not visible in cursor
-// (every row when cursor is nil), in id order.
-func (t *Tailer) read(ctx context.Context, conn *pgx.Conn, cursor *Snapshot) (Snapshot, []dbRow, error) {
+// readTx runs fn in a read-only REPEATABLE READ transaction, so that all its queries see
+// one snapshot, and ends the transaction before returning: none is held across a wait.
+func readTx(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgx.Tx) error) error {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	filter, args := "", []any{}
+	tx, err := conn.BeginTx(qctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(qctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(qctx); err != nil {
+		return fmt.Errorf("end read: %w", err)
+	}
+	return nil
+}
+
+// rowColumns are the columns collectRows scans.
+const rowColumns = `id, path, yupdate, yupdate IS NULL, timestamp, reset`
+
+// readRows returns, in id order, the rows not visible in cursor (every row when cursor
+// is nil): exactly those the reader has not delivered.
+func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor *Snapshot) ([]dbRow, error) {
+	q, args := `SELECT `+rowColumns+` FROM `+t.n.table+` ORDER BY id`, []any{}
 	if cursor != nil {
-		filter = `WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)`
+		q = `SELECT ` + rowColumns + ` FROM ` + t.n.table + `
+			WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+			ORDER BY id`
 		args = append(args, cursor.String())
 	}
-	// One statement: the rows and pg_current_snapshot() share the statement's snapshot.
-	q := `SELECT s.snap::text, r.id, r.path, r.yupdate, r.yupdate IS NULL, r.timestamp, r.reset
-		FROM (SELECT pg_current_snapshot() AS snap) s
-		LEFT JOIN (SELECT id, path, yupdate, timestamp, reset FROM ` + t.n.table + ` ` + filter + `) r ON true
-		ORDER BY r.id`
-	rs, err := conn.Query(qctx, q, args...)
+	rs, err := tx.Query(ctx, q, args...)
 	if err != nil {
-		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
+		return nil, fmt.Errorf("read rows: %w", err)
 	}
-	var (
-		snapText string
-		out      []dbRow
-	)
-	for rs.Next() {
-		var (
-			id        *int64
-			path      *string
-			update    []byte
-			null      *bool
-			ts        *float64
-			resetFlag *bool
-		)
-		if err := rs.Scan(&snapText, &id, &path, &update, &null, &ts, &resetFlag); err != nil {
-			rs.Close()
-			return Snapshot{}, nil, fmt.Errorf("read rows: scan: %w", err)
-		}
-		if id == nil {
-			continue
-		}
-		out = append(out, dbRow{Row: ystore.Row{Room: *path, ID: *id, Update: update, Timestamp: *ts}, reset: *resetFlag, null: *null})
-	}
-	if err := rs.Err(); err != nil {
-		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
-	}
-	snap, err := ParseSnapshot(snapText)
+	out, err := collectRows(rs)
 	if err != nil {
-		return Snapshot{}, nil, fmt.Errorf("read rows: %w", err)
+		return nil, fmt.Errorf("read rows: %w", err)
 	}
-	return snap, out, nil
+	return out, nil
 }
 
 // readRoom returns a room's rows in id order, for rebuilding it after a reset row.
-func (t *Tailer) readRoom(ctx context.Context, conn *pgx.Conn, room string) ([]dbRow, error) {
-	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	rs, err := conn.Query(qctx, `SELECT id, path, yupdate, yupdate IS NULL, timestamp, reset FROM `+t.n.table+
-		` WHERE path = $1 ORDER BY id`, room)
+func (t *Tailer) readRoom(ctx context.Context, tx pgx.Tx, room string) ([]dbRow, error) {
+	rs, err := tx.Query(ctx, `SELECT `+rowColumns+` FROM `+t.n.table+` WHERE path = $1 ORDER BY id`, room)
 	if err != nil {
 		return nil, fmt.Errorf("read room %q: %w", room, err)
 	}
-	out, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (dbRow, error) {
-		var d dbRow
-		err := r.Scan(&d.ID, &d.Room, &d.Update, &d.null, &d.Timestamp, &d.reset)
-		return d, err
-	})
+	out, err := collectRows(rs)
 	if err != nil {
 		return nil, fmt.Errorf("read room %q: %w", room, err)
 	}
 	return out, nil
+}
+
+// collectRows scans rowColumns, sharing one string per room.
+func collectRows(rs pgx.Rows) ([]dbRow, error) {
+	var (
+		out   []dbRow
+		d     dbRow
+		path  []byte
+		rooms = map[string]string{}
+	)
+	_, err := pgx.ForEachRow(rs, []any{&d.ID, &path, &d.Update, &d.null, &d.Timestamp, &d.reset}, func() error {
+		room, ok := rooms[string(path)]
+		if !ok {
+			room = string(path)
+			rooms[room] = room
+		}
+		d.Room = room
+		out = append(out, d)
+		d.Update = nil
+		return nil
+	})
+	return out, err
 }
 
 // groupRooms splits rows by room, rooms in the order of their first row.
@@ -339,7 +367,7 @@ func removedEvents(known map[string]bool, loaded []ystore.Event) []ystore.Event 
 // updateEvents turns newly visible rows into Updates, one per run of consecutive rows of
 // a room, so that events keep commit order. A room with a reset row among them gets one
 // Reset (or Removed) instead, rebuilt from the room's current rows, where its first run was.
-func (t *Tailer) updateEvents(ctx context.Context, conn *pgx.Conn, rows []dbRow) ([]ystore.Event, error) {
+func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]ystore.Event, error) {
 	_, byRoom := groupRooms(rows)
 	rebuilt := map[string]bool{}
 	var events []ystore.Event
@@ -360,7 +388,7 @@ func (t *Tailer) updateEvents(ctx context.Context, conn *pgx.Conn, rows []dbRow)
 			continue
 		}
 		rebuilt[room] = true
-		all, err := t.readRoom(ctx, conn, room)
+		all, err := t.readRoom(ctx, tx, room)
 		if err != nil {
 			return nil, err
 		}
