@@ -87,8 +87,11 @@ while (updates.length < total) {
     const src = cells.get(cur.cell).get('source')
     if (cur.pos < 0 || cur.pos > src.length) cur.pos = src.length
     if (rnd() < 0.1 && cur.pos > 0) {
-      src.delete(cur.pos - 1, 1)
-      cur.pos--
+      // Backspace deletes a whole code point, like an editor does.
+      const c = src.toString().charCodeAt(cur.pos - 1)
+      const n = c >= 0xDC00 && c <= 0xDFFF && cur.pos > 1 ? 2 : 1
+      src.delete(cur.pos - n, n)
+      cur.pos -= n
     } else {
       const w = words[int(words.length)]
       for (const ch of w) {

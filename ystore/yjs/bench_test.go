@@ -98,7 +98,7 @@ func bigUpdate(tb testing.TB, minSize int) []byte {
 	}
 	var parts []*update
 	for n, shift := 0, uint64(0); n < minSize; shift += 1 << 32 {
-		u, err := decodeUpdate(state)
+		u, err := decodeUpdate(state, &arena{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -57,7 +57,7 @@ var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed"
 
 // DecodeUpdate decodes a v1 update without applying it.
 func DecodeUpdate(b []byte) (*Update, error) {
-	u, err := decodeUpdate(b)
+	u, err := decodeUpdate(b, &arena{})
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +115,32 @@ func (it *item) export() Struct {
 	return s
 }
 
+// arena hands out copies of small strings from shared chunks, so that a text typed one
+// character per update costs no allocation per item. Copies have no spare capacity:
+// appending to one reallocates instead of overwriting its neighbour.
+type arena struct {
+	buf []byte
+}
+
+const (
+	arenaChunk = 16 << 10
+	arenaMax   = 1 << 10
+)
+
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > arenaMax {
+		return append([]byte(nil), b...)
+	}
+	if cap(a.buf)-len(a.buf) < len(b) {
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	n := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[n:len(a.buf):len(a.buf)]
+}
+
 // decodeUpdate decodes a complete v1 update; nothing is integrated.
-func decodeUpdate(b []byte) (*update, error) {
+func decodeUpdate(b []byte, texts *arena) (*update, error) {
 	d := lib0.NewDecoder(b)
 	u := &update{}
 	nClients := d.CountAtMost(3, "number of clients with structs")
@@ -135,7 +159,7 @@ func decodeUpdate(b []byte) (*update, error) {
 		for i := range backing {
 			it := &backing[i]
 			it.id = ID{client, clock}
-			decodeStruct(d, it)
+			decodeStruct(d, it, texts)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -177,7 +201,7 @@ func decodeUpdate(b []byte) (*update, error) {
 }
 
 // decodeStruct decodes one struct whose id is set.
-func decodeStruct(d *lib0.Decoder, it *item) {
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena) {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -219,7 +243,7 @@ func decodeStruct(d *lib0.Decoder, it *item) {
 			it.flags |= flagHasParentSub
 		}
 	}
-	decodeContent(d, it)
+	decodeContent(d, it, texts)
 	if it.length == 0 && d.Err() == nil {
 		d.Fail(start, "non-empty content", lib0.ErrInvalid)
 	}
@@ -242,7 +266,7 @@ func checkEarlier(d *lib0.Decoder, it *item, ref ID, start int) {
 }
 
 // decodeContent decodes the content of an item whose kind is set.
-func decodeContent(d *lib0.Decoder, it *item) {
+func decodeContent(d *lib0.Decoder, it *item, texts *arena) {
 	start := d.Pos()
 	switch it.kind {
 	case kindDeleted:
@@ -264,7 +288,7 @@ func decodeContent(d *lib0.Decoder, it *item) {
 			d.Fail(start, "string content", lib0.ErrInvalid)
 			return
 		}
-		it.text = append([]byte(nil), b...)
+		it.text = texts.copy(b)
 		it.length = utf16Len(it.text)
 	case kindEmbed:
 		it.vals = []any{readJSON(d, false)}

@@ -25,6 +25,7 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 	}
 	for _, client := range slices.Sorted(mapsKeys(ds)) {
 		state := d.state(client)
+		hint := -1
 		for _, r := range ds[client] {
 			clock, end := r.clock, r.clock+r.length
 			if clock >= state {
@@ -35,7 +36,8 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 				addUnapplied(client, state, end-state)
 			}
 			cs := d.clients[client]
-			i := findIndex(cs.structs, clock)
+			i := findIndexNear(cs.structs, clock, hint)
+			hint = i
 			it := cs.structs[i]
 			if !it.deleted() && it.id.Clock < clock {
 				cs.structs = slices.Insert(cs.structs, i+1, d.split(it, clock-it.id.Clock))

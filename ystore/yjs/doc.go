@@ -24,6 +24,7 @@ type Doc struct {
 	slab           []item
 	txn            *Txn // the transaction being applied
 	lastClient     uint64
+	texts          arena // backing for decoded strings
 	lastCS         *clientStructs
 	conflicting    itemSet
 	beforeOrigin   itemSet
@@ -100,7 +101,7 @@ func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) 
 // malformed update returns a *DecodeError and leaves d unchanged. Structs whose
 // dependencies are missing are kept pending and integrated when those arrive.
 func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
-	u, err := decodeUpdate(update)
+	u, err := decodeUpdate(update, &d.texts)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +161,20 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 // like Yjs's cleanupTransactions (tryGcDeleteSet, tryMergeDeleteSet, then merging the
 // structs added or split by the transaction).
 func (d *Doc) cleanup(txn *Txn) {
+	txn.sortDeletes()
 	d.gcDeleted(txn)
+	hint := -1
 	for i := len(txn.deletes) - 1; i >= 0; i-- {
 		r := txn.deletes[i]
+		if i+1 < len(txn.deletes) && txn.deletes[i+1].client != r.client {
+			hint = -1
+		}
 		cs := d.clients[r.client]
-		si := min(len(cs.structs)-1, 1+findIndex(cs.structs, r.clock+r.length-1))
+		si := min(len(cs.structs)-1, 1+findIndexNear(cs.structs, r.clock+r.length-1, hint))
 		for si > 0 && cs.structs[si].id.Clock >= r.clock {
 			si -= 1 + d.mergeWithLefts(cs, si)
 		}
+		hint = si
 	}
 	for _, b := range txn.before {
 		cs := d.clients[b.client]
@@ -176,10 +183,12 @@ func (d *Doc) cleanup(txn *Txn) {
 			i -= 1 + d.mergeWithLefts(cs, i)
 		}
 	}
+	hint = -1
 	for i := len(txn.mergeStructs) - 1; i >= 0; i-- {
 		id := txn.mergeStructs[i]
 		cs := d.clients[id.Client]
-		pos := findIndex(cs.structs, id.Clock)
+		pos := findIndexNear(cs.structs, id.Clock, hint)
+		hint = pos
 		if pos+1 < len(cs.structs) && d.mergeWithLefts(cs, pos+1) > 1 {
 			continue
 		}
@@ -213,11 +222,15 @@ func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
 
 // gcDeleted garbage-collects the structs the transaction deleted, like tryGcDeleteSet.
 func (d *Doc) gcDeleted(txn *Txn) {
-	for i := len(txn.deletes) - 1; i >= 0; i-- {
-		r := txn.deletes[i]
+	hint := -1
+	for i, r := range txn.deletes {
+		if i > 0 && txn.deletes[i-1].client != r.client {
+			hint = -1
+		}
 		cs := d.clients[r.client]
 		end := r.clock + r.length
-		for si := findIndex(cs.structs, r.clock); si >= 0 && si < len(cs.structs) && cs.structs[si].id.Clock < end; si++ {
+		hint = findIndexNear(cs.structs, r.clock, hint)
+		for si := hint; si >= 0 && si < len(cs.structs) && cs.structs[si].id.Clock < end; si++ {
 			if it := cs.structs[si]; it.kind != kindGC && it.deleted() {
 				d.gc(it, false)
 			}

@@ -59,6 +59,31 @@ func findIndex(structs []*item, clock uint64) int {
 	return -1
 }
 
+// findIndexNear is findIndex starting from a guess: it gallops from hint to bracket
+// clock, so walking sorted ranges costs little more than a scan. Any hint is correct.
+func findIndexNear(structs []*item, clock uint64, hint int) int {
+	if hint < 0 || hint >= len(structs) {
+		return findIndex(structs, clock)
+	}
+	lo, hi := hint, hint
+	if clock >= structs[hint].id.Clock {
+		for step := 1; hi < len(structs)-1 && structs[hi].id.Clock+structs[hi].length <= clock; step <<= 1 {
+			lo = hi
+			hi = min(hi+step, len(structs)-1)
+		}
+	} else {
+		for step := 1; lo > 0 && structs[lo].id.Clock > clock; step <<= 1 {
+			hi = lo
+			lo = max(lo-step, 0)
+		}
+	}
+	i := findIndex(structs[lo:hi+1], clock)
+	if i < 0 {
+		return -1
+	}
+	return lo + i
+}
+
 // getItem returns the struct containing id; the caller has checked id.Clock < state.
 func (d *Doc) getItem(id ID) *item {
 	cs := d.structsOf(id.Client)

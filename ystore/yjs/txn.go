@@ -1,6 +1,9 @@
 package yjs
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // Txn reports what one ApplyUpdate changed, like the changed map of a Yjs transaction:
 // every type that existed before the update, is not deleted, and gained or lost content.
@@ -82,6 +85,9 @@ func (t *Txn) find(typ *Type) int {
 
 // touch records the state of client before the transaction first adds to it.
 func (t *Txn) touch(d *Doc, client uint64) {
+	if len(t.before) > 0 && t.before[len(t.before)-1].client == client {
+		return
+	}
 	if _, ok := t.beforeOf(client); ok {
 		return
 	}
@@ -127,6 +133,26 @@ func (t *Txn) addDelete(id ID, length uint64) {
 		}
 	}
 	t.deletes = append(t.deletes, deleteRange{id.Client, id.Clock, length})
+}
+
+// sortDeletes sorts the deleted ranges by client and clock and merges adjacent ones,
+// like Yjs's sortAndMergeDeleteSet.
+func (t *Txn) sortDeletes() {
+	slices.SortFunc(t.deletes, func(a, b deleteRange) int {
+		if c := cmp.Compare(a.client, b.client); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.clock, b.clock)
+	})
+	out := t.deletes[:0]
+	for _, r := range t.deletes {
+		if n := len(out); n > 0 && out[n-1].client == r.client && out[n-1].clock+out[n-1].length >= r.clock {
+			out[n-1].length = max(out[n-1].length, r.clock+r.length-out[n-1].clock)
+			continue
+		}
+		out = append(out, r)
+	}
+	t.deletes = out
 }
 
 // addChanged records a change of typ like Yjs's addChangedTypeToTransaction.
