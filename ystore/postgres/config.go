@@ -5,9 +5,11 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"time"
 
@@ -110,4 +112,34 @@ func namesOf(c Config) names {
 		xidIndex:   q(c.Table + "_xid"),
 		channel:    c.Channel,
 	}
+}
+
+// pause logs msg with args and the reconnect attempt, then sleeps for its backoff delay;
+// it returns ctx's error if ctx ends first.
+func (c Config) pause(ctx context.Context, attempt int, msg string, args ...any) error {
+	delay := backoff(c.BackoffMin, c.BackoffMax, attempt, rand.Float64())
+	c.Logger.Warn(msg, append(args, "attempt", attempt+1, "delay", delay)...)
+	return sleep(ctx, delay)
+}
+
+// sleep waits for d; it returns ctx's error if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// backoff is the delay before reconnect attempt n (from 0): lo doubled per attempt up to
+// hi, scaled by a jitter factor in [0.5, 1) from u in [0, 1).
+func backoff(lo, hi time.Duration, attempt int, u float64) time.Duration {
+	d := hi
+	if attempt < 62 && lo<<attempt > 0 && lo<<attempt < hi {
+		d = lo << attempt
+	}
+	return time.Duration(float64(d) * (0.5 + u/2))
 }

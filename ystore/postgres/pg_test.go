@@ -24,17 +24,18 @@ const (
 	envPGCtl = "JUPYTER_MCP_SIDECAR_TEST_PG_CTL"
 )
 
-// testDSN returns the test cluster's DSN, skipping the test without one (failing in CI).
-func testDSN(t testing.TB) string {
+// testEnv returns a variable of the test cluster, skipping the test without it (failing
+// in CI).
+func testEnv(t testing.TB, name string) string {
 	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
+	v := os.Getenv(name)
+	if v == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", envDSN)
+			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", name)
 		}
-		t.Skipf("%s is not set; run: .ci/postgres.sh go test ./ystore/postgres/", envDSN)
+		t.Skipf("%s is not set; run: .ci/postgres.sh go test ./ystore/postgres/", name)
 	}
-	return dsn
+	return v
 }
 
 // testConfig returns a Config on a fresh, migrated schema dropped at cleanup.
@@ -43,7 +44,7 @@ func testConfig(t testing.TB) Config {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	cfg := Config{
-		DSN:          testDSN(t),
+		DSN:          testEnv(t, envDSN),
 		Schema:       "t_" + hex.EncodeToString(b[:]),
 		Table:        DefaultTable,
 		PollInterval: 50 * time.Millisecond,
@@ -196,14 +197,7 @@ func runTailer(t testing.TB, cfg Config) (*Tailer, *collector) {
 // pgCtl runs the test cluster's pg_ctl wrapper, skipping without one.
 func pgCtl(t testing.TB, args ...string) {
 	t.Helper()
-	ctl := os.Getenv(envPGCtl)
-	if ctl == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", envPGCtl)
-		}
-		t.Skipf("%s is not set; run under .ci/postgres.sh", envPGCtl)
-	}
-	out, err := exec.Command(ctl, args...).CombinedOutput()
+	out, err := exec.Command(testEnv(t, envPGCtl), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
 	}

@@ -100,9 +100,9 @@ func Init(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, cfg.DSN)
+	conn, err := connect(ctx, cfg.DSN)
 	if err != nil {
-		return fmt.Errorf("init: connect: %w", err)
+		return fmt.Errorf("init: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return Migrate(ctx, conn, cfg)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -119,13 +118,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		for attempt := 0; ; attempt++ {
 			var err error
 			if conn == nil {
-				cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				conn, err = pgx.Connect(cctx, s.cfg.DSN)
-				cancel()
-				if err != nil {
-					conn = nil
-					err = fmt.Errorf("connect: %w", err)
-				}
+				conn, err = connect(ctx, s.cfg.DSN)
 			}
 			if err == nil {
 				if err = s.ship(ctx, conn, events, reconcile); err == nil {
@@ -138,14 +131,8 @@ func (s *Shipper) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			s.failed(err)
-			delay := backoff(s.cfg.BackoffMin, s.cfg.BackoffMax, attempt, rand.Float64())
-			s.cfg.Logger.Warn("ship to postgres failed, retrying", "source", s.id, "err", err, "attempt", attempt+1, "delay", delay)
-			timer := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return ctx.Err()
-			case <-timer.C:
+			if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
+				return err
 			}
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -60,7 +59,7 @@ func (t *Tailer) Status() ystore.Status {
 
 // Load reads every room once, as Reset events in room order.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
-	conn, err := t.connect(ctx)
+	conn, err := connect(ctx, t.cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +95,8 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		if st.progressed {
 			attempt, st.progressed = 0, false
 		}
-		delay := backoff(t.cfg.BackoffMin, t.cfg.BackoffMax, attempt, rand.Float64())
-		t.cfg.Logger.Warn("postgres y-store unreachable, retrying", "err", err, "attempt", attempt+1, "delay", delay)
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
+		if err := t.cfg.pause(ctx, attempt, "postgres y-store unreachable, retrying", "err", err); err != nil {
+			return err
 		}
 	}
 }
@@ -117,7 +110,7 @@ type tailState struct {
 
 // session connects, listens, catches up and follows until an error.
 func (t *Tailer) session(ctx context.Context, st *tailState, sink func(context.Context, []ystore.Event) error) error {
-	conn, err := t.connect(ctx)
+	conn, err := connect(ctx, t.cfg.DSN)
 	if err != nil {
 		return err
 	}
@@ -141,14 +134,7 @@ func (t *Tailer) session(ctx context.Context, st *tailState, sink func(context.C
 // wait returns after a notification or the poll interval, or with a connection error.
 func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	if t.cfg.DisableListen {
-		timer := time.NewTimer(t.cfg.PollInterval)
-		defer timer.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return nil
-		}
+		return sleep(ctx, t.cfg.PollInterval)
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.cfg.PollInterval)
 	_, err := conn.WaitForNotification(wctx)
@@ -424,11 +410,11 @@ func applyRooms(rooms map[string]bool, events []ystore.Event) {
 	}
 }
 
-// connect opens a connection within connectTimeout.
-func (t *Tailer) connect(ctx context.Context) (*pgx.Conn, error) {
+// connect opens a connection to dsn within connectTimeout.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, t.cfg.DSN)
+	conn, err := pgx.Connect(cctx, dsn)
 	if err != nil {
 		// pgx connect errors name host, user and database, never the password.
 		return nil, fmt.Errorf("connect: %w", err)
@@ -485,14 +471,4 @@ func (t *Tailer) delivered(events []ystore.Event, rooms int) {
 // unixTime converts a row timestamp (seconds since the epoch) to a time.
 func unixTime(sec float64) time.Time {
 	return time.UnixMicro(int64(sec * 1e6))
-}
-
-// backoff is the delay before reconnect attempt n (from 0): BackoffMin doubled per
-// attempt up to BackoffMax, scaled by a jitter factor in [0.5, 1) from u in [0, 1).
-func backoff(lo, hi time.Duration, attempt int, u float64) time.Duration {
-	d := hi
-	if attempt < 62 && lo<<attempt > 0 && lo<<attempt < hi {
-		d = lo << attempt
-	}
-	return time.Duration(float64(d) * (0.5 + u/2))
 }
