@@ -33,10 +33,12 @@ function record(name, steps, { yjsRenders = true } = {}) {
   cases.push({ name, updates, notebook });
 }
 
-const base = (minor = 5) => nb =>
+// base writes a three-cell notebook; for nbformat 4.4 the minor version is set after, as
+// YNotebook would draw random ids for the cells otherwise.
+const base = (minor = 5) => nb => {
   nb.fromJSON({
     nbformat: 4,
-    nbformat_minor: minor,
+    nbformat_minor: 5,
     metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
     cells: [
       { id: 'md', cell_type: 'markdown', source: '# Title', metadata: {} },
@@ -44,6 +46,8 @@ const base = (minor = 5) => nb =>
       { id: 'raw', cell_type: 'raw', source: 'raw text', metadata: {} },
     ],
   });
+  nb.nbformat_minor = minor;
+};
 const cell = (nb, i) => nb.cells[i];
 
 record('empty', []);

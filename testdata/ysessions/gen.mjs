@@ -280,7 +280,7 @@ function notebookOp(r, c, opts) {
       if (idx < 0) {
         cell.updateOutputs(outs.length, outs.length, [{ output_type: 'stream', name: 'stdout', text: '' }]);
       } else if (r.chance(0.1)) {
-        cell.removeStreamOutput(idx, r.int(outs[idx].get('text').length + 1));
+        cell.removeStreamOutput(idx, offset(r, outs[idx].get('text').toString(), opts.allowSplit));
       } else {
         cell.appendStreamOutput(idx, words(r, r.range(1, 4)) + '\n');
       }
@@ -339,10 +339,13 @@ const SESSION_WEIGHTS = [
   [2, 'attach'], [2, 'nbMeta'], [2, 'state'],
 ];
 
+// initialNotebook is the notebook a session starts from. Cells always carry ids (YNotebook
+// would draw random ones for nbformat 4.4); minor says which nbformat_minor to set after.
 function initialNotebook(r) {
   return {
+    minor: r.chance(0.9) ? 5 : 4,
     nbformat: 4,
-    nbformat_minor: r.chance(0.9) ? 5 : 4,
+    nbformat_minor: 5,
     metadata: { kernelspec: { name: 'python3', display_name: 'Python 3', language: 'python' }, language_info: { name: 'python' } },
     cells: [
       { id: r.uuid(), cell_type: 'markdown', source: '# Title ' + words(r, 3), metadata: {} },
@@ -494,7 +497,9 @@ function session(seed) {
 
   if (legacy) rawInit(r, clients[0].doc);
   else {
-    clients[0].nb.setSource(initialNotebook(r));
+    const { minor, ...data } = initialNotebook(r);
+    clients[0].nb.setSource(data);
+    clients[0].nb.nbformat_minor = minor;
     clients[0].nb.setState('path', 'untitled.ipynb');
   }
   syncAll();
@@ -629,7 +634,9 @@ function bench(seed, count, out) {
   const r = new Rand(seed);
   const log = [];
   const clients = [new Client(0, 1001, log), new Client(1, 1002, log)];
-  clients[0].nb.setSource(initialNotebook(r));
+  const { minor, ...data } = initialNotebook(r);
+  clients[0].nb.setSource(data);
+  clients[0].nb.nbformat_minor = minor;
   const opts = { weights: BENCH_WEIGHTS, allowSplit: false, pool: PLAIN_WORDS.concat(['é', '😀', '日本']) };
   const syncPair = (a, b) => applyRemote(b.nb.ydoc, Y.encodeStateAsUpdate(a.nb.ydoc, Y.encodeStateVector(b.nb.ydoc)));
   syncPair(clients[0], clients[1]);
@@ -646,15 +653,45 @@ function bench(seed, count, out) {
   }
   fs.mkdirSync(out, { recursive: true });
   writeFrames(path.join(out, 'updates.bin'), log.map(e => e.update));
-  // the big state: a long history plus large outputs, encoded as one update
-  const big = new Client(2, 1003, []);
-  applyRemote(big.nb.ydoc, Y.mergeUpdates(log.map(e => e.update)));
-  while (Y.encodeStateAsUpdate(big.nb.ydoc).length < 10 * 1024 * 1024) {
-    const cell = big.nb.insertCell(big.nb.cells.length, { id: r.uuid(), cell_type: 'code', source: '', metadata: {}, outputs: [], execution_count: 1 });
-    for (let i = 0; i < 2000; i++) cell.updateSource(cell.ysource.length, cell.ysource.length, r.pick(PLAIN_WORDS) + ' ');
-    cell.updateOutputs(0, 0, [output(r, 1), { output_type: 'display_data', data: { 'image/png': r.bytes(20000).toString('base64') }, metadata: {} }]);
+  writeFrames(path.join(out, 'state.bin'), [bigState(r, log.map(e => e.update))]);
+}
+
+// bigState returns one ~10 MB update: the history above plus many cells typed into at
+// random places by many clients (fragmented text, as long collaborative sessions leave it),
+// stream outputs and images, written with plain yjs in the same layout.
+function bigState(r, history) {
+  const doc = new Y.Doc();
+  Y.applyUpdate(doc, Y.mergeUpdates(history));
+  const cells = doc.getArray('cells');
+  for (let n = 0; ; n++) {
+    if (n % 5 === 0) {
+      const state = Y.encodeStateAsUpdate(doc);
+      if (state.length >= 10 * 1024 * 1024) return state;
+    }
+    doc.clientID = 5000 + (n % 40);
+    const cell = new Y.Map();
+    doc.transact(() => {
+      cell.set('id', r.uuid());
+      cell.set('cell_type', 'code');
+      cell.set('source', new Y.Text());
+      cell.set('metadata', new Y.Map());
+      cell.set('execution_count', n);
+      cell.set('outputs', new Y.Array());
+      cells.push([cell]);
+    });
+    const src = cell.get('source');
+    for (let i = 0; i < 3000; i++) {
+      // ASCII words: no offset can split a surrogate pair
+      doc.transact(() => src.insert(r.int(src.length + 1), r.pick(PLAIN_WORDS) + ' '));
+      if (i % 250 === 0 && src.length > 8) src.delete(r.int(src.length - 4), 2);
+    }
+    doc.transact(() => {
+      const stream = new Y.Map([['output_type', 'stream'], ['name', 'stdout'], ['text', new Y.Text()]]);
+      const image = new Y.Map([['output_type', 'display_data'], ['data', { 'image/png': r.bytes(6000).toString('base64'), 'text/plain': '<Figure>' }], ['metadata', {}]]);
+      cell.get('outputs').push([stream, image]);
+    });
+    for (let i = 0; i < 200; i++) cell.get('outputs').get(0).get('text').insert(cell.get('outputs').get(0).get('text').length, `line ${i}\n`);
   }
-  writeFrames(path.join(out, 'state.bin'), [Y.encodeStateAsUpdate(big.nb.ydoc)]);
 }
 
 function writeFrames(file, frames) {

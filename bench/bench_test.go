@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// corpus is where bench/run.sh writes updates.bin and state.bin (BENCH_CORPUS overrides).
+func corpus(b *testing.B, name string) [][]byte {
+	b.Helper()
+	dir := os.Getenv("BENCH_CORPUS")
+	if dir == "" {
+		dir = "out"
+	}
+	buf, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		b.Skipf("no corpus (run bench/run.sh): %v", err)
+	}
+	var frames [][]byte
+	for len(buf) >= 4 {
+		n := binary.LittleEndian.Uint32(buf)
+		frames = append(frames, buf[4:4+n])
+		buf = buf[4+n:]
+	}
+	return frames
+}
+
+// applier is one engine under test: a fresh document and its apply function.
+type applier struct {
+	name string
+	open func() (apply func([]byte) error, sv func() map[uint64]uint64)
+}
+
+var appliers = []applier{
+	{"yjs", func() (func([]byte) error, func() map[uint64]uint64) {
+		d := yjs.NewDoc()
+		return func(u []byte) error { _, err := d.ApplyUpdate(u); return err }, d.StateVector
+	}},
+	{"ynotebook", func() (func([]byte) error, func() map[uint64]uint64) {
+		n := ynotebook.New()
+		return func(u []byte) error { _, err := n.Apply(u); return err }, n.Doc().StateVector
+	}},
+}
+
+func BenchmarkHistory(b *testing.B) { run(b, corpus(b, "updates.bin")) }
+
+func BenchmarkState(b *testing.B) { run(b, corpus(b, "state.bin")) }
+
+// run applies every frame to a fresh document per iteration and reports per-update time
+// and allocations, the live heap of the last document, peak RSS and the state vector.
+func run(b *testing.B, frames [][]byte) {
+	for _, a := range appliers {
+		b.Run(a.name, func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var sv func() map[uint64]uint64
+			b.ResetTimer()
+			for range b.N {
+				var apply func([]byte) error
+				apply, sv = a.open()
+				for i, f := range frames {
+					if err := apply(f); err != nil {
+						b.Fatalf("update %d: %v", i, err)
+					}
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			n := float64(b.N * len(frames))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/update")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/update")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/update")
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc)/(1<<20), "live-MB")
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+				b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB")
+			}
+			b.Logf("state vector %s", formatSV(sv()))
+		})
+	}
+}
+
+func formatSV(sv map[uint64]uint64) string {
+	parts := make([]string, 0, len(sv))
+	for c, clock := range sv {
+		parts = append(parts, fmt.Sprintf("%d:%d", c, clock))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

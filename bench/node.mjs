@@ -1,0 +1,79 @@
+// node.mjs times one engine on one workload of the benchmark corpus, in its own process so
+// that peak RSS belongs to that engine alone, and prints one JSON line.
+//
+//   node bench/node.mjs --engine yjs|ywasm --workload history|state --corpus bench/out
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+// the npm packages live in the session generator's project
+const require = createRequire(new URL('../testdata/ysessions/package.json', import.meta.url));
+const Y = require('yjs');
+
+function args(argv) {
+  const a = {};
+  for (let i = 0; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
+  return a;
+}
+
+function readFrames(file) {
+  const buf = fs.readFileSync(file);
+  const frames = [];
+  for (let off = 0; off < buf.length; ) {
+    const n = buf.readUInt32LE(off);
+    frames.push(new Uint8Array(buf.buffer, buf.byteOffset + off + 4, n));
+    off += 4 + n;
+  }
+  return frames;
+}
+
+const engines = {
+  yjs: () => {
+    return {
+      version: require('yjs/package.json').version,
+      newDoc: () => new Y.Doc(),
+      apply: (doc, u) => Y.applyUpdate(doc, u),
+      stateVector: doc => Y.encodeStateVector(doc),
+    };
+  },
+  ywasm: () => {
+    const w = require('ywasm');
+    return {
+      version: require('ywasm/package.json').version,
+      newDoc: () => new w.YDoc({}),
+      apply: (doc, u) => w.applyUpdate(doc, u, null),
+      stateVector: doc => w.encodeStateVector(doc),
+    };
+  },
+};
+
+const a = args(process.argv.slice(2));
+const engine = engines[a.engine]();
+const frames = readFrames(path.join(a.corpus, a.workload === 'state' ? 'state.bin' : 'updates.bin'));
+const bytes = frames.reduce((s, f) => s + f.length, 0);
+const reps = a.workload === 'state' ? 5 : 3;
+const baseRSS = process.memoryUsage().rss;
+const times = [];
+let sv = null;
+for (let r = 0; r < reps; r++) {
+  const doc = engine.newDoc();
+  const t0 = process.hrtime.bigint();
+  for (const f of frames) engine.apply(doc, f);
+  times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  sv = [...Y.decodeStateVector(engine.stateVector(doc))].map(([c, clock]) => `${c}:${clock}`).sort().join(',');
+}
+times.sort((x, y) => x - y);
+const ms = times[Math.floor(times.length / 2)];
+const peak = process.resourceUsage().maxRSS * 1024;
+console.log(JSON.stringify({
+  engine: `${a.engine}@${engine.version}`,
+  workload: a.workload,
+  updates: frames.length,
+  bytes,
+  ms,
+  nsPerUpdate: (ms * 1e6) / frames.length,
+  peakRSSMB: peak / 2 ** 20,
+  rssGrowthMB: (peak - baseRSS) / 2 ** 20,
+  stateVector: sv,
+}));
+process.exit(0);
