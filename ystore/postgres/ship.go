@@ -100,8 +100,8 @@ func (s *Shipper) Status() ShipStatus {
 	return st
 }
 
-// Run ships until ctx is done or the source fails. Write failures are retried with
-// backoff; a batch is committed whole or not at all.
+// Run ships until ctx is done (it then returns nil) or the source fails. Write failures
+// are retried with backoff; a batch is committed whole or not at all.
 func (s *Shipper) Run(ctx context.Context) error {
 	var conn *pgx.Conn
 	defer func() {
@@ -110,7 +110,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 		}
 	}()
 	first := true
-	return s.source.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
+	err := s.source.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
 		// A first delivery of Resets only is the source's full load: rooms shipped
 		// before and missing from it were removed while the Shipper was down.
 		reconcile := first && allResets(events)
@@ -136,6 +136,13 @@ func (s *Shipper) Run(ctx context.Context) error {
 			}
 		}
 	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ship from source %q: %w", s.id, err)
+	}
+	return nil
 }
 
 // allResets reports whether every event is a Reset.

@@ -125,7 +125,7 @@ func runShipper(t testing.TB, cfg Config, path string) (sh *Shipper, stop func()
 	go func() { done <- sh.Run(ctx) }()
 	return sh, func() {
 		cancel()
-		if err := <-done; err != nil && err != context.Canceled {
+		if err := <-done; err != nil {
 			t.Errorf("shipper: %v", err)
 		}
 	}

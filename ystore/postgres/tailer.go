@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"sort"
 	"sync"
 	"time"
@@ -25,7 +28,27 @@ var errSink = errors.New("sink failed")
 
 func init() {
 	ystore.Register("postgres", func(o ystore.Options) (ystore.Tailer, error) {
-		return New(Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger})
+		cfg := Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger}
+		for _, k := range slices.Sorted(maps.Keys(o.Params)) {
+			v := o.Params[k]
+			switch k {
+			case "schema":
+				cfg.Schema = v
+			case "table":
+				cfg.Table = v
+			case "channel":
+				cfg.Channel = v
+			case "disable_listen":
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return nil, fmt.Errorf("param disable_listen %q: %w: %w", v, ErrConfig, err)
+				}
+				cfg.DisableListen = b
+			default:
+				return nil, fmt.Errorf("unknown param %q (have schema, table, channel, disable_listen): %w", k, ErrConfig)
+			}
+		}
+		return New(cfg)
 	})
 }
 
@@ -78,15 +101,15 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 	return events, nil
 }
 
-// Run delivers a Reset per room, then the rows committed since, until ctx is done or
-// sink fails. Connection failures are retried with exponential backoff and jitter; the
+// Run delivers a Reset per room, then the rows committed since, until ctx is done (it
+// then returns nil) or sink fails (it returns that error). Connection failures are retried with exponential backoff and jitter; the
 // cursor carries over, so nothing is skipped and nothing delivered twice.
 func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	st := &tailState{rooms: map[string]bool{}}
 	for attempt := 0; ; attempt++ {
 		err := t.session(ctx, st, sink)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil
 		}
 		if errors.Is(err, errSink) {
 			return err
@@ -95,8 +118,8 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		if st.progressed {
 			attempt, st.progressed = 0, false
 		}
-		if err := t.cfg.pause(ctx, attempt, "postgres y-store unreachable, retrying", "err", err); err != nil {
-			return err
+		if t.cfg.pause(ctx, attempt, "postgres y-store unreachable, retrying", "err", err) != nil {
+			return nil
 		}
 	}
 }
