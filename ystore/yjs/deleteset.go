@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -23,7 +24,7 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 	if len(ds) == 0 {
 		return nil
 	}
-	for _, client := range slices.Sorted(mapsKeys(ds)) {
+	for _, client := range slices.Sorted(maps.Keys(ds)) {
 		state := d.state(client)
 		hint := -1
 		for _, r := range ds[client] {
@@ -59,16 +60,6 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 		}
 	}
 	return unapplied
-}
-
-func mapsKeys[V any](m map[uint64]V) func(func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // mergeDeleteSets unions two delete sets, sorting and merging ranges like Yjs's
