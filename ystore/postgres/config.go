@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for the zero fields of Config.
@@ -53,6 +54,8 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Logger receives the logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the metrics (ystore_postgres_*); nil means none are registered.
+	Registerer prometheus.Registerer
 }
 
 // withDefaults fills the zero fields and validates the result.

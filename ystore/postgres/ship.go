@@ -29,6 +29,7 @@ type Shipper struct {
 	n      names
 	source ystore.Tailer
 	id     string
+	m      *shipMetrics
 
 	mu     sync.Mutex
 	status ShipStatus
@@ -79,7 +80,8 @@ func (c shipCursor) equal(o shipCursor) bool {
 }
 
 // NewShipper returns a Shipper from source into the store of cfg, recording its cursors
-// under sourceID (one per source store, stable across restarts). It does no I/O.
+// under sourceID (one per source store, stable across restarts), and registers its
+// metrics. It does no I/O.
 func NewShipper(cfg Config, source ystore.Tailer, sourceID string) (*Shipper, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -88,7 +90,11 @@ func NewShipper(cfg Config, source ystore.Tailer, sourceID string) (*Shipper, er
 	if sourceID == "" {
 		return nil, ErrSourceID
 	}
-	return &Shipper{cfg: cfg, n: namesOf(cfg), source: source, id: sourceID, cursors: map[string]shipCursor{}}, nil
+	m := newShipMetrics()
+	if err := register(cfg.Registerer, m.collectors()); err != nil {
+		return nil, err
+	}
+	return &Shipper{cfg: cfg, n: namesOf(cfg), source: source, id: sourceID, m: m, cursors: map[string]shipCursor{}}, nil
 }
 
 // Status reports the source's and the Postgres side's health.
@@ -131,6 +137,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			s.failed(err)
+			s.m.retries.Inc()
 			if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
 				return err
 			}
@@ -158,6 +165,7 @@ func allResets(events []ystore.Event) bool {
 // ship writes one batch of events in one transaction; with reconcile, the batch is the
 // source's full load and rooms shipped before but absent from it are removed.
 func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, reconcile bool) error {
+	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	tx, err := conn.Begin(qctx)
@@ -219,6 +227,9 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	s.status.Reachable, s.status.LastError = true, ""
 	s.status.RowsShipped += shipped
 	s.status.Resets += uint64(len(resets))
+	s.m.rows.Add(float64(shipped))
+	s.m.resets.Add(float64(len(resets)))
+	s.m.batch.Observe(time.Since(start).Seconds())
 	s.status.LastShippedAt = time.Now()
 	return nil
 }

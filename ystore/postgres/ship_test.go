@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -215,6 +216,9 @@ func TestShipFromSQLite(t *testing.T) {
 	}
 	if st := sh.Status(); !st.Reachable || st.RowsShipped != 4 || st.Resets != 2 || !st.Source.Reachable {
 		t.Errorf("status %+v", st)
+	}
+	if rows, resets := testutil.ToFloat64(sh.m.rows), testutil.ToFloat64(sh.m.resets); rows != 4 || resets != 2 {
+		t.Errorf("metrics: %v rows, %v resets shipped", rows, resets)
 	}
 	stop()
 

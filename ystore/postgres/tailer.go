@@ -7,8 +7,8 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,7 +28,7 @@ var errSink = errors.New("sink failed")
 
 func init() {
 	ystore.Register("postgres", func(o ystore.Options) (ystore.Tailer, error) {
-		cfg := Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger}
+		cfg := Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer}
 		for _, k := range slices.Sorted(maps.Keys(o.Params)) {
 			v := o.Params[k]
 			switch k {
@@ -57,6 +57,7 @@ func init() {
 type Tailer struct {
 	cfg Config
 	n   names
+	m   *tailMetrics
 
 	mu     sync.Mutex
 	status ystore.Status
@@ -64,13 +65,17 @@ type Tailer struct {
 
 var _ ystore.Tailer = (*Tailer)(nil)
 
-// New validates cfg and returns a Tailer; it does no I/O.
+// New validates cfg, registers the metrics and returns a Tailer; it does no I/O.
 func New(cfg Config) (*Tailer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	return &Tailer{cfg: cfg, n: namesOf(cfg)}, nil
+	m := newTailMetrics()
+	if err := register(cfg.Registerer, m.collectors()); err != nil {
+		return nil, err
+	}
+	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m}, nil
 }
 
 // Status reports reachability, the last error and the lag.
@@ -115,6 +120,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 			return err
 		}
 		t.fail(err)
+		t.m.retries.Inc()
 		if st.progressed {
 			attempt, st.progressed = 0, false
 		}
@@ -157,6 +163,7 @@ func (t *Tailer) session(ctx context.Context, st *tailState, sink func(context.C
 // wait returns after a notification or the poll interval, or with a connection error.
 func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	if t.cfg.DisableListen {
+		t.m.wakeups.WithLabelValues(wakePoll).Inc()
 		return sleep(ctx, t.cfg.PollInterval)
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.cfg.PollInterval)
@@ -165,6 +172,11 @@ func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
 		return fmt.Errorf("wait for notification: %w", err)
 	}
+	by := wakeNotify
+	if err != nil {
+		by = wakePoll
+	}
+	t.m.wakeups.WithLabelValues(by).Inc()
 	// One read serves every notification already received.
 	done, cancelDone := context.WithCancel(ctx)
 	cancelDone()
@@ -182,6 +194,7 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		snap   Snapshot
 		events []ystore.Event
 	)
+	start := time.Now()
 	err := readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
 		var text string
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
@@ -195,6 +208,7 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		if cursor != nil && !cursor.Precedes(snap) {
 			t.cfg.Logger.Warn("postgres transaction ids went backwards, reloading every room",
 				"cursor", cursor.String(), "snapshot", snap.String())
+			t.m.rebuilds.Add(float64(len(st.rooms)))
 			cursor = nil
 		}
 		rows, err := t.readRows(ctx, tx, cursor)
@@ -215,6 +229,7 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 	if err != nil {
 		return err
 	}
+	t.m.read.Observe(time.Since(start).Seconds())
 	if len(events) > 0 {
 		if err := sink(ctx, events); err != nil {
 			return fmt.Errorf("%w: %w", errSink, err)
@@ -403,9 +418,11 @@ func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]y
 		}
 		if h, ok := history(all); len(all) > 0 && ok {
 			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", "room", room, "rows", len(h))
+			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
 		} else {
 			t.cfg.Logger.Info("postgres y-store room removed", "room", room)
+			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}
 	}
@@ -452,6 +469,7 @@ func (t *Tailer) fail(err error) {
 	t.status.Reachable = false
 	t.status.LastError = err.Error()
 	t.status.LastErrorAt = time.Now()
+	t.m.reachable.Set(0)
 }
 
 // succeed records a successful read of a store with the given number of rooms.
@@ -462,6 +480,7 @@ func (t *Tailer) succeed(rooms int) {
 	t.status.LastError = ""
 	t.status.LastReadAt = time.Now()
 	t.status.Rooms = rooms
+	t.m.reachable.Set(1)
 }
 
 // delivered records a successful read whose events reached the sink. The lag is that of
@@ -482,6 +501,7 @@ func (t *Tailer) delivered(events []ystore.Event, rooms int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.status.RowsTailed += uint64(n)
+	t.m.rows.Add(float64(n))
 	t.status.Lag = 0
 	if n > 0 {
 		t.status.LastRowAt = unixTime(newest)
@@ -489,6 +509,7 @@ func (t *Tailer) delivered(events []ystore.Event, rooms int) {
 	if !math.IsInf(newestUpdate, -1) {
 		t.status.Lag = max(0, t.status.LastReadAt.Sub(unixTime(newestUpdate)))
 	}
+	t.m.lag.Set(t.status.Lag.Seconds())
 }
 
 // unixTime converts a row timestamp (seconds since the epoch) to a time.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -132,6 +134,8 @@ func TestBackoff(t *testing.T) {
 
 func TestTailSteady(t *testing.T) {
 	cfg := testConfig(t)
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Registerer = reg
 	conn := dial(t, cfg)
 	insert(t, conn, cfg, "b", []byte("b1"))
 	insert(t, conn, cfg, "a", []byte("a1"))
@@ -178,6 +182,17 @@ func TestTailSteady(t *testing.T) {
 	st := tl.Status()
 	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
 		t.Errorf("status %+v", st)
+	}
+	if got := testutil.ToFloat64(tl.m.rows); got != 3+n {
+		t.Errorf("ystore_postgres_rows_tailed_total = %v, want %d", got, 3+n)
+	}
+	if testutil.ToFloat64(tl.m.reachable) != 1 || testutil.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
+		testutil.CollectAndCount(tl.m.read) != 1 {
+		t.Errorf("metrics: reachable %v, notify wake-ups %v", testutil.ToFloat64(tl.m.reachable),
+			testutil.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)))
+	}
+	if _, err := New(cfg); err == nil {
+		t.Errorf("a second tailer registered the same metrics")
 	}
 }
 
