@@ -61,9 +61,6 @@ type Decoder struct {
 // NewDecoder returns a decoder over buf.
 func NewDecoder(buf []byte) *Decoder { return &Decoder{buf: buf} }
 
-// Reset points d at buf and clears its error.
-func (d *Decoder) Reset(buf []byte) { *d = Decoder{buf: buf} }
-
 // Err returns the first decoding error or nil.
 func (d *Decoder) Err() error {
 	if d.err == nil {
