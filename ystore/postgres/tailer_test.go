@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,6 +112,29 @@ func TestSinkErrorStopsRun(t *testing.T) {
 	if !errors.Is(err, errFull) {
 		t.Fatalf("Run: %v, want the sink's error", err)
 	}
+}
+
+func TestPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs lockedBuffer
+		cfg := Config{BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		start := time.Now()
+		if err := cfg.pause(context.Background(), 3, "retrying", "room", "r"); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 400*time.Millisecond || d >= 800*time.Millisecond {
+			t.Errorf("pause after attempt 3 took %v, want in [400ms, 800ms)", d)
+		}
+		if !strings.Contains(logs.String(), "room=r attempt=4 delay=") {
+			t.Errorf("log %q", logs.String())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		start = time.Now()
+		if err := cfg.pause(ctx, 10, "retrying"); !errors.Is(err, context.Canceled) || time.Since(start) != 50*time.Millisecond {
+			t.Errorf("cancelled pause: %v after %v, want context.Canceled after 50ms", err, time.Since(start))
+		}
+	})
 }
 
 func TestBackoff(t *testing.T) {
