@@ -1,0 +1,214 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// MIME types of the resources.
+const (
+	MIMENotebook = "application/x-ipynb+json"
+	MIMECell     = "application/json"
+	MIMEError    = "application/vnd.jupyter.error+json"
+	MIMEText     = "text/plain"
+)
+
+// OutputPreference is the order in which an output's richest MIME type is
+// chosen from its data bundle: images first (an agent asked what a figure is
+// should not be told "<Figure>"), then markup, then structured data, then
+// text/plain, which every kernel attaches beside the real thing. A type not in
+// the list ranks after the listed rich types and before text/plain, in
+// lexical order. Streams are text/plain; errors are MIMEError (the ename,
+// evalue and traceback as JSON).
+var OutputPreference = []string{
+	"image/png",
+	"image/jpeg",
+	"image/svg+xml",
+	"image/gif",
+	"image/webp",
+	"text/html",
+	"text/markdown",
+	"text/latex",
+	"application/vnd.vegalite.v5+json",
+	"application/vnd.vega.v5+json",
+	"application/vnd.plotly.v1+json",
+	"application/json",
+	"application/javascript",
+}
+
+// binaryMIME are the types nbformat stores base64-encoded; they are served as blobs.
+var binaryMIME = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// OutputMIME returns the MIME type an output is served as.
+func OutputMIME(out map[string]any) string {
+	switch out["output_type"] {
+	case "stream":
+		return MIMEText
+	case "error":
+		return MIMEError
+	}
+	data, _ := out["data"].(map[string]any)
+	if len(data) == 0 {
+		return MIMEText
+	}
+	for _, m := range OutputPreference {
+		if _, ok := data[m]; ok {
+			return m
+		}
+	}
+	var others []string
+	for m := range data {
+		if m != MIMEText {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return MIMEText
+	}
+	slices.Sort(others)
+	return others[0]
+}
+
+// OutputBody is an output rendered in its MIME type: Text for textual types,
+// Blob (base64, as nbformat stores it) for binary ones.
+type OutputBody struct {
+	MIME string
+	Text string
+	Blob string
+}
+
+// RenderOutput renders out in OutputMIME(out).
+func RenderOutput(out map[string]any) (OutputBody, error) {
+	mime := OutputMIME(out)
+	body := OutputBody{MIME: mime}
+	switch out["output_type"] {
+	case "stream":
+		body.Text = multiline(out["text"])
+		return body, nil
+	case "error":
+		b, err := json.Marshal(map[string]any{"ename": out["ename"], "evalue": out["evalue"], "traceback": out["traceback"]})
+		if err != nil {
+			return OutputBody{}, fmt.Errorf("encode error output: %w", err)
+		}
+		body.Text = string(b)
+		return body, nil
+	}
+	data, _ := out["data"].(map[string]any)
+	v := data[mime]
+	if binaryMIME[mime] {
+		s := multiline(v)
+		body.Blob = strings.Join(strings.Fields(s), "")
+		return body, nil
+	}
+	if s, ok := v.(string); ok {
+		body.Text = s
+		return body, nil
+	}
+	if list, ok := v.([]any); ok && allStrings(list) {
+		body.Text = multiline(list)
+		return body, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return OutputBody{}, fmt.Errorf("encode %s output: %w", mime, err)
+	}
+	body.Text = string(b)
+	return body, nil
+}
+
+// multiline joins nbformat's multiline strings (a string or a list of strings).
+func multiline(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case []any:
+		var b strings.Builder
+		for _, s := range t {
+			if str, ok := s.(string); ok {
+				b.WriteString(str)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+func allStrings(list []any) bool {
+	for _, v := range list {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// OutputEntry is one line of a cell's output table.
+type OutputEntry struct {
+	Index    int    `json:"index"`
+	MIMEType string `json:"mimeType"`
+	URI      string `json:"uri"`
+}
+
+// CellDoc is the JSON body of notebook://{name}/cells/{cell_id}.
+type CellDoc struct {
+	ID             string         `json:"id"`
+	Index          int            `json:"index"`
+	CellType       string         `json:"cell_type"`
+	Source         string         `json:"source"`
+	ExecutionCount any            `json:"execution_count"`
+	Metadata       map[string]any `json:"metadata"`
+	Outputs        []OutputEntry  `json:"outputs"`
+}
+
+// NewCellDoc builds the cell resource body of the cell at index in notebook name.
+func NewCellDoc(name string, index int, c ynotebook.Cell) CellDoc {
+	doc := CellDoc{
+		ID: c.ID, Index: index, CellType: c.CellType, Source: c.Source,
+		ExecutionCount: c.ExecutionCount, Metadata: c.Metadata, Outputs: []OutputEntry{},
+	}
+	if doc.Metadata == nil {
+		doc.Metadata = map[string]any{}
+	}
+	for i, out := range c.Outputs {
+		doc.Outputs = append(doc.Outputs, OutputEntry{Index: i, MIMEType: OutputMIME(out), URI: OutputURI(name, c.ID, i)})
+	}
+	return doc
+}
+
+// findCell returns the first cell with id and its index.
+func findCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
+	for i, c := range s.Cells {
+		if c.ID == id {
+			return c, i, true
+		}
+	}
+	return ynotebook.Cell{}, -1, false
+}
+
+// ChangedURIs lists the URIs a change to the notebook bound as name touches:
+// the notebook, every added, removed, moved or changed cell, and every changed
+// output index. The result is sorted with the notebook URI first.
+func ChangedURIs(name string, ch ynotebook.Changes) []string {
+	set := map[string]bool{}
+	for _, list := range [][]string{ch.Added, ch.Removed, ch.Moved} {
+		for _, id := range list {
+			set[CellURI(name, id)] = true
+		}
+	}
+	for id, cc := range ch.Cells {
+		set[CellURI(name, id)] = true
+		for _, i := range cc.OutputIndexes {
+			set[OutputURI(name, id, i)] = true
+		}
+	}
+	out := make([]string, 0, len(set)+1)
+	for u := range set {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return append([]string{NotebookURI(name)}, out...)
+}

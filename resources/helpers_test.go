@@ -1,0 +1,281 @@
+package resources
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+const (
+	testToken = "test-token"
+	testPath  = "work/analysis.ipynb"
+)
+
+// fixture is resources/testdata/notebooks.json, made by
+// testdata/mcpclient/gen-notebooks.mjs with @jupyter/ydoc.
+type fixture struct {
+	Initial string `json:"initial"`
+	Edits   []struct {
+		Name   string `json:"name"`
+		Update string `json:"update"`
+	} `json:"edits"`
+}
+
+func loadFixture(t testing.TB) fixture {
+	t.Helper()
+	data, err := os.ReadFile("testdata/notebooks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// library is a Library of real ynotebook documents built from the fixture.
+type library struct {
+	mu  sync.Mutex
+	nbs map[string]*ynotebook.Notebook
+	fx  fixture
+}
+
+func newLibrary(t testing.TB, paths ...string) *library {
+	t.Helper()
+	l := &library{nbs: map[string]*ynotebook.Notebook{}, fx: loadFixture(t)}
+	for _, p := range paths {
+		nb := ynotebook.New()
+		if _, err := nb.Apply(mustB64(t, l.fx.Initial)); err != nil {
+			t.Fatal(err)
+		}
+		l.nbs[p] = nb
+	}
+	return l
+}
+
+func mustB64(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (l *library) Notebook(path string) (*ynotebook.Snapshot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nb, ok := l.nbs[path]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, path)
+	}
+	return nb.Snapshot(), nil
+}
+
+func (l *library) Paths() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for p := range l.nbs {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// edit applies the fixture edit called name to the notebook at path.
+func (l *library) edit(t testing.TB, path, name string) ynotebook.Changes {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.fx.Edits {
+		if e.Name == name {
+			ch, err := l.nbs[path].Apply(mustB64(t, e.Update))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}
+	}
+	t.Fatalf("no edit %q", name)
+	return ynotebook.Changes{}
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// running is a server serving HTTP on a loopback port.
+type running struct {
+	srv  *Server
+	url  string
+	stop func()
+}
+
+func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Token == "" && !cfg.InsecureNoAuth {
+		cfg.Token = testToken
+	}
+	if cfg.StateFile == "" {
+		cfg.StateFile = t.TempDir() + "/state.json"
+	}
+	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(testLog)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	r := &running{srv: srv, url: "http://" + ln.Addr().String() + "/mcp"}
+	r.stop = sync.OnceFunc(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	t.Cleanup(r.stop)
+	return r
+}
+
+// goClient is an mcp-go client with every notification it receives.
+type goClient struct {
+	*client.Client
+	legacy bool // 2025-11-25: mcp-go's GET listener is unreliable, so waits poll with pings
+	mu     sync.Mutex
+	notes []mcp.JSONRPCNotification
+	got   chan mcp.JSONRPCNotification
+}
+
+func dialGo(t testing.TB, url string, modern bool) *goClient {
+	t.Helper()
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + testToken})}
+	if !modern {
+		topts = append(topts, transport.WithContinuousListening())
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []client.ClientOption
+	if !modern {
+		opts = append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	}
+	c := &goClient{Client: client.NewClient(tr, opts...), legacy: !modern, got: make(chan mcp.JSONRPCNotification, 10000)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		c.mu.Lock()
+		c.notes = append(c.notes, n)
+		c.mu.Unlock()
+		c.got <- n
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "resources-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waitUpdated waits for resources/updated notifications until every uri in
+// want was seen, and returns the subscription ids they carried.
+func (c *goClient) waitUpdated(t testing.TB, within time.Duration, want ...string) []any {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, u := range want {
+		missing[u] = true
+	}
+	var ids []any
+	deadline := time.After(within)
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for len(missing) > 0 {
+		select {
+		case <-poll.C:
+			if c.legacy {
+				_ = c.Ping(context.Background())
+			}
+		case n := <-c.got:
+			if n.Method != string(mcp.MethodNotificationResourceUpdated) {
+				continue
+			}
+			uri, _ := n.Params.AdditionalFields["uri"].(string)
+			delete(missing, uri)
+			if n.Params.Meta != nil {
+				ids = append(ids, n.Params.Meta[mcp.MetaKeySubscriptionID])
+			}
+		case <-deadline:
+			t.Fatalf("after %v still missing resources/updated for %v", within, keys(missing))
+		}
+	}
+	return ids
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func callTool(t testing.TB, c *goClient, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func readText(t testing.TB, c *goClient, uri string) string {
+	t.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := c.ReadResource(context.Background(), req)
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	tc, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		t.Fatalf("read %s: %T", uri, res.Contents[0])
+	}
+	return tc.Text
+}
+
+var errTimeout = errors.New("timeout")
+
+var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

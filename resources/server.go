@@ -1,0 +1,291 @@
+// Package resources is the MCP surface of the sidecar: the three notebook
+// resources (notebook://{name}, …/cells/{cell_id}, …/outputs/{index}), the
+// tools that bind names to notebooks, and change notifications for both
+// protocol eras (2025-11-25 resources/subscribe and 2026-07-28
+// subscriptions/listen), served over Streamable HTTP or stdio with mcp-go.
+//
+// The SDK records no subscriptions for its built-in sessions, filters
+// resources/updated off listen streams and can lose a notification queued as a
+// POST ends (mcp-go PR #969), so the server keeps its own registry, delivers on
+// each listen stream's own session tagged with its subscription id, and holds a
+// 2025-11-25 session's notifications while one of its POSTs is in flight.
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// Library is the notebooks the server serves; the sidecar implements it.
+type Library interface {
+	// Notebook returns the current snapshot of the notebook at path, or an
+	// error wrapping ErrNotFound.
+	Notebook(path string) (*ynotebook.Snapshot, error)
+	// Paths returns the paths of the notebooks present in the store.
+	Paths() []string
+}
+
+// Server is the MCP server.
+type Server struct {
+	cfg       Config
+	lib       Library
+	log       *slog.Logger
+	mcp       *server.MCPServer
+	http      *server.StreamableHTTPServer
+	handler   http.Handler
+	names     *names.Bindings
+	gate      gate.Gate
+	publisher publish.Publisher
+	exts      *extensions.Set
+	caps      []extensions.Capability
+	hooks     *hooks.Chain
+	subs      *registry
+	metrics   *serverMetrics
+	sessions  *sessionIDs
+	streams   *streamSet
+	orphans   *orphanTimers
+
+	registerer prometheus.Registerer
+	listener   net.Listener
+	extra      map[string]http.Handler
+	stdin      io.Reader
+	stdout     io.Writer
+}
+
+// Option adjusts a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithRegisterer registers the server's, publisher's and hooks' metrics on r.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(s *Server) { s.registerer = r }
+}
+
+// WithListener serves HTTP on l instead of listening on Config.Listen.
+func WithListener(l net.Listener) Option { return func(s *Server) { s.listener = l } }
+
+// WithHandler mounts h at pattern on the HTTP listener, outside the MCP
+// endpoint's authentication (for /healthz, /readyz, /metrics).
+func WithHandler(pattern string, h http.Handler) Option {
+	return func(s *Server) { s.extra[pattern] = h }
+}
+
+// WithStdio sets the streams of the stdio transport (default os.Stdin, os.Stdout).
+func WithStdio(in io.Reader, out io.Writer) Option {
+	return func(s *Server) { s.stdin, s.stdout = in, out }
+}
+
+// Core capabilities, listed at capabilities:// beside the extensions' ones.
+var coreCapabilities = []extensions.Capability{
+	{Name: "notebooks.resources", Description: "Notebooks, cells and outputs as MCP resources addressed by bound name and cell id.", Enabled: true, Source: "core"},
+	{Name: "notebooks.subscriptions", Description: "notifications/resources/updated for notebook, cell and output URIs (resources/subscribe and subscriptions/listen).", Enabled: true, Source: "core"},
+}
+
+// New builds the server from cfg; it does no I/O. An unknown or unbuildable
+// publisher, gate, verifier, extension or hook is an error naming it.
+func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid mcp config: %w", err)
+	}
+	s := &Server{cfg: cfg, lib: lib, log: slog.Default(), extra: map[string]http.Handler{}, stdin: os.Stdin, stdout: os.Stdout}
+	for _, o := range opts {
+		o(s)
+	}
+	s.log = s.log.With("component", "mcp")
+	var err error
+	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks); err != nil {
+		return nil, err
+	}
+	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
+		return nil, err
+	}
+	s.metrics = newServerMetrics()
+	s.subs = newRegistry(s.log, s.metrics)
+	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
+		publish.Deps{Local: s.subs, Logger: s.log, Registerer: s.registerer}); err != nil {
+		return nil, err
+	}
+	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: s.registerer}); err != nil {
+		return nil, err
+	}
+	tools := extensions.NewTools()
+	if err := s.addCoreTools(tools); err != nil {
+		return nil, err
+	}
+	if s.exts, err = extensions.Build(cfg.Extensions, tools, s.log); err != nil {
+		return nil, err
+	}
+	s.caps = append(slices.Clone(coreCapabilities), s.exts.Capabilities()...)
+	s.mcp = s.newMCP(tools)
+	if cfg.Transport == TransportHTTP {
+		if s.handler, err = s.newHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	if s.registerer != nil {
+		for _, c := range s.metrics.collectors(s.subs) {
+			if err := s.registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register mcp metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// newMCP builds the mcp-go server: capabilities, hooks feeding the registry,
+// the tools, the templates and the capabilities resource.
+func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
+	h := &server.Hooks{}
+	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) {
+		_, stdio := sess.(*stdioSession)
+		s.subs.addSession(sess.SessionID(), sess.NotificationChannel(), !stdio)
+	})
+	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
+		s.subs.remove(sessionKey(sess.SessionID()))
+	})
+	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+		s.subs.subscribe(sessionKey(sessionIDFrom(ctx)), req.Params.URI)
+	})
+	h.AddAfterUnsubscribe(func(ctx context.Context, _ any, req *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
+		s.subs.unsubscribe(sessionKey(sessionIDFrom(ctx)), req.Params.URI)
+	})
+	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
+		sess := server.ClientSessionFromContext(ctx)
+		if sess == nil || id == nil || len(req.Params.Notifications.ResourceSubscriptions) == 0 {
+			return
+		}
+		key := s.subs.addListen(sess.NotificationChannel(), id, req.Params.Notifications.ResourceSubscriptions)
+		context.AfterFunc(ctx, func() { s.subs.remove(key) })
+	})
+	experimental := map[string]any{}
+	for _, c := range s.caps {
+		experimental[c.Name] = map[string]any{"description": c.Description, "enabled": c.Enabled, "source": c.Source}
+	}
+	m := server.NewMCPServer("jupyter-mcp-sidecar", s.cfg.Version,
+		server.WithResourceCapabilities(true, true),
+		server.WithToolCapabilities(false),
+		server.WithExperimental(experimental),
+		server.WithHooks(h),
+		server.WithToolHandlerMiddleware(s.observeTool),
+		server.WithRecovery(),
+		server.WithResourceRecovery(),
+		server.WithMethodCacheHints(mcp.MethodResourcesRead, s.cfg.NotebookTTL.Milliseconds(), mcp.CacheScopePrivate),
+		server.WithMethodCacheHints(mcp.MethodResourcesList, s.cfg.NotebookTTL.Milliseconds(), mcp.CacheScopePrivate),
+		server.WithInstructions("Notebooks of this Jupyter server as resources. Bind a name with use_notebook, "+
+			"then read notebook://{name}, notebook://{name}/cells/{cell_id} and "+
+			"notebook://{name}/cells/{cell_id}/outputs/{index}, and subscribe to be told when they change."),
+	)
+	m.AddTools(tools.List()...)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateNotebook, "notebook",
+		mcp.WithTemplateDescription("A bound notebook as nbformat 4 JSON."), mcp.WithTemplateMIMEType(MIMENotebook)), s.readResource)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateCell, "cell",
+		mcp.WithTemplateDescription("One cell: id, index, type, source, execution count, metadata and its outputs listed (uri, richest mimeType), none inlined."),
+		mcp.WithTemplateMIMEType(MIMECell)), s.readResource)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateOutput, "output",
+		mcp.WithTemplateDescription("One output in its richest type: text as text, images as base64 blobs. Its mimeType is on the cell's output list."),
+		mcp.WithTemplateAnnotations([]mcp.Role{mcp.RoleAssistant}, 0.5, "")), s.readResource)
+	m.AddResource(mcp.NewResource(CapabilitiesURI, "capabilities",
+		mcp.WithResourceDescription("What this server can do: core and extension capabilities."), mcp.WithMIMEType(MIMECell)),
+		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			body, err := json.Marshal(map[string]any{"capabilities": s.caps})
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: CapabilitiesURI, MIMEType: MIMECell, Text: string(body)}}, nil
+		})
+	return m
+}
+
+// notebookResource is the resources/list entry of a bound notebook.
+func (s *Server) notebookResource(b names.Binding) server.ServerResource {
+	return server.ServerResource{
+		Resource: mcp.NewResource(NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(MIMENotebook)),
+		Handler:  s.readResource,
+	}
+}
+
+// Handler returns the MCP endpoint with origin check, authentication, body
+// limit and panic recovery (nil for the stdio transport).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// NotebookChanged publishes a change of the notebook at path to the URIs of
+// every name bound to it. The sidecar calls it after its debounce, once a read
+// returns the new state. It never blocks on I/O.
+func (s *Server) NotebookChanged(path string, ch ynotebook.Changes) {
+	for _, name := range s.names.NamesFor(path) {
+		uris := ChangedURIs(name, ch)
+		if err := s.publisher.Publish(context.Background(), uris); err != nil {
+			s.metrics.publisherErrors.Inc()
+			s.log.Warn("publisher did not accept a change", "room", path, "name", name, "err", err)
+		}
+	}
+}
+
+// Run loads the bindings, starts the publisher and extensions, and serves the
+// configured transport until ctx is done, then drains within DrainTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.names.Load(); err != nil {
+		s.log.Warn("state file entries dropped", "file", s.cfg.StateFile, "err", err)
+	}
+	var bound []server.ServerResource
+	for _, b := range s.names.All() {
+		bound = append(bound, s.notebookResource(b))
+	}
+	if len(bound) > 0 {
+		s.mcp.AddResources(bound...)
+	}
+	if err := s.exts.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+		defer cancel()
+		if err := s.exts.Stop(stopCtx); err != nil {
+			s.log.Error("extensions did not stop cleanly", "err", err)
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.publisher.Run(gctx) })
+	g.Go(func() error {
+		if s.cfg.Transport == TransportStdio {
+			return s.serveStdio(gctx)
+		}
+		return s.serveHTTP(gctx)
+	})
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// sessionIDFrom returns the client session id in ctx ("" for none).
+func sessionIDFrom(ctx context.Context) string {
+	if sess := server.ClientSessionFromContext(ctx); sess != nil {
+		return sess.SessionID()
+	}
+	return ""
+}

@@ -1,0 +1,67 @@
+package resources
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+func TestLegacySubscribeNotifyRead(t *testing.T) {
+	lib := newLibrary(t, testPath)
+	r := startServer(t, Config{}, lib)
+	c := dialGo(t, r.url, false)
+	res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath})
+	if res.IsError {
+		t.Fatalf("use_notebook: %+v", res.Content)
+	}
+	for _, uri := range []string{"notebook://work", "notebook://work/cells/c1"} {
+		req := mcp.SubscribeRequest{}
+		req.Params.URI = uri
+		if err := c.Subscribe(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := lib.edit(t, testPath, "source-c1")
+	r.srv.NotebookChanged(testPath, ch)
+	c.waitUpdated(t, 2500*time.Millisecond, "notebook://work", "notebook://work/cells/c1")
+	if got := readText(t, c, "notebook://work/cells/c1"); !strings.Contains(got, "hello, world") {
+		t.Fatalf("cell after the change: %s", got)
+	}
+}
+
+func TestModernListenNotifyRead(t *testing.T) {
+	lib := newLibrary(t, testPath)
+	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}}, lib)
+	c := dialGo(t, r.url, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := c.ListenAsync(ctx, mcp.SubscriptionFilter{ResourceSubscriptions: []string{"notebook://work", "notebook://work/cells/c1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	waitFor(t, func() bool { n, _ := r.srv.subs.stats(); return n[era20260728] == 1 })
+	ch := lib.edit(t, testPath, "source-c1")
+	r.srv.NotebookChanged(testPath, ch)
+	ids := c.waitUpdated(t, 2500*time.Millisecond, "notebook://work", "notebook://work/cells/c1")
+	if len(ids) != 2 || ids[0] == nil {
+		t.Fatalf("notifications not tagged with the subscription id: %v", ids)
+	}
+	if got := readText(t, c, "notebook://work/cells/c1"); !strings.Contains(got, "hello, world") {
+		t.Fatalf("cell after the change: %s", got)
+	}
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

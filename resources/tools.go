@@ -1,0 +1,127 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
+)
+
+// errToolFailed stands for a tool result flagged isError, for the hooks.
+var errToolFailed = errors.New("tool returned an error result")
+
+// observeTool runs every tool call, core or extension, inside the hooks.
+func (s *Server) observeTool(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var res *mcp.CallToolResult
+		call := hooks.Call{Kind: hooks.KindTool, Name: req.Params.Name, Session: sessionIDFrom(ctx)}
+		err := s.hooks.Observe(ctx, call, func(ctx context.Context) error {
+			var err error
+			res, err = next(ctx, req)
+			if err == nil && res != nil && res.IsError {
+				return errToolFailed
+			}
+			return err
+		})
+		if errors.Is(err, errToolFailed) {
+			err = nil
+		}
+		return res, err
+	}
+}
+
+// NotebookEntry is one line of list_notebooks.
+type NotebookEntry struct {
+	Name       string `json:"name"`
+	Path       string `json:"path"`
+	URI        string `json:"uri"`
+	Configured bool   `json:"configured"`
+	Present    bool   `json:"present"` // the notebook is in the store now
+}
+
+// NotebookList is the result of list_notebooks.
+type NotebookList struct {
+	Notebooks []NotebookEntry `json:"notebooks"` // bound names, sorted
+	Unnamed   []string        `json:"unnamed"`   // store notebooks no name is bound to, sorted
+}
+
+func (s *Server) addCoreTools(t *extensions.Tools) error {
+	readOnly := mcp.WithReadOnlyHintAnnotation(true)
+	return errors.Join(
+		t.Add(mcp.NewTool("use_notebook",
+			mcp.WithDescription("Bind a name to a notebook so it can be read as notebook://{name}. "+
+				"The path is relative to the Jupyter root. Bindings survive restarts."),
+			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("URI-safe name: letters, digits, . _ ~ -")),
+			mcp.WithString("notebook_path", mcp.Required(), mcp.Description("Notebook path relative to the Jupyter root, e.g. work/analysis.ipynb")),
+		), s.useNotebook),
+		t.Add(mcp.NewTool("unuse_notebook",
+			mcp.WithDescription("Remove a name bound with use_notebook."),
+			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("A name bound with use_notebook")),
+		), s.unuseNotebook),
+		t.Add(mcp.NewTool("list_notebooks",
+			mcp.WithDescription("Bound names with their paths and resource URIs, and the notebooks in the store that have no name yet."),
+			readOnly,
+		), s.listNotebooks),
+	)
+}
+
+func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name, err := req.RequireString("notebook_name")
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	path, err := req.RequireString("notebook_path")
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	changed, err := s.names.Bind(name, path)
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	p, _ := s.names.Path(name)
+	if changed {
+		s.mcp.AddResource(s.notebookResource(names.Binding{Name: name, Path: p}).Resource, s.readResource)
+		s.log.Info("notebook bound", "room", p, "name", name)
+	}
+	entry := NotebookEntry{Name: name, Path: p, URI: NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
+	return mcp.NewToolResultJSON(entry)
+}
+
+func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name, err := req.RequireString("notebook_name")
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	path, _ := s.names.Path(name)
+	if err := s.names.Unbind(name); err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	s.mcp.DeleteResources(NotebookURI(name))
+	s.log.Info("notebook unbound", "room", path, "name", name)
+	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
+}
+
+func (s *Server) listNotebooks(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	present := s.lib.Paths()
+	list := NotebookList{Notebooks: []NotebookEntry{}, Unnamed: []string{}}
+	named := map[string]bool{}
+	for _, b := range s.names.All() {
+		named[b.Path] = true
+		list.Notebooks = append(list.Notebooks, NotebookEntry{
+			Name: b.Name, Path: b.Path, URI: NotebookURI(b.Name), Configured: b.Configured, Present: slices.Contains(present, b.Path),
+		})
+	}
+	for _, p := range present {
+		if !named[p] {
+			list.Unnamed = append(list.Unnamed, p)
+		}
+	}
+	slices.Sort(list.Unnamed)
+	return mcp.NewToolResultJSON(list)
+}
