@@ -14,8 +14,8 @@ import (
 )
 
 // sessionUpdates reads the updates of a Yjs notebook session recorded by
-// testdata/ysessions (real Yjs clients editing a jupyter_ydoc notebook).
-func sessionUpdates(t testing.TB, name string) [][]byte {
+// testdata/ysessions (real Yjs clients editing a jupyter_ydoc notebook), and their merge.
+func sessionUpdates(t testing.TB, name string) (updates [][]byte, merged []byte) {
 	t.Helper()
 	f, err := os.Open("../../testdata/ysessions/fixtures/" + name)
 	if err != nil {
@@ -28,19 +28,22 @@ func sessionUpdates(t testing.TB, name string) [][]byte {
 	}
 	var session struct {
 		Updates []struct{ Update string }
+		Merged  string
 	}
 	if err := json.NewDecoder(zr).Decode(&session); err != nil {
 		t.Fatal(err)
 	}
-	var out [][]byte
-	for _, u := range session.Updates {
-		b, err := base64.StdEncoding.DecodeString(u.Update)
+	decode := func(s string) []byte {
+		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, b)
+		return b
 	}
-	return out
+	for _, u := range session.Updates {
+		updates = append(updates, decode(u.Update))
+	}
+	return updates, decode(session.Merged)
 }
 
 // notebookJSON applies rows to a new notebook and returns its nbformat JSON.
@@ -63,7 +66,7 @@ func TestCompact(t *testing.T) {
 	cfg := testConfig(t)
 	ctx := context.Background()
 	conn := dial(t, cfg)
-	updates := sessionUpdates(t, "s0000.json.gz")
+	updates, _ := sessionUpdates(t, "s0000.json.gz")
 	const room = ".notebook:0f1e2d3c.y"
 	for _, u := range updates {
 		insert(t, conn, cfg, room, u)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
 // ErrSourceID is returned by NewShipper for an empty source id.
@@ -195,6 +196,11 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 			s.mu.Unlock()
 		}
 		after, rows, reset := plan(e, before, mem)
+		if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
+			if reset, err = s.needsReset(qctx, tx, e.Room, rows); err != nil {
+				return err
+			}
+		}
 		if reset {
 			if err := s.replace(qctx, tx, e.Room, rows); err != nil {
 				return err
@@ -298,6 +304,55 @@ func plan(e ystore.Event, db, mem shipCursor) (after shipCursor, rows []ystore.R
 		}
 		return shipCursor{}, nil, true
 	}
+}
+
+// needsReset reports whether a source Reset's rows must replace the room's history in
+// Postgres: false when the room holds history and the rows' document contains it (a
+// compaction or checkpoint at the source), so that appending them changes the document
+// to the source's exactly.
+func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) (bool, error) {
+	all, err := readRoom(ctx, tx, s.n, room)
+	if err != nil {
+		return false, err
+	}
+	if len(all) == 0 {
+		return true, nil
+	}
+	held, present := history(all)
+	if !present || len(held) == 0 {
+		return true, nil
+	}
+	ok, err := covers(rows, held)
+	if err != nil {
+		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, "room", room, "err", err)
+		return true, nil
+	}
+	return !ok, nil
+}
+
+// covers reports whether the document built from newer holds everything the one built
+// from older holds: applying older on top of it changes nothing.
+func covers(newer, older []ystore.Row) (bool, error) {
+	doc := yjs.NewDoc()
+	for _, r := range newer {
+		if _, err := doc.ApplyUpdate(r.Update); err != nil {
+			return false, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	before, err := doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range older {
+		if _, err := doc.ApplyUpdate(r.Update); err != nil {
+			return false, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	after, err := doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(before, after), nil
 }
 
 // replace deletes a room's rows and writes rows as its new history, the first flagged

@@ -295,3 +295,58 @@ func TestShipAcrossServerRestart(t *testing.T) {
 		t.Errorf("status %+v, want %d rows shipped", st, n+1)
 	}
 }
+
+// TestShipCompactedSource: a source room compacted while the shipper was down ships as
+// a plain row when its document contains what Postgres holds, and as a reset when it is
+// another document.
+func TestShipCompactedSource(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	updates, merged := sessionUpdates(t, "s0000.json.gz")
+	_, otherMerged := sessionUpdates(t, "s0001.json.gz")
+	const room = ".notebook:5e55.y"
+	src := newSQLiteStore(t)
+	for _, u := range updates[:40] {
+		src.add(room, string(u))
+	}
+	_, stop := runShipper(t, cfg, src.path)
+	waitPG(t, conn, cfg, map[string][]string{room: toStrings(updates[:40])})
+	stop()
+
+	src.exec(`DELETE FROM yupdates`)
+	src.add(room, string(merged))
+	_, stop = runShipper(t, cfg, src.path)
+	resets, _ := waitPG(t, conn, cfg, map[string][]string{room: append(toStrings(updates[:40]), string(merged))})
+	stop()
+	if resets != 1 {
+		t.Errorf("%d reset rows, want 1 (the first ship): a containing document ships as a plain row", resets)
+	}
+	pgTailer, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := pgTailer.Load(context.Background())
+	if err != nil || len(events) != 1 {
+		t.Fatalf("load: %v%s", err, describe(events))
+	}
+	if got, want := notebookJSON(t, events[0].Rows), notebookJSON(t, []ystore.Row{{Update: merged}}); got != want {
+		t.Errorf("postgres notebook differs from the source's")
+	}
+
+	src.exec(`DELETE FROM yupdates`)
+	src.add(room, string(otherMerged))
+	_, stop = runShipper(t, cfg, src.path)
+	if resets, _ = waitPG(t, conn, cfg, map[string][]string{room: {string(otherMerged)}}); resets != 1 {
+		t.Errorf("%d reset rows after a replaced document, want 1", resets)
+	}
+	stop()
+}
+
+// toStrings converts updates for comparison with pgState.
+func toStrings(us [][]byte) []string {
+	out := make([]string, len(us))
+	for i, u := range us {
+		out[i] = string(u)
+	}
+	return out
+}

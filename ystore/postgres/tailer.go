@@ -290,9 +290,9 @@ func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor *Snapshot) ([]d
 	return out, nil
 }
 
-// readRoom returns a room's rows in id order, for rebuilding it after a reset row.
-func (t *Tailer) readRoom(ctx context.Context, tx pgx.Tx, room string) ([]dbRow, error) {
-	rs, err := tx.Query(ctx, `SELECT `+rowColumns+` FROM `+t.n.table+` WHERE path = $1 ORDER BY id`, room)
+// readRoom returns a room's rows in id order.
+func readRoom(ctx context.Context, tx pgx.Tx, n names, room string) ([]dbRow, error) {
+	rs, err := tx.Query(ctx, `SELECT `+rowColumns+` FROM `+n.table+` WHERE path = $1 ORDER BY id`, room)
 	if err != nil {
 		return nil, fmt.Errorf("read room %q: %w", room, err)
 	}
@@ -412,7 +412,7 @@ func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]y
 			continue
 		}
 		rebuilt[room] = true
-		all, err := t.readRoom(ctx, tx, room)
+		all, err := readRoom(ctx, tx, t.n, room)
 		if err != nil {
 			return nil, err
 		}
