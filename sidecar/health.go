@@ -1,0 +1,78 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// Health answers the liveness and readiness probes.
+type Health struct {
+	status       func() ystore.Status
+	degraded     func() []string
+	lagThreshold time.Duration
+}
+
+// Readiness is the body of /readyz.
+type Readiness struct {
+	Ready         bool     `json:"ready"`
+	Loaded        bool     `json:"loaded"`
+	Reachable     bool     `json:"store_reachable"`
+	LagSeconds    float64  `json:"lag_seconds"`
+	LastError     string   `json:"last_error,omitempty"`
+	DegradedRooms []string `json:"degraded_rooms,omitempty"`
+	Reasons       []string `json:"reasons,omitempty"`
+}
+
+// NewHealth returns probes over the tailer's status and the degraded rooms.
+func NewHealth(status func() ystore.Status, degraded func() []string, lagThreshold time.Duration) *Health {
+	return &Health{status: status, degraded: degraded, lagThreshold: lagThreshold}
+}
+
+// Check computes readiness now.
+func (h *Health) Check() Readiness {
+	st := h.status()
+	r := Readiness{
+		Loaded:        !st.LastReadAt.IsZero(),
+		Reachable:     st.Reachable,
+		LagSeconds:    st.Lag.Seconds(),
+		LastError:     st.LastError,
+		DegradedRooms: h.degraded(),
+	}
+	if !r.Loaded {
+		r.Reasons = append(r.Reasons, "store not loaded yet")
+	}
+	if !r.Reachable {
+		r.Reasons = append(r.Reasons, "store not reachable")
+	}
+	if h.lagThreshold > 0 && st.Lag > h.lagThreshold {
+		r.Reasons = append(r.Reasons, "tail lag above "+h.lagThreshold.String())
+	}
+	if len(r.DegradedRooms) > 0 {
+		r.Reasons = append(r.Reasons, "rooms degraded by undecodable rows")
+	}
+	r.Ready = len(r.Reasons) == 0
+	return r
+}
+
+// Live answers /healthz: the process is up.
+func (h *Health) Live() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// Ready answers /readyz: 200 when ready, 503 with the reasons otherwise.
+func (h *Health) Ready() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r := h.Check()
+		w.Header().Set("Content-Type", "application/json")
+		if !r.Ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(r)
+	})
+}

@@ -1,0 +1,78 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// Inspect loads the configured store once and writes, when target is empty, its rooms
+// with their paths and row counts; otherwise the notebook target names (by path or file
+// id) as nbformat JSON, exactly as the sidecar serves it.
+func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
+	log := slog.New(slog.DiscardHandler)
+	tailer, err := openTailer(cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	resolver, closeResolver, err := openResolver(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = closeResolver() }()
+	events, err := tailer.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load store: %w", err)
+	}
+	rooms := NewRooms(log, resolver, NewMetrics(nil, nil), nil)
+	if err := rooms.Sink(ctx, events); err != nil {
+		return err
+	}
+	if target == "" {
+		return writeRooms(w, rooms.Infos())
+	}
+	p := target
+	for _, ri := range rooms.Infos() {
+		if ri.FileID == target && ri.Kind == ystore.KindNotebook.String() {
+			p = ri.Path
+		}
+	}
+	snap, err := rooms.Notebook(p)
+	if err != nil {
+		return err
+	}
+	raw, err := snap.JSON()
+	if err != nil {
+		return fmt.Errorf("notebook %q: %w", p, err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", " "); err != nil {
+		return fmt.Errorf("notebook %q: %w", p, err)
+	}
+	out.WriteByte('\n')
+	_, err = out.WriteTo(w)
+	return err
+}
+
+func writeRooms(w io.Writer, infos []RoomInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROOM\tKIND\tFILE ID\tPATH\tROWS\tBAD ROWS")
+	for _, ri := range infos {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", ri.Key, ri.Kind, dash(ri.FileID), dash(ri.Path), ri.Rows, ri.BadRows)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

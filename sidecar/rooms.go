@@ -1,0 +1,369 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// Rooms keeps one live notebook per notebook room of the store and serves them by path.
+// It is the sink of a ystore.Tailer and the resources.Library of the MCP server.
+type Rooms struct {
+	log      *slog.Logger
+	resolver fileid.Resolver
+	metrics  *Metrics
+	changed  func(path string, ch ynotebook.Changes)
+
+	mu     sync.RWMutex
+	rooms  map[string]*room // notebook rooms by key
+	others map[string]int   // rows seen per room that is not a notebook
+}
+
+type room struct {
+	info ystore.Room
+
+	mu        sync.Mutex
+	nb        *ynotebook.Notebook
+	path      string
+	rows      int
+	badRows   int
+	lastRowID int64
+	updated   time.Time
+}
+
+// RoomInfo describes one room for inspect and health.
+type RoomInfo struct {
+	Key      string
+	Kind     string
+	FileID   string
+	Path     string
+	Rows     int
+	BadRows  int
+	Degraded bool
+}
+
+// NewRooms returns an empty set of rooms. resolver may be nil (paths then come from the
+// document's state or the room key); changed is called after every applied change with
+// the notebook's path, and may be nil.
+func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, changed func(string, ynotebook.Changes)) *Rooms {
+	if changed == nil {
+		changed = func(string, ynotebook.Changes) {}
+	}
+	return &Rooms{
+		log:      log,
+		resolver: resolver,
+		metrics:  m,
+		changed:  changed,
+		rooms:    make(map[string]*room),
+		others:   make(map[string]int),
+	}
+}
+
+// Sink applies a tailer's events; it never fails on a bad row, only on ctx.
+func (r *Rooms) Sink(ctx context.Context, events []ystore.Event) error {
+	for _, ev := range events {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, ok := ystore.ParseRoom(ev.Room)
+		if !ok || info.Kind != ystore.KindNotebook {
+			r.trackOther(ev)
+			continue
+		}
+		switch ev.Kind {
+		case ystore.EventReset:
+			r.reset(ctx, info, ev.Rows)
+		case ystore.EventUpdates:
+			r.update(ctx, info, ev.Rows)
+		case ystore.EventRemoved:
+			r.remove(info)
+		}
+	}
+	r.metrics.setRooms(r.count())
+	return nil
+}
+
+func (r *Rooms) trackOther(ev ystore.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch ev.Kind {
+	case ystore.EventRemoved:
+		delete(r.others, ev.Room)
+	case ystore.EventReset:
+		r.others[ev.Room] = len(ev.Rows)
+	default:
+		r.others[ev.Room] += len(ev.Rows)
+	}
+}
+
+// reset replaces a room's document by one built from rows alone.
+func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) {
+	nb := ynotebook.New()
+	var ch ynotebook.Changes
+	bad := 0
+	for _, row := range rows {
+		c, err := r.applyRow(nb, info, row)
+		if err != nil {
+			bad++
+			continue
+		}
+		ch.Merge(c)
+	}
+	r.mu.Lock()
+	rm, existed := r.rooms[info.Key]
+	if !existed {
+		rm = &room{info: info}
+		r.rooms[info.Key] = rm
+	}
+	r.mu.Unlock()
+
+	rm.mu.Lock()
+	if rm.nb != nil {
+		// The old document is gone as a whole: whatever it held has changed too.
+		ch.Merge(removedAll(rm.nb.Snapshot()))
+	}
+	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
+	if n := len(rows); n > 0 {
+		rm.lastRowID = rows[n-1].ID
+	}
+	rm.updated = time.Now()
+	rm.mu.Unlock()
+
+	p := r.resolvePath(ctx, rm)
+	r.metrics.setDegraded(r.degradedCount())
+	r.log.Debug("room loaded", "room", info.Key, "path", p, "rows", len(rows), "bad_rows", bad)
+	if !ch.Empty() && p != "" {
+		r.changed(p, ch)
+	}
+}
+
+// update applies rows on top of a room's document.
+func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row) {
+	r.mu.Lock()
+	rm, ok := r.rooms[info.Key]
+	if !ok {
+		rm = &room{info: info, nb: ynotebook.New()}
+		r.rooms[info.Key] = rm
+	}
+	r.mu.Unlock()
+
+	var ch ynotebook.Changes
+	rm.mu.Lock()
+	if rm.nb == nil {
+		rm.nb = ynotebook.New()
+	}
+	rm.rows += len(rows)
+	for _, row := range rows {
+		c, err := r.applyRow(rm.nb, info, row)
+		if err != nil {
+			rm.badRows++
+			continue
+		}
+		ch.Merge(c)
+		rm.lastRowID = row.ID
+	}
+	rm.updated = time.Now()
+	rm.mu.Unlock()
+
+	p := r.resolvePath(ctx, rm)
+	r.metrics.setDegraded(r.degradedCount())
+	if !ch.Empty() && p != "" {
+		r.changed(p, ch)
+	}
+}
+
+// applyRow applies one row, logging and counting a row that does not decode.
+func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row) (ynotebook.Changes, error) {
+	start := time.Now()
+	ch, err := nb.Apply(row.Update)
+	r.metrics.observeApply(start, row.Timestamp)
+	if err != nil {
+		r.metrics.decodeErrors.Inc()
+		r.log.Warn("undecodable row skipped", "room", info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
+		return ynotebook.Changes{}, fmt.Errorf("room %s row %d: %w", info.Key, row.ID, err)
+	}
+	r.metrics.rowsApplied.Inc()
+	return ch, nil
+}
+
+func (r *Rooms) remove(info ystore.Room) {
+	r.mu.Lock()
+	rm, ok := r.rooms[info.Key]
+	delete(r.rooms, info.Key)
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	rm.mu.Lock()
+	p, nb := rm.path, rm.nb
+	rm.mu.Unlock()
+	r.metrics.setDegraded(r.degradedCount())
+	r.log.Info("room removed from the store", "room", info.Key, "path", p)
+	if p != "" && nb != nil {
+		ch := removedAll(nb.Snapshot())
+		ch.Metadata = true
+		r.changed(p, ch)
+	}
+}
+
+// removedAll reports every cell of s as removed.
+func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
+	ch := ynotebook.Changes{Metadata: true}
+	for _, c := range s.Cells {
+		ch.Removed = append(ch.Removed, c.ID)
+	}
+	return ch
+}
+
+// resolvePath finds a room's notebook path: the key's own path, the file id database,
+// then the document's state.path. It records and returns the path.
+func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
+	p := rm.info.Path
+	if p == "" && rm.info.FileID != "" && r.resolver != nil {
+		got, err := r.resolver.Path(ctx, rm.info.FileID)
+		switch {
+		case err == nil:
+			p = got
+		case !errors.Is(err, fileid.ErrNotFound):
+			r.log.Warn("file id lookup failed", "room", rm.info.Key, "file_id", rm.info.FileID, "err", err)
+		}
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if p == "" && rm.nb != nil {
+		p = rm.nb.State().Path
+	}
+	p = cleanPath(p)
+	if p != rm.path && rm.path != "" {
+		r.log.Info("notebook path changed", "room", rm.info.Key, "from", rm.path, "to", p)
+	}
+	rm.path = p
+	return p
+}
+
+// RefreshPaths re-resolves every room's path, so renames are followed.
+func (r *Rooms) RefreshPaths(ctx context.Context) {
+	for _, rm := range r.snapshotRooms() {
+		r.resolvePath(ctx, rm)
+	}
+}
+
+// cleanPath normalizes a path relative to the Jupyter root.
+func cleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}
+
+func (r *Rooms) snapshotRooms() []*room {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*room, 0, len(r.rooms))
+	for _, rm := range r.rooms {
+		out = append(out, rm)
+	}
+	return out
+}
+
+func (r *Rooms) count() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.rooms)
+}
+
+func (r *Rooms) degradedCount() int {
+	n := 0
+	for _, rm := range r.snapshotRooms() {
+		rm.mu.Lock()
+		if rm.badRows > 0 {
+			n++
+		}
+		rm.mu.Unlock()
+	}
+	return n
+}
+
+// Degraded lists the keys of rooms that skipped an undecodable row, sorted.
+func (r *Rooms) Degraded() []string {
+	var out []string
+	for _, ri := range r.Infos() {
+		if ri.Degraded {
+			out = append(out, ri.Key)
+		}
+	}
+	return out
+}
+
+// Infos describes every room, notebooks and others, sorted by key.
+func (r *Rooms) Infos() []RoomInfo {
+	var out []RoomInfo
+	for _, rm := range r.snapshotRooms() {
+		rm.mu.Lock()
+		out = append(out, RoomInfo{
+			Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
+			Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Degraded: rm.badRows > 0,
+		})
+		rm.mu.Unlock()
+	}
+	r.mu.RLock()
+	for key, n := range r.others {
+		info, _ := ystore.ParseRoom(key)
+		out = append(out, RoomInfo{Key: key, Kind: info.Kind.String(), FileID: info.FileID, Path: info.Path, Rows: n})
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b RoomInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// find returns the most recently updated notebook room at path.
+func (r *Rooms) find(p string) *room {
+	p = cleanPath(p)
+	var best *room
+	var bestAt time.Time
+	for _, rm := range r.snapshotRooms() {
+		rm.mu.Lock()
+		match, at := rm.path == p && rm.nb != nil, rm.updated
+		rm.mu.Unlock()
+		if match && (best == nil || at.After(bestAt)) {
+			best, bestAt = rm, at
+		}
+	}
+	return best
+}
+
+// Notebook returns the live notebook at path, as a read sees it now.
+func (r *Rooms) Notebook(p string) (*ynotebook.Snapshot, error) {
+	rm := r.find(p)
+	if rm == nil {
+		return nil, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
+	}
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	return rm.nb.Snapshot(), nil
+}
+
+// Paths lists the paths of the notebooks in the store, sorted and unique.
+func (r *Rooms) Paths() []string {
+	var out []string
+	for _, rm := range r.snapshotRooms() {
+		rm.mu.Lock()
+		if rm.path != "" && rm.nb != nil {
+			out = append(out, rm.path)
+		}
+		rm.mu.Unlock()
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,223 @@
+package sidecar
+
+import (
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// session is one recorded Yjs session of testdata/ysessions (real Yjs updates).
+type session struct {
+	Updates []struct {
+		Update string `json:"update"`
+	} `json:"updates"`
+	Checkpoints []struct {
+		After    int             `json:"after"`
+		Notebook json.RawMessage `json:"notebook"`
+	} `json:"checkpoints"`
+}
+
+func loadSession(t testing.TB, name string) ([][]byte, json.RawMessage) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", "ysessions", "fixtures", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s session
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	var updates [][]byte
+	for _, u := range s.Updates {
+		b, err := base64.StdEncoding.DecodeString(u.Update)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates = append(updates, b)
+	}
+	last := s.Checkpoints[len(s.Checkpoints)-1]
+	if last.After != len(updates) {
+		t.Fatalf("%s: last checkpoint after %d of %d updates", name, last.After, len(updates))
+	}
+	return updates, last.Notebook
+}
+
+func rowsOf(room string, updates [][]byte) []ystore.Row {
+	rows := make([]ystore.Row, len(updates))
+	for i, u := range updates {
+		rows[i] = ystore.Row{Room: room, ID: int64(i + 1), Update: u}
+	}
+	return rows
+}
+
+func sameJSON(t *testing.T, got *ynotebook.Snapshot, want json.RawMessage) {
+	t.Helper()
+	raw, err := got.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("notebook differs from Yjs:\n got %s\nwant %s", raw, want)
+	}
+}
+
+type changeLog struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (c *changeLog) add(p string, ch ynotebook.Changes) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.Empty() {
+		panic("empty change reported")
+	}
+	c.paths = append(c.paths, p)
+}
+
+func TestRoomsServeWhatYjsHolds(t *testing.T) {
+	const key = "work/.notebook:analysis.ipynb.y"
+	updates, want := loadSession(t, "s0001.json.gz")
+	var log changeLog
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, log.add)
+
+	half := len(updates) / 2
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:half])}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range updates[half:] {
+		ev := ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: []ystore.Row{{Room: key, ID: int64(half + i + 1), Update: u}}}
+		if err := r.Sink(t.Context(), []ystore.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := r.Notebook("work/analysis.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{"work/analysis.ipynb"}) {
+		t.Fatalf("Paths() = %v", got)
+	}
+	if len(log.paths) == 0 {
+		t.Fatal("no change reported")
+	}
+	// Re-applying everything (a squash's merged row) changes nothing visible.
+	before := len(log.paths)
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.paths) != before {
+		t.Fatalf("re-applied rows reported %d changes", len(log.paths)-before)
+	}
+	if got := testutil.ToFloat64(m.rowsApplied); got != float64(2*len(updates)) {
+		t.Fatalf("rows_applied_total = %v, want %d", got, 2*len(updates))
+	}
+}
+
+func TestRoomsCorruptRowDegradesOnlyItsRoom(t *testing.T) {
+	const good, bad = ".notebook:good.ipynb.y", ".notebook:bad.ipynb.y"
+	updates, want := loadSession(t, "s0002.json.gz")
+	m := NewMetrics(prometheus.NewRegistry(), nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, nil)
+	corrupt := append(rowsOf(bad, updates[:1]), ystore.Row{Room: bad, ID: 99, Update: []byte{0x01, 0xff, 0xff}})
+	err := r.Sink(t.Context(), []ystore.Event{
+		{Kind: ystore.EventReset, Room: bad, Rows: corrupt},
+		{Kind: ystore.EventReset, Room: good, Rows: rowsOf(good, updates)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Degraded(); !reflect.DeepEqual(got, []string{bad}) {
+		t.Fatalf("Degraded() = %v", got)
+	}
+	if got := testutil.ToFloat64(m.decodeErrors); got != 1 {
+		t.Fatalf("decode_errors_total = %v", got)
+	}
+	snap, err := r.Notebook("good.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+	if _, err := r.Notebook("bad.ipynb"); err != nil {
+		t.Fatalf("degraded room not served: %v", err)
+	}
+}
+
+func TestRoomsResetAndRemove(t *testing.T) {
+	const key = ".notebook:n.ipynb.y"
+	first, _ := loadSession(t, "s0003.json.gz")
+	second, want := loadSession(t, "s0004.json.gz")
+	var log changeLog
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), log.add)
+	for _, rows := range [][][]byte{first, second} {
+		if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, rows)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := r.Notebook("n.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+	if len(log.paths) != 2 {
+		t.Fatalf("changes reported = %v, want one per reset", log.paths)
+	}
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventRemoved, Room: key}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Notebook("n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("removed room: err = %v, want ErrNotFound", err)
+	}
+	if len(log.paths) != 3 {
+		t.Fatalf("removal not reported: %v", log.paths)
+	}
+}
+
+func TestRoomsTrackButDoNotServeOtherDocuments(t *testing.T) {
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), nil)
+	err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: ".file:readme.md.y", Rows: []ystore.Row{{ID: 1, Update: []byte{0, 0}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Paths(); len(got) != 0 {
+		t.Fatalf("Paths() = %v, want none", got)
+	}
+	infos := r.Infos()
+	if len(infos) != 1 || infos[0].Kind != "file" || infos[0].Rows != 1 {
+		t.Fatalf("Infos() = %+v", infos)
+	}
+}

@@ -1,0 +1,43 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+// Ship tails the local SQLite store and appends its rows into the shared Postgres store
+// until ctx is done, so sidecars elsewhere can serve from Postgres.
+func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	source, err := sqlite.New(sqlite.Config{
+		Path:            cfg.Store.SQLite.Path,
+		PollInterval:    cfg.Store.SQLite.PollInterval,
+		DisableFSNotify: !cfg.Store.SQLite.FSNotify,
+		Logger:          log,
+	})
+	if err != nil {
+		return fmt.Errorf("ship source: %w", err)
+	}
+	id := cfg.Ship.SourceID
+	if id == "" {
+		if id, err = os.Hostname(); err != nil {
+			return fmt.Errorf("ship.source_id: %w", err)
+		}
+	}
+	s, err := postgres.NewShipper(postgres.Config{
+		DSN:    cfg.Ship.Postgres.DSN,
+		Schema: cfg.Ship.Postgres.Schema,
+		Table:  cfg.Ship.Postgres.Table,
+		Logger: log,
+	}, source, id)
+	if err != nil {
+		return fmt.Errorf("ship: %w", err)
+	}
+	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id)
+	return s.Run(ctx)
+}

@@ -1,0 +1,65 @@
+package sidecar
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	// The store backends register themselves by name.
+	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+// openTailer builds the configured store backend by name.
+func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, error) {
+	o := ystore.Options{Logger: log, Registerer: reg}
+	switch cfg.Store.Backend {
+	case "sqlite":
+		o.Source = cfg.Store.SQLite.Path
+		o.PollInterval = cfg.Store.SQLite.PollInterval
+		o.Params = map[string]string{"fsnotify": strconv.FormatBool(cfg.Store.SQLite.FSNotify)}
+	case "postgres":
+		o.Source = cfg.Store.Postgres.DSN
+		o.PollInterval = cfg.Store.Postgres.PollInterval
+		o.Params = map[string]string{
+			"schema":  cfg.Store.Postgres.Schema,
+			"table":   cfg.Store.Postgres.Table,
+			"channel": cfg.Store.Postgres.Channel,
+		}
+	}
+	t, err := ystore.Open(cfg.Store.Backend, o)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return t, nil
+}
+
+// openResolver builds the file id resolvers: the fileid database, then the REST
+// endpoint when configured. Paths the document records are the fallback (see Rooms).
+// The returned close releases the database.
+func openResolver(cfg config.Config) (fileid.Resolver, func() error, error) {
+	root, err := filepath.Abs(cfg.RootDirPath())
+	if err != nil {
+		return nil, nil, fmt.Errorf("fileid.root_dir: %w", err)
+	}
+	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root})
+	if err != nil {
+		return nil, nil, fmt.Errorf("fileid: %w", err)
+	}
+	chain := fileid.Chain{db}
+	if cfg.FileID.API.URL != "" {
+		rest, err := fileid.NewREST(fileid.RESTConfig{BaseURL: cfg.FileID.API.URL, Token: cfg.FileID.API.Token})
+		if err != nil {
+			_ = db.Close()
+			return nil, nil, fmt.Errorf("fileid.api: %w", err)
+		}
+		chain = append(chain, rest)
+	}
+	return chain, db.Close, nil
+}
