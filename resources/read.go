@@ -146,19 +146,29 @@ func (s *Server) read(ctx context.Context, ref Ref, ttl time.Duration) ([]mcp.Re
 // to o: the error code and message the SDK could not set, or, for 2026-07-28,
 // the per-resource ttlMs.
 func patchMessage(msg []byte, o *readOutcome) ([]byte, error) {
-	var m map[string]json.RawMessage
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result,omitempty"`
+		Error   json.RawMessage `json:"error,omitempty"`
+	}
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
-	if _, isErr := m["error"]; isErr && o.code != 0 {
-		e, err := json.Marshal(map[string]any{"code": o.code, "message": o.message, "data": map[string]any{"uri": o.uri}})
+	switch {
+	case m.Error != nil && o.code != 0:
+		e, err := json.Marshal(struct {
+			Code    int            `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		}{o.code, o.message, map[string]any{"uri": o.uri}})
 		if err != nil {
 			return nil, err
 		}
-		m["error"] = e
-	} else if res, ok := m["result"]; ok && o.modern && o.code == 0 {
+		m.Error = e
+	case m.Result != nil && o.modern && o.code == 0:
 		var r map[string]json.RawMessage
-		if err := json.Unmarshal(res, &r); err != nil {
+		if err := json.Unmarshal(m.Result, &r); err != nil {
 			return nil, fmt.Errorf("decode result: %w", err)
 		}
 		r["ttlMs"] = json.RawMessage(fmt.Sprint(o.ttl.Milliseconds()))
@@ -167,8 +177,8 @@ func patchMessage(msg []byte, o *readOutcome) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		m["result"] = b
-	} else {
+		m.Result = b
+	default:
 		return msg, nil
 	}
 	return json.Marshal(m)
