@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+)
+
+// inspect lists the rooms of a store written by the demo writer and prints its notebook
+// by path and by file id.
+func TestInspect(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	room := w.Room()
+	fileID := strings.TrimSuffix(strings.TrimPrefix(room, ".notebook:"), ".y")
+	store := []string{"--store", w.StorePath(), "--fileid-db", w.FileIDDBPath(), "--root-dir", dir}
+
+	out, _, err := run(t, append([]string{"inspect"}, store...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, room) || !strings.Contains(out, demo.NotebookPath) {
+		t.Fatalf("inspect does not list room %s at %s:\n%s", room, demo.NotebookPath, out)
+	}
+
+	for _, target := range []string{demo.NotebookPath, fileID} {
+		out, _, err := run(t, append([]string{"inspect"}, append(store, target)...)...)
+		if err != nil {
+			t.Fatalf("inspect %s: %v", target, err)
+		}
+		var nb struct {
+			NBFormat int   `json:"nbformat"`
+			Cells    []any `json:"cells"`
+		}
+		if err := json.Unmarshal([]byte(out), &nb); err != nil || nb.NBFormat != 4 || len(nb.Cells) == 0 {
+			t.Fatalf("inspect %s printed no nbformat JSON (%v):\n%s", target, err, out)
+		}
+	}
+	if _, _, err := run(t, append([]string{"inspect"}, append(store, "missing.ipynb")...)...); err == nil {
+		t.Fatal("inspect of a missing notebook succeeded")
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+)
+
+// envPrefix prefixes the environment variable of every key:
+// server.token is JUPYTER_MCP_SIDECAR_SERVER_TOKEN.
+const envPrefix = "JUPYTER_MCP_SIDECAR"
+
+// configName is the file looked for in each directory of the search path.
+const configName = "jupyter-mcp-sidecar.yaml"
+
+// freeForm are the keys whose entries are named by the user, not by the schema; viper
+// would lower-case their keys, so they are re-read from the file with case kept.
+var freeForm = []string{
+	"extensions", "gate.options", "hooks", "notebooks", "publisher.options", "server.verifier.options",
+}
+
+// envName is the environment variable that overrides key.
+func envName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// searchPath lists where a config file is looked for when --config is not given.
+func searchPath() []string {
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if xdg == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			xdg = filepath.Join(home, ".config")
+		}
+	}
+	dirs := []string{"."}
+	if xdg != "" {
+		dirs = append(dirs, filepath.Join(xdg, "jupyter-mcp-sidecar"))
+	}
+	dirs = append(dirs, "/etc/jupyter-mcp-sidecar")
+	for i, d := range dirs {
+		dirs[i] = filepath.Join(d, configName)
+	}
+	return dirs
+}
+
+// findConfig returns the first existing file of the search path, or "".
+func findConfig() string {
+	for _, p := range searchPath() {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// defaults flattens config.Default() into dotted keys; free-form maps are leaves.
+func defaults() (map[string]any, error) {
+	b, err := yaml.Marshal(config.Default())
+	if err != nil {
+		return nil, fmt.Errorf("marshal defaults: %w", err)
+	}
+	var tree map[string]any
+	if err := yaml.Unmarshal(b, &tree); err != nil {
+		return nil, fmt.Errorf("unmarshal defaults: %w", err)
+	}
+	flat := map[string]any{}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := prefix + k
+			if sub, ok := v.(map[string]any); ok && !slices.Contains(freeForm, key) {
+				walk(key+".", sub)
+				continue
+			}
+			flat[key] = v
+		}
+	}
+	walk("", tree)
+	return flat, nil
+}
+
+// source is where a configuration comes from besides defaults and the environment.
+type source struct {
+	file  string            // --config, or "" to use the search path
+	flags *pflag.FlagSet    // the command's flags
+	keys  map[string]string // flag name → config key
+}
+
+// configError is an invalid configuration, with the file it came from.
+type configError struct {
+	file string
+	err  error
+}
+
+// Error lists the problems, one a line when there are several.
+func (e *configError) Error() string {
+	head := "invalid configuration"
+	if e.file != "" {
+		head += " (" + e.file + ")"
+	}
+	lines := strings.Split(e.err.Error(), "\n")
+	if len(lines) == 1 {
+		return head + ": " + lines[0]
+	}
+	return head + ":\n  " + strings.Join(lines, "\n  ")
+}
+
+func (e *configError) Unwrap() error { return e.err }
+
+// load builds the configuration: defaults < file < environment < flags, then validates
+// it, checks registered names and reads the secret files. It returns the file used ("" for
+// none); errors are *configError.
+func load(src source, known config.Names) (config.Config, string, error) {
+	file := src.file
+	if file == "" {
+		file = findConfig()
+	}
+	cfg, err := build(src, file, known)
+	if err != nil {
+		return cfg, file, &configError{file: file, err: err}
+	}
+	return cfg, file, nil
+}
+
+func build(src source, file string, known config.Names) (config.Config, error) {
+	if flatDefaultsErr != nil {
+		return config.Config{}, flatDefaultsErr
+	}
+	v := viper.New()
+	for k, val := range flatDefaults {
+		v.SetDefault(k, val)
+		if err := v.BindEnv(k, envName(k)); err != nil {
+			return config.Config{}, fmt.Errorf("bind %s: %w", k, err)
+		}
+	}
+	for name, key := range src.keys {
+		if err := v.BindPFlag(key, src.flags.Lookup(name)); err != nil {
+			return config.Config{}, fmt.Errorf("bind --%s: %w", name, err)
+		}
+	}
+
+	var raw map[string]any
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return config.Config{}, err
+		}
+		// Two copies: viper lower-cases the keys of the map it merges, in place.
+		var merged map[string]any
+		if err := errors.Join(yaml.Unmarshal(b, &raw), yaml.Unmarshal(b, &merged)); err != nil {
+			return config.Config{}, fmt.Errorf("parse YAML: %w", err)
+		}
+		if err := v.MergeConfigMap(merged); err != nil {
+			return config.Config{}, fmt.Errorf("merge YAML: %w", err)
+		}
+	}
+
+	cfg, err := decode(v, raw)
+	if err != nil {
+		return cfg, err
+	}
+	if err := errors.Join(cfg.Validate(), cfg.CheckNames(known)); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.ResolveSecrets()
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// durationHook parses durations from strings with a unit ("250ms", "5s") and rejects bare
+// numbers, which would silently mean nanoseconds.
+func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch d := data.(type) {
+	case string:
+		parsed, err := time.ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("invalid duration %q: use a number with a unit, such as 250ms, 5s or 1m", d)
+		}
+		return parsed, nil
+	case time.Duration:
+		return d, nil
+	default:
+		return nil, fmt.Errorf("invalid duration %v: use a string with a unit, such as 250ms, 5s or 1m", data)
+	}
+}
+
+// decodeOptions make decoding strict: no unknown keys, no implicit type conversion
+// except from strings (the environment and flags give strings).
+func decodeOptions(dc *mapstructure.DecoderConfig) {
+	dc.ErrorUnused = true
+	dc.WeaklyTypedInput = false
+	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+		durationHook,
+		mapstructure.StringToSliceHookFunc(","),
+		mapstructure.StringToBasicTypeHookFunc(),
+	)
+}
+
+// decode unmarshals v strictly, then re-reads the free-form maps from the raw file so
+// that their keys keep their case.
+func decode(v *viper.Viper, raw map[string]any) (config.Config, error) {
+	var cfg config.Config
+	if err := v.Unmarshal(&cfg, decodeOptions); err != nil {
+		return cfg, keyErrors(err)
+	}
+	c := reflect.ValueOf(&cfg).Elem()
+	for _, key := range freeForm {
+		sub, ok := lookup(raw, key)
+		if !ok {
+			continue
+		}
+		field := fieldByKey(c, key)
+		field.SetZero()
+		dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: field.Addr().Interface()})
+		if err != nil {
+			return cfg, fmt.Errorf("decoder for %s: %w", key, err)
+		}
+		if err := dec.Decode(sub); err != nil {
+			return cfg, &config.KeyError{Key: key, Msg: err.Error()}
+		}
+	}
+	return cfg, nil
+}
+
+// lookup finds a dotted key in a raw YAML tree, matching keys without case as viper does.
+func lookup(tree map[string]any, key string) (any, bool) {
+	var cur any = tree
+	for part := range strings.SplitSeq(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		found := false
+		for k, val := range m {
+			if strings.EqualFold(k, part) {
+				cur, found = val, true
+				break
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// fieldByKey walks the mapstructure tags of v along a dotted key.
+func fieldByKey(v reflect.Value, key string) reflect.Value {
+	for part := range strings.SplitSeq(key, ".") {
+		t := v.Type()
+		for i := range t.NumField() {
+			if t.Field(i).Tag.Get("mapstructure") == part {
+				v = v.Field(i)
+				break
+			}
+		}
+	}
+	return v
+}
+
+// keyErrors turns mapstructure's errors into KeyErrors: "'server' has invalid keys: a, b"
+// becomes "server.a: unknown key" and "server.b: unknown key".
+func keyErrors(err error) error {
+	var leaves []error
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case *mapstructure.DecodeError:
+			msg := x.Unwrap().Error()
+			if keys, ok := strings.CutPrefix(msg, "has invalid keys: "); ok {
+				for k := range strings.SplitSeq(keys, ", ") {
+					leaves = append(leaves, &config.KeyError{Key: joinKey(x.Name(), k), Msg: "unknown key"})
+				}
+				return
+			}
+			leaves = append(leaves, &config.KeyError{Key: x.Name(), Msg: msg})
+		case interface{ Unwrap() []error }:
+			for _, sub := range x.Unwrap() {
+				walk(sub)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		default:
+			leaves = append(leaves, e)
+		}
+	}
+	walk(err)
+	slices.SortFunc(leaves, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(leaves...)
+}
+
+func joinKey(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}

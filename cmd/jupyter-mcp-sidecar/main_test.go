@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+)
+
+// isolate keeps the search path and the environment from leaking into a test.
+func isolate(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	return dir
+}
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run executes the command line and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot(&out, &errb)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), errb.String(), err
+}
+
+// check runs `config check` and decodes the printed configuration.
+func check(t *testing.T, args ...string) (config.Config, string, error) {
+	t.Helper()
+	out, _, err := run(t, append([]string{"config", "check"}, args...)...)
+	var cfg config.Config
+	if err == nil {
+		if yerr := yaml.Unmarshal([]byte(out), &cfg); yerr != nil {
+			t.Fatalf("config check printed invalid YAML: %v\n%s", yerr, out)
+		}
+	}
+	return cfg, out, err
+}
+
+func TestConfigCheckRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		args []string
+		want []string // substrings of the error
+	}{
+		{name: "unknown top-level key", yaml: "bogus: 1\n", want: []string{"bogus: unknown key"}},
+		{name: "unknown nested key", yaml: "server:\n  tokn: x\n  listen: 127.0.0.1:1\n", want: []string{"server.tokn: unknown key"}},
+		{name: "unknown deep key", yaml: "store:\n  sqlite:\n    pth: x\n    fsnotfy: true\n", want: []string{"store.sqlite.pth: unknown key", "store.sqlite.fsnotfy: unknown key"}},
+		{name: "unknown key next to options", yaml: "publisher:\n  options: {anything: 1}\n  nme: webhook\n", want: []string{"publisher.nme: unknown key"}},
+		{name: "bare number duration", yaml: "store:\n  sqlite:\n    poll_interval: 5\n", want: []string{"store.sqlite.poll_interval", "invalid duration 5"}},
+		{name: "bad duration", yaml: "notifications:\n  debounce: 5 parsecs\n", want: []string{"notifications.debounce", `invalid duration "5 parsecs"`}},
+		{name: "negative duration", yaml: "store:\n  lag_threshold: -1s\n", want: []string{"store.lag_threshold: must be > 0"}},
+		{name: "wrong type scalar", yaml: "server:\n  max_request_bytes: lots\n", want: []string{"server.max_request_bytes"}},
+		{name: "wrong type section", yaml: "server: 3\n", want: []string{"server"}},
+		{name: "wrong type bool", yaml: "server:\n  insecure_no_auth: maybe\n", want: []string{"server.insecure_no_auth"}},
+		{name: "number for string", yaml: "server:\n  listen: 4040\n", want: []string{"server.listen"}},
+		{name: "sqlite store missing", yaml: "store:\n  sqlite:\n    path: \"\"\n", want: []string{"store.sqlite.path: must not be empty"}},
+		{name: "postgres store missing", yaml: "store:\n  backend: postgres\n", want: []string{"store.postgres.dsn: must be set"}},
+		{name: "unknown backend", yaml: "store:\n  backend: redis\n", want: []string{"store.backend:"}},
+		{name: "unknown publisher", yaml: "publisher:\n  name: kafka\n", want: []string{`publisher.name: unknown name "kafka"`}},
+		{name: "unknown gate", yaml: "gate:\n  name: bouncer\n", want: []string{`gate.name: unknown name "bouncer"`}},
+		{name: "unknown verifier", yaml: "server:\n  verifier: {name: hub}\n", want: []string{`server.verifier.name: unknown name "hub"`}},
+		{name: "unknown extension", yaml: "extensions:\n  nope: {}\n", want: []string{`extensions.nope: unknown name "nope"`}},
+		{name: "bad notebook name", yaml: "notebooks:\n  \"a b\": x.ipynb\n", want: []string{"notebooks.a b: invalid notebook name"}},
+		{name: "secret file missing", yaml: "server:\n  token_file: /nonexistent/token\n", want: []string{"server.token_file: reading secret"}},
+		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon"`}},
+		{name: "bad env bool", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_SQLITE_FSNOTIFY": "perhaps"}, want: []string{"store.sqlite.fsnotify"}},
+		{name: "bad flag value", args: []string{"--transport", "carrier-pigeon"}, want: []string{"server.transport: must be one of http, stdio"}},
+		{name: "all problems at once", yaml: "log: {level: loud}\nserver: {path: mcp}\n", want: []string{"log.level:", "server.path:"}},
+		{name: "invalid yaml", yaml: "server: [\n", want: []string{"parse YAML"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := isolate(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			args := tt.args
+			if tt.yaml != "" {
+				args = append(args, "--config", writeConfig(t, dir, tt.yaml))
+			}
+			_, out, err := check(t, args...)
+			if err == nil {
+				t.Fatalf("config check accepted it:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigCheckDefaults(t *testing.T) {
+	isolate(t)
+	cfg, out, err := check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "# configuration file: none (defaults)\n") {
+		t.Errorf("output does not start with the file comment:\n%s", out)
+	}
+	if !reflect.DeepEqual(cfg, config.Default()) {
+		t.Fatalf("printed defaults differ:\n got %+v\nwant %+v", cfg, config.Default())
+	}
+}
+
+// The shipped, commented configuration documents exactly the defaults.
+func TestShippedConfigIsDefault(t *testing.T) {
+	isolate(t)
+	cfg, _, err := load(source{file: "../../configs/sidecar.yaml", flags: newRoot(nil, nil).Flags()}, registered())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, config.Default()) {
+		t.Fatalf("configs/sidecar.yaml differs from config.Default():\n got %+v\nwant %+v", cfg, config.Default())
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := isolate(t)
+	file := writeConfig(t, dir, `
+server:
+  listen: 127.0.0.1:1111
+  path: /from-file
+  metrics_listen: 127.0.0.1:2222
+store:
+  sqlite:
+    path: /from/file.db
+`)
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_LISTEN", "127.0.0.1:3333")                 // env beats file
+	t.Setenv("JUPYTER_MCP_SIDECAR_STORE_SQLITE_POLL_INTERVAL", "3s")                // env, key not in file
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_INSECURE_NO_AUTH", "true")                 // env bool
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_REQUEST_BYTES", "1024")                // env int
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", "http://a:1,http://b:2") // env list
+	t.Setenv("JUPYTER_MCP_SIDECAR_STORE_SQLITE_PATH", "/from/env.db")               // flag beats env
+	cfg, _, err := check(t, "--config", file, "--store", "/from/flag.db", "--log-level", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Default()
+	want.Log.Level = "debug"
+	want.Server.Listen = "127.0.0.1:3333"
+	want.Server.Path = "/from-file"
+	want.Server.MetricsListen = "127.0.0.1:2222"
+	want.Server.InsecureNoAuth = true
+	want.Server.MaxRequestBytes = 1024
+	want.Server.AllowedOrigins = []string{"http://a:1", "http://b:2"}
+	want.Store.SQLite.Path = "/from/flag.db"
+	want.Store.SQLite.PollInterval = 3 * time.Second
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("effective config:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestSearchPath(t *testing.T) {
+	dir := isolate(t)
+	sub := filepath.Join(dir, "jupyter-mcp-sidecar")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, configName), []byte("server: {path: /found}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, out, err := check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.Path != "/found" || !strings.Contains(out, filepath.Join(sub, configName)) {
+		t.Fatalf("config in $XDG_CONFIG_HOME/jupyter-mcp-sidecar not used:\n%s", out)
+	}
+	if _, _, err := check(t, "--config", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("missing --config file: %v", err)
+	}
+}
+
+func TestFreeFormKeepsCase(t *testing.T) {
+	dir := isolate(t)
+	file := writeConfig(t, dir, `
+notebooks:
+  MyAnalysis: work/Analysis.ipynb
+server:
+  verifier:
+    name: static
+    options: {HeaderName: X-Token, nested: {CamelCase: 1}}
+`)
+	cfg, _, err := check(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Notebooks["MyAnalysis"] != "work/Analysis.ipynb" {
+		t.Errorf("notebooks = %v", cfg.Notebooks)
+	}
+	opts := cfg.Server.Verifier.Options
+	if opts["HeaderName"] != "X-Token" || opts["nested"].(map[string]any)["CamelCase"] != 1 {
+		t.Errorf("verifier options = %v", opts)
+	}
+}
+
+func TestSecretsMasked(t *testing.T) {
+	dir := isolate(t)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("file-token-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := writeConfig(t, dir, `
+server:
+  token_file: `+tokenFile+`
+fileid:
+  api: {url: "http://127.0.0.1:8888", token: api-token-456}
+store:
+  backend: postgres
+  postgres: {dsn: "postgres://u:pg-pass-789@db/y"}
+publisher:
+  name: webhook
+  options: {url: "http://hook", secret: hook-secret-000}
+`)
+	t.Setenv("JUPYTER_MCP_SIDECAR_SHIP_POSTGRES_DSN", "host=db password=ship-pass-111")
+	cfg, out, err := check(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"file-token-123", "api-token-456", "pg-pass-789", "hook-secret-000", "ship-pass-111"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("config check printed secret %q:\n%s", secret, out)
+		}
+	}
+	if cfg.Server.Token != config.Mask || cfg.Store.Postgres.DSN != "postgres://u:xxxxx@db/y" || cfg.Server.TokenFile != tokenFile {
+		t.Errorf("masked config = %+v", cfg)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "jupyter-mcp-sidecar ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version = %q, %v", out, err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"serve", "--help"}, {"inspect", "--help"}, {"ship", "--help"},
+		{"postgres", "init", "--help"}, {"config", "check", "--help"}, {"version", "--help"},
+	} {
+		out, _, err := run(t, args...)
+		if err != nil || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	out, _, _ := run(t, "serve", "--help")
+	for _, flag := range []string{"--store string", "--listen string", "--token-file", "--demo", "--log-level string", `(default "127.0.0.1:4040")`} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("serve --help lacks %q", flag)
+		}
+	}
+}
+
+func TestDemoRefusesPublicListen(t *testing.T) {
+	isolate(t)
+	_, _, err := run(t, "serve", "--demo", "--listen", "0.0.0.0:4040")
+	if err == nil || !strings.Contains(err.Error(), "server.listen: --demo serves without a token, so only on a loopback address") {
+		t.Fatalf("serve --demo on 0.0.0.0 = %v", err)
+	}
+}
+
+func TestPostgresInitNeedsDSN(t *testing.T) {
+	isolate(t)
+	_, _, err := run(t, "postgres", "init")
+	if err == nil || !strings.Contains(err.Error(), "store.postgres.dsn: must be set") {
+		t.Fatalf("postgres init without dsn = %v", err)
+	}
+}
+
+func TestShipNeedsDSN(t *testing.T) {
+	isolate(t)
+	_, _, err := run(t, "ship")
+	if err == nil || !strings.Contains(err.Error(), "ship.postgres.dsn: must be set") {
+		t.Fatalf("ship without dsn = %v", err)
+	}
+}
+
+// The deployment examples and the README name only environment variables that exist.
+func TestExamplesUseRealKeys(t *testing.T) {
+	known := map[string]bool{}
+	for k := range flatDefaults {
+		known[envName(k)] = true
+	}
+	re := regexp.MustCompile(envPrefix + `_[A-Z0-9_]+`)
+	for _, f := range []string{"../../README.md", "../../Dockerfile", "../../configs/jupyter-mcp-sidecar.service", "../../configs/k8s/pod.yaml", "../../configs/sidecar.yaml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range re.FindAllString(string(b), -1) {
+			if !known[name] && name != envPrefix+"_" {
+				t.Errorf("%s names %s, which is no configuration key", f, name)
+			}
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the command and the test to share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+	}
+}
+
+// readNotebook reads notebook://demo and returns its cells' sources joined.
+func readNotebook(ctx context.Context, t *testing.T, c *client.Client) (string, bool) {
+	t.Helper()
+	res, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "notebook://demo"}})
+	if err != nil || len(res.Contents) != 1 {
+		return "", false
+	}
+	text, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		t.Fatalf("notebook://demo content is %T", res.Contents[0])
+	}
+	var nb struct {
+		NBFormat int `json:"nbformat"`
+		Cells    []struct {
+			Source any `json:"source"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal([]byte(text.Text), &nb); err != nil {
+		t.Fatalf("notebook://demo is not nbformat JSON: %v\n%s", err, text.Text)
+	}
+	if nb.NBFormat != 4 || len(nb.Cells) == 0 {
+		return "", false
+	}
+	b, _ := json.Marshal(nb.Cells)
+	return string(b), true
+}
+
+// serve --demo, as the README's first command: the notebook is served without a token and
+// keeps changing; SIGTERM-like cancellation stops it cleanly.
+func TestServeDemo(t *testing.T) {
+	isolate(t)
+	addr := freeAddr(t)
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(&stdout, &stderr)
+		root.SetArgs([]string{"serve", "--demo", "--listen", addr, "--log-level", "warn"})
+		done <- root.ExecuteContext(ctx)
+	}()
+
+	base := "http://" + addr
+	waitFor(t, "GET /readyz = 200", 30*time.Second, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if help := stderr.String(); !strings.Contains(help, base+"/mcp") || !strings.Contains(help, "notebook://demo") {
+		t.Errorf("serve --demo did not say how to connect:\n%s", help)
+	}
+
+	c, err := client.NewStreamableHttpClient(base + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ClientInfo: mcp.Implementation{Name: "serve-demo-test", Version: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	waitFor(t, "notebook://demo readable with cells", 20*time.Second, func() bool {
+		var ok bool
+		first, ok = readNotebook(ctx, t, c)
+		return ok
+	})
+	waitFor(t, "notebook://demo changing", 20*time.Second, func() bool {
+		now, ok := readNotebook(ctx, t, c)
+		return ok && now != first
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve --demo after cancel: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve --demo did not stop within 15s of cancellation")
+	}
+}

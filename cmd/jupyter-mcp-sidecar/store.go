@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+)
+
+func (a *app) inspectCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "inspect [NOTEBOOK]",
+		Short: "List the rooms of a Y-store, or print one notebook as nbformat JSON",
+		Long: `inspect reads the configured Y-store (SQLite or Postgres) once, without following it.
+
+With no argument it lists every room: its key, the notebook path it maps to (through the
+fileid database, else the document's own path) and its row count.
+With NOTEBOOK (a path relative to the Jupyter root, or a file id) it prints that notebook
+as nbformat JSON, exactly as the sidecar serves it.`,
+		Example: `  jupyter-mcp-sidecar inspect --store /srv/jupyter/.jupyter_ystore.db
+  jupyter-mcp-sidecar inspect --store .jupyter_ystore.db work/analysis.ipynb
+  jupyter-mcp-sidecar inspect --backend postgres --dsn postgres://… 0b6f…-file-id`,
+		Args: cobra.MaximumNArgs(1),
+	}
+	src := a.withFlags(cmd, storeFlags)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, _, err := load(src(), registered())
+		if err != nil {
+			return err
+		}
+		target := ""
+		if len(args) == 1 {
+			target = args[0]
+		}
+		return sidecar.Inspect(cmd.Context(), cfg, a.stdout, target)
+	}
+	return cmd
+}
+
+func (a *app) shipCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ship",
+		Short: "Append the rows of the local SQLite Y-store into a shared Postgres Y-store",
+		Long: `ship tails the local SQLite Y-store (store.sqlite.path) and appends every row into the
+Postgres Y-store ship.postgres, tagged with ship.source_id, until SIGTERM or SIGINT. Sidecars
+on other machines then serve the notebooks of every shipped server from that one database
+(store.backend: postgres).`,
+		Args: cobra.NoArgs,
+	}
+	src := a.withFlags(cmd, shipFlags)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		cfg, log, err := a.daemon(src())
+		if err != nil {
+			return err
+		}
+		if err := cfg.ValidateShip(); err != nil {
+			return err
+		}
+		return sidecar.Ship(ctx, cfg, log)
+	}
+	return cmd
+}
+
+func (a *app) postgresCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "postgres",
+		Short: "Manage the Postgres Y-store",
+	}
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the Postgres Y-store's schema, table, indexes and notify trigger",
+		Long: `init creates, if they do not exist, the schema store.postgres.schema, the updates table
+store.postgres.table, its indexes and the trigger that NOTIFYs store.postgres.channel on
+insert. It is idempotent and safe to run from several machines at once.`,
+		Example: `  jupyter-mcp-sidecar postgres init --dsn postgres://sidecar@db/jupyter
+  JUPYTER_MCP_SIDECAR_STORE_POSTGRES_DSN=postgres://… jupyter-mcp-sidecar postgres init`,
+		Args: cobra.NoArgs,
+	}
+	src := a.withFlags(initCmd, postgresFlags)
+	initCmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		s := src()
+		cfg, _, err := load(s, registered())
+		if err != nil {
+			return err
+		}
+		if cfg.Store.Postgres.DSN == "" {
+			return errMissingDSN
+		}
+		pg := cfg.Store.Postgres
+		if err := postgres.Init(cmd.Context(), postgres.Config{
+			DSN: pg.DSN, Schema: pg.Schema, Table: pg.Table, Channel: pg.Channel,
+		}); err != nil {
+			return err
+		}
+		_, err = a.stdout.Write([]byte("postgres y-store ready: " + pg.Schema + "." + pg.Table + "\n"))
+		return err
+	}
+	cmd.AddCommand(initCmd)
+	return cmd
+}
