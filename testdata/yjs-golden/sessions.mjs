@@ -2,7 +2,8 @@
 // 2-4 clients edit a Y.Text, a Y.Array and a Y.Map (with nested types, emoji and
 // combining characters, deletes, map overwrites) concurrently and sync at random points.
 // Every local update is recorded in emission order with the final doc.toJSON(), JSON
-// checkpoints of update prefixes, and Y.mergeUpdates of all updates.
+// checkpoints of update prefixes, Y.mergeUpdates of all updates, and for each update the
+// types its transaction changed (transaction.changed: path, map keys, sequence).
 // Usage: node sessions.mjs <out.json.gz> [sessions]
 import * as Y from 'yjs'
 import { writeFileSync } from 'node:fs'
@@ -27,6 +28,24 @@ const pieces = ['a', 'b', 'c', 'xyz', ' ', '\n', 'ß', 'é', 'e\u0301', '😀', 
 const canonical = v => JSON.stringify(v, (k, x) => x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)) : x)
 
 const json = d => ({ t: d.getText('t').toJSON(), a: d.getArray('a').toJSON(), m: d.getMap('m').toJSON() })
+
+// pathOf names a type by its root and the map keys / array indexes leading to it.
+const pathOf = (doc, type) => {
+  const path = []
+  while (type._item !== null) {
+    const it = type._item
+    if (it.parentSub !== null) {
+      path.unshift(it.parentSub)
+    } else {
+      let i = 0
+      for (let n = it.parent._start; n !== it; n = n.right) if (!n.deleted && n.countable) i += n.length
+      path.unshift(i)
+    }
+    type = it.parent
+  }
+  for (const [name, t] of doc.share) if (t === type) path.unshift(name)
+  return path
+}
 
 const session = seed => {
   const rnd = prng(seed + 1)
@@ -103,7 +122,25 @@ const session = seed => {
   // clients, or a fresh replay of the updates, can end up with different U+FFFD. Such
   // sessions say nothing about delivery order and are skipped.
   const replay = new Y.Doc()
-  updates.forEach(u => Y.applyUpdate(replay, u))
+  let changes = []
+  const record = tr => {
+    // Y.Text's formatting cleanup edits the replica in transactions of its own; after
+    // that its change reports no longer describe the updates alone, so none are kept.
+    if (tr.origin !== 'replay') {
+      changes = null
+      return
+    }
+    if (changes === null) return
+    const cs = []
+    tr.changed.forEach((subs, type) => {
+      const keys = [...subs].filter(k => k !== null).sort()
+      cs.push({ path: pathOf(replay, type), keys, seq: subs.has(null) })
+    })
+    changes.push(cs)
+  }
+  replay.on('afterTransaction', record)
+  updates.forEach(u => Y.applyUpdate(replay, u, 'replay'))
+  replay.off('afterTransaction', record)
   if ([replay, ...docs].some(d => canonical(json(d)) !== canonical(final))) return null
   const checkpoints = []
   for (let k = 1; k <= 3; k++) {
@@ -113,7 +150,7 @@ const session = seed => {
     checkpoints.push({ after, json: json(d) })
   }
   const b64 = u => Buffer.from(u).toString('base64')
-  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final }
+  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final, changes }
 }
 
 const sessions = []

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -20,6 +21,14 @@ type session struct {
 	Merged      string       `json:"merged"`
 	Checkpoints []checkpoint `json:"checkpoints"`
 	JSON        any          `json:"json"`
+	Changes     [][]change   `json:"changes"`
+}
+
+// change is one entry of a Yjs transaction.changed, the type named by its path.
+type change struct {
+	Path []any    `json:"path"`
+	Keys []string `json:"keys"`
+	Seq  bool     `json:"seq"`
 }
 
 type checkpoint struct {
@@ -115,6 +124,59 @@ func TestSessionsInOrder(t *testing.T) {
 			}
 		}
 		checkJSON(t, "after re-applying", d, s.JSON)
+	}
+}
+
+// pathOf names typ like sessions.mjs: root name, then map keys and array indexes.
+func pathOf(d *Doc, typ *Type) []any {
+	var path []any
+	for !typ.Root() {
+		parent, key, hasKey := typ.Parent()
+		if hasKey {
+			path = append([]any{key}, path...)
+		} else {
+			path = append([]any{float64(typ.Index())}, path...)
+		}
+		typ = parent
+	}
+	for _, name := range d.Roots() {
+		if r, _ := d.Root(name); r == typ {
+			path = append([]any{name}, path...)
+		}
+	}
+	return path
+}
+
+func txnChanges(d *Doc, txn *Txn) []string {
+	var out []string
+	for _, c := range txn.Changes() {
+		b, _ := json.Marshal(change{Path: pathOf(d, c.Type), Keys: append([]string{}, c.Keys...), Seq: c.Seq})
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSessionsChanges compares each update's Txn with Yjs's transaction.changed (for the
+// sessions where Yjs's replica did not edit itself to clean up formatting).
+func TestSessionsChanges(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		if s.Changes == nil {
+			continue
+		}
+		d := NewDoc()
+		for i, u := range s.updates(t) {
+			got := txnChanges(d, mustApply(t, d, u))
+			var want []string
+			for _, c := range s.Changes[i] {
+				b, _ := json.Marshal(c)
+				want = append(want, string(b))
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("session %d update %d: changes\n got %v\nwant %v", s.Seed, i, got, want)
+			}
+		}
 	}
 }
 
