@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL cluster for the Postgres Y-store tests.
+# Throwaway PostgreSQL clusters for the tests that need a real server.
 #
-#   source .ci/postgres.sh          # start a cluster, export its DSN, stop it on shell exit
-#   .ci/postgres.sh CMD [ARGS...]   # start a cluster, run CMD with the env set, stop it
+#   source .ci/postgres.sh          # start the clusters, export their env, stop them on shell exit
+#   .ci/postgres.sh CMD [ARGS...]   # start the clusters, run CMD with the env set, stop them
 #
-# Exports:
-#   JUPYTER_MCP_SIDECAR_TEST_PG_DSN     postgres://sidecar:<password>@127.0.0.1:<port>/sidecar_test
-#   JUPYTER_MCP_SIDECAR_TEST_PG_CTL     wrapper: "$JUPYTER_MCP_SIDECAR_TEST_PG_CTL stop|start|restart
-#                                       [pg_ctl args]" runs pg_ctl on this cluster as its owner
-#   JUPYTER_MCP_SIDECAR_TEST_PGDATA     the cluster's data directory
-# Functions (when sourced): pg_stop (stop and remove the cluster), pg_restart.
+# Two clusters start, so that tests that crash a server do not break the tests of other
+# packages that `go test ./...` runs at the same time:
+#   JUPYTER_MCP_SIDECAR_TEST_PG_DSN        the shared cluster: never stop it
+#                                          (postgres://sidecar:<password>@127.0.0.1:<port>/sidecar_test)
+#   JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN  a second cluster that tests may stop and restart,
+#   JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL  with "$JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL stop|start|restart
+#                                          [pg_ctl args]" (pg_ctl on it as its owner); one package
+#                                          uses it at a time (ystore/postgres)
+# Functions (when sourced): pg_stop (stop and remove both clusters).
 #
 # initdb runs as the `postgres` user when invoked as root (PostgreSQL refuses to run as
-# root), else as the invoking user. If no PostgreSQL server is installed, it installs the
-# Debian `postgresql` package.
+# root), else as the invoking user. If no PostgreSQL server is installed, the Debian
+# `postgresql` package is installed.
 
 _pg_find_bindir() {
 	local d
@@ -30,13 +33,9 @@ _pg_free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-pg_start() {
-	local bindir owner tmp port password
-	if ! bindir=$(_pg_find_bindir); then
-		echo "postgres.sh: no PostgreSQL server found; installing the postgresql package" >&2
-		apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2 || return 1
-		bindir=$(_pg_find_bindir) || { echo "postgres.sh: initdb not found after install" >&2; return 1; }
-	fi
+# _pg_cluster BINDIR: starts one cluster in a new temp dir and prints "DIR DSN".
+_pg_cluster() {
+	local bindir=$1 owner tmp port password
 	owner=$(id -un)
 	if [ "$(id -u)" = 0 ]; then
 		owner=postgres
@@ -70,6 +69,7 @@ EOF
 	else
 		"${initdb[@]}" >"$tmp/initdb.log" 2>&1
 	fi || { cat "$tmp/initdb.log" >&2; return 1; }
+	rm -f "$tmp/pwfile"
 	cat >>"$tmp/data/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
@@ -85,27 +85,39 @@ EOF
 CREATE ROLE sidecar LOGIN PASSWORD '$password';
 CREATE DATABASE sidecar_test OWNER sidecar;
 EOF
-	rm -f "$tmp/pwfile"
-
-	export JUPYTER_MCP_SIDECAR_TEST_PG_DSN="postgres://sidecar:$password@127.0.0.1:$port/sidecar_test?sslmode=disable"
-	export JUPYTER_MCP_SIDECAR_TEST_PG_CTL="$tmp/pg_ctl.sh"
-	export JUPYTER_MCP_SIDECAR_TEST_PGDATA="$tmp/data"
-	_PG_TMP=$tmp
 	echo "postgres.sh: PostgreSQL $("$bindir/postgres" -V | awk '{print $3}') on 127.0.0.1:$port, data $tmp/data" >&2
+	echo "$tmp postgres://sidecar:$password@127.0.0.1:$port/sidecar_test?sslmode=disable"
 }
 
-pg_restart() {
-	"$JUPYTER_MCP_SIDECAR_TEST_PG_CTL" restart >/dev/null
+pg_start() {
+	local bindir out
+	if ! bindir=$(_pg_find_bindir); then
+		echo "postgres.sh: no PostgreSQL server found; installing the postgresql package" >&2
+		apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2 || return 1
+		bindir=$(_pg_find_bindir) || { echo "postgres.sh: initdb not found after install" >&2; return 1; }
+	fi
+	out=$(_pg_cluster "$bindir") || return 1
+	_PG_TMPS=("${out%% *}")
+	export JUPYTER_MCP_SIDECAR_TEST_PG_DSN="${out#* }"
+	out=$(_pg_cluster "$bindir") || { pg_stop; return 1; }
+	_PG_TMPS+=("${out%% *}")
+	export JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN="${out#* }"
+	export JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL="${out%% *}/pg_ctl.sh"
 }
 
 pg_stop() {
-	if [ -n "${_PG_TMP:-}" ] && [ -d "$_PG_TMP" ]; then
-		"$_PG_TMP/pg_ctl.sh" stop -m fast >/dev/null 2>&1 || "$_PG_TMP/pg_ctl.sh" stop -m immediate >/dev/null 2>&1
-		rm -rf "$_PG_TMP"
-	fi
-	unset _PG_TMP JUPYTER_MCP_SIDECAR_TEST_PG_DSN JUPYTER_MCP_SIDECAR_TEST_PG_CTL JUPYTER_MCP_SIDECAR_TEST_PGDATA
+	local tmp
+	for tmp in "${_PG_TMPS[@]}"; do
+		if [ -d "$tmp" ]; then
+			"$tmp/pg_ctl.sh" stop -m fast >/dev/null 2>&1 || "$tmp/pg_ctl.sh" stop -m immediate >/dev/null 2>&1
+			rm -rf "$tmp"
+		fi
+	done
+	_PG_TMPS=()
+	unset JUPYTER_MCP_SIDECAR_TEST_PG_DSN JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL
 }
 
+_PG_TMPS=()
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then
 	pg_start || return 1
 	_pg_prev_trap=$(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")

@@ -18,10 +18,12 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
-// Environment of the throwaway cluster that .ci/postgres.sh starts.
+// Environment of the throwaway clusters that .ci/postgres.sh starts: a shared one, and
+// one that tests may stop and restart (with the pg_ctl wrapper).
 const (
-	envDSN   = "JUPYTER_MCP_SIDECAR_TEST_PG_DSN"
-	envPGCtl = "JUPYTER_MCP_SIDECAR_TEST_PG_CTL"
+	envDSN      = "JUPYTER_MCP_SIDECAR_TEST_PG_DSN"
+	envCrashDSN = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN"
+	envCrashCtl = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL"
 )
 
 // testEnv returns a variable of the test cluster, skipping the test without it (failing
@@ -38,13 +40,21 @@ func testEnv(t testing.TB, name string) string {
 	return v
 }
 
-// testConfig returns a Config on a fresh, migrated schema dropped at cleanup.
+// testConfig returns a Config on a fresh, migrated schema of the shared cluster, dropped
+// at cleanup.
 func testConfig(t testing.TB) Config {
+	t.Helper()
+	return testConfigOn(t, envDSN)
+}
+
+// testConfigOn returns a Config on a fresh, migrated schema of the cluster whose DSN is in
+// the environment variable dsnEnv, dropped at cleanup.
+func testConfigOn(t testing.TB, dsnEnv string) Config {
 	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	cfg := Config{
-		DSN:          testEnv(t, envDSN),
+		DSN:          testEnv(t, dsnEnv),
 		Schema:       "t_" + hex.EncodeToString(b[:]),
 		Table:        DefaultTable,
 		PollInterval: 50 * time.Millisecond,
@@ -194,10 +204,10 @@ func runTailer(t testing.TB, cfg Config) (*Tailer, *collector) {
 	return tl, c
 }
 
-// pgCtl runs the test cluster's pg_ctl wrapper, skipping without one.
+// pgCtl runs pg_ctl on the crash cluster, skipping without one.
 func pgCtl(t testing.TB, args ...string) {
 	t.Helper()
-	out, err := exec.Command(testEnv(t, envPGCtl), args...).CombinedOutput()
+	out, err := exec.Command(testEnv(t, envCrashCtl), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
 	}

@@ -271,7 +271,7 @@ func TestShipFromSQLite(t *testing.T) {
 // TestShipAcrossServerRestart kills Postgres while a writer appends to the SQLite store
 // and the shipper ships: afterwards Postgres holds every source row exactly once.
 func TestShipAcrossServerRestart(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := testConfigOn(t, envCrashDSN)
 	src := newSQLiteStore(t)
 	src.add("a", "w-init")
 	sh, stop := runShipper(t, cfg, src.path)

@@ -344,7 +344,7 @@ func TestTailResetRows(t *testing.T) {
 // TestTailServerRestart kills the server (immediate shutdown, like a crash) while a
 // writer runs and restarts it: every acknowledged row is delivered exactly once.
 func TestTailServerRestart(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := testConfigOn(t, envCrashDSN)
 	var logs lockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	tl, c := runTailer(t, cfg)
