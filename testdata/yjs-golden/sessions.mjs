@@ -3,7 +3,8 @@
 // combining characters, deletes, map overwrites) concurrently and sync at random points.
 // Every local update is recorded in emission order with the final doc.toJSON(), JSON
 // checkpoints of update prefixes, Y.mergeUpdates of all updates, and for each update the
-// types its transaction changed (transaction.changed: path, map keys, sequence).
+// types its transaction changed (transaction.changed: path, map keys, sequence), also
+// for one shuffled delivery order.
 // Usage: node sessions.mjs <out.json.gz> [sessions]
 import * as Y from 'yjs'
 import { writeFileSync } from 'node:fs'
@@ -118,30 +119,41 @@ const session = seed => {
   }
   for (let round = 0; round < 2; round++) for (const a of docs) for (const b of docs) if (a !== b) sync(a, b)
   const final = json(docs[0])
+  const replayed = order => {
+    const replay = new Y.Doc()
+    let changes = []
+    const record = tr => {
+      // Y.Text's formatting cleanup edits the replica in transactions of its own; after
+      // that its change reports no longer describe the updates alone, so none are kept.
+      if (tr.origin !== 'replay') {
+        changes = null
+        return
+      }
+      if (changes === null) return
+      const cs = []
+      tr.changed.forEach((subs, type) => {
+        const keys = [...subs].filter(k => k !== null).sort()
+        cs.push({ path: pathOf(replay, type), keys, seq: subs.has(null) })
+      })
+      changes.push(cs)
+    }
+    replay.on('afterTransaction', record)
+    order.forEach(i => Y.applyUpdate(replay, updates[i], 'replay'))
+    replay.off('afterTransaction', record)
+    return { replay, changes }
+  }
+  const { replay, changes } = replayed(updates.map((_, i) => i))
+  // A shuffled delivery (pending structs and deletes) and what Yjs reports for it.
+  const order = updates.map((_, i) => i)
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = int(i + 1);
+    [order[i], order[j]] = [order[j], order[i]]
+  }
+  const shuffled = replayed(order)
   // Yjs itself is not always consistent when a surrogate pair is split (yjs#248): the
   // clients, or a fresh replay of the updates, can end up with different U+FFFD. Such
   // sessions say nothing about delivery order and are skipped.
-  const replay = new Y.Doc()
-  let changes = []
-  const record = tr => {
-    // Y.Text's formatting cleanup edits the replica in transactions of its own; after
-    // that its change reports no longer describe the updates alone, so none are kept.
-    if (tr.origin !== 'replay') {
-      changes = null
-      return
-    }
-    if (changes === null) return
-    const cs = []
-    tr.changed.forEach((subs, type) => {
-      const keys = [...subs].filter(k => k !== null).sort()
-      cs.push({ path: pathOf(replay, type), keys, seq: subs.has(null) })
-    })
-    changes.push(cs)
-  }
-  replay.on('afterTransaction', record)
-  updates.forEach(u => Y.applyUpdate(replay, u, 'replay'))
-  replay.off('afterTransaction', record)
-  if ([replay, ...docs].some(d => canonical(json(d)) !== canonical(final))) return null
+  if ([replay, shuffled.replay, ...docs].some(d => canonical(json(d)) !== canonical(final))) return null
   const checkpoints = []
   for (let k = 1; k <= 3; k++) {
     const after = int(updates.length + 1)
@@ -150,7 +162,7 @@ const session = seed => {
     checkpoints.push({ after, json: json(d) })
   }
   const b64 = u => Buffer.from(u).toString('base64')
-  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final, changes }
+  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final, changes, shuffled: { order, changes: shuffled.changes } }
 }
 
 const sessions = []

@@ -22,6 +22,10 @@ type session struct {
 	Checkpoints []checkpoint `json:"checkpoints"`
 	JSON        any          `json:"json"`
 	Changes     [][]change   `json:"changes"`
+	Shuffled    struct {
+		Order   []int      `json:"order"`
+		Changes [][]change `json:"changes"`
+	} `json:"shuffled"`
 }
 
 // change is one entry of a Yjs transaction.changed, the type named by its path.
@@ -157,25 +161,37 @@ func txnChanges(d *Doc, txn *Txn) []string {
 	return out
 }
 
-// TestSessionsChanges compares each update's Txn with Yjs's transaction.changed (for the
-// sessions where Yjs's replica did not edit itself to clean up formatting).
+// TestSessionsChanges compares each update's Txn with Yjs's transaction.changed, in
+// order and in a shuffled order (for the sessions where Yjs's replica did not edit
+// itself to clean up formatting).
 func TestSessionsChanges(t *testing.T) {
 	for _, s := range loadSessions(t) {
-		if s.Changes == nil {
-			continue
+		ups := s.updates(t)
+		inOrder := make([]int, len(ups))
+		for i := range inOrder {
+			inOrder[i] = i
 		}
-		d := NewDoc()
-		for i, u := range s.updates(t) {
-			got := txnChanges(d, mustApply(t, d, u))
-			var want []string
-			for _, c := range s.Changes[i] {
-				b, _ := json.Marshal(c)
-				want = append(want, string(b))
-			}
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Fatalf("session %d update %d: changes\n got %v\nwant %v", s.Seed, i, got, want)
-			}
+		checkChanges(t, s.Seed, ups, inOrder, s.Changes)
+		checkChanges(t, s.Seed, ups, s.Shuffled.Order, s.Shuffled.Changes)
+	}
+}
+
+func checkChanges(t *testing.T, seed int, ups [][]byte, order []int, want [][]change) {
+	t.Helper()
+	if want == nil {
+		return
+	}
+	d := NewDoc()
+	for i, u := range order {
+		got := txnChanges(d, mustApply(t, d, ups[u]))
+		var w []string
+		for _, c := range want[i] {
+			b, _ := json.Marshal(c)
+			w = append(w, string(b))
+		}
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("session %d, step %d (update %d): changes\n got %v\nwant %v", seed, i, u, got, w)
 		}
 	}
 }
