@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
+
+// shipTimeout bounds one ship transaction, large enough for a first ship of a big store.
+const shipTimeout = 5 * time.Minute
 
 // ErrSourceID is returned by NewShipper for an empty source id.
 var ErrSourceID = errors.New("ship: empty source id")
@@ -153,6 +157,16 @@ func (s *Shipper) Run(ctx context.Context) error {
 	return nil
 }
 
+// roomsOf returns the rooms of events, sorted.
+func roomsOf(events []ystore.Event) []string {
+	rooms := make([]string, 0, len(events))
+	for _, e := range events {
+		rooms = append(rooms, e.Room)
+	}
+	slices.Sort(rooms)
+	return slices.Compact(rooms)
+}
+
 // allResets reports whether every event is a Reset.
 func allResets(events []ystore.Event) bool {
 	for _, e := range events {
@@ -167,7 +181,7 @@ func allResets(events []ystore.Event) bool {
 // source's full load and rooms shipped before but absent from it are removed.
 func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, reconcile bool) error {
 	start := time.Now()
-	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	qctx, cancel := context.WithTimeout(ctx, shipTimeout)
 	defer cancel()
 	tx, err := conn.Begin(qctx)
 	if err != nil {
@@ -179,23 +193,25 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 			return err
 		}
 	}
+	// Lock the rooms in sorted order, so that concurrent shippers cannot deadlock.
 	committed := map[string]shipCursor{}
+	for _, room := range roomsOf(events) {
+		if committed[room], err = s.lockCursor(qctx, tx, room); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	mems := maps.Clone(s.cursors)
+	s.mu.Unlock()
 	var (
 		shipped uint64
 		resets  []ystore.Event
 	)
 	for _, e := range events {
-		before, known := committed[e.Room]
-		mem := before
-		if !known {
-			if before, err = s.lockCursor(qctx, tx, e.Room); err != nil {
-				return err
-			}
-			s.mu.Lock()
-			mem = s.cursors[e.Room]
-			s.mu.Unlock()
-		}
-		after, rows, reset := plan(e, before, mem)
+		before := committed[e.Room]
+		after, rows, reset := plan(e, before, mems[e.Room])
+		// Later events of the room in this batch follow this one's result.
+		mems[e.Room] = after
 		if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
 			if reset, err = s.needsReset(qctx, tx, e.Room, rows); err != nil {
 				return err

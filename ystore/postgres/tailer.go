@@ -107,8 +107,9 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 }
 
 // Run delivers a Reset per room, then the rows committed since, until ctx is done (it
-// then returns nil) or sink fails (it returns that error). Connection failures are retried with exponential backoff and jitter; the
-// cursor carries over, so nothing is skipped and nothing delivered twice.
+// then returns nil) or sink fails (it returns that error). Connection failures are
+// retried with exponential backoff and jitter; the cursor carries over, so nothing is
+// skipped and nothing delivered twice.
 func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	st := &tailState{rooms: map[string]bool{}}
 	for attempt := 0; ; attempt++ {
