@@ -220,6 +220,35 @@ func TestTailSteady(t *testing.T) {
 	}
 }
 
+// TestTailWaitsForSchema starts a tailer before the store is created: it retries until
+// `postgres init` has run, then loads.
+func TestTailWaitsForSchema(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Schema += "_later"
+	conn := dial(t, cfg)
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	tl, c := runTailer(t, cfg)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(tl.Status().LastError, "does not exist") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := tl.Status(); st.Reachable || !strings.Contains(st.LastError, "does not exist") {
+		t.Fatalf("status before init: %+v", st)
+	}
+	if err := Init(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, conn, cfg, "r", []byte("u"))
+	ev := c.waitFor(t, "the row", func(ev []ystore.Event) bool { return rowCount(ev) == 1 })
+	if ev[0].Room != "r" {
+		t.Errorf("events:%s", describe(ev))
+	}
+}
+
 // TestTailOutOfOrderCommit interleaves two writers so that the row with the lower id
 // commits last: a cursor on ids would skip it.
 func TestTailOutOfOrderCommit(t *testing.T) {
