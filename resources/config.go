@@ -42,6 +42,7 @@ type Config struct {
 	HeartbeatInterval  time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
 	SessionIdleTimeout time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
 	SessionGrace       time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
+	SendTimeout        time.Duration // a session whose notification queue stays full this long loses its subscriptions; default 5 s
 	Version            string        // reported in serverInfo; default "dev"
 }
 
@@ -77,6 +78,9 @@ func (c Config) Defaults() Config {
 	if c.SessionIdleTimeout == 0 {
 		c.SessionIdleTimeout = 30 * time.Minute
 	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 5 * time.Second
+	}
 	if c.SessionGrace == 0 {
 		c.SessionGrace = 10 * time.Second
 	}
@@ -103,7 +107,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"notebook ttl": c.NotebookTTL, "output ttl": c.OutputTTL, "drain timeout": c.DrainTimeout,
 		"heartbeat interval": c.HeartbeatInterval, "session idle timeout": c.SessionIdleTimeout,
-		"session grace": c.SessionGrace,
+		"session grace": c.SessionGrace, "send timeout": c.SendTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))

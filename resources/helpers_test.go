@@ -167,8 +167,8 @@ type goClient struct {
 	*client.Client
 	legacy bool // 2025-11-25: mcp-go's GET listener is unreliable, so waits poll with pings
 	mu     sync.Mutex
-	notes []mcp.JSONRPCNotification
-	got   chan mcp.JSONRPCNotification
+	notes  []mcp.JSONRPCNotification
+	got    chan mcp.JSONRPCNotification
 }
 
 func dialGo(t testing.TB, url string, modern bool) *goClient {

@@ -35,7 +35,6 @@ func (s *Server) newHTTP() (http.Handler, error) {
 		server.WithEndpointPath(s.cfg.Path),
 		server.WithSessionIdManager(s.sessions),
 		server.WithHeartbeatInterval(s.cfg.HeartbeatInterval),
-		server.WithSessionIdleTTL(s.cfg.SessionIdleTimeout),
 		server.WithStreamableHTTPLogger(s.log),
 		server.WithDisableLocalhostProtection(true), // the origin check and the token guard instead
 	)
@@ -139,8 +138,9 @@ type envelope struct {
 	Method string          `json:"method"`
 }
 
-// track follows 2025-11-25 GET streams (a session ends SessionGrace after its
-// last stream closed, unless one reopens) and POSTs in flight (notifications wait for them), makes
+// track follows 2025-11-25 GET streams and POSTs: a session ends SessionGrace
+// after its last GET stream closed, or SessionIdleTimeout after its last
+// request when it never opened one (unless another request comes first) and POSTs in flight (notifications wait for them), makes
 // long-lived streams cancellable at shutdown, and patches resources/read
 // responses.
 func (s *Server) track(next http.Handler) http.Handler {
@@ -158,11 +158,7 @@ func (s *Server) track(next http.Handler) http.Handler {
 			s.subs.streamOpened(sessionID)
 			defer func() {
 				if s.subs.streamClosed(sessionID) == 0 {
-					s.orphans.schedule(sessionID, s.cfg.SessionGrace, func() {
-						if !s.subs.streaming(sessionID) {
-							s.endSession(sessionID)
-						}
-					})
+					s.expireSession(sessionID, s.cfg.SessionGrace)
 				}
 			}()
 			next.ServeHTTP(w, r.WithContext(ctx))
@@ -172,7 +168,12 @@ func (s *Server) track(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(ctx))
 		case r.Method == http.MethodPost && sessionID != "" && s.sessions.known(sessionID):
 			s.subs.postStarted(sessionID, postDrainWait)
-			defer s.subs.postEnded(sessionID)
+			defer func() {
+				s.subs.postEnded(sessionID)
+				if !s.subs.streaming(sessionID) {
+					s.expireSession(sessionID, s.cfg.SessionIdleTimeout)
+				}
+			}()
 			s.servePost(w, r, env, next)
 		default:
 			s.servePost(w, r, env, next)
@@ -200,6 +201,16 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, env envelope,
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// expireSession ends the session after d unless a GET stream or a POST of it
+// is open by then or another request re-arms the timer first.
+func (s *Server) expireSession(sessionID string, d time.Duration) {
+	s.orphans.schedule(sessionID, d, func() {
+		if !s.subs.streaming(sessionID) && !s.subs.posting(sessionID) {
+			s.endSession(sessionID)
+		}
+	})
 }
 
 // endSession terminates a 2025-11-25 session whose last GET stream closed, the

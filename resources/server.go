@@ -123,7 +123,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newServerMetrics()
-	s.subs = newRegistry(s.log, s.metrics)
+	s.subs = newRegistry(s.log, s.metrics, cfg.SendTimeout)
 	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
 		publish.Deps{Local: s.subs, Logger: s.log, Registerer: s.registerer}); err != nil {
 		return nil, err
@@ -162,9 +162,15 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) {
 		_, stdio := sess.(*stdioSession)
 		s.subs.addSession(sess.SessionID(), sess.NotificationChannel(), !stdio)
+		if !stdio {
+			s.expireSession(sess.SessionID(), s.cfg.SessionIdleTimeout)
+		}
 	})
 	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
 		s.subs.remove(sessionKey(sess.SessionID()))
+		if s.orphans != nil {
+			s.orphans.cancel(sess.SessionID())
+		}
 	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		s.subs.subscribe(sessionKey(sessionIDFrom(ctx)), req.Params.URI)

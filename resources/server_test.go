@@ -55,12 +55,16 @@ func TestModernListenNotifyRead(t *testing.T) {
 	}
 }
 
-func waitFor(t testing.TB, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool, state ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			msg := "condition not met within 5s"
+			for _, s := range state {
+				msg += ": " + s()
+			}
+			t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -28,10 +28,13 @@ type subscriber struct {
 	subID     any                            // listen stream: its subscription id, tagged on every notification
 	gated     bool                           // HTTP 2025-11-25: send only while no POST of the session is in flight
 
-	mu         sync.Mutex
-	uris       map[string]struct{}
-	pending    []string // URIs whose resources/updated waits for the transport
-	pendingSet map[string]struct{}
+	mu           sync.Mutex
+	removed      bool
+	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
+	retry        *time.Timer // pending flush while the channel is full
+	uris         map[string]struct{}
+	pending      []string // URIs whose resources/updated waits for the transport
+	pendingSet   map[string]struct{}
 }
 
 // registry is the server's own record of who is subscribed to what. The SDK
@@ -45,12 +48,13 @@ type registry struct {
 	gets  map[string]int // open GET streams per 2025-11-25 session id
 	posts map[string]int // POSTs in flight per 2025-11-25 session id
 
-	listenSeq atomic.Int64
-	m         *serverMetrics
+	listenSeq   atomic.Int64
+	m           *serverMetrics
+	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
 }
 
-func newRegistry(log *slog.Logger, m *serverMetrics) *registry {
-	return &registry{log: log, m: m, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}
+func newRegistry(log *slog.Logger, m *serverMetrics, sendTimeout time.Duration) *registry {
+	return &registry{log: log, m: m, sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}
 }
 
 func sessionKey(id string) string { return "s:" + id }
@@ -84,8 +88,18 @@ func (r *registry) add(s *subscriber) {
 // remove forgets a subscriber and its subscriptions.
 func (r *registry) remove(key string) {
 	r.mu.Lock()
+	s := r.subs[key]
 	delete(r.subs, key)
 	r.mu.Unlock()
+	if s != nil {
+		s.mu.Lock()
+		s.removed = true
+		if s.retry != nil {
+			s.retry.Stop()
+			s.retry = nil
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (r *registry) get(key string) *subscriber {
@@ -153,10 +167,12 @@ func (s *subscriber) queue(uri string) {
 	s.pending = append(s.pending, uri)
 }
 
-// flushLocked sends s's pending notifications if its transport can take them
-// now. A send that fails drops the subscriber's subscriptions. s.mu is held.
+// flushLocked hands s's pending notifications to its SDK channel as far as
+// the channel has room, and retries shortly for the rest. A channel that stays
+// full for sendTimeout is a failed send: the subscriber's subscriptions are
+// dropped. s.mu is held.
 func (r *registry) flushLocked(s *subscriber) {
-	if len(s.pending) == 0 {
+	if len(s.pending) == 0 || s.removed {
 		return
 	}
 	if s.gated {
@@ -167,7 +183,8 @@ func (r *registry) flushLocked(s *subscriber) {
 			return
 		}
 	}
-	for i, uri := range s.pending {
+	sent := 0
+	for _, uri := range s.pending {
 		params := mcp.NotificationParams{AdditionalFields: map[string]any{"uri": uri}}
 		if s.subID != nil {
 			params.Meta = map[string]any{mcp.MetaKeySubscriptionID: s.subID}
@@ -176,19 +193,43 @@ func (r *registry) flushLocked(s *subscriber) {
 		select {
 		case s.ch <- msg:
 			r.m.sent.WithLabelValues(s.era).Inc()
+			delete(s.pendingSet, uri)
+			sent++
+			continue
 		default:
-			dropped := len(s.pending) - i
-			r.m.dropped.WithLabelValues(s.era).Add(float64(dropped))
-			r.log.Warn("notification channel full; dropping the session's subscriptions",
-				"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", dropped)
-			clear(s.uris)
-			s.pending, s.pendingSet = nil, map[string]struct{}{}
-			return
 		}
+		break
 	}
-	s.pending = s.pending[:0]
-	clear(s.pendingSet)
+	s.pending = s.pending[sent:]
+	if len(s.pending) == 0 {
+		s.pending = nil
+		s.blockedSince = time.Time{}
+		return
+	}
+	now := time.Now()
+	if sent > 0 || s.blockedSince.IsZero() {
+		s.blockedSince = now
+	}
+	if now.Sub(s.blockedSince) >= r.sendTimeout {
+		r.m.dropped.WithLabelValues(s.era).Add(float64(len(s.pending)))
+		r.log.Warn("session not taking notifications; dropping its subscriptions",
+			"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", len(s.pending), "blocked", now.Sub(s.blockedSince))
+		clear(s.uris)
+		s.pending, s.pendingSet, s.blockedSince = nil, map[string]struct{}{}, time.Time{}
+		return
+	}
+	if s.retry == nil {
+		s.retry = time.AfterFunc(retryFlush, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.retry = nil
+			r.flushLocked(s)
+		})
+	}
 }
+
+// retryFlush is how soon a flush that found the SDK channel full tries again.
+const retryFlush = 5 * time.Millisecond
 
 // streamOpened and streamClosed track a 2025-11-25 session's GET streams; they
 // return the number now open.
@@ -204,6 +245,13 @@ func (r *registry) streaming(sessionID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.gets[sessionID] > 0
+}
+
+// posting reports whether a POST of the session is in flight.
+func (r *registry) posting(sessionID string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.posts[sessionID] > 0
 }
 
 func (r *registry) streamClosed(sessionID string) int {
@@ -278,15 +326,15 @@ type serverMetrics struct {
 func newServerMetrics() *serverMetrics {
 	return &serverMetrics{
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "notifications_sent_total",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "notifications_sent_total",
 			Help: "notifications handed to client sessions, by protocol era.",
 		}, []string{"era"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "notifications_dropped_total",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "notifications_dropped_total",
 			Help: "notifications dropped because a session could not take them (its subscriptions are dropped too).",
 		}, []string{"era"}),
 		publisherErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "publisher_errors_total",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "publisher_errors_total",
 			Help: "changes the configured publisher did not accept.",
 		}),
 	}
@@ -295,7 +343,7 @@ func newServerMetrics() *serverMetrics {
 // collectors returns the metrics plus gauges computed from the registry.
 func (m *serverMetrics) collectors(r *registry) []prometheus.Collector {
 	sessions := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "sessions",
+		Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "sessions",
 		Help: "2025-11-25 sessions and 2026-07-28 subscription streams open.",
 	}, []string{"era"})
 	return []prometheus.Collector{m.sent, m.dropped, m.publisherErrors, gaugeCollector{r: r, sessions: sessions}}
@@ -307,7 +355,7 @@ type gaugeCollector struct {
 	sessions *prometheus.GaugeVec
 }
 
-var subscriptionsDesc = prometheus.NewDesc("jupyter_mcp_mcp_subscriptions", "resource URIs subscribed, over all sessions.", nil, nil)
+var subscriptionsDesc = prometheus.NewDesc("jupyter_mcp_sidecar_mcp_subscriptions", "resource URIs subscribed, over all sessions.", nil, nil)
 
 func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	g.sessions.Describe(ch)
