@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -286,6 +287,77 @@ func TestTailOutOfOrderCommit(t *testing.T) {
 	}
 	if describe(ev) != describe(want) {
 		t.Fatalf("events:%s\nwant:%s", describe(ev), describe(want))
+	}
+}
+
+// TestTailConcurrentWriters runs writers whose transactions insert a few rows each,
+// hold them open for random times and commit or roll back: the tailer delivers exactly
+// the committed rows, each once.
+func TestTailConcurrentWriters(t *testing.T) {
+	cfg := testConfig(t)
+	tl, c := runTailer(t, cfg)
+	waitLoaded(t, tl)
+	const writers, txs = 6, 25
+	var (
+		mu        sync.Mutex
+		committed = map[string]bool{}
+		wg        sync.WaitGroup
+	)
+	for w := range writers {
+		conn := dial(t, cfg)
+		wg.Go(func() {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range txs {
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var us []string
+				for j := range 1 + rng.IntN(3) {
+					u := fmt.Sprintf("w%d-t%d-r%d", w, i, j)
+					if _, err := tryInsert(ctx, tx, cfg, fmt.Sprintf("room%d", rng.IntN(3)), []byte(u)); err != nil {
+						t.Error(err)
+						return
+					}
+					us = append(us, u)
+				}
+				time.Sleep(time.Duration(rng.IntN(4000)) * time.Microsecond)
+				if rng.IntN(10) == 0 {
+					err = tx.Rollback(ctx)
+					us = nil
+				} else {
+					err = tx.Commit(ctx)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, u := range us {
+					committed[u] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	c.waitFor(t, "every committed row", func(ev []ystore.Event) bool { return rowCount(ev) >= len(committed) })
+	time.Sleep(3 * cfg.PollInterval)
+	seen := map[string]int{}
+	for _, e := range c.snapshot() {
+		for _, r := range e.Rows {
+			seen[string(r.Update)]++
+		}
+	}
+	for u, n := range seen {
+		if n != 1 || !committed[u] {
+			t.Errorf("row %s delivered %d times (committed: %v)", u, n, committed[u])
+		}
+	}
+	if len(seen) != len(committed) {
+		t.Errorf("delivered %d distinct rows, committed %d", len(seen), len(committed))
 	}
 }
 
