@@ -28,35 +28,21 @@ type tailMetrics struct {
 
 func newTailMetrics() *tailMetrics {
 	m := &tailMetrics{
-		rows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_rows_tailed_total",
-			Help: "Rows delivered by the Postgres Y-store tailer, loads included.",
-		}),
-		read: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ystore_postgres_read_seconds",
-			Help:    "Duration of each catch-up read transaction on the Postgres Y-store, begin to commit.",
-			Buckets: readBuckets,
-		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ystore_postgres_tail_lag_seconds",
-			Help: "Delay between the newest delivered update row's timestamp and its delivery.",
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_reconnects_total",
-			Help: "Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect.",
-		}),
+		rows: counter("ystore_postgres_rows_tailed_total",
+			"Rows delivered by the Postgres Y-store tailer, loads included."),
+		read: histogram("ystore_postgres_read_seconds",
+			"Duration of each catch-up read transaction on the Postgres Y-store, begin to commit."),
+		lag: gauge("ystore_postgres_tail_lag_seconds",
+			"Delay between the newest delivered update row's timestamp and its delivery."),
+		retries: counter("ystore_postgres_reconnects_total",
+			"Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect."),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ystore_postgres_wakeups_total",
 			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval.",
 		}, []string{"by"}),
-		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_room_rebuilds_total",
-			Help: "Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards.",
-		}),
-		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ystore_postgres_reachable",
-			Help: "1 while the Postgres Y-store can be read.",
-		}),
+		rebuilds: counter("ystore_postgres_room_rebuilds_total",
+			"Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards."),
+		reachable: gauge("ystore_postgres_reachable", "1 while the Postgres Y-store can be read."),
 	}
 	for _, by := range []string{wakeNotify, wakePoll} {
 		m.wakeups.WithLabelValues(by)
@@ -78,28 +64,34 @@ type shipMetrics struct {
 
 func newShipMetrics() *shipMetrics {
 	return &shipMetrics{
-		rows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_shipped_rows_total",
-			Help: "Rows appended to the Postgres Y-store by ship mode.",
-		}),
-		resets: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_shipped_resets_total",
-			Help: "Room histories replaced or removed in the Postgres Y-store by ship mode.",
-		}),
-		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ystore_postgres_ship_batch_seconds",
-			Help:    "Duration of each committed ship transaction.",
-			Buckets: readBuckets,
-		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_postgres_ship_retries_total",
-			Help: "Ship transactions that failed and were retried.",
-		}),
+		rows: counter("ystore_postgres_shipped_rows_total",
+			"Rows appended to the Postgres Y-store by ship mode."),
+		resets: counter("ystore_postgres_shipped_resets_total",
+			"Room histories replaced or removed in the Postgres Y-store by ship mode."),
+		batch: histogram("ystore_postgres_ship_batch_seconds",
+			"Duration of each committed ship transaction."),
+		retries: counter("ystore_postgres_ship_retries_total",
+			"Ship transactions that failed and were retried."),
 	}
 }
 
 func (m *shipMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.rows, m.resets, m.batch, m.retries}
+}
+
+// counter returns a new counter.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// gauge returns a new gauge.
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+// histogram returns a new histogram with readBuckets.
+func histogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: readBuckets})
 }
 
 // register adds collectors to reg, if any.

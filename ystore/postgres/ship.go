@@ -350,25 +350,25 @@ func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows [
 // from older holds: applying older on top of it changes nothing.
 func covers(newer, older []ystore.Row) (bool, error) {
 	doc := yjs.NewDoc()
-	for _, r := range newer {
-		if _, err := doc.ApplyUpdate(r.Update); err != nil {
-			return false, fmt.Errorf("row %d: %w", r.ID, err)
-		}
-	}
-	before, err := doc.EncodeStateAsUpdate(nil)
+	before, err := applyAll(doc, newer)
 	if err != nil {
 		return false, err
 	}
-	for _, r := range older {
-		if _, err := doc.ApplyUpdate(r.Update); err != nil {
-			return false, fmt.Errorf("row %d: %w", r.ID, err)
-		}
-	}
-	after, err := doc.EncodeStateAsUpdate(nil)
+	after, err := applyAll(doc, older)
 	if err != nil {
 		return false, err
 	}
 	return bytes.Equal(before, after), nil
+}
+
+// applyAll applies rows to doc and returns its state encoded as one update.
+func applyAll(doc *yjs.Doc, rows []ystore.Row) ([]byte, error) {
+	for _, r := range rows {
+		if _, err := doc.ApplyUpdate(r.Update); err != nil {
+			return nil, fmt.Errorf("row %d: %w", r.ID, err)
+		}
+	}
+	return doc.EncodeStateAsUpdate(nil)
 }
 
 // replace deletes a room's rows and writes rows as its new history, the first flagged
