@@ -2,7 +2,7 @@
 // clients type into cell sources (Y.Text, the jupyter_ydoc layout), execute cells
 // (execution_count, outputs with stream text), add and delete cells, and sync every few
 // updates. Writes the local updates, each prefixed with its varuint length, gzipped, and
-// the final doc.toJSON() next to it.
+// next to it the final doc.toJSON() and Y.encodeStateAsUpdate of the replayed document.
 // Usage: node bench-corpus.mjs <out-prefix> [updates]
 import * as Y from 'yjs'
 import * as encoding from 'lib0/encoding'
@@ -110,5 +110,6 @@ for (const u of updates) encoding.writeVarUint8Array(e, u)
 writeFileSync(prefix + '.bin.gz', gzipSync(encoding.toUint8Array(e)))
 const check = new Y.Doc()
 for (const u of updates) Y.applyUpdate(check, u)
+writeFileSync(prefix + '.state.bin', Y.encodeStateAsUpdate(check))
 writeFileSync(prefix + '.json', JSON.stringify({ cells: check.getArray('cells').toJSON(), meta: check.getMap('meta').toJSON() }) + '\n')
 console.log(`wrote ${updates.length} updates, ${updates.reduce((n, u) => n + u.length, 0)} bytes`)

@@ -61,6 +61,13 @@ func TestBenchCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	yjsState, err := os.ReadFile("testdata/bench/notebook.state.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameStructs(t, state, yjsState) {
+		t.Fatal("encoded corpus state differs from Yjs's")
+	}
 	d2 := NewDoc()
 	mustApply(t, d2, state)
 	if got := corpusJSON(d2); !reflect.DeepEqual(got, want) {

@@ -188,12 +188,22 @@ func (d *Doc) deleteItem(txn *Txn, it *item) {
 	if it.kind == kindType {
 		t := it.typ
 		for c := t.start; c != nil; c = c.right {
-			d.deleteItem(txn, c)
+			d.deleteChild(txn, c)
 		}
 		for _, c := range t.keys {
-			d.deleteItem(txn, c)
+			d.deleteChild(txn, c)
 		}
 		txn.dropChanged(t)
+	}
+}
+
+// deleteChild deletes a child of a deleted type like ContentType.delete: a child that
+// was deleted before the transaction is queued for merging instead.
+func (d *Doc) deleteChild(txn *Txn, c *item) {
+	if !c.deleted() {
+		d.deleteItem(txn, c)
+	} else if c.id.Clock < txn.beforeState(d, c.id.Client) {
+		txn.mergeStructs = append(txn.mergeStructs, c.id)
 	}
 }
 

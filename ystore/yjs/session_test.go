@@ -22,6 +22,7 @@ type session struct {
 	Checkpoints []checkpoint `json:"checkpoints"`
 	JSON        any          `json:"json"`
 	Changes     [][]change   `json:"changes"`
+	State       *string      `json:"state"`
 	Shuffled    struct {
 		Order   []int      `json:"order"`
 		Changes [][]change `json:"changes"`
@@ -241,6 +242,38 @@ func TestSessionsEncodeState(t *testing.T) {
 			}
 			mustApply(t, old, diff)
 			checkJSON(t, "checkpoint plus diff", old, s.JSON)
+		}
+	}
+}
+
+// sameStructs compares the structs and deletes of two updates; Any objects compare as
+// maps, so the key order Yjs keeps does not matter.
+func sameStructs(t testing.TB, got, want []byte) bool {
+	t.Helper()
+	g, err := DecodeUpdate(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := DecodeUpdate(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(g, w)
+}
+
+// TestSessionsStateLikeYjs checks that after the same updates the store holds the same
+// structs as Yjs's: same splits, merges, garbage collection and delete set.
+func TestSessionsStateLikeYjs(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		if s.State == nil {
+			continue
+		}
+		state, err := applyAll(t, s.updates(t)).EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameStructs(t, state, mustB64(t, *s.State)) {
+			t.Fatalf("session %d: encoded state differs from Yjs's", s.Seed)
 		}
 	}
 }
