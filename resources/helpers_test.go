@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,7 +138,7 @@ func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running
 	if cfg.StateFile == "" {
 		cfg.StateFile = t.TempDir() + "/state.json"
 	}
-	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(testLog)}, opts...)...)
+	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(quietLog)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +274,3 @@ func readText(t testing.TB, c *goClient, uri string) string {
 	}
 	return tc.Text
 }
-
-var errTimeout = errors.New("timeout")
-
-var testLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -1,0 +1,212 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+)
+
+// wrapExt wraps list_notebooks and declares a capability; badCaps fails its declarations.
+type wrapExt struct{ failCaps bool }
+
+func (e wrapExt) RegisterTools(t *extensions.Tools) error {
+	return t.Wrap("list_notebooks", func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := next(ctx, r)
+			if err == nil {
+				res.Content = append(res.Content, mcp.NewTextContent("wrapped by t-wrap"))
+			}
+			return res, err
+		}
+	})
+}
+
+func (e wrapExt) Capabilities() ([]extensions.Capability, error) {
+	if e.failCaps {
+		return nil, errors.New("cannot tell")
+	}
+	return []extensions.Capability{{Name: "twrap.listing", Description: "Wraps the listing.", Enabled: true}}, nil
+}
+func (wrapExt) Start(context.Context) error { return nil }
+func (wrapExt) Stop(context.Context) error  { return nil }
+
+type panicHook struct{}
+
+func (panicHook) Before(context.Context, hooks.Call)                       { panic("before") }
+func (panicHook) After(context.Context, hooks.Call, time.Duration, error) { panic("after") }
+
+func init() {
+	extensions.Register("t-wrap", func(map[string]any) (extensions.Extension, error) { return wrapExt{}, nil })
+	extensions.Register("t-wrap-badcaps", func(map[string]any) (extensions.Extension, error) { return wrapExt{failCaps: true}, nil })
+	hooks.Register("t-panic", func(map[string]any, hooks.Deps) (hooks.Hook, error) { return panicHook{}, nil })
+}
+
+func TestNewRejectsUnbuildableSeams(t *testing.T) {
+	lib := newLibrary(t)
+	tests := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Token: "t", Publisher: Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
+		{Config{Token: "t", Publisher: Seam{Name: "webhook"}}, `"webhook"`},
+		{Config{Token: "t", Gate: Seam{Name: "bouncer"}}, `"bouncer"`},
+		{Config{Token: "t", Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{Config{Token: "t", Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{Config{Token: "t", Verifier: Seam{Name: "hub"}}, `"hub"`},
+		{Config{}, "no token configured"},
+		{Config{Token: "t", Transport: "carrier"}, "transport"},
+		{Config{Token: "t", Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.cfg, lib, WithLogger(quietLog))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
+		}
+	}
+	if _, err := New(Config{InsecureNoAuth: true}, lib, WithLogger(quietLog)); err != nil {
+		t.Errorf("explicit insecure_no_auth: %v", err)
+	}
+}
+
+func TestExtensionsAndHooksThroughTheServer(t *testing.T) {
+	lib := newLibrary(t, testPath)
+	r := startServer(t, Config{
+		Notebooks:  map[string]string{"work": testPath},
+		Extensions: map[string]map[string]any{"t-wrap": nil, "t-wrap-badcaps": nil},
+		Hooks:      map[string]map[string]any{"t-panic": nil, "audit": nil, "metrics": nil},
+	}, lib)
+	c := dialGo(t, r.url, false)
+	res := callTool(t, c, "list_notebooks", nil)
+	if res.IsError || len(res.Content) != 3 {
+		t.Fatalf("list_notebooks through two wrappers and a panicking hook: %+v", res)
+	}
+	if got := readText(t, c, "notebook://work/cells/c2"); !strings.Contains(got, `"cell_type":"markdown"`) {
+		t.Fatalf("a panicking hook broke a read: %s", got)
+	}
+	var caps struct{ Capabilities []extensions.Capability }
+	if err := json.Unmarshal([]byte(readText(t, c, CapabilitiesURI)), &caps); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range caps.Capabilities {
+		names = append(names, c.Name+"@"+c.Source)
+	}
+	want := "notebooks.resources@core notebooks.subscriptions@core twrap.listing@t-wrap"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("capabilities:// = %v, want %s (the failing extension costs only its own)", names, want)
+	}
+	if _, ok := c.GetServerCapabilities().Experimental["twrap.listing"]; !ok {
+		t.Fatalf("capability not advertised: %v", c.GetServerCapabilities().Experimental)
+	}
+}
+
+func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	lib := newLibrary(t, testPath)
+	r := startServer(t, Config{
+		Notebooks: map[string]string{"work": testPath},
+		Publisher: Seam{Name: "webhook", Options: map[string]any{"url": hook.URL}},
+	}, lib)
+	c := dialGo(t, r.url, false)
+	req := mcp.SubscribeRequest{}
+	req.Params.URI = "notebook://work"
+	if err := c.Subscribe(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
+	if !strings.Contains(bodies[0], `"notebook://work/cells/c1"`) {
+		t.Fatalf("webhook body %s", bodies[0])
+	}
+	_ = c.Ping(context.Background())
+	time.Sleep(100 * time.Millisecond)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.notes {
+		if n.Method == string(mcp.MethodNotificationResourceUpdated) {
+			t.Fatalf("local subscriber notified although a publisher replaces them: %+v", n)
+		}
+	}
+}
+
+func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
+	lib := newLibrary(t, testPath, "other.ipynb")
+	state := t.TempDir() + "/state.json"
+	r := startServer(t, Config{StateFile: state}, lib)
+	c := dialGo(t, r.url, false)
+	if res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath}); res.IsError {
+		t.Fatalf("use_notebook: %+v", res.Content)
+	}
+	waitForNote(t, c, string(mcp.MethodNotificationResourcesListChanged))
+	list, err := c.ListResources(context.Background(), mcp.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, res := range list.Resources {
+		uris = append(uris, res.URI)
+	}
+	if strings.Join(uris, " ") != "capabilities:// notebook://work" {
+		t.Fatalf("resources/list = %v", uris)
+	}
+	r.stop()
+
+	r2 := startServer(t, Config{StateFile: state}, lib)
+	c2 := dialGo(t, r2.url, false)
+	if got := readText(t, c2, "notebook://work/cells/c1"); !strings.Contains(got, `"id":"c1"`) {
+		t.Fatalf("binding lost across restart: %s", got)
+	}
+	res := callTool(t, c2, "list_notebooks", nil)
+	text := res.Content[0].(mcp.TextContent).Text
+	if !strings.Contains(text, `"unnamed":["other.ipynb"]`) {
+		t.Fatalf("list_notebooks = %s", text)
+	}
+	if res := callTool(t, c2, "unuse_notebook", map[string]any{"notebook_name": "work"}); res.IsError {
+		t.Fatalf("unuse_notebook: %+v", res.Content)
+	}
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = "notebook://work"
+	if _, err := c2.ReadResource(context.Background(), req); err == nil {
+		t.Fatal("read of an unbound name succeeded")
+	}
+}
+
+func waitForNote(t *testing.T, c *goClient, method string) {
+	t.Helper()
+	deadline := time.After(3 * time.Second)
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case n := <-c.got:
+			if n.Method == method {
+				return
+			}
+		case <-poll.C:
+			_ = c.Ping(context.Background())
+		case <-deadline:
+			t.Fatalf("no %s", method)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package resources
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stdioPeer talks newline-delimited JSON-RPC to a stdio server.
+type stdioPeer struct {
+	in    io.WriteCloser
+	lines chan map[string]any
+}
+
+func startStdio(t *testing.T, cfg Config, lib Library) (*Server, *stdioPeer) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	cfg.Transport = TransportStdio
+	srv, err := New(cfg, lib, WithStdio(inR, outW), WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	p := &stdioPeer{in: inW, lines: make(chan map[string]any, 1000)}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err == nil {
+				p.lines <- m
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = inW.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("stdio Run did not return")
+		}
+		_ = outW.Close()
+	})
+	return srv, p
+}
+
+func (p *stdioPeer) send(t *testing.T, msg string) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, msg+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *stdioPeer) await(t *testing.T, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-p.lines:
+			if match(m) {
+				return m
+			}
+		case <-deadline:
+			t.Fatal("no matching stdio message within 5s")
+		}
+	}
+}
+
+func byID(id float64) func(map[string]any) bool {
+	return func(m map[string]any) bool { return m["id"] == id }
+}
+
+func updated(uri string) func(map[string]any) bool {
+	return func(m map[string]any) bool {
+		params, _ := m["params"].(map[string]any)
+		return m["method"] == "notifications/resources/updated" && params["uri"] == uri
+	}
+}
+
+func TestStdioBothEras(t *testing.T) {
+	lib := newLibrary(t, testPath)
+	srv, p := startStdio(t, Config{Notebooks: map[string]string{"work": testPath}, MaxRequestBytes: 2048}, lib)
+
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	p.await(t, byID(1))
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"notebook://work/cells/c1"}}`)
+	p.await(t, byID(2))
+	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":["notebook://work"]}}}`)
+	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
+	waitFor(t, func() bool { n, _ := srv.subs.stats(); return n[era20260728] == 1 })
+
+	srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+	p.await(t, updated("notebook://work/cells/c1"))
+	n := p.await(t, updated("notebook://work"))
+	if meta, _ := n["params"].(map[string]any)["_meta"].(map[string]any); meta["io.modelcontextprotocol/subscriptionId"] != 3.0 {
+		t.Fatalf("listen notification not tagged with its subscription id: %v", n)
+	}
+
+	p.send(t, `{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"notebook://work/cells/nope"}}`)
+	resp := p.await(t, byID(4))
+	if code := resp["error"].(map[string]any)["code"]; code != -32002.0 {
+		t.Fatalf("unknown cell over stdio: %v", resp)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"notebook://work/cells/c1"}}`)
+	resp = p.await(t, byID(5))
+	if !strings.Contains(resp["result"].(map[string]any)["contents"].([]any)[0].(map[string]any)["text"].(string), "hello, world") {
+		t.Fatalf("read after change: %v", resp)
+	}
+	p.send(t, `not json`)
+	if resp := p.await(t, func(m map[string]any) bool { return m["error"] != nil && m["id"] == nil }); resp["error"].(map[string]any)["code"] != -32700.0 {
+		t.Fatalf("malformed line: %v", resp)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":6,"method":"ping","params":{"pad":"`+strings.Repeat("x", 4096)+`"}}`)
+	if resp := p.await(t, func(m map[string]any) bool { return m["error"] != nil }); resp["error"].(map[string]any)["code"] != -32600.0 {
+		t.Fatalf("oversize line: %v", resp)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+	p.await(t, byID(7))
+}

@@ -1,0 +1,105 @@
+package resources
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func drain(ch chan mcp.JSONRPCNotification) []string {
+	var out []string
+	for {
+		select {
+		case n := <-ch:
+			out = append(out, n.Params.AdditionalFields["uri"].(string))
+		default:
+			return out
+		}
+	}
+}
+
+func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newServerMetrics()
+		r := newRegistry(quietLog, m, time.Second)
+		ch := make(chan mcp.JSONRPCNotification, 2)
+		r.addSession("s1", ch, false)
+		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
+		for _, u := range uris {
+			r.subscribe(sessionKey("s1"), u)
+		}
+		_ = r.Publish(context.Background(), uris)
+		got := drain(ch)
+		if len(got) != 2 {
+			t.Fatalf("first hand-off = %v, want the channel's capacity", got)
+		}
+		time.Sleep(2 * retryFlush)
+		synctest.Wait()
+		got = append(got, drain(ch)...)
+		if len(got) != 4 {
+			t.Fatalf("after a retry = %v, want all four in order", got)
+		}
+		for i, u := range uris {
+			if got[i] != u {
+				t.Fatalf("order %v", got)
+			}
+		}
+		// A session that never reads loses its subscriptions after the send timeout.
+		_ = r.Publish(context.Background(), uris)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if _, subs := r.stats(); subs != 0 {
+			t.Fatalf("%d subscriptions left on a stuck session", subs)
+		}
+		if d := testutil.ToFloat64(m.dropped.WithLabelValues(era20251125)); d != 2 {
+			t.Fatalf("dropped = %v, want the 2 that never fit", d)
+		}
+		r.remove(sessionKey("s1"))
+	})
+}
+
+func TestRegistryGatedCoalesces(t *testing.T) {
+	r := newRegistry(quietLog, newServerMetrics(), time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 100)
+	r.addSession("s1", ch, true)
+	r.subscribe(sessionKey("s1"), "notebook://w")
+	r.unsubscribe(sessionKey("s1"), "notebook://never") // not an error
+	r.postStarted("s1", time.Millisecond)
+	for range 10 {
+		_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://other"})
+	}
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent while a POST was in flight: %v", got)
+	}
+	r.postEnded("s1")
+	if got := drain(ch); len(got) != 1 || got[0] != "notebook://w" {
+		t.Fatalf("after the POST = %v, want one coalesced notification", got)
+	}
+	r.unsubscribe(sessionKey("s1"), "notebook://w")
+	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent after unsubscribe: %v", got)
+	}
+}
+
+func TestRegistryListenTagsSubscriptionID(t *testing.T) {
+	r := newRegistry(quietLog, newServerMetrics(), time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 10)
+	key := r.addListen(ch, "listen:7", []string{"notebook://w/cells/c1"})
+	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
+	n := <-ch
+	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
+		t.Fatalf("notification %+v", n)
+	}
+	if len(ch) != 0 {
+		t.Fatal("notified for a URI not subscribed")
+	}
+	r.remove(key)
+	if perEra, _ := r.stats(); perEra[era20260728] != 0 {
+		t.Fatal("listen stream not removed")
+	}
+}
