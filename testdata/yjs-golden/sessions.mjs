@@ -4,7 +4,7 @@
 // Every local update is recorded in emission order with the final doc.toJSON(), JSON
 // checkpoints of update prefixes, Y.mergeUpdates of all updates, and for each update the
 // types its transaction changed (transaction.changed: path, map keys, sequence), also
-// for one shuffled delivery order, and the state Yjs encodes after replaying the updates.
+// for one shuffled delivery order, and the states Yjs encodes after replaying the updates.
 // Usage: node sessions.mjs <out.json.gz> [sessions]
 import * as Y from 'yjs'
 import { writeFileSync } from 'node:fs'
@@ -162,7 +162,7 @@ const session = seed => {
     checkpoints.push({ after, json: json(d) })
   }
   const b64 = u => Buffer.from(u).toString('base64')
-  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final, changes, shuffled: { order, changes: shuffled.changes }, state: changes === null ? null : b64(Y.encodeStateAsUpdate(replay)) }
+  return { seed, updates: updates.map(b64), merged: b64(Y.mergeUpdates(updates)), checkpoints, json: final, changes, shuffled: { order, changes: shuffled.changes, state: shuffled.changes === null ? null : b64(Y.encodeStateAsUpdate(shuffled.replay)) }, state: changes === null ? null : b64(Y.encodeStateAsUpdate(replay)) }
 }
 
 const sessions = []

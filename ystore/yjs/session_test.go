@@ -26,6 +26,7 @@ type session struct {
 	Shuffled    struct {
 		Order   []int      `json:"order"`
 		Changes [][]change `json:"changes"`
+		State   *string    `json:"state"`
 	} `json:"shuffled"`
 }
 
@@ -265,15 +266,28 @@ func sameStructs(t testing.TB, got, want []byte) bool {
 // structs as Yjs's: same splits, merges, garbage collection and delete set.
 func TestSessionsStateLikeYjs(t *testing.T) {
 	for _, s := range loadSessions(t) {
-		if s.State == nil {
-			continue
+		ups := s.updates(t)
+		if s.State != nil {
+			state, err := applyAll(t, ups).EncodeStateAsUpdate(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameStructs(t, state, mustB64(t, *s.State)) {
+				t.Fatalf("session %d: encoded state differs from Yjs's", s.Seed)
+			}
 		}
-		state, err := applyAll(t, s.updates(t)).EncodeStateAsUpdate(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sameStructs(t, state, mustB64(t, *s.State)) {
-			t.Fatalf("session %d: encoded state differs from Yjs's", s.Seed)
+		if s.Shuffled.State != nil {
+			shuffled := make([][]byte, len(ups))
+			for i, u := range s.Shuffled.Order {
+				shuffled[i] = ups[u]
+			}
+			state, err := applyAll(t, shuffled).EncodeStateAsUpdate(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameStructs(t, state, mustB64(t, *s.Shuffled.State)) {
+				t.Fatalf("session %d: encoded state after shuffled delivery differs from Yjs's", s.Seed)
+			}
 		}
 	}
 }
