@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -124,15 +123,6 @@ func (s *store) measured(ctx context.Context, fn func(*sql.Tx) error) error {
 		s.onTx(wall, threadCPU()-cpu0)
 	}
 	return err
-}
-
-// threadCPU returns the calling thread's CPU time.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }
 
 func (s *store) readOnce(ctx context.Context, fn func(*sql.Tx) error) error {

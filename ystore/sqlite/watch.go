@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -17,7 +18,7 @@ type waker struct {
 	wake  chan struct{}
 
 	w       *fsnotify.Watcher
-	watched bool
+	watched atomic.Bool // false until the directory watch is in place, and after it is removed
 	wg      sync.WaitGroup
 }
 
@@ -46,14 +47,14 @@ func newWaker(path string, enabled bool, log *slog.Logger) *waker {
 
 // watch adds the directory watch if it is not in place (the directory may appear later).
 func (k *waker) watch() {
-	if k.w == nil || k.watched {
+	if k.w == nil || k.watched.Load() {
 		return
 	}
 	if err := k.w.Add(k.dir); err != nil {
 		k.log.Debug("cannot watch the store directory yet", "dir", k.dir, "err", err)
 		return
 	}
-	k.watched = true
+	k.watched.Store(true)
 }
 
 func (k *waker) loop() {
@@ -64,7 +65,11 @@ func (k *waker) loop() {
 			if !ok {
 				return
 			}
-			if k.names[filepath.Clean(ev.Name)] {
+			name := filepath.Clean(ev.Name)
+			if name == k.dir && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				k.watched.Store(false) // the directory went away; watch again at the next poll
+			}
+			if k.names[name] {
 				select {
 				case k.wake <- struct{}{}:
 				default:
