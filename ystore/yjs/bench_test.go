@@ -1,33 +1,49 @@
 package yjs
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"io"
 	"maps"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+)
+
+// The benchmarks can run on another corpus, so that bench/ can compare engines on the
+// same input: YJS_BENCH_HISTORY names a file of varuint-length-prefixed v1 updates
+// (gzipped when it ends in .gz), YJS_BENCH_UPDATE a file holding one v1 update.
+const (
+	envHistory = "YJS_BENCH_HISTORY"
+	envUpdate  = "YJS_BENCH_UPDATE"
 )
 
 // loadCorpus reads testdata/bench/notebook.bin.gz (written by
 // testdata/yjs-golden/bench-corpus.mjs): 100k updates of a notebook editing history.
 func loadCorpus(tb testing.TB) [][]byte {
 	tb.Helper()
-	f, err := os.Open("testdata/bench/notebook.bin.gz")
+	return readHistory(tb, "testdata/bench/notebook.bin.gz")
+}
+
+// readHistory reads length-prefixed updates from path, gunzipping a .gz file.
+func readHistory(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		tb.Fatal(err)
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if raw, err = io.ReadAll(zr); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	var ups [][]byte
 	d := lib0.NewDecoder(raw)
@@ -75,10 +91,14 @@ func TestBenchCorpus(t *testing.T) {
 	}
 }
 
-// BenchmarkApplyUpdateHistory applies the 100k-update notebook history to a fresh
-// document per iteration; ns/op and allocs/op are per whole history.
+// BenchmarkApplyUpdateHistory applies the 100k-update notebook history (or the one named
+// by YJS_BENCH_HISTORY) to a fresh document per iteration; ns/op and allocs/op are per
+// whole history.
 func BenchmarkApplyUpdateHistory(b *testing.B) {
 	ups := loadCorpus(b)
+	if path := os.Getenv(envHistory); path != "" {
+		ups = readHistory(b, path)
+	}
 	size := 0
 	for _, u := range ups {
 		size += len(u)
@@ -159,9 +179,18 @@ func encodeUpdates(parts []*update) []byte {
 	return e.Buf
 }
 
-// BenchmarkApplyUpdate10MB applies one update of about 10 MB to a fresh document.
+// BenchmarkApplyUpdate10MB applies one update of about 10 MB (or the one named by
+// YJS_BENCH_UPDATE) to a fresh document.
 func BenchmarkApplyUpdate10MB(b *testing.B) {
-	big := bigUpdate(b, 10<<20)
+	var big []byte
+	if path := os.Getenv(envUpdate); path != "" {
+		var err error
+		if big, err = os.ReadFile(path); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		big = bigUpdate(b, 10<<20)
+	}
 	b.SetBytes(int64(len(big)))
 	b.ReportAllocs()
 	for b.Loop() {
