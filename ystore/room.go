@@ -51,6 +51,7 @@ type Room struct {
 //	<dir>/.notebook:<filename>.y  path-keyed stores of jupyter-collaboration 1.x
 //	.notebook:<filename>.y        the same for a file in the root directory
 //	json:notebook:<file_id>       a websocket room id ({format}:{type}:{file_id})
+//	json:notebook:<path>          the websocket room id of jupyter-collaboration 1.x
 //
 // with any document type in place of "notebook". The id part names a file id unless it
 // looks like a path (contains "/" or "."), since file ids are UUIDs. ParseRoom reports
@@ -72,12 +73,9 @@ func ParseRoom(key string) (Room, bool) {
 		}
 		return r, true
 	}
-	if dir != "" {
-		return Room{}, false
-	}
 	parts := strings.SplitN(key, ":", 3)
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" ||
-		strings.ContainsAny(parts[0]+parts[1], ".") {
+		strings.ContainsAny(parts[0]+parts[1], "./") {
 		return Room{}, false
 	}
 	r := Room{Key: key, Kind: kindOf(parts[1]), Type: parts[1], Format: parts[0]}

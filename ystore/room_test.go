@@ -31,6 +31,7 @@ func TestParseRoom(t *testing.T) {
 		{".:" + id + ".y", Room{}, false},
 		{".notebook" + id + ".y", Room{}, false},
 		{".notebook:" + id, Room{}, false},
+		{"json:notebook:work/a.ipynb", Room{Kind: KindNotebook, Type: "notebook", Format: "json", Path: "work/a.ipynb"}, true},
 		{"dir/json:notebook:" + id, Room{}, false},
 		{"json::" + id, Room{}, false},
 		{"js.on:notebook:" + id, Room{}, false},
