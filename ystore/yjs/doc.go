@@ -3,8 +3,21 @@
 // vectors and encoding the document state as an update that real Yjs accepts.
 //
 // It follows the algorithms of yjs 13.6 (utils/encoding.js, structs/Item.js,
-// utils/DeleteSet.js) so that any delivery order converges to the state Yjs reaches.
-// The package does no I/O and no logging.
+// utils/DeleteSet.js, utils/Transaction.js) so that any delivery order converges to the
+// state Yjs reaches, down to the structs: the same splits, merges, garbage collection,
+// pending structs and delete sets. The package does no I/O and no logging.
+//
+// Where it differs from Yjs on purpose:
+//   - Malformed input is rejected before anything is applied (Yjs may throw halfway):
+//     numbers beyond 2^53-1, zero-length structs, references to a struct of the same
+//     client that is not earlier, unknown kinds, type refs and Any tags, invalid UTF-8
+//     or JSON.
+//   - Any objects are Go maps, so re-encoding writes their keys sorted where Yjs keeps
+//     insertion order; the values are the same.
+//   - The document is a read-only replica: it never edits itself, where a Yjs replica
+//     cleans up redundant text formatting after remote changes.
+//   - Like Yjs, integration is quadratic in the number of concurrent inserts at one
+//     position and in splits of one long item.
 package yjs
 
 import (
@@ -22,9 +35,9 @@ type Doc struct {
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
 	slab           []item
-	txn            *Txn // the transaction being applied
-	lastClient     uint64
+	txn            *Txn  // the transaction being applied
 	texts          arena // backing for decoded strings
+	lastClient     uint64
 	lastCS         *clientStructs
 	conflicting    itemSet
 	beforeOrigin   itemSet
