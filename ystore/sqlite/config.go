@@ -35,6 +35,10 @@ type Config struct {
 	// MaxBusyWait bounds how long a read keeps retrying while the writer holds its lock;
 	// DefaultMaxBusyWait if zero.
 	MaxBusyWait time.Duration
+	// Decompress undoes the compression configured in jupyter-collaboration's
+	// SQLiteYStore (compress_function / decompress_function, off by default), e.g. zlib;
+	// nil delivers updates and checkpoints as stored.
+	Decompress func([]byte) ([]byte, error)
 	// Logger receives the tailer's logs; slog.Default() if nil.
 	Logger *slog.Logger
 	// Registerer receives the tailer's metrics; none are registered if nil.

@@ -1,14 +1,18 @@
 package sqlite
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -94,5 +98,45 @@ func TestRunTwice(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDecompress tails a store written with zlib compression (jupyter-collaboration's
+// compress_function = zlib.compress).
+func TestDecompress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	w := startWriter(t, path)
+	want := docs{}
+	write := func(toks string, compress bool) {
+		u := []byte(toks)
+		if compress {
+			var b bytes.Buffer
+			z := zlib.NewWriter(&b)
+			z.Write(u)
+			z.Close()
+			u = b.Bytes()
+		}
+		want.apply(roomA, []byte(toks))
+		w.do(map[string]any{"op": "write", "room": roomA, "update": b64(u)})
+	}
+	write("a1,a2", true)
+	tl := newTailer(t, Config{Path: path, Decompress: func(b []byte) ([]byte, error) {
+		r, err := zlib.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(r)
+	}})
+	s := newSink()
+	runTailer(t, tl, s.deliver)
+	write("a3", true)
+	write("raw", false)
+	write("a4", true)
+	converge(t, s, &model{docs: want})
+	if n := testutil.ToFloat64(tl.m.decompressErrors); n != 1 {
+		t.Fatalf("decompress errors = %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(tl.m.resyncs.WithLabelValues(reasonHistory)); n != 0 {
+		t.Fatalf("history resyncs = %v: the cursor fingerprint must use stored sizes", n)
 	}
 }

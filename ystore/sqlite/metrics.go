@@ -22,6 +22,8 @@ type metrics struct {
 	busy      prometheus.Counter
 	resyncs   *prometheus.CounterVec
 	reachable prometheus.Gauge
+
+	decompressErrors prometheus.Counter
 }
 
 // txBuckets resolve read transactions around the 5 ms budget.
@@ -59,6 +61,10 @@ func newMetrics() *metrics {
 			Name: "ystore_sqlite_reachable",
 			Help: "1 while the SQLite Y-store file can be read.",
 		}),
+		decompressErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ystore_sqlite_decompress_errors_total",
+			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored).",
+		}),
 	}
 	for _, r := range []string{reasonStart, reasonHistory, reasonReplaced} {
 		m.resyncs.WithLabelValues(r)
@@ -68,7 +74,7 @@ func newMetrics() *metrics {
 
 // register adds the collectors to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.rows, m.readTx, m.readTxCPU, m.lag, m.busy, m.resyncs, m.reachable} {
+	for _, c := range []prometheus.Collector{m.rows, m.readTx, m.readTxCPU, m.lag, m.busy, m.resyncs, m.reachable, m.decompressErrors} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register sqlite tailer metrics: %w", err)
 		}

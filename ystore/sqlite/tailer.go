@@ -107,7 +107,7 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 	}
 	events := make([]ystore.Event, 0, len(snap.rooms))
 	for _, room := range snap.sortedRooms() {
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: snap.rooms[room].load()})
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: t.decompress(snap.rooms[room].load())})
 	}
 	return events, nil
 }
@@ -259,7 +259,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		if len(rows) == 0 {
 			return nil
 		}
-		if err := t.deliver(ctx, sink, runs(rows)); err != nil {
+		if err := t.deliver(ctx, sink, runs(t.decompress(rows))); err != nil {
 			return err
 		}
 		for _, r := range rows {
@@ -310,7 +310,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 			}
 			kind = ystore.EventUpdates
 		}
-		load := rr.load()
+		load := t.decompress(rr.load())
 		events = append(events, ystore.Event{Kind: kind, Room: room, Rows: load})
 		rows = append(rows, load...)
 	}
@@ -332,6 +332,27 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
 	t.delivered(rows)
 	return nil
+}
+
+// decompress returns rows with their updates decompressed by Config.Decompress. A row
+// that does not decompress is logged, counted, and delivered as stored, so that the
+// sink's decoder rejects it and marks its room degraded.
+func (t *Tailer) decompress(rows []ystore.Row) []ystore.Row {
+	if t.cfg.Decompress == nil {
+		return rows
+	}
+	out := make([]ystore.Row, len(rows))
+	for i, r := range rows {
+		out[i] = r
+		u, err := t.cfg.Decompress(r.Update)
+		if err != nil {
+			t.m.decompressErrors.Inc()
+			t.log.Warn("row does not decompress", "room", r.Room, "row", r.ID, "err", err)
+			continue
+		}
+		out[i].Update = u
+	}
+	return out
 }
 
 // deliver hands events to the sink; no read transaction is open.
