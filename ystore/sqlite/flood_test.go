@@ -106,3 +106,30 @@ func histogram(t *testing.T, h prometheus.Histogram) *dto.Histogram {
 	}
 	return m.GetHistogram()
 }
+
+// TestWriterLosesWritesToALongReader shows what TestFloodReadTx guards against: a read
+// transaction held past the writer's 5 s busy timeout makes a pycrdt-store write fail
+// (pycrdt-store logs and drops it; the test writer reports it).
+func TestWriterLosesWritesToALongReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "a1")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow("SELECT count(*) FROM yupdates").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	r := m.w.do(map[string]any{"op": "flood", "room": roomA, "updates": []string{b64(tokens("lost"))}})
+	tx.Rollback()
+	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "locked") {
+		t.Fatalf("writer errors %v, want one 'database is locked'", r.Errors)
+	}
+}
