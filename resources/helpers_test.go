@@ -164,10 +164,9 @@ func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running
 // goClient is an mcp-go client with every notification it receives.
 type goClient struct {
 	*client.Client
-	legacy bool // 2025-11-25: mcp-go's GET listener is unreliable, so waits poll with pings
-	mu     sync.Mutex
-	notes  []mcp.JSONRPCNotification
-	got    chan mcp.JSONRPCNotification
+	mu    sync.Mutex
+	notes []mcp.JSONRPCNotification
+	got   chan mcp.JSONRPCNotification
 }
 
 func dialGo(t testing.TB, url string, modern bool) *goClient {
@@ -184,18 +183,19 @@ func dialGo(t testing.TB, url string, modern bool) *goClient {
 	if !modern {
 		opts = append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	}
-	c := &goClient{Client: client.NewClient(tr, opts...), legacy: !modern, got: make(chan mcp.JSONRPCNotification, 10000)}
+	c := &goClient{Client: client.NewClient(tr, opts...), got: make(chan mcp.JSONRPCNotification, 10000)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		c.mu.Lock()
 		c.notes = append(c.notes, n)
 		c.mu.Unlock()
 		c.got <- n
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	// Start's context is the GET listener's for the client's whole life.
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "resources-test", Version: "1"}
 	if _, err := c.Initialize(ctx, init); err != nil {
@@ -215,14 +215,8 @@ func (c *goClient) waitUpdated(t testing.TB, within time.Duration, want ...strin
 	}
 	var ids []any
 	deadline := time.After(within)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
 	for len(missing) > 0 {
 		select {
-		case <-poll.C:
-			if c.legacy {
-				_ = c.Ping(context.Background())
-			}
 		case n := <-c.got:
 			if n.Method != string(mcp.MethodNotificationResourceUpdated) {
 				continue

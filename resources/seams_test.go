@@ -45,7 +45,7 @@ func (wrapExt) Stop(context.Context) error  { return nil }
 
 type panicHook struct{}
 
-func (panicHook) Before(context.Context, hooks.Call)                       { panic("before") }
+func (panicHook) Before(context.Context, hooks.Call)                      { panic("before") }
 func (panicHook) After(context.Context, hooks.Call, time.Duration, error) { panic("after") }
 
 func init() {
@@ -195,16 +195,12 @@ func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
 func waitForNote(t *testing.T, c *goClient, method string) {
 	t.Helper()
 	deadline := time.After(3 * time.Second)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
 	for {
 		select {
 		case n := <-c.got:
 			if n.Method == method {
 				return
 			}
-		case <-poll.C:
-			_ = c.Ping(context.Background())
 		case <-deadline:
 			t.Fatalf("no %s", method)
 		}

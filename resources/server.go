@@ -180,18 +180,28 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	})
 	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
 		sess := server.ClientSessionFromContext(ctx)
-		if sess == nil || id == nil || len(req.Params.Notifications.ResourceSubscriptions) == 0 {
+		want := req.Params.Notifications
+		if sess == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
 			return
 		}
-		key := s.subs.addListen(sess.NotificationChannel(), id, req.Params.Notifications.ResourceSubscriptions)
+		key := s.subs.addListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged)
 		context.AfterFunc(ctx, func() { s.subs.remove(key) })
+	})
+	// The SDK is configured without resources.listChanged so that it never
+	// broadcasts list_changed itself (see registry.listChanged); the
+	// capability is advertised here instead.
+	h.AddAfterInitialize(func(_ context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		advertiseListChanged(&res.Capabilities)
+	})
+	h.AddAfterDiscover(func(_ context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
+		advertiseListChanged(&res.Capabilities)
 	})
 	experimental := map[string]any{}
 	for _, c := range s.caps {
 		experimental[c.Name] = map[string]any{"description": c.Description, "enabled": c.Enabled, "source": c.Source}
 	}
 	m := server.NewMCPServer("jupyter-mcp-sidecar", s.cfg.Version,
-		server.WithResourceCapabilities(true, true),
+		server.WithResourceCapabilities(true, false),
 		server.WithToolCapabilities(false),
 		server.WithExperimental(experimental),
 		server.WithHooks(h),
@@ -223,6 +233,12 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 			return []mcp.ResourceContents{mcp.TextResourceContents{URI: CapabilitiesURI, MIMEType: MIMECell, Text: string(body)}}, nil
 		})
 	return m
+}
+
+func advertiseListChanged(c *mcp.ServerCapabilities) {
+	if c.Resources != nil {
+		c.Resources.ListChanged = true
+	}
 }
 
 // notebookResource is the resources/list entry of a bound notebook.

@@ -26,10 +26,11 @@ type subscriber struct {
 	sessionID string                         // 2025-11-25 session id
 	ch        chan<- mcp.JSONRPCNotification // the SDK session's notification channel
 	subID     any                            // listen stream: its subscription id, tagged on every notification
-	gated     bool                           // HTTP 2025-11-25: send only while no POST of the session is in flight
+	gated     bool                           // HTTP 2025-11-25: send only on an open GET stream, while no POST of the session is in flight
 
 	mu           sync.Mutex
 	removed      bool
+	listChanged  bool        // also told notifications/resources/list_changed
 	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
 	retry        *time.Timer // pending flush while the channel is full
 	uris         map[string]struct{}
@@ -61,12 +62,12 @@ func sessionKey(id string) string { return "s:" + id }
 
 // addSession records a 2025-11-25 session (no subscriptions yet).
 func (r *registry) addSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool) {
-	r.add(&subscriber{key: sessionKey(id), era: era20251125, sessionID: id, ch: ch, gated: gated})
+	r.add(&subscriber{key: sessionKey(id), era: era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true})
 }
 
 // addListen records a subscriptions/listen stream and returns its key.
-func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: era20260728, ch: ch, subID: subID}
+func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged bool) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: era20260728, ch: ch, subID: subID, listChanged: listChanged}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -151,6 +152,20 @@ func (r *registry) Publish(_ context.Context, uris []string) error {
 	return nil
 }
 
+// listChanged tells every subscriber that takes them that the resource list
+// changed (the SDK's own broadcast is turned off: it bypasses the hand-off
+// rules above and can be lost, mcp-go PR #969).
+func (r *registry) listChanged() {
+	for _, s := range r.snapshot() {
+		s.mu.Lock()
+		if s.listChanged {
+			s.queue("")
+			r.flushLocked(s)
+		}
+		s.mu.Unlock()
+	}
+}
+
 // Run satisfies publish.Publisher; delivery happens in Publish.
 func (r *registry) Run(ctx context.Context) error {
 	<-ctx.Done()
@@ -177,7 +192,7 @@ func (r *registry) flushLocked(s *subscriber) {
 	}
 	if s.gated {
 		r.mu.RLock()
-		open := r.posts[s.sessionID] == 0
+		open := r.gets[s.sessionID] > 0 && r.posts[s.sessionID] == 0
 		r.mu.RUnlock()
 		if !open {
 			return
@@ -185,11 +200,14 @@ func (r *registry) flushLocked(s *subscriber) {
 	}
 	sent := 0
 	for _, uri := range s.pending {
-		params := mcp.NotificationParams{AdditionalFields: map[string]any{"uri": uri}}
+		method, params := mcp.MethodNotificationResourceUpdated, mcp.NotificationParams{AdditionalFields: map[string]any{"uri": uri}}
+		if uri == "" {
+			method, params = mcp.MethodNotificationResourcesListChanged, mcp.NotificationParams{}
+		}
 		if s.subID != nil {
 			params.Meta = map[string]any{mcp.MetaKeySubscriptionID: s.subID}
 		}
-		msg := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: mcp.MethodNotificationResourceUpdated, Params: params}}
+		msg := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: method, Params: params}}
 		select {
 		case s.ch <- msg:
 			r.m.sent.WithLabelValues(s.era).Inc()
@@ -266,10 +284,9 @@ func (r *registry) streamClosed(sessionID string) int {
 }
 
 // postStarted marks a POST of the session in flight. While one is, nothing
-// new is queued on the session's SDK channel, so the SDK's per-POST forwarder
-// cannot pick one up as the POST ends and drop it (mcp-go PR #969). If a GET
-// stream is open it waits (bounded) until that stream has taken everything
-// already queued; without one, the POST's own response carries them.
+// new is queued on the session's SDK channel, and it waits (bounded) until the
+// GET stream has taken everything already queued, so the SDK's per-POST
+// forwarder cannot pick one up as the POST ends and drop it (mcp-go PR #969).
 func (r *registry) postStarted(sessionID string, maxWait time.Duration) {
 	r.mu.Lock()
 	r.posts[sessionID]++

@@ -68,6 +68,14 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 	r.addSession("s1", ch, true)
 	r.subscribe(sessionKey("s1"), "notebook://w")
 	r.unsubscribe(sessionKey("s1"), "notebook://never") // not an error
+	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent without a GET stream: %v", got)
+	}
+	r.streamOpened("s1")
+	if got := drain(ch); len(got) != 1 {
+		t.Fatalf("opening the GET stream sent %v, want the pending one", got)
+	}
 	r.postStarted("s1", time.Millisecond)
 	for range 10 {
 		_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://other"})
@@ -89,7 +97,7 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(quietLog, newServerMetrics(), time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 10)
-	key := r.addListen(ch, "listen:7", []string{"notebook://w/cells/c1"})
+	key := r.addListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
 	n := <-ch
 	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {

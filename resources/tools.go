@@ -87,6 +87,7 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 	p, _ := s.names.Path(name)
 	if changed {
 		s.mcp.AddResource(s.notebookResource(names.Binding{Name: name, Path: p}).Resource, s.readResource)
+		s.subs.listChanged()
 		s.log.Info("notebook bound", "room", p, "name", name)
 	}
 	entry := NotebookEntry{Name: name, Path: p, URI: NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
@@ -103,6 +104,7 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	s.mcp.DeleteResources(NotebookURI(name))
+	s.subs.listChanged()
 	s.log.Info("notebook unbound", "room", path, "name", name)
 	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
 }
