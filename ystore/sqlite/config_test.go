@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"os"
@@ -151,4 +152,26 @@ func TestDecompress(t *testing.T) {
 	if n := testutil.ToFloat64(tl.m.resyncs.WithLabelValues(reasonHistory)); n != 0 {
 		t.Fatalf("history resyncs = %v: the cursor fingerprint must use stored sizes", n)
 	}
+}
+
+// TestSchemaVersionChange reloads every room when the schema version changes in place.
+func TestSchemaVersionChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "a1")
+	m.write(roomB, "b1")
+	tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond})
+	s := newSink()
+	runTailer(t, tl, s.deliver)
+	converge(t, s, m)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
+	converge(t, s, m)
 }

@@ -156,16 +156,19 @@ func isNoTable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such table")
 }
 
-// dataVersion returns PRAGMA data_version, which changes when another connection commits.
-func (s *store) dataVersion(ctx context.Context) (int64, error) {
-	var v int64
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+// versions returns PRAGMA data_version, which changes when another connection commits,
+// and PRAGMA user_version, the schema version pycrdt-store checks.
+func (s *store) versions(ctx context.Context) (data, user int64, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&data); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&user)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read data_version: %w", err)
+		return 0, 0, fmt.Errorf("read versions: %w", err)
 	}
-	return v, nil
+	return data, user, nil
 }
 
 // top returns the highest rowid and its row's fingerprint; 0 for an empty store.

@@ -19,8 +19,9 @@
 //   - write checkpoints: a checkpoint holds only state from rows, and is written in the
 //     same transaction as a row, so it is read when a room is loaded or re-read;
 //   - rename the file aside and create a new one (schema mismatch), or delete and
-//     recreate it: the file's identity changes, every room of the new file is delivered
-//     as Reset and every room gone as Removed;
+//     recreate it: the file's identity changes (the open connection holds the old inode,
+//     so its number cannot be reused), every room of the new file is delivered as Reset
+//     and every room gone as Removed; the same when PRAGMA user_version changes in place;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
 //     state stays served until the file returns.
 package sqlite
@@ -88,8 +89,9 @@ type Tailer struct {
 
 	// Owned by Run.
 	st     *store
-	synced bool // a file was read before: the next file replaces it
-	dv     int64
+	synced bool  // a file was read before: the next file replaces it
+	dv     int64 // PRAGMA data_version at the last read
+	uv     int64 // PRAGMA user_version (the schema version), -1 until read
 	cursor int64
 	fp     fingerprint
 	rooms  map[string]summary
@@ -213,11 +215,11 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return fmt.Errorf("stat store: %w", err)
 	}
 	if t.st == nil || !os.SameFile(t.st.ident, fi) {
-		if err := t.reopen(ctx, sink); err != nil {
+		if err := t.reopen(ctx, sink); err != nil || t.st == nil {
 			return err
 		}
 	}
-	dv, err := t.st.dataVersion(ctx)
+	dv, uv, err := t.st.versions(ctx)
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,15 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return nil
 	}
 	t.dv = dv
-	if err := t.tail(ctx, sink); err != nil {
+	if t.uv >= 0 && uv != t.uv {
+		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
+		t.uv = uv
+		err = t.resync(ctx, reasonReplaced, sink)
+	} else {
+		t.uv = uv
+		err = t.tail(ctx, sink)
+	}
+	if err != nil {
 		return err
 	}
 	t.setReachable(true, "")
@@ -248,7 +258,7 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	if err != nil {
 		return err
 	}
-	t.st, t.dv = st, -1
+	t.st, t.dv, t.uv = st, -1, -1
 	reason := reasonStart
 	if t.synced {
 		reason = reasonReplaced
