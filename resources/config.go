@@ -48,46 +48,29 @@ type Config struct {
 
 // Defaults returns c with every zero field set to its default.
 func (c Config) Defaults() Config {
-	if c.Transport == "" {
-		c.Transport = TransportHTTP
-	}
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:4040"
-	}
-	if c.Path == "" {
-		c.Path = "/mcp"
-	}
-	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = 4 << 20
-	}
+	orDefault(&c.Transport, TransportHTTP)
+	orDefault(&c.Listen, "127.0.0.1:4040")
+	orDefault(&c.Path, "/mcp")
+	orDefault(&c.MaxRequestBytes, 4<<20)
 	if c.Hooks == nil {
 		c.Hooks = map[string]map[string]any{"metrics": {}}
 	}
-	if c.NotebookTTL == 0 {
-		c.NotebookTTL = 5 * time.Second
-	}
-	if c.OutputTTL == 0 {
-		c.OutputTTL = 60 * time.Second
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 5 * time.Second
-	}
-	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = 25 * time.Second
-	}
-	if c.SessionIdleTimeout == 0 {
-		c.SessionIdleTimeout = 30 * time.Minute
-	}
-	if c.SendTimeout == 0 {
-		c.SendTimeout = 5 * time.Second
-	}
-	if c.SessionGrace == 0 {
-		c.SessionGrace = 10 * time.Second
-	}
-	if c.Version == "" {
-		c.Version = "dev"
-	}
+	orDefault(&c.NotebookTTL, 5*time.Second)
+	orDefault(&c.OutputTTL, 60*time.Second)
+	orDefault(&c.DrainTimeout, 5*time.Second)
+	orDefault(&c.HeartbeatInterval, 25*time.Second)
+	orDefault(&c.SessionIdleTimeout, 30*time.Minute)
+	orDefault(&c.SendTimeout, 5*time.Second)
+	orDefault(&c.SessionGrace, 10*time.Second)
+	orDefault(&c.Version, "dev")
 	return c
+}
+
+func orDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
 }
 
 // Validate reports configuration errors (after Defaults).

@@ -13,7 +13,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
 // ErrUnauthorized is returned by verifiers for a missing or rejected token.
@@ -39,43 +40,22 @@ type Factory func(s Settings) (Verifier, error)
 // Default is the verifier used when the configuration names none.
 const Default = "static"
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = registry.New[Factory]("token verifier")
 
 // Register makes a verifier available by name. It panics on a duplicate name.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[name]; dup {
-		panic(fmt.Sprintf("auth: Register called twice for %q", name))
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names returns the registered verifier names, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return factories.Names() }
 
 // New builds the verifier registered as name ("" means Default).
 func New(name string, s Settings) (Verifier, error) {
 	if name == "" {
 		name = Default
 	}
-	mu.RLock()
-	f, ok := factories[name]
-	mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown token verifier %q (registered: %v)", name, Names())
+	f, err := factories.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	v, err := f(s)
 	if err != nil {

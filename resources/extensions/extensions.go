@@ -16,10 +16,11 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
 // Sentinel errors for tool registration.
@@ -54,32 +55,13 @@ type Extension interface {
 // Factory builds an extension from its options.
 type Factory func(options map[string]any) (Extension, error)
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = registry.New[Factory]("extension")
 
 // Register makes an extension available by name. It panics on a duplicate name.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[name]; dup {
-		panic(fmt.Sprintf("extensions: Register called twice for %q", name))
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names returns the registered extension names, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return factories.Names() }
 
 // Tools is the tool set being assembled before it is handed to the SDK.
 type Tools struct {
@@ -157,17 +139,10 @@ func Build(enabled map[string]map[string]any, t *Tools, log *slog.Logger) (*Set,
 		log = slog.Default()
 	}
 	s := &Set{log: log}
-	names := make([]string, 0, len(enabled))
-	for n := range enabled {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		mu.RLock()
-		f, ok := factories[n]
-		mu.RUnlock()
-		if !ok {
-			return nil, fmt.Errorf("unknown extension %q (registered: %v)", n, Names())
+	for _, n := range slices.Sorted(maps.Keys(enabled)) {
+		f, err := factories.Lookup(n)
+		if err != nil {
+			return nil, err
 		}
 		ext, err := f(enabled[n])
 		if err != nil {

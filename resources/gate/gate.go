@@ -12,7 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
 // Gate decides whether the resources of one URI template are served.
@@ -24,49 +25,28 @@ type Gate interface {
 // Factory builds a gate from its configuration options.
 type Factory func(options map[string]any) (Gate, error)
 
-// ErrUnknown is returned by New for a name that was never registered.
-var ErrUnknown = errors.New("unknown resource gate")
+// ErrUnknown is wrapped by New for a name that was never registered.
+var ErrUnknown = registry.ErrUnknown
 
 // Default is the gate used when the configuration names none.
 const Default = "all"
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = registry.New[Factory]("resource gate")
 
 // Register makes a gate available by name. It panics on a duplicate name.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[name]; dup {
-		panic(fmt.Sprintf("gate: Register called twice for %q", name))
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names returns the registered gate names, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return factories.Names() }
 
 // New builds the gate registered as name ("" means Default).
 func New(name string, options map[string]any) (Gate, error) {
 	if name == "" {
 		name = Default
 	}
-	mu.RLock()
-	f, ok := factories[name]
-	mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknown, name, Names())
+	f, err := factories.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	g, err := f(options)
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
 // Kind says what a Call is.
@@ -49,32 +51,13 @@ type Deps struct {
 // Factory builds a hook from its options.
 type Factory func(options map[string]any, deps Deps) (Hook, error)
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = registry.New[Factory]("hook")
 
 // Register makes a hook available by name. It panics on a duplicate name.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[name]; dup {
-		panic(fmt.Sprintf("hooks: Register called twice for %q", name))
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names returns the registered hook names, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return factories.Names() }
 
 // Chain runs the enabled hooks in name order around a call.
 type Chain struct {
@@ -90,17 +73,10 @@ func Build(enabled map[string]map[string]any, deps Deps) (*Chain, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	names := make([]string, 0, len(enabled))
-	for n := range enabled {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		mu.RLock()
-		f, ok := factories[n]
-		mu.RUnlock()
-		if !ok {
-			return nil, fmt.Errorf("unknown hook %q (registered: %v)", n, Names())
+	for _, n := range slices.Sorted(maps.Keys(enabled)) {
+		f, err := factories.Lookup(n)
+		if err != nil {
+			return nil, err
 		}
 		h, err := f(enabled[n], deps)
 		if err != nil {

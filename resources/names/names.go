@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -92,7 +93,7 @@ type Bindings struct {
 // keeps tool bindings in memory only.
 func New(stateFile string, configured map[string]string) (*Bindings, error) {
 	b := &Bindings{stateFile: stateFile, configured: map[string]string{}, bound: map[string]string{}}
-	for _, name := range sortedKeys(configured) {
+	for _, name := range slices.Sorted(maps.Keys(configured)) {
 		if err := ValidateName(name); err != nil {
 			return nil, fmt.Errorf("configured notebooks: %w", err)
 		}
@@ -133,7 +134,7 @@ func (b *Bindings) Load() error {
 	defer b.mu.Unlock()
 	var errs []error
 	b.bound = map[string]string{}
-	for _, name := range sortedKeys(st.Notebooks) {
+	for _, name := range slices.Sorted(maps.Keys(st.Notebooks)) {
 		clean, err := validBinding(name, st.Notebooks[name])
 		if err == nil {
 			if _, ok := b.configured[name]; ok {
@@ -298,13 +299,4 @@ func WriteFileAtomic(file string, data []byte) error {
 		return fmt.Errorf("sync state directory: %w", err)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -13,10 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
 // Publisher delivers the URIs of changed resources.
@@ -44,32 +45,13 @@ const Default = "subscribers"
 // ErrQueueFull is returned by Publish when a bounded queue drops the change.
 var ErrQueueFull = errors.New("publisher queue full; change dropped")
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
+var factories = registry.New[Factory]("publisher")
 
 // Register makes a publisher available by name. It panics on a duplicate name.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[name]; dup {
-		panic(fmt.Sprintf("publish: Register called twice for %q", name))
-	}
-	factories[name] = f
-}
+func Register(name string, f Factory) { factories.Register(name, f) }
 
 // Names returns the registered publisher names, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Names() []string { return factories.Names() }
 
 // New builds the publisher registered as name ("" means Default).
 func New(name string, options map[string]any, deps Deps) (Publisher, error) {
@@ -79,11 +61,9 @@ func New(name string, options map[string]any, deps Deps) (Publisher, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
-	mu.RLock()
-	f, ok := factories[name]
-	mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown publisher %q (registered: %v)", name, Names())
+	f, err := factories.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	p, err := f(options, deps)
 	if err != nil {
