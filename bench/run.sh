@@ -27,13 +27,13 @@ for w in History State; do
 	for e in yjs ynotebook; do
 		# one process per run so that peak RSS is this engine's alone
 		(cd bench && BENCH_CORPUS=out "$PWD/out/bench.test" -test.run '^$' -test.bench "^Benchmark$w\$/^$e\$" \
-			-test.benchtime 3x -test.v) >>"$OUT/go.txt"
+			-test.benchtime 1x -test.count 3 -test.v) >>"$OUT/go.txt"
 	done
 done
 
 : >"$OUT/node.jsonl"
 for w in history state; do
-	for e in yjs ywasm; do
+	for e in yjs yjs+YNotebook ywasm; do
 		node bench/node.mjs --engine "$e" --workload "$w" --corpus "$OUT" >>"$OUT/node.jsonl"
 	done
 done

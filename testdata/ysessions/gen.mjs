@@ -661,7 +661,7 @@ function bench(seed, count, out) {
 // stream outputs and images, written with plain yjs in the same layout.
 function bigState(r, history) {
   const doc = new Y.Doc();
-  Y.applyUpdate(doc, Y.mergeUpdates(history));
+  for (const u of history) Y.applyUpdate(doc, u);
   const cells = doc.getArray('cells');
   for (let n = 0; ; n++) {
     if (n % 5 === 0) {

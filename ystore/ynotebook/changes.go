@@ -66,31 +66,11 @@ func union(a, b []string) []string {
 	return a
 }
 
-// diff computes the changes from prev to next. metaChanged says whether the notebook-level
-// fields may differ; next.fresh marks cells read anew (all others are unchanged values
-// shared with prev).
-func diff(prev, next *Snapshot, metaChanged bool) Changes {
-	var ch Changes
-	if metaChanged {
-		ch.Metadata = prev.hasNBFormat != next.hasNBFormat || prev.hasMinor != next.hasMinor ||
-			!reflect.DeepEqual(prev.nbformat, next.nbformat) ||
-			!reflect.DeepEqual(prev.nbformatMinor, next.nbformatMinor) ||
-			(prev.Metadata == nil) != (next.Metadata == nil) || !reflect.DeepEqual(prev.Metadata, next.Metadata)
-	}
-	if !slices.Equal(prev.types, next.types) {
-		return reorder(ch, prev, next)
-	}
-	for i, fresh := range next.fresh {
-		if fresh && cellKey(prev.Cells[i]) != cellKey(next.Cells[i]) {
-			return reorder(ch, prev, next)
-		}
-	}
-	for i, fresh := range next.fresh {
-		if fresh {
-			ch.addCell(&prev.Cells[i], &next.Cells[i])
-		}
-	}
-	return ch
+// levelChanged reports whether the notebook-level fields of a and b differ.
+func levelChanged(a, b *Snapshot) bool {
+	return a.hasNBFormat != b.hasNBFormat || a.hasMinor != b.hasMinor ||
+		!reflect.DeepEqual(a.nbformat, b.nbformat) || !reflect.DeepEqual(a.nbformatMinor, b.nbformatMinor) ||
+		(a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata)
 }
 
 // occurrence keys a cell by its id and how many cells before it carry the same id.
@@ -112,9 +92,10 @@ func cellKey(c Cell) string {
 	return c.ID
 }
 
-// reorder fills in added, removed and moved cells and compares the cells present on both
-// sides.
-func reorder(ch Changes, prev, next *Snapshot) Changes {
+// reorder reports added, removed and moved cells and compares the cells present on both
+// sides that were read anew (fresh, by index in next) or changed places.
+func reorder(prev, next *Snapshot, fresh []bool) Changes {
+	var ch Changes
 	oldKeys, newKeys := occurrences(prev), occurrences(next)
 	oldPos := make(map[string]int, len(oldKeys))
 	for i, k := range oldKeys {
@@ -139,7 +120,7 @@ func reorder(ch Changes, prev, next *Snapshot) Changes {
 		}
 		common = append(common, j)
 		commonOld = append(commonOld, i)
-		if next.fresh[j] || prev.types[i] != next.types[j] {
+		if fresh[j] || prev.types[i] != next.types[j] {
 			ch.addCell(&prev.Cells[i], &next.Cells[j])
 		}
 	}

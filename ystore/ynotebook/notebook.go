@@ -2,6 +2,7 @@ package ynotebook
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
@@ -21,8 +22,8 @@ type Notebook struct {
 	meta  *yjs.Map
 	state *yjs.Map
 	snap  *Snapshot
-	// cache holds the materialized cell of every cell map of the current snapshot.
-	cache map[*yjs.Type]Cell
+	// shared is set once snap has been handed out: it must be copied before an edit.
+	shared bool
 }
 
 // State is the document's "state" map: the path fallback and the dirty flag.
@@ -39,44 +40,87 @@ func New() *Notebook {
 		cells: doc.Array(rootCells),
 		meta:  doc.Map(rootMeta),
 		state: doc.Map(rootState),
-		cache: map[*yjs.Type]Cell{},
 	}
-	n.snap = n.materialize(nil, true)
+	n.snap, _ = n.rebuild(&Snapshot{}, scope{meta: true, cells: true})
 	return n
+}
+
+// part is a set of cell keys an update touched.
+type part uint8
+
+const (
+	partSource part = 1 << iota
+	partMetadata
+	partOutputs
+	partOther // id, cell_type, execution_count, attachments or anything else: read it all
+)
+
+// partOf names the part of a cell its key belongs to.
+func partOf(key string) part {
+	switch key {
+	case "source":
+		return partSource
+	case "metadata":
+		return partMetadata
+	case "outputs":
+		return partOutputs
+	}
+	return partOther
 }
 
 // scope is the part of the notebook an update touched.
 type scope struct {
-	meta      bool               // the meta map or anything in it
-	cells     bool               // the cells array itself: cells inserted or deleted
-	cellTypes map[*yjs.Type]bool // cell maps with changes inside
+	meta  bool               // the meta map or anything in it
+	cells bool               // the cells array itself: cells inserted or deleted
+	parts map[*yjs.Type]part // cell maps with changes inside, and where
 }
 
 // scopeOf attributes every changed type of txn to the notebook part holding it.
 func scopeOf(txn *yjs.Txn) scope {
 	var sc scope
 	for _, c := range txn.Changes() {
-		var child *yjs.Type
+		// walk up to the root, remembering the cell map and the key below it
+		var cell, below *yjs.Type
 		t := c.Type
 		for !t.Root() {
-			child = t
+			below, cell = cell, t
 			t, _, _ = t.Parent()
 		}
 		switch t.Name() {
 		case rootMeta:
 			sc.meta = true
 		case rootCells:
-			if child == nil {
+			if cell == nil {
 				sc.cells = true
 				continue
 			}
-			if sc.cellTypes == nil {
-				sc.cellTypes = map[*yjs.Type]bool{}
+			if sc.parts == nil {
+				sc.parts = map[*yjs.Type]part{}
 			}
-			sc.cellTypes[child] = true
+			sc.parts[cell] |= touched(c, below)
 		}
 	}
 	return sc
+}
+
+// touched returns the part of a cell that change c touched; below is the type held by
+// the cell on the way to c.Type, nil when c.Type is the cell map itself.
+func touched(c yjs.Change, below *yjs.Type) part {
+	if below != nil {
+		_, key, hasKey := below.Parent()
+		if !hasKey {
+			return partOther
+		}
+		return partOf(key)
+	}
+	var p part
+	if c.Seq {
+		p |= partOther
+	}
+	for _, k := range c.Keys {
+		p |= partOf(k)
+	}
+	return p
 }
 
 // Apply applies one Yjs v1 update and reports what changed in the notebook view. On error
@@ -87,19 +131,25 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 		return Changes{}, fmt.Errorf("apply notebook update: %w", err)
 	}
 	sc := scopeOf(txn)
-	if !sc.meta && !sc.cells && len(sc.cellTypes) == 0 {
+	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
 		return Changes{}, nil
 	}
-	for t := range sc.cellTypes {
-		delete(n.cache, t)
+	if n.inPlace(sc) {
+		return n.edit(sc), nil
 	}
 	prev := n.snap
-	n.snap = n.materialize(prev, sc.meta)
-	return diff(prev, n.snap, sc.meta), nil
+	next, fresh := n.rebuild(prev, sc)
+	n.snap, n.shared = next, false
+	ch := reorder(prev, next, fresh)
+	ch.Metadata = sc.meta && levelChanged(prev, next)
+	return ch, nil
 }
 
 // Snapshot returns the current notebook; the result is never modified afterwards.
-func (n *Notebook) Snapshot() *Snapshot { return n.snap }
+func (n *Notebook) Snapshot() *Snapshot {
+	n.shared = true
+	return n.snap
+}
 
 // State returns the document's state map.
 func (n *Notebook) State() State {
@@ -116,11 +166,49 @@ func (n *Notebook) State() State {
 // Doc returns the underlying Yjs document.
 func (n *Notebook) Doc() *yjs.Doc { return n.doc }
 
-// materialize builds the snapshot of the current document, reusing every cached cell and,
-// unless meta changed, the notebook-level fields of prev.
-func (n *Notebook) materialize(prev *Snapshot, metaChanged bool) *Snapshot {
-	s := &Snapshot{}
-	if metaChanged {
+// inPlace reports whether the update only touched sources, metadata and outputs of cells
+// already in the snapshot, so that the cell list, ids and types stay as they are.
+func (n *Notebook) inPlace(sc scope) bool {
+	if sc.cells {
+		return false
+	}
+	for t, p := range sc.parts {
+		if _, ok := n.snap.index[t]; !ok || p&partOther != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// edit reads the touched parts again into the current snapshot, copying it first if it
+// has been handed out, and reports the differences.
+func (n *Notebook) edit(sc scope) Changes {
+	s := n.snap
+	if n.shared {
+		c := *s
+		c.Cells = slices.Clone(s.Cells)
+		s, n.snap, n.shared = &c, &c, false
+	}
+	var ch Changes
+	if sc.meta {
+		old := *s
+		readSnapshotMeta(s, n.meta)
+		ch.Metadata = levelChanged(&old, s)
+	}
+	for t, p := range sc.parts {
+		i := s.index[t]
+		old := s.Cells[i]
+		s.Cells[i], _ = reread(old, (*yjs.Map)(t), p)
+		ch.addCell(&old, &s.Cells[i])
+	}
+	return ch
+}
+
+// rebuild returns a new snapshot of the whole cells array, taking from prev every cell
+// the update did not touch; fresh marks the cells read anew.
+func (n *Notebook) rebuild(prev *Snapshot, sc scope) (s *Snapshot, fresh []bool) {
+	s = &Snapshot{}
+	if sc.meta {
 		readSnapshotMeta(s, n.meta)
 	} else {
 		*s = *prev
@@ -128,25 +216,52 @@ func (n *Notebook) materialize(prev *Snapshot, metaChanged bool) *Snapshot {
 	values := n.cells.Values()
 	s.Cells = make([]Cell, 0, len(values))
 	s.types = make([]*yjs.Type, 0, len(values))
-	s.fresh = make([]bool, 0, len(values))
-	live := make(map[*yjs.Type]Cell, len(values))
+	s.index = make(map[*yjs.Type]int, len(values))
+	fresh = make([]bool, 0, len(values))
 	for _, v := range values {
 		m, isMap := v.(*yjs.Map)
 		if !isMap {
 			continue
 		}
-		c, cached := n.cache[m.Type()]
-		if !cached {
+		t := m.Type()
+		p, touched := sc.parts[t]
+		i, known := prev.index[t]
+		var c Cell
+		switch {
+		case known && !touched:
+			c = prev.Cells[i]
+		case known:
+			var ok bool
+			if c, ok = reread(prev.Cells[i], m, p); !ok {
+				continue
+			}
+		default:
 			var ok bool
 			if c, ok = readCell(m); !ok {
 				continue
 			}
 		}
-		live[m.Type()] = c
+		s.index[t] = len(s.Cells)
 		s.Cells = append(s.Cells, c)
-		s.types = append(s.types, m.Type())
-		s.fresh = append(s.fresh, !cached)
+		s.types = append(s.types, t)
+		fresh = append(fresh, !known || touched)
 	}
-	n.cache = live
-	return s
+	return s, fresh
+}
+
+// reread reads the touched parts of cell map m again, keeping the rest of c.
+func reread(c Cell, m *yjs.Map, p part) (Cell, bool) {
+	if p&partOther != 0 {
+		return readCell(m)
+	}
+	if p&partSource != 0 {
+		c.Source = readSource(m)
+	}
+	if p&partMetadata != 0 {
+		c.Metadata = readMetadata(m)
+	}
+	if p&partOutputs != 0 && c.CellType == CellCode {
+		c.Outputs = readOutputs(m)
+	}
+	return c, true
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
 )
 
@@ -30,24 +31,40 @@ type session struct {
 	} `json:"checkpoints"`
 }
 
-func loadSessions(t testing.TB) []*session {
-	t.Helper()
+// loadSessions reads the sessions once per test binary; tests must not modify them.
+var loadSessions = func() func(testing.TB) []*session {
+	var (
+		once     sync.Once
+		sessions []*session
+		err      error
+	)
+	return func(t testing.TB) []*session {
+		t.Helper()
+		once.Do(func() { sessions, err = readSessions() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sessions
+	}
+}()
+
+func readSessions() ([]*session, error) {
 	files, err := filepath.Glob(filepath.Join(sessionsDir, "*.json.gz"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if len(files) < 200 {
-		t.Fatalf("want at least 200 sessions in %s, have %d", sessionsDir, len(files))
+		return nil, fmt.Errorf("want at least 200 sessions in %s, have %d", sessionsDir, len(files))
 	}
 	out := make([]*session, 0, len(files))
 	for _, f := range files {
 		s, err := readSession(f)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		out = append(out, s)
 	}
-	return out
+	return out, nil
 }
 
 func readSession(file string) (*session, error) {

@@ -22,11 +22,11 @@ type Snapshot struct {
 	Metadata      map[string]any // notebook metadata; nil when the document has none
 	Cells         []Cell         // in document order
 
-	nbformat, nbformatMinor any         // the values as stored
-	hasNBFormat, hasMinor   bool        // whether meta holds them
-	pruneIDs                bool        // nbformat 4.0–4.4: cell ids are left out
-	types                   []*yjs.Type // the cell map behind each cell
-	fresh                   []bool      // cells read anew rather than taken from the previous snapshot
+	nbformat, nbformatMinor any               // the values as stored
+	hasNBFormat, hasMinor   bool              // whether meta holds them
+	pruneIDs                bool              // nbformat 4.0–4.4: cell ids are left out
+	types                   []*yjs.Type       // the cell map behind each cell
+	index                   map[*yjs.Type]int // position of each cell map in Cells; shared, never modified
 }
 
 // Cell is one notebook cell in nbformat shape.
@@ -157,12 +157,8 @@ func readCell(v any) (Cell, bool) {
 	if id, ok := get(m, "id"); ok {
 		c.ID, c.hasID = id.(string)
 	}
-	if src, ok := get(m, "source"); ok {
-		c.Source = sourceString(src)
-	}
-	if md, ok := get(m, "metadata"); ok {
-		c.Metadata, _ = copied(md).(map[string]any)
-	}
+	c.Source = readSource(m)
+	c.Metadata = readMetadata(m)
 	if c.CellType == CellCode {
 		c.Outputs = readOutputs(m)
 		if n, ok := get(m, "execution_count"); ok && truthy(n) {
@@ -178,8 +174,9 @@ func readCell(v any) (Cell, bool) {
 	return c, true
 }
 
-// sourceString is String(source) for the values a cell source can hold.
-func sourceString(v any) string {
+// readSource is String(source) for the values a cell source can hold.
+func readSource(m *yjs.Map) string {
+	v, _ := get(m, "source")
 	switch x := v.(type) {
 	case *yjs.Text:
 		return x.String()
@@ -187,6 +184,16 @@ func sourceString(v any) string {
 		return x
 	}
 	return ""
+}
+
+// readMetadata returns the cell metadata, nil when absent.
+func readMetadata(m *yjs.Map) map[string]any {
+	md, ok := get(m, "metadata")
+	if !ok {
+		return nil
+	}
+	out, _ := copied(md).(map[string]any)
+	return out
 }
 
 // readOutputs returns the outputs of a code cell: each output is a Y map (stream text as
