@@ -123,8 +123,8 @@ type arena struct {
 }
 
 const (
-	arenaChunk = 16 << 10
-	arenaMax   = 1 << 10
+	arenaChunk = 4 << 10
+	arenaMax   = 256
 )
 
 func (a *arena) copy(b []byte) []byte {

@@ -231,7 +231,7 @@ func (d *Doc) splitItem(it *item, diff uint64) *item {
 // newItem returns a zeroed item from the document's slab.
 func (d *Doc) newItem() *item {
 	if len(d.slab) == 0 {
-		d.slab = make([]item, 256)
+		d.slab = make([]item, 32)
 	}
 	it := &d.slab[0]
 	d.slab = d.slab[1:]
