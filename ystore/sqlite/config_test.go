@@ -164,7 +164,7 @@ func TestSchemaVersionChange(t *testing.T) {
 	s := newSink()
 	runTailer(t, tl, s.deliver)
 	converge(t, s, m)
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}

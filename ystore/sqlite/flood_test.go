@@ -74,14 +74,7 @@ func over(t *testing.T, h prometheus.Histogram, bound float64) (uint64, uint64) 
 // TestReadOnly checks that the tailer's connection cannot write and leaves the
 // journal mode alone.
 func TestReadOnly(t *testing.T) {
-	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
-	m := newModel(startWriter(t, path))
-	m.write(roomA, "a1")
-	db, err := sql.Open("sqlite", dsn(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, db := storeWithReader(t)
 	for _, stmt := range []string{
 		"INSERT INTO yupdates VALUES ('x', x'00', NULL, 0)",
 		"PRAGMA journal_mode = WAL",
@@ -111,14 +104,7 @@ func histogram(t *testing.T, h prometheus.Histogram) *dto.Histogram {
 // transaction held past the writer's 5 s busy timeout makes a pycrdt-store write fail
 // (pycrdt-store logs and drops it; the test writer reports it).
 func TestWriterLosesWritesToALongReader(t *testing.T) {
-	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
-	m := newModel(startWriter(t, path))
-	m.write(roomA, "a1")
-	db, err := sql.Open("sqlite", dsn(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	m, db := storeWithReader(t)
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +118,19 @@ func TestWriterLosesWritesToALongReader(t *testing.T) {
 	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "locked") {
 		t.Fatalf("writer errors %v, want one 'database is locked'", r.Errors)
 	}
+}
+
+// storeWithReader starts a writer on a new store with one row, and opens a connection
+// the way the tailer does.
+func storeWithReader(t *testing.T) (*model, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "a1")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return m, db
 }

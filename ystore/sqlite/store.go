@@ -56,7 +56,8 @@ func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := db.PingContext(ctx); err != nil {
+	// Opening reads the schema, which the writer's lock can refuse like any read.
+	if err := retryBusy(ctx, maxBusyWait, onBusy, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -89,14 +90,20 @@ func (s *store) close() error { return s.db.Close() }
 // read runs fn in one read transaction, retried from scratch while the writer holds its
 // lock. fn must not wait on anything but the database.
 func (s *store) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	deadline := time.Now().Add(s.maxBusyWait)
+	return retryBusy(ctx, s.maxBusyWait, s.onBusy, func() error { return s.measured(ctx, fn) })
+}
+
+// retryBusy runs attempt until it is not refused by the writer's lock or maxWait has
+// passed, sleeping 0.1 to 2 ms between attempts (never inside a transaction).
+func retryBusy(ctx context.Context, maxWait time.Duration, onBusy func(), attempt func() error) error {
+	deadline := time.Now().Add(maxWait)
 	backoff := 100 * time.Microsecond
 	for {
-		err := s.measured(ctx, fn)
+		err := attempt()
 		if !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
-		s.onBusy()
+		onBusy()
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
