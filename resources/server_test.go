@@ -17,7 +17,7 @@ func TestLegacySubscribeNotifyRead(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("use_notebook: %+v", res.Content)
 	}
-	for _, uri := range []string{"notebook://work", "notebook://work/cells/c1"} {
+	for _, uri := range []string{"notebook://work", "notebook://work/cells/c1", "notebook://work/cells/c1/outputs/0"} {
 		req := mcp.SubscribeRequest{}
 		req.Params.URI = uri
 		if err := c.Subscribe(context.Background(), req); err != nil {
@@ -29,6 +29,12 @@ func TestLegacySubscribeNotifyRead(t *testing.T) {
 	c.waitUpdated(t, 2500*time.Millisecond, "notebook://work", "notebook://work/cells/c1")
 	if got := readText(t, c, "notebook://work/cells/c1"); !strings.Contains(got, "hello, world") {
 		t.Fatalf("cell after the change: %s", got)
+	}
+	// An output subscription hears its output change.
+	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"))
+	c.waitUpdated(t, 2500*time.Millisecond, "notebook://work/cells/c1/outputs/0")
+	if got := readText(t, c, "notebook://work/cells/c1/outputs/0"); got != "hello, world\n" {
+		t.Fatalf("output after the change: %q", got)
 	}
 }
 

@@ -128,3 +128,42 @@ func TestStdioBothEras(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 	p.await(t, byID(7))
 }
+
+func FuzzReadLine(f *testing.F) {
+	for _, s := range []string{"a\nbb\n", "", "\n\n", strings.Repeat("x", 100) + "\ny"} {
+		f.Add(s, 8)
+	}
+	f.Fuzz(func(t *testing.T, in string, limit int) {
+		if limit < 1 || limit > 1<<16 {
+			return
+		}
+		r := bufio.NewReaderSize(strings.NewReader(in), 16)
+		var got []string
+		for {
+			line, tooLong, err := readLine(r, int64(limit))
+			if tooLong {
+				got = append(got, "<long>")
+			} else if len(line) > 0 {
+				got = append(got, strings.TrimSuffix(string(line), "\n"))
+			}
+			if err != nil {
+				break
+			}
+		}
+		var want []string
+		parts := strings.SplitAfter(in, "\n")
+		for _, p := range parts {
+			if p == "" {
+				continue
+			}
+			if len(p) > limit {
+				want = append(want, "<long>")
+			} else {
+				want = append(want, strings.TrimSuffix(p, "\n"))
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("readLine(%q, %d) = %q, want %q", in, limit, got, want)
+		}
+	})
+}
