@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// goClient is mcp-go's client on one protocol era.
+type goClient struct {
+	t      testing.TB
+	c      *client.Client
+	modern bool
+	notes  chan string
+
+	mu         sync.Mutex
+	filter     []string
+	stopListen func()
+}
+
+func dialGo(t testing.TB, url string, modern bool) *goClient {
+	t.Helper()
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token})}
+	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20260728)}
+	if !modern {
+		// 2025-11-25 notifications arrive on the session's standalone GET stream.
+		topts = append(topts, transport.WithContinuousListening())
+		opts = []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &goClient{t: t, c: client.NewClient(tr, opts...), modern: modern, notes: make(chan string, 100000)}
+	g.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != string(mcp.MethodNotificationResourceUpdated) {
+			return
+		}
+		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok {
+			g.notes <- uri
+		}
+	})
+	ctx := waitCtx(t, 10*time.Second)
+	if err := g.c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "sidecar-e2e", Version: "1"}
+	res, err := g.c.Initialize(ctx, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mcp.ProtocolVersion20251125
+	if modern {
+		want = mcp.ProtocolVersion20260728
+	}
+	if res.ProtocolVersion != want {
+		t.Fatalf("negotiated %s, want %s", res.ProtocolVersion, want)
+	}
+	t.Cleanup(g.close)
+	return g
+}
+
+func (g *goClient) name() string {
+	if g.modern {
+		return "mcp-go/2026-07-28"
+	}
+	return "mcp-go/2025-11-25"
+}
+
+func (g *goClient) bind(name, path string) {
+	g.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "use_notebook"
+	req.Params.Arguments = map[string]any{"notebook_name": name, "notebook_path": path}
+	res, err := g.c.CallTool(waitCtx(g.t, 10*time.Second), req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if res.IsError {
+		g.t.Fatalf("use_notebook: %+v", res.Content)
+	}
+}
+
+func (g *goClient) subscribe(uris ...string) {
+	g.t.Helper()
+	if g.modern {
+		g.mu.Lock()
+		g.filter = append(g.filter, uris...)
+		g.mu.Unlock()
+		g.listen()
+		return
+	}
+	for _, u := range uris {
+		req := mcp.SubscribeRequest{}
+		req.Params.URI = u
+		if err := g.c.Subscribe(waitCtx(g.t, 10*time.Second), req); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+func (g *goClient) unsubscribe(uris ...string) {
+	g.t.Helper()
+	if g.modern {
+		g.mu.Lock()
+		g.filter = slices.DeleteFunc(g.filter, func(u string) bool { return slices.Contains(uris, u) })
+		g.mu.Unlock()
+		g.listen()
+		return
+	}
+	for _, u := range uris {
+		req := mcp.UnsubscribeRequest{}
+		req.Params.URI = u
+		if err := g.c.Unsubscribe(waitCtx(g.t, 10*time.Second), req); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+// listen (re)opens the subscriptions/listen stream with the current filter.
+func (g *goClient) listen() {
+	g.t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopListen != nil {
+		g.stopListen()
+		g.stopListen = nil
+	}
+	if len(g.filter) == 0 {
+		return
+	}
+	stop, err := g.c.ListenAsync(context.Background(),
+		mcp.SubscriptionFilter{ResourceSubscriptions: slices.Clone(g.filter)},
+		func(err error) { g.t.Errorf("%s listen: %v", g.name(), err) })
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.stopListen = stop
+	// The acknowledgement is not surfaced by ListenAsync: a ping after it is ordered
+	// behind the stream's establishment on the server.
+	time.Sleep(200 * time.Millisecond)
+}
+
+func (g *goClient) read(uri string) string {
+	g.t.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := g.c.ReadResource(waitCtx(g.t, 10*time.Second), req)
+	if err != nil {
+		g.t.Fatalf("read %s: %v", uri, err)
+	}
+	if len(res.Contents) != 1 {
+		g.t.Fatalf("read %s: %d contents", uri, len(res.Contents))
+	}
+	tc, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		g.t.Fatalf("read %s: %T", uri, res.Contents[0])
+	}
+	return tc.Text
+}
+
+func (g *goClient) updates() <-chan string { return g.notes }
+
+func (g *goClient) close() {
+	g.mu.Lock()
+	if g.stopListen != nil {
+		g.stopListen()
+		g.stopListen = nil
+	}
+	g.mu.Unlock()
+	_ = g.c.Close()
+}

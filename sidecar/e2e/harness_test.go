@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+const (
+	token    = "e2e-secret-token"
+	fileID   = "0b5e2f5c-6a57-4d55-9d4c-1f6f0c3b8a11"
+	nbPath   = "work/analysis.ipynb"
+	roomKey  = ".notebook:" + fileID + ".y"
+	repoRoot = "../.."
+)
+
+// binary is the sidecar built once for the package's tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sidecar-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "jupyter-mcp-sidecar")
+	args := []string{"build", "-o", binary}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../../cmd/jupyter-mcp-sidecar")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the sidecar:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// step is one recorded Yjs update with what it changes in the notebook.
+type step struct {
+	update  []byte
+	changes ynotebook.Changes
+	after   *ynotebook.Snapshot // the notebook once this update is applied
+}
+
+// session is the demo recording (real Yjs updates of one notebook session), with the
+// change set and notebook after each update, computed by the engine.
+func session(t testing.TB) []step {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "sidecar", "demo", "session.jsonl.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := demo.ParseSession(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := ynotebook.New()
+	out := make([]step, len(steps))
+	for i, s := range steps {
+		ch, err := nb.Apply(s.Update)
+		if err != nil {
+			t.Fatalf("session update %d: %v", i, err)
+		}
+		out[i] = step{update: s.Update, changes: ch, after: nb.Snapshot()}
+	}
+	return out
+}
+
+// writer drives testdata/pycrdt_writer/writer.py on one store file.
+type writer struct {
+	t   testing.TB
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startWriter(t testing.TB, store string) *writer {
+	t.Helper()
+	cmd := exec.Command("python3", filepath.Join(repoRoot, "testdata", "pycrdt_writer", "writer.py"), store)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	w := &writer{t: t, cmd: cmd, in: in, out: sc}
+	t.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	})
+	return w
+}
+
+// do sends one command and returns its reply, failing the test on a write error.
+func (w *writer) do(cmd map[string]any) map[string]any {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	line, err := json.Marshal(cmd)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.in.Write(append(line, '\n')); err != nil {
+		w.t.Fatal(err)
+	}
+	if !w.out.Scan() {
+		w.t.Fatalf("writer exited: %v", w.out.Err())
+	}
+	var reply map[string]any
+	if err := json.Unmarshal(w.out.Bytes(), &reply); err != nil {
+		w.t.Fatal(err)
+	}
+	if ok, _ := reply["ok"].(bool); !ok {
+		w.t.Fatalf("writer %v: %v", cmd["op"], reply["error"])
+	}
+	if errs, _ := reply["errors"].([]any); len(errs) > 0 {
+		w.t.Fatalf("writer %v lost writes: %v", cmd["op"], errs)
+	}
+	return reply
+}
+
+// write stores one update and returns its commit time.
+func (w *writer) write(update []byte) time.Time {
+	r := w.do(map[string]any{"op": "write", "room": roomKey, "update": base64.StdEncoding.EncodeToString(update)})
+	return unixTime(r["committed"].(float64))
+}
+
+// flood stores updates as fast as the writer can.
+func (w *writer) flood(updates [][]byte) {
+	enc := make([]string, len(updates))
+	for i, u := range updates {
+		enc[i] = base64.StdEncoding.EncodeToString(u)
+	}
+	w.do(map[string]any{"op": "flood", "room": roomKey, "updates": enc})
+}
+
+func unixTime(sec float64) time.Time {
+	return time.Unix(0, int64(sec*1e9))
+}
+
+// sidecar is the running binary with its store, fileid database and config.
+type sidecar struct {
+	t      testing.TB
+	dir    string
+	store  string
+	url    string // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	logs   *bytes.Buffer
+	logsMu *sync.Mutex
+	done   chan error
+}
+
+type options struct {
+	debounce time.Duration // 0: the default 250 ms; <0: off
+}
+
+// startSidecar creates the fileid database naming the notebook, writes a config and
+// starts the binary on a free loopback port, then waits until it answers /healthz.
+func startSidecar(t testing.TB, dir string, o options) *sidecar {
+	t.Helper()
+	fileidDB := filepath.Join(dir, "file_id_manager.db")
+	createFileIDDB(t, fileidDB, filepath.Join(dir, nbPath))
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	debounce := "250ms"
+	if o.debounce > 0 {
+		debounce = o.debounce.String()
+	} else if o.debounce < 0 {
+		debounce = "0s"
+	}
+	store := filepath.Join(dir, ".jupyter_ystore.db")
+	cfg := fmt.Sprintf(`log: {level: debug, format: json}
+store:
+  backend: sqlite
+  sqlite: {path: %q, poll_interval: 500ms}
+fileid: {db_path: %q, root_dir: %q}
+server:
+  listen: 127.0.0.1:%d
+  token_file: %q
+  state_file: %q
+notifications: {debounce: %s, max_delay: 2s}
+`, store, fileidDB, dir, port, tokenFile, filepath.Join(dir, "names.json"), debounce)
+	cfgPath := filepath.Join(dir, "sidecar.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &sidecar{t: t, dir: dir, store: store, url: fmt.Sprintf("http://127.0.0.1:%d", port),
+		logs: &bytes.Buffer{}, logsMu: &sync.Mutex{}, done: make(chan error, 1)}
+	s.cmd = exec.Command(binary, "serve", "--config", cfgPath)
+	s.cmd.Stdout = lockedWriter{s.logsMu, s.logs}
+	s.cmd.Stderr = lockedWriter{s.logsMu, s.logs}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			s.logsMu.Lock()
+			t.Logf("sidecar logs:\n%s", s.logs.String())
+			s.logsMu.Unlock()
+		}
+	})
+	s.waitHTTP("/healthz", http.StatusOK, 30*time.Second)
+	return s
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// stop sends SIGTERM and waits for a clean exit within the drain deadline.
+func (s *sidecar) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Errorf("sidecar exited with %v after SIGINT", err)
+		}
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.t.Error("sidecar did not stop within 15 s of SIGINT")
+	}
+}
+
+// get fetches a path of the sidecar's HTTP listener.
+func (s *sidecar) get(path string) (int, string) {
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitHTTP polls path until it answers code.
+func (s *sidecar) waitHTTP(path string, code int, within time.Duration) string {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got, body := s.get(path)
+		if got == code {
+			return body
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s answered %d %q, want %d within %v", path, got, body, code, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metric returns the sum of a Prometheus metric's samples over all its labels; 0 when
+// it has none (a labelled metric before its first sample).
+func (s *sidecar) metric(name string) float64 {
+	s.t.Helper()
+	_, body := s.get("/metrics")
+	ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1)
+	sum := 0.0
+	for _, m := range ms {
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+func (s *sidecar) mcpURL() string { return s.url + "/mcp" }
+
+func createFileIDDB(t testing.TB, dbPath, nbAbs string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO Files(id, path) VALUES (?, ?)`, fileID, nbAbs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitCtx is a context bounded by d and the test.
+func waitCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cellURI names a cell resource of the bound notebook.
+func cellURI(name, id string) string { return "notebook://" + name + "/cells/" + id }
+
+// visible reports whether a slice of steps changes anything a read would show.
+func visible(steps []step) bool {
+	for _, s := range steps {
+		if !s.changes.Empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// changedCell returns the first step at or after from that changes the source of a
+// cell that already exists before it, with that cell's id.
+func changedCell(steps []step, from int) (int, string) {
+	for i := from; i < len(steps); i++ {
+		for id, c := range steps[i].changes.Cells {
+			if c.Source && !strings.Contains(id, "/") {
+				if _, _, ok := steps[i-1].after.Cell(id); ok {
+					return i, id
+				}
+			}
+		}
+	}
+	return -1, ""
+}

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tsClient is one official TypeScript SDK client driven by testdata/mcpclient: sdk1.mjs
+// (@modelcontextprotocol/sdk 1.32, 2025-11-25) or sdk2.mjs (@modelcontextprotocol/client
+// 2.4, 2026-07-28 with subscriptions/listen).
+type tsClient struct {
+	t      testing.TB
+	script string
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	notes  chan string
+	seq    atomic.Int64
+
+	mu      sync.Mutex
+	replies map[int64]chan tsEvent
+	closed  chan struct{}
+}
+
+type tsEvent struct {
+	Event           string          `json:"event"`
+	ID              *int64          `json:"id"`
+	URI             string          `json:"uri"`
+	ProtocolVersion string          `json:"protocolVersion"`
+	Result          json.RawMessage `json:"result"`
+	Error           string          `json:"error"`
+}
+
+// dialTS starts both TypeScript clients. Without their npm packages the test skips
+// them, except on CI, where their absence is a failure.
+func dialTS(t *testing.T, url string) []mcpClient {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("testdata/mcpclient/node_modules missing on CI: run npm ci there")
+		}
+		t.Log("testdata/mcpclient/node_modules missing: TypeScript clients not run")
+		return nil
+	}
+	return []mcpClient{startTS(t, dir, "sdk1.mjs", url, "2025-11-25"), startTS(t, dir, "sdk2.mjs", url, "2026-07-28")}
+}
+
+func startTS(t *testing.T, dir, script, url, era string) *tsClient {
+	t.Helper()
+	c := &tsClient{t: t, script: script, notes: make(chan string, 100000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
+	c.cmd = exec.Command("node", filepath.Join(dir, script), "--url", url, "--token", token)
+	c.cmd.Stderr = os.Stderr
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan tsEvent, 1)
+	go c.readLoop(out, ready)
+	select {
+	case ev := <-ready:
+		if ev.Event != "ready" || ev.ProtocolVersion != era {
+			t.Fatalf("%s: %+v, want ready on %s", script, ev, era)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not connect", script)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *tsClient) readLoop(out io.Reader, ready chan<- tsEvent) {
+	defer close(c.closed)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	first := true
+	for sc.Scan() {
+		var ev tsEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			continue
+		}
+		switch {
+		case first:
+			first = false
+			ready <- ev
+		case ev.Event == "updated":
+			c.notes <- ev.URI
+		case ev.ID != nil:
+			c.mu.Lock()
+			ch := c.replies[*ev.ID]
+			delete(c.replies, *ev.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- ev
+			}
+		}
+	}
+}
+
+// do sends one command and waits for its result.
+func (c *tsClient) do(cmd map[string]any) json.RawMessage {
+	c.t.Helper()
+	id := c.seq.Add(1)
+	cmd["id"] = id
+	ch := make(chan tsEvent, 1)
+	c.mu.Lock()
+	c.replies[id] = ch
+	c.mu.Unlock()
+	line, _ := json.Marshal(cmd)
+	if _, err := c.in.Write(append(line, '\n')); err != nil {
+		c.t.Fatalf("%s: %v", c.script, err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Event == "error" {
+			c.t.Fatalf("%s %v: %s", c.script, cmd["op"], ev.Error)
+		}
+		return ev.Result
+	case <-time.After(15 * time.Second):
+		c.t.Fatalf("%s %v: no answer", c.script, cmd["op"])
+	}
+	return nil
+}
+
+func (c *tsClient) name() string { return c.script }
+
+func (c *tsClient) bind(name, path string) {
+	var res struct {
+		IsError bool `json:"isError"`
+	}
+	raw := c.do(map[string]any{"op": "call", "name": "use_notebook", "arguments": map[string]any{"notebook_name": name, "notebook_path": path}})
+	if err := json.Unmarshal(raw, &res); err != nil || res.IsError {
+		c.t.Fatalf("%s use_notebook: %s", c.script, raw)
+	}
+}
+
+func (c *tsClient) subscribe(uris ...string) {
+	for _, u := range uris {
+		c.do(map[string]any{"op": "subscribe", "uri": u})
+	}
+}
+
+func (c *tsClient) unsubscribe(uris ...string) {
+	for _, u := range uris {
+		c.do(map[string]any{"op": "unsubscribe", "uri": u})
+	}
+}
+
+func (c *tsClient) read(uri string) string {
+	var res struct {
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	raw := c.do(map[string]any{"op": "read", "uri": uri})
+	if err := json.Unmarshal(raw, &res); err != nil || len(res.Contents) != 1 {
+		c.t.Fatalf("%s read %s: %s", c.script, uri, raw)
+	}
+	return res.Contents[0].Text
+}
+
+func (c *tsClient) updates() <-chan string { return c.notes }
+
+func (c *tsClient) close() {
+	if c.in == nil {
+		return
+	}
+	_, _ = c.in.Write([]byte(`{"op":"close"}` + "\n"))
+	_ = c.in.Close()
+	c.in = nil
+	select {
+	case <-c.closed:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+	}
+	_ = c.cmd.Wait()
+}
