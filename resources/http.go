@@ -274,13 +274,6 @@ func (m *sessionIDs) known(id string) bool {
 	return ok && strings.HasPrefix(id, sessionPrefix)
 }
 
-// count returns the number of live session ids.
-func (m *sessionIDs) count() int {
-	n := 0
-	m.live.Range(func(any, any) bool { n++; return true })
-	return n
-}
-
 // streamSet holds the cancel functions of long-lived requests (GET streams and
 // subscriptions/listen) so shutdown can end them.
 type streamSet struct {

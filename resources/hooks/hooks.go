@@ -161,15 +161,15 @@ type metrics struct {
 func newMetrics(_ map[string]any, deps Deps) (Hook, error) {
 	m := metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "calls_total",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "calls_total",
 			Help: "Tool calls and resource reads served.",
 		}, []string{"kind", "name"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "call_errors_total",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "call_errors_total",
 			Help: "Tool calls and resource reads that returned an error.",
 		}, []string{"kind", "name"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "jupyter_mcp", Subsystem: "mcp", Name: "call_duration_seconds",
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "call_duration_seconds",
 			Help:    "Duration of tool calls and resource reads.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"kind", "name"}),

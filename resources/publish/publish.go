@@ -124,7 +124,7 @@ func readQueueOptions(o options) (queueOptions, error) {
 func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Context, []string) error) (*queue, error) {
 	counter := func(n, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp", Subsystem: "publisher", Name: n, Help: help,
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: n, Help: help,
 			ConstLabels: prometheus.Labels{"publisher": name},
 		})
 	}
