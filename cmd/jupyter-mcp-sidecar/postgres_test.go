@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+)
+
+// The Postgres commands against the real PostgreSQL .ci/run starts: postgres init (twice:
+// idempotent), ship a demo store into it, inspect the shipped notebook from Postgres.
+func TestPostgresInitShipInspect(t *testing.T) {
+	dsn := os.Getenv("JUPYTER_MCP_SIDECAR_TEST_PG_DSN")
+	if dsn == "" {
+		t.Skip("JUPYTER_MCP_SIDECAR_TEST_PG_DSN not set (.ci/run starts PostgreSQL)")
+	}
+	isolate(t)
+	schema := fmt.Sprintf("cmdtest_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		conn.Close(context.Background())
+	})
+	pg := []string{"--dsn", dsn, "--schema", schema, "--channel", schema}
+	for range 2 {
+		out, _, err := run(t, append([]string{"postgres", "init"}, pg...)...)
+		if err != nil || !strings.Contains(out, "postgres y-store ready: "+schema+".yupdates") {
+			t.Fatalf("postgres init = %q, %v", out, err)
+		}
+	}
+
+	dir := t.TempDir()
+	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	fileID := strings.TrimSuffix(strings.TrimPrefix(w.Room(), ".notebook:"), ".y")
+
+	t.Setenv("JUPYTER_MCP_SIDECAR_SHIP_POSTGRES_SCHEMA", schema)
+	t.Setenv("JUPYTER_MCP_SIDECAR_STORE_POSTGRES_SCHEMA", schema)
+	t.Setenv("JUPYTER_MCP_SIDECAR_STORE_POSTGRES_CHANNEL", schema)
+	shipCtx, stopShip := context.WithCancel(context.Background())
+	defer stopShip()
+	shipped := make(chan error, 1)
+	go func() {
+		root := newRoot(&lockedBuffer{}, &lockedBuffer{})
+		root.SetArgs([]string{"ship", "--store", w.StorePath(), "--ship-dsn", dsn, "--source-id", "test-host", "--log-level", "error"})
+		shipped <- root.ExecuteContext(shipCtx)
+	}()
+	inspect := []string{"inspect", "--backend", "postgres", "--fileid-db", w.FileIDDBPath(), "--root-dir", dir, "--dsn", dsn}
+	waitFor(t, "the shipped room visible to inspect", 30*time.Second, func() bool {
+		select {
+		case err := <-shipped:
+			t.Fatalf("ship stopped: %v", err)
+		default:
+		}
+		out, _, err := run(t, inspect...)
+		return err == nil && strings.Contains(out, fileID)
+	})
+	stopShip()
+	if err := <-shipped; err != nil {
+		t.Fatalf("ship: %v", err)
+	}
+	out, _, err := run(t, append(inspect, fileID)...)
+	if err != nil {
+		t.Fatalf("inspect %s from postgres: %v", fileID, err)
+	}
+	var nb struct {
+		Cells []any `json:"cells"`
+	}
+	if err := json.Unmarshal([]byte(out), &nb); err != nil || len(nb.Cells) == 0 {
+		t.Fatalf("inspect printed no notebook with cells (%v):\n%s", err, out)
+	}
+}
