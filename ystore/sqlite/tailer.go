@@ -91,7 +91,7 @@ type Tailer struct {
 	st     *store
 	synced bool  // a file was read before: the next file replaces it
 	dv     int64 // PRAGMA data_version at the last read
-	uv     int64 // PRAGMA user_version (the schema version), -1 until read
+	uv     int64 // PRAGMA user_version (the schema version) of the open file
 	cursor int64
 	fp     fingerprint
 	rooms  map[string]summary
@@ -228,12 +228,11 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return nil
 	}
 	t.dv = dv
-	if t.uv >= 0 && uv != t.uv {
+	if uv != t.uv {
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
 		t.uv = uv
 		err = t.resync(ctx, reasonReplaced, sink)
 	} else {
-		t.uv = uv
 		err = t.tail(ctx, sink)
 	}
 	if err != nil {
@@ -258,7 +257,12 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	if err != nil {
 		return err
 	}
-	t.st, t.dv, t.uv = st, -1, -1
+	_, uv, err := st.versions(ctx)
+	if err != nil {
+		st.close()
+		return err
+	}
+	t.st, t.dv, t.uv = st, -1, uv
 	reason := reasonStart
 	if t.synced {
 		reason = reasonReplaced
