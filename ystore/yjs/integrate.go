@@ -291,7 +291,7 @@ func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint6
 			} else {
 				rest[c] = []*item{it}
 			}
-			ids = slices.DeleteFunc(ids, func(x uint64) bool { return x == c })
+			// Yjs also drops c from the client ids; next skips clients without refs.
 		}
 		stack = stack[:0]
 	}
