@@ -7,6 +7,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
 
 func loadChanges(t testing.TB) [][]byte {
@@ -223,5 +225,31 @@ func TestOddInput(t *testing.T) {
 			_ = d.Text("r").String()
 			_ = ToJSON(d)
 		})
+	}
+}
+
+// TestManyWaitingClients applies one update in which 50k clients each wait for a
+// missing struct: it must stay linear (Yjs filters its client list per waiting client).
+func TestManyWaitingClients(t *testing.T) {
+	const n = 50000
+	var e lib0.Encoder
+	e.VarUint(n)
+	for c := uint64(1); c <= n; c++ {
+		e.VarUint(1) // one struct
+		e.VarUint(c) // client
+		e.VarUint(0) // clock
+		e.Uint8(infoOrigin | kindString)
+		e.VarUint(c + n) // origin client: never sent
+		e.VarUint(0)
+		e.VarString("x")
+	}
+	e.VarUint(0)
+	d := NewDoc()
+	txn := mustApply(t, d, e.Buf)
+	if !txn.Empty() || !d.HasPending() {
+		t.Fatalf("changes %v, pending %v", txn.Changes(), d.HasPending())
+	}
+	if len(d.pending) != n {
+		t.Fatalf("%d clients pending, want %d", len(d.pending), n)
 	}
 }
