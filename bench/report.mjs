@@ -18,8 +18,9 @@ for (const line of goText.split('\n')) {
     const row = {
       engine: `go ${m[2] === 'yjs' ? 'ystore/yjs' : 'ystore/ynotebook'}`,
       workload: m[1].toLowerCase(),
-      nsPerUpdate: metrics['ns/update'],
+      nsPerUpdate: metrics['cpu-ns/update'],
       ms: (metrics['ns/op'] ?? 0) / 1e6,
+      cpuMs: metrics['cpu-ms/op'],
       allocsPerUpdate: metrics['allocs/update'],
       bytesPerUpdate: metrics['B/update'],
       liveMB: metrics['live-MB'],
@@ -29,7 +30,7 @@ for (const line of goText.split('\n')) {
     // -test.count runs: keep the fastest, the least disturbed by other work on the machine
     const i = rows.findIndex(r => r.engine === row.engine && r.workload === row.workload);
     if (i < 0) rows.push(row);
-    else if (row.ms < rows[i].ms) rows[i] = row;
+    else if (row.cpuMs < rows[i].cpuMs) rows[i] = row;
     continue;
   }
   const sv = line.match(/state vector (\S*)/);
@@ -47,12 +48,14 @@ for (const workload of ['history', 'state']) {
     table.push({
       workload,
       engine: r.engine,
-      ms: r.ms.toFixed(1),
-      'ns/update': Math.round(r.nsPerUpdate),
-      'vs yjs': (ref.ms / r.ms).toFixed(2) + '×',
-      'vs ywasm': (wasm.ms / r.ms).toFixed(2) + '×',
+      'wall ms': r.ms.toFixed(0),
+      'CPU ms': r.cpuMs.toFixed(0),
+      'CPU ns/update': Math.round(r.nsPerUpdate),
+      'faster than yjs': (ref.cpuMs / r.cpuMs).toFixed(2) + '×',
+      'faster than ywasm': (wasm.cpuMs / r.cpuMs).toFixed(2) + '×',
       'peak RSS MB': r.peakRSSMB.toFixed(0),
-      'RSS vs yjs': (r.peakRSSMB / ref.peakRSSMB).toFixed(2),
+      'RSS / yjs': (r.peakRSSMB / ref.peakRSSMB).toFixed(2),
+      'RSS / ywasm': (r.peakRSSMB / wasm.peakRSSMB).toFixed(2),
       'allocs/update': r.allocsPerUpdate === undefined ? '' : r.allocsPerUpdate.toFixed(1),
       'B/update': r.bytesPerUpdate === undefined ? '' : Math.round(r.bytesPerUpdate),
       'same state': r.stateVector === ref.stateVector ? 'yes' : 'NO',
