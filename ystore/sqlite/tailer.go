@@ -309,7 +309,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
-		t.delivered(rows)
+		t.delivered(rows, true)
 		if !more {
 			return nil
 		}
@@ -369,7 +369,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
-	t.delivered(rows)
+	t.delivered(rows, false)
 	return nil
 }
 
@@ -402,8 +402,9 @@ func (t *Tailer) deliver(ctx context.Context, sink func(context.Context, []ystor
 	return nil
 }
 
-// delivered updates counters and lag after rows reached the sink.
-func (t *Tailer) delivered(rows []ystore.Row) {
+// delivered updates counters after rows reached the sink, and the lag when they were
+// tailed as they committed (a resync delivers old rows: their age is not lag).
+func (t *Tailer) delivered(rows []ystore.Row, tailed bool) {
 	now := time.Now()
 	t.m.rows.Add(float64(len(rows)))
 	t.mu.Lock()
@@ -414,12 +415,12 @@ func (t *Tailer) delivered(rows []ystore.Row) {
 	for _, r := range rows {
 		newest = max(newest, r.Timestamp)
 	}
-	if newest == 0 {
+	at := time.Unix(0, int64(newest*1e9))
+	if newest == 0 || !at.After(t.status.LastRowAt) {
 		return
 	}
-	at := time.Unix(0, int64(newest*1e9))
-	if at.After(t.status.LastRowAt) {
-		t.status.LastRowAt = at
+	t.status.LastRowAt = at
+	if tailed {
 		t.status.Lag = max(now.Sub(at), 0)
 		t.m.lag.Set(t.status.Lag.Seconds())
 	}

@@ -72,7 +72,8 @@ func TestScenarios(t *testing.T) {
 			}
 			converge(e.t, e.s, m)
 			st := e.tl.Status()
-			if !st.Reachable || st.RowsTailed != 40 || st.Rooms != 3 || st.LastError != "" {
+			if !st.Reachable || st.RowsTailed != 40 || st.Rooms != 3 || st.LastError != "" ||
+				st.LastRowAt.IsZero() || st.Lag <= 0 || st.Lag > 2*time.Second || st.MaxReadTx <= 0 {
 				e.t.Fatalf("status %+v", st)
 			}
 		}},
