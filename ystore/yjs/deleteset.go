@@ -94,8 +94,14 @@ func sortAndMerge(rs []dsRange) []dsRange {
 // trimmed, Skip structs dropped (gaps are detected again on integration).
 func mergePending(pending, rest map[uint64][]*item) {
 	for c, list := range rest {
-		all := append(pending[c], list...)
-		all = slices.DeleteFunc(all, func(it *item) bool { return it.kind == kindSkip })
+		list = slices.DeleteFunc(list, func(it *item) bool { return it.kind == kindSkip })
+		old := pending[c]
+		// The common case: the new structs follow the pending ones (each list is sorted).
+		if n := len(old); len(list) > 0 && (n == 0 || list[0].id.Clock >= old[n-1].id.Clock+old[n-1].length) {
+			pending[c] = append(old, list...)
+			continue
+		}
+		all := append(old, list...)
 		slices.SortStableFunc(all, func(x, y *item) int {
 			if r := cmp.Compare(x.id.Clock, y.id.Clock); r != 0 {
 				return r

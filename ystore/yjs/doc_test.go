@@ -253,3 +253,39 @@ func TestManyWaitingClients(t *testing.T) {
 		t.Fatalf("%d clients pending, want %d", len(d.pending), n)
 	}
 }
+
+// TestLongPendingChain delivers 20k typing updates before the first one: they wait
+// without quadratic cost and all integrate when it arrives.
+func TestLongPendingChain(t *testing.T) {
+	const n = 20000
+	char := func(clock uint64) []byte {
+		var e lib0.Encoder
+		e.VarUint(1)
+		e.VarUint(1)
+		e.VarUint(1) // client
+		e.VarUint(clock)
+		if clock == 0 {
+			e.Uint8(kindString)
+			e.VarUint(1)
+			e.VarString("t")
+		} else {
+			e.Uint8(infoOrigin | kindString)
+			e.VarUint(1)
+			e.VarUint(clock - 1)
+		}
+		e.VarString("x")
+		e.VarUint(0)
+		return e.Buf
+	}
+	d := NewDoc()
+	for c := uint64(1); c <= n; c++ {
+		mustApply(t, d, char(c))
+	}
+	if !d.HasPending() || d.Text("t").Len() != 0 {
+		t.Fatal("chain applied without its first update")
+	}
+	txn := mustApply(t, d, char(0))
+	if d.HasPending() || d.Text("t").Len() != n+1 || txn.Empty() {
+		t.Fatalf("after the first update: pending %v, length %d", d.HasPending(), d.Text("t").Len())
+	}
+}
