@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 )
 
 // Changes is what changed in a notebook between two snapshots. Cells are named by id;
@@ -73,23 +72,22 @@ func levelChanged(a, b *Snapshot) bool {
 		(a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata)
 }
 
-// occurrence keys a cell by its id and how many cells before it carry the same id.
-func occurrences(s *Snapshot) []string {
-	seen := make(map[string]int, len(s.Cells))
-	keys := make([]string, len(s.Cells))
-	for i, c := range s.Cells {
-		id := cellKey(c)
-		keys[i] = id + "\x00" + strconv.Itoa(seen[id])
-		seen[id]++
-	}
-	return keys
+// occurrence names a cell by its id and how many cells before it carry the same id.
+type occurrence struct {
+	id    string
+	hasID bool
+	n     int
 }
 
-func cellKey(c Cell) string {
-	if !c.hasID {
-		return "\x00"
+func occurrences(s *Snapshot) []occurrence {
+	seen := make(map[occurrence]int, len(s.Cells))
+	keys := make([]occurrence, len(s.Cells))
+	for i, c := range s.Cells {
+		k := occurrence{id: c.ID, hasID: c.hasID}
+		keys[i] = occurrence{id: c.ID, hasID: c.hasID, n: seen[k]}
+		seen[k]++
 	}
-	return c.ID
+	return keys
 }
 
 // reorder reports added, removed and moved cells and compares the cells present on both
@@ -97,11 +95,11 @@ func cellKey(c Cell) string {
 func reorder(prev, next *Snapshot, fresh []bool) Changes {
 	var ch Changes
 	oldKeys, newKeys := occurrences(prev), occurrences(next)
-	oldPos := make(map[string]int, len(oldKeys))
+	oldPos := make(map[occurrence]int, len(oldKeys))
 	for i, k := range oldKeys {
 		oldPos[k] = i
 	}
-	newPos := make(map[string]int, len(newKeys))
+	newPos := make(map[occurrence]int, len(newKeys))
 	for j, k := range newKeys {
 		newPos[k] = j
 	}
