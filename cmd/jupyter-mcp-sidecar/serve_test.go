@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -139,5 +140,56 @@ func TestServeDemo(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve --demo did not stop within 15s of cancellation")
+	}
+}
+
+// serve with no token configured generates one, prints it, and requires it.
+func TestServeGeneratesToken(t *testing.T) {
+	dir := isolate(t)
+	addr := freeAddr(t)
+	var stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(&lockedBuffer{}, &stderr)
+		root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
+			"--listen", addr, "--log-level", "warn"})
+		done <- root.ExecuteContext(ctx)
+	}()
+	re := regexp.MustCompile(`Authorization: Bearer ([0-9a-f]{48})`)
+	var token string
+	waitFor(t, "a generated token on stderr", 10*time.Second, func() bool {
+		m := re.FindStringSubmatch(stderr.String())
+		if m != nil {
+			token = m[1]
+		}
+		return m != nil
+	})
+	post := func(auth string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, "the MCP endpoint answering with the token", 10*time.Second, func() bool { return post(token) == http.StatusOK })
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Errorf("no token: status %d, want 401", code)
+	}
+	if code := post("wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: status %d, want 401", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after cancel: %v", err)
 	}
 }
