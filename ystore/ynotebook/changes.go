@@ -14,7 +14,7 @@ type Changes struct {
 	Added    []string              // ids of cells that appeared, in document order
 	Removed  []string              // ids of cells that disappeared, in former document order
 	Moved    []string              // ids of cells whose order relative to the others changed
-	Cells    map[string]CellChange // cells present on both sides whose content changed
+	Cells    map[string]CellChange // cells present on both sides whose content changed (cells sharing an id are merged)
 }
 
 // CellChange says which parts of a cell changed.
@@ -175,8 +175,5 @@ func (c *Changes) addCell(a, b *Cell) {
 	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs {
 		return
 	}
-	if c.Cells == nil {
-		c.Cells = map[string]CellChange{}
-	}
-	c.Cells[b.ID] = cc
+	c.Merge(Changes{Cells: map[string]CellChange{b.ID: cc}})
 }

@@ -189,7 +189,14 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 			continue
 		}
 		if cc, changed := cellDiff(t, a.Cells[ia], b.Cells[kb.pos[k]]); changed {
-			want[b.Cells[kb.pos[k]].ID] = cc
+			// cells sharing an id (concurrent moves clone cells) report together
+			id := b.Cells[kb.pos[k]].ID
+			prev := want[id]
+			want[id] = CellChange{
+				Source: prev.Source || cc.Source, Metadata: prev.Metadata || cc.Metadata, Outputs: prev.Outputs || cc.Outputs,
+				ExecutionCount: prev.ExecutionCount || cc.ExecutionCount, Attachments: prev.Attachments || cc.Attachments,
+				CellType: prev.CellType || cc.CellType, OutputIndexes: unionInts(prev.OutputIndexes, cc.OutputIndexes),
+			}
 		}
 	}
 	if len(want) == 0 {
@@ -216,6 +223,13 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 	if limit := len(common) - lcsSorted(commonOld); len(ch.Moved) > limit {
 		t.Fatalf("update %d: Moved %v, at most %d cells moved", i, ch.Moved, limit)
 	}
+}
+
+// unionInts returns the sorted union of two sorted lists.
+func unionInts(a, b []int) []int {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // lcsSorted is the length of a longest increasing subsequence, by dynamic programming.

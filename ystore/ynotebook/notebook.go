@@ -52,10 +52,15 @@ const (
 	partSource part = 1 << iota
 	partMetadata
 	partOutputs
-	partOther // id, cell_type, execution_count, attachments or anything else: read it all
+	partExecutionCount
+	partAttachments
+	partOther // id or cell_type: the cell is read again as a whole
+
+	partAll = partSource | partMetadata | partOutputs | partExecutionCount | partAttachments
 )
 
-// partOf names the part of a cell its key belongs to.
+// partOf names the part of a cell its key belongs to; keys YNotebook.toJSON() does not
+// show (execution_state, anything unknown) belong to none.
 func partOf(key string) part {
 	switch key {
 	case "source":
@@ -64,8 +69,14 @@ func partOf(key string) part {
 		return partMetadata
 	case "outputs":
 		return partOutputs
+	case "execution_count":
+		return partExecutionCount
+	case "attachments":
+		return partAttachments
+	case "id", "cell_type":
+		return partOther
 	}
-	return partOther
+	return 0
 }
 
 // scope is the part of the notebook an update touched.
@@ -166,8 +177,8 @@ func (n *Notebook) State() State {
 // Doc returns the underlying Yjs document.
 func (n *Notebook) Doc() *yjs.Doc { return n.doc }
 
-// inPlace reports whether the update only touched sources, metadata and outputs of cells
-// already in the snapshot, so that the cell list, ids and types stay as they are.
+// inPlace reports whether the update only touched cells already in the snapshot and none
+// of their ids or types, so that the cell list stays as it is.
 func (n *Notebook) inPlace(sc scope) bool {
 	if sc.cells {
 		return false
@@ -254,14 +265,6 @@ func reread(c Cell, m *yjs.Map, p part) (Cell, bool) {
 	if p&partOther != 0 {
 		return readCell(m)
 	}
-	if p&partSource != 0 {
-		c.Source = readSource(m)
-	}
-	if p&partMetadata != 0 {
-		c.Metadata = readMetadata(m)
-	}
-	if p&partOutputs != 0 && c.CellType == CellCode {
-		c.Outputs = readOutputs(m)
-	}
+	c.readParts(m, p)
 	return c, true
 }

@@ -112,7 +112,7 @@ func (c *Cell) jsonObject() map[string]any {
 	return o
 }
 
-// readSnapshotMeta fills the notebook-level fields of s from the meta map.
+// readSnapshotMeta sets every notebook-level field of s from the meta map.
 func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
 	s.nbformat, s.hasNBFormat = get(meta, "nbformat")
 	s.nbformatMinor, s.hasMinor = get(meta, "nbformat_minor")
@@ -127,6 +127,7 @@ func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
 	major, isNum := s.nbformat.(float64)
 	minor, cmp := number(s.nbformatMinor)
 	s.pruneIDs = isNum && major == 4 && s.hasMinor && cmp && minor <= 4
+	s.Metadata = nil
 	if md, ok := get(meta, "metadata"); ok {
 		s.Metadata, _ = copied(md).(map[string]any)
 	}
@@ -139,13 +140,9 @@ func intOf(v any) int {
 	return 0
 }
 
-// readCell materializes one element of the cells array; ok is false for elements YNotebook
-// cannot model (not a map, or an unknown cell type).
-func readCell(v any) (Cell, bool) {
-	m, isMap := v.(*yjs.Map)
-	if !isMap {
-		return Cell{}, false
-	}
+// readCell materializes a cell map; ok is false for a cell YNotebook cannot model (an
+// unknown cell type).
+func readCell(m *yjs.Map) (Cell, bool) {
 	ct, _ := get(m, "cell_type")
 	c := Cell{}
 	c.CellType, _ = ct.(string)
@@ -157,21 +154,35 @@ func readCell(v any) (Cell, bool) {
 	if id, ok := get(m, "id"); ok {
 		c.ID, c.hasID = id.(string)
 	}
-	c.Source = readSource(m)
-	c.Metadata = readMetadata(m)
-	if c.CellType == CellCode {
-		c.Outputs = readOutputs(m)
-		if n, ok := get(m, "execution_count"); ok && truthy(n) {
-			c.ExecutionCount = plain(n)
-		}
-		return c, true
+	c.readParts(m, partAll)
+	return c, true
+}
+
+// readParts reads the given parts of cell map m into c, whose type is known.
+func (c *Cell) readParts(m *yjs.Map, p part) {
+	if p&partSource != 0 {
+		c.Source = readSource(m)
 	}
-	if a, ok := get(m, "attachments"); ok {
-		c.hasAttachments = true
-		c.attachments = plain(a)
+	if p&partMetadata != 0 {
+		c.Metadata = readMetadata(m)
+	}
+	if c.CellType == CellCode {
+		if p&partOutputs != 0 {
+			c.Outputs = readOutputs(m)
+		}
+		if p&partExecutionCount != 0 {
+			c.ExecutionCount = nil
+			if n, ok := get(m, "execution_count"); ok && truthy(n) {
+				c.ExecutionCount = plain(n)
+			}
+		}
+		return
+	}
+	if p&partAttachments != 0 {
+		c.attachments, c.hasAttachments = get(m, "attachments")
+		c.attachments = plain(c.attachments)
 		c.Attachments, _ = c.attachments.(map[string]any)
 	}
-	return c, true
 }
 
 // readSource is String(source) for the values a cell source can hold.
