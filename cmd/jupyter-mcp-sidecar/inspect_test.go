@@ -15,23 +15,8 @@ import (
 // by path and by file id.
 func TestInspect(t *testing.T) {
 	isolate(t)
-	dir := t.TempDir()
-	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := w.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	room := w.Room()
-	fileID := strings.TrimSuffix(strings.TrimPrefix(room, ".notebook:"), ".y")
+	w, dir := demoStore(t)
+	room, fileID := w.Room(), w.FileID()
 	store := []string{"--store", w.StorePath(), "--fileid-db", w.FileIDDBPath(), "--root-dir", dir}
 
 	out, _, err := run(t, append([]string{"inspect"}, store...)...)
@@ -58,4 +43,26 @@ func TestInspect(t *testing.T) {
 	if _, _, err := run(t, append([]string{"inspect"}, append(store, "missing.ipynb")...)...); err == nil {
 		t.Fatal("inspect of a missing notebook succeeded")
 	}
+}
+
+// demoStore writes 300 ms of the demo session, at 100 times its pace, into a fresh store;
+// it returns the writer (closed at cleanup) and the store's directory.
+func demoStore(t *testing.T) (*demo.Writer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return w, dir
 }

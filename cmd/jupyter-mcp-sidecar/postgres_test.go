@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 )
 
 // The Postgres commands against the real PostgreSQL .ci/run starts: postgres init (twice:
@@ -40,22 +37,8 @@ func TestPostgresInitShipInspect(t *testing.T) {
 		}
 	}
 
-	dir := t.TempDir()
-	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := w.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	fileID := strings.TrimSuffix(strings.TrimPrefix(w.Room(), ".notebook:"), ".y")
+	w, dir := demoStore(t)
+	fileID := w.FileID()
 
 	t.Setenv("JUPYTER_MCP_SIDECAR_SHIP_POSTGRES_SCHEMA", schema)
 	t.Setenv("JUPYTER_MCP_SIDECAR_STORE_POSTGRES_SCHEMA", schema)

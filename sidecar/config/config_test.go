@@ -141,9 +141,13 @@ func TestCheckNames(t *testing.T) {
 		})
 	}
 	c := Default()
-	c.Publisher.Name = "anything"
-	if err := c.CheckNames(Names{}); err != nil {
-		t.Fatalf("CheckNames(nil lists) = %v", err)
+	c.Hooks["audit"] = nil
+	if err := c.CheckNames(names); err != nil {
+		t.Fatalf("CheckNames() = %v", err)
+	}
+	names.Hooks = nil
+	if err := c.CheckNames(names); err == nil || !strings.Contains(err.Error(), `hooks.audit: unknown name "audit" (none registered)`) {
+		t.Fatalf("CheckNames(no hooks registered) = %v", err)
 	}
 }
 

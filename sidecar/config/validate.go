@@ -33,7 +33,7 @@ func (e *KeyError) Unwrap() error { return ErrInvalid }
 var Backends = []string{"postgres", "sqlite"}
 
 // Names lists the implementations registered for each seam; CheckNames rejects a
-// configured name missing from its list. A nil list is not checked.
+// configured name missing from its list.
 type Names struct {
 	Backends   []string
 	Publishers []string
@@ -185,7 +185,11 @@ func (c Config) ValidateShip() error {
 func (c Config) CheckNames(n Names) error {
 	v := &validator{}
 	known := func(key, name string, names []string) {
-		if names != nil && !slices.Contains(names, name) {
+		switch {
+		case slices.Contains(names, name):
+		case len(names) == 0:
+			v.fail(key, "unknown name %q (none registered)", name)
+		default:
 			v.fail(key, "unknown name %q (registered: %s)", name, strings.Join(names, ", "))
 		}
 	}

@@ -88,10 +88,13 @@ func (w *Writer) StorePath() string { return filepath.Join(w.opts.Dir, StoreFile
 func (w *Writer) FileIDDBPath() string { return filepath.Join(w.opts.Dir, FileIDFile) }
 
 // Room is the store key of the room being written now.
-func (w *Writer) Room() string {
+func (w *Writer) Room() string { return roomKey(w.FileID()) }
+
+// FileID is the file id bound to demo.ipynb now.
+func (w *Writer) FileID() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return roomKey(w.fileID)
+	return w.fileID
 }
 
 // Rounds is the number of complete replays of the session so far.

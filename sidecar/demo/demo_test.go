@@ -175,7 +175,7 @@ func TestWriterReplaysForever(t *testing.T) {
 
 	firstRoom := w.Room()
 	files := readFiles(t, w.FileIDDBPath())
-	if len(files) != 1 || files[strings.TrimSuffix(strings.TrimPrefix(firstRoom, ".notebook:"), ".y")] != dir+"/demo.ipynb" {
+	if len(files) != 1 || files[w.FileID()] != dir+"/demo.ipynb" {
 		t.Fatalf("fileid db = %v for room %s", files, firstRoom)
 	}
 	if rows, version, journal := readStore(t, w.StorePath()); len(rows) != 0 || version != 2 || journal != "delete" {
@@ -211,7 +211,7 @@ func TestWriterReplaysForever(t *testing.T) {
 		}
 	}
 	files = readFiles(t, w.FileIDDBPath())
-	if len(files) != 1 || files[strings.TrimSuffix(strings.TrimPrefix(room, ".notebook:"), ".y")] != dir+"/demo.ipynb" {
+	if len(files) != 1 || files[w.FileID()] != dir+"/demo.ipynb" {
 		t.Fatalf("fileid db = %v, want the current room %s bound to demo.ipynb", files, room)
 	}
 }
