@@ -44,15 +44,11 @@ func searchPath() []string {
 			xdg = filepath.Join(home, ".config")
 		}
 	}
-	dirs := []string{"."}
+	files := []string{"./" + configName}
 	if xdg != "" {
-		dirs = append(dirs, filepath.Join(xdg, "jupyter-mcp-sidecar"))
+		files = append(files, filepath.Join(xdg, "jupyter-mcp-sidecar", configName))
 	}
-	dirs = append(dirs, "/etc/jupyter-mcp-sidecar")
-	for i, d := range dirs {
-		dirs[i] = filepath.Join(d, configName)
-	}
-	return dirs
+	return append(files, filepath.Join("/etc/jupyter-mcp-sidecar", configName))
 }
 
 // findConfig returns the first existing file of the search path, or "".

@@ -199,6 +199,14 @@ func TestSearchPath(t *testing.T) {
 	if cfg.Server.Path != "/found" || !strings.Contains(out, filepath.Join(sub, configName)) {
 		t.Fatalf("config in $XDG_CONFIG_HOME/jupyter-mcp-sidecar not used:\n%s", out)
 	}
+	wd := t.TempDir()
+	t.Chdir(wd)
+	if err := os.WriteFile(configName, []byte("server: {path: /here}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, out, err := check(t); err != nil || cfg.Server.Path != "/here" {
+		t.Fatalf("./%s not preferred: %v\n%s", configName, err, out)
+	}
 	if _, _, err := check(t, "--config", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Fatalf("missing --config file: %v", err)
 	}
