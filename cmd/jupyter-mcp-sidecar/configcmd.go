@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -57,6 +58,9 @@ secrets masked. It exits non-zero, naming each offending key, when anything is w
 			file = "none (defaults)"
 		}
 		fmt.Fprintf(a.stdout, "# configuration file: %s\n", file)
+		for _, name := range unknownEnv(os.Environ()) {
+			fmt.Fprintf(a.stdout, "# ignored: %s names no configuration key\n", name)
+		}
 		enc := yaml.NewEncoder(a.stdout)
 		enc.SetIndent(2)
 		if err := enc.Encode(cfg.Masked()); err != nil {

@@ -36,6 +36,24 @@ func envName(key string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
+// unknownEnv lists the JUPYTER_MCP_SIDECAR_* variables of environ that name no key,
+// sorted: typos that would otherwise be ignored without a word.
+func unknownEnv(environ []string) []string {
+	known := map[string]bool{}
+	for k := range flatDefaults {
+		known[envName(k)] = true
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, envPrefix+"_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
 // searchPath lists where a config file is looked for when --config is not given.
 func searchPath() []string {
 	xdg := os.Getenv("XDG_CONFIG_HOME")

@@ -66,7 +66,13 @@ func (a *app) daemon(src source) (config.Config, *slog.Logger, error) {
 		return cfg, nil, err
 	}
 	log, err := newLogger(cfg.Log.Level, cfg.Log.Format, a.stderr)
-	return cfg, log, err
+	if err != nil {
+		return cfg, nil, err
+	}
+	for _, name := range unknownEnv(os.Environ()) {
+		log.Warn("environment variable names no configuration key; ignored", "variable", name)
+	}
+	return cfg, log, nil
 }
 
 // newLogger builds the slog logger the configuration asks for, writing to w.

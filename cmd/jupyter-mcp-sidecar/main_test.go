@@ -336,3 +336,17 @@ func TestExamplesUseRealKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownEnvReported(t *testing.T) {
+	isolate(t)
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_TOKN", "x")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_TOKEN", "y")
+	_, out, err := check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "# ignored: JUPYTER_MCP_SIDECAR_SERVER_TOKN names no configuration key") ||
+		strings.Contains(out, "ignored: JUPYTER_MCP_SIDECAR_SERVER_TOKEN ") {
+		t.Fatalf("config check output:\n%s", out)
+	}
+}
