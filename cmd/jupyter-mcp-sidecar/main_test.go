@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -328,6 +330,17 @@ func TestExamplesUseRealKeys(t *testing.T) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.HasSuffix(f, ".yaml") {
+			dec := yaml.NewDecoder(bytes.NewReader(b))
+			for {
+				var doc any
+				if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+			}
 		}
 		for _, name := range re.FindAllString(string(b), -1) {
 			if !known[name] && name != envPrefix+"_" {
