@@ -18,6 +18,7 @@ type goClient struct {
 	c      *client.Client
 	modern bool
 	notes  chan string
+	times  chan time.Time // receipt time of each notification, beside notes
 
 	mu         sync.Mutex
 	filter     []string
@@ -37,22 +38,23 @@ func dialGo(t testing.TB, url string, modern bool) *goClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &goClient{t: t, c: client.NewClient(tr, opts...), modern: modern, notes: make(chan string, 100000)}
+	g := &goClient{t: t, c: client.NewClient(tr, opts...), modern: modern, notes: make(chan string, 100000), times: make(chan time.Time, 100000)}
 	g.c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method != string(mcp.MethodNotificationResourceUpdated) {
 			return
 		}
 		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok {
+			g.times <- time.Now()
 			g.notes <- uri
 		}
 	})
-	ctx := waitCtx(t, 10*time.Second)
-	if err := g.c.Start(ctx); err != nil {
+	// The 2025-11-25 GET listener lives on Start's context: it must outlast the test.
+	if err := g.c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "sidecar-e2e", Version: "1"}
-	res, err := g.c.Initialize(ctx, init)
+	res, err := g.c.Initialize(waitCtx(t, 10*time.Second), init)
 	if err != nil {
 		t.Fatal(err)
 	}

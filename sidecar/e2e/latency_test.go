@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLatency measures store commit → client receipt of notifications/resources/updated
+// through the real binary, debounce off and on, for 1, 100 and 1,000 subscribed sessions
+// (2026-07-28 listen streams and 2025-11-25 sessions, half each). It takes minutes, so it
+// runs only with E2E_LATENCY=1 (E2E_LATENCY_SESSIONS overrides the session counts).
+func TestLatency(t *testing.T) {
+	if os.Getenv("E2E_LATENCY") != "1" {
+		t.Skip("set E2E_LATENCY=1 to measure")
+	}
+	counts := []int{1, 100, 1000}
+	if v := os.Getenv("E2E_LATENCY_SESSIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts = []int{n}
+	}
+	steps := session(t)
+	for _, debounce := range []time.Duration{-1, 250 * time.Millisecond} {
+		for _, n := range counts {
+			name := fmt.Sprintf("debounce=%v/sessions=%d", max(debounce, 0), n)
+			t.Run(name, func(t *testing.T) {
+				p50, p99, samples := measure(t, steps, debounce, n)
+				t.Logf("LATENCY %s: p50 %v p99 %v (%d samples)", name, p50, p99, samples)
+			})
+		}
+	}
+}
+
+func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (time.Duration, time.Duration, int) {
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{debounce: debounce})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	cs := make([]*goClient, sessions)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c := dialGo(t, sc.mcpURL(), i%2 == 0)
+			if i == 0 {
+				c.bind(nbName, nbPath)
+			}
+			cs[i] = c
+		}()
+		if i == 0 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	for _, c := range cs {
+		c.subscribe(nbURI)
+	}
+	time.Sleep(time.Second)
+	for _, c := range cs {
+		drain(c, 0)
+		for len(c.times) > 0 {
+			<-c.times
+		}
+	}
+	const edits = 30
+	var lat []time.Duration
+	next := preloaded
+	for e := 0; e < edits; e++ {
+		for !visible(steps[next : next+1]) {
+			next++
+		}
+		committed := w.write(steps[next].update)
+		next++
+		for _, c := range cs {
+			select {
+			case at := <-c.times:
+				<-c.notes
+				lat = append(lat, at.Sub(committed))
+			case <-time.After(10 * time.Second):
+				t.Fatalf("edit %d: %s not notified", e, c.name())
+			}
+		}
+		time.Sleep(max(debounce, 0) + 200*time.Millisecond)
+		for _, c := range cs {
+			for len(c.times) > 0 {
+				<-c.times
+				<-c.notes
+			}
+		}
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat)
+}
