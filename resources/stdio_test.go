@@ -101,8 +101,18 @@ func TestStdioBothEras(t *testing.T) {
 	waitFor(t, func() bool { n, _ := srv.subs.stats(); return n[era20260728] == 1 })
 
 	srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
-	p.await(t, updated("notebook://work/cells/c1"))
-	n := p.await(t, updated("notebook://work"))
+	// The session's and the listen stream's notifications come in either order.
+	var n map[string]any
+	seenCell := false
+	p.await(t, func(m map[string]any) bool {
+		switch {
+		case updated("notebook://work/cells/c1")(m):
+			seenCell = true
+		case updated("notebook://work")(m):
+			n = m
+		}
+		return seenCell && n != nil
+	})
 	if meta, _ := n["params"].(map[string]any)["_meta"].(map[string]any); meta["io.modelcontextprotocol/subscriptionId"] != 3.0 {
 		t.Fatalf("listen notification not tagged with its subscription id: %v", n)
 	}
