@@ -18,11 +18,7 @@ import (
 // id) as nbformat JSON, exactly as the sidecar serves it.
 func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
 	log := slog.New(slog.DiscardHandler)
-	tailer, err := openTailer(cfg, log, nil)
-	if err != nil {
-		return err
-	}
-	resolver, closeResolver, err := openResolver(cfg)
+	tailer, resolver, closeResolver, err := openStore(cfg, log, nil)
 	if err != nil {
 		return err
 	}

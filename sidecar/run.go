@@ -58,11 +58,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	tailer, err := openTailer(cfg, log, reg)
-	if err != nil {
-		return err
-	}
-	resolver, closeResolver, err := openResolver(cfg)
+	tailer, resolver, closeResolver, err := openStore(cfg, log, reg)
 	if err != nil {
 		return err
 	}

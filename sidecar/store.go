@@ -16,6 +16,20 @@ import (
 	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
+// openStore builds the configured store backend and the file id resolvers; close
+// releases the resolvers.
+func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, fileid.Resolver, func() error, error) {
+	tailer, err := openTailer(cfg, log, reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	resolver, closeResolver, err := openResolver(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return tailer, resolver, closeResolver, nil
+}
+
 // openTailer builds the configured store backend by name.
 func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, error) {
 	o := ystore.Options{Logger: log, Registerer: reg}

@@ -61,18 +61,8 @@ func awaitOK(c mcpClient, within time.Duration, want ...string) bool {
 // await waits until every uri in want was notified to c.
 func await(t *testing.T, c mcpClient, within time.Duration, want ...string) {
 	t.Helper()
-	missing := map[string]bool{}
-	for _, u := range want {
-		missing[u] = true
-	}
-	deadline := time.After(within)
-	for len(missing) > 0 {
-		select {
-		case u := <-c.updates():
-			delete(missing, u)
-		case <-deadline:
-			t.Fatalf("%s: after %v still missing notifications for %v", c.name(), within, missing)
-		}
+	if !awaitOK(c, within, want...) {
+		t.Fatalf("%s: not notified of %v within %v", c.name(), want, within)
 	}
 }
 
