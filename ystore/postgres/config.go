@@ -54,7 +54,7 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Logger receives the logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics (ystore_postgres_*); nil means none are registered.
+	// Registerer receives the metrics (jupyter_mcp_sidecar_postgres_*); nil means none are registered.
 	Registerer prometheus.Registerer
 }
 

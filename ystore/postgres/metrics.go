@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Wake-up causes, the values of the by label of ystore_postgres_wakeups_total.
+// Wake-up causes, the values of the by label of jupyter_mcp_sidecar_postgres_wakeups_total.
 const (
 	wakeNotify = "notify"
 	wakePoll   = "poll"
@@ -28,21 +28,21 @@ type tailMetrics struct {
 
 func newTailMetrics() *tailMetrics {
 	m := &tailMetrics{
-		rows: counter("ystore_postgres_rows_tailed_total",
+		rows: counter("jupyter_mcp_sidecar_postgres_rows_tailed_total",
 			"Rows delivered by the Postgres Y-store tailer, loads included."),
-		read: histogram("ystore_postgres_read_seconds",
+		read: histogram("jupyter_mcp_sidecar_postgres_read_seconds",
 			"Duration of each catch-up read transaction on the Postgres Y-store, begin to commit."),
-		lag: gauge("ystore_postgres_tail_lag_seconds",
+		lag: gauge("jupyter_mcp_sidecar_postgres_tail_lag_seconds",
 			"Delay between the newest delivered update row's timestamp and its delivery."),
-		retries: counter("ystore_postgres_reconnects_total",
+		retries: counter("jupyter_mcp_sidecar_postgres_reconnects_total",
 			"Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect."),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ystore_postgres_wakeups_total",
+			Name: "jupyter_mcp_sidecar_postgres_wakeups_total",
 			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval.",
 		}, []string{"by"}),
-		rebuilds: counter("ystore_postgres_room_rebuilds_total",
+		rebuilds: counter("jupyter_mcp_sidecar_postgres_room_rebuilds_total",
 			"Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards."),
-		reachable: gauge("ystore_postgres_reachable", "1 while the Postgres Y-store can be read."),
+		reachable: gauge("jupyter_mcp_sidecar_postgres_reachable", "1 while the Postgres Y-store can be read."),
 	}
 	for _, by := range []string{wakeNotify, wakePoll} {
 		m.wakeups.WithLabelValues(by)
@@ -64,13 +64,13 @@ type shipMetrics struct {
 
 func newShipMetrics() *shipMetrics {
 	return &shipMetrics{
-		rows: counter("ystore_postgres_shipped_rows_total",
+		rows: counter("jupyter_mcp_sidecar_postgres_shipped_rows_total",
 			"Rows appended to the Postgres Y-store by ship mode."),
-		resets: counter("ystore_postgres_shipped_resets_total",
+		resets: counter("jupyter_mcp_sidecar_postgres_shipped_resets_total",
 			"Room histories replaced or removed in the Postgres Y-store by ship mode."),
-		batch: histogram("ystore_postgres_ship_batch_seconds",
+		batch: histogram("jupyter_mcp_sidecar_postgres_ship_batch_seconds",
 			"Duration of each committed ship transaction."),
-		retries: counter("ystore_postgres_ship_retries_total",
+		retries: counter("jupyter_mcp_sidecar_postgres_ship_retries_total",
 			"Ship transactions that failed and were retried."),
 	}
 }

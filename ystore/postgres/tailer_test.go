@@ -209,7 +209,7 @@ func TestTailSteady(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	if got := testutil.ToFloat64(tl.m.rows); got != 3+n {
-		t.Errorf("ystore_postgres_rows_tailed_total = %v, want %d", got, 3+n)
+		t.Errorf("jupyter_mcp_sidecar_postgres_rows_tailed_total = %v, want %d", got, 3+n)
 	}
 	if testutil.ToFloat64(tl.m.reachable) != 1 || testutil.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
 		testutil.CollectAndCount(tl.m.read) != 1 {

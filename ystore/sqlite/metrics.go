@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Resync reasons, the values of the reason label of ystore_sqlite_resyncs_total.
+// Resync reasons, the values of the reason label of jupyter_mcp_sidecar_sqlite_resyncs_total.
 const (
 	reasonStart    = "start"
 	reasonHistory  = "history"
@@ -32,37 +32,37 @@ var txBuckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3
 func newMetrics() *metrics {
 	m := &metrics{
 		rows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_sqlite_rows_tailed_total",
+			Name: "jupyter_mcp_sidecar_sqlite_rows_tailed_total",
 			Help: "Rows delivered by the SQLite Y-store tailer, resyncs included.",
 		}),
 		readTx: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ystore_sqlite_read_tx_seconds",
+			Name:    "jupyter_mcp_sidecar_sqlite_read_tx_seconds",
 			Help:    "Wall-clock duration of each read transaction on the SQLite Y-store, begin to commit.",
 			Buckets: txBuckets,
 		}),
 		readTxCPU: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ystore_sqlite_read_tx_cpu_seconds",
+			Name:    "jupyter_mcp_sidecar_sqlite_read_tx_cpu_seconds",
 			Help:    "Thread CPU time of each read transaction on the SQLite Y-store (its own work, without scheduling delays).",
 			Buckets: txBuckets,
 		}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ystore_sqlite_tail_lag_seconds",
+			Name: "jupyter_mcp_sidecar_sqlite_tail_lag_seconds",
 			Help: "Delay between the newest delivered row's commit timestamp and its delivery.",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_sqlite_busy_retries_total",
+			Name: "jupyter_mcp_sidecar_sqlite_busy_retries_total",
 			Help: "Read transactions retried because the writer held its lock.",
 		}),
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ystore_sqlite_resyncs_total",
+			Name: "jupyter_mcp_sidecar_sqlite_resyncs_total",
 			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced.",
 		}, []string{"reason"}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ystore_sqlite_reachable",
+			Name: "jupyter_mcp_sidecar_sqlite_reachable",
 			Help: "1 while the SQLite Y-store file can be read.",
 		}),
 		decompressErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ystore_sqlite_decompress_errors_total",
+			Name: "jupyter_mcp_sidecar_sqlite_decompress_errors_total",
 			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored).",
 		}),
 	}
