@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -59,20 +61,23 @@ See configs/sidecar.yaml for every key and its default.`,
 	return root
 }
 
-// daemon loads the configuration of a long-running command and its logger.
-func (a *app) daemon(src source) (config.Config, *slog.Logger, error) {
+// daemon runs fn, the body of a long-running command, with its configuration and
+// logger, until SIGTERM or SIGINT ends fn's context.
+func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, config.Config, *slog.Logger) error) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	cfg, _, err := load(src, registered())
 	if err != nil {
-		return cfg, nil, err
+		return err
 	}
 	log, err := newLogger(cfg.Log.Level, cfg.Log.Format, a.stderr)
 	if err != nil {
-		return cfg, nil, err
+		return err
 	}
 	for _, name := range unknownEnv(os.Environ()) {
 		log.Warn("environment variable names no configuration key; ignored", "variable", name)
 	}
-	return cfg, log, nil
+	return fn(ctx, cfg, log)
 }
 
 // newLogger builds the slog logger the configuration asks for, writing to w.

@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
@@ -43,22 +41,18 @@ loopback address: any MCP client can connect at once.`,
 	cmd.Flags().BoolVar(&demoMode, "demo", false, "serve a throwaway store with a notebook that keeps changing (no token, loopback only)")
 	src := a.withFlags(cmd, storeFlags, serverFlags)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-		defer stop()
-		cfg, log, err := a.daemon(src())
-		if err != nil {
-			return err
-		}
-		if demoMode {
-			return a.serveDemo(ctx, cfg, log)
-		}
-		if needsToken(cfg) {
-			if cfg.Server.Token, err = randomToken(); err != nil {
-				return err
+		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
+			if demoMode {
+				return a.serveDemo(ctx, cfg, log)
 			}
-			fmt.Fprintf(a.stderr, "No token configured; clients must send this one:\n  Authorization: Bearer %s\n", cfg.Server.Token)
-		}
-		return sidecar.Run(ctx, cfg, log, sidecar.WithVersion(versionString()))
+			if needsToken(cfg) {
+				if cfg.Server.Token, err = randomToken(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stderr, "No token configured; clients must send this one:\n  Authorization: Bearer %s\n", cfg.Server.Token)
+			}
+			return sidecar.Run(ctx, cfg, log, sidecar.WithVersion(versionString()))
+		})
 	}
 	return cmd
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"os"
-	"os/signal"
-	"syscall"
+	"context"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 )
 
@@ -53,16 +53,12 @@ on other machines then serve the notebooks of every shipped server from that one
 	}
 	src := a.withFlags(cmd, shipFlags)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-		defer stop()
-		cfg, log, err := a.daemon(src())
-		if err != nil {
-			return err
-		}
-		if err := cfg.ValidateShip(); err != nil {
-			return err
-		}
-		return sidecar.Ship(ctx, cfg, log)
+		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+			if err := cfg.ValidateShip(); err != nil {
+				return err
+			}
+			return sidecar.Ship(ctx, cfg, log)
+		})
 	}
 	return cmd
 }
