@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,5 +195,54 @@ func TestServeGeneratesToken(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve after cancel: %v", err)
+	}
+}
+
+// TestMain lets the test binary run as jupyter-mcp-sidecar itself, for tests that send
+// it signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("JMS_TEST_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// SIGTERM stops `serve --demo` cleanly: exit status 0, temporary store removed.
+func TestServeStopsOnSIGTERM(t *testing.T) {
+	isolate(t)
+	tmp := t.TempDir()
+	addr := freeAddr(t)
+	var stderr lockedBuffer
+	cmd := exec.Command(os.Args[0], "serve", "--demo", "--listen", addr, "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "JMS_TEST_RUN_MAIN=1", "TMPDIR="+tmp)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "GET /healthz = 200", 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("still running 20s after SIGTERM\n%s", stderr.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "jupyter-mcp-sidecar-demo-*")); len(left) != 0 {
+		t.Errorf("demo store left behind: %v", left)
 	}
 }
