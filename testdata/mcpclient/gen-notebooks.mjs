@@ -34,6 +34,7 @@ const notebook = {
 const b64 = (u) => Buffer.from(u).toString('base64');
 
 const nb = new YNotebook();
+nb.ydoc.clientID = 271828; // fixed, so that the output is the same on every run
 nb.fromJSON(notebook);
 const initial = Y.encodeStateAsUpdate(nb.ydoc);
 
