@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -75,16 +76,15 @@ func clients(t *testing.T, sc *sidecar) []mcpClient {
 
 func jsonEqual(t *testing.T, what string, got string, want []byte) {
 	t.Helper()
-	var a, b any
-	if err := json.Unmarshal([]byte(got), &a); err != nil {
-		t.Fatalf("%s: %v in %q", what, err, got)
-	}
-	if err := json.Unmarshal(want, &b); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(a, b) {
+	if !jsonSame(got, want) {
 		t.Fatalf("%s:\n got %s\nwant %s", what, got, want)
 	}
+}
+
+// jsonSame compares two JSON documents as values.
+func jsonSame(got string, want []byte) bool {
+	var a, b any
+	return json.Unmarshal([]byte(got), &a) == nil && json.Unmarshal(want, &b) == nil && reflect.DeepEqual(a, b)
 }
 
 // TestEndToEnd drives the real binary with a pycrdt-store-like writer and MCP clients of
@@ -245,6 +245,45 @@ func TestEndToEnd(t *testing.T) {
 		w.write(steps[next].update)
 		sc.waitHTTP("/readyz", http.StatusOK, 5*time.Second)
 	})
+
+	t.Run("a corrupt row degrades only its room", func(t *testing.T) {
+		const bad = ".notebook:9d1c7a52-0000-4000-8000-000000000bad.y"
+		w.do(map[string]any{"op": "write", "room": bad, "update": base64.StdEncoding.EncodeToString([]byte{1, 1, 0xff, 0xff, 0xff})})
+		body := sc.waitHTTP("/readyz", http.StatusServiceUnavailable, 5*time.Second)
+		var r struct {
+			Degraded []string `json:"degraded_rooms"`
+		}
+		if err := json.Unmarshal([]byte(body), &r); err != nil || len(r.Degraded) != 1 || r.Degraded[0] != bad {
+			t.Fatalf("readyz = %s, want the corrupt room degraded", body)
+		}
+		if v := sc.metric("jupyter_mcp_sidecar_decode_errors_total"); v != 1 {
+			t.Fatalf("decode errors = %v, want 1", v)
+		}
+		// The store was recreated above: the notebook's whole history goes into the new one.
+		c := dialGo(t, sc.mcpURL(), true)
+		c.subscribe(nbURI)
+		var history [][]byte
+		for _, s := range steps[:next+2] {
+			history = append(history, s.update)
+		}
+		w.flood(history)
+		await(t, c, delivery, nbURI)
+		want := mustJSON(t, steps[next+1].after)
+		deadline := time.Now().Add(5 * time.Second)
+		for !jsonSame(c.read(nbURI), want) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		jsonEqual(t, "notebook beside a degraded room", c.read(nbURI), want)
+	})
+}
+
+func mustJSON(t *testing.T, s interface{ JSON() ([]byte, error) }) []byte {
+	t.Helper()
+	b, err := s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // joinSource reads an nbformat source: a string or a list of lines.
