@@ -194,11 +194,6 @@ func startSidecar(t testing.TB, dir string, o options) *sidecar {
 	t.Helper()
 	fileidDB := filepath.Join(dir, "file_id_manager.db")
 	createFileIDDB(t, fileidDB, filepath.Join(dir, nbPath))
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
 	debounce := "250ms"
 	if o.debounce > 0 {
 		debounce = o.debounce.String()
@@ -206,24 +201,37 @@ func startSidecar(t testing.TB, dir string, o options) *sidecar {
 		debounce = "0s"
 	}
 	store := filepath.Join(dir, ".jupyter_ystore.db")
-	cfg := fmt.Sprintf(`log: {level: debug, format: json}
-store:
+	return launch(t, dir, fmt.Sprintf(`store:
   backend: sqlite
   sqlite: {path: %q, poll_interval: 500ms}
 fileid: {db_path: %q, root_dir: %q}
-server:
-  listen: 127.0.0.1:%d
-  token_file: %q
-  state_file: %q
 notifications: {debounce: %s, max_delay: 2s}
-`, store, fileidDB, dir, port, tokenFile, filepath.Join(dir, "names.json"), debounce)
-	cfgPath := filepath.Join(dir, "sidecar.yaml")
+`, store, fileidDB, dir, debounce), "serve")
+}
+
+// launch writes cfg (plus logging and, for serve, a loopback listener with the test
+// token) as the config of a new process of the binary running args in dir.
+func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
+	t.Helper()
+	s := &sidecar{t: t, dir: dir, store: filepath.Join(dir, ".jupyter_ystore.db"),
+		logs: &bytes.Buffer{}, logsMu: &sync.Mutex{}, done: make(chan error, 1)}
+	cfg = "log: {level: debug, format: json}\n" + cfg
+	serve := args[0] == "serve"
+	if serve {
+		tokenFile := filepath.Join(dir, "token")
+		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		port := freePort(t)
+		s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d, token_file: %q, state_file: %q}\n",
+			port, tokenFile, filepath.Join(dir, "names.json"))
+	}
+	cfgPath := filepath.Join(dir, args[0]+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &sidecar{t: t, dir: dir, store: store, url: fmt.Sprintf("http://127.0.0.1:%d", port),
-		logs: &bytes.Buffer{}, logsMu: &sync.Mutex{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(binary, "serve", "--config", cfgPath)
+	s.cmd = exec.Command(binary, append(args, "--config", cfgPath)...)
 	s.cmd.Stdout = lockedWriter{s.logsMu, s.logs}
 	s.cmd.Stderr = lockedWriter{s.logsMu, s.logs}
 	if err := s.cmd.Start(); err != nil {
@@ -234,11 +242,13 @@ notifications: {debounce: %s, max_delay: 2s}
 		s.stop()
 		if t.Failed() {
 			s.logsMu.Lock()
-			t.Logf("sidecar logs:\n%s", s.logs.String())
+			t.Logf("%s logs:\n%s", args[0], s.logs.String())
 			s.logsMu.Unlock()
 		}
 	})
-	s.waitHTTP("/healthz", http.StatusOK, 30*time.Second)
+	if serve {
+		s.waitHTTP("/healthz", http.StatusOK, 30*time.Second)
+	}
 	return s
 }
 

@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestScaleOut ships a Jupyter server's SQLite store into Postgres with `ship` and serves
+// it from a second sidecar with `store.backend: postgres`: an edit written to the SQLite
+// file reaches that sidecar's subscribers, and reads equal Yjs's notebook.
+func TestScaleOut(t *testing.T) {
+	dsn := os.Getenv("JUPYTER_MCP_SIDECAR_TEST_PG_DSN")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("JUPYTER_MCP_SIDECAR_TEST_PG_DSN unset on CI (.ci/postgres.sh starts the cluster)")
+		}
+		t.Skip("JUPYTER_MCP_SIDECAR_TEST_PG_DSN unset")
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	schema := "e2e_" + hex.EncodeToString(suffix[:])
+	steps := session(t)
+
+	jupyter, other := t.TempDir(), t.TempDir()
+	w := startWriter(t, filepath.Join(jupyter, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	fileidDB := filepath.Join(jupyter, "file_id_manager.db")
+	createFileIDDB(t, fileidDB, filepath.Join(jupyter, nbPath))
+
+	out, err := exec.Command(binary, "postgres", "init", "--dsn", dsn, "--schema", schema).CombinedOutput()
+	if err != nil {
+		t.Fatalf("postgres init: %v\n%s", err, out)
+	}
+	launch(t, jupyter, fmt.Sprintf(`store: {sqlite: {path: %q}}
+ship: {source_id: jupyter-a, postgres: {dsn: %q, schema: %s}}
+`, filepath.Join(jupyter, ".jupyter_ystore.db"), dsn, schema), "ship")
+	sc := launch(t, other, fmt.Sprintf(`store:
+  backend: postgres
+  postgres: {dsn: %q, schema: %s, poll_interval: 1s}
+fileid: {db_path: %q, root_dir: %q}
+`, dsn, schema, fileidDB, jupyter), "serve")
+	sc.waitHTTP("/readyz", http.StatusOK, 15*time.Second)
+
+	c := dialGo(t, sc.mcpURL(), true)
+	c.bind(nbName, nbPath)
+	deadline := time.Now().Add(15 * time.Second)
+	want := mustJSON(t, steps[preloaded-1].after)
+	for !jsonSame(c.read(nbURI), want) {
+		if time.Now().After(deadline) {
+			jsonEqual(t, "shipped notebook", c.read(nbURI), want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	i, cell := changedCell(steps, preloaded)
+	for _, s := range steps[preloaded:i] {
+		w.write(s.update)
+	}
+	c.subscribe(nbURI, cellURI(nbName, cell))
+	drain(c, 700*time.Millisecond)
+	w.write(steps[i].update)
+	await(t, c, delivery, nbURI, cellURI(nbName, cell))
+	jsonEqual(t, "notebook served from Postgres", c.read(nbURI), mustJSON(t, steps[i].after))
+}
