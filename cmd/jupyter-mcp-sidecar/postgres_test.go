@@ -4,21 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
 // The Postgres commands against the real PostgreSQL .ci/run starts: postgres init (twice:
 // idempotent), ship a demo store into it, inspect the shipped notebook from Postgres.
 func TestPostgresInitShipInspect(t *testing.T) {
-	dsn := os.Getenv("JUPYTER_MCP_SIDECAR_TEST_PG_DSN")
-	if dsn == "" {
-		t.Skip("JUPYTER_MCP_SIDECAR_TEST_PG_DSN not set (.ci/run starts PostgreSQL)")
-	}
+	dsn := pgtest.DSN(t)
 	isolate(t)
 	schema := fmt.Sprintf("cmdtest_%d", time.Now().UnixNano())
 	conn, err := pgx.Connect(context.Background(), dsn)

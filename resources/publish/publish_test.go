@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -177,13 +178,7 @@ func TestPayloads(t *testing.T) {
 
 // TestPGNotify needs a real PostgreSQL: run under .ci/postgres.sh.
 func TestPGNotify(t *testing.T) {
-	dsn := os.Getenv("JUPYTER_MCP_SIDECAR_TEST_PG_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("JUPYTER_MCP_SIDECAR_TEST_PG_DSN is not set in CI; run under .ci/postgres.sh")
-		}
-		t.Skip("JUPYTER_MCP_SIDECAR_TEST_PG_DSN not set; run: .ci/postgres.sh go test ./resources/publish/")
-	}
+	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	listener, err := pgx.Connect(ctx, dsn)

@@ -1,31 +1,22 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
 // TestScaleOut ships a Jupyter server's SQLite store into Postgres with `ship` and serves
 // it from a second sidecar with `store.backend: postgres`: an edit written to the SQLite
 // file reaches that sidecar's subscribers, and reads equal Yjs's notebook.
 func TestScaleOut(t *testing.T) {
-	dsn := os.Getenv("JUPYTER_MCP_SIDECAR_TEST_PG_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("JUPYTER_MCP_SIDECAR_TEST_PG_DSN unset on CI (.ci/postgres.sh starts the cluster)")
-		}
-		t.Skip("JUPYTER_MCP_SIDECAR_TEST_PG_DSN unset")
-	}
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	schema := "e2e_" + hex.EncodeToString(suffix[:])
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema("e2e_")
 	steps := session(t)
 
 	jupyter, other := t.TempDir(), t.TempDir()

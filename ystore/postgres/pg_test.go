@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -16,28 +15,20 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
-// Environment of the throwaway clusters that .ci/postgres.sh starts: a shared one, and
-// one that tests may stop and restart (with the pg_ctl wrapper).
+// Environment of the throwaway clusters that .ci/postgres.sh starts.
 const (
-	envDSN      = "JUPYTER_MCP_SIDECAR_TEST_PG_DSN"
-	envCrashDSN = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN"
-	envCrashCtl = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL"
+	envDSN      = pgtest.DSNEnv
+	envCrashDSN = pgtest.CrashDSNEnv
+	envCrashCtl = pgtest.CrashCtlEnv
 )
 
-// testEnv returns a variable of the test cluster, skipping the test without it (failing
-// in CI).
+// testEnv returns a variable of the test cluster (see pgtest.Env).
 func testEnv(t testing.TB, name string) string {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set in CI; run the tests under .ci/postgres.sh", name)
-		}
-		t.Skipf("%s is not set; run: .ci/postgres.sh go test ./ystore/postgres/", name)
-	}
-	return v
+	return pgtest.Env(t, name)
 }
 
 // testConfig returns a Config on a fresh, migrated schema of the shared cluster, dropped
