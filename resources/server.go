@@ -266,6 +266,25 @@ func (s *Server) NotebookChanged(path string, ch ynotebook.Changes) {
 	}
 }
 
+// NotebookMoved tells the server that the notebook at oldPath is now at newPath (its
+// file was renamed): names bound with use_notebook follow it, and their subscribers are
+// told the notebook changed. Names from the configuration keep their configured path.
+func (s *Server) NotebookMoved(oldPath, newPath string) {
+	for _, name := range s.names.NamesFor(oldPath) {
+		if _, err := s.names.Bind(name, newPath); err != nil {
+			s.log.Info("name stays at its configured path after a rename", "room", newPath, "name", name, "from", oldPath, "err", err)
+			continue
+		}
+		s.mcp.AddResource(s.notebookResource(names.Binding{Name: name, Path: newPath}).Resource, s.readResource)
+		s.subs.listChanged()
+		s.log.Info("name follows its renamed notebook", "room", newPath, "name", name, "from", oldPath)
+		if err := s.publisher.Publish(context.Background(), []string{NotebookURI(name)}); err != nil {
+			s.metrics.publisherErrors.Inc()
+			s.log.Warn("publisher did not accept a change", "room", newPath, "name", name, "err", err)
+		}
+	}
+}
+
 // Run loads the bindings, starts the publisher and extensions, and serves the
 // configured transport until ctx is done, then drains within DrainTimeout.
 func (s *Server) Run(ctx context.Context) error {

@@ -75,3 +75,33 @@ func waitFor(t testing.TB, cond func() bool, state ...func() string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestNotebookMovedNamesFollow(t *testing.T) {
+	const moved = "work/renamed.ipynb"
+	lib := newLibrary(t, testPath)
+	r := startServer(t, Config{Notebooks: map[string]string{"pinned": testPath}}, lib)
+	c := dialGo(t, r.url, false)
+	if res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath}); res.IsError {
+		t.Fatalf("use_notebook: %+v", res.Content)
+	}
+	req := mcp.SubscribeRequest{}
+	req.Params.URI = "notebook://work"
+	if err := c.Subscribe(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	lib.mu.Lock()
+	lib.nbs[moved] = lib.nbs[testPath]
+	delete(lib.nbs, testPath)
+	lib.mu.Unlock()
+	r.srv.NotebookMoved(testPath, moved)
+	c.waitUpdated(t, 2500*time.Millisecond, "notebook://work")
+	if p, _ := r.srv.names.Path("work"); p != moved {
+		t.Fatalf("bound name at %q after the rename, want %q", p, moved)
+	}
+	if got := readText(t, c, "notebook://work"); !strings.Contains(got, `"cells"`) {
+		t.Fatalf("read after the rename: %s", got)
+	}
+	if p, _ := r.srv.names.Path("pinned"); p != testPath {
+		t.Fatalf("configured name moved to %q", p)
+	}
+}

@@ -27,7 +27,7 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
-	rooms := NewRooms(log, resolver, NewMetrics(nil, nil), nil)
+	rooms := NewRooms(log, resolver, NewMetrics(nil, nil), Notify{})
 	if err := rooms.Sink(ctx, events); err != nil {
 		return err
 	}

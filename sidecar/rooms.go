@@ -23,7 +23,7 @@ type Rooms struct {
 	log      *slog.Logger
 	resolver fileid.Resolver
 	metrics  *Metrics
-	changed  func(path string, ch ynotebook.Changes)
+	notify   Notify
 
 	mu     sync.RWMutex
 	rooms  map[string]*room // notebook rooms by key
@@ -53,18 +53,28 @@ type RoomInfo struct {
 	Degraded bool
 }
 
+// Notify receives what happens to the notebooks; nil fields are ignored.
+type Notify struct {
+	// Changed is called after every applied change, with the notebook's path.
+	Changed func(path string, ch ynotebook.Changes)
+	// Moved is called when a notebook's path changes (its file was renamed).
+	Moved func(oldPath, newPath string)
+}
+
 // NewRooms returns an empty set of rooms. resolver may be nil (paths then come from the
-// document's state or the room key); changed is called after every applied change with
-// the notebook's path, and may be nil.
-func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, changed func(string, ynotebook.Changes)) *Rooms {
-	if changed == nil {
-		changed = func(string, ynotebook.Changes) {}
+// room key or the document's state).
+func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, notify Notify) *Rooms {
+	if notify.Changed == nil {
+		notify.Changed = func(string, ynotebook.Changes) {}
+	}
+	if notify.Moved == nil {
+		notify.Moved = func(string, string) {}
 	}
 	return &Rooms{
 		log:      log,
 		resolver: resolver,
 		metrics:  m,
-		changed:  changed,
+		notify:   notify,
 		rooms:    make(map[string]*room),
 		others:   make(map[string]int),
 	}
@@ -144,7 +154,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 	r.metrics.setDegraded(r.degradedCount())
 	r.log.Debug("room loaded", "room", info.Key, "path", p, "rows", len(rows), "bad_rows", bad)
 	if !ch.Empty() && p != "" {
-		r.changed(p, ch)
+		r.notify.Changed(p, ch)
 	}
 }
 
@@ -179,7 +189,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 	p := r.resolvePath(ctx, rm)
 	r.metrics.setDegraded(r.degradedCount())
 	if !ch.Empty() && p != "" {
-		r.changed(p, ch)
+		r.notify.Changed(p, ch)
 	}
 }
 
@@ -213,7 +223,7 @@ func (r *Rooms) remove(info ystore.Room) {
 	if p != "" && nb != nil {
 		ch := removedAll(nb.Snapshot())
 		ch.Metadata = true
-		r.changed(p, ch)
+		r.notify.Changed(p, ch)
 	}
 }
 
@@ -227,7 +237,8 @@ func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 }
 
 // resolvePath finds a room's notebook path: the key's own path, the file id database,
-// then the document's state.path. It records and returns the path.
+// then the document's state.path. It records and returns the path, and reports a
+// notebook whose path changed as moved. A failed lookup keeps the known path.
 func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	p := rm.info.Path
 	if p == "" && rm.info.FileID != "" && r.resolver != nil {
@@ -237,18 +248,23 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 			p = got
 		case !errors.Is(err, fileid.ErrNotFound):
 			r.log.Warn("file id lookup failed", "room", rm.info.Key, "file_id", rm.info.FileID, "err", err)
+			rm.mu.Lock()
+			defer rm.mu.Unlock()
+			return rm.path
 		}
 	}
 	rm.mu.Lock()
-	defer rm.mu.Unlock()
 	if p == "" && rm.nb != nil {
 		p = rm.nb.State().Path
 	}
 	p = cleanPath(p)
-	if p != rm.path && rm.path != "" {
-		r.log.Info("notebook path changed", "room", rm.info.Key, "from", rm.path, "to", p)
-	}
+	old := rm.path
 	rm.path = p
+	rm.mu.Unlock()
+	if old != "" && p != "" && p != old {
+		r.log.Info("notebook path changed", "room", rm.info.Key, "from", old, "to", p)
+		r.notify.Moved(old, p)
+	}
 	return p
 }
 

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -112,7 +113,7 @@ func TestRoomsServeWhatYjsHolds(t *testing.T) {
 	var log changeLog
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, nil)
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, log.add)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{Changed: log.add})
 
 	half := len(updates) / 2
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:half])}}); err != nil {
@@ -152,7 +153,7 @@ func TestRoomsCorruptRowDegradesOnlyItsRoom(t *testing.T) {
 	const good, bad = ".notebook:good.ipynb.y", ".notebook:bad.ipynb.y"
 	updates, want := loadSession(t, "s0002.json.gz")
 	m := NewMetrics(prometheus.NewRegistry(), nil)
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{})
 	corrupt := append(rowsOf(bad, updates[:1]), ystore.Row{Room: bad, ID: 99, Update: []byte{0x01, 0xff, 0xff}})
 	err := r.Sink(t.Context(), []ystore.Event{
 		{Kind: ystore.EventReset, Room: bad, Rows: corrupt},
@@ -182,7 +183,7 @@ func TestRoomsResetAndRemove(t *testing.T) {
 	first, _ := loadSession(t, "s0003.json.gz")
 	second, want := loadSession(t, "s0004.json.gz")
 	var log changeLog
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), log.add)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), Notify{Changed: log.add})
 	for _, rows := range [][][]byte{first, second} {
 		if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, rows)}}); err != nil {
 			t.Fatal(err)
@@ -208,7 +209,7 @@ func TestRoomsResetAndRemove(t *testing.T) {
 }
 
 func TestRoomsTrackButDoNotServeOtherDocuments(t *testing.T) {
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), Notify{})
 	err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: ".file:readme.md.y", Rows: []ystore.Row{{ID: 1, Update: []byte{0, 0}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -219,5 +220,56 @@ func TestRoomsTrackButDoNotServeOtherDocuments(t *testing.T) {
 	infos := r.Infos()
 	if len(infos) != 1 || infos[0].Kind != "file" || infos[0].Rows != 1 {
 		t.Fatalf("Infos() = %+v", infos)
+	}
+}
+
+// renames is a file id resolver whose answer the test changes, like a Jupyter server
+// recording a rename in file_id_manager.db.
+type renames struct {
+	mu   sync.Mutex
+	path string
+	err  error
+}
+
+func (f *renames) Path(context.Context, string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.path, f.err
+}
+
+func (f *renames) set(p string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.path, f.err = p, err
+}
+
+func TestRoomsFollowRenames(t *testing.T) {
+	const key = ".notebook:3f1e0c1a-7d2b-4c55-9a61-0d3f4b8e2c10.y"
+	updates, want := loadSession(t, "s0005.json.gz")
+	res := &renames{path: "drafts/a.ipynb"}
+	var moves [][2]string
+	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{
+		Moved: func(from, to string) { moves = append(moves, [2]string{from, to}) },
+	})
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	res.set("", errors.New("database is locked"))
+	r.RefreshPaths(t.Context())
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{"drafts/a.ipynb"}) || len(moves) != 0 {
+		t.Fatalf("after a failed lookup: paths %v, moves %v; want the known path kept", got, moves)
+	}
+	res.set("final/b.ipynb", nil)
+	r.RefreshPaths(t.Context())
+	if !reflect.DeepEqual(moves, [][2]string{{"drafts/a.ipynb", "final/b.ipynb"}}) {
+		t.Fatalf("moves = %v", moves)
+	}
+	snap, err := r.Notebook("final/b.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("old path still served: %v", err)
 	}
 }

@@ -72,7 +72,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			m.changesFlushed.Inc()
 			srv.NotebookChanged(path, ch)
 		})
-	rooms := NewRooms(log, resolver, m, deb.Add)
+	rooms := NewRooms(log, resolver, m, Notify{
+		Changed: deb.Add,
+		Moved:   func(oldPath, newPath string) { srv.NotebookMoved(oldPath, newPath) },
+	})
 	health := NewHealth(tailer.Status, rooms.Degraded, cfg.Store.LagThreshold)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 

@@ -207,6 +207,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a bound name follows its renamed notebook", func(t *testing.T) {
+		c := dialGo(t, sc.mcpURL(), true)
+		c.subscribe(nbURI)
+		drain(c, 600*time.Millisecond)
+		renameInFileIDDB(t, filepath.Join(dir, "file_id_manager.db"), filepath.Join(dir, "work", "final.ipynb"))
+		await(t, c, 5*time.Second, nbURI)
+		jsonEqual(t, "renamed notebook", c.read(nbURI), mustJSON(t, steps[next-1].after))
+		c.close()
+	})
+
 	t.Run("disconnect cleans up", func(t *testing.T) {
 		for _, c := range cs {
 			c.close()

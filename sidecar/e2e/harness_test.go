@@ -341,6 +341,19 @@ func createFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	}
 }
 
+// renameInFileIDDB records a rename the way jupyter_server_fileid does: same id, new path.
+func renameInFileIDDB(t testing.TB, dbPath, nbAbs string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE Files SET path = ? WHERE id = ?`, nbAbs, fileID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
