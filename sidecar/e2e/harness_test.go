@@ -326,30 +326,27 @@ func (s *sidecar) metric(name string) float64 {
 
 func (s *sidecar) mcpURL() string { return s.url + "/mcp" }
 
+// createFileIDDB writes a jupyter_server_fileid database naming the notebook.
 func createFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO Files(id, path) VALUES (?, ?)`, fileID, nbAbs); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, dbPath, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, dbPath, `INSERT INTO Files(id, path) VALUES (?, ?)`, fileID, nbAbs)
 }
 
 // renameInFileIDDB records a rename the way jupyter_server_fileid does: same id, new path.
 func renameInFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	t.Helper()
+	execSQL(t, dbPath, `UPDATE Files SET path = ? WHERE id = ?`, nbAbs, fileID)
+}
+
+func execSQL(t testing.TB, dbPath, stmt string, args ...any) {
+	t.Helper()
 	db, err := sql.Open("sqlite", dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`UPDATE Files SET path = ? WHERE id = ?`, nbAbs, fileID); err != nil {
+	if _, err := db.Exec(stmt, args...); err != nil {
 		t.Fatal(err)
 	}
 }
