@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -187,21 +188,25 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 		key := s.subs.addListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged)
 		context.AfterFunc(ctx, func() { s.subs.remove(key) })
 	})
-	// The SDK is configured without resources.listChanged so that it never
-	// broadcasts list_changed itself (see registry.listChanged); the
-	// capability is advertised here instead.
-	h.AddAfterInitialize(func(_ context.Context, _ any, _ *mcp.InitializeRequest, res *mcp.InitializeResult) {
-		advertiseListChanged(&res.Capabilities)
-	})
-	h.AddAfterDiscover(func(_ context.Context, _ any, _ *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
-		advertiseListChanged(&res.Capabilities)
+	// Bound notebooks are listed here rather than registered with the SDK: a
+	// registration would make the SDK broadcast list_changed itself, bypassing
+	// the registry's delivery rules (see registry.listChanged). So the SDK can
+	// declare resources.listChanged, and acknowledge it on listen streams.
+	h.AddAfterListResources(func(_ context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		if res.NextCursor != "" {
+			return
+		}
+		for _, b := range s.names.All() {
+			res.Resources = append(res.Resources, s.notebookResource(b))
+		}
+		slices.SortStableFunc(res.Resources, func(a, b mcp.Resource) int { return strings.Compare(a.Name, b.Name) })
 	})
 	experimental := map[string]any{}
 	for _, c := range s.caps {
 		experimental[c.Name] = map[string]any{"description": c.Description, "enabled": c.Enabled, "source": c.Source}
 	}
 	m := server.NewMCPServer("jupyter-mcp-sidecar", s.cfg.Version,
-		server.WithResourceCapabilities(true, false),
+		server.WithResourceCapabilities(true, true),
 		server.WithToolCapabilities(false),
 		server.WithExperimental(experimental),
 		server.WithHooks(h),
@@ -235,18 +240,9 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	return m
 }
 
-func advertiseListChanged(c *mcp.ServerCapabilities) {
-	if c.Resources != nil {
-		c.Resources.ListChanged = true
-	}
-}
-
 // notebookResource is the resources/list entry of a bound notebook.
-func (s *Server) notebookResource(b names.Binding) server.ServerResource {
-	return server.ServerResource{
-		Resource: mcp.NewResource(NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(MIMENotebook)),
-		Handler:  s.readResource,
-	}
+func (s *Server) notebookResource(b names.Binding) mcp.Resource {
+	return mcp.NewResource(NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(MIMENotebook))
 }
 
 // Handler returns the MCP endpoint with origin check, authentication, body
@@ -275,7 +271,6 @@ func (s *Server) NotebookMoved(oldPath, newPath string) {
 			s.log.Info("name stays at its configured path after a rename", "room", newPath, "name", name, "from", oldPath, "err", err)
 			continue
 		}
-		s.mcp.AddResource(s.notebookResource(names.Binding{Name: name, Path: newPath}).Resource, s.readResource)
 		s.subs.listChanged()
 		s.log.Info("name follows its renamed notebook", "room", newPath, "name", name, "from", oldPath)
 		if err := s.publisher.Publish(context.Background(), []string{NotebookURI(name)}); err != nil {
@@ -290,13 +285,6 @@ func (s *Server) NotebookMoved(oldPath, newPath string) {
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.names.Load(); err != nil {
 		s.log.Warn("state file entries dropped", "file", s.cfg.StateFile, "err", err)
-	}
-	var bound []server.ServerResource
-	for _, b := range s.names.All() {
-		bound = append(bound, s.notebookResource(b))
-	}
-	if len(bound) > 0 {
-		s.mcp.AddResources(bound...)
 	}
 	if err := s.exts.Start(ctx); err != nil {
 		return err

@@ -177,3 +177,16 @@ func FuzzReadLine(f *testing.F) {
 		}
 	})
 }
+
+func TestListenAcknowledgesListChanged(t *testing.T) {
+	lib := newLibrary(t, testPath)
+	_, p := startStdio(t, Config{}, lib)
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`)
+	ack := p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
+	honoured, _ := ack["params"].(map[string]any)["notifications"].(map[string]any)
+	if honoured["resourcesListChanged"] != true {
+		t.Fatalf("acknowledgement leaves out resourcesListChanged: %v", ack)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"use_notebook","arguments":{"notebook_name":"work","notebook_path":"`+testPath+`"}}}`)
+	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/resources/list_changed" })
+}

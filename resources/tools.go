@@ -10,7 +10,6 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 )
 
 // errToolFailed stands for a tool result flagged isError, for the hooks.
@@ -86,7 +85,6 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	p, _ := s.names.Path(name)
 	if changed {
-		s.mcp.AddResource(s.notebookResource(names.Binding{Name: name, Path: p}).Resource, s.readResource)
 		s.subs.listChanged()
 		s.log.Info("notebook bound", "room", p, "name", name)
 	}
@@ -103,7 +101,6 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 	if err := s.names.Unbind(name); err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	s.mcp.DeleteResources(NotebookURI(name))
 	s.subs.listChanged()
 	s.log.Info("notebook unbound", "room", path, "name", name)
 	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
