@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,19 @@ func TestPostgresInitShipInspect(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &nb); err != nil || len(nb.Cells) == 0 {
 		t.Fatalf("inspect printed no notebook with cells (%v):\n%s", err, out)
+	}
+
+	// Compaction leaves one row per room and the notebook exactly as it was.
+	compacted, _, err := run(t, append([]string{"postgres", "compact"}, pg...)...)
+	if err != nil || !strings.Contains(compacted, fileID+".y: ") || !strings.Contains(compacted, "→ 1 row") {
+		t.Fatalf("postgres compact = %q, %v", compacted, err)
+	}
+	after, _, err := run(t, append(inspect, fileID)...)
+	if err != nil || after != out {
+		t.Fatalf("inspect after compaction (%v):\n%s\nwant:\n%s", err, after, out)
+	}
+	rooms, _, err := run(t, inspect...)
+	if err != nil || !regexp.MustCompile(regexp.QuoteMeta(fileID)+`\s+\S+\s+1\s+0\n`).MatchString(rooms) {
+		t.Fatalf("inspect after compaction lists (%v):\n%s", err, rooms)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -97,6 +98,35 @@ insert. It is idempotent and safe to run from several machines at once.`,
 		_, err = a.stdout.Write([]byte("postgres y-store ready: " + pg.Schema + "." + pg.Table + "\n"))
 		return err
 	}
-	cmd.AddCommand(initCmd)
+	compactCmd := &cobra.Command{
+		Use:   "compact [ROOM...]",
+		Short: "Merge each room's rows of the Postgres Y-store into one row",
+		Long: `compact replaces the rows of each named room, or of every room, by one row holding their
+merged Yjs state, one transaction per room. Rows committed meanwhile are kept, and running
+sidecars apply the merged row as the state they already have, so it is safe while they run.`,
+		Example: `  jupyter-mcp-sidecar postgres compact --dsn postgres://sidecar@db/jupyter
+  jupyter-mcp-sidecar postgres compact '.notebook:0b5e2f5c-6a57-4d55-9d4c-1f6f0c3b8a11.y'`,
+	}
+	compactSrc := a.withFlags(compactCmd, postgresFlags)
+	compactCmd.RunE = func(cmd *cobra.Command, rooms []string) error {
+		cfg, _, err := load(compactSrc(), registered())
+		if err != nil {
+			return err
+		}
+		if cfg.Store.Postgres.DSN == "" {
+			return errMissingDSN
+		}
+		pg := cfg.Store.Postgres
+		return postgres.CompactStore(cmd.Context(), postgres.Config{
+			DSN: pg.DSN, Schema: pg.Schema, Table: pg.Table, Channel: pg.Channel,
+		}, rooms, func(room string, r postgres.CompactResult) {
+			if r.Rows == 0 {
+				fmt.Fprintf(a.stdout, "%s: nothing to compact\n", room)
+				return
+			}
+			fmt.Fprintf(a.stdout, "%s: %d rows (%d bytes) → 1 row (%d bytes)\n", room, r.Rows, r.Bytes, r.MergedBytes)
+		})
+	}
+	cmd.AddCommand(initCmd, compactCmd)
 	return cmd
 }

@@ -98,3 +98,35 @@ func Compact(ctx context.Context, db Beginner, cfg Config, room string) (Compact
 	res.Rows, res.MergedBytes = len(ids), len(merged)
 	return res, nil
 }
+
+// CompactStore connects with cfg.DSN and compacts the given rooms, or every room of the
+// store when rooms is empty, each in its own transaction; report is told the outcome of
+// each room as it is done.
+func CompactStore(ctx context.Context, cfg Config, rooms []string, report func(room string, r CompactResult)) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if len(rooms) == 0 {
+		rs, err := conn.Query(ctx, `SELECT DISTINCT path FROM `+namesOf(cfg).table+` WHERE path IS NOT NULL ORDER BY path`)
+		if err != nil {
+			return fmt.Errorf("compact: list rooms: %w", err)
+		}
+		if rooms, err = pgx.CollectRows(rs, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("compact: list rooms: %w", err)
+		}
+	}
+	for _, room := range rooms {
+		res, err := Compact(ctx, conn, cfg, room)
+		if err != nil {
+			return err
+		}
+		report(room, res)
+	}
+	return nil
+}

@@ -112,3 +112,45 @@ func TestCompact(t *testing.T) {
 		t.Errorf("compacting corrupt rows: %v, want ErrCorruptRow", err)
 	}
 }
+
+func TestCompactStore(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	conn := dial(t, cfg)
+	rooms := []string{".notebook:a.y", ".notebook:b.y"}
+	for i, room := range rooms {
+		updates, _ := sessionUpdates(t, []string{"s0001.json.gz", "s0002.json.gz"}[i])
+		for _, u := range updates {
+			insert(t, conn, cfg, room, u)
+		}
+	}
+	tl, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := tl.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported []string
+	if err := CompactStore(ctx, cfg, nil, func(room string, r CompactResult) {
+		if r.Rows < 2 {
+			t.Errorf("%s: %+v", room, r)
+		}
+		reported = append(reported, room)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(reported) != 2 || reported[0] != rooms[0] || reported[1] != rooms[1] {
+		t.Fatalf("compacted %v, want %v", reported, rooms)
+	}
+	after, err := tl.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if len(after[i].Rows) != 1 || notebookJSON(t, after[i].Rows) != notebookJSON(t, before[i].Rows) {
+			t.Fatalf("room %s after compaction:%s", before[i].Room, describe(after[i:i+1]))
+		}
+	}
+}
