@@ -103,13 +103,9 @@ func Compact(ctx context.Context, db Beginner, cfg Config, room string) (Compact
 // store when rooms is empty, each in its own transaction; report is told the outcome of
 // each room as it is done.
 func CompactStore(ctx context.Context, cfg Config, rooms []string, report func(room string, r CompactResult)) error {
-	cfg, err := cfg.withDefaults()
+	cfg, conn, err := open(ctx, cfg, "compact")
 	if err != nil {
 		return err
-	}
-	conn, err := connect(ctx, cfg.DSN)
-	if err != nil {
-		return fmt.Errorf("compact: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if len(rooms) == 0 {

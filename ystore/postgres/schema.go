@@ -96,16 +96,25 @@ func Migrate(ctx context.Context, db Beginner, cfg Config) error {
 // Init connects with cfg.DSN and runs Migrate: the `jupyter-mcp-sidecar postgres init`
 // command.
 func Init(ctx context.Context, cfg Config) error {
-	cfg, err := cfg.withDefaults()
+	cfg, conn, err := open(ctx, cfg, "init")
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, cfg.DSN)
-	if err != nil {
-		return fmt.Errorf("init: %w", err)
-	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return Migrate(ctx, conn, cfg)
+}
+
+// open validates cfg, fills its defaults and connects to its DSN, for the command what.
+func open(ctx context.Context, cfg Config, what string) (Config, *pgx.Conn, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return cfg, nil, err
+	}
+	conn, err := connect(ctx, cfg.DSN)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return cfg, conn, nil
 }
 
 // lockRoom takes the transaction-scoped advisory lock that serializes the writers that
