@@ -38,7 +38,6 @@ type room struct {
 	path      string
 	rows      int
 	badRows   int
-	lastRowID int64
 	updated   time.Time
 }
 
@@ -144,9 +143,6 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 		ch.Merge(removedAll(rm.nb.Snapshot()))
 	}
 	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
-	if n := len(rows); n > 0 {
-		rm.lastRowID = rows[n-1].ID
-	}
 	rm.updated = time.Now()
 	rm.mu.Unlock()
 
@@ -174,6 +170,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 		rm.nb = ynotebook.New()
 	}
 	rm.rows += len(rows)
+	badBefore := rm.badRows
 	for _, row := range rows {
 		c, err := r.applyRow(rm.nb, info, row)
 		if err != nil {
@@ -181,13 +178,19 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 			continue
 		}
 		ch.Merge(c)
-		rm.lastRowID = row.ID
 	}
 	rm.updated = time.Now()
+	p, degraded := rm.path, rm.badRows > badBefore
 	rm.mu.Unlock()
 
-	p := r.resolvePath(ctx, rm)
-	r.metrics.setDegraded(r.degradedCount())
+	// The path is resolved once here; renames are followed by RefreshPaths, so an
+	// update, the hot path, does no file id lookup.
+	if p == "" {
+		p = r.resolvePath(ctx, rm)
+	}
+	if degraded {
+		r.metrics.setDegraded(r.degradedCount())
+	}
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch)
 	}
