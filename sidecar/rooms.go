@@ -33,12 +33,12 @@ type Rooms struct {
 type room struct {
 	info ystore.Room
 
-	mu        sync.Mutex
-	nb        *ynotebook.Notebook
-	path      string
-	rows      int
-	badRows   int
-	updated   time.Time
+	mu      sync.Mutex
+	nb      *ynotebook.Notebook
+	path    string
+	rows    int
+	badRows int
+	updated time.Time
 }
 
 // RoomInfo describes one room for inspect and health.

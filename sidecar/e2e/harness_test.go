@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +22,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -91,76 +90,32 @@ func session(t testing.TB) []step {
 	return out
 }
 
-// writer drives testdata/pycrdt_writer/writer.py on one store file.
+// writer is the pycrdt-store-like writer on the test's store, writing the notebook room.
 type writer struct {
-	t   testing.TB
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
+	*sqlitetest.Writer
+	t testing.TB
 }
 
-func startWriter(t testing.TB, store string) *writer {
-	t.Helper()
-	cmd := exec.Command("python3", filepath.Join(repoRoot, "testdata", "pycrdt_writer", "writer.py"), store)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	w := &writer{t: t, cmd: cmd, in: in, out: sc}
-	t.Cleanup(func() {
-		_ = in.Close()
-		_ = cmd.Wait()
-	})
-	return w
-}
+func startWriter(t testing.TB, store string) writer { return writer{sqlitetest.Start(t, store), t} }
 
-// do sends one command and returns its reply, failing the test on a write error.
-func (w *writer) do(cmd map[string]any) map[string]any {
+// do sends one command; a write lost by the writer fails the test.
+func (w writer) do(cmd map[string]any) sqlitetest.Reply {
 	w.t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	line, err := json.Marshal(cmd)
-	if err != nil {
-		w.t.Fatal(err)
+	r := w.Do(cmd)
+	if len(r.Errors) > 0 {
+		w.t.Fatalf("writer %v lost writes: %v", cmd["op"], r.Errors)
 	}
-	if _, err := w.in.Write(append(line, '\n')); err != nil {
-		w.t.Fatal(err)
-	}
-	if !w.out.Scan() {
-		w.t.Fatalf("writer exited: %v", w.out.Err())
-	}
-	var reply map[string]any
-	if err := json.Unmarshal(w.out.Bytes(), &reply); err != nil {
-		w.t.Fatal(err)
-	}
-	if ok, _ := reply["ok"].(bool); !ok {
-		w.t.Fatalf("writer %v: %v", cmd["op"], reply["error"])
-	}
-	if errs, _ := reply["errors"].([]any); len(errs) > 0 {
-		w.t.Fatalf("writer %v lost writes: %v", cmd["op"], errs)
-	}
-	return reply
+	return r
 }
 
 // write stores one update and returns its commit time.
-func (w *writer) write(update []byte) time.Time {
+func (w writer) write(update []byte) time.Time {
 	r := w.do(map[string]any{"op": "write", "room": roomKey, "update": base64.StdEncoding.EncodeToString(update)})
-	return unixTime(r["committed"].(float64))
+	return unixTime(r.Committed)
 }
 
 // flood stores updates as fast as the writer can.
-func (w *writer) flood(updates [][]byte) {
+func (w writer) flood(updates [][]byte) {
 	enc := make([]string, len(updates))
 	for i, u := range updates {
 		enc[i] = base64.StdEncoding.EncodeToString(u)

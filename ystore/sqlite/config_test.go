@@ -130,7 +130,7 @@ func TestDecompress(t *testing.T) {
 			u = b.Bytes()
 		}
 		want.apply(roomA, []byte(toks))
-		w.do(map[string]any{"op": "write", "room": roomA, "update": b64(u)})
+		w.Do(map[string]any{"op": "write", "room": roomA, "update": b64(u)})
 	}
 	write("a1,a2", true)
 	tl := newTailer(t, Config{Path: path, Decompress: func(b []byte) ([]byte, error) {

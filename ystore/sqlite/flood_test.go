@@ -37,7 +37,7 @@ func TestFloodReadTx(t *testing.T) {
 		updates[i] = b64(tokens(tok))
 		m.docs.apply(roomB, tokens(tok))
 	}
-	r := m.w.do(map[string]any{"op": "flood", "room": roomB, "updates": updates})
+	r := m.w.Do(map[string]any{"op": "flood", "room": roomB, "updates": updates})
 	if len(r.Errors) != 0 || len(r.Rows) != n {
 		t.Fatalf("writer: %d rows, errors %v", len(r.Rows), r.Errors)
 	}
@@ -117,7 +117,7 @@ func TestWriterLosesWritesToALongReader(t *testing.T) {
 	if err := tx.QueryRow("SELECT count(*) FROM yupdates").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	r := m.w.do(map[string]any{"op": "flood", "room": roomA, "updates": []string{b64(tokens("lost"))}})
+	r := m.w.Do(map[string]any{"op": "flood", "room": roomA, "updates": []string{b64(tokens("lost"))}})
 	tx.Rollback()
 	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "locked") {
 		t.Fatalf("writer errors %v, want one 'database is locked'", r.Errors)

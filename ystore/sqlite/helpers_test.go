@@ -1,13 +1,8 @@
 package sqlite
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -15,88 +10,16 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 )
 
 // writer drives testdata/pycrdt_writer/writer.py, which writes like pycrdt-store.
-type writer struct {
-	t   testing.TB
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-func startWriter(t testing.TB, path string) *writer {
-	t.Helper()
-	script, err := filepath.Abs("../../testdata/pycrdt_writer/writer.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", script, path)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = testWriter{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start writer: %v", err)
-	}
-	w := &writer{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
-	w.out.Buffer(make([]byte, 1<<20), 64<<20)
-	t.Cleanup(func() {
-		in.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("writer exited: %v", err)
-		}
-	})
-	return w
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Logf("writer: %s", strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+type writer = sqlitetest.Writer
 
 // reply is one answer of the writer.
-type reply struct {
-	OK          bool        `json:"ok"`
-	Error       string      `json:"error"`
-	RowID       int64       `json:"rowid"`
-	TS          float64     `json:"ts"`
-	Committed   float64     `json:"committed"`
-	MergedRowID int64       `json:"merged_rowid"`
-	Deleted     int64       `json:"deleted"`
-	Rows        [][]float64 `json:"rows"`
-	Errors      []string    `json:"errors"`
-}
+type reply = sqlitetest.Reply
 
-// do sends one command and fails the test unless it succeeded.
-func (w *writer) do(cmd map[string]any) reply {
-	w.t.Helper()
-	b, err := json.Marshal(cmd)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := w.in.Write(append(b, '\n')); err != nil {
-		w.t.Fatalf("send %s: %v", b, err)
-	}
-	if !w.out.Scan() {
-		w.t.Fatalf("no reply to %s: %v", b, w.out.Err())
-	}
-	var r reply
-	if err := json.Unmarshal(w.out.Bytes(), &r); err != nil {
-		w.t.Fatalf("reply %q: %v", w.out.Bytes(), err)
-	}
-	if !r.OK {
-		w.t.Fatalf("%s failed: %s", cmd["op"], r.Error)
-	}
-	return r
-}
+func startWriter(t testing.TB, path string) *writer { return sqlitetest.Start(t, path) }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
@@ -153,7 +76,7 @@ func newModel(w *writer) *model { return &model{w: w, docs: docs{}} }
 
 func (m *model) write(room string, toks ...string) reply {
 	m.docs.apply(room, tokens(toks...))
-	return m.w.do(map[string]any{"op": "write", "room": room, "update": b64(tokens(toks...))})
+	return m.w.Do(map[string]any{"op": "write", "room": room, "update": b64(tokens(toks...))})
 }
 
 // sink collects what a tailer delivers, applied to token documents.

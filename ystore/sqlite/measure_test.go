@@ -42,7 +42,7 @@ func TestMeasureLatency(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 			w := startWriter(t, path)
-			w.do(map[string]any{"op": "write", "room": roomA, "update": b64(tokens("seed"))})
+			w.Do(map[string]any{"op": "write", "room": roomA, "update": b64(tokens("seed"))})
 			cfg := mode.cfg
 			cfg.Path = path
 			tl := newTailer(t, cfg)
@@ -65,7 +65,7 @@ func TestMeasureLatency(t *testing.T) {
 			for i := range updates {
 				updates[i] = b64(tokens(fmt.Sprintf("u%d", i)))
 			}
-			r := w.do(map[string]any{"op": "flood", "room": roomB, "updates": updates, "interval": 0.01})
+			r := w.Do(map[string]any{"op": "flood", "room": roomB, "updates": updates, "interval": 0.01})
 			waitFor(t, 10*time.Second, "every row", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == n+1 })
 			lat := make([]time.Duration, 0, n)
 			for _, row := range r.Rows {

@@ -99,7 +99,7 @@ func TestScenarios(t *testing.T) {
 			converge(e.t, e.s, m)
 			state := m.docs.merged(roomA)
 			m.docs.apply(roomA, tokens("a4"))
-			m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a4"))})
+			m.w.Do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a4"))})
 			m.write(roomA, "a5")
 			converge(e.t, e.s, m)
 			events, err := e.tl.Load(context.Background())
@@ -127,7 +127,7 @@ func TestScenarios(t *testing.T) {
 			e.run()
 			converge(e.t, e.s, m)
 			m.docs.apply(roomA, tokens("a4"))
-			m.w.do(map[string]any{"op": "squash", "room": roomA, "merged": b64(tokens("a1", "a2")), "cutoff": cutoff, "update": b64(tokens("a4"))})
+			m.w.Do(map[string]any{"op": "squash", "room": roomA, "merged": b64(tokens("a1", "a2")), "cutoff": cutoff, "update": b64(tokens("a4"))})
 			m.write(roomB, "b9")
 			converge(e.t, e.s, m)
 			if got := e.loaded(); got != m.docs.String() {
@@ -144,7 +144,7 @@ func TestScenarios(t *testing.T) {
 			e.run()
 			converge(e.t, e.s, m)
 			m.docs.apply(roomA, tokens("a6"))
-			r := m.w.do(map[string]any{"op": "squash", "room": roomA, "merged": b64(m.docs.merged(roomA)), "cutoff": 1e12, "update": b64(tokens("a6"))})
+			r := m.w.Do(map[string]any{"op": "squash", "room": roomA, "merged": b64(m.docs.merged(roomA)), "cutoff": 1e12, "update": b64(tokens("a6"))})
 			if r.MergedRowID > top.RowID || r.RowID > top.RowID {
 				e.t.Fatalf("squash did not reuse rowids: merged %d, update %d, old top %d", r.MergedRowID, r.RowID, top.RowID)
 			}
@@ -162,13 +162,13 @@ func TestScenarios(t *testing.T) {
 		{"cleanup", func(e *env) {
 			m := e.writer()
 			m.write(roomA, "a1")
-			m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(m.docs.merged(roomA))})
+			m.w.Do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(m.docs.merged(roomA))})
 			for _, tok := range []string{"b1", "b2", "b3"} {
 				m.write(roomB, tok)
 			}
 			e.run()
 			converge(e.t, e.s, m)
-			m.w.do(map[string]any{"op": "cleanup", "room": roomB, "merged": b64(m.docs.merged(roomB))})
+			m.w.Do(map[string]any{"op": "cleanup", "room": roomB, "merged": b64(m.docs.merged(roomB))})
 			m.write(roomB, "b4")
 			converge(e.t, e.s, m)
 			events, err := e.tl.Load(context.Background())
@@ -190,7 +190,7 @@ func TestScenarios(t *testing.T) {
 			m.write(roomB, "b1")
 			e.run()
 			converge(e.t, e.s, m)
-			m.w.do(map[string]any{"op": "rename"})
+			m.w.Do(map[string]any{"op": "rename"})
 			m.docs = docs{}
 			converge(e.t, e.s, m)
 			m.write(roomC, "c1")
@@ -208,7 +208,7 @@ func TestScenarios(t *testing.T) {
 			m.write(roomA, "a1")
 			e.run()
 			converge(e.t, e.s, m)
-			m.w.do(map[string]any{"op": "delete"})
+			m.w.Do(map[string]any{"op": "delete"})
 			waitFor(e.t, 5*time.Second, "unreachable status", func() bool { return !e.tl.Status().Reachable })
 			converge(e.t, e.s, m) // the last state stays served
 			m.docs = docs{}
@@ -245,7 +245,7 @@ func TestChunks(t *testing.T) {
 	state := m.docs.merged(roomA)
 	m.docs.apply(roomA, tokens(big("ckpt")))
 	state = append(state, tokens("", big("ckpt"))...)
-	m.w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a7"))})
+	m.w.Do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a7"))})
 	m.docs.apply(roomA, tokens("a7"))
 	tl := newTailer(t, Config{Path: path, ChunkRows: 2})
 	s := newSink()

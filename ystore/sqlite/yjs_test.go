@@ -106,7 +106,7 @@ func TestYjsSessions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 	w := startWriter(t, path)
 	write := func(room string, u []byte) {
-		w.do(map[string]any{"op": "write", "room": room, "update": base64.StdEncoding.EncodeToString(u)})
+		w.Do(map[string]any{"op": "write", "room": room, "update": base64.StdEncoding.EncodeToString(u)})
 	}
 	nbs := &notebooks{t: t, nbs: map[string]*ynotebook.Notebook{}}
 	tl := newTailer(t, Config{Path: path})
@@ -121,7 +121,7 @@ func TestYjsSessions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(u.Update)})
+			w.Do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(u.Update)})
 		default:
 			write(roomA, u.Update)
 		}
@@ -135,7 +135,7 @@ func TestYjsSessions(t *testing.T) {
 	for _, u := range b.Updates[min(len(a.Updates), len(b.Updates)):] {
 		write(roomB, u.Update)
 	}
-	w.do(map[string]any{"op": "squash", "room": roomB, "merged": b64(b.Merged), "cutoff": 1e12})
+	w.Do(map[string]any{"op": "squash", "room": roomB, "merged": b64(b.Merged), "cutoff": 1e12})
 	want := map[string]string{roomA: notebookJSON(t, a.Merged), roomB: notebookJSON(t, b.Merged)}
 	for room, nb := range want {
 		waitFor(t, 10*time.Second, "notebook "+room, func() bool { return nbs.json(room) == nb })

@@ -1,0 +1,101 @@
+// Package sqlitetest drives, for the tests of any package, testdata/pycrdt_writer/writer.py:
+// a Python stdlib writer that stores Yjs updates exactly as pycrdt-store's SQLiteYStore
+// does (one transaction per row, rollback journal, squash, checkpoints, renames).
+package sqlitetest
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Writer is one running writer process on one store file.
+type Writer struct {
+	t   testing.TB
+	mu  sync.Mutex
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// Reply is one answer of the writer (see testdata/pycrdt_writer/README.md).
+type Reply struct {
+	OK          bool        `json:"ok"`
+	Error       string      `json:"error"`
+	RowID       int64       `json:"rowid"`
+	TS          float64     `json:"ts"`
+	Committed   float64     `json:"committed"`
+	MergedRowID int64       `json:"merged_rowid"`
+	Deleted     int64       `json:"deleted"`
+	Rows        [][]float64 `json:"rows"`
+	Errors      []string    `json:"errors"`
+}
+
+// Start runs the writer on the store file at path (created if missing); it stops, and
+// must have exited cleanly, when the test ends.
+func Start(t testing.TB, path string) *Writer {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "pycrdt_writer", "writer.py")
+	cmd := exec.Command("python3", script, path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logWriter{t}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start writer: %v", err)
+	}
+	w := &Writer{t: t, in: in, out: bufio.NewScanner(out)}
+	w.out.Buffer(make([]byte, 1<<20), 64<<20)
+	t.Cleanup(func() {
+		_ = in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("writer exited: %v", err)
+		}
+	})
+	return w
+}
+
+// logWriter sends the writer's stderr to the test log.
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Logf("writer: %s", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Do sends one command and fails the test unless it succeeded. Writes lost inside a
+// flood are reported in Reply.Errors, for the caller to judge.
+func (w *Writer) Do(cmd map[string]any) Reply {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.in.Write(append(b, '\n')); err != nil {
+		w.t.Fatalf("send %s: %v", b, err)
+	}
+	if !w.out.Scan() {
+		w.t.Fatalf("no reply to %s: %v", b, w.out.Err())
+	}
+	var r Reply
+	if err := json.Unmarshal(w.out.Bytes(), &r); err != nil {
+		w.t.Fatalf("reply %q: %v", w.out.Bytes(), err)
+	}
+	if !r.OK {
+		w.t.Fatalf("%s failed: %s", cmd["op"], r.Error)
+	}
+	return r
+}
