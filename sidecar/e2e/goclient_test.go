@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -152,20 +153,29 @@ func (g *goClient) listen() {
 
 func (g *goClient) read(uri string) string {
 	g.t.Helper()
+	text, err := g.tryRead(uri)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return text
+}
+
+// tryRead reads a text resource, returning what went wrong instead of failing.
+func (g *goClient) tryRead(uri string) (string, error) {
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
 	res, err := g.c.ReadResource(waitCtx(g.t, 10*time.Second), req)
 	if err != nil {
-		g.t.Fatalf("read %s: %v", uri, err)
+		return "", fmt.Errorf("read %s: %w", uri, err)
 	}
 	if len(res.Contents) != 1 {
-		g.t.Fatalf("read %s: %d contents", uri, len(res.Contents))
+		return "", fmt.Errorf("read %s: %d contents", uri, len(res.Contents))
 	}
 	tc, ok := res.Contents[0].(mcp.TextResourceContents)
 	if !ok {
-		g.t.Fatalf("read %s: %T", uri, res.Contents[0])
+		return "", fmt.Errorf("read %s: %T", uri, res.Contents[0])
 	}
-	return tc.Text
+	return tc.Text, nil
 }
 
 func (g *goClient) updates() <-chan string { return g.notes }
