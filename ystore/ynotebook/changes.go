@@ -159,11 +159,15 @@ func increasing(xs []int) []bool {
 
 // addCell records what differs between a and b, the same cell before and after.
 func (c *Changes) addCell(a, b *Cell) {
+	// execution_count is in the JSON of code cells only, attachments in that of the
+	// others (see jsonObject): a field that appears or disappears has changed.
+	aCode, bCode := a.CellType == CellCode, b.CellType == CellCode
+	aAtt, bAtt := !aCode && a.hasAttachments, !bCode && b.hasAttachments
 	cc := CellChange{
 		Source:         a.Source != b.Source,
 		Metadata:       (a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata),
-		ExecutionCount: !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
-		Attachments:    a.hasAttachments != b.hasAttachments || !reflect.DeepEqual(a.attachments, b.attachments),
+		ExecutionCount: aCode != bCode || aCode && !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
+		Attachments:    aAtt != bAtt || aAtt && !reflect.DeepEqual(a.attachments, b.attachments),
 		CellType:       a.CellType != b.CellType,
 	}
 	for i := range max(len(a.Outputs), len(b.Outputs)) {
