@@ -165,7 +165,9 @@ func (s *Server) track(next http.Handler) http.Handler {
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
 			ctx, done := s.streams.add(r.Context())
 			defer done()
-			next.ServeHTTP(w, r.WithContext(ctx))
+			// The SDK writes the acknowledgement before anything else on the stream.
+			aw := &ackWait{}
+			next.ServeHTTP(&ackWriter{ResponseWriter: w, aw: aw}, r.WithContext(withAckWait(ctx, aw)))
 		case r.Method == http.MethodPost && sessionID != "" && s.sessions.known(sessionID):
 			s.subs.postStarted(sessionID, postDrainWait)
 			defer func() {
@@ -236,6 +238,27 @@ func (b *bufferedWriter) Header() http.Header         { return b.header }
 func (b *bufferedWriter) WriteHeader(status int)      { b.status = status }
 func (b *bufferedWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufferedWriter) Flush()                      {}
+
+// ackWriter reports the first write of a listen stream's response: the SDK's
+// acknowledgement of the subscription.
+type ackWriter struct {
+	http.ResponseWriter
+	aw *ackWait
+}
+
+func (a *ackWriter) Write(p []byte) (int, error) {
+	n, err := a.ResponseWriter.Write(p)
+	a.aw.wrote()
+	return n, err
+}
+
+func (a *ackWriter) Flush() {
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (a *ackWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // writeRPCError writes a JSON-RPC error with a null id.
 func writeRPCError(w http.ResponseWriter, status, code int, msg string) {

@@ -185,8 +185,12 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 		if sess == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
 			return
 		}
-		key := s.subs.addListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged)
+		aw := ackWaitFrom(ctx)
+		key := s.subs.addListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil)
 		context.AfterFunc(ctx, func() { s.subs.remove(key) })
+		if aw != nil {
+			aw.onWritten(func() { s.subs.release(key) })
+		}
 	})
 	// Bound notebooks are listed here rather than registered with the SDK: a
 	// registration would make the SDK broadcast list_changed itself, bypassing

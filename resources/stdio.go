@@ -15,7 +15,8 @@ import (
 
 // stdioSession is the one client session of the stdio transport.
 type stdioSession struct {
-	ch chan mcp.JSONRPCNotification
+	ch   chan mcp.JSONRPCNotification
+	acks sync.Map // subscriptions/listen request id (string or float64) → *ackWait
 }
 
 func (*stdioSession) Initialize()                                           {}
@@ -56,6 +57,11 @@ func (s *Server) serveStdio(ctx context.Context) error {
 			select {
 			case n := <-sess.ch:
 				write(n)
+				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
+					if a, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
+						a.(*ackWait).wrote()
+					}
+				}
 			case <-ctx.Done():
 				return
 			}
@@ -130,6 +136,20 @@ func (s *Server) handleStdio(ctx context.Context, sess *stdioSession, line []byt
 		}
 	}()
 	ctx, o := withOutcome(s.mcp.WithContext(ctx, sess))
+	var env struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodSubscriptionsListen) {
+		switch env.ID.(type) {
+		case string, float64: // a valid id; one already in flight is not held
+			aw := &ackWait{}
+			if _, dup := sess.acks.LoadOrStore(env.ID, aw); !dup {
+				defer sess.acks.CompareAndDelete(env.ID, aw)
+				ctx = withAckWait(ctx, aw)
+			}
+		}
+	}
 	resp := s.mcp.HandleMessage(ctx, line)
 	if resp == nil {
 		return

@@ -30,6 +30,7 @@ type subscriber struct {
 
 	mu           sync.Mutex
 	removed      bool
+	held         bool        // listen stream whose acknowledgement is not written yet: changes queue, nothing is sent
 	listChanged  bool        // also told notifications/resources/list_changed
 	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
 	retry        *time.Timer // pending flush while the channel is full
@@ -65,9 +66,11 @@ func (r *registry) addSession(id string, ch chan<- mcp.JSONRPCNotification, gate
 	r.add(&subscriber{key: sessionKey(id), era: era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true})
 }
 
-// addListen records a subscriptions/listen stream and returns its key.
-func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged bool) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: era20260728, ch: ch, subID: subID, listChanged: listChanged}
+// addListen records a subscriptions/listen stream and returns its key. A held
+// stream queues its changes until release: the stream is registered before the
+// SDK sends its acknowledgement, which must come first on the stream.
+func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -99,6 +102,16 @@ func (r *registry) remove(key string) {
 			s.retry.Stop()
 			s.retry = nil
 		}
+		s.mu.Unlock()
+	}
+}
+
+// release lets a held listen stream send what it queued and what comes next.
+func (r *registry) release(key string) {
+	if s := r.get(key); s != nil {
+		s.mu.Lock()
+		s.held = false
+		r.flushLocked(s)
 		s.mu.Unlock()
 	}
 }
@@ -183,11 +196,13 @@ func (s *subscriber) queue(uri string) {
 }
 
 // flushLocked hands s's pending notifications to its SDK channel as far as
-// the channel has room, and retries shortly for the rest. A channel that stays
+// three quarters of the channel have room, and retries shortly for the rest:
+// the SDK sends its own messages (a listen stream's acknowledgement among
+// them) without waiting and fails them on a full channel. A channel that stays
 // full for sendTimeout is a failed send: the subscriber's subscriptions are
 // dropped. s.mu is held.
 func (r *registry) flushLocked(s *subscriber) {
-	if len(s.pending) == 0 || s.removed {
+	if len(s.pending) == 0 || s.removed || s.held {
 		return
 	}
 	if s.gated {
@@ -208,6 +223,9 @@ func (r *registry) flushLocked(s *subscriber) {
 			params.Meta = map[string]any{mcp.MetaKeySubscriptionID: s.subID}
 		}
 		msg := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: method, Params: params}}
+		if c := cap(s.ch); c > 0 && len(s.ch) >= c-c/4 {
+			break // a quarter stays free for the SDK's own sends, which fail on a full channel
+		}
 		select {
 		case s.ch <- msg:
 			r.m.sent.WithLabelValues(s.era).Inc()
@@ -243,6 +261,55 @@ func (r *registry) flushLocked(s *subscriber) {
 			s.retry = nil
 			r.flushLocked(s)
 		})
+	}
+}
+
+// ackWait tells a listen stream's subscriber when the SDK has written the
+// stream's acknowledgement (notifications/subscriptions/acknowledged), so that
+// no change is sent ahead of it. The transport serving the listen request puts
+// one in the request context and calls wrote.
+type ackWait struct {
+	mu      sync.Mutex
+	written bool
+	then    func()
+}
+
+type ackWaitKey struct{}
+
+func withAckWait(ctx context.Context, a *ackWait) context.Context {
+	return context.WithValue(ctx, ackWaitKey{}, a)
+}
+
+func ackWaitFrom(ctx context.Context) *ackWait {
+	a, _ := ctx.Value(ackWaitKey{}).(*ackWait)
+	return a
+}
+
+// onWritten runs f once the acknowledgement is written, at once if it was.
+func (a *ackWait) onWritten(f func()) {
+	a.mu.Lock()
+	if !a.written {
+		a.then = f
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	f()
+}
+
+// wrote marks the acknowledgement written; later calls do nothing.
+func (a *ackWait) wrote() {
+	a.mu.Lock()
+	if a.written {
+		a.mu.Unlock()
+		return
+	}
+	a.written = true
+	f := a.then
+	a.then = nil
+	a.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 

@@ -1,7 +1,12 @@
 package resources
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -62,6 +67,41 @@ func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
 	})
 }
 
+// A held listen stream queues its changes, coalesced, until it is released.
+func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
+	r := newRegistry(quietLog, newServerMetrics(), time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 10)
+	key := r.addListen(ch, 1.0, []string{"notebook://w"}, false, true)
+	for range 3 {
+		_ = r.Publish(context.Background(), []string{"notebook://w"})
+	}
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("held stream sent %v", got)
+	}
+	r.release(key)
+	if got := drain(ch); len(got) != 1 {
+		t.Fatalf("released stream sent %v, want one coalesced notification", got)
+	}
+	r.remove(key)
+}
+
+// The registry fills at most three quarters of an SDK channel.
+func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
+	r := newRegistry(quietLog, newServerMetrics(), time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 8)
+	key := r.addListen(ch, 1.0, nil, false, false)
+	var uris []string
+	for i := range 10 {
+		uris = append(uris, fmt.Sprintf("notebook://w/cells/c%d", i))
+		r.subscribe(key, uris[i])
+	}
+	_ = r.Publish(context.Background(), uris)
+	if len(ch) != 6 {
+		t.Fatalf("registry queued %d of a channel of 8, want 6", len(ch))
+	}
+	r.remove(key)
+}
+
 func TestRegistryGatedCoalesces(t *testing.T) {
 	r := newRegistry(quietLog, newServerMetrics(), time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 100)
@@ -97,7 +137,7 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(quietLog, newServerMetrics(), time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 10)
-	key := r.addListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false)
+	key := r.addListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
 	n := <-ch
 	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
@@ -110,4 +150,71 @@ func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	if perEra, _ := r.stats(); perEra[era20260728] != 0 {
 		t.Fatal("listen stream not removed")
 	}
+}
+
+// listenBody is a 2026-07-28 subscriptions/listen request for uri with the given id.
+func listenBody(id int, uri string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":[%q]}}}`, id, uri)
+}
+
+// publishing publishes uri in a tight loop until the test ends, so that a
+// change lands while each listen stream is being set up.
+func publishing(t *testing.T, r *registry, uri string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_ = r.Publish(ctx, []string{uri})
+			runtime.Gosched()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A change that lands while a listen stream is being set up is sent after
+// the stream's acknowledgement, never before it, over HTTP and stdio.
+func TestListenAcknowledgementComesFirst(t *testing.T) {
+	const uri, streams = "notebook://work", 40
+	t.Run("http", func(t *testing.T) {
+		r := startServer(t, Config{}, newLibrary(t, testPath))
+		publishing(t, r.srv.subs, uri)
+		headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "subscriptions/listen"}
+		for i := range streams {
+			resp := post(t, r.url, "", headers, listenBody(i+1, uri))
+			sc := bufio.NewScanner(resp.Body)
+			var methods []string
+			for len(methods) < 2 && sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					var m struct{ Method string }
+					if err := json.Unmarshal([]byte(data), &m); err != nil {
+						t.Fatal(err)
+					}
+					methods = append(methods, m.Method)
+				}
+			}
+			resp.Body.Close()
+			if len(methods) < 2 || methods[0] != string(mcp.MethodNotificationSubscriptionsAcknowledged) || methods[1] != string(mcp.MethodNotificationResourceUpdated) {
+				t.Fatalf("stream %d began with %v, want the acknowledgement, then resources/updated", i+1, methods)
+			}
+		}
+	})
+	t.Run("stdio", func(t *testing.T) {
+		srv, p := startStdio(t, Config{}, newLibrary(t, testPath))
+		publishing(t, srv.subs, uri)
+		for i := range streams {
+			id := float64(i + 1)
+			p.send(t, listenBody(i+1, uri))
+			first := p.await(t, func(m map[string]any) bool {
+				params, _ := m["params"].(map[string]any)
+				meta, _ := params["_meta"].(map[string]any)
+				return m["id"] == id || meta[mcp.MetaKeySubscriptionID] == id
+			})
+			if first["method"] != string(mcp.MethodNotificationSubscriptionsAcknowledged) {
+				t.Fatalf("stream %d began with %v, want the acknowledgement", i+1, first)
+			}
+			p.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, i+1))
+			p.await(t, byID(id))
+		}
+	})
 }
