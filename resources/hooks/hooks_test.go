@@ -55,6 +55,10 @@ func init() {
 }
 
 func TestChainObservesAndSurvivesPanics(t *testing.T) {
+	rec := testRecorders["t-rec"]
+	rec.mu.Lock()
+	rec.events = nil // registered once per process; -count reruns the test
+	rec.mu.Unlock()
 	var logs bytes.Buffer
 	c, err := Build(map[string]map[string]any{"t-rec": nil, "t-panic": nil},
 		Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -69,7 +73,6 @@ func TestChainObservesAndSurvivesPanics(t *testing.T) {
 	if err := c.Observe(context.Background(), Call{Kind: KindTool, Name: "list_notebooks"}, func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("a panicking hook failed the call: %v", err)
 	}
-	rec := testRecorders["t-rec"]
 	wantEvents := []string{"before notebook://w", "after notebook://w read failed", "before list_notebooks", "after list_notebooks ok"}
 	if strings.Join(rec.events, "|") != strings.Join(wantEvents, "|") {
 		t.Fatalf("events = %q, want %q", rec.events, wantEvents)
