@@ -1,15 +1,10 @@
 package sidecar
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -20,51 +15,14 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
-// session is one recorded Yjs session of testdata/ysessions (real Yjs updates).
-type session struct {
-	Updates []struct {
-		Update string `json:"update"`
-	} `json:"updates"`
-	Checkpoints []struct {
-		After    int             `json:"after"`
-		Notebook json.RawMessage `json:"notebook"`
-	} `json:"checkpoints"`
-}
-
+// loadSession returns a recorded session's updates and the notebook Yjs made of them.
 func loadSession(t testing.TB, name string) ([][]byte, json.RawMessage) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "ysessions", "fixtures", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s session
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	var updates [][]byte
-	for _, u := range s.Updates {
-		b, err := base64.StdEncoding.DecodeString(u.Update)
-		if err != nil {
-			t.Fatal(err)
-		}
-		updates = append(updates, b)
-	}
-	last := s.Checkpoints[len(s.Checkpoints)-1]
-	if last.After != len(updates) {
-		t.Fatalf("%s: last checkpoint after %d of %d updates", name, last.After, len(updates))
-	}
-	return updates, last.Notebook
+	s := ysessions.Load(t, name)
+	return s.UpdateBytes(), s.Final().Notebook
 }
 
 func rowsOf(room string, updates [][]byte) []ystore.Row {

@@ -1,49 +1,20 @@
 package postgres
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
-// sessionUpdates reads the updates of a Yjs notebook session recorded by
-// testdata/ysessions (real Yjs clients editing a jupyter_ydoc notebook), and their merge.
+// sessionUpdates returns a recorded session's updates and their Y.mergeUpdates.
 func sessionUpdates(t testing.TB, name string) (updates [][]byte, merged []byte) {
 	t.Helper()
-	f, err := os.Open("../../testdata/ysessions/fixtures/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var session struct {
-		Updates []struct{ Update string }
-		Merged  string
-	}
-	if err := json.NewDecoder(zr).Decode(&session); err != nil {
-		t.Fatal(err)
-	}
-	decode := func(s string) []byte {
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	for _, u := range session.Updates {
-		updates = append(updates, decode(u.Update))
-	}
-	return updates, decode(session.Merged)
+	s := ysessions.Load(t, name)
+	return s.UpdateBytes(), s.Merged
 }
 
 // notebookJSON applies rows to a new notebook and returns its nbformat JSON.

@@ -1,11 +1,8 @@
 package sqlite
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,33 +11,8 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
-
-// session is a recorded concurrent YNotebook session (testdata/ysessions, made by Yjs).
-type session struct {
-	Updates []struct {
-		Update []byte `json:"update"`
-	} `json:"updates"`
-	Merged []byte `json:"merged"`
-}
-
-func readSession(t *testing.T, name string) session {
-	t.Helper()
-	f, err := os.Open(filepath.Join("../../testdata/ysessions/fixtures", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s session
-	if err := json.NewDecoder(z).Decode(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // notebookJSON renders updates applied in order as nbformat JSON.
 func notebookJSON(t *testing.T, updates ...[]byte) string {
@@ -102,7 +74,7 @@ func (n *notebooks) json(room string) string {
 // squash that reuses rowids, and tailing from the middle, and checks that the served
 // notebooks equal Yjs's.
 func TestYjsSessions(t *testing.T) {
-	a, b := readSession(t, "s0000.json.gz"), readSession(t, "s0001.json.gz")
+	a, b := ysessions.Load(t, "s0000.json.gz"), ysessions.Load(t, "s0001.json.gz")
 	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 	w := startWriter(t, path)
 	write := func(room string, u []byte) {

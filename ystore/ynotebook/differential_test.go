@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
 // peek copies the current snapshot without handing it out, so that the next Apply may edit
@@ -29,7 +31,7 @@ func fullSnapshot(n *Notebook) *Snapshot {
 // every change set with an independent diff, and the change set of the whole step between
 // two checkpoints, applied as one update, with the diff of Yjs's two checkpoints.
 func TestSessionsInOrder(t *testing.T) {
-	for _, s := range loadSessions(t) {
+	for _, s := range ysessions.All(t) {
 		t.Run(s.Name, func(t *testing.T) {
 			nb, lag := New(), New()
 			var lagSV []byte
@@ -76,13 +78,13 @@ func TestSessionsInOrder(t *testing.T) {
 
 // TestSessionsShuffled applies every session's updates in a random order.
 func TestSessionsShuffled(t *testing.T) {
-	for _, s := range loadSessions(t) {
+	for _, s := range ysessions.All(t) {
 		t.Run(s.Name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(s.Seed), 1))
-			ups := s.updates()
+			ups := s.UpdateBytes()
 			r.Shuffle(len(ups), func(i, j int) { ups[i], ups[j] = ups[j], ups[i] })
 			nb := applyAll(t, ups)
-			last := s.Checkpoints[len(s.Checkpoints)-1]
+			last := s.Final()
 			requireJSON(t, "shuffled", nb.Snapshot(), last.Notebook)
 			requireState(t, "shuffled", nb.State(), last.State)
 			if nb.Doc().HasPending() {
@@ -95,7 +97,7 @@ func TestSessionsShuffled(t *testing.T) {
 // TestSessionsDuplicated applies every update twice and replays earlier ones at random;
 // re-applied updates must report nothing.
 func TestSessionsDuplicated(t *testing.T) {
-	for _, s := range loadSessions(t) {
+	for _, s := range ysessions.All(t) {
 		t.Run(s.Name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(s.Seed), 2))
 			nb := New()
@@ -124,10 +126,10 @@ func TestSessionsDuplicated(t *testing.T) {
 
 // TestSessionsMerged applies the single update Y.mergeUpdates made of each session.
 func TestSessionsMerged(t *testing.T) {
-	for _, s := range loadSessions(t) {
+	for _, s := range ysessions.All(t) {
 		t.Run(s.Name, func(t *testing.T) {
 			nb := applyAll(t, [][]byte{s.Merged})
-			last := s.Checkpoints[len(s.Checkpoints)-1]
+			last := s.Final()
 			requireJSON(t, "merged", nb.Snapshot(), last.Notebook)
 			requireState(t, "merged", nb.State(), last.State)
 		})

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
 // yjsDir is the npm project holding yjs and @jupyter/ydoc.
@@ -34,11 +36,11 @@ func requireNode(t *testing.T) string {
 // in Yjs and compares YNotebook.toJSON() with the session's last checkpoint.
 func TestRoundTripThroughYjs(t *testing.T) {
 	node := requireNode(t)
-	sessions := loadSessions(t)
+	sessions := ysessions.All(t)
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
 	for _, s := range sessions {
-		nb := applyAll(t, s.updates())
+		nb := applyAll(t, s.UpdateBytes())
 		state, err := nb.Doc().EncodeStateAsUpdate(nil)
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
@@ -76,7 +78,7 @@ func TestRoundTripThroughYjs(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no result from roundtrip.mjs", s.Name)
 		}
-		last := s.Checkpoints[len(s.Checkpoints)-1]
+		last := s.Final()
 		if r.Pending {
 			t.Errorf("%s: Yjs holds pending structs after applying our encoded state", s.Name)
 		}
