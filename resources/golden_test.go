@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -192,7 +193,7 @@ func transcript(t *testing.T, url, session string, ex exchange) []byte {
 	}
 	var client, server bytes.Buffer
 	fmt.Fprintf(&client, "POST /mcp\n")
-	for _, k := range sortedHeaderKeys(headers) {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
 		v := headers[k]
 		if k == "Authorization" && v == "Bearer "+testToken {
 			v = "Bearer <token>"
@@ -214,15 +215,6 @@ func transcript(t *testing.T, url, session string, ex exchange) []byte {
 		Comment: []byte(ex.name + ": one request and the server's answer, byte for byte up to JSON indentation.\n"),
 		Files:   []txtar.File{{Name: "client", Data: client.Bytes()}, {Name: "server", Data: server.Bytes()}},
 	})
-}
-
-func sortedHeaderKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // pretty indents JSON (and the JSON of SSE data lines); other text is kept.

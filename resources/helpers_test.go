@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -227,19 +228,10 @@ func (c *goClient) waitUpdated(t testing.TB, within time.Duration, want ...strin
 				ids = append(ids, n.Params.Meta[mcp.MetaKeySubscriptionID])
 			}
 		case <-deadline:
-			t.Fatalf("after %v still missing resources/updated for %v", within, keys(missing))
+			t.Fatalf("after %v still missing resources/updated for %v", within, slices.Sorted(maps.Keys(missing)))
 		}
 	}
 	return ids
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func callTool(t testing.TB, c *goClient, name string, args map[string]any) *mcp.CallToolResult {
