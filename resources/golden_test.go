@@ -16,6 +16,9 @@ import (
 	"testing"
 
 	"golang.org/x/tools/txtar"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/")
@@ -30,7 +33,7 @@ type exchange struct {
 }
 
 func legacy(name, method, params string) exchange {
-	return exchange{name: name, era: era20251125,
+	return exchange{name: name, era: subscribers.Era20251125,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -40,7 +43,7 @@ func modern(name, method, params string) exchange {
 	if params == "{"+meta+",}" {
 		params = "{" + meta + "}"
 	}
-	return exchange{name: name, era: era20260728,
+	return exchange{name: name, era: subscribers.Era20260728,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -74,19 +77,19 @@ func TestGoldenTranscripts(t *testing.T) {
 		modern("modern-read-output", "resources/read", read("notebook://work/cells/c1/outputs/1")),
 		modern("modern-error-unknown-cell", "resources/read", read("notebook://work/cells/nope")),
 		modern("modern-error-withheld", "resources/read", read("notebook://work/cells/c3/outputs/0")),
-		{name: "error-malformed-json", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
-		{name: "error-malformed-params", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
+		{name: "error-malformed-json", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
+		{name: "error-malformed-params", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
 		{name: "error-unauthorized", noAuth: true, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-wrong-token", headers: map[string]string{"Authorization": "Bearer wrong"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-origin", headers: map[string]string{"Origin": "https://evil.example.com"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
-		{name: "error-too-large", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
+		{name: "error-too-large", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
 	}
 	lib := newLibrary(t, testPath)
 	withheld := func(name string) bool { return strings.Contains(name, "withheld") }
 	for _, gated := range []bool{false, true} {
 		cfg := Config{Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}, MaxRequestBytes: 4096}
 		if gated {
-			cfg.Gate = Seam{Name: "withhold", Options: map[string]any{"templates": []any{TemplateOutput}}}
+			cfg.Gate = Seam{Name: "withhold", Options: map[string]any{"templates": []any{nbview.TemplateOutput}}}
 		}
 		r := startServer(t, cfg, lib)
 		session := initialize(t, r.url)
@@ -128,7 +131,7 @@ func initialize(t *testing.T, url string) string {
 	if session == "" {
 		t.Fatal("no session id")
 	}
-	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20251125},
+	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20251125},
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
 	return session
 }
@@ -164,11 +167,11 @@ func transcript(t *testing.T, url, session string, ex exchange) []byte {
 	}
 	sess := ""
 	switch ex.era {
-	case era20251125:
+	case subscribers.Era20251125:
 		sess = session
-		headers["MCP-Protocol-Version"] = era20251125
-	case era20260728:
-		headers["MCP-Protocol-Version"] = era20260728
+		headers["MCP-Protocol-Version"] = subscribers.Era20251125
+	case subscribers.Era20260728:
+		headers["MCP-Protocol-Version"] = subscribers.Era20260728
 		var m struct {
 			Method string `json:"method"`
 			Params struct {

@@ -18,28 +18,46 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
 // postDrainWait bounds how long a 2025-11-25 POST waits for its session's
 // notification channel to empty before it proceeds.
 const postDrainWait = time.Second
 
+// httpTransport serves Streamable HTTP: the SDK's handler wrapped in the
+// endpoint's middleware, the extra handlers beside it (/healthz, /readyz,
+// /metrics), and the bookkeeping of 2025-11-25 sessions and long-lived streams.
+type httpTransport struct {
+	s        *Server
+	sdk      *server.StreamableHTTPServer
+	endpoint http.Handler
+	listener net.Listener // nil: listen on Config.Listen
+	extra    map[string]http.Handler
+	sessions *sessionIDs
+	streams  *streamSet
+	orphans  *orphanTimers
+}
+
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
 // recover → origin → bearer auth → body limit → stream/POST tracking →
 // resources/read patching → mcp-go.
-func (s *Server) newHTTP() (http.Handler, error) {
-	s.sessions = &sessionIDs{}
-	s.streams = &streamSet{cancels: map[*context.CancelFunc]struct{}{}}
-	s.orphans = &orphanTimers{timers: map[string]*time.Timer{}}
-	s.http = server.NewStreamableHTTPServer(s.mcp,
+func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler) (*httpTransport, error) {
+	t := &httpTransport{
+		s: s, listener: ln, extra: extra,
+		sessions: &sessionIDs{},
+		streams:  &streamSet{cancels: map[*context.CancelFunc]struct{}{}},
+		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
+	}
+	t.sdk = server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath(s.cfg.Path),
-		server.WithSessionIdManager(s.sessions),
+		server.WithSessionIdManager(t.sessions),
 		server.WithHeartbeatInterval(s.cfg.HeartbeatInterval),
 		server.WithStreamableHTTPLogger(s.log),
 		server.WithDisableLocalhostProtection(true), // the origin check and the token guard instead
 	)
-	h := s.track(s.http)
-	h = s.limitBody(h)
+	h := t.track(t.sdk)
+	h = t.limitBody(h)
 	if !s.cfg.InsecureNoAuth {
 		v, err := auth.New(s.cfg.Verifier.Name, auth.Settings{Token: s.cfg.Token, Options: s.cfg.Verifier.Options})
 		if err != nil {
@@ -48,53 +66,66 @@ func (s *Server) newHTTP() (http.Handler, error) {
 		h = auth.RequireBearer(v, h)
 	}
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
-	return s.recoverPanics(h), nil
+	t.endpoint = t.recoverPanics(h)
+	return t, nil
 }
 
-// serveHTTP serves the endpoint and the extra handlers until ctx is done.
-func (s *Server) serveHTTP(ctx context.Context) error {
+func (t *httpTransport) handler() http.Handler { return t.endpoint }
+
+// sessionStarted registers a 2025-11-25 session: its notifications go out on
+// its GET stream only, and it ends after SessionIdleTimeout if it never opens one.
+func (t *httpTransport) sessionStarted(sess server.ClientSession) {
+	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), true)
+	t.expireSession(sess.SessionID(), t.s.cfg.SessionIdleTimeout)
+}
+
+func (t *httpTransport) sessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
+
+// serve serves the endpoint and the extra handlers until ctx is done.
+func (t *httpTransport) serve(ctx context.Context) error {
+	cfg := t.s.cfg
 	mux := http.NewServeMux()
-	mux.Handle(s.cfg.Path, s.handler)
-	for pattern, h := range s.extra {
+	mux.Handle(cfg.Path, t.endpoint)
+	for pattern, h := range t.extra {
 		mux.Handle(pattern, h)
 	}
-	ln := s.listener
+	ln := t.listener
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
-			return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 		}
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", s.cfg.Path, "auth", !s.cfg.InsecureNoAuth)
+	t.s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", cfg.Path, "auth", !cfg.InsecureNoAuth)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
 	case <-ctx.Done():
 	}
-	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout)
 	defer cancel()
-	s.streams.closeAll()
-	s.orphans.stopAll()
-	s.http.CloseSessions(drain)
+	t.streams.closeAll()
+	t.orphans.stopAll()
+	t.sdk.CloseSessions(drain)
 	if err := srv.Shutdown(drain); err != nil {
-		s.log.Warn("drain deadline passed; closing connections", "err", err)
+		t.s.log.Warn("drain deadline passed; closing connections", "err", err)
 		_ = srv.Close()
 	}
 	return nil
 }
 
 // recoverPanics turns a panic anywhere below into a JSON-RPC internal error.
-func (s *Server) recoverPanics(next http.Handler) http.Handler {
+func (t *httpTransport) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				s.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
+				t.s.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
 				writeRPCError(w, http.StatusInternalServerError, mcp.INTERNAL_ERROR, "internal error")
 			}
 		}()
@@ -103,17 +134,18 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 }
 
 // limitBody reads POST bodies up to MaxRequestBytes; larger ones get 413.
-func (s *Server) limitBody(next http.Handler) http.Handler {
+func (t *httpTransport) limitBody(next http.Handler) http.Handler {
+	limit := t.s.cfg.MaxRequestBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeRPCError(w, http.StatusRequestEntityTooLarge, mcp.INVALID_REQUEST,
-				fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxRequestBytes))
+				fmt.Sprintf("request body exceeds %d bytes", limit))
 			return
 		}
 		if err != nil {
@@ -138,12 +170,15 @@ type envelope struct {
 	Method string          `json:"method"`
 }
 
-// track follows 2025-11-25 GET streams and POSTs: a session ends SessionGrace
-// after its last GET stream closed, or SessionIdleTimeout after its last
-// request when it never opened one (unless another request comes first) and POSTs in flight (notifications wait for them), makes
-// long-lived streams cancellable at shutdown, and patches resources/read
-// responses.
-func (s *Server) track(next http.Handler) http.Handler {
+// track follows the requests of 2025-11-25 sessions and the long-lived ones.
+// A session's GET streams and POSTs in flight are counted in the registry
+// (its notifications go out on a GET stream, never while a POST is in
+// flight); a session ends SessionGrace after its last GET stream closed, or
+// SessionIdleTimeout after its last request if it has no stream, unless a new
+// request comes first. GET streams and listen requests can be ended at
+// shutdown. resources/read responses are patched (sdkpatch.go).
+func (t *httpTransport) track(next http.Handler) http.Handler {
+	subs, cfg := t.s.subs, t.s.cfg
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sessionID := r.Header.Get(server.HeaderKeySessionID)
 		var env envelope
@@ -151,121 +186,87 @@ func (s *Server) track(next http.Handler) http.Handler {
 			_ = json.Unmarshal(body, &env)
 		}
 		switch {
-		case r.Method == http.MethodGet && sessionID != "" && s.sessions.known(sessionID):
-			ctx, done := s.streams.add(r.Context())
+		case r.Method == http.MethodGet && sessionID != "" && t.sessions.known(sessionID):
+			ctx, done := t.streams.add(r.Context())
 			defer done()
-			s.orphans.cancel(sessionID)
-			s.subs.streamOpened(sessionID)
+			t.orphans.cancel(sessionID)
+			subs.StreamOpened(sessionID)
 			defer func() {
-				if s.subs.streamClosed(sessionID) == 0 {
-					s.expireSession(sessionID, s.cfg.SessionGrace)
+				if subs.StreamClosed(sessionID) == 0 {
+					t.expireSession(sessionID, cfg.SessionGrace)
 				}
 			}()
-			next.ServeHTTP(w, r.WithContext(ctx))
+			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r.WithContext(ctx))
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
-			ctx, done := s.streams.add(r.Context())
+			ctx, done := t.streams.add(r.Context())
 			defer done()
 			// The SDK writes the acknowledgement before anything else on the stream.
-			aw := &ackWait{}
-			next.ServeHTTP(&ackWriter{ResponseWriter: w, aw: aw}, r.WithContext(withAckWait(ctx, aw)))
-		case r.Method == http.MethodPost && sessionID != "" && s.sessions.known(sessionID):
-			s.subs.postStarted(sessionID, postDrainWait)
+			aw := &subscribers.AckWait{}
+			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: aw.Wrote}, r.WithContext(subscribers.WithAckWait(ctx, aw)))
+		case r.Method == http.MethodPost && sessionID != "" && t.sessions.known(sessionID):
+			subs.PostStarted(sessionID, postDrainWait)
 			defer func() {
-				s.subs.postEnded(sessionID)
-				if !s.subs.streaming(sessionID) {
-					s.expireSession(sessionID, s.cfg.SessionIdleTimeout)
+				subs.PostEnded(sessionID)
+				if !subs.Streaming(sessionID) {
+					t.expireSession(sessionID, cfg.SessionIdleTimeout)
 				}
 			}()
-			s.servePost(w, r, env, next)
+			servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r, env.Method, next, t.s.log)
 		default:
-			s.servePost(w, r, env, next)
+			servePatched(w, r, env.Method, next, t.s.log)
 		}
 	})
 }
 
-// servePost serves a POST, buffering and patching resources/read responses.
-func (s *Server) servePost(w http.ResponseWriter, r *http.Request, env envelope, next http.Handler) {
-	if r.Method != http.MethodPost || env.Method != string(mcp.MethodResourcesRead) {
-		next.ServeHTTP(w, r)
-		return
-	}
-	ctx, o := withOutcome(r.Context())
-	buf := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
-	next.ServeHTTP(buf, r.WithContext(ctx))
-	body, status, err := patchHTTP(buf.body.Bytes(), buf.header.Get("Content-Type"), buf.status, o)
-	if err != nil {
-		s.log.Error("cannot patch resources/read response; sending it as is", "err", err)
-		body, status = buf.body.Bytes(), buf.status
-	}
-	for k, v := range buf.header {
-		w.Header()[k] = v
-	}
-	w.Header().Del("Content-Length")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
 // expireSession ends the session after d unless a GET stream or a POST of it
 // is open by then or another request re-arms the timer first.
-func (s *Server) expireSession(sessionID string, d time.Duration) {
-	s.orphans.schedule(sessionID, d, func() {
-		if !s.subs.streaming(sessionID) && !s.subs.posting(sessionID) {
-			s.endSession(sessionID)
+func (t *httpTransport) expireSession(sessionID string, d time.Duration) {
+	t.orphans.schedule(sessionID, d, func() {
+		if !t.s.subs.Streaming(sessionID) && !t.s.subs.Posting(sessionID) {
+			t.endSession(sessionID)
 		}
 	})
 }
 
 // endSession terminates a 2025-11-25 session whose last GET stream closed, the
 // way a DELETE would: the SDK drops its state and the registry its subscriptions.
-func (s *Server) endSession(sessionID string) {
-	req, err := http.NewRequest(http.MethodDelete, s.cfg.Path, nil)
+func (t *httpTransport) endSession(sessionID string) {
+	req, err := http.NewRequest(http.MethodDelete, t.s.cfg.Path, nil)
 	if err != nil {
 		return
 	}
 	req.Header.Set(server.HeaderKeySessionID, sessionID)
-	s.http.ServeHTTP(&bufferedWriter{header: http.Header{}}, req)
+	t.sdk.ServeHTTP(&bufferedWriter{header: http.Header{}}, req)
 }
 
-// bufferedWriter captures a response so it can be patched; Flush is a no-op
-// so the SDK treats it as a stream it can write SSE to.
-type bufferedWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bufferedWriter) Header() http.Header         { return b.header }
-func (b *bufferedWriter) WriteHeader(status int)      { b.status = status }
-func (b *bufferedWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
-func (b *bufferedWriter) Flush()                      {}
-
-// ackWriter reports the first write of a listen stream's response: the SDK's
-// acknowledgement of the subscription.
-type ackWriter struct {
+// sessionWriter reports every write of a response to the client: for a GET
+// stream or a POST of a 2025-11-25 session, that the SDK may have taken a
+// notification from the session's channel; for a listen stream, that its
+// acknowledgement (the SDK's first write) is out.
+type sessionWriter struct {
 	http.ResponseWriter
-	aw *ackWait
+	wrote func()
 }
 
-func (a *ackWriter) Write(p []byte) (int, error) {
+func (a *sessionWriter) Write(p []byte) (int, error) {
 	n, err := a.ResponseWriter.Write(p)
-	a.aw.wrote()
+	a.wrote()
 	return n, err
 }
 
-func (a *ackWriter) Flush() {
+func (a *sessionWriter) Flush() {
 	if f, ok := a.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (a *ackWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+func (a *sessionWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // writeRPCError writes a JSON-RPC error with a null id.
 func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
-		Error: mcp.NewJSONRPCErrorDetails(code, msg, nil)})
+	_ = json.NewEncoder(w).Encode(rpcError(code, msg))
 }
 
 // sessionIDs issues and validates 2025-11-25 session ids. Unlike the SDK's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -26,9 +27,9 @@ func TestLatency(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		for _, n := range []int{1, 100, 1000} {
 			p50, p99, worst, samples := measureLatency(t, n, modern)
-			era := era20251125 + " (GET stream)"
+			era := subscribers.Era20251125 + " (GET stream)"
 			if modern {
-				era = era20260728 + " (subscriptions/listen)"
+				era = subscribers.Era20260728 + " (subscriptions/listen)"
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %d | %d | %v | %v | %v |", era, n, samples, p50, p99, worst))
 		}
@@ -84,18 +85,16 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 		})
 	}
 	wg.Wait()
-	era := era20251125
+	era := subscribers.Era20251125
 	if modern {
-		era = era20260728
+		era = subscribers.Era20260728
 	}
 	waitFor(t, func() bool {
-		perEra, subs := r.srv.subs.stats()
+		perEra, subs, streams := r.srv.subs.Stats()
 		if modern {
 			return perEra[era] == n && subs == n
 		}
-		r.srv.subs.mu.RLock()
-		defer r.srv.subs.mu.RUnlock()
-		return subs == n && len(r.srv.subs.gets) == n
+		return subs == n && streams == n
 	})
 	rounds := max(20, 2000/n)
 	change := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{"c1": {Source: true}}}

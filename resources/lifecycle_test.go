@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -47,15 +48,8 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 	}
 	defer stop()
 	waitFor(t, func() bool {
-		r.srv.subs.mu.RLock()
-		defer r.srv.subs.mu.RUnlock()
-		perEra := 0
-		for _, s := range r.srv.subs.subs {
-			if s.era == era20260728 {
-				perEra++
-			}
-		}
-		return perEra == 1 && len(r.srv.subs.gets) == 1
+		perEra, _, streams := r.srv.subs.Stats()
+		return perEra[subscribers.Era20260728] == 1 && streams == 1
 	})
 	_ = legacyClient
 	start := time.Now()

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -162,8 +163,8 @@ func (n *nodeClient) updatesUntilQuiet(t *testing.T, d time.Duration) []event {
 }
 
 var drivers = []struct{ script, era string }{
-	{"sdk1.mjs", era20251125},
-	{"sdk2.mjs", era20260728},
+	{"sdk1.mjs", subscribers.Era20251125},
+	{"sdk2.mjs", subscribers.Era20260728},
 }
 
 func TestNodeDrivers(t *testing.T) {
@@ -171,7 +172,8 @@ func TestNodeDrivers(t *testing.T) {
 	for _, d := range drivers {
 		t.Run(d.era, func(t *testing.T) {
 			lib := newLibrary(t, testPath)
-			r := startServer(t, Config{SessionGrace: 200 * time.Millisecond}, lib)
+			reg := prometheus.NewRegistry()
+			r := startServer(t, Config{SessionGrace: 200 * time.Millisecond}, lib, WithRegisterer(reg))
 			baseGoroutines := settledGoroutines()
 			n := startNode(t, d.script, r.url, "--name", "work", "--path", testPath,
 				"--subscribe", "notebook://work", "--subscribe", "notebook://work/cells/c1")
@@ -187,7 +189,7 @@ func TestNodeDrivers(t *testing.T) {
 			if _, ok := seen["notebook://work/cells/c1"]; !ok {
 				t.Fatalf("updates %v lack the cell", seen)
 			}
-			if d.era == era20260728 && seen["notebook://work"] == nil {
+			if d.era == subscribers.Era20260728 && seen["notebook://work"] == nil {
 				t.Fatalf("2026-07-28 notification without a subscription id: %v", seen)
 			}
 			res := n.do(t, map[string]any{"op": "read", "uri": "notebook://work/cells/c1"})
@@ -223,7 +225,7 @@ func TestNodeDrivers(t *testing.T) {
 					t.Fatalf("%s: %d notifications for %d changes", uri, count, bursts*perBurst)
 				}
 			}
-			if dropped := testutil.ToFloat64(r.srv.metrics.dropped.WithLabelValues(d.era)); dropped != 0 {
+			if dropped := counterValue(t, reg, "jupyter_mcp_sidecar_mcp_notifications_dropped_total", d.era); dropped != 0 {
 				t.Fatalf("%v notifications dropped", dropped)
 			}
 
@@ -244,10 +246,10 @@ func TestNodeDrivers(t *testing.T) {
 			}
 			_ = n.cmd.Process.Kill()
 			waitFor(t, func() bool {
-				perEra, subs := r.srv.subs.stats()
-				return perEra[era20251125]+perEra[era20260728] == 0 && subs == 0 && liveSessions(r.srv) == 0
+				perEra, subs, _ := r.srv.subs.Stats()
+				return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] == 0 && subs == 0 && liveSessions(r.srv) == 0
 			}, func() string {
-				perEra, subs := r.srv.subs.stats()
+				perEra, subs, _ := r.srv.subs.Stats()
 				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r.srv))
 			})
 			waitFor(t, func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
@@ -275,6 +277,28 @@ func settledGoroutines() int {
 // liveSessions counts the 2025-11-25 session ids the server still honours.
 func liveSessions(s *Server) int {
 	n := 0
-	s.sessions.live.Range(func(any, any) bool { n++; return true })
+	s.transport.(*httpTransport).sessions.live.Range(func(any, any) bool { n++; return true })
 	return n
+}
+
+// counterValue is the value of the counter family name with label era in reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, era string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "era" && l.GetValue() == era {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

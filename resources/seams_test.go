@@ -17,6 +17,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 )
 
 // wrapExt wraps list_notebooks and declares a capability; badCaps fails its declarations.
@@ -97,7 +98,7 @@ func TestExtensionsAndHooksThroughTheServer(t *testing.T) {
 		t.Fatalf("a panicking hook broke a read: %s", got)
 	}
 	var caps struct{ Capabilities []extensions.Capability }
-	if err := json.Unmarshal([]byte(readText(t, c, CapabilitiesURI)), &caps); err != nil {
+	if err := json.Unmarshal([]byte(readText(t, c, nbview.CapabilitiesURI)), &caps); err != nil {
 		t.Fatal(err)
 	}
 	var names []string

@@ -32,6 +32,9 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -46,26 +49,30 @@ type Library interface {
 	Paths() []string
 }
 
-// Server is the MCP server.
+// Server is the MCP surface of the sidecar. It owns the mcp-go server (the tools,
+// the three resource templates and capabilities://), the name bindings, the seams
+// chosen in the configuration (gate, publisher, hooks, extensions), the subscriber
+// registry that delivers change notifications, and the one transport (Streamable
+// HTTP or stdio) that serves them. New builds it without I/O; Run serves it.
 type Server struct {
 	cfg       Config
 	lib       Library
 	log       *slog.Logger
 	mcp       *server.MCPServer
-	http      *server.StreamableHTTPServer
-	handler   http.Handler
 	names     *names.Bindings
 	gate      gate.Gate
 	publisher publish.Publisher
 	exts      *extensions.Set
 	caps      []extensions.Capability
 	hooks     *hooks.Chain
-	subs      *registry
-	metrics   *serverMetrics
-	sessions  *sessionIDs
-	streams   *streamSet
-	orphans   *orphanTimers
+	subs      *subscribers.Registry
+	metrics   metrics
+	transport mcpTransport
+}
 
+// options are what the Options set before the transport is built.
+type options struct {
+	log        *slog.Logger
 	registerer prometheus.Registerer
 	listener   net.Listener
 	extra      map[string]http.Handler
@@ -74,28 +81,28 @@ type Server struct {
 }
 
 // Option adjusts a Server.
-type Option func(*Server)
+type Option func(*options)
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithRegisterer registers the server's, publisher's and hooks' metrics on r.
 func WithRegisterer(r prometheus.Registerer) Option {
-	return func(s *Server) { s.registerer = r }
+	return func(o *options) { o.registerer = r }
 }
 
 // WithListener serves HTTP on l instead of listening on Config.Listen.
-func WithListener(l net.Listener) Option { return func(s *Server) { s.listener = l } }
+func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
 
 // WithHandler mounts h at pattern on the HTTP listener, outside the MCP
 // endpoint's authentication (for /healthz, /readyz, /metrics).
 func WithHandler(pattern string, h http.Handler) Option {
-	return func(s *Server) { s.extra[pattern] = h }
+	return func(o *options) { o.extra[pattern] = h }
 }
 
 // WithStdio sets the streams of the stdio transport (default os.Stdin, os.Stdout).
 func WithStdio(in io.Reader, out io.Writer) Option {
-	return func(s *Server) { s.stdin, s.stdout = in, out }
+	return func(o *options) { o.stdin, o.stdout = in, out }
 }
 
 // Core capabilities, listed at capabilities:// beside the extensions' ones.
@@ -111,11 +118,11 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid mcp config: %w", err)
 	}
-	s := &Server{cfg: cfg, lib: lib, log: slog.Default(), extra: map[string]http.Handler{}, stdin: os.Stdin, stdout: os.Stdout}
-	for _, o := range opts {
-		o(s)
+	o := options{log: slog.Default(), extra: map[string]http.Handler{}, stdin: os.Stdin, stdout: os.Stdout}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	s.log = s.log.With("component", "mcp")
+	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), metrics: newMetrics()}
 	var err error
 	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks); err != nil {
 		return nil, err
@@ -123,13 +130,12 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
 		return nil, err
 	}
-	s.metrics = newServerMetrics()
-	s.subs = newRegistry(s.log, s.metrics, cfg.SendTimeout)
+	s.subs = subscribers.New(s.log, cfg.SendTimeout)
 	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
-		publish.Deps{Local: s.subs, Logger: s.log, Registerer: s.registerer}); err != nil {
+		publish.Deps{Local: s.subs, Logger: s.log, Registerer: o.registerer}); err != nil {
 		return nil, err
 	}
-	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: s.registerer}); err != nil {
+	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: o.registerer}); err != nil {
 		return nil, err
 	}
 	tools := extensions.NewTools()
@@ -141,17 +147,13 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	}
 	s.caps = append(slices.Clone(coreCapabilities), s.exts.Capabilities()...)
 	s.mcp = s.newMCP(tools)
-	if cfg.Transport == TransportHTTP {
-		if s.handler, err = s.newHTTP(); err != nil {
-			return nil, err
-		}
+	if cfg.Transport == TransportStdio {
+		s.transport = newStdio(s, o.stdin, o.stdout)
+	} else if s.transport, err = newHTTP(s, o.listener, o.extra); err != nil {
+		return nil, err
 	}
-	if s.registerer != nil {
-		for _, c := range s.metrics.collectors(s.subs) {
-			if err := s.registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register mcp metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(o.registerer, append(s.subs.Collectors(), s.metrics.collectors()...)...); err != nil {
+		return nil, fmt.Errorf("register mcp metrics: %w", err)
 	}
 	return s, nil
 }
@@ -160,24 +162,16 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 // the tools, the templates and the capabilities resource.
 func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	h := &server.Hooks{}
-	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) {
-		_, stdio := sess.(*stdioSession)
-		s.subs.addSession(sess.SessionID(), sess.NotificationChannel(), !stdio)
-		if !stdio {
-			s.expireSession(sess.SessionID(), s.cfg.SessionIdleTimeout)
-		}
-	})
+	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) { s.transport.sessionStarted(sess) })
 	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
-		s.subs.remove(sessionKey(sess.SessionID()))
-		if s.orphans != nil {
-			s.orphans.cancel(sess.SessionID())
-		}
+		s.subs.Remove(subscribers.SessionKey(sess.SessionID()))
+		s.transport.sessionEnded(sess.SessionID())
 	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
-		s.subs.subscribe(sessionKey(sessionIDFrom(ctx)), req.Params.URI)
+		s.subs.Subscribe(subscribers.SessionKey(sessionIDFrom(ctx)), req.Params.URI)
 	})
 	h.AddAfterUnsubscribe(func(ctx context.Context, _ any, req *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
-		s.subs.unsubscribe(sessionKey(sessionIDFrom(ctx)), req.Params.URI)
+		s.subs.Unsubscribe(subscribers.SessionKey(sessionIDFrom(ctx)), req.Params.URI)
 	})
 	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
 		sess := server.ClientSessionFromContext(ctx)
@@ -185,11 +179,11 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 		if sess == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
 			return
 		}
-		aw := ackWaitFrom(ctx)
-		key := s.subs.addListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil)
-		context.AfterFunc(ctx, func() { s.subs.remove(key) })
+		aw := subscribers.AckWaitFrom(ctx)
+		key := s.subs.AddListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil)
+		context.AfterFunc(ctx, func() { s.subs.Remove(key) })
 		if aw != nil {
-			aw.onWritten(func() { s.subs.release(key) })
+			aw.OnWritten(func() { s.subs.Release(key) })
 		}
 	})
 	// Bound notebooks are listed here rather than registered with the SDK: a
@@ -224,41 +218,41 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 			"notebook://{name}/cells/{cell_id}/outputs/{index}, and subscribe to be told when they change."),
 	)
 	m.AddTools(tools.List()...)
-	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateNotebook, "notebook",
-		mcp.WithTemplateDescription("A bound notebook as nbformat 4 JSON."), mcp.WithTemplateMIMEType(MIMENotebook)), s.readResource)
-	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateCell, "cell",
+	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateNotebook, "notebook",
+		mcp.WithTemplateDescription("A bound notebook as nbformat 4 JSON."), mcp.WithTemplateMIMEType(nbview.MIMENotebook)), s.readResource)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateCell, "cell",
 		mcp.WithTemplateDescription("One cell: id, index, type, source, execution count, metadata and its outputs listed (uri, richest mimeType), none inlined."),
-		mcp.WithTemplateMIMEType(MIMECell)), s.readResource)
-	m.AddResourceTemplate(mcp.NewResourceTemplate(TemplateOutput, "output",
+		mcp.WithTemplateMIMEType(nbview.MIMECell)), s.readResource)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateOutput, "output",
 		mcp.WithTemplateDescription("One output in its richest type: text as text, images as base64 blobs. Its mimeType is on the cell's output list."),
 		mcp.WithTemplateAnnotations([]mcp.Role{mcp.RoleAssistant}, 0.5, "")), s.readResource)
-	m.AddResource(mcp.NewResource(CapabilitiesURI, "capabilities",
-		mcp.WithResourceDescription("What this server can do: core and extension capabilities."), mcp.WithMIMEType(MIMECell)),
+	m.AddResource(mcp.NewResource(nbview.CapabilitiesURI, "capabilities",
+		mcp.WithResourceDescription("What this server can do: core and extension capabilities."), mcp.WithMIMEType(nbview.MIMECell)),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			body, err := json.Marshal(map[string]any{"capabilities": s.caps})
 			if err != nil {
 				return nil, err
 			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: CapabilitiesURI, MIMEType: MIMECell, Text: string(body)}}, nil
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: nbview.CapabilitiesURI, MIMEType: nbview.MIMECell, Text: string(body)}}, nil
 		})
 	return m
 }
 
 // notebookResource is the resources/list entry of a bound notebook.
 func (s *Server) notebookResource(b names.Binding) mcp.Resource {
-	return mcp.NewResource(NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(MIMENotebook))
+	return mcp.NewResource(nbview.NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(nbview.MIMENotebook))
 }
 
 // Handler returns the MCP endpoint with origin check, authentication, body
 // limit and panic recovery (nil for the stdio transport).
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.transport.handler() }
 
 // NotebookChanged publishes a change of the notebook at path to the URIs of
 // every name bound to it. The sidecar calls it after its debounce, once a read
 // returns the new state. It never blocks on I/O.
 func (s *Server) NotebookChanged(path string, ch ynotebook.Changes) {
 	for _, name := range s.names.NamesFor(path) {
-		uris := ChangedURIs(name, ch)
+		uris := nbview.ChangedURIs(name, ch)
 		if err := s.publisher.Publish(context.Background(), uris); err != nil {
 			s.metrics.publisherErrors.Inc()
 			s.log.Warn("publisher did not accept a change", "room", path, "name", name, "err", err)
@@ -275,9 +269,9 @@ func (s *Server) NotebookMoved(oldPath, newPath string) {
 			s.log.Info("name stays at its configured path after a rename", "room", newPath, "name", name, "from", oldPath, "err", err)
 			continue
 		}
-		s.subs.listChanged()
+		s.subs.ListChanged()
 		s.log.Info("name follows its renamed notebook", "room", newPath, "name", name, "from", oldPath)
-		if err := s.publisher.Publish(context.Background(), []string{NotebookURI(name)}); err != nil {
+		if err := s.publisher.Publish(context.Background(), []string{nbview.NotebookURI(name)}); err != nil {
 			s.metrics.publisherErrors.Inc()
 			s.log.Warn("publisher did not accept a change", "room", newPath, "name", name, "err", err)
 		}
@@ -302,12 +296,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.publisher.Run(gctx) })
-	g.Go(func() error {
-		if s.cfg.Transport == TransportStdio {
-			return s.serveStdio(gctx)
-		}
-		return s.serveHTTP(gctx)
-	})
+	g.Go(func() error { return s.transport.serve(gctx) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

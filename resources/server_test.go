@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
 func TestLegacySubscribeNotifyRead(t *testing.T) {
@@ -49,7 +51,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	waitFor(t, func() bool { n, _ := r.srv.subs.stats(); return n[era20260728] == 1 })
+	waitFor(t, func() bool { n, _, _ := r.srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch)
 	ids := c.waitUpdated(t, 2500*time.Millisecond, "notebook://work", "notebook://work/cells/c1")

@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
 // stdioSession is the one client session of the stdio transport.
@@ -24,11 +28,33 @@ func (*stdioSession) Initialized() bool                                     { re
 func (s *stdioSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.ch }
 func (*stdioSession) SessionID() string                                     { return "stdio" }
 
-// serveStdio serves newline-delimited JSON-RPC on the stdio streams until
-// ctx is done or the input ends. Each message is handled concurrently (a
+// stdioTransport serves newline-delimited JSON-RPC on two streams, to the
+// one client session they carry.
+type stdioTransport struct {
+	s   *Server
+	in  io.Reader
+	out io.Writer
+}
+
+func newStdio(s *Server, in io.Reader, out io.Writer) *stdioTransport {
+	return &stdioTransport{s: s, in: in, out: out}
+}
+
+func (*stdioTransport) handler() http.Handler { return nil }
+
+// sessionStarted registers the stdio session: its notifications go out at once.
+func (t *stdioTransport) sessionStarted(sess server.ClientSession) {
+	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), false)
+}
+
+func (*stdioTransport) sessionEnded(string) {}
+
+// serve serves newline-delimited JSON-RPC on the stdio streams until ctx is
+// done or the input ends. Each message is handled concurrently (a
 // subscriptions/listen request lasts as long as its stream); responses and
 // notifications are written whole, one per line.
-func (s *Server) serveStdio(ctx context.Context) error {
+func (t *stdioTransport) serve(ctx context.Context) error {
+	s := t.s
 	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024)}
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
@@ -46,7 +72,7 @@ func (s *Server) serveStdio(ctx context.Context) error {
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
-		if _, err := s.stdout.Write(append(b, '\n')); err != nil {
+		if _, err := t.out.Write(append(b, '\n')); err != nil {
 			s.log.Error("cannot write to stdout", "err", err)
 		}
 	}
@@ -59,7 +85,7 @@ func (s *Server) serveStdio(ctx context.Context) error {
 				write(n)
 				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 					if a, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
-						a.(*ackWait).wrote()
+						a.(*subscribers.AckWait).Wrote()
 					}
 				}
 			case <-ctx.Done():
@@ -70,7 +96,7 @@ func (s *Server) serveStdio(ctx context.Context) error {
 
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
-	go func() { readErr <- s.readLines(ctx, lines, write) }()
+	go func() { readErr <- t.readLines(ctx, lines, write) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -79,20 +105,20 @@ func (s *Server) serveStdio(ctx context.Context) error {
 			cancel()
 			return err
 		case line := <-lines:
-			wg.Go(func() { s.handleStdio(ctx, sess, line, write) })
+			wg.Go(func() { t.handle(ctx, sess, line, write) })
 		}
 	}
 }
 
 // readLines sends each input line to lines; a line over MaxRequestBytes is
 // answered with an error and skipped.
-func (s *Server) readLines(ctx context.Context, lines chan<- []byte, write func(any)) error {
-	r := bufio.NewReaderSize(s.stdin, 64<<10)
+func (t *stdioTransport) readLines(ctx context.Context, lines chan<- []byte, write func(any)) error {
+	limit := t.s.cfg.MaxRequestBytes
+	r := bufio.NewReaderSize(t.in, 64<<10)
 	for {
-		line, tooLong, err := readLine(r, s.cfg.MaxRequestBytes)
+		line, tooLong, err := readLine(r, limit)
 		if tooLong {
-			write(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
-				Error: mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, fmt.Sprintf("message exceeds %d bytes", s.cfg.MaxRequestBytes), nil)})
+			write(rpcError(mcp.INVALID_REQUEST, fmt.Sprintf("message exceeds %d bytes", limit)))
 		} else if len(bytes.TrimSpace(line)) > 0 {
 			select {
 			case lines <- line:
@@ -126,13 +152,13 @@ func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err erro
 	}
 }
 
-// handleStdio handles one message, patching resources/read responses.
-func (s *Server) handleStdio(ctx context.Context, sess *stdioSession, line []byte, write func(any)) {
+// handle handles one message, patching resources/read responses.
+func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []byte, write func(any)) {
+	s := t.s
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving stdio message", "panic", p)
-			write(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
-				Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, "internal error", nil)})
+			write(rpcError(mcp.INTERNAL_ERROR, "internal error"))
 		}
 	}()
 	ctx, o := withOutcome(s.mcp.WithContext(ctx, sess))
@@ -143,29 +169,14 @@ func (s *Server) handleStdio(ctx context.Context, sess *stdioSession, line []byt
 	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodSubscriptionsListen) {
 		switch env.ID.(type) {
 		case string, float64: // a valid id; one already in flight is not held
-			aw := &ackWait{}
+			aw := &subscribers.AckWait{}
 			if _, dup := sess.acks.LoadOrStore(env.ID, aw); !dup {
 				defer sess.acks.CompareAndDelete(env.ID, aw)
-				ctx = withAckWait(ctx, aw)
+				ctx = subscribers.WithAckWait(ctx, aw)
 			}
 		}
 	}
-	resp := s.mcp.HandleMessage(ctx, line)
-	if resp == nil {
-		return
+	if resp := s.mcp.HandleMessage(ctx, line); resp != nil {
+		write(patchResponse(resp, o, s.log))
 	}
-	if o.uri == "" {
-		write(resp)
-		return
-	}
-	b, err := json.Marshal(resp)
-	if err == nil {
-		b, err = patchMessage(b, o)
-	}
-	if err != nil {
-		s.log.Error("cannot patch resources/read response; sending it as is", "err", err)
-		write(resp)
-		return
-	}
-	write(json.RawMessage(b))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 )
 
 // errToolFailed stands for a tool result flagged isError, for the hooks.
@@ -85,10 +86,10 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	p, _ := s.names.Path(name)
 	if changed {
-		s.subs.listChanged()
+		s.subs.ListChanged()
 		s.log.Info("notebook bound", "room", p, "name", name)
 	}
-	entry := NotebookEntry{Name: name, Path: p, URI: NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
+	entry := NotebookEntry{Name: name, Path: p, URI: nbview.NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
 	return mcp.NewToolResultJSON(entry)
 }
 
@@ -101,7 +102,7 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 	if err := s.names.Unbind(name); err != nil {
 		return mcp.NewToolResultError(err.Error()), nil
 	}
-	s.subs.listChanged()
+	s.subs.ListChanged()
 	s.log.Info("notebook unbound", "room", path, "name", name)
 	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
 }
@@ -113,7 +114,7 @@ func (s *Server) listNotebooks(context.Context, mcp.CallToolRequest) (*mcp.CallT
 	for _, b := range s.names.All() {
 		named[b.Path] = true
 		list.Notebooks = append(list.Notebooks, NotebookEntry{
-			Name: b.Name, Path: b.Path, URI: NotebookURI(b.Name), Configured: b.Configured, Present: slices.Contains(present, b.Path),
+			Name: b.Name, Path: b.Path, URI: nbview.NotebookURI(b.Name), Configured: b.Configured, Present: slices.Contains(present, b.Path),
 		})
 	}
 	for _, p := range present {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
@@ -174,12 +175,8 @@ func newMetrics(_ map[string]any, deps Deps) (Hook, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"kind", "name"}),
 	}
-	if deps.Registerer != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.errors, m.duration} {
-			if err := deps.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(deps.Registerer, m.calls, m.errors, m.duration); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
@@ -135,12 +136,8 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 		dropped:   counter("dropped_total", "Changes dropped because the publisher queue was full."),
 		failed:    counter("failed_total", "Changes dropped after the publisher ran out of retries."),
 	}
-	if deps.Registerer != nil {
-		for _, c := range []prometheus.Collector{q.delivered, q.dropped, q.failed} {
-			if err := deps.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return q, nil
 }

@@ -1,4 +1,4 @@
-package resources
+package nbview
 
 import (
 	"encoding/json"
@@ -17,14 +17,14 @@ const (
 	MIMEText     = "text/plain"
 )
 
-// OutputPreference is the order in which an output's richest MIME type is
+// outputPreference is the order in which an output's richest MIME type is
 // chosen from its data bundle: images first (an agent asked what a figure is
 // should not be told "<Figure>"), then markup, then structured data, then
 // text/plain, which every kernel attaches beside the real thing. A type not in
 // the list ranks after the listed rich types and before text/plain, in
 // lexical order. Streams are text/plain; errors are MIMEError (the ename,
 // evalue and traceback as JSON).
-var OutputPreference = []string{
+var outputPreference = []string{
 	"image/png",
 	"image/jpeg",
 	"image/svg+xml",
@@ -55,7 +55,7 @@ func OutputMIME(out map[string]any) string {
 	if len(data) == 0 {
 		return MIMEText
 	}
-	for _, m := range OutputPreference {
+	for _, m := range outputPreference {
 		if _, ok := data[m]; ok {
 			return m
 		}
@@ -80,6 +80,9 @@ type OutputBody struct {
 	Text string
 	Blob string
 }
+
+// Binary reports whether the body is served as a blob.
+func (b OutputBody) Binary() bool { return b.Blob != "" || binaryMIME[b.MIME] }
 
 // RenderOutput renders out in OutputMIME(out).
 func RenderOutput(out map[string]any) (OutputBody, error) {
@@ -179,8 +182,8 @@ func NewCellDoc(name string, index int, c ynotebook.Cell) CellDoc {
 	return doc
 }
 
-// findCell returns the first cell with id and its index.
-func findCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
+// FindCell returns the first cell with id and its index.
+func FindCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
 	for i, c := range s.Cells {
 		if c.ID == id {
 			return c, i, true

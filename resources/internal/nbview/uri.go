@@ -1,4 +1,7 @@
-package resources
+// Package nbview is the pure notebook view of the MCP surface: the three resource URIs
+// (parse, format, the URIs a change touches) and how notebooks, cells and outputs are
+// rendered (cell documents, an output in its richest MIME type). No I/O.
+package nbview
 
 import (
 	"errors"

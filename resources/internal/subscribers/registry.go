@@ -1,4 +1,9 @@
-package resources
+// Package subscribers is the MCP server's own record of who is subscribed to what, and
+// the delivery of change notifications to them: 2025-11-25 sessions (resources/subscribe)
+// and 2026-07-28 subscriptions/listen streams. The SDK records no subscriptions for its
+// built-in sessions, so the server feeds this registry from its session, subscribe and
+// listen hooks and hands it the notification channels of the SDK's sessions.
+package subscribers
 
 import (
 	"context"
@@ -9,13 +14,12 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Eras label sessions and subscribers.
+// Eras label sessions and subscribers: the protocol revisions.
 const (
-	era20251125 = "2025-11-25"
-	era20260728 = "2026-07-28"
+	Era20251125 = "2025-11-25"
+	Era20260728 = "2026-07-28"
 )
 
 // subscriber is one party told about changes: a 2025-11-25 session (its
@@ -37,12 +41,13 @@ type subscriber struct {
 	uris         map[string]struct{}
 	pending      []string // URIs whose resources/updated waits for the transport
 	pendingSet   map[string]struct{}
+	wrote        chan struct{} // closed at the next write of a GET stream, while a POST waits for the channel to drain
 }
 
-// registry is the server's own record of who is subscribed to what. The SDK
+// Registry is the server's own record of who is subscribed to what. The SDK
 // records nothing for its built-in sessions, so this is fed by the session,
-// subscribe, unsubscribe and subscriptions/listen hooks.
-type registry struct {
+// Subscribe, unsubscribe and subscriptions/listen hooks.
+type Registry struct {
 	log *slog.Logger
 
 	mu    sync.RWMutex
@@ -51,26 +56,29 @@ type registry struct {
 	posts map[string]int // POSTs in flight per 2025-11-25 session id
 
 	listenSeq   atomic.Int64
-	m           *serverMetrics
+	m           *metrics
 	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
 }
 
-func newRegistry(log *slog.Logger, m *serverMetrics, sendTimeout time.Duration) *registry {
-	return &registry{log: log, m: m, sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}
+// New returns an empty registry; a subscriber whose SDK channel stays full for
+// sendTimeout loses its pending notifications and subscriptions.
+func New(log *slog.Logger, sendTimeout time.Duration) *Registry {
+	return &Registry{log: log, m: newMetrics(), sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}
 }
 
-func sessionKey(id string) string { return "s:" + id }
+// SessionKey is the registry key of a 2025-11-25 session.
+func SessionKey(id string) string { return "s:" + id }
 
-// addSession records a 2025-11-25 session (no subscriptions yet).
-func (r *registry) addSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool) {
-	r.add(&subscriber{key: sessionKey(id), era: era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true})
+// AddSession records a 2025-11-25 session (no subscriptions yet).
+func (r *Registry) AddSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool) {
+	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true})
 }
 
-// addListen records a subscriptions/listen stream and returns its key. A held
+// AddListen records a subscriptions/listen stream and returns its key. A held
 // stream queues its changes until release: the stream is registered before the
 // SDK sends its acknowledgement, which must come first on the stream.
-func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held}
+func (r *Registry) AddListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -79,7 +87,7 @@ func (r *registry) addListen(ch chan<- mcp.JSONRPCNotification, subID any, uris 
 	return s.key
 }
 
-func (r *registry) add(s *subscriber) {
+func (r *Registry) add(s *subscriber) {
 	if s.uris == nil {
 		s.uris = map[string]struct{}{}
 	}
@@ -89,8 +97,8 @@ func (r *registry) add(s *subscriber) {
 	r.mu.Unlock()
 }
 
-// remove forgets a subscriber and its subscriptions.
-func (r *registry) remove(key string) {
+// Remove forgets a subscriber and its subscriptions.
+func (r *Registry) Remove(key string) {
 	r.mu.Lock()
 	s := r.subs[key]
 	delete(r.subs, key)
@@ -106,8 +114,8 @@ func (r *registry) remove(key string) {
 	}
 }
 
-// release lets a held listen stream send what it queued and what comes next.
-func (r *registry) release(key string) {
+// Release lets a held listen stream send what it queued and what comes next.
+func (r *Registry) Release(key string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
 		s.held = false
@@ -116,14 +124,14 @@ func (r *registry) release(key string) {
 	}
 }
 
-func (r *registry) get(key string) *subscriber {
+func (r *Registry) get(key string) *subscriber {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.subs[key]
 }
 
-// subscribe adds uri to a session's subscriptions.
-func (r *registry) subscribe(key, uri string) {
+// Subscribe adds uri to a session's subscriptions.
+func (r *Registry) Subscribe(key, uri string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
 		s.uris[uri] = struct{}{}
@@ -131,8 +139,8 @@ func (r *registry) subscribe(key, uri string) {
 	}
 }
 
-// unsubscribe removes uri; unsubscribing from something never subscribed is fine.
-func (r *registry) unsubscribe(key, uri string) {
+// Unsubscribe removes uri; unsubscribing from something never subscribed is fine.
+func (r *Registry) Unsubscribe(key, uri string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
 		delete(s.uris, uri)
@@ -140,7 +148,7 @@ func (r *registry) unsubscribe(key, uri string) {
 	}
 }
 
-func (r *registry) snapshot() []*subscriber {
+func (r *Registry) snapshot() []*subscriber {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*subscriber, 0, len(r.subs))
@@ -151,7 +159,7 @@ func (r *registry) snapshot() []*subscriber {
 }
 
 // Publish tells every subscriber of any of uris, of either era; it never blocks.
-func (r *registry) Publish(_ context.Context, uris []string) error {
+func (r *Registry) Publish(_ context.Context, uris []string) error {
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
 		for _, u := range uris {
@@ -165,10 +173,10 @@ func (r *registry) Publish(_ context.Context, uris []string) error {
 	return nil
 }
 
-// listChanged tells every subscriber that takes them that the resource list
+// ListChanged tells every subscriber that takes them that the resource list
 // changed (the SDK's own broadcast is turned off: it bypasses the hand-off
 // rules above and can be lost, mcp-go PR #969).
-func (r *registry) listChanged() {
+func (r *Registry) ListChanged() {
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
 		if s.listChanged {
@@ -180,7 +188,7 @@ func (r *registry) listChanged() {
 }
 
 // Run satisfies publish.Publisher; delivery happens in Publish.
-func (r *registry) Run(ctx context.Context) error {
+func (r *Registry) Run(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
@@ -201,7 +209,7 @@ func (s *subscriber) queue(uri string) {
 // them) without waiting and fails them on a full channel. A channel that stays
 // full for sendTimeout is a failed send: the subscriber's subscriptions are
 // dropped. s.mu is held.
-func (r *registry) flushLocked(s *subscriber) {
+func (r *Registry) flushLocked(s *subscriber) {
 	if len(s.pending) == 0 || s.removed || s.held {
 		return
 	}
@@ -264,11 +272,11 @@ func (r *registry) flushLocked(s *subscriber) {
 	}
 }
 
-// ackWait tells a listen stream's subscriber when the SDK has written the
+// AckWait tells a listen stream's subscriber when the SDK has written the
 // stream's acknowledgement (notifications/subscriptions/acknowledged), so that
 // no change is sent ahead of it. The transport serving the listen request puts
 // one in the request context and calls wrote.
-type ackWait struct {
+type AckWait struct {
 	mu      sync.Mutex
 	written bool
 	then    func()
@@ -276,17 +284,17 @@ type ackWait struct {
 
 type ackWaitKey struct{}
 
-func withAckWait(ctx context.Context, a *ackWait) context.Context {
+func WithAckWait(ctx context.Context, a *AckWait) context.Context {
 	return context.WithValue(ctx, ackWaitKey{}, a)
 }
 
-func ackWaitFrom(ctx context.Context) *ackWait {
-	a, _ := ctx.Value(ackWaitKey{}).(*ackWait)
+func AckWaitFrom(ctx context.Context) *AckWait {
+	a, _ := ctx.Value(ackWaitKey{}).(*AckWait)
 	return a
 }
 
-// onWritten runs f once the acknowledgement is written, at once if it was.
-func (a *ackWait) onWritten(f func()) {
+// OnWritten runs f once the acknowledgement is written, at once if it was.
+func (a *AckWait) OnWritten(f func()) {
 	a.mu.Lock()
 	if !a.written {
 		a.then = f
@@ -297,8 +305,8 @@ func (a *ackWait) onWritten(f func()) {
 	f()
 }
 
-// wrote marks the acknowledgement written; later calls do nothing.
-func (a *ackWait) wrote() {
+// Wrote marks the acknowledgement written; later calls do nothing.
+func (a *AckWait) Wrote() {
 	a.mu.Lock()
 	if a.written {
 		a.mu.Unlock()
@@ -316,30 +324,44 @@ func (a *ackWait) wrote() {
 // retryFlush is how soon a flush that found the SDK channel full tries again.
 const retryFlush = 5 * time.Millisecond
 
-// streamOpened and streamClosed track a 2025-11-25 session's GET streams; they
-// return the number now open.
-func (r *registry) streamOpened(sessionID string) {
+// StreamOpened records an open GET stream of a 2025-11-25 session.
+func (r *Registry) StreamOpened(sessionID string) {
 	r.mu.Lock()
 	r.gets[sessionID]++
 	r.mu.Unlock()
 	r.flushSession(sessionID)
 }
 
-// streaming reports whether a GET stream of the session is open.
-func (r *registry) streaming(sessionID string) bool {
+// SessionWrote tells the registry that a stream of the session (its GET stream,
+// or a POST's event stream) wrote to its client: the SDK may have taken a
+// notification from the session's channel.
+func (r *Registry) SessionWrote(sessionID string) {
+	if s := r.get(SessionKey(sessionID)); s != nil {
+		s.mu.Lock()
+		if s.wrote != nil {
+			close(s.wrote)
+			s.wrote = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Streaming reports whether a GET stream of the session is open.
+func (r *Registry) Streaming(sessionID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.gets[sessionID] > 0
 }
 
-// posting reports whether a POST of the session is in flight.
-func (r *registry) posting(sessionID string) bool {
+// Posting reports whether a POST of the session is in flight.
+func (r *Registry) Posting(sessionID string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.posts[sessionID] > 0
 }
 
-func (r *registry) streamClosed(sessionID string) int {
+// StreamClosed records a closed GET stream and returns the number still open.
+func (r *Registry) StreamClosed(sessionID string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gets[sessionID]--
@@ -350,28 +372,43 @@ func (r *registry) streamClosed(sessionID string) int {
 	return n
 }
 
-// postStarted marks a POST of the session in flight. While one is, nothing
-// new is queued on the session's SDK channel, and it waits (bounded) until the
-// GET stream has taken everything already queued, so the SDK's per-POST
-// forwarder cannot pick one up as the POST ends and drop it (mcp-go PR #969).
-func (r *registry) postStarted(sessionID string, maxWait time.Duration) {
+// PostStarted marks a POST of the session in flight. While one is, nothing
+// new is queued on the session's SDK channel, and it waits (at most maxWait)
+// until the GET stream has taken everything already queued, woken by the
+// session's writes (SessionWrote), so the SDK's per-POST forwarder cannot pick
+// one up as the POST ends and drop it (mcp-go PR #969).
+func (r *Registry) PostStarted(sessionID string, maxWait time.Duration) {
 	r.mu.Lock()
 	r.posts[sessionID]++
-	s := r.subs[sessionKey(sessionID)]
+	s := r.subs[SessionKey(sessionID)]
 	streaming := r.gets[sessionID] > 0
 	r.mu.Unlock()
 	if s == nil || !streaming {
 		return
 	}
-	s.mu.Lock() // a flush in progress completes first
-	s.mu.Unlock()
-	deadline := time.Now().Add(maxWait)
-	for len(s.ch) > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	deadline := time.NewTimer(maxWait)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock() // a flush in progress completes first
+		if len(s.ch) == 0 || s.removed {
+			s.mu.Unlock()
+			return
+		}
+		if s.wrote == nil {
+			s.wrote = make(chan struct{})
+		}
+		wrote := s.wrote
+		s.mu.Unlock()
+		select {
+		case <-wrote:
+		case <-deadline.C:
+			return
+		}
 	}
 }
 
-func (r *registry) postEnded(sessionID string) {
+// PostEnded marks a POST of the session finished and sends what waited for it.
+func (r *Registry) PostEnded(sessionID string) {
 	r.mu.Lock()
 	r.posts[sessionID]--
 	if r.posts[sessionID] <= 0 {
@@ -381,76 +418,26 @@ func (r *registry) postEnded(sessionID string) {
 	r.flushSession(sessionID)
 }
 
-func (r *registry) flushSession(sessionID string) {
-	if s := r.get(sessionKey(sessionID)); s != nil {
+func (r *Registry) flushSession(sessionID string) {
+	if s := r.get(SessionKey(sessionID)); s != nil {
 		s.mu.Lock()
 		r.flushLocked(s)
 		s.mu.Unlock()
 	}
 }
 
-// stats reports subscribers per era and the number of subscribed URIs.
-func (r *registry) stats() (perEra map[string]int, subscriptions int) {
-	perEra = map[string]int{era20251125: 0, era20260728: 0}
+// Stats reports subscribers per era, the number of subscribed URIs and the
+// number of 2025-11-25 sessions with a GET stream open.
+func (r *Registry) Stats() (perEra map[string]int, subscriptions, streams int) {
+	perEra = map[string]int{Era20251125: 0, Era20260728: 0}
 	for _, s := range r.snapshot() {
 		perEra[s.era]++
 		s.mu.Lock()
 		subscriptions += len(s.uris)
 		s.mu.Unlock()
 	}
-	return perEra, subscriptions
-}
-
-// serverMetrics are the server's own collectors.
-type serverMetrics struct {
-	sent, dropped   *prometheus.CounterVec
-	publisherErrors prometheus.Counter
-}
-
-func newServerMetrics() *serverMetrics {
-	return &serverMetrics{
-		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "notifications_sent_total",
-			Help: "notifications handed to client sessions, by protocol era.",
-		}, []string{"era"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "notifications_dropped_total",
-			Help: "notifications dropped because a session could not take them (its subscriptions are dropped too).",
-		}, []string{"era"}),
-		publisherErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "publisher_errors_total",
-			Help: "changes the configured publisher did not accept.",
-		}),
-	}
-}
-
-// collectors returns the metrics plus gauges computed from the registry.
-func (m *serverMetrics) collectors(r *registry) []prometheus.Collector {
-	sessions := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "sessions",
-		Help: "2025-11-25 sessions and 2026-07-28 subscription streams open.",
-	}, []string{"era"})
-	return []prometheus.Collector{m.sent, m.dropped, m.publisherErrors, gaugeCollector{r: r, sessions: sessions}}
-}
-
-// gaugeCollector computes the session and subscription gauges at scrape time.
-type gaugeCollector struct {
-	r        *registry
-	sessions *prometheus.GaugeVec
-}
-
-var subscriptionsDesc = prometheus.NewDesc("jupyter_mcp_sidecar_mcp_subscriptions", "resource URIs subscribed, over all sessions.", nil, nil)
-
-func (g gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	g.sessions.Describe(ch)
-	ch <- subscriptionsDesc
-}
-
-func (g gaugeCollector) Collect(ch chan<- prometheus.Metric) {
-	perEra, subs := g.r.stats()
-	for era, n := range perEra {
-		g.sessions.WithLabelValues(era).Set(float64(n))
-	}
-	g.sessions.Collect(ch)
-	ch <- prometheus.MustNewConstMetric(subscriptionsDesc, prometheus.GaugeValue, float64(subs))
+	r.mu.RLock()
+	streams = len(r.gets)
+	r.mu.RUnlock()
+	return perEra, subscriptions, streams
 }

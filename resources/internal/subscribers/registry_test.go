@@ -1,0 +1,155 @@
+package subscribers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func drain(ch chan mcp.JSONRPCNotification) []string {
+	var out []string
+	for {
+		select {
+		case n := <-ch:
+			out = append(out, n.Params.AdditionalFields["uri"].(string))
+		default:
+			return out
+		}
+	}
+}
+
+func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+
+		r := New(quietLog, time.Second)
+		ch := make(chan mcp.JSONRPCNotification, 2)
+		r.AddSession("s1", ch, false)
+		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
+		for _, u := range uris {
+			r.Subscribe(SessionKey("s1"), u)
+		}
+		_ = r.Publish(context.Background(), uris)
+		got := drain(ch)
+		if len(got) != 2 {
+			t.Fatalf("first hand-off = %v, want the channel's capacity", got)
+		}
+		time.Sleep(2 * retryFlush)
+		synctest.Wait()
+		got = append(got, drain(ch)...)
+		if len(got) != 4 {
+			t.Fatalf("after a retry = %v, want all four in order", got)
+		}
+		for i, u := range uris {
+			if got[i] != u {
+				t.Fatalf("order %v", got)
+			}
+		}
+		// A session that never reads loses its subscriptions after the send timeout.
+		_ = r.Publish(context.Background(), uris)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if _, subs, _ := r.Stats(); subs != 0 {
+			t.Fatalf("%d subscriptions left on a stuck session", subs)
+		}
+		if d := testutil.ToFloat64(r.m.dropped.WithLabelValues(Era20251125)); d != 2 {
+			t.Fatalf("dropped = %v, want the 2 that never fit", d)
+		}
+		r.Remove(SessionKey("s1"))
+	})
+}
+
+// A held listen stream queues its changes, coalesced, until it is released.
+func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
+	r := New(quietLog, time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 10)
+	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true)
+	for range 3 {
+		_ = r.Publish(context.Background(), []string{"notebook://w"})
+	}
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("held stream sent %v", got)
+	}
+	r.Release(key)
+	if got := drain(ch); len(got) != 1 {
+		t.Fatalf("released stream sent %v, want one coalesced notification", got)
+	}
+	r.Remove(key)
+}
+
+// The registry fills at most three quarters of an SDK channel.
+func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
+	r := New(quietLog, time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 8)
+	key := r.AddListen(ch, 1.0, nil, false, false)
+	var uris []string
+	for i := range 10 {
+		uris = append(uris, fmt.Sprintf("notebook://w/cells/c%d", i))
+		r.Subscribe(key, uris[i])
+	}
+	_ = r.Publish(context.Background(), uris)
+	if len(ch) != 6 {
+		t.Fatalf("registry queued %d of a channel of 8, want 6", len(ch))
+	}
+	r.Remove(key)
+}
+
+func TestRegistryGatedCoalesces(t *testing.T) {
+	r := New(quietLog, time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 100)
+	r.AddSession("s1", ch, true)
+	r.Subscribe(SessionKey("s1"), "notebook://w")
+	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
+	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent without a GET stream: %v", got)
+	}
+	r.StreamOpened("s1")
+	if got := drain(ch); len(got) != 1 {
+		t.Fatalf("opening the GET stream sent %v, want the pending one", got)
+	}
+	r.PostStarted("s1", time.Millisecond)
+	for range 10 {
+		_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://other"})
+	}
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent while a POST was in flight: %v", got)
+	}
+	r.PostEnded("s1")
+	if got := drain(ch); len(got) != 1 || got[0] != "notebook://w" {
+		t.Fatalf("after the POST = %v, want one coalesced notification", got)
+	}
+	r.Unsubscribe(SessionKey("s1"), "notebook://w")
+	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	if got := drain(ch); len(got) != 0 {
+		t.Fatalf("sent after unsubscribe: %v", got)
+	}
+}
+
+func TestRegistryListenTagsSubscriptionID(t *testing.T) {
+	r := New(quietLog, time.Second)
+	ch := make(chan mcp.JSONRPCNotification, 10)
+	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false)
+	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
+	n := <-ch
+	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
+		t.Fatalf("notification %+v", n)
+	}
+	if len(ch) != 0 {
+		t.Fatal("notified for a URI not subscribed")
+	}
+	r.Remove(key)
+	if perEra, _, _ := r.Stats(); perEra[Era20260728] != 0 {
+		t.Fatal("listen stream not removed")
+	}
+}
+
+// listenBody is a 2026-07-28 subscriptions/listen request for uri with the given id.
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

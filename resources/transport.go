@@ -1,0 +1,29 @@
+package resources
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// mcpTransport serves the MCP server to its clients: Streamable HTTP (httpTransport)
+// or newline-delimited JSON-RPC on stdio (stdioTransport).
+type mcpTransport interface {
+	// serve serves until ctx is done, then drains within Config.DrainTimeout.
+	serve(ctx context.Context) error
+	// sessionStarted records a new SDK session with the subscriber registry.
+	sessionStarted(sess server.ClientSession)
+	// sessionEnded is told that the SDK dropped a session.
+	sessionEnded(sessionID string)
+	// handler is the MCP endpoint; nil for stdio.
+	handler() http.Handler
+}
+
+// rpcError is a JSON-RPC error response with a null id: an answer to a
+// message that could not be read far enough to know its id.
+func rpcError(code int, msg string) mcp.JSONRPCError {
+	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
+		Error: mcp.NewJSONRPCErrorDetails(code, msg, nil)}
+}
