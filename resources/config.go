@@ -12,10 +12,30 @@ const (
 	TransportStdio = "stdio"
 )
 
-// Seam names an implementation registered in the binary and its options.
+// Defaults of Config: the daemon's configuration defaults are these.
+const (
+	DefaultTransport          = TransportHTTP
+	DefaultListen             = "127.0.0.1:4040"
+	DefaultPath               = "/mcp"
+	DefaultMaxRequestBytes    = 4 << 20
+	DefaultNotebookTTL        = 5 * time.Second
+	DefaultOutputTTL          = 60 * time.Second
+	DefaultDrainTimeout       = 10 * time.Second
+	DefaultHeartbeatInterval  = 25 * time.Second
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultSessionGrace       = 10 * time.Second
+	DefaultSendTimeout        = 5 * time.Second
+)
+
+// DefaultHooks are the hooks enabled when the configuration names none: the
+// Prometheus metrics of tool calls and resource reads.
+func DefaultHooks() map[string]map[string]any { return map[string]map[string]any{"metrics": {}} }
+
+// Seam names an implementation registered in the binary (a publisher, gate or
+// token verifier) and its options; the tags are its configuration keys.
 type Seam struct {
-	Name    string
-	Options map[string]any
+	Name    string         `mapstructure:"name" yaml:"name"`
+	Options map[string]any `mapstructure:"options" yaml:"options"`
 }
 
 // Config is the typed configuration of the MCP server. The zero value of a
@@ -34,11 +54,11 @@ type Config struct {
 	Publisher       Seam              // default "subscribers"
 	Gate            Seam              // default "all"
 	Extensions      map[string]map[string]any
-	Hooks           map[string]map[string]any // nil enables {"metrics": {}}; an empty map enables none
+	Hooks           map[string]map[string]any // nil enables DefaultHooks; an empty map enables none
 
 	NotebookTTL        time.Duration // cache hint for notebook and cell reads; default 5 s
 	OutputTTL          time.Duration // cache hint for output reads; default 60 s
-	DrainTimeout       time.Duration // graceful shutdown deadline; default 5 s
+	DrainTimeout       time.Duration // graceful shutdown deadline; default 10 s
 	HeartbeatInterval  time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
 	SessionIdleTimeout time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
 	SessionGrace       time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
@@ -48,20 +68,20 @@ type Config struct {
 
 // Defaults returns c with every zero field set to its default.
 func (c Config) Defaults() Config {
-	orDefault(&c.Transport, TransportHTTP)
-	orDefault(&c.Listen, "127.0.0.1:4040")
-	orDefault(&c.Path, "/mcp")
-	orDefault(&c.MaxRequestBytes, 4<<20)
+	orDefault(&c.Transport, DefaultTransport)
+	orDefault(&c.Listen, DefaultListen)
+	orDefault(&c.Path, DefaultPath)
+	orDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	if c.Hooks == nil {
-		c.Hooks = map[string]map[string]any{"metrics": {}}
+		c.Hooks = DefaultHooks()
 	}
-	orDefault(&c.NotebookTTL, 5*time.Second)
-	orDefault(&c.OutputTTL, 60*time.Second)
-	orDefault(&c.DrainTimeout, 5*time.Second)
-	orDefault(&c.HeartbeatInterval, 25*time.Second)
-	orDefault(&c.SessionIdleTimeout, 30*time.Minute)
-	orDefault(&c.SendTimeout, 5*time.Second)
-	orDefault(&c.SessionGrace, 10*time.Second)
+	orDefault(&c.NotebookTTL, DefaultNotebookTTL)
+	orDefault(&c.OutputTTL, DefaultOutputTTL)
+	orDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	orDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	orDefault(&c.SessionIdleTimeout, DefaultSessionIdleTimeout)
+	orDefault(&c.SendTimeout, DefaultSendTimeout)
+	orDefault(&c.SessionGrace, DefaultSessionGrace)
 	orDefault(&c.Version, "dev")
 	return c
 }

@@ -19,14 +19,14 @@ import (
 var (
 	// ErrNotFound: no such notebook, cell or output (the Library wraps it too).
 	ErrNotFound = errors.New("resource not found")
-	// ErrWithheld: the resource gate withholds this resource's template.
-	ErrWithheld = errors.New("resource withheld")
+	// errWithheld: the resource gate withholds this resource's template.
+	errWithheld = errors.New("resource withheld")
 )
 
-// CodeWithheld is the JSON-RPC error code of a withheld resource, in both
+// codeWithheld is the JSON-RPC error code of a withheld resource, in both
 // eras. Not-found is -32002 at 2025-11-25 and -32602 (invalid params) at
 // 2026-07-28, as each revision specifies.
-const CodeWithheld = -32010
+const codeWithheld = -32010
 
 // readResource is the SDK handler of all three templates and of the bound
 // notebooks' static resources.
@@ -54,8 +54,8 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	if o := outcomeFrom(ctx); o != nil {
 		*o = readOutcome{uri: uri, ttl: ttl, modern: modern}
 		switch {
-		case errors.Is(err, ErrWithheld):
-			o.code, o.message = CodeWithheld, err.Error()
+		case errors.Is(err, errWithheld):
+			o.code, o.message = codeWithheld, err.Error()
 		case errors.Is(err, ErrNotFound):
 			o.code, o.message = mcp.RESOURCE_NOT_FOUND, err.Error()
 			if modern {
@@ -71,7 +71,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 // read resolves ref against the bindings and the library.
 func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([]mcp.ResourceContents, error) {
 	if !gate.Decide(ctx, s.gate, ref.Template(), s.log) {
-		return nil, fmt.Errorf("%w: %s is not served here (%s)", ErrWithheld, ref, ref.Template())
+		return nil, fmt.Errorf("%w: %s is not served here (%s)", errWithheld, ref, ref.Template())
 	}
 	path, ok := s.names.Path(ref.Name)
 	if !ok {

@@ -36,8 +36,8 @@ func (s *Server) observeTool(next server.ToolHandlerFunc) server.ToolHandlerFunc
 	}
 }
 
-// NotebookEntry is one line of list_notebooks.
-type NotebookEntry struct {
+// notebookEntry is one line of list_notebooks.
+type notebookEntry struct {
 	Name       string `json:"name"`
 	Path       string `json:"path"`
 	URI        string `json:"uri"`
@@ -45,9 +45,9 @@ type NotebookEntry struct {
 	Present    bool   `json:"present"` // the notebook is in the store now
 }
 
-// NotebookList is the result of list_notebooks.
-type NotebookList struct {
-	Notebooks []NotebookEntry `json:"notebooks"` // bound names, sorted
+// notebookList is the result of list_notebooks.
+type notebookList struct {
+	Notebooks []notebookEntry `json:"notebooks"` // bound names, sorted
 	Unnamed   []string        `json:"unnamed"`   // store notebooks no name is bound to, sorted
 }
 
@@ -89,7 +89,7 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 		s.subs.ListChanged()
 		s.log.Info("notebook bound", "room", p, "name", name)
 	}
-	entry := NotebookEntry{Name: name, Path: p, URI: nbview.NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
+	entry := notebookEntry{Name: name, Path: p, URI: nbview.NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
 	return mcp.NewToolResultJSON(entry)
 }
 
@@ -109,11 +109,11 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 
 func (s *Server) listNotebooks(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	present := s.lib.Paths()
-	list := NotebookList{Notebooks: []NotebookEntry{}, Unnamed: []string{}}
+	list := notebookList{Notebooks: []notebookEntry{}, Unnamed: []string{}}
 	named := map[string]bool{}
 	for _, b := range s.names.All() {
 		named[b.Path] = true
-		list.Notebooks = append(list.Notebooks, NotebookEntry{
+		list.Notebooks = append(list.Notebooks, notebookEntry{
 			Name: b.Name, Path: b.Path, URI: nbview.NotebookURI(b.Name), Configured: b.Configured, Present: slices.Contains(present, b.Path),
 		})
 	}

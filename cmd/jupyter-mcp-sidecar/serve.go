@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
@@ -60,7 +61,7 @@ loopback address: any MCP client can connect at once.`,
 // needsToken reports whether the default verifier would have no token to compare with.
 func needsToken(cfg config.Config) bool {
 	s := cfg.Server
-	return s.Transport == "http" && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
+	return s.Transport == resources.TransportHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
 }
 
 func randomToken() (string, error) {
@@ -73,7 +74,7 @@ func randomToken() (string, error) {
 
 // serveDemo runs the sidecar over a throwaway store that a demo.Writer keeps editing.
 func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	if cfg.Server.Transport == "http" && !isLoopback(cfg.Server.Listen) {
+	if cfg.Server.Transport == resources.TransportHTTP && !isLoopback(cfg.Server.Listen) {
 		return fmt.Errorf("server.listen: --demo serves without a token, so only on a loopback address, got %q", cfg.Server.Listen)
 	}
 	dir, err := os.MkdirTemp("", "jupyter-mcp-sidecar-demo-")
@@ -87,7 +88,7 @@ func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger
 	}
 	defer w.Close()
 	cfg = demoConfig(cfg, w, dir)
-	if cfg.Server.Transport == "http" {
+	if cfg.Server.Transport == resources.TransportHTTP {
 		printDemoHelp(a.stderr, cfg, dir)
 	}
 	ctx, stop := context.WithCancel(ctx)

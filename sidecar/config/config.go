@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 )
 
 // Config is the whole configuration; the mapstructure and yaml tags are the YAML keys.
@@ -18,8 +21,8 @@ type Config struct {
 	Server        Server                    `mapstructure:"server" yaml:"server"`
 	Notebooks     map[string]string         `mapstructure:"notebooks" yaml:"notebooks"`
 	Notifications Notifications             `mapstructure:"notifications" yaml:"notifications"`
-	Publisher     Plugin                    `mapstructure:"publisher" yaml:"publisher"`
-	Gate          Plugin                    `mapstructure:"gate" yaml:"gate"`
+	Publisher     resources.Seam            `mapstructure:"publisher" yaml:"publisher"`
+	Gate          resources.Seam            `mapstructure:"gate" yaml:"gate"`
 	Extensions    map[string]map[string]any `mapstructure:"extensions" yaml:"extensions"`
 	Hooks         map[string]map[string]any `mapstructure:"hooks" yaml:"hooks"`
 	Ship          Ship                      `mapstructure:"ship" yaml:"ship"`
@@ -72,30 +75,24 @@ type FileIDAPI struct {
 
 // Server configures the MCP server and its HTTP listeners.
 type Server struct {
-	Transport       string        `mapstructure:"transport" yaml:"transport"` // http, stdio
-	Listen          string        `mapstructure:"listen" yaml:"listen"`
-	Path            string        `mapstructure:"path" yaml:"path"`
-	Token           string        `mapstructure:"token" yaml:"token"`
-	TokenFile       string        `mapstructure:"token_file" yaml:"token_file"`
-	InsecureNoAuth  bool          `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`
-	AllowedOrigins  []string      `mapstructure:"allowed_origins" yaml:"allowed_origins"`
-	Verifier        Plugin        `mapstructure:"verifier" yaml:"verifier"`
-	MaxRequestBytes int64         `mapstructure:"max_request_bytes" yaml:"max_request_bytes"`
-	StateFile       string        `mapstructure:"state_file" yaml:"state_file"`
-	DrainTimeout    time.Duration `mapstructure:"drain_timeout" yaml:"drain_timeout"`
-	MetricsListen   string        `mapstructure:"metrics_listen" yaml:"metrics_listen"`
+	Transport       string         `mapstructure:"transport" yaml:"transport"` // http, stdio
+	Listen          string         `mapstructure:"listen" yaml:"listen"`
+	Path            string         `mapstructure:"path" yaml:"path"`
+	Token           string         `mapstructure:"token" yaml:"token"`
+	TokenFile       string         `mapstructure:"token_file" yaml:"token_file"`
+	InsecureNoAuth  bool           `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`
+	AllowedOrigins  []string       `mapstructure:"allowed_origins" yaml:"allowed_origins"`
+	Verifier        resources.Seam `mapstructure:"verifier" yaml:"verifier"`
+	MaxRequestBytes int64          `mapstructure:"max_request_bytes" yaml:"max_request_bytes"`
+	StateFile       string         `mapstructure:"state_file" yaml:"state_file"`
+	DrainTimeout    time.Duration  `mapstructure:"drain_timeout" yaml:"drain_timeout"`
+	MetricsListen   string         `mapstructure:"metrics_listen" yaml:"metrics_listen"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
 type Notifications struct {
 	Debounce time.Duration `mapstructure:"debounce" yaml:"debounce"`   // quiet period; 0 sends every change
 	MaxDelay time.Duration `mapstructure:"max_delay" yaml:"max_delay"` // ceiling after the first change
-}
-
-// Plugin names a registered implementation (publisher, gate, verifier) and its options.
-type Plugin struct {
-	Name    string         `mapstructure:"name" yaml:"name"`
-	Options map[string]any `mapstructure:"options" yaml:"options"`
 }
 
 // Ship configures ship mode: the local SQLite store appended into a shared Postgres.
@@ -126,20 +123,20 @@ func Default() Config {
 			},
 		},
 		Server: Server{
-			Transport:       "http",
-			Listen:          "127.0.0.1:4040",
-			Path:            "/mcp",
+			Transport:       resources.DefaultTransport,
+			Listen:          resources.DefaultListen,
+			Path:            resources.DefaultPath,
 			AllowedOrigins:  []string{},
-			Verifier:        Plugin{Name: "static", Options: map[string]any{}},
-			MaxRequestBytes: 4 << 20,
-			DrainTimeout:    10 * time.Second,
+			Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
+			MaxRequestBytes: resources.DefaultMaxRequestBytes,
+			DrainTimeout:    resources.DefaultDrainTimeout,
 		},
 		Notebooks:     map[string]string{},
 		Notifications: Notifications{Debounce: 250 * time.Millisecond, MaxDelay: 2 * time.Second},
-		Publisher:     Plugin{Options: map[string]any{}},
-		Gate:          Plugin{Options: map[string]any{}},
+		Publisher:     resources.Seam{Options: map[string]any{}},
+		Gate:          resources.Seam{Options: map[string]any{}},
 		Extensions:    map[string]map[string]any{},
-		Hooks:         map[string]map[string]any{},
+		Hooks:         resources.DefaultHooks(),
 		Ship:          Ship{Postgres: ShipPostgres{Schema: "jupyter_ystore", Table: "yupdates"}},
 	}
 }

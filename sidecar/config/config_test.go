@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -106,7 +108,7 @@ func TestValidateShip(t *testing.T) {
 func TestCheckNames(t *testing.T) {
 	names := Names{
 		Backends: []string{"postgres", "sqlite"}, Publishers: []string{"pgnotify", "webhook"},
-		Gates: []string{"allow"}, Verifiers: []string{"static"}, Extensions: []string{"ext"}, Hooks: []string{"audit"},
+		Gates: []string{"allow"}, Verifiers: []string{"static"}, Extensions: []string{"ext"}, Hooks: []string{"audit", "metrics"},
 	}
 	tests := []struct {
 		name   string
@@ -192,7 +194,7 @@ func TestMasked(t *testing.T) {
 	c.FileID.API.Token = "apitoken"
 	c.Store.Postgres.DSN = "postgres://user:pa55@db:5432/y?sslmode=disable"
 	c.Ship.Postgres.DSN = "host=db password='p w' user=u"
-	c.Publisher = Plugin{Name: "webhook", Options: map[string]any{"url": "https://x", "auth_token": "tok", "headers": map[string]any{"Api-Key": "k"}}}
+	c.Publisher = resources.Seam{Name: "webhook", Options: map[string]any{"url": "https://x", "auth_token": "tok", "headers": map[string]any{"Api-Key": "k"}}}
 	c.Hooks["audit"] = map[string]any{"password": "pw", "level": "info"}
 	m := c.Masked()
 	if m.Server.Token != Mask || m.FileID.API.Token != Mask {

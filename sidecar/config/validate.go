@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 )
 
@@ -142,8 +143,8 @@ func (c Config) Validate() error {
 }
 
 func (s Server) validate(v *validator) {
-	v.oneOf("server.transport", s.Transport, []string{"http", "stdio"})
-	if s.Transport == "http" {
+	v.oneOf("server.transport", s.Transport, []string{resources.TransportHTTP, resources.TransportStdio})
+	if s.Transport == resources.TransportHTTP {
 		v.hostPort("server.listen", s.Listen)
 	}
 	if !strings.HasPrefix(s.Path, "/") {

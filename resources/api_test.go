@@ -1,0 +1,194 @@
+package resources_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// This file pins the API the sidecar uses, from outside the package.
+
+// oneNotebook is a Library holding one empty notebook.
+type oneNotebook struct{ path string }
+
+func (l oneNotebook) Notebook(path string) (*ynotebook.Snapshot, error) {
+	if path != l.path {
+		return nil, fmt.Errorf("notebook %s: %w", path, resources.ErrNotFound)
+	}
+	return ynotebook.New().Snapshot(), nil
+}
+
+func (l oneNotebook) Paths() []string { return []string{l.path} }
+
+var _ resources.Library = oneNotebook{}
+
+func TestPublicAPIOverHTTP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := resources.Config{
+		Token:     "secret",
+		StateFile: t.TempDir() + "/names.json",
+		Notebooks: map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
+		Publisher: resources.Seam{Name: "subscribers"},
+	}
+	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"},
+		resources.WithListener(ln),
+		resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		resources.WithRegisterer(reg),
+		resources.WithHandler("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Handler() == nil {
+		t.Fatal("Handler() is nil for the HTTP transport")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+
+	// The extra handler is mounted outside the endpoint's authentication.
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %s", resp.Status)
+	}
+	// The endpoint is not.
+	resp, err = http.Post(base+resources.DefaultPath, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST without a token: %s, want 401", resp.Status)
+	}
+
+	tr, err := transport.NewStreamableHTTP(base+resources.DefaultPath,
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	defer c.Close()
+	updated := make(chan string, 10)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationResourceUpdated) {
+			updated <- fmt.Sprint(n.Params.AdditionalFields["uri"])
+		}
+	})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(uri string) error {
+		req := mcp.ReadResourceRequest{}
+		req.Params.URI = uri
+		_, err := c.ReadResource(ctx, req)
+		return err
+	}
+	if err := read("notebook://nb"); err != nil {
+		t.Fatalf("read notebook://nb: %v", err)
+	}
+	if err := read("notebook://gone"); err == nil {
+		t.Fatal("read of a notebook the Library does not have: no error")
+	}
+	sub := mcp.SubscribeRequest{}
+	sub.Params.URI = "notebook://nb"
+	if err := c.Subscribe(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	srv.NotebookChanged("a.ipynb", ynotebook.Changes{Metadata: true})
+	select {
+	case uri := <-updated:
+		if uri != "notebook://nb" {
+			t.Fatalf("updated %s", uri)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/resources/updated after NotebookChanged")
+	}
+
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range fams {
+		names = append(names, f.GetName())
+	}
+	for _, want := range []string{"jupyter_mcp_sidecar_mcp_publisher_errors_total", "jupyter_mcp_sidecar_mcp_calls_total", "jupyter_mcp_sidecar_mcp_notifications_sent_total"} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Errorf("metric %s not registered (have %v)", want, names)
+		}
+	}
+}
+
+func TestPublicAPIOverStdio(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	srv, err := resources.New(resources.Config{Transport: resources.TransportStdio}, oneNotebook{path: "a.ipynb"},
+		resources.WithStdio(inR, outW), resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Handler() != nil {
+		t.Fatal("Handler() is not nil for stdio")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		_ = inW.Close()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	}()
+	sc := bufio.NewScanner(outR)
+	if !sc.Scan() {
+		t.Fatalf("no response: %v", sc.Err())
+	}
+	var msg struct {
+		ID     int `json:"id"`
+		Result struct {
+			ServerInfo struct{ Name string } `json:"serverInfo"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg.ID != 1 || msg.Result.ServerInfo.Name != "jupyter-mcp-sidecar" {
+		t.Fatalf("initialize answered %s (%v)", sc.Bytes(), err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+}
