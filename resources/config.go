@@ -25,6 +25,11 @@ const (
 	DefaultSessionIdleTimeout = 30 * time.Minute
 	DefaultSessionGrace       = 10 * time.Second
 	DefaultSendTimeout        = 5 * time.Second
+	DefaultReplayEvents       = 1000
+	DefaultReplayBytes        = 1 << 20
+	DefaultMaxURIBytes        = 2048
+	DefaultMaxSubscriptions   = 4096
+	DefaultMaxListenURIs      = 4096
 )
 
 // DefaultHooks are the hooks enabled when the configuration names none: the
@@ -62,7 +67,12 @@ type Config struct {
 	HeartbeatInterval  time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
 	SessionIdleTimeout time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
 	SessionGrace       time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
-	SendTimeout        time.Duration // a session whose notification queue stays full this long loses its subscriptions; default 5 s
+	SendTimeout        time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
+	ReplayEvents       int           // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
+	ReplayBytes        int           // and at most this many bytes of them; default 1 MiB
+	MaxURIBytes        int           // longest URI a subscription or listen filter may name; default 2 KiB
+	MaxSubscriptions   int           // resources/subscribe URIs per 2025-11-25 session; default 4096
+	MaxListenURIs      int           // resource URIs one subscriptions/listen filter may name; default 4096
 	Version            string        // reported in serverInfo; default "dev"
 }
 
@@ -82,6 +92,11 @@ func (c Config) Defaults() Config {
 	orDefault(&c.SessionIdleTimeout, DefaultSessionIdleTimeout)
 	orDefault(&c.SendTimeout, DefaultSendTimeout)
 	orDefault(&c.SessionGrace, DefaultSessionGrace)
+	orDefault(&c.ReplayEvents, DefaultReplayEvents)
+	orDefault(&c.ReplayBytes, DefaultReplayBytes)
+	orDefault(&c.MaxURIBytes, DefaultMaxURIBytes)
+	orDefault(&c.MaxSubscriptions, DefaultMaxSubscriptions)
+	orDefault(&c.MaxListenURIs, DefaultMaxListenURIs)
 	orDefault(&c.Version, "dev")
 	return c
 }
@@ -114,6 +129,14 @@ func (c Config) Validate() error {
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+		}
+	}
+	for name, n := range map[string]int{
+		"replay events": c.ReplayEvents, "replay bytes": c.ReplayBytes, "max uri bytes": c.MaxURIBytes,
+		"max subscriptions": c.MaxSubscriptions, "max listen uris": c.MaxListenURIs,
+	} {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("%s %d must be at least 1", name, n))
 		}
 	}
 	return errors.Join(errs...)

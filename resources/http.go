@@ -37,6 +37,7 @@ type httpTransport struct {
 	sessions *sessionIDs
 	streams  *streamSet
 	orphans  *orphanTimers
+	replay   *replayStore
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
@@ -46,13 +47,15 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler) (*httpTr
 	t := &httpTransport{
 		s: s, listener: ln, extra: extra,
 		sessions: &sessionIDs{},
-		streams:  &streamSet{cancels: map[*context.CancelFunc]struct{}{}},
+		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
+		replay:   newReplayStore(s.cfg.ReplayEvents, s.cfg.ReplayBytes),
 	}
 	t.sdk = server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath(s.cfg.Path),
 		server.WithSessionIdManager(t.sessions),
 		server.WithHeartbeatInterval(s.cfg.HeartbeatInterval),
+		server.WithEventStore(t.replay),
 		server.WithStreamableHTTPLogger(s.log),
 		server.WithDisableLocalhostProtection(true), // the origin check and the token guard instead
 	)
@@ -73,10 +76,15 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler) (*httpTr
 func (t *httpTransport) handler() http.Handler { return t.endpoint }
 
 // sessionStarted registers a 2025-11-25 session: its notifications go out on
-// its GET stream only, and it ends after SessionIdleTimeout if it never opens one.
+// its GET stream only, it ends after SessionIdleTimeout if it never opens one,
+// and it is ended (its streams cut, 404 afterwards) if it stops taking them.
 func (t *httpTransport) sessionStarted(sess server.ClientSession) {
-	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), true)
-	t.expireSession(sess.SessionID(), t.s.cfg.SessionIdleTimeout)
+	id := sess.SessionID()
+	t.s.subs.AddSession(id, sess.NotificationChannel(), true, func() {
+		t.streams.abort(id)
+		t.endSession(id)
+	})
+	t.expireSession(id, t.s.cfg.SessionIdleTimeout)
 }
 
 func (t *httpTransport) sessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
@@ -171,12 +179,17 @@ type envelope struct {
 }
 
 // track follows the requests of 2025-11-25 sessions and the long-lived ones.
+// A request naming a session that is not live (ended, expired, never issued)
+// is answered 404 whatever its verb, so the client starts a new one; a GET
+// without a session id is refused rather than given a session nobody ends.
 // A session's GET streams and POSTs in flight are counted in the registry
 // (its notifications go out on a GET stream, never while a POST is in
 // flight); a session ends SessionGrace after its last GET stream closed, or
 // SessionIdleTimeout after its last request if it has no stream, unless a new
-// request comes first. GET streams and listen requests can be ended at
-// shutdown. resources/read responses are patched (sdkpatch.go).
+// request comes first. A GET resuming with Last-Event-ID past the replay
+// buffer ends its session (404). Subscriptions are admitted here (admit.go);
+// GET streams and listen requests can be cut at shutdown or when they stop
+// taking notifications; resources/read responses are patched (sdkpatch.go).
 func (t *httpTransport) track(next http.Handler) http.Handler {
 	subs, cfg := t.s.subs, t.s.cfg
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -185,9 +198,24 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		if body, ok := r.Context().Value(bodyKey{}).([]byte); ok {
 			_ = json.Unmarshal(body, &env)
 		}
+		live := sessionID != "" && t.sessions.known(sessionID)
 		switch {
-		case r.Method == http.MethodGet && sessionID != "" && t.sessions.known(sessionID):
-			ctx, done := t.streams.add(r.Context())
+		case sessionID != "" && !live && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)):
+			writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
+		case r.Method == http.MethodGet && sessionID == "" && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)):
+			writeRPCError(w, http.StatusBadRequest, mcp.INVALID_REQUEST, "a GET stream needs the Mcp-Session-Id of an initialized session")
+		case r.Method == http.MethodGet && live:
+			if last := r.Header.Get("Last-Event-ID"); last != "" {
+				if !t.replay.resumable(sessionID, last) {
+					t.s.metrics.resumeRefused.Inc()
+					t.s.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
+					t.endSession(sessionID)
+					writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
+					return
+				}
+				t.s.metrics.resumed.Inc()
+			}
+			ctx, _, done := t.streams.add(r.Context(), w, sessionID)
 			defer done()
 			t.orphans.cancel(sessionID)
 			subs.StreamOpened(sessionID)
@@ -198,12 +226,19 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			}()
 			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r.WithContext(ctx))
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
-			ctx, done := t.streams.add(r.Context())
+			ctx, st, done := t.streams.add(r.Context(), w, "")
 			defer done()
 			// The SDK writes the acknowledgement before anything else on the stream.
 			aw := &subscribers.AckWait{}
-			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: aw.Wrote}, r.WithContext(subscribers.WithAckWait(ctx, aw)))
-		case r.Method == http.MethodPost && sessionID != "" && t.sessions.known(sessionID):
+			ctx = withEnd(subscribers.WithAckWait(ctx, aw), st.end)
+			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: aw.Wrote}, r.WithContext(ctx))
+		case r.Method == http.MethodPost && live:
+			if env.Method == string(mcp.MethodResourcesSubscribe) {
+				if ref := t.s.admitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+					writeJSON(w, http.StatusOK, ref.error(env.id()))
+					return
+				}
+			}
 			subs.PostStarted(sessionID, postDrainWait)
 			defer func() {
 				subs.PostEnded(sessionID)
@@ -216,6 +251,27 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			servePatched(w, r, env.Method, next, t.s.log)
 		}
 	})
+}
+
+// subscribeURI is the uri parameter of a resources/subscribe request body.
+func subscribeURI(r *http.Request) string {
+	var req struct {
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	_ = json.Unmarshal(body, &req)
+	return req.Params.URI
+}
+
+// id is the envelope's request id as the SDK types it (nil if absent or invalid).
+func (e envelope) id() any {
+	var id any
+	if json.Unmarshal(e.ID, &id) != nil {
+		return nil
+	}
+	return id
 }
 
 // expireSession ends the session after d unless a GET stream or a POST of it
@@ -264,9 +320,14 @@ func (a *sessionWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // writeRPCError writes a JSON-RPC error with a null id.
 func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, rpcError(code, msg))
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(rpcError(code, msg))
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // sessionIDs issues and validates 2025-11-25 session ids. Unlike the SDK's
@@ -298,31 +359,60 @@ func (m *sessionIDs) known(id string) bool {
 	return ok && strings.HasPrefix(id, sessionPrefix)
 }
 
-// streamSet holds the cancel functions of long-lived requests (GET streams and
-// subscriptions/listen) so shutdown can end them.
+// streamSet holds the long-lived requests (GET streams and
+// subscriptions/listen) so that shutdown, or a session that stopped taking
+// notifications, can end them.
 type streamSet struct {
-	mu      sync.Mutex
-	cancels map[*context.CancelFunc]struct{}
+	mu   sync.Mutex
+	open map[*stream]struct{}
 }
 
-func (ss *streamSet) add(parent context.Context) (context.Context, func()) {
+// stream is one long-lived request; owner is its 2025-11-25 session id ("" for listen).
+type stream struct {
+	owner  string
+	cancel context.CancelFunc
+	rc     *http.ResponseController
+}
+
+// add registers a request; done, once the handler returns, cancels its
+// context and forgets it.
+func (ss *streamSet) add(parent context.Context, w http.ResponseWriter, owner string) (context.Context, *stream, func()) {
 	ctx, cancel := context.WithCancel(parent)
+	st := &stream{owner: owner, cancel: cancel, rc: http.NewResponseController(w)}
 	ss.mu.Lock()
-	ss.cancels[&cancel] = struct{}{}
+	ss.open[st] = struct{}{}
 	ss.mu.Unlock()
-	return ctx, func() {
+	return ctx, st, func() {
 		ss.mu.Lock()
-		delete(ss.cancels, &cancel)
+		delete(ss.open, st)
 		ss.mu.Unlock()
 		cancel()
+	}
+}
+
+// end cuts a request that stopped taking notifications: it cancels its
+// context and fails the write it may be blocked in, and the next ones.
+func (st *stream) end() {
+	_ = st.rc.SetWriteDeadline(time.Now())
+	st.cancel()
+}
+
+// abort ends the streams of a session.
+func (ss *streamSet) abort(owner string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for st := range ss.open {
+		if st.owner == owner {
+			st.end()
+		}
 	}
 }
 
 func (ss *streamSet) closeAll() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for c := range ss.cancels {
-		(*c)()
+	for st := range ss.open {
+		st.cancel()
 	}
 }
 

@@ -6,6 +6,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // publisher and the hooks register theirs.
 type metrics struct {
 	publisherErrors prometheus.Counter
+	refusals        *prometheus.CounterVec
+	resumed         prometheus.Counter
+	resumeRefused   prometheus.Counter
 }
 
 func newMetrics() metrics {
@@ -14,9 +17,21 @@ func newMetrics() metrics {
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "publisher_errors_total",
 			Help: "changes the configured publisher did not accept.",
 		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "limit_refusals_total",
+			Help: "subscriptions and listen filter URIs refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter).",
+		}, []string{"limit"}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resumed_total",
+			Help: "2025-11-25 GET streams resumed with Last-Event-ID.",
+		}),
+		resumeRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resume_refused_total",
+			Help: "GET streams whose Last-Event-ID was past the replay buffer: their session was ended (404).",
+		}),
 	}
 }
 
 func (m metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publisherErrors}
+	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused}
 }

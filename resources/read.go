@@ -10,7 +10,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 )
@@ -70,7 +69,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 
 // read resolves ref against the bindings and the library.
 func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([]mcp.ResourceContents, error) {
-	if !gate.Decide(ctx, s.gate, ref.Template(), s.log) {
+	if !s.serves(ctx, ref.Template()) {
 		return nil, fmt.Errorf("%w: %s is not served here (%s)", errWithheld, ref, ref.Template())
 	}
 	path, ok := s.names.Path(ref.Name)
@@ -98,7 +97,13 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", ErrNotFound, ref.Name, ref.CellID)
 	}
 	if ref.Output < 0 {
-		body, err := json.Marshal(nbview.NewCellDoc(ref.Name, index, cell))
+		doc := nbview.NewCellDoc(ref.Name, index, cell)
+		if !s.serves(ctx, nbview.TemplateOutput) {
+			for i := range doc.Outputs {
+				doc.Outputs[i].URI = "" // no link to a withheld output
+			}
+		}
+		body, err := json.Marshal(doc)
 		if err != nil {
 			return nil, fmt.Errorf("encode cell: %w", err)
 		}

@@ -179,8 +179,12 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 		if sess == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
 			return
 		}
+		// The SDK acknowledges what the request holds after this hook: only
+		// the URIs that will really be served.
+		want.ResourceSubscriptions = s.listenable(ctx, want.ResourceSubscriptions)
+		req.Params.Notifications.ResourceSubscriptions = want.ResourceSubscriptions
 		aw := subscribers.AckWaitFrom(ctx)
-		key := s.subs.AddListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil)
+		key := s.subs.AddListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil, endFrom(ctx))
 		context.AfterFunc(ctx, func() { s.subs.Remove(key) })
 		if aw != nil {
 			aw.OnWritten(func() { s.subs.Release(key) })
@@ -190,14 +194,20 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	// registration would make the SDK broadcast list_changed itself, bypassing
 	// the registry's delivery rules (see registry.listChanged). So the SDK can
 	// declare resources.listChanged, and acknowledge it on listen streams.
-	h.AddAfterListResources(func(_ context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
-		if res.NextCursor != "" {
+	h.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		if res.NextCursor != "" || !s.serves(ctx, nbview.TemplateNotebook) {
 			return
 		}
 		for _, b := range s.names.All() {
 			res.Resources = append(res.Resources, s.notebookResource(b))
 		}
 		slices.SortStableFunc(res.Resources, func(a, b mcp.Resource) int { return strings.Compare(a.Name, b.Name) })
+	})
+	// A withheld template is not listed either.
+	h.AddAfterListResourceTemplates(func(ctx context.Context, _ any, _ *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
+		res.ResourceTemplates = slices.DeleteFunc(res.ResourceTemplates, func(t mcp.ResourceTemplate) bool {
+			return t.URITemplate != nil && !s.serves(ctx, t.URITemplate.Raw())
+		})
 	})
 	experimental := map[string]any{}
 	for _, c := range s.caps {
@@ -252,7 +262,7 @@ func (s *Server) Handler() http.Handler { return s.transport.handler() }
 // returns the new state. It never blocks on I/O.
 func (s *Server) NotebookChanged(path string, ch ynotebook.Changes) {
 	for _, name := range s.names.NamesFor(path) {
-		uris := nbview.ChangedURIs(name, ch)
+		uris := slices.DeleteFunc(nbview.ChangedURIs(name, ch), func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })
 		if err := s.publisher.Publish(context.Background(), uris); err != nil {
 			s.metrics.publisherErrors.Inc()
 			s.log.Warn("publisher did not accept a change", "room", path, "name", name, "err", err)

@@ -31,9 +31,10 @@ func (*stdioSession) SessionID() string                                     { re
 // stdioTransport serves newline-delimited JSON-RPC on two streams, to the
 // one client session they carry.
 type stdioTransport struct {
-	s   *Server
-	in  io.Reader
-	out io.Writer
+	s      *Server
+	in     io.Reader
+	out    io.Writer
+	cancel context.CancelCauseFunc // ends serve; set before the session registers
 }
 
 func newStdio(s *Server, in io.Reader, out io.Writer) *stdioTransport {
@@ -42,9 +43,19 @@ func newStdio(s *Server, in io.Reader, out io.Writer) *stdioTransport {
 
 func (*stdioTransport) handler() http.Handler { return nil }
 
-// sessionStarted registers the stdio session: its notifications go out at once.
+// errStalled ends the stdio transport whose client stopped reading.
+var errStalled = errors.New("stdio client stopped reading notifications")
+
+// sessionStarted registers the stdio session: its notifications go out at
+// once. A client that stops reading ends the transport: serve returns
+// errStalled, and output that blocks is closed when it can be.
 func (t *stdioTransport) sessionStarted(sess server.ClientSession) {
-	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), false)
+	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), false, func() {
+		t.cancel(errStalled)
+		if c, ok := t.out.(io.Closer); ok {
+			_ = c.Close()
+		}
+	})
 }
 
 func (*stdioTransport) sessionEnded(string) {}
@@ -55,13 +66,14 @@ func (*stdioTransport) sessionEnded(string) {}
 // notifications are written whole, one per line.
 func (t *stdioTransport) serve(ctx context.Context) error {
 	s := t.s
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t.cancel = cancel
 	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024)}
 	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
 	}
 	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 
 	var wmu sync.Mutex
 	write := func(msg any) {
@@ -100,9 +112,12 @@ func (t *stdioTransport) serve(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+				return cause
+			}
 			return nil
 		case err := <-readErr:
-			cancel()
+			cancel(nil)
 			return err
 		case line := <-lines:
 			wg.Go(func() { t.handle(ctx, sess, line, write) })
@@ -166,7 +181,23 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		ID     any    `json:"id"`
 		Method string `json:"method"`
 	}
-	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodSubscriptionsListen) {
+	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodResourcesSubscribe) {
+		var req struct {
+			Params struct {
+				URI string `json:"uri"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(line, &req)
+		if ref := s.admitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
+			write(ref.error(env.ID))
+			return
+		}
+	}
+	if env.Method == string(mcp.MethodSubscriptionsListen) {
+		var end context.CancelFunc
+		ctx, end = context.WithCancel(ctx)
+		defer end()
+		ctx = withEnd(ctx, end)
 		switch env.ID.(type) {
 		case string, float64: // a valid id; one already in flight is not held
 			aw := &subscribers.AckWait{}

@@ -27,3 +27,17 @@ func rpcError(code int, msg string) mcp.JSONRPCError {
 	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
 		Error: mcp.NewJSONRPCErrorDetails(code, msg, nil)}
 }
+
+type endKey struct{}
+
+// withEnd records in a listen request's context how its transport ends the
+// request when it stops taking notifications.
+func withEnd(ctx context.Context, end func()) context.Context {
+	return context.WithValue(ctx, endKey{}, end)
+}
+
+// endFrom returns the end function recorded in ctx, or nil.
+func endFrom(ctx context.Context) func() {
+	end, _ := ctx.Value(endKey{}).(func())
+	return end
+}

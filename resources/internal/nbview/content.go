@@ -153,7 +153,7 @@ func allStrings(list []any) bool {
 type OutputEntry struct {
 	Index    int    `json:"index"`
 	MIMEType string `json:"mimeType"`
-	URI      string `json:"uri"`
+	URI      string `json:"uri,omitempty"` // none when outputs are withheld
 }
 
 // CellDoc is the JSON body of notebook://{name}/cells/{cell_id}.

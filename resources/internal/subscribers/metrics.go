@@ -7,7 +7,7 @@ import (
 // metrics are the registry's collectors: notifications sent and dropped, and
 // gauges of sessions and subscriptions computed at scrape time.
 type metrics struct {
-	sent, dropped *prometheus.CounterVec
+	sent, dropped, ended *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -18,7 +18,11 @@ func newMetrics() *metrics {
 		}, []string{"era"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "notifications_dropped_total",
-			Help: "notifications dropped because a session could not take them (its subscriptions are dropped too).",
+			Help: "notifications dropped because a session or listen stream could not take them (it is ended too).",
+		}, []string{"era"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "undeliverable_ended_total",
+			Help: "sessions (2025-11-25) and listen streams (2026-07-28) ended because they stopped taking notifications.",
 		}, []string{"era"}),
 	}
 }
@@ -29,7 +33,7 @@ func (r *Registry) Collectors() []prometheus.Collector {
 		Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "sessions",
 		Help: "2025-11-25 sessions and 2026-07-28 subscription streams open.",
 	}, []string{"era"})
-	return []prometheus.Collector{r.m.sent, r.m.dropped, gaugeCollector{r: r, sessions: sessions}}
+	return []prometheus.Collector{r.m.sent, r.m.dropped, r.m.ended, gaugeCollector{r: r, sessions: sessions}}
 }
 
 // gaugeCollector computes the session and subscription gauges at scrape time.

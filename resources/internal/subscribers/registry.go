@@ -31,6 +31,7 @@ type subscriber struct {
 	ch        chan<- mcp.JSONRPCNotification // the SDK session's notification channel
 	subID     any                            // listen stream: its subscription id, tagged on every notification
 	gated     bool                           // HTTP 2025-11-25: send only on an open GET stream, while no POST of the session is in flight
+	end       func()                         // ends the session or stream when it cannot take notifications; may be nil
 
 	mu           sync.Mutex
 	removed      bool
@@ -69,16 +70,19 @@ func New(log *slog.Logger, sendTimeout time.Duration) *Registry {
 // SessionKey is the registry key of a 2025-11-25 session.
 func SessionKey(id string) string { return "s:" + id }
 
-// AddSession records a 2025-11-25 session (no subscriptions yet).
-func (r *Registry) AddSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool) {
-	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true})
+// AddSession records a 2025-11-25 session (no subscriptions yet). end is
+// called, once and on its own goroutine, if the session stops taking
+// notifications for the send timeout; the registry has forgotten it by then.
+func (r *Registry) AddSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool, end func()) {
+	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true, end: end})
 }
 
 // AddListen records a subscriptions/listen stream and returns its key. A held
 // stream queues its changes until release: the stream is registered before the
-// SDK sends its acknowledgement, which must come first on the stream.
-func (r *Registry) AddListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held}
+// SDK sends its acknowledgement, which must come first on the stream. end is
+// called as for AddSession.
+func (r *Registry) AddListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool, end func()) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held, end: end}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -128,6 +132,18 @@ func (r *Registry) get(key string) *subscriber {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.subs[key]
+}
+
+// Subscriptions returns how many URIs the subscriber holds and whether uri is
+// among them.
+func (r *Registry) Subscriptions(key, uri string) (n int, has bool) {
+	if s := r.get(key); s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, has = s.uris[uri]
+		return len(s.uris), has
+	}
+	return 0, false
 }
 
 // Subscribe adds uri to a session's subscriptions.
@@ -207,8 +223,9 @@ func (s *subscriber) queue(uri string) {
 // three quarters of the channel have room, and retries shortly for the rest:
 // the SDK sends its own messages (a listen stream's acknowledgement among
 // them) without waiting and fails them on a full channel. A channel that stays
-// full for sendTimeout is a failed send: the subscriber's subscriptions are
-// dropped. s.mu is held.
+// full for sendTimeout is a failed send: the subscriber is forgotten and its
+// session or stream ended, so its client learns it (404, or a listen request
+// that ends) instead of waiting on a stream that no longer delivers. s.mu is held.
 func (r *Registry) flushLocked(s *subscriber) {
 	if len(s.pending) == 0 || s.removed || s.held {
 		return
@@ -256,10 +273,20 @@ func (r *Registry) flushLocked(s *subscriber) {
 	}
 	if now.Sub(s.blockedSince) >= r.sendTimeout {
 		r.m.dropped.WithLabelValues(s.era).Add(float64(len(s.pending)))
-		r.log.Warn("session not taking notifications; dropping its subscriptions",
+		r.m.ended.WithLabelValues(s.era).Inc()
+		r.log.Warn("session not taking notifications; ending it",
 			"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", len(s.pending), "blocked", now.Sub(s.blockedSince))
+		s.removed = true
 		clear(s.uris)
 		s.pending, s.pendingSet, s.blockedSince = nil, map[string]struct{}{}, time.Time{}
+		r.mu.Lock()
+		if r.subs[s.key] == s {
+			delete(r.subs, s.key)
+		}
+		r.mu.Unlock()
+		if s.end != nil {
+			go s.end()
+		}
 		return
 	}
 	if s.retry == nil {

@@ -25,12 +25,12 @@ func drain(ch chan mcp.JSONRPCNotification) []string {
 	}
 }
 
-func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
+func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-
 		r := New(quietLog, time.Second)
 		ch := make(chan mcp.JSONRPCNotification, 2)
-		r.AddSession("s1", ch, false)
+		ended := make(chan struct{})
+		r.AddSession("s1", ch, false, func() { close(ended) })
 		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
 		for _, u := range uris {
 			r.Subscribe(SessionKey("s1"), u)
@@ -51,17 +51,25 @@ func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
 				t.Fatalf("order %v", got)
 			}
 		}
-		// A session that never reads loses its subscriptions after the send timeout.
+		// A session that never reads is ended after the send timeout, and forgotten.
 		_ = r.Publish(context.Background(), uris)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if _, subs, _ := r.Stats(); subs != 0 {
-			t.Fatalf("%d subscriptions left on a stuck session", subs)
+		select {
+		case <-ended:
+		default:
+			t.Fatal("a stuck session was not ended")
+		}
+		if perEra, subs, _ := r.Stats(); subs != 0 || perEra[Era20251125] != 0 {
+			t.Fatalf("%d subscriptions, %v sessions left after ending a stuck session", subs, perEra)
 		}
 		if d := testutil.ToFloat64(r.m.dropped.WithLabelValues(Era20251125)); d != 2 {
 			t.Fatalf("dropped = %v, want the 2 that never fit", d)
 		}
-		r.Remove(SessionKey("s1"))
+		if e := testutil.ToFloat64(r.m.ended.WithLabelValues(Era20251125)); e != 1 {
+			t.Fatalf("ended = %v, want 1", e)
+		}
+		r.Remove(SessionKey("s1")) // the session's own unregistration comes later: harmless
 	})
 }
 
@@ -69,7 +77,7 @@ func TestRegistryFullChannelRetriesThenDrops(t *testing.T) {
 func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 	r := New(quietLog, time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 10)
-	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true)
+	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true, nil)
 	for range 3 {
 		_ = r.Publish(context.Background(), []string{"notebook://w"})
 	}
@@ -87,7 +95,7 @@ func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 	r := New(quietLog, time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 8)
-	key := r.AddListen(ch, 1.0, nil, false, false)
+	key := r.AddListen(ch, 1.0, nil, false, false, nil)
 	var uris []string
 	for i := range 10 {
 		uris = append(uris, fmt.Sprintf("notebook://w/cells/c%d", i))
@@ -103,9 +111,12 @@ func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 func TestRegistryGatedCoalesces(t *testing.T) {
 	r := New(quietLog, time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 100)
-	r.AddSession("s1", ch, true)
+	r.AddSession("s1", ch, true, nil)
 	r.Subscribe(SessionKey("s1"), "notebook://w")
 	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
+	if n, has := r.Subscriptions(SessionKey("s1"), "notebook://w"); n != 1 || !has {
+		t.Fatalf("Subscriptions = %d, %v; want 1, true", n, has)
+	}
 	_ = r.Publish(context.Background(), []string{"notebook://w"})
 	if got := drain(ch); len(got) != 0 {
 		t.Fatalf("sent without a GET stream: %v", got)
@@ -135,7 +146,7 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := New(quietLog, time.Second)
 	ch := make(chan mcp.JSONRPCNotification, 10)
-	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false)
+	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false, nil)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
 	n := <-ch
 	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {

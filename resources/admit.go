@@ -1,0 +1,97 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+)
+
+// Limits refused, as the limit label of jupyter_mcp_sidecar_mcp_limit_refusals_total.
+const (
+	limitURIBytes      = "uri_bytes"
+	limitNotAResource  = "not_a_resource"
+	limitWithheld      = "withheld"
+	limitSubscriptions = "subscriptions"
+	limitListenURIs    = "listen_uris"
+)
+
+// refusal is why a subscription is not admitted: a JSON-RPC error.
+type refusal struct {
+	limit   string
+	code    int
+	message string
+}
+
+// subscribable decides whether uri may be subscribed to or listened for: a
+// URI of the three notebook templates whose template the gate serves, or
+// capabilities://, no longer than MaxURIBytes.
+func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
+	if len(uri) > s.cfg.MaxURIBytes {
+		return &refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)}
+	}
+	if uri == nbview.CapabilitiesURI {
+		return nil
+	}
+	ref, err := nbview.ParseURI(uri)
+	if err != nil {
+		return &refusal{limitNotAResource, mcp.RESOURCE_NOT_FOUND,
+			fmt.Sprintf("%q is not a resource of this server (notebook://{name}[/cells/{cell_id}[/outputs/{index}]] or capabilities://)", uri)}
+	}
+	if !s.serves(ctx, ref.Template()) {
+		return &refusal{limitWithheld, codeWithheld, fmt.Sprintf("%v: %s is not served here (%s)", errWithheld, uri, ref.Template())}
+	}
+	return nil
+}
+
+// admitSubscribe decides a resources/subscribe of a 2025-11-25 session before
+// the SDK sees it (the SDK's sessions cannot refuse one).
+func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *refusal {
+	if r := s.subscribable(ctx, uri); r != nil {
+		return s.refused(r)
+	}
+	if n, has := s.subs.Subscriptions(subscribers.SessionKey(sessionID), uri); !has && n >= s.cfg.MaxSubscriptions {
+		return s.refused(&refusal{limitSubscriptions, mcp.INVALID_PARAMS, fmt.Sprintf("at most %d subscriptions per session", s.cfg.MaxSubscriptions)})
+	}
+	return nil
+}
+
+// listenable returns the URIs of a subscriptions/listen filter that will be
+// served: at most MaxListenURIs of them, each subscribable. The SDK
+// acknowledges exactly these.
+func (s *Server) listenable(ctx context.Context, uris []string) []string {
+	if len(uris) > s.cfg.MaxListenURIs {
+		s.refused(&refusal{limit: limitListenURIs})
+		uris = uris[:s.cfg.MaxListenURIs]
+	}
+	kept := make([]string, 0, len(uris))
+	for _, u := range uris {
+		if r := s.subscribable(ctx, u); r != nil {
+			s.refused(r)
+			continue
+		}
+		kept = append(kept, u)
+	}
+	return kept
+}
+
+// refused counts r and returns it.
+func (s *Server) refused(r *refusal) *refusal {
+	s.metrics.refusals.WithLabelValues(r.limit).Inc()
+	return r
+}
+
+// serves asks the gate whether resources of template are served.
+func (s *Server) serves(ctx context.Context, template string) bool {
+	return gate.Decide(ctx, s.gate, template, s.log)
+}
+
+// error is the JSON-RPC error answering request id.
+func (r *refusal) error(id any) mcp.JSONRPCError {
+	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
+		Error: mcp.NewJSONRPCErrorDetails(r.code, r.message, nil)}
+}
