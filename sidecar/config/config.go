@@ -87,6 +87,16 @@ type Server struct {
 	StateFile       string         `mapstructure:"state_file" yaml:"state_file"`
 	DrainTimeout    time.Duration  `mapstructure:"drain_timeout" yaml:"drain_timeout"`
 	MetricsListen   string         `mapstructure:"metrics_listen" yaml:"metrics_listen"`
+	Limits          Limits         `mapstructure:"limits" yaml:"limits"`
+}
+
+// Limits bound what one client can make the server hold.
+type Limits struct {
+	MaxURIBytes        int `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`               // longest subscribable URI
+	MaxSubscriptions   int `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`       // per 2025-11-25 session
+	MaxListenURIs      int `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`           // per subscriptions/listen filter
+	ReplayBufferEvents int `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"` // per session, for Last-Event-ID
+	ReplayBufferBytes  int `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -130,6 +140,11 @@ func Default() Config {
 			Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
 			MaxRequestBytes: resources.DefaultMaxRequestBytes,
 			DrainTimeout:    resources.DefaultDrainTimeout,
+			Limits: Limits{
+				MaxURIBytes: resources.DefaultMaxURIBytes, MaxSubscriptions: resources.DefaultMaxSubscriptions,
+				MaxListenURIs: resources.DefaultMaxListenURIs, ReplayBufferEvents: resources.DefaultReplayEvents,
+				ReplayBufferBytes: resources.DefaultReplayBytes,
+			},
 		},
 		Notebooks:     map[string]string{},
 		Notifications: Notifications{Debounce: 250 * time.Millisecond, MaxDelay: 2 * time.Second},

@@ -163,6 +163,15 @@ func (s Server) validate(v *validator) {
 		v.fail("server.max_request_bytes", "must be > 0, got %d", s.MaxRequestBytes)
 	}
 	v.positive("server.drain_timeout", s.DrainTimeout)
+	for key, n := range map[string]int{
+		"server.limits.max_uri_bytes": s.Limits.MaxURIBytes, "server.limits.max_subscriptions": s.Limits.MaxSubscriptions,
+		"server.limits.max_listen_uris": s.Limits.MaxListenURIs, "server.limits.replay_buffer_events": s.Limits.ReplayBufferEvents,
+		"server.limits.replay_buffer_bytes": s.Limits.ReplayBufferBytes,
+	} {
+		if n < 1 {
+			v.fail(key, "%d: want at least 1", n)
+		}
+	}
 	if s.MetricsListen != "" {
 		v.hostPort("server.metrics_listen", s.MetricsListen)
 	}
