@@ -141,6 +141,7 @@ type sidecar struct {
 
 type options struct {
 	debounce time.Duration // 0: the default 250 ms; <0: off
+	extra    string        // more configuration (YAML, top-level keys other than store, fileid, notifications, server)
 }
 
 // startSidecar creates the fileid database naming the notebook, writes a config and
@@ -161,7 +162,7 @@ func startSidecar(t testing.TB, dir string, o options) *sidecar {
   sqlite: {path: %q, poll_interval: 500ms}
 fileid: {db_path: %q, root_dir: %q}
 notifications: {debounce: %s, max_delay: 2s}
-`, store, fileidDB, dir, debounce), "serve")
+%s`, store, fileidDB, dir, debounce, o.extra), "serve")
 }
 
 // launch writes cfg (plus logging and, for serve, a loopback listener with the test

@@ -1,0 +1,258 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rpcStatus posts one JSON-RPC message as a 2025-11-25 client of session and returns
+// the HTTP status and the response's error object, if any.
+func rpcStatus(t *testing.T, url, session string, msg map[string]any) (int, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		var m struct {
+			ID    any            `json:"id"`
+			Error map[string]any `json:"error"`
+		}
+		if json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, "data:"))), &m) == nil && m.ID != nil {
+			return resp.StatusCode, m.Error
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// getStatus sends a GET to the endpoint with the given session id and returns its status.
+func getStatus(t *testing.T, url, session string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Accept", "text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDeliveryIsNeverSilent checks, on the real binary, that a client is either served
+// or told: sessions that are not live are 404, GET streams resume without losing a
+// notification, subscriptions outside the server's resources are refused, and the gate
+// withholds a resource on every surface.
+func TestDeliveryIsNeverSilent(t *testing.T) {
+	steps := session(t)
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("notebooks: {%s: %s}\n", nbName, nbPath)})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+
+	t.Run("sessions that are not live are 404", func(t *testing.T) {
+		r := dialRaw(t, sc.mcpURL())
+		session := r.session
+		r.close() // DELETE
+		if got := getStatus(t, sc.mcpURL(), session); got != http.StatusNotFound {
+			t.Errorf("GET of a deleted session: %d, want 404", got)
+		}
+		if got := getStatus(t, sc.mcpURL(), "mcp-session-5f0c4bde-1f3e-4a57-9d0b-0c1d2e3f4a5b"); got != http.StatusNotFound {
+			t.Errorf("GET of an unknown session: %d, want 404", got)
+		}
+		if got, _ := rpcStatus(t, sc.mcpURL(), session, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}); got != http.StatusNotFound {
+			t.Errorf("POST of a deleted session: %d, want 404", got)
+		}
+		before := sc.metric("jupyter_mcp_sidecar_mcp_sessions")
+		for range 200 {
+			if got := getStatus(t, sc.mcpURL(), ""); got != http.StatusBadRequest {
+				t.Fatalf("GET without a session id: %d, want 400", got)
+			}
+		}
+		if after := sc.metric("jupyter_mcp_sidecar_mcp_sessions"); after != before {
+			t.Fatalf("200 GETs without a session id: sessions %v → %v", before, after)
+		}
+	})
+
+	t.Run("resumed streams lose nothing", func(t *testing.T) {
+		r := dialRaw(t, sc.mcpURL())
+		r.subscribe(nbURI)
+		_ = r.stream.Close() // this test reads the session's stream itself
+		r.stream = nil
+		got := resumingStream(t, sc.mcpURL(), r.session)
+
+		var edits []int
+		for i := preloaded; i < len(steps) && len(edits) < 12; i++ {
+			if !steps[i].changes.Empty() {
+				edits = append(edits, i)
+			}
+		}
+		resumedBefore := sc.metric("jupyter_mcp_sidecar_mcp_streams_resumed_total")
+		last := preloaded
+		for _, i := range edits {
+			for _, s := range steps[last : i+1] {
+				w.write(s.update)
+			}
+			last = i + 1
+			time.Sleep(time.Second)
+		}
+		time.Sleep(delivery)
+		n := got.stop()
+		if n != int64(len(edits)) {
+			t.Fatalf("%d notifications for %d edits, with the stream dropped and resumed %d times", n, len(edits), got.drops.Load())
+		}
+		if resumed := sc.metric("jupyter_mcp_sidecar_mcp_streams_resumed_total") - resumedBefore; resumed < 1 {
+			t.Fatalf("the stream resumed %v times", resumed)
+		}
+		t.Logf("%d edits, %d notifications, %d drops", len(edits), n, got.drops.Load())
+	})
+
+	t.Run("only the server's resources can be subscribed", func(t *testing.T) {
+		r := dialRaw(t, sc.mcpURL())
+		for _, tt := range []struct {
+			uri  string
+			code float64
+		}{
+			{"file:///etc/passwd", -32002},
+			{"notebook://" + nbName + "/" + strings.Repeat("x", 3000), -32602},
+		} {
+			_, e := rpcStatus(t, sc.mcpURL(), r.session, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": map[string]any{"uri": tt.uri}})
+			if e == nil || e["code"] != tt.code {
+				t.Errorf("subscribe %.40q: error %v, want code %v", tt.uri, e, tt.code)
+			}
+		}
+		if refused := sc.metric("jupyter_mcp_sidecar_mcp_limit_refusals_total"); refused < 2 {
+			t.Errorf("limit_refusals_total = %v, want ≥ 2", refused)
+		}
+	})
+}
+
+// TestGateOnEverySurface withholds the notebook template on the real binary: it is not
+// listed, its template is not offered, and it cannot be subscribed to.
+func TestGateOnEverySurface(t *testing.T) {
+	steps := session(t)
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("notebooks: {%s: %s}\ngate: {name: withhold, options: {templates: [\"notebook://{name}\"]}}\n", nbName, nbPath)})
+	r := dialRaw(t, sc.mcpURL())
+	list, _ := r.call("resources/list", map[string]any{})
+	if b, _ := json.Marshal(list); strings.Contains(string(b), nbURI) {
+		t.Errorf("resources/list lists the withheld %s: %s", nbURI, b)
+	}
+	tmpl, _ := r.call("resources/templates/list", map[string]any{})
+	if b, _ := json.Marshal(tmpl); strings.Contains(string(b), `"notebook://{name}"`) {
+		t.Errorf("resources/templates/list offers the withheld template: %s", b)
+	}
+	_, e := rpcStatus(t, sc.mcpURL(), r.session, map[string]any{"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": map[string]any{"uri": nbURI}})
+	if e == nil || e["code"] != float64(-32010) {
+		t.Errorf("subscribe to the withheld %s: %v, want code -32010", nbURI, e)
+	}
+	// The cell template is still served, and subscribable.
+	_, e = rpcStatus(t, sc.mcpURL(), r.session, map[string]any{"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe", "params": map[string]any{"uri": cellURI(nbName, "x")}})
+	if e != nil {
+		t.Errorf("subscribe to a cell: %v", e)
+	}
+}
+
+// resuming is a session's GET stream that a goroutine drops at random and resumes with
+// Last-Event-ID, counting the notifications it receives.
+type resuming struct {
+	received, drops atomic.Int64
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
+}
+
+func resumingStream(t *testing.T, url, session string) *resuming {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &resuming{cancel: cancel}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		lastID := ""
+		for ctx.Err() == nil {
+			connCtx, drop := context.WithTimeout(ctx, time.Duration(500+rand.IntN(1500))*time.Millisecond)
+			req, _ := http.NewRequestWithContext(connCtx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", session)
+			if lastID != "" {
+				req.Header.Set("Last-Event-ID", lastID)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("GET stream (Last-Event-ID %q): %s", lastID, resp.Status)
+					drop()
+					return
+				}
+				sc := bufio.NewScanner(resp.Body)
+				id := ""
+				for sc.Scan() {
+					line := sc.Text()
+					if v, ok := strings.CutPrefix(line, "id:"); ok {
+						id = strings.TrimSpace(v)
+					}
+					if v, ok := strings.CutPrefix(line, "data:"); ok {
+						if strings.Contains(v, `"notifications/resources/updated"`) {
+							r.received.Add(1)
+						}
+						if id != "" {
+							lastID = id
+						}
+						id = ""
+					}
+				}
+				resp.Body.Close()
+			}
+			drop()
+			if ctx.Err() == nil {
+				r.drops.Add(1)
+				time.Sleep(time.Duration(20+rand.IntN(280)) * time.Millisecond)
+			}
+		}
+	}()
+	return r
+}
+
+// stop ends the stream and returns the notifications it received.
+func (r *resuming) stop() int64 {
+	r.cancel()
+	r.wg.Wait()
+	return r.received.Load()
+}
