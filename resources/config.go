@@ -10,6 +10,9 @@ import (
 const (
 	TransportHTTP  = "http"
 	TransportStdio = "stdio"
+	// TransportMounted is Streamable HTTP without a listener of its own: the
+	// caller serves Handler() (hub mode mounts one server per user).
+	TransportMounted = "mounted"
 )
 
 // Defaults of Config: the daemon's configuration defaults are these.
@@ -112,7 +115,7 @@ func orDefault[T comparable](field *T, def T) {
 func (c Config) Validate() error {
 	var errs []error
 	switch c.Transport {
-	case TransportHTTP, TransportStdio:
+	case TransportHTTP, TransportStdio, TransportMounted:
 	default:
 		errs = append(errs, fmt.Errorf("transport %q: want %q or %q", c.Transport, TransportHTTP, TransportStdio))
 	}

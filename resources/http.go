@@ -92,6 +92,13 @@ func (t *httpTransport) sessionEnded(sessionID string) { t.orphans.cancel(sessio
 // serve serves the endpoint and the extra handlers until ctx is done.
 func (t *httpTransport) serve(ctx context.Context) error {
 	cfg := t.s.cfg
+	if cfg.Transport == TransportMounted {
+		<-ctx.Done()
+		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout)
+		defer cancel()
+		t.closeSessions(drain)
+		return nil
+	}
 	mux := http.NewServeMux()
 	mux.Handle(cfg.Path, t.endpoint)
 	for pattern, h := range t.extra {
@@ -115,14 +122,19 @@ func (t *httpTransport) serve(ctx context.Context) error {
 	}
 	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout)
 	defer cancel()
-	t.streams.closeAll()
-	t.orphans.stopAll()
-	t.sdk.CloseSessions(drain)
+	t.closeSessions(drain)
 	if err := srv.Shutdown(drain); err != nil {
 		t.s.log.Warn("drain deadline passed; closing connections", "err", err)
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// closeSessions ends the long-lived streams and every session.
+func (t *httpTransport) closeSessions(ctx context.Context) {
+	t.streams.closeAll()
+	t.orphans.stopAll()
+	t.sdk.CloseSessions(ctx)
 }
 
 // recoverPanics turns a panic anywhere below into a JSON-RPC internal error.

@@ -253,6 +253,12 @@ func (s *Server) notebookResource(b names.Binding) mcp.Resource {
 	return mcp.NewResource(nbview.NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(nbview.MIMENotebook))
 }
 
+// Active reports whether a client holds a session or a listen stream.
+func (s *Server) Active() bool {
+	perEra, _, _ := s.subs.Stats()
+	return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] > 0
+}
+
 // Handler returns the MCP endpoint with origin check, authentication, body
 // limit and panic recovery (nil for the stdio transport).
 func (s *Server) Handler() http.Handler { return s.transport.handler() }
