@@ -1,12 +1,19 @@
 package jhubtest_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -179,6 +186,88 @@ func TestProxyForwardsService(t *testing.T) {
 		s := <-got
 		if want := "/services/" + jhubtest.ServiceName + "/" + tt.path; s.uri != want || s.authz != tt.authz {
 			t.Errorf("service saw %q with Authorization %q, want %q with %q", s.uri, s.authz, want, tt.authz)
+		}
+	}
+}
+
+// TestPrincipalInMCPHandlers checks the seam hub mode builds on: an mcp-go Streamable
+// HTTP server behind auth.RequireBearer, reached through the Hub's proxy at
+// /services/mcp/mcp with each user's token, sees the user in its tool handlers'
+// context (auth.PrincipalFrom) in both protocol eras.
+func TestPrincipalInMCPHandlers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Serving before the Hub starts: the Hub waits for its probe of the service URL.
+	var handler atomic.Pointer[http.Handler]
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := handler.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	hub := jhubtest.Start(t, "http://"+ln.Addr().String())
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": hub.APIURL, "service_name": jhubtest.ServiceName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := server.NewMCPServer("jhubtest", "1", server.WithToolCapabilities(false))
+	m.AddTool(mcp.NewTool("whoami"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		p, ok := auth.PrincipalFrom(ctx)
+		if !ok {
+			return mcp.NewToolResultError("no principal in the handler's context"), nil
+		}
+		return mcp.NewToolResultText(p.User), nil
+	})
+	endpoint := "/services/" + jhubtest.ServiceName + "/mcp"
+	var h http.Handler = auth.RequireBearer(v, server.NewStreamableHTTPServer(m, server.WithEndpointPath(endpoint)))
+	handler.Store(&h)
+
+	tokens := map[string]jhubtest.Token{}
+	for _, u := range append([]string{jhubtest.NoAccessUser}, jhubtest.Users...) {
+		tokens[u] = hub.Token(u)
+	}
+	for _, era := range []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20260728} {
+		for user, tok := range tokens {
+			t.Run(era+"/"+user, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				tr, err := transport.NewStreamableHTTP(hub.ProxyURL+endpoint,
+					transport.WithHTTPHeaders(map[string]string{"Authorization": "token " + tok.Value}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := client.NewClient(tr, client.WithProtocolVersion(era))
+				defer c.Close()
+				if err := c.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				init := mcp.InitializeRequest{}
+				init.Params.ClientInfo = mcp.Implementation{Name: "jhubtest", Version: "1"}
+				_, err = c.Initialize(ctx, init)
+				if user == jhubtest.NoAccessUser {
+					if !errors.Is(err, transport.ErrAuthorizationRequired) {
+						t.Fatalf("initialize without the access scope: %v, want the client's answer to a 401", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "whoami"
+				res, err := c.CallTool(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if text := res.Content[0].(mcp.TextContent).Text; res.IsError || text != user {
+					t.Fatalf("whoami = %q (error %v), want %q", text, res.IsError, user)
+				}
+			})
 		}
 	}
 }
