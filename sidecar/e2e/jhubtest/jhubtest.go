@@ -103,11 +103,32 @@ func FreeAddr(t testing.TB) string {
 }
 
 // Start runs a Hub whose proxy sends /services/mcp/… to serviceURL (e.g.
-// http://127.0.0.1:41234, where the test serves or will serve), waits until the
-// Hub and the service's route are up, and stops it when the test ends.
+// http://127.0.0.1:41234), waits until the Hub and the service's route are up, and stops
+// it when the test ends. At start the Hub probes serviceURL: serve there before Start,
+// or have nothing listen there yet; a listener that accepts without answering delays the
+// start by the probe's timeout. A Hub that exits while starting (another process took
+// one of its free ports) is started again on new ports, up to three times.
 func Start(t testing.TB, serviceURL string) *Hub {
 	t.Helper()
 	require(t)
+	var err error
+	for range 3 {
+		var h *Hub
+		if h, err = start(t, serviceURL); err == nil {
+			return h
+		}
+		if !errors.Is(err, errExited) {
+			break
+		}
+	}
+	t.Fatalf("jupyterhub did not start: %v", err)
+	return nil
+}
+
+// errExited is the Hub process ending before it was ready.
+var errExited = errors.New("jupyterhub exited")
+
+func start(t testing.TB, serviceURL string) (*Hub, error) {
 	h := &Hub{
 		Dir: t.TempDir(), ServiceURL: strings.TrimRight(serviceURL, "/"), ServiceToken: randomHex(t),
 		t: t, done: make(chan struct{}), proxyKey: randomHex(t),
@@ -118,11 +139,11 @@ func Start(t testing.TB, serviceURL string) *Hub {
 	h.APIURL = "http://" + hubAddr + "/hub/api"
 	cfg := filepath.Join(h.Dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfg, []byte(h.config(hubAddr)), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	logf, err := os.Create(filepath.Join(h.Dir, "hub.log"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer logf.Close()
 	h.cmd = exec.Command("jupyterhub", "-f", cfg)
@@ -131,19 +152,20 @@ func Start(t testing.TB, serviceURL string) *Hub {
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the proxy is its child: stop both
 	if err := h.cmd.Start(); err != nil {
-		t.Fatalf("start jupyterhub: %v", err)
+		return nil, fmt.Errorf("start jupyterhub: %w", err)
 	}
 	go func() { _ = h.cmd.Wait(); close(h.done) }()
+	if err := h.waitReady(); err != nil {
+		h.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, h.Log())
+	}
 	t.Cleanup(func() {
 		h.Stop()
 		if t.Failed() {
 			t.Logf("jupyterhub log:\n%s", h.Log())
 		}
 	})
-	if err := h.waitReady(); err != nil {
-		t.Fatalf("jupyterhub did not start: %v\n%s", err, h.Log())
-	}
-	return h
+	return h, nil
 }
 
 // config is the Hub's jupyterhub_config.py.
@@ -179,7 +201,7 @@ func (h *Hub) waitReady() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-h.done:
-			return errors.New("jupyterhub exited")
+			return errExited
 		case <-time.After(100 * time.Millisecond):
 		}
 		if last = h.ping(); last == nil {
