@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
@@ -43,7 +44,7 @@ type httpTransport struct {
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
 // recover → origin → bearer auth → body limit → stream/POST tracking →
 // resources/read patching → mcp-go.
-func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler) (*httpTransport, error) {
+func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prometheus.Registerer) (*httpTransport, error) {
 	t := &httpTransport{
 		s: s, listener: ln, extra: extra,
 		sessions: &sessionIDs{},
@@ -62,7 +63,7 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler) (*httpTr
 	h := t.track(t.sdk)
 	h = t.limitBody(h)
 	if !s.cfg.InsecureNoAuth {
-		v, err := auth.New(s.cfg.Verifier.Name, auth.Settings{Token: s.cfg.Token, Options: s.cfg.Verifier.Options})
+		v, err := auth.New(s.cfg.Verifier.Name, auth.Settings{Token: s.cfg.Token, Options: s.cfg.Verifier.Options, Logger: s.log, Registerer: reg})
 		if err != nil {
 			return nil, err
 		}

@@ -149,7 +149,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	s.mcp = s.newMCP(tools)
 	if cfg.Transport == TransportStdio {
 		s.transport = newStdio(s, o.stdin, o.stdout)
-	} else if s.transport, err = newHTTP(s, o.listener, o.extra); err != nil {
+	} else if s.transport, err = newHTTP(s, o.listener, o.extra, o.registerer); err != nil {
 		return nil, err
 	}
 	if err := promreg.Register(o.registerer, append(s.subs.Collectors(), s.metrics.collectors()...)...); err != nil {

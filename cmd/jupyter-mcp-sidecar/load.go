@@ -133,7 +133,8 @@ func (e *configError) Error() string {
 
 func (e *configError) Unwrap() error { return e.err }
 
-// load builds the configuration: defaults < file < environment < flags, then validates
+// load builds the configuration: defaults < file < environment < flags (with hub mode
+// on, JupyterHub's service environment fills the hub keys left empty), then validates
 // it, checks registered names and reads the secret files. It returns the file used ("" for
 // none); errors are *configError.
 func load(src source, known config.Names) (config.Config, string, error) {
@@ -185,6 +186,8 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	// Hub mode: what JupyterHub gives a service fills the hub keys left empty.
+	cfg.Hub = cfg.Hub.WithServiceEnv(os.Getenv)
 	if err := errors.Join(cfg.Validate(), cfg.CheckNames(known)); err != nil {
 		return cfg, err
 	}

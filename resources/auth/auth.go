@@ -1,7 +1,8 @@
-// Package auth admits HTTP requests to the MCP endpoint: bearer tokens checked
-// by a Verifier (registered by name; default "static", a constant-time compare
-// against the configured token) and the Origin header checked against an
-// allow-list.
+// Package auth admits HTTP requests to the MCP endpoint: tokens checked by a
+// Verifier (registered by name; default "static", a constant-time compare
+// against the configured token; "jupyterhub", the token resolved to a user by
+// the Hub's REST API), the caller's Principal put into the request context, and
+// the Origin header checked against an allow-list.
 package auth
 
 import (
@@ -9,10 +10,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
@@ -20,18 +24,31 @@ import (
 // ErrUnauthorized is returned by verifiers for a missing or rejected token.
 var ErrUnauthorized = errors.New("unauthorized")
 
-// Verifier checks a bearer token.
-type Verifier interface {
-	// Verify returns nil for an accepted token and an error wrapping
-	// ErrUnauthorized otherwise.
-	Verify(ctx context.Context, token string) error
+// ErrUnavailable is returned by verifiers that cannot decide (the service that
+// resolves tokens is unreachable or answers unexpectedly); such a request is
+// answered 503, never admitted.
+var ErrUnavailable = errors.New("token verifier unavailable")
+
+// Principal is who an accepted token belongs to.
+type Principal struct {
+	User string // the user's name; "" for the single-user "static" verifier
 }
 
-// Settings are what a verifier factory gets: its options and the token the
-// configuration resolved (from the config, a file or the environment).
+// Verifier checks a token and says whose it is.
+type Verifier interface {
+	// Verify returns the token's Principal, or an error wrapping
+	// ErrUnauthorized (rejected) or ErrUnavailable (cannot decide now).
+	Verify(ctx context.Context, token string) (Principal, error)
+}
+
+// Settings are what a verifier factory gets: its options, the token the
+// configuration resolved (from the config, a file or the environment), and
+// where to log and register metrics.
 type Settings struct {
-	Token   string
-	Options map[string]any
+	Token      string
+	Options    map[string]any
+	Logger     *slog.Logger          // nil: slog.Default()
+	Registerer prometheus.Registerer // nil: register no collectors
 }
 
 // Factory builds a verifier.
@@ -57,6 +74,9 @@ func New(name string, s Settings) (Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
 	v, err := f(s)
 	if err != nil {
 		return nil, fmt.Errorf("build token verifier %q: %w", name, err)
@@ -71,23 +91,41 @@ func init() {
 		}
 		return static{token: []byte(s.Token)}, nil
 	})
+	Register("jupyterhub", newJupyterHub)
 }
 
 // static accepts exactly one token.
 type static struct{ token []byte }
 
-func (s static) Verify(_ context.Context, token string) error {
+func (s static) Verify(_ context.Context, token string) (Principal, error) {
 	if subtle.ConstantTimeCompare([]byte(token), s.token) != 1 {
-		return fmt.Errorf("%w: token rejected", ErrUnauthorized)
+		return Principal{}, fmt.Errorf("%w: token rejected", ErrUnauthorized)
 	}
-	return nil
+	return Principal{}, nil
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the Principal RequireBearer admitted the request as;
+// false when the request did not pass through RequireBearer.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
 }
 
 // Realm is the realm named in WWW-Authenticate challenges.
 const Realm = "jupyter-mcp-sidecar"
 
-// RequireBearer wraps next so that only requests carrying a bearer token the
-// verifier accepts reach it; others get 401 with a WWW-Authenticate challenge.
+// RequireBearer wraps next so that only requests carrying a token the verifier
+// accepts reach it, with the token's Principal in their context (PrincipalFrom).
+// The token comes as "Authorization: Bearer …" or, as JupyterHub accepts it,
+// "Authorization: token …". A missing or rejected token gets 401 with a
+// WWW-Authenticate challenge; a verifier that cannot decide, 503.
 func RequireBearer(v Verifier, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r.Header.Get("Authorization"))
@@ -96,18 +134,24 @@ func RequireBearer(v Verifier, next http.Handler) http.Handler {
 			http.Error(w, "missing bearer token", http.StatusUnauthorized)
 			return
 		}
-		if err := v.Verify(r.Context(), token); err != nil {
+		p, err := v.Verify(r.Context(), token)
+		switch {
+		case err == nil:
+			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		case errors.Is(err, ErrUnauthorized):
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm))
 			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
-			return
+		default:
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "token verification unavailable", http.StatusServiceUnavailable)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
+// bearer extracts the token of a "Bearer" or "token" Authorization header.
 func bearer(h string) (string, bool) {
 	scheme, token, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !ok || !(strings.EqualFold(scheme, "Bearer") || strings.EqualFold(scheme, "token")) {
 		return "", false
 	}
 	token = strings.TrimSpace(token)

@@ -1,18 +1,39 @@
 package auth
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 )
 
+// verifierFunc adapts a function to Verifier.
+type verifierFunc func(ctx context.Context, token string) (Principal, error)
+
+func (f verifierFunc) Verify(ctx context.Context, token string) (Principal, error) {
+	return f(ctx, token)
+}
+
+// teapot answers 418 and the admitted principal's user in X-User.
+var teapot = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p, ok := PrincipalFrom(r.Context())
+	if !ok {
+		http.Error(w, "no principal", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("X-User", p.User)
+	w.WriteHeader(http.StatusTeapot)
+})
+
 func TestRequireBearer(t *testing.T) {
 	v, err := New("", Settings{Token: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := RequireBearer(v, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h := RequireBearer(v, teapot)
 	tests := []struct {
 		header    string
 		status    int
@@ -20,6 +41,9 @@ func TestRequireBearer(t *testing.T) {
 	}{
 		{"Bearer s3cret", http.StatusTeapot, ""},
 		{"bearer s3cret", http.StatusTeapot, ""},
+		{"token s3cret", http.StatusTeapot, ""},
+		{"Token s3cret", http.StatusTeapot, ""},
+		{"token wrong", http.StatusUnauthorized, `error="invalid_token"`},
 		{"", http.StatusUnauthorized, `Bearer realm="jupyter-mcp-sidecar"`},
 		{"Basic czNjcmV0", http.StatusUnauthorized, `Bearer realm="jupyter-mcp-sidecar"`},
 		{"Bearer wrong", http.StatusUnauthorized, `error="invalid_token"`},
@@ -39,6 +63,50 @@ func TestRequireBearer(t *testing.T) {
 		if got := rec.Header().Get("WWW-Authenticate"); !strings.Contains(got, tt.challenge) || (tt.challenge == "") != (got == "") {
 			t.Errorf("%q: WWW-Authenticate %q, want %q", tt.header, got, tt.challenge)
 		}
+		if rec.Code == http.StatusTeapot && rec.Header().Get("X-User") != "" {
+			t.Errorf("%q: static verifier admitted user %q, want none", tt.header, rec.Header().Get("X-User"))
+		}
+	}
+}
+
+func TestRequireBearerVerdicts(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		user   string
+	}{
+		{"admitted", nil, http.StatusTeapot, "alice"},
+		{"rejected", fmt.Errorf("%w: no scope", ErrUnauthorized), http.StatusUnauthorized, ""},
+		{"unavailable", fmt.Errorf("%w: hub down", ErrUnavailable), http.StatusServiceUnavailable, ""},
+		{"other error", errors.New("boom"), http.StatusServiceUnavailable, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := verifierFunc(func(context.Context, string) (Principal, error) {
+				if tt.err != nil {
+					return Principal{}, tt.err
+				}
+				return Principal{User: "alice"}, nil
+			})
+			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			req.Header.Set("Authorization", "token t")
+			rec := httptest.NewRecorder()
+			RequireBearer(v, teapot).ServeHTTP(rec, req)
+			if rec.Code != tt.status || rec.Header().Get("X-User") != tt.user {
+				t.Fatalf("status %d user %q, want %d %q", rec.Code, rec.Header().Get("X-User"), tt.status, tt.user)
+			}
+		})
+	}
+}
+
+func TestPrincipalFrom(t *testing.T) {
+	if _, ok := PrincipalFrom(context.Background()); ok {
+		t.Fatal("principal in a bare context")
+	}
+	p, ok := PrincipalFrom(WithPrincipal(context.Background(), Principal{User: "bob"}))
+	if !ok || p.User != "bob" {
+		t.Fatalf("PrincipalFrom = %+v, %v", p, ok)
 	}
 }
 

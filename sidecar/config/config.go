@@ -26,6 +26,7 @@ type Config struct {
 	Extensions    map[string]map[string]any `mapstructure:"extensions" yaml:"extensions"`
 	Hooks         map[string]map[string]any `mapstructure:"hooks" yaml:"hooks"`
 	Ship          Ship                      `mapstructure:"ship" yaml:"ship"`
+	Hub           Hub                       `mapstructure:"hub" yaml:"hub"`
 }
 
 // Log configures log/slog output.
@@ -153,6 +154,7 @@ func Default() Config {
 		Extensions:    map[string]map[string]any{},
 		Hooks:         resources.DefaultHooks(),
 		Ship:          Ship{Postgres: ShipPostgres{Schema: "jupyter_ystore", Table: "yupdates"}},
+		Hub:           DefaultHub(),
 	}
 }
 

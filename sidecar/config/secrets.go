@@ -24,6 +24,7 @@ func (c *Config) secrets() []secret {
 		{"fileid.api.token", "fileid.api.token_file", &c.FileID.API.Token, &c.FileID.API.TokenFile},
 		{"server.token", "server.token_file", &c.Server.Token, &c.Server.TokenFile},
 		{"ship.postgres.dsn", "ship.postgres.dsn_file", &c.Ship.Postgres.DSN, &c.Ship.Postgres.DSNFile},
+		{"hub.api_token", "hub.api_token_file", &c.Hub.APIToken, &c.Hub.APITokenFile},
 	}
 }
 

@@ -118,6 +118,7 @@ func (c Config) Validate() error {
 	v.exclusive("fileid.api.token", api.Token, "fileid.api.token_file", api.TokenFile)
 
 	c.Server.validate(v)
+	c.Hub.validate(v, c.Server.Transport)
 
 	for _, name := range slices.Sorted(maps.Keys(c.Notebooks)) {
 		if err := names.ValidateName(name); err != nil {

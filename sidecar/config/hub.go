@@ -1,0 +1,200 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+)
+
+// Hub configures hub mode: one sidecar, run as a JupyterHub service, serving every
+// user of the Hub their own notebooks. Off by default (single-server mode).
+type Hub struct {
+	Enabled       bool          `mapstructure:"enabled" yaml:"enabled"`
+	APIURL        string        `mapstructure:"api_url" yaml:"api_url"`               // "" = $JUPYTERHUB_API_URL
+	APIToken      string        `mapstructure:"api_token" yaml:"api_token"`           // "" = $JUPYTERHUB_API_TOKEN
+	APITokenFile  string        `mapstructure:"api_token_file" yaml:"api_token_file"` // or a file holding it
+	ServiceName   string        `mapstructure:"service_name" yaml:"service_name"`     // "" = $JUPYTERHUB_SERVICE_NAME, else mcp
+	ServicePrefix string        `mapstructure:"service_prefix" yaml:"service_prefix"` // "" = $JUPYTERHUB_SERVICE_PREFIX, else /services/{name}/
+	Stores        HubStores     `mapstructure:"stores" yaml:"stores"`
+	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
+	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
+}
+
+// HubStores are the templates of each user's files; {username} is the Hub user's name.
+type HubStores struct {
+	SQLitePath string `mapstructure:"sqlite_path" yaml:"sqlite_path"` // the user's pycrdt-store file
+	FileIDDB   string `mapstructure:"fileid_db" yaml:"fileid_db"`     // the user's jupyter_server_fileid database
+	RootDir    string `mapstructure:"root_dir" yaml:"root_dir"`       // the user's Jupyter root directory
+}
+
+// Placeholder is what the store templates put a user's name in place of.
+const Placeholder = "{username}"
+
+// The JupyterHub service environment: what the Hub gives a managed service.
+const (
+	EnvHubAPIURL        = "JUPYTERHUB_API_URL"
+	EnvHubAPIToken      = "JUPYTERHUB_API_TOKEN"
+	EnvHubServiceName   = "JUPYTERHUB_SERVICE_NAME"
+	EnvHubServicePrefix = "JUPYTERHUB_SERVICE_PREFIX"
+)
+
+// DefaultServiceName is the service's name when neither hub.service_name nor
+// $JUPYTERHUB_SERVICE_NAME says otherwise.
+const DefaultServiceName = "mcp"
+
+// ErrBadUsername is wrapped by the errors of StorePath, FileIDDBPath and RootDirPath for
+// a user name that cannot be put into a path safely.
+var ErrBadUsername = errors.New("user name not usable in a store path")
+
+// DefaultHub returns hub mode's defaults: off, a user's files under /home/{username}.
+func DefaultHub() Hub {
+	return Hub{
+		Stores: HubStores{
+			SQLitePath: "/home/{username}/.jupyter_ystore.db",
+			FileIDDB:   "/home/{username}/.local/share/jupyter/file_id_manager.db",
+			RootDir:    "/home/{username}",
+		},
+		TokenCacheTTL: auth.DefaultTokenCacheTTL,
+		IdleTimeout:   10 * time.Minute,
+	}
+}
+
+// WithServiceEnv fills, when hub mode is on, what the configuration leaves empty from
+// the environment JupyterHub gives a service (getenv is os.Getenv): the API URL and
+// token, the service's name (else DefaultServiceName) and its proxy prefix (else
+// /services/{name}/). A configured key wins over the environment.
+func (h Hub) WithServiceEnv(getenv func(string) string) Hub {
+	if !h.Enabled {
+		return h
+	}
+	fill := func(field *string, vals ...string) {
+		for _, v := range vals {
+			if *field == "" {
+				*field = v
+			}
+		}
+	}
+	fill(&h.APIURL, getenv(EnvHubAPIURL))
+	if h.APITokenFile == "" {
+		fill(&h.APIToken, getenv(EnvHubAPIToken))
+	}
+	fill(&h.ServiceName, getenv(EnvHubServiceName), DefaultServiceName)
+	fill(&h.ServicePrefix, getenv(EnvHubServicePrefix), "/services/"+h.ServiceName+"/")
+	return h
+}
+
+// PrefixedPath is path (server.path, /healthz, …) under the service's proxy prefix:
+// /mcp becomes /services/mcp/mcp. Call it after WithServiceEnv.
+func (h Hub) PrefixedPath(path string) string {
+	return strings.TrimRight(h.ServicePrefix, "/") + path
+}
+
+// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
+// for this configuration. Call it after WithServiceEnv.
+func (h Hub) VerifierOptions() map[string]any {
+	return map[string]any{"api_url": h.APIURL, "service_name": h.ServiceName, "token_cache_ttl": h.TokenCacheTTL}
+}
+
+// StorePath is the user's SQLite store: hub.stores.sqlite_path for user.
+func (h Hub) StorePath(user string) (string, error) { return render(h.Stores.SQLitePath, user) }
+
+// FileIDDBPath is the user's jupyter_server_fileid database: hub.stores.fileid_db for user.
+func (h Hub) FileIDDBPath(user string) (string, error) { return render(h.Stores.FileIDDB, user) }
+
+// RootDirPath is the user's Jupyter root directory: hub.stores.root_dir for user.
+func (h Hub) RootDirPath(user string) (string, error) { return render(h.Stores.RootDir, user) }
+
+// serviceNameRe matches the service names a proxy prefix can carry.
+var serviceNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// validate checks hub mode's keys when it is on.
+func (h Hub) validate(v *validator, transport string) {
+	if !h.Enabled {
+		return
+	}
+	if transport != "http" {
+		v.fail("hub.enabled", "hub mode serves HTTP: needs server.transport http, got %q", transport)
+	}
+	if h.APIURL != "" {
+		if u, err := url.Parse(h.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.fail("hub.api_url", "must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got %q", h.APIURL)
+		}
+	} else {
+		v.fail("hub.api_url", "must be set with hub.enabled (or run as a JupyterHub service: $%s)", EnvHubAPIURL)
+	}
+	v.exclusive("hub.api_token", h.APIToken, "hub.api_token_file", h.APITokenFile)
+	if h.ServiceName != "" && !serviceNameRe.MatchString(h.ServiceName) {
+		v.fail("hub.service_name", "must be a JupyterHub service name (letters, digits, . _ -), got %q", h.ServiceName)
+	}
+	if h.ServicePrefix != "" && (!strings.HasPrefix(h.ServicePrefix, "/") || !strings.HasSuffix(h.ServicePrefix, "/")) {
+		v.fail("hub.service_prefix", "must start and end with /, e.g. /services/mcp/, got %q", h.ServicePrefix)
+	}
+	for _, t := range []struct{ key, tmpl string }{
+		{"hub.stores.sqlite_path", h.Stores.SQLitePath},
+		{"hub.stores.fileid_db", h.Stores.FileIDDB},
+		{"hub.stores.root_dir", h.Stores.RootDir},
+	} {
+		if _, err := templateBase(t.tmpl); err != nil {
+			v.fail(t.key, "%v", err)
+		}
+	}
+	v.positive("hub.token_cache_ttl", h.TokenCacheTTL)
+	v.positive("hub.idle_timeout", h.IdleTimeout)
+}
+
+// templateBase checks a store template and returns its directory: the fixed part
+// before the first path component holding {username}, inside which every rendering
+// stays. A template is an absolute, clean path with {username} in at least one
+// component and no other {…}.
+func templateBase(tmpl string) (string, error) {
+	if !filepath.IsAbs(tmpl) || filepath.Clean(tmpl) != tmpl {
+		return "", fmt.Errorf("must be an absolute, clean path (no .., no // or trailing /), got %q", tmpl)
+	}
+	if strings.Count(tmpl, "{") != strings.Count(tmpl, Placeholder) || strings.Count(tmpl, "}") != strings.Count(tmpl, Placeholder) {
+		return "", fmt.Errorf("%s is the only placeholder, got %q", Placeholder, tmpl)
+	}
+	i := strings.Index(tmpl, Placeholder)
+	if i < 0 {
+		return "", fmt.Errorf("must contain %s (one store per user), got %q", Placeholder, tmpl)
+	}
+	return tmpl[:strings.LastIndexByte(tmpl[:i], '/')+1], nil
+}
+
+// checkUsername refuses names that could leave a template's directory or that no file
+// system takes as part of a name: empty, . and .., /, \, NUL and other control
+// characters, invalid UTF-8, more than 255 bytes.
+func checkUsername(user string) error {
+	switch {
+	case user == "" || user == "." || user == "..":
+	case len(user) > 255 || !utf8.ValidString(user):
+	case strings.ContainsAny(user, `/\`) || strings.ContainsFunc(user, unicode.IsControl):
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrBadUsername, user)
+}
+
+// render puts user into tmpl and checks that the result stays inside the template's
+// directory.
+func render(tmpl, user string) (string, error) {
+	base, err := templateBase(tmpl)
+	if err != nil {
+		return "", err
+	}
+	if err := checkUsername(user); err != nil {
+		return "", err
+	}
+	p := strings.ReplaceAll(tmpl, Placeholder, user)
+	if filepath.Clean(p) != p || !strings.HasPrefix(p, base) {
+		return "", fmt.Errorf("%w: %q leaves %s", ErrBadUsername, user, base)
+	}
+	return p, nil
+}

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+)
+
+// hubOn is the default configuration with hub mode on and its API URL set.
+func hubOn() Config {
+	c := Default()
+	c.Hub.Enabled = true
+	c.Hub.APIURL = "http://127.0.0.1:8081/hub/api"
+	return c
+}
+
+func TestHubValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // "" = valid; else a substring starting with the key
+	}{
+		{"off ignores everything", func(c *Config) { c.Hub = Hub{Stores: HubStores{SQLitePath: "relative"}} }, ""},
+		{"on", func(c *Config) { *c = hubOn() }, ""},
+		{"tljh layout", func(c *Config) {
+			*c = hubOn()
+			c.Hub.Stores = HubStores{SQLitePath: "/home/jupyter-{username}/.jupyter_ystore.db",
+				FileIDDB: "/home/jupyter-{username}/.local/share/jupyter/file_id_manager.db", RootDir: "/home/jupyter-{username}"}
+		}, ""},
+		{"no api url", func(c *Config) { c.Hub.Enabled = true }, "hub.api_url: must be set"},
+		{"api url", func(c *Config) { *c = hubOn(); c.Hub.APIURL = "127.0.0.1:8081" }, "hub.api_url: must be the Hub's http(s) API URL"},
+		{"stdio", func(c *Config) { *c = hubOn(); c.Server.Transport = "stdio" }, "hub.enabled: hub mode serves HTTP"},
+		{"token twice", func(c *Config) { *c = hubOn(); c.Hub.APIToken, c.Hub.APITokenFile = "a", "b" }, "hub.api_token: set either"},
+		{"service name", func(c *Config) { *c = hubOn(); c.Hub.ServiceName = "m/cp" }, "hub.service_name: must be a JupyterHub service name"},
+		{"prefix", func(c *Config) { *c = hubOn(); c.Hub.ServicePrefix = "/services/mcp" }, "hub.service_prefix: must start and end with /"},
+		{"sqlite template", func(c *Config) { *c = hubOn(); c.Hub.Stores.SQLitePath = "/home/alice/.jupyter_ystore.db" }, "hub.stores.sqlite_path: must contain {username}"},
+		{"fileid template", func(c *Config) { *c = hubOn(); c.Hub.Stores.FileIDDB = "home/{username}/f.db" }, "hub.stores.fileid_db: must be an absolute, clean path"},
+		{"root template", func(c *Config) { *c = hubOn(); c.Hub.Stores.RootDir = "/home/{user}" }, "hub.stores.root_dir: {username} is the only placeholder"},
+		{"cache ttl", func(c *Config) { *c = hubOn(); c.Hub.TokenCacheTTL = 0 }, "hub.token_cache_ttl: must be > 0"},
+		{"idle", func(c *Config) { *c = hubOn(); c.Hub.IdleTimeout = -time.Second }, "hub.idle_timeout: must be > 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			c.Hub = c.Hub.WithServiceEnv(func(string) string { return "" })
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			var ke *KeyError
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.As(err, &ke) || !strings.HasPrefix(tt.want, ke.Key+":") {
+				t.Fatalf("Validate() = %v, want %q first", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHubWithServiceEnv(t *testing.T) {
+	env := map[string]string{
+		EnvHubAPIURL: "http://hub:8081/hub/api", EnvHubAPIToken: "svc-token",
+		EnvHubServiceName: "notebooks-mcp", EnvHubServicePrefix: "/services/notebooks-mcp/",
+	}
+	tests := []struct {
+		name        string
+		hub         Hub
+		env         map[string]string
+		want        Hub // only the four filled fields are compared
+		wantPrefixd string
+	}{
+		{"off: untouched", Hub{}, env, Hub{}, "/mcp"},
+		{"from the environment", Hub{Enabled: true}, env,
+			Hub{APIURL: "http://hub:8081/hub/api", APIToken: "svc-token", ServiceName: "notebooks-mcp", ServicePrefix: "/services/notebooks-mcp/"},
+			"/services/notebooks-mcp/mcp"},
+		{"no environment: defaults", Hub{Enabled: true}, nil,
+			Hub{ServiceName: "mcp", ServicePrefix: "/services/mcp/"}, "/services/mcp/mcp"},
+		{"prefix follows a configured name", Hub{Enabled: true, ServiceName: "x"}, map[string]string{EnvHubAPIURL: "http://h/hub/api"},
+			Hub{APIURL: "http://h/hub/api", ServiceName: "x", ServicePrefix: "/services/x/"}, "/services/x/mcp"},
+		{"configured keys win", Hub{Enabled: true, APIURL: "https://hub.example.org/hub/api", APIToken: "mine", ServiceName: "a", ServicePrefix: "/p/"}, env,
+			Hub{APIURL: "https://hub.example.org/hub/api", APIToken: "mine", ServiceName: "a", ServicePrefix: "/p/"}, "/p/mcp"},
+		{"a token file wins over the environment's token", Hub{Enabled: true, APITokenFile: "/run/secrets/t"}, env,
+			Hub{APIURL: "http://hub:8081/hub/api", ServiceName: "notebooks-mcp", ServicePrefix: "/services/notebooks-mcp/"},
+			"/services/notebooks-mcp/mcp"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.hub.WithServiceEnv(func(k string) string { return tt.env[k] })
+			if got.APIURL != tt.want.APIURL || got.APIToken != tt.want.APIToken ||
+				got.ServiceName != tt.want.ServiceName || got.ServicePrefix != tt.want.ServicePrefix {
+				t.Fatalf("WithServiceEnv = %+v, want %+v", got, tt.want)
+			}
+			if p := got.PrefixedPath("/mcp"); p != tt.wantPrefixd {
+				t.Fatalf("PrefixedPath(/mcp) = %q, want %q", p, tt.wantPrefixd)
+			}
+		})
+	}
+}
+
+func TestHubStorePaths(t *testing.T) {
+	tests := []struct {
+		tmpl, user, want string // want "" = refused
+	}{
+		{"/home/{username}/.jupyter_ystore.db", "alice", "/home/alice/.jupyter_ystore.db"},
+		{"/home/jupyter-{username}/.jupyter_ystore.db", "bob", "/home/jupyter-bob/.jupyter_ystore.db"},
+		{"/srv/stores/{username}.db", "carol", "/srv/stores/carol.db"},
+		{"/home/{username}", "alice@example.org", "/home/alice@example.org"},
+		{"/home/{username}", "a..b", "/home/a..b"},
+		{"/home/{username}", ".hidden", "/home/.hidden"},
+		{"/home/{username}", "zoë", "/home/zoë"},
+		{"/home/{username}/x", "", ""},
+		{"/home/{username}/x", ".", ""},
+		{"/home/{username}/x", "..", ""},
+		{"/home/jupyter-{username}/x", "..", ""},
+		{"/home/{username}/x", "../root", ""},
+		{"/home/{username}/x", "a/b", ""},
+		{"/home/{username}/x", `a\b`, ""},
+		{"/home/{username}/x", "a\x00b", ""},
+		{"/home/{username}/x", "a\nb", ""},
+		{"/home/{username}/x", "a\u0085b", ""},
+		{"/home/{username}/x", "\xff", ""},
+		{"/home/{username}/x", strings.Repeat("a", 256), ""},
+	}
+	for _, tt := range tests {
+		got, err := render(tt.tmpl, tt.user)
+		switch {
+		case tt.want == "" && !errors.Is(err, ErrBadUsername):
+			t.Errorf("render(%q, %q) = %q, %v; want ErrBadUsername", tt.tmpl, tt.user, got, err)
+		case tt.want != "" && (err != nil || got != tt.want):
+			t.Errorf("render(%q, %q) = %q, %v; want %q", tt.tmpl, tt.user, got, err, tt.want)
+		}
+	}
+	h := DefaultHub()
+	for _, f := range []struct {
+		name string
+		fn   func(string) (string, error)
+		want string
+	}{
+		{"StorePath", h.StorePath, "/home/alice/.jupyter_ystore.db"},
+		{"FileIDDBPath", h.FileIDDBPath, "/home/alice/.local/share/jupyter/file_id_manager.db"},
+		{"RootDirPath", h.RootDirPath, "/home/alice"},
+	} {
+		if got, err := f.fn("alice"); err != nil || got != f.want {
+			t.Errorf("%s(alice) = %q, %v; want %q", f.name, got, err, f.want)
+		}
+		if _, err := f.fn("../bob"); !errors.Is(err, ErrBadUsername) {
+			t.Errorf("%s(../bob) = %v, want ErrBadUsername", f.name, err)
+		}
+	}
+}
+
+func TestHubTemplates(t *testing.T) {
+	tests := []struct {
+		tmpl, base, err string
+	}{
+		{"/home/{username}/.jupyter_ystore.db", "/home/", ""},
+		{"/home/jupyter-{username}/x", "/home/", ""},
+		{"/{username}", "/", ""},
+		{"/srv/{username}/db/{username}.db", "/srv/", ""},
+		{"home/{username}", "", "absolute, clean"},
+		{"/home/../{username}", "", "absolute, clean"},
+		{"/home//{username}", "", "absolute, clean"},
+		{"/home/{username}/", "", "absolute, clean"},
+		{"/home/./{username}", "", "absolute, clean"},
+		{"/home/{user}", "", "only placeholder"},
+		{"/home/{username}{x}", "", "only placeholder"},
+		{"/home/{username", "", "only placeholder"},
+		{"/home/alice", "", "must contain {username}"},
+		{"", "", "absolute, clean"},
+	}
+	for _, tt := range tests {
+		base, err := templateBase(tt.tmpl)
+		if tt.err == "" && (err != nil || base != tt.base) {
+			t.Errorf("templateBase(%q) = %q, %v; want %q", tt.tmpl, base, err, tt.base)
+		}
+		if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("templateBase(%q) error %v, want %q", tt.tmpl, err, tt.err)
+		}
+	}
+}
+
+// The hub keys build the "jupyterhub" verifier as they are.
+func TestHubVerifierOptions(t *testing.T) {
+	h := hubOn().Hub.WithServiceEnv(func(string) string { return "" })
+	if _, err := auth.New("jupyterhub", auth.Settings{Options: h.VerifierOptions()}); err != nil {
+		t.Fatalf("auth.New(jupyterhub, %v) = %v", h.VerifierOptions(), err)
+	}
+}
+
+func TestHubTokenMaskedAndFromFile(t *testing.T) {
+	c := hubOn()
+	c.Hub.APIToken = "svc-secret"
+	if m := c.Masked(); m.Hub.APIToken != Mask {
+		t.Fatalf("masked hub.api_token = %q", m.Hub.APIToken)
+	}
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte(" from-file \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Hub.APIToken, c.Hub.APITokenFile = "", file
+	if err := c.ResolveSecrets(); err != nil || c.Hub.APIToken != "from-file" {
+		t.Fatalf("ResolveSecrets: %q, %v", c.Hub.APIToken, err)
+	}
+}
