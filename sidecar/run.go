@@ -21,6 +21,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -49,7 +50,8 @@ func WithStdio(in io.Reader, out io.Writer) Option {
 }
 
 // Run serves until ctx is done, then drains within server.drain_timeout. cfg must be
-// valid with its secrets resolved (config.Config.Validate, ResolveSecrets).
+// valid with its secrets resolved (config.Config.Validate, ResolveSecrets). With
+// hub.enabled it serves every user of a JupyterHub their own notebooks (runHub).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
 	var o runOptions
 	for _, opt := range opts {
@@ -57,60 +59,38 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	if cfg.Hub.Enabled {
+		return runHub(ctx, cfg, log, reg, metricsHandler, o)
+	}
 
-	tailer, resolver, closeResolver, err := openStore(cfg, log, reg)
+	var extra []resources.Option
+	if o.listener != nil {
+		extra = append(extra, resources.WithListener(o.listener))
+	}
+	if o.stdin != nil || o.stdout != nil {
+		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
+	}
+	in, err := newInstance(cfg, log, reg, o.version, func(h *Health) []resources.Option {
+		if cfg.Server.MetricsListen != "" {
+			return extra
+		}
+		return append(extra,
+			resources.WithHandler("GET /healthz", h.Live()),
+			resources.WithHandler("GET /readyz", h.Ready()),
+			resources.WithHandler("GET /metrics", metricsHandler))
+	})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = closeResolver() }()
-
-	m := NewMetrics(reg, tailer.Status)
-	var srv *resources.Server
-	deb := debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay,
-		func(old, add ynotebook.Changes) ynotebook.Changes { old.Merge(add); return old },
-		func(path string, ch ynotebook.Changes) {
-			m.changesFlushed.Inc()
-			srv.NotebookChanged(path, ch)
-		})
-	rooms := NewRooms(log, resolver, m, Notify{
-		Changed: deb.Add,
-		Moved:   func(oldPath, newPath string) { srv.NotebookMoved(oldPath, newPath) },
-	})
-	health := NewHealth(tailer.Status, rooms.Degraded, cfg.Store.LagThreshold)
-	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
-
-	srvOpts := []resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}
-	if cfg.Server.MetricsListen == "" {
-		srvOpts = append(srvOpts,
-			resources.WithHandler("GET /healthz", health.Live()),
-			resources.WithHandler("GET /readyz", health.Ready()),
-			resources.WithHandler("GET /metrics", metricsHandler))
-	}
-	if o.listener != nil {
-		srvOpts = append(srvOpts, resources.WithListener(o.listener))
-	}
-	if o.stdin != nil || o.stdout != nil {
-		srvOpts = append(srvOpts, resources.WithStdio(o.stdin, o.stdout))
-	}
-	srv, err = resources.New(serverConfig(cfg, o.version), rooms, srvOpts...)
-	if err != nil {
-		return fmt.Errorf("mcp server: %w", err)
-	}
+	defer in.close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := tailer.Run(gctx, rooms.Sink); err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("store tailer: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error { return deb.Run(gctx) })
-	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { refreshPaths(gctx, rooms); return nil })
+	g.Go(func() error { return in.run(gctx) })
 	if cfg.Server.MetricsListen != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /healthz", health.Live())
-		mux.Handle("GET /readyz", health.Ready())
+		mux.Handle("GET /healthz", in.health.Live())
+		mux.Handle("GET /readyz", in.health.Ready())
 		mux.Handle("GET /metrics", metricsHandler)
 		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mux, cfg.Server.DrainTimeout) })
 	}
@@ -119,6 +99,65 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	log.Info("sidecar stopped", "err", err)
 	return err
 }
+
+// instance is one store served by one MCP server: the tailer feeding live rooms, their
+// changes debounced per notebook and announced by the server. Single-server mode runs
+// one; hub mode one per active user.
+type instance struct {
+	tailer        ystore.Tailer
+	rooms         *Rooms
+	deb           *debounce.Debouncer[string, ynotebook.Changes]
+	srv           *resources.Server
+	health        *Health
+	closeResolver func() error
+}
+
+// newInstance builds an instance of cfg's store and server, registering its metrics on
+// reg; srvOpts adds server options that need the instance's health. No I/O.
+func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version string,
+	srvOpts func(*Health) []resources.Option) (*instance, error) {
+	tailer, resolver, closeResolver, err := openStore(cfg, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{tailer: tailer, closeResolver: closeResolver}
+	m := NewMetrics(reg, tailer.Status)
+	in.deb = debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay,
+		func(old, add ynotebook.Changes) ynotebook.Changes { old.Merge(add); return old },
+		func(path string, ch ynotebook.Changes) {
+			m.changesFlushed.Inc()
+			in.srv.NotebookChanged(path, ch)
+		})
+	in.rooms = NewRooms(log, resolver, m, Notify{
+		Changed: in.deb.Add,
+		Moved:   func(oldPath, newPath string) { in.srv.NotebookMoved(oldPath, newPath) },
+	})
+	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
+	opts := append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, srvOpts(in.health)...)
+	if in.srv, err = resources.New(serverConfig(cfg, version), in.rooms, opts...); err != nil {
+		_ = closeResolver()
+		return nil, fmt.Errorf("mcp server: %w", err)
+	}
+	return in, nil
+}
+
+// run tails, debounces and serves until ctx is done.
+func (in *instance) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := in.tailer.Run(gctx, in.rooms.Sink); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("store tailer: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return in.deb.Run(gctx) })
+	g.Go(func() error { return in.srv.Run(gctx) })
+	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
+	return g.Wait()
+}
+
+// close releases the file id resolvers.
+func (in *instance) close() { _ = in.closeResolver() }
 
 // serverConfig maps the sidecar's configuration onto the MCP server's.
 func serverConfig(cfg config.Config, version string) resources.Config {

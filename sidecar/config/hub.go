@@ -26,6 +26,7 @@ type Hub struct {
 	Stores        HubStores     `mapstructure:"stores" yaml:"stores"`
 	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
 	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
+	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory
 }
 
 // HubStores are the templates of each user's files; {username} is the Hub user's name.

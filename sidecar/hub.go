@@ -1,0 +1,334 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+)
+
+// Hub mode serves every user of a JupyterHub their own notebooks from one process.
+// A request's JupyterHub token names its user (the "jupyterhub" verifier); the user's
+// store is loaded on first need into a tenant (an instance: the user's tailer, rooms
+// and an MCP server of their own, mounted behind one listener) and released after
+// hub.idle_timeout without a session or request. Isolation is by construction: a
+// user's server knows only that user's store and name bindings, so another user's
+// notebook, session or subscription is not found rather than refused.
+
+// errNoUser answers a token that names no Hub user.
+var errNoUser = errors.New("the token names no JupyterHub user")
+
+// hub holds the active tenants.
+type hub struct {
+	cfg     config.Config
+	log     *slog.Logger
+	version string
+	m       *hubMetrics
+
+	mu      sync.Mutex
+	tenants map[string]*tenant
+	wg      sync.WaitGroup // tenants' goroutines
+}
+
+// tenant is one active user's instance.
+type tenant struct {
+	user     string
+	in       *instance
+	reg      *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan struct{}
+	loaded   chan struct{} // closed when the store's first read has finished
+	lastUsed atomic.Int64  // unix nanoseconds of the last request
+	err      error         // set before loaded closes when the tenant could not start
+}
+
+// runHub serves hub mode until ctx is done.
+func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry, metrics http.Handler, o runOptions) error {
+	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, tenants: map[string]*tenant{}}
+	h.m = newHubMetrics(h.registries)
+	if err := reg.Register(h.m); err != nil {
+		return fmt.Errorf("register hub metrics: %w", err)
+	}
+	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken})
+	if err != nil {
+		return fmt.Errorf("hub token verifier: %w", err)
+	}
+	mux := http.NewServeMux()
+	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(auth.RequireBearer(verifier, h))
+	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
+	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {
+		mux.Handle("GET "+p, live)
+	}
+	for _, p := range []string{"/readyz", cfg.Hub.PrefixedPath("/readyz")} {
+		mux.Handle("GET "+p, h.ready())
+	}
+	if cfg.Server.MetricsListen == "" {
+		mux.Handle("GET /metrics", metrics)
+	}
+	ln := o.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
+		}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		h.reap(gctx)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Server.DrainTimeout)
+		defer cancel()
+		h.closeAll()
+		return srv.Shutdown(sctx)
+	})
+	if cfg.Server.MetricsListen != "" {
+		mm := http.NewServeMux()
+		mm.Handle("GET /healthz", live)
+		mm.Handle("GET /readyz", h.ready())
+		mm.Handle("GET /metrics", metrics)
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mm, cfg.Server.DrainTimeout) })
+	}
+	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
+	err = g.Wait()
+	log.Info("sidecar stopped", "err", err)
+	return err
+}
+
+// ServeHTTP hands an authenticated request to its user's server.
+func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, _ := auth.PrincipalFrom(r.Context())
+	if p.User == "" {
+		http.Error(w, errNoUser.Error(), http.StatusForbidden)
+		return
+	}
+	t, err := h.tenant(r.Context(), p.User)
+	switch {
+	case errors.Is(err, config.ErrBadUsername):
+		http.Error(w, "this user's store cannot be served", http.StatusForbidden)
+		return
+	case err != nil:
+		h.log.Error("cannot serve a user", "err", err)
+		http.Error(w, "the user's notebooks cannot be loaded", http.StatusServiceUnavailable)
+		return
+	}
+	t.lastUsed.Store(time.Now().UnixNano())
+	t.in.srv.Handler().ServeHTTP(w, r)
+	t.lastUsed.Store(time.Now().UnixNano())
+}
+
+// tenant returns the user's active tenant, starting it and waiting for its store's
+// first read if it is not active.
+func (h *hub) tenant(ctx context.Context, user string) (*tenant, error) {
+	h.mu.Lock()
+	t, ok := h.tenants[user]
+	if !ok {
+		var err error
+		if t, err = h.start(user); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		h.tenants[user] = t
+	}
+	h.mu.Unlock()
+	select {
+	case <-t.loaded:
+		return t, t.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// start builds and runs the user's instance; h.mu is held.
+func (h *hub) start(user string) (*tenant, error) {
+	cfg, err := h.userConfig(user)
+	if err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	log := h.log.With("tenant", tenantID(user))
+	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
+	if t.in, err = newInstance(cfg, log, t.reg, h.version, func(*Health) []resources.Option { return nil }); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	t.lastUsed.Store(begin.UnixNano())
+	h.m.loads.Inc()
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		defer close(t.done)
+		defer t.in.close()
+		if err := t.in.run(ctx); err != nil {
+			log.Error("user instance stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer h.wg.Done()
+		defer close(t.loaded)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if st := t.in.tailer.Status(); !st.LastReadAt.IsZero() || !st.LastErrorAt.IsZero() {
+				h.m.loadSeconds.Observe(time.Since(begin).Seconds())
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-t.done:
+				t.err = errors.New("the user's instance stopped while loading")
+				return
+			}
+		}
+	}()
+	return t, nil
+}
+
+// userConfig is the single-server configuration of user's store.
+func (h *hub) userConfig(user string) (config.Config, error) {
+	cfg := h.cfg
+	var err error
+	if cfg.Store.SQLite.Path, err = cfg.Hub.StorePath(user); err != nil {
+		return cfg, err
+	}
+	if cfg.FileID.DBPath, err = cfg.Hub.FileIDDBPath(user); err != nil {
+		return cfg, err
+	}
+	if cfg.FileID.RootDir, err = cfg.Hub.RootDirPath(user); err != nil {
+		return cfg, err
+	}
+	cfg.Store.Backend = "sqlite"
+	cfg.Server.Transport = resources.TransportMounted
+	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
+	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
+	cfg.Server.StateFile = filepath.Join(h.stateDir(), tenantID(user)+".names.json")
+	return cfg, nil
+}
+
+// stateDir is where users' name bindings persist: hub.state_dir, else the directory of
+// server.state_file, else the working directory.
+func (h *hub) stateDir() string {
+	if h.cfg.Hub.StateDir != "" {
+		return h.cfg.Hub.StateDir
+	}
+	if h.cfg.Server.StateFile != "" {
+		return filepath.Dir(h.cfg.Server.StateFile)
+	}
+	return "."
+}
+
+// registries are the active tenants' metric registries.
+func (h *hub) registries() []*prometheus.Registry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	regs := make([]*prometheus.Registry, 0, len(h.tenants))
+	for _, t := range h.tenants {
+		regs = append(regs, t.reg)
+	}
+	return regs
+}
+
+// reap releases tenants idle for hub.idle_timeout until ctx is done.
+func (h *hub) reap(ctx context.Context) {
+	idle := h.cfg.Hub.IdleTimeout
+	tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		h.mu.Lock()
+		for user, t := range h.tenants {
+			select {
+			case <-t.loaded:
+			default:
+				continue
+			}
+			if t.err == nil && (t.in.srv.Active() || now.Sub(time.Unix(0, t.lastUsed.Load())) < idle) {
+				continue
+			}
+			delete(h.tenants, user)
+			h.m.releases.Inc()
+			h.release(t)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// release stops a tenant and folds its counters into the hub's totals.
+func (h *hub) release(t *tenant) {
+	t.cancel()
+	go func() {
+		<-t.done
+		h.m.retire(t.reg)
+	}()
+}
+
+// closeAll stops every tenant and waits for them.
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	for user, t := range h.tenants {
+		delete(h.tenants, user)
+		t.cancel()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// ready answers /readyz in hub mode: the users being served and those whose store is not.
+func (h *hub) ready() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h.mu.Lock()
+		body := map[string]any{"ready": true, "users_active": len(h.tenants)}
+		unready := 0
+		for _, t := range h.tenants {
+			select {
+			case <-t.loaded:
+				if !t.in.health.Check().Ready {
+					unready++
+				}
+			default:
+			}
+		}
+		h.mu.Unlock()
+		body["users_unready"] = unready
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	})
+}
+
+// tenantID names a user in file names and logs: the name itself when it is a plain
+// identifier, else a hex encoding (never a path).
+func tenantID(user string) string {
+	if strings.IndexFunc(user, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) < 0 && user != "." && user != ".." {
+		return user
+	}
+	return fmt.Sprintf("x%x", user)
+}
+
