@@ -331,4 +331,3 @@ func tenantID(user string) string {
 	}
 	return fmt.Sprintf("x%x", user)
 }
-

@@ -21,9 +21,17 @@ import (
 // the HTTP status and the response's error object, if any.
 func rpcStatus(t *testing.T, url, session string, msg map[string]any) (int, map[string]any) {
 	t.Helper()
+	return rpcStatusAs(t, url, session, "Bearer "+token, msg)
+}
+
+// rpcStatusAs is rpcStatus with the given Authorization header ("" for none).
+func rpcStatusAs(t *testing.T, url, session, authorization string, msg map[string]any) (int, map[string]any) {
+	t.Helper()
 	body, _ := json.Marshal(msg)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

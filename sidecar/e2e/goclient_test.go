@@ -28,7 +28,18 @@ type goClient struct {
 
 func dialGo(t testing.TB, url string, modern bool) *goClient {
 	t.Helper()
-	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token})}
+	g, err := dialGoAs(t, url, modern, "Bearer "+token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// dialGoAs connects an mcp-go client sending authorization as its Authorization header;
+// it fails when the server refuses to initialize.
+func dialGoAs(t testing.TB, url string, modern bool, authorization string) (*goClient, error) {
+	t.Helper()
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": authorization})}
 	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20260728)}
 	if !modern {
 		// 2025-11-25 notifications arrive on the session's standalone GET stream.
@@ -51,13 +62,14 @@ func dialGo(t testing.TB, url string, modern bool) *goClient {
 	})
 	// The 2025-11-25 GET listener lives on Start's context: it must outlast the test.
 	if err := g.c.Start(context.Background()); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "sidecar-e2e", Version: "1"}
 	res, err := g.c.Initialize(waitCtx(t, 10*time.Second), init)
 	if err != nil {
-		t.Fatal(err)
+		_ = g.c.Close()
+		return nil, err
 	}
 	want := mcp.ProtocolVersion20251125
 	if modern {
@@ -67,7 +79,7 @@ func dialGo(t testing.TB, url string, modern bool) *goClient {
 		t.Fatalf("negotiated %s, want %s", res.ProtocolVersion, want)
 	}
 	t.Cleanup(g.close)
-	return g
+	return g, nil
 }
 
 func (g *goClient) name() string {

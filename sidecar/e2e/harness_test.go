@@ -169,6 +169,12 @@ notifications: {debounce: %s, max_delay: 2s}
 // token) as the config of a new process of the binary running args in dir.
 func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
 	t.Helper()
+	return launchOn(t, dir, freePort(t), cfg, args...)
+}
+
+// launchOn is launch with serve listening on the given loopback port.
+func launchOn(t testing.TB, dir string, port int, cfg string, args ...string) *sidecar {
+	t.Helper()
 	s := &sidecar{t: t, dir: dir, store: filepath.Join(dir, ".jupyter_ystore.db"),
 		logs: &bytes.Buffer{}, logsMu: &sync.Mutex{}, done: make(chan error, 1)}
 	cfg = "log: {level: debug, format: json}\n" + cfg
@@ -178,7 +184,6 @@ func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
 		if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		port := freePort(t)
 		s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d, token_file: %q, state_file: %q}\n",
 			port, tokenFile, filepath.Join(dir, "names.json"))

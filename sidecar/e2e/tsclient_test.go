@@ -40,7 +40,10 @@ type tsEvent struct {
 
 // dialTS starts both TypeScript clients. Without their npm packages the test skips
 // them, except on CI, where their absence is a failure.
-func dialTS(t *testing.T, url string) []mcpClient {
+func dialTS(t *testing.T, url string) []mcpClient { return dialTSAs(t, url, token) }
+
+// dialTSAs starts both TypeScript clients with the given bearer token.
+func dialTSAs(t *testing.T, url, tok string) []mcpClient {
 	t.Helper()
 	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
@@ -50,13 +53,13 @@ func dialTS(t *testing.T, url string) []mcpClient {
 		t.Log("testdata/mcpclient/node_modules missing: TypeScript clients not run")
 		return nil
 	}
-	return []mcpClient{startTS(t, dir, "sdk1.mjs", url, "2025-11-25"), startTS(t, dir, "sdk2.mjs", url, "2026-07-28")}
+	return []mcpClient{startTS(t, dir, "sdk1.mjs", url, "2025-11-25", tok), startTS(t, dir, "sdk2.mjs", url, "2026-07-28", tok)}
 }
 
-func startTS(t *testing.T, dir, script, url, era string) *tsClient {
+func startTS(t *testing.T, dir, script, url, era, tok string) *tsClient {
 	t.Helper()
 	c := &tsClient{t: t, script: script, notes: make(chan string, 100000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
-	c.cmd = exec.Command("node", filepath.Join(dir, script), "--url", url, "--token", token)
+	c.cmd = exec.Command("node", filepath.Join(dir, script), "--url", url, "--token", tok)
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {

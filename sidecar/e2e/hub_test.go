@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+)
+
+// hubUser is one Hub user with a live store of their own.
+type hubUser struct {
+	name string
+	home string
+	w    writer
+	tok  jhubtest.Token
+	next int // the next session step to write
+}
+
+// TestHubMode runs the binary in hub mode as a JupyterHub service behind a real Hub and
+// its proxy: users' clients (mcp-go and the official TypeScript SDKs, both eras) connect
+// at /services/mcp/mcp with their own Hub tokens while a writer edits each user's store.
+// Each user hears of their own notebook's changes within the delivery bound and nothing
+// of the other's; every cross-user and unauthorized attempt on every surface is refused,
+// every own access served; an idle user is released.
+func TestHubMode(t *testing.T) {
+	steps := session(t)
+	root := t.TempDir()
+	port := freePort(t)
+	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+	users := map[string]*hubUser{}
+	for _, name := range []string{"alice", "bob"} {
+		u := &hubUser{name: name, home: filepath.Join(root, "home", name), next: preloaded}
+		if err := os.MkdirAll(filepath.Join(u.home, "work"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		createFileIDDB(t, filepath.Join(u.home, "file_id_manager.db"), filepath.Join(u.home, nbPath))
+		u.w = startWriter(t, filepath.Join(u.home, ".jupyter_ystore.db"))
+		for _, s := range steps[:preloaded] {
+			u.w.write(s.update)
+		}
+		u.tok = hub.Token(name)
+		users[name] = u
+	}
+	alice, bob := users["alice"], users["bob"]
+	hubCfg := fmt.Sprintf(`hub:
+  enabled: true
+  api_url: %q
+  service_name: %s
+  stores:
+    sqlite_path: %q
+    fileid_db: %q
+    root_dir: %q
+  token_cache_ttl: 1s
+  idle_timeout: 2s
+  state_dir: %q
+notifications: {debounce: 250ms, max_delay: 2s}
+`, hub.APIURL, jhubtest.ServiceName, filepath.Join(root, "home", "{username}", ".jupyter_ystore.db"),
+		filepath.Join(root, "home", "{username}", "file_id_manager.db"), filepath.Join(root, "home", "{username}"),
+		filepath.Join(root, "state"))
+	sc := launchOn(t, root, port, hubCfg, "serve")
+	endpoint := hub.ServicePrefix() + "mcp"
+
+	// edit writes the next visible session step of u's notebook.
+	edit := func(u *hubUser) {
+		for ; u.next < len(steps); u.next++ {
+			u.w.write(steps[u.next].update)
+			if !steps[u.next].changes.Empty() {
+				u.next++
+				return
+			}
+		}
+		t.Fatal("the session has no more visible edits")
+	}
+
+	t.Run("each user hears of their own notebook only", func(t *testing.T) {
+		aliceClients := []mcpClient{mustGoAs(t, endpoint, false, alice.tok), mustGoAs(t, endpoint, true, alice.tok)}
+		aliceClients = append(aliceClients, dialTSAs(t, endpoint, alice.tok.Value)...)
+		bobClients := []mcpClient{mustGoAs(t, endpoint, false, bob.tok), mustGoAs(t, endpoint, true, bob.tok)}
+		for _, c := range append(aliceClients, bobClients...) {
+			c.bind(nbName, nbPath)
+			c.subscribe(nbURI)
+		}
+		for _, c := range append(aliceClients, bobClients...) {
+			drain(c, 700*time.Millisecond)
+		}
+		for _, tt := range []struct {
+			who          *hubUser
+			told, silent []mcpClient
+		}{{alice, aliceClients, bobClients}, {bob, bobClients, aliceClients}} {
+			edit(tt.who)
+			for _, c := range tt.told {
+				await(t, c, delivery, nbURI)
+			}
+			for _, c := range tt.silent {
+				if n := drain(c, time.Second); n != 0 {
+					t.Fatalf("%s heard %d notifications of %s's edit", c.name(), n, tt.who.name)
+				}
+			}
+			// What a user reads is their own notebook.
+			want, err := steps[tt.who.next-1].after.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range tt.told {
+				jsonEqual(t, c.name()+" reads its user's notebook", c.read(nbURI), want)
+			}
+		}
+	})
+
+	t.Run("isolation matrix", func(t *testing.T) {
+		m := isolationMatrix(t, sc, endpoint, hub, alice, bob)
+		t.Logf("isolation matrix: %d own accesses served of %d; %d cross-user or unauthorized attempts refused of %d",
+			m.served, m.own, m.refused, m.foreign)
+		if m.served != m.own || m.refused != m.foreign {
+			t.Fatalf("isolation matrix: %+v", m)
+		}
+	})
+
+	t.Run("idle users are released", func(t *testing.T) {
+		// Behind configurable-http-proxy a vanished client's stream can stay open
+		// upstream (and mcp-go's DELETE carries no token), holding its user: this
+		// check talks to a second hub-mode sidecar directly.
+		dir := filepath.Join(root, "direct")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		direct := launch(t, dir, strings.Replace(hubCfg, filepath.Join(root, "state"), filepath.Join(root, "state2"), 1), "serve")
+		c, err := dialGoAs(t, direct.url+"/services/mcp/mcp", true, "token "+alice.tok.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.bind(nbName, nbPath)
+		if !strings.Contains(c.read(nbURI), `"cells"`) {
+			t.Fatal("alice's notebook not served directly")
+		}
+		c.close()
+		deadline := time.Now().Add(30 * time.Second)
+		for direct.metric("jupyter_mcp_sidecar_hub_user_releases_total") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("alice not released %v after her last request (idle timeout 2s)", 30*time.Second)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, body := direct.get("/services/mcp/readyz"); !strings.Contains(body, `"users_active":0`) {
+			t.Fatalf("/readyz under the prefix after the release: %s", body)
+		}
+		_, metrics := sc.get("/metrics")
+		for _, name := range []string{"alice", "bob", root} {
+			if strings.Contains(metrics, name) {
+				t.Fatalf("/metrics names %q", name)
+			}
+		}
+	})
+}
+
+func mustGoAs(t *testing.T, url string, modern bool, tok jhubtest.Token) *goClient {
+	t.Helper()
+	c, err := dialGoAs(t, url, modern, "token "+tok.Value)
+	if err != nil {
+		t.Fatalf("%s connects with their own token: %v", tok.User, err)
+	}
+	return c
+}
+
+// matrix counts the isolation checks.
+type matrix struct{ own, served, foreign, refused int }
+
+// isolationMatrix tries every surface with alice's own token, with bob's token on
+// alice's notebooks and session, and with a token without the access scope, a revoked
+// token and none at all.
+func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.Hub, alice, bob *hubUser) matrix {
+	var m matrix
+	ownOK := func(what string, ok bool) {
+		m.own++
+		if ok {
+			m.served++
+		} else {
+			t.Errorf("own access not served: %s", what)
+		}
+	}
+	foreignRefused := func(what string, refused bool) {
+		m.foreign++
+		if refused {
+			m.refused++
+		} else {
+			t.Errorf("cross-user or unauthorized attempt served: %s", what)
+		}
+	}
+	ctx := waitCtx(t, time.Minute)
+	a := mustGoAs(t, endpoint, false, alice.tok)
+	a.bind("alice-only", nbPath)
+	b := mustGoAs(t, endpoint, false, bob.tok)
+
+	// Own: every surface.
+	list, err := a.c.ListResources(ctx, mcp.ListResourcesRequest{})
+	ownOK("resources/list", err == nil && strings.Contains(fmt.Sprint(list), "notebook://alice-only"))
+	_, cell := changedCell(session(t), preloaded)
+	for _, uri := range []string{"notebook://alice-only", cellURI("alice-only", cell), "capabilities://"} {
+		_, err := readResource(ctx, a, uri)
+		ownOK("read "+uri, err == nil)
+	}
+	ownOK("subscribe", subscribeErr(ctx, a, "notebook://alice-only") == nil)
+	res, err := callToolAs(ctx, a, "list_notebooks", nil)
+	ownOK("list_notebooks", err == nil && strings.Contains(res, "alice-only"))
+
+	// Bob on alice's names, paths and session.
+	list, err = b.c.ListResources(ctx, mcp.ListResourcesRequest{})
+	foreignRefused("resources/list shows alice's names", err == nil && !strings.Contains(fmt.Sprint(list), "alice-only"))
+	for _, uri := range []string{"notebook://alice-only", cellURI("alice-only", cell), cellURI("alice-only", cell) + "/outputs/0"} {
+		_, err := readResource(ctx, b, uri)
+		foreignRefused("read "+uri, err != nil)
+	}
+	res, err = callToolAs(ctx, b, "list_notebooks", nil)
+	foreignRefused("list_notebooks shows alice's names or paths", err == nil && !strings.Contains(res, "alice-only") && !strings.Contains(res, alice.home))
+	for _, p := range []string{"../alice/" + nbPath, filepath.Join(alice.home, nbPath)} {
+		res, err = callToolAs(ctx, b, "use_notebook", map[string]any{"notebook_name": "stolen", "notebook_path": p})
+		foreignRefused("use_notebook "+p, err != nil || strings.Contains(res, `"isError":true`) || !strings.Contains(res, "stolen"))
+	}
+	status, _ := rpcStatusAs(t, endpoint, a.c.GetSessionId(), "token "+bob.tok.Value, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": "notebook://alice-only"}})
+	foreignRefused("alice's session id with bob's token", status == http.StatusNotFound)
+
+	// No access scope, revoked, none: nothing is served.
+	carol := hub.Token(jhubtest.NoAccessUser)
+	revoked := hub.Token(alice.name)
+	hub.Revoke(revoked)
+	time.Sleep(1500 * time.Millisecond) // the token cache TTL
+	for what, authz := range map[string]string{"no access scope": "token " + carol.Value, "revoked": "token " + revoked.Value, "no token": ""} {
+		for _, modern := range []bool{false, true} {
+			_, err := dialGoAs(t, endpoint, modern, authz)
+			foreignRefused(fmt.Sprintf("%s connects (modern %v)", what, modern), err != nil)
+		}
+		status, _ := rpcStatusAs(t, endpoint, "", authz, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": map[string]any{"uri": "notebook://alice-only"}})
+		foreignRefused(what+" reads", status == http.StatusUnauthorized || status == http.StatusForbidden)
+	}
+	return m
+}
+
+func readResource(ctx context.Context, g *goClient, uri string) (*mcp.ReadResourceResult, error) {
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	return g.c.ReadResource(ctx, req)
+}
+
+func subscribeErr(ctx context.Context, g *goClient, uri string) error {
+	req := mcp.SubscribeRequest{}
+	req.Params.URI = uri
+	return g.c.Subscribe(ctx, req)
+}
+
+func callToolAs(ctx context.Context, g *goClient, name string, args map[string]any) (string, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := g.c.CallTool(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(res)
+	return string(b), err
+}
