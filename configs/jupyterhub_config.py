@@ -35,6 +35,8 @@ c.JupyterHub.services = [
             "JUPYTER_MCP_SIDECAR_HUB_STORES_SQLITE_PATH": "/home/{username}/.jupyter_ystore.db",
             "JUPYTER_MCP_SIDECAR_HUB_STORES_FILEID_DB": "/home/{username}/.local/share/jupyter/file_id_manager.db",
             "JUPYTER_MCP_SIDECAR_HUB_STORES_ROOT_DIR": "/home/{username}",
+            # Each user's use_notebook bindings, one file a user.
+            "JUPYTER_MCP_SIDECAR_HUB_STATE_DIR": "/var/lib/jupyter-mcp-sidecar",
             "JUPYTER_MCP_SIDECAR_LOG_FORMAT": "json",
         },
         # A managed service runs as the Hub's user (root with LocalProcessSpawner). The

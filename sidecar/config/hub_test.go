@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +208,26 @@ func TestHubTokenMaskedAndFromFile(t *testing.T) {
 	if err := c.ResolveSecrets(); err != nil || c.Hub.APIToken != "from-file" {
 		t.Fatalf("ResolveSecrets: %q, %v", c.Hub.APIToken, err)
 	}
+}
+
+// FuzzStorePath: whatever name the Hub reports, a user's store is either refused or a
+// clean path directly under the template's directory, holding the name as one component.
+func FuzzStorePath(f *testing.F) {
+	for _, u := range []string{"alice", "..", "a/b", "a\x00b", ".", "jupyter-bob", "zoë", "a..b", ""} {
+		f.Add(u)
+	}
+	h := DefaultHub()
+	f.Fuzz(func(t *testing.T, user string) {
+		p, err := h.StorePath(user)
+		if err != nil {
+			if !errors.Is(err, ErrBadUsername) {
+				t.Fatalf("StorePath(%q) = %v, not ErrBadUsername", user, err)
+			}
+			return
+		}
+		rel, err := filepath.Rel("/home", p)
+		if err != nil || filepath.Clean(p) != p || rel != user+"/.jupyter_ystore.db" || strings.Count(rel, "/") != 1 {
+			t.Fatalf("StorePath(%q) = %q (relative %q, %v): not the user's own directory under /home", user, p, rel, err)
+		}
+	})
 }

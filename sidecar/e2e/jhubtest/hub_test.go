@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,6 +129,34 @@ func TestJupyterHubVerifier(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("revoked token refused %v after its answer was cached (TTL %v)", time.Since(cachedAt).Round(time.Millisecond), ttl)
+
+	// Concurrent requests with a token not yet cached make one Hub call.
+	bob2 := hub.Token("bob") // a second token of bob's, never verified yet
+	lookups := func() uint64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "jupyter_mcp_sidecar_auth_jupyterhub_lookup_seconds" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		return 0
+	}
+	before := lookups()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if p, err := v.Verify(t.Context(), bob2.Value); err != nil || p.User != "bob" {
+				t.Errorf("concurrent Verify = %+v, %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := lookups() - before; n != 1 {
+		t.Errorf("20 concurrent requests with one token made %d Hub calls, want 1", n)
+	}
 
 	// A stopped Hub: answers cached before still hold for their TTL (here a long
 	// one); a token not in the cache cannot be decided, and is not admitted.
