@@ -64,7 +64,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken})
+	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
