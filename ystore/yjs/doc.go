@@ -51,12 +51,6 @@ func NewDoc() *Doc {
 	return &Doc{clients: make(map[uint64]*clientStructs), roots: make(map[string]*Type)}
 }
 
-// GUID returns the guid of a subdocument (ContentDoc), "" for documents made by NewDoc.
-func (d *Doc) GUID() string { return d.guid }
-
-// Opts returns the options a subdocument was encoded with.
-func (d *Doc) Opts() any { return d.opts }
-
 // root returns the root type name, creating it with unknown kind like doc.get.
 func (d *Doc) root(name string) *Type {
 	t := d.roots[name]

@@ -189,12 +189,6 @@ func (t *Text) String() string { return (*Type)(t).text() }
 // Len returns the length of the text in UTF-16 code units, like Y.Text.length.
 func (t *Text) Len() int { return t.length }
 
-// NodeName returns the element's tag name.
-func (x *XmlElement) NodeName() string { return x.name }
-
-// Attributes returns the element's attributes like Y.XmlElement.getAttributes.
-func (x *XmlElement) Attributes() map[string]any { return (*Type)(x).mapJSON() }
-
 // Children returns the element's children.
 func (x *XmlElement) Children() []any { return (*Type)(x).values() }
 
