@@ -3,7 +3,8 @@
 //
 //   node gen.mjs --seed S --count N --out DIR        N sessions, one DIR/sNNNN.json.gz each
 //   node gen.mjs --demo --out FILE                   one person's session, JSON lines, gzipped
-//   node gen.mjs --bench --seed S --updates N --out DIR   benchmark corpus (see bench/run.sh)
+//   node gen.mjs --bench --seed S --updates N --out DIR   benchmark corpus (see bench/run.sh);
+//       with --no-state only its updates.bin (bench/notebook.sh)
 //
 // Everything is deterministic by seed: client ids, cell ids and every choice come from a
 // seeded generator, never from Math.random or crypto.
@@ -630,7 +631,7 @@ const BENCH_WEIGHTS = [
 
 // bench writes DIR/updates.bin (u32le length-prefixed updates of a two-person history, no
 // surrogate pair ever split: ywasm panics on those) and DIR/state.bin (one ~10 MB update).
-function bench(seed, count, out) {
+function bench(seed, count, out, withState) {
   const r = new Rand(seed);
   const log = [];
   const clients = [new Client(0, 1001, log), new Client(1, 1002, log)];
@@ -653,7 +654,7 @@ function bench(seed, count, out) {
   }
   fs.mkdirSync(out, { recursive: true });
   writeFrames(path.join(out, 'updates.bin'), log.map(e => e.update));
-  writeFrames(path.join(out, 'state.bin'), [bigState(r, log.map(e => e.update))]);
+  if (withState) writeFrames(path.join(out, 'state.bin'), [bigState(r, log.map(e => e.update))]);
 }
 
 // bigState returns one ~10 MB update: the history above plus many cells typed into at
@@ -718,7 +719,7 @@ function args(argv) {
 
 const a = args(process.argv.slice(2));
 if (a.demo) demo(a.out);
-else if (a.bench) bench(Number(a.seed ?? 1), Number(a.updates ?? 100000), a.out);
+else if (a.bench) bench(Number(a.seed ?? 1), Number(a.updates ?? 100000), a.out, !a['no-state']);
 else writeSessions(Number(a.seed ?? 1), Number(a.count ?? 200), a.out ?? 'fixtures');
 // YNotebook's awareness keeps a timer alive
 process.exit(0);

@@ -37,8 +37,8 @@ type Cell struct {
 	Outputs        []map[string]any // code cells: the outputs in order
 	Attachments    map[string]any   // markdown and raw cells: nil when absent
 
-	hasID          bool
-	attachments    any // the attachments value as stored, for values that are not objects
+	attachments    any  // the attachments value as stored, for values that are not objects
+	hasID          bool // false for a cell map without an id
 	hasAttachments bool
 }
 

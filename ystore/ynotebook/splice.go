@@ -166,29 +166,35 @@ func (n *Notebook) uniqueKeys(removed, inserted []spliced) (cross int, ok bool) 
 	return cross, true
 }
 
-// remove takes the removed cells, sorted by position, out of the snapshot.
+// remove takes the removed cells, sorted by position, out of the snapshot, moving the
+// cells between them down in blocks.
 func (n *Notebook) remove(removed []spliced) {
 	if len(removed) == 0 {
 		return
 	}
 	s := n.snap
-	for _, c := range removed {
-		n.slots[c.pos].pos = -1
+	j := removed[0].pos
+	for k, c := range removed {
 		delete(n.bySlot, c.typ)
 		n.forget(keyOf(&c.cell))
-	}
-	j := removed[0].pos
-	for i := j; i < len(n.slots); i++ {
-		if n.slots[i].pos < 0 {
-			continue
+		end := len(n.slots)
+		if k+1 < len(removed) {
+			end = removed[k+1].pos
 		}
-		n.slots[j], s.Cells[j] = n.slots[i], s.Cells[i]
-		n.slots[j].pos = j
-		j++
+		copy(s.Cells[j:], s.Cells[c.pos+1:end])
+		j += copy(n.slots[j:], n.slots[c.pos+1:end])
 	}
 	clear(n.slots[j:])
 	clear(s.Cells[j:])
 	n.slots, s.Cells = n.slots[:j], s.Cells[:j]
+	n.renumber(removed[0].pos)
+}
+
+// renumber sets the positions of the slots from i on.
+func (n *Notebook) renumber(i int) {
+	for ; i < len(n.slots); i++ {
+		n.slots[i].pos = i
+	}
 }
 
 // forget counts one cell fewer with key k.
@@ -214,9 +220,7 @@ func (n *Notebook) insert(inserted []spliced) {
 		sl := &slot{typ: c.typ, pos: pos}
 		s.Cells = slices.Insert(s.Cells, pos, c.cell)
 		n.slots = slices.Insert(n.slots, pos, sl)
-		for j := pos + 1; j < len(n.slots); j++ {
-			n.slots[j].pos = j
-		}
+		n.renumber(pos + 1)
 		n.bySlot[c.typ] = sl
 		n.ids[keyOf(&c.cell)]++
 	}
