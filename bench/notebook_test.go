@@ -88,7 +88,7 @@ func TestNotebookLayer(t *testing.T) {
 		for _, w := range []string{"structural", "typing"} {
 			updates := readFrames(t, filepath.Join(sd, w+".bin"))
 			for _, e := range goEngines {
-				best := timeReps(reps, func() (func(), func()) {
+				best := timeReps(reps, func() func() {
 					apply := e.open(t, base)
 					return func() {
 						for i, u := range updates {
@@ -96,7 +96,7 @@ func TestNotebookLayer(t *testing.T) {
 								t.Fatalf("%s %s %d: update %d: %v", e.name, w, cells, i, err)
 							}
 						}
-					}, nil
+					}
 				})
 				out = append(out, result{Engine: e.name, Workload: w, Cells: cells, Updates: len(updates), CPUMs: best / 1e6, NsPerUpdate: best / float64(len(updates))})
 			}
@@ -112,29 +112,35 @@ func TestNotebookLayer(t *testing.T) {
 	}
 	if total > 0 {
 		for _, e := range goEngines[:2] {
-			var live float64
-			best := timeReps(reps, func() (func(), func()) {
+			open := func() []func([]byte) error {
 				applies := make([]func([]byte) error, len(corpus))
 				for i := range applies {
 					applies[i] = e.open(t, nil)
 				}
-				before := liveHeap()
-				return func() {
-						for r, ups := range corpus {
-							for i, u := range ups {
-								if err := applies[r](u); err != nil {
-									t.Fatalf("%s room %d: update %d: %v", e.name, r, i, err)
-								}
-							}
+				return applies
+			}
+			applyAll := func(applies []func([]byte) error) {
+				for r, ups := range corpus {
+					for i, u := range ups {
+						if err := applies[r](u); err != nil {
+							t.Fatalf("%s room %d: update %d: %v", e.name, r, i, err)
 						}
-					}, func() {
-						live = float64(liveHeap()-before) / (1 << 20)
-						runtime.KeepAlive(applies)
 					}
+				}
+			}
+			// the live heap in a pass of its own, before the timed ones
+			before := liveHeap()
+			applies := open()
+			applyAll(applies)
+			live := float64(liveHeap()-before) / (1 << 20)
+			runtime.KeepAlive(applies)
+			best := timeReps(reps, func() func() {
+				applies := open()
+				return func() { applyAll(applies) }
 			})
 			out = append(out, result{Engine: e.name, Workload: "corpus", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total), LiveMB: live})
 		}
-		best := timeReps(reps, func() (func(), func()) {
+		best := timeReps(reps, func() func() {
 			nbs := make([]*ynotebook.Notebook, len(corpus))
 			return func() {
 				for r, ups := range corpus {
@@ -142,7 +148,7 @@ func TestNotebookLayer(t *testing.T) {
 					must(t, nbs[r].Load(ups))
 					nbs[r].Snapshot()
 				}
-			}, nil
+			}
 		})
 		out = append(out, result{Engine: "go ynotebook.Load", Workload: "load", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total)})
 	}
@@ -156,19 +162,16 @@ func TestNotebookLayer(t *testing.T) {
 	}
 }
 
-// timeReps runs setup, then the timed function it returns, reps times and returns the
-// least CPU time in nanoseconds; after, if not nil, runs after the timing.
-func timeReps(reps int, setup func() (run, after func())) float64 {
+// timeReps runs setup, then the function it returns, reps times and returns the least CPU
+// time of the latter in nanoseconds.
+func timeReps(reps int, setup func() (run func())) float64 {
 	var times []float64
 	for range reps {
-		run, after := setup()
+		run := setup()
 		runtime.GC()
 		c0 := cpuTime()
 		run()
 		times = append(times, float64(cpuTime()-c0))
-		if after != nil {
-			after()
-		}
 	}
 	return slices.Min(times)
 }

@@ -182,19 +182,34 @@ func (n *Notebook) readAll(sc scope) Changes {
 	return ch
 }
 
+// loadBatch is the number of updates Load integrates in one transaction.
+const loadBatch = 1024
+
 // Load applies updates without reporting changes and reads the notebook once at the end:
-// the fast way to bring a notebook up to date from a store. On error the updates before
-// the failing one stay applied.
+// the fast way to bring a notebook up to date from a store. The updates are integrated in
+// transactions of loadBatch (yjs.Doc.ApplyUpdates). On error the updates before the
+// failing one stay applied.
 func (n *Notebook) Load(updates [][]byte) error {
-	var err error
-	for i, u := range updates {
-		if _, err = n.doc.ApplyUpdate(u); err != nil {
-			err = fmt.Errorf("load notebook update %d: %w", i, err)
-			break
-		}
-	}
+	err := n.integrate(updates)
 	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
 	return err
+}
+
+// integrate applies updates in batches; a batch with a malformed update is applied one
+// by one up to it.
+func (n *Notebook) integrate(updates [][]byte) error {
+	for start := 0; start < len(updates); start += loadBatch {
+		batch := updates[start:min(start+loadBatch, len(updates))]
+		if _, err := n.doc.ApplyUpdates(batch); err == nil {
+			continue
+		}
+		for i, u := range batch {
+			if _, err := n.doc.ApplyUpdate(u); err != nil {
+				return fmt.Errorf("load notebook update %d: %w", start+i, err)
+			}
+		}
+	}
+	return nil
 }
 
 // reset makes s, read by rebuild, the current snapshot.
