@@ -2,30 +2,13 @@
 // that peak RSS belongs to that engine alone, and prints one JSON line.
 //
 //   node bench/node.mjs --engine yjs|yjs+YNotebook|ywasm --workload history|state --corpus bench/out
-import fs from 'node:fs';
 import path from 'node:path';
+import { args, readFrames } from '../testdata/ysessions/seeded.mjs';
 import { createRequire } from 'node:module';
 
 // the npm packages live in the session generator's project
 const require = createRequire(new URL('../testdata/ysessions/package.json', import.meta.url));
 const Y = require('yjs');
-
-function args(argv) {
-  const a = {};
-  for (let i = 0; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  return a;
-}
-
-function readFrames(file) {
-  const buf = fs.readFileSync(file);
-  const frames = [];
-  for (let off = 0; off < buf.length; ) {
-    const n = buf.readUInt32LE(off);
-    frames.push(new Uint8Array(buf.buffer, buf.byteOffset + off + 4, n));
-    off += 4 + n;
-  }
-  return frames;
-}
 
 const engines = {
   yjs: () => {

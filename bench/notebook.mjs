@@ -8,28 +8,12 @@
 // to its changed signal: the JavaScript counterpart of ynotebook.Apply.
 import fs from 'node:fs';
 import path from 'node:path';
+import { args, readFrames } from '../testdata/ysessions/seeded.mjs';
 
 // ES modules by path, so that @jupyter/ydoc and this script share one instance of yjs
 const modules = new URL('../testdata/ysessions/node_modules/', import.meta.url);
 const Y = await import(new URL('yjs/dist/yjs.mjs', modules));
 const version = name => JSON.parse(fs.readFileSync(new URL(`${name}/package.json`, modules))).version;
-
-function args(argv) {
-  const a = {};
-  for (let i = 0; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  return a;
-}
-
-function readFrames(file) {
-  const buf = fs.readFileSync(file);
-  const frames = [];
-  for (let off = 0; off < buf.length; ) {
-    const n = buf.readUInt32LE(off);
-    frames.push(new Uint8Array(buf.buffer, buf.byteOffset + off + 4, n));
-    off += 4 + n;
-  }
-  return frames;
-}
 
 // each engine opens an empty document and applies an update to it
 const engines = {

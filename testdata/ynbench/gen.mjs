@@ -12,11 +12,12 @@
 //       one-line cells and 30 structural edits on each
 //
 // Files of updates are u32le length-prefixed frames. The multi-notebook corpus comes from
-// ../ysessions/gen.mjs --bench (see bench/notebook.sh). The npm packages are those of
-// ../ysessions.
+// ../ysessions/gen.mjs --bench (see bench/notebook.sh). The npm packages and the seeded
+// generator are those of ../ysessions.
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { Rand, args, writeFrames } from '../ysessions/seeded.mjs';
 
 // ES modules by path, so that @jupyter/ydoc and this script share one instance of yjs
 const modules = new URL('../ysessions/node_modules/', import.meta.url);
@@ -25,34 +26,6 @@ const { YNotebook } = await import(new URL('@jupyter/ydoc/lib/index.js', modules
 
 // @jupyter/ydoc reads its own preliminary types while building cells; Yjs warns each time.
 console.warn = () => {};
-
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rand {
-  constructor(seed) {
-    this.next = mulberry32(seed);
-  }
-  int(n) {
-    return Math.floor(this.next() * n);
-  }
-  hex(n) {
-    let s = '';
-    for (let i = 0; i < n; i++) s += '0123456789abcdef'[this.int(16)];
-    return s;
-  }
-  uuid() {
-    return `${this.hex(8)}-${this.hex(4)}-4${this.hex(3)}-a${this.hex(3)}-${this.hex(12)}`;
-  }
-}
 
 const WORDS = ['import', 'numpy', 'as', 'np', 'def', 'return', 'for', 'in', 'range', 'print', 'x', 'df', 'plot', 'value', '=', '+', '(', ')'];
 const KEYS = 'abcdefghijklmnopqrstuvwxyz ()=+.,\n';
@@ -157,23 +130,6 @@ function typing(r, base, keys) {
   return log;
 }
 
-function writeFrames(file, frames) {
-  const parts = [];
-  for (const f of frames) {
-    const len = Buffer.alloc(4);
-    len.writeUInt32LE(f.length);
-    parts.push(len, Buffer.from(f));
-  }
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(file, Buffer.concat(parts));
-}
-
-function args(argv) {
-  const a = {};
-  for (let i = 0; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  return a;
-}
-
 const a = args(process.argv.slice(2));
 const r = new Rand(Number(a.seed ?? 1));
 if (a.fixture) {
@@ -186,6 +142,7 @@ if (a.fixture) {
 } else {
   for (const n of (a.sizes ?? '10,100,1000,5000').split(',').map(Number)) {
     const dir = path.join(a.out, `size-${n}`);
+    fs.mkdirSync(dir, { recursive: true });
     const base = notebook(r, n, 20, 50);
     writeFrames(path.join(dir, 'base.bin'), [base]);
     writeFrames(path.join(dir, 'structural.bin'), structural(r, base, Number(a.edits ?? 300), 20, 50));

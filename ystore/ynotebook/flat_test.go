@@ -1,11 +1,10 @@
 package ynotebook
 
 import (
-	"compress/gzip"
-	"encoding/json"
-	"os"
 	"runtime"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
 // flatFixture is testdata/flat.json.gz (written by testdata/ynbench/gen.mjs --fixture): for
@@ -49,17 +48,8 @@ func editCost(t *testing.T, base []byte, edits [][]byte, read bool) (allocs, byt
 // same edit at 50 cells, counted in allocations (with and without a read of the snapshot
 // after each edit) and in bytes allocated (without reads: a read copies the cells slice).
 func TestStructuralEditsFlat(t *testing.T) {
-	f, err := os.Open("testdata/flat.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fx flatFixture
-	if err := json.NewDecoder(zr).Decode(&fx); err != nil {
+	if err := ysessions.ReadGzipJSON("testdata/flat.json.gz", &fx); err != nil {
 		t.Fatal(err)
 	}
 	small, large := fx["50"], fx["5000"]
