@@ -183,7 +183,7 @@ func (n *Notebook) readAll(sc scope) Changes {
 }
 
 // loadBatch is the number of updates Load integrates in one transaction.
-const loadBatch = 1024
+const loadBatch = 4096
 
 // Load applies updates without reporting changes and reads the notebook once at the end:
 // the fast way to bring a notebook up to date from a store. The updates are integrated in
