@@ -1,7 +1,9 @@
 package ynotebook
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
@@ -76,12 +78,24 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadError: a malformed update in a later batch leaves the updates before it
+// applied and is named by its index.
 func TestLoadError(t *testing.T) {
-	nb := New()
-	if err := nb.Load([][]byte{{0xff}}); err == nil {
-		t.Fatal("Load of a malformed update: no error")
+	s := ysessions.All(t)[0]
+	ups := s.UpdateBytes()
+	var updates [][]byte
+	for len(updates) < loadBatch+10 {
+		updates = append(updates, ups...) // known updates again: no-ops
 	}
-	if s := nb.Snapshot(); len(s.Cells) != 0 {
-		t.Fatalf("cells after a failed Load: %d", len(s.Cells))
+	bad := len(updates)
+	updates = append(updates, []byte{0xff}, ups[0])
+	nb, ref := New(), New()
+	err := nb.Load(updates)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("update %d:", bad)) {
+		t.Fatalf("Load with update %d malformed: %v", bad, err)
 	}
+	if err := ref.Load(ups); err != nil {
+		t.Fatal(err)
+	}
+	requireSnapshotsEqual(t, bad, nb.Snapshot(), ref.Snapshot())
 }
