@@ -26,13 +26,18 @@ func corpus(b *testing.B, name string) [][]byte {
 	if err != nil {
 		b.Skipf("no corpus (run bench/run.sh): %v", err)
 	}
-	var frames [][]byte
+	return frames(buf)
+}
+
+// frames splits u32le length-prefixed frames.
+func frames(buf []byte) [][]byte {
+	var out [][]byte
 	for len(buf) >= 4 {
 		n := binary.LittleEndian.Uint32(buf)
-		frames = append(frames, buf[4:4+n])
+		out = append(out, buf[4:4+n])
 		buf = buf[4+n:]
 	}
-	return frames
+	return out
 }
 
 // applier is one engine under test: a fresh document and its apply function.

@@ -2,30 +2,15 @@
 // that peak RSS belongs to that engine alone, and prints one JSON line.
 //
 //   node bench/node.mjs --engine yjs|yjs+YNotebook|ywasm --workload history|state --corpus bench/out
-import fs from 'node:fs';
 import path from 'node:path';
+import { args, readFrames } from '../testdata/ysessions/seeded.mjs';
 import { createRequire } from 'node:module';
 
-// the npm packages live in the session generator's project
+// the npm packages live in the session generator's project; yjs and @jupyter/ydoc as ES
+// modules by path, so that they share one instance of yjs
 const require = createRequire(new URL('../testdata/ysessions/package.json', import.meta.url));
-const Y = require('yjs');
-
-function args(argv) {
-  const a = {};
-  for (let i = 0; i < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
-  return a;
-}
-
-function readFrames(file) {
-  const buf = fs.readFileSync(file);
-  const frames = [];
-  for (let off = 0; off < buf.length; ) {
-    const n = buf.readUInt32LE(off);
-    frames.push(new Uint8Array(buf.buffer, buf.byteOffset + off + 4, n));
-    off += 4 + n;
-  }
-  return frames;
-}
+const modules = new URL('../testdata/ysessions/node_modules/', import.meta.url);
+const Y = await import(new URL('yjs/dist/yjs.mjs', modules));
 
 const engines = {
   yjs: () => {
@@ -37,8 +22,8 @@ const engines = {
     };
   },
   // the JavaScript counterpart of ystore/ynotebook: yjs with a live YNotebook model
-  'yjs+YNotebook': () => {
-    const { YNotebook } = require('@jupyter/ydoc');
+  'yjs+YNotebook': async () => {
+    const { YNotebook } = await import(new URL('@jupyter/ydoc/lib/index.js', modules));
     console.warn = () => {};
     return {
       version: `${require('yjs/package.json').version}+@jupyter/ydoc@${require('@jupyter/ydoc/package.json').version}`,
@@ -65,7 +50,7 @@ const engines = {
 };
 
 const a = args(process.argv.slice(2));
-const engine = engines[a.engine]();
+const engine = await engines[a.engine]();
 const frames = readFrames(path.join(a.corpus, a.workload === 'state' ? 'state.bin' : 'updates.bin'));
 const bytes = frames.reduce((s, f) => s + f.length, 0);
 const reps = a.workload === 'state' ? 5 : 3;

@@ -3,7 +3,8 @@
 //
 //   node gen.mjs --seed S --count N --out DIR        N sessions, one DIR/sNNNN.json.gz each
 //   node gen.mjs --demo --out FILE                   one person's session, JSON lines, gzipped
-//   node gen.mjs --bench --seed S --updates N --out DIR   benchmark corpus (see bench/run.sh)
+//   node gen.mjs --bench --seed S --updates N --out DIR   benchmark corpus (see bench/run.sh);
+//       with --no-state only its updates.bin (bench/notebook.sh)
 //
 // Everything is deterministic by seed: client ids, cell ids and every choice come from a
 // seeded generator, never from Math.random or crypto.
@@ -12,67 +13,13 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import * as Y from 'yjs';
 import { YNotebook } from '@jupyter/ydoc';
+import { Rand, args, writeFrames } from './seeded.mjs';
 
 // @jupyter/ydoc reads its own preliminary types while building cells; Yjs warns each time.
 const warn = console.warn;
 console.warn = (...xs) => {
   if (!String(xs[0]).startsWith('Invalid access: Add Yjs type to a document')) warn(...xs);
 };
-
-// ---------------------------------------------------------------- randomness
-
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-class Rand {
-  constructor(seed) {
-    this.next = mulberry32(seed);
-  }
-  int(n) {
-    return Math.floor(this.next() * n);
-  }
-  range(lo, hi) {
-    return lo + this.int(hi - lo + 1);
-  }
-  chance(p) {
-    return this.next() < p;
-  }
-  pick(xs) {
-    return xs[this.int(xs.length)];
-  }
-  weighted(table) {
-    const total = table.reduce((s, [w]) => s + w, 0);
-    let r = this.next() * total;
-    for (const [w, v] of table) {
-      if ((r -= w) < 0) return v;
-    }
-    return table[table.length - 1][1];
-  }
-  hex(n) {
-    let s = '';
-    for (let i = 0; i < n; i++) s += '0123456789abcdef'[this.int(16)];
-    return s;
-  }
-  uuid() {
-    return `${this.hex(8)}-${this.hex(4)}-4${this.hex(3)}-a${this.hex(3)}-${this.hex(12)}`;
-  }
-  clientID() {
-    return this.int(0x7fffffff) + 1;
-  }
-  bytes(n) {
-    const b = Buffer.alloc(n);
-    for (let i = 0; i < n; i++) b[i] = this.int(256);
-    return b;
-  }
-}
 
 // ---------------------------------------------------------------- content
 
@@ -630,7 +577,7 @@ const BENCH_WEIGHTS = [
 
 // bench writes DIR/updates.bin (u32le length-prefixed updates of a two-person history, no
 // surrogate pair ever split: ywasm panics on those) and DIR/state.bin (one ~10 MB update).
-function bench(seed, count, out) {
+function bench(seed, count, out, withState) {
   const r = new Rand(seed);
   const log = [];
   const clients = [new Client(0, 1001, log), new Client(1, 1002, log)];
@@ -653,7 +600,7 @@ function bench(seed, count, out) {
   }
   fs.mkdirSync(out, { recursive: true });
   writeFrames(path.join(out, 'updates.bin'), log.map(e => e.update));
-  writeFrames(path.join(out, 'state.bin'), [bigState(r, log.map(e => e.update))]);
+  if (withState) writeFrames(path.join(out, 'state.bin'), [bigState(r, log.map(e => e.update))]);
 }
 
 // bigState returns one ~10 MB update: the history above plus many cells typed into at
@@ -694,31 +641,11 @@ function bigState(r, history) {
   }
 }
 
-function writeFrames(file, frames) {
-  const parts = [];
-  for (const f of frames) {
-    const len = Buffer.alloc(4);
-    len.writeUInt32LE(f.length);
-    parts.push(len, Buffer.from(f));
-  }
-  fs.writeFileSync(file, Buffer.concat(parts));
-}
-
 // ---------------------------------------------------------------- main
-
-function args(argv) {
-  const a = {};
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i].replace(/^--/, '');
-    if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) a[k] = argv[++i];
-    else a[k] = true;
-  }
-  return a;
-}
 
 const a = args(process.argv.slice(2));
 if (a.demo) demo(a.out);
-else if (a.bench) bench(Number(a.seed ?? 1), Number(a.updates ?? 100000), a.out);
+else if (a.bench) bench(Number(a.seed ?? 1), Number(a.updates ?? 100000), a.out, !a['no-state']);
 else writeSessions(Number(a.seed ?? 1), Number(a.count ?? 200), a.out ?? 'fixtures');
 // YNotebook's awareness keeps a timer alive
 process.exit(0);

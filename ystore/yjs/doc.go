@@ -21,6 +21,7 @@
 package yjs
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -50,12 +51,6 @@ type Doc struct {
 func NewDoc() *Doc {
 	return &Doc{clients: make(map[uint64]*clientStructs), roots: make(map[string]*Type)}
 }
-
-// GUID returns the guid of a subdocument (ContentDoc), "" for documents made by NewDoc.
-func (d *Doc) GUID() string { return d.guid }
-
-// Opts returns the options a subdocument was encoded with.
-func (d *Doc) Opts() any { return d.opts }
 
 // root returns the root type name, creating it with unknown kind like doc.get.
 func (d *Doc) root(name string) *Type {
@@ -118,12 +113,35 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.apply(u), nil
+}
+
+// ApplyUpdates applies Yjs v1 updates in order as one transaction, like Y.applyUpdate
+// for each inside one doc.transact: deleted content is collected and structs are merged
+// once, at the end. All updates are decoded first: a malformed one returns its
+// *DecodeError, wrapped with its index, and leaves d unchanged.
+func (d *Doc) ApplyUpdates(updates [][]byte) (*Txn, error) {
+	us := make([]*update, len(updates))
+	for i, b := range updates {
+		u, err := decodeUpdate(b, &d.texts)
+		if err != nil {
+			return nil, fmt.Errorf("update %d: %w", i, err)
+		}
+		us[i] = u
+	}
+	return d.apply(us...), nil
+}
+
+// apply integrates decoded updates in one transaction.
+func (d *Doc) apply(us ...*update) *Txn {
 	txn := newTxn()
 	d.txn = txn
-	d.readUpdate(txn, u)
+	for _, u := range us {
+		d.readUpdate(txn, u)
+	}
 	d.cleanup(txn)
 	d.txn = nil
-	return txn, nil
+	return txn
 }
 
 // readUpdate integrates a decoded update like Yjs's readUpdateV2.

@@ -115,6 +115,9 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	case kindType:
 		it.typ.doc = d
 		it.typ.item = it
+		if !hasSub {
+			txn.seqTypes = append(txn.seqTypes, it.typ)
+		}
 	}
 	txn.addChanged(d, parent, it.parentSub, hasSub)
 	if (parent.item != nil && parent.item.deleted()) || (hasSub && it.right != nil) {
@@ -187,6 +190,9 @@ func (d *Doc) deleteItem(txn *Txn, it *item) {
 	txn.addChanged(d, parent, it.parentSub, hasSub)
 	if it.kind == kindType {
 		t := it.typ
+		if !hasSub {
+			txn.seqTypes = append(txn.seqTypes, t)
+		}
 		for c := t.start; c != nil; c = c.right {
 			d.deleteChild(txn, c)
 		}

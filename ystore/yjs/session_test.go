@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -333,4 +335,80 @@ func TestSessionsRoundTripYjs(t *testing.T) {
 		t.Fatalf("node roundtrip.mjs: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestSessionsBatched applies each session, in order and shuffled with duplicates, in
+// batches of one transaction each: the document and its structs are those of applying
+// the updates one by one, except that garbage-collected runs deleted by different
+// updates of a batch are merged (cleanup runs once per transaction, as in Yjs).
+func TestSessionsBatched(t *testing.T) {
+	for _, s := range loadSessions(t) {
+		ups := s.updates(t)
+		rng := rand.New(rand.NewPCG(uint64(s.Seed), 9))
+		var shuffled [][]byte
+		for _, i := range append(rng.Perm(len(ups)), rng.Perm(len(ups))[:len(ups)/3]...) {
+			shuffled = append(shuffled, ups[i])
+		}
+		for _, order := range [][][]byte{ups, shuffled} {
+			want, err := applyAll(t, order).EncodeStateAsUpdate(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, size := range []int{1, 7, len(order)} {
+				d := NewDoc()
+				for batch := range slices.Chunk(order, size) {
+					if _, err := d.ApplyUpdates(batch); err != nil {
+						t.Fatal(err)
+					}
+				}
+				checkJSON(t, fmt.Sprintf("session %d in batches of %d", s.Seed, size), d, s.JSON)
+				if d.HasPending() {
+					t.Fatalf("session %d, batches of %d: pending after all updates", s.Seed, size)
+				}
+				got, err := d.EncodeStateAsUpdate(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(gcMerged(t, got), gcMerged(t, want)) {
+					t.Fatalf("session %d, batches of %d: structs differ from applying one by one", s.Seed, size)
+				}
+			}
+		}
+	}
+}
+
+// gcMerged decodes an update and merges adjacent GC structs.
+func gcMerged(t *testing.T, b []byte) *Update {
+	t.Helper()
+	u, err := DecodeUpdate(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, list := range u.Structs {
+		var out []Struct
+		for _, st := range list {
+			if n := len(out); n > 0 && st.Kind == "GC" && out[n-1].Kind == "GC" {
+				out[n-1].Len += st.Len
+				continue
+			}
+			out = append(out, st)
+		}
+		u.Structs[c] = out
+	}
+	return u
+}
+
+// TestApplyUpdatesAtomic: a malformed update in a batch leaves the document unchanged,
+// even when the updates before it are valid.
+func TestApplyUpdatesAtomic(t *testing.T) {
+	first := loadSessions(t)[0].updates(t)[0]
+	d := NewDoc()
+	_, err := d.ApplyUpdates([][]byte{first, {0xff}})
+	var de *DecodeError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "update 1") {
+		t.Fatalf("ApplyUpdates with a malformed second update: %v", err)
+	}
+	if len(d.StateVector()) != 0 || d.HasPending() {
+		t.Fatal("a failed ApplyUpdates changed the document")
+	}
 }

@@ -16,6 +16,8 @@ type Txn struct {
 	deletes []deleteRange
 	// mergeStructs are the starts of items split during the transaction.
 	mergeStructs []ID
+	// seqTypes are the types inserted into or deleted from a sequence.
+	seqTypes []*Type
 	// inline storage for the common small transaction
 	changesBuf [2]Change
 	beforeBuf  [2]clientClock
@@ -57,6 +59,11 @@ func (t *Txn) Empty() bool { return len(t.changes) == 0 }
 
 // Changes returns the changed types in the order they first changed.
 func (t *Txn) Changes() []Change { return t.changes }
+
+// SeqTypes returns the types inserted into or deleted from the sequence of an array or
+// XML node during the transaction, in the order that happened; a type inserted and deleted
+// again appears twice. Which ones are deleted tells Type.Deleted.
+func (t *Txn) SeqTypes() []*Type { return t.seqTypes }
 
 // Changed returns the change recorded for typ, if any.
 func (t *Txn) Changed(typ *Type) (Change, bool) {

@@ -122,6 +122,22 @@ func (t *Type) Index() int {
 	return n
 }
 
+// Left returns the nearest type before t in its parent's sequence that is not deleted,
+// passing over deleted items and other content; nil when there is none or t is held
+// under a map key, is a root, or is deleted.
+func (t *Type) Left() *Type {
+	it := t.item
+	if it == nil || it.flags&flagHasParentSub != 0 || it.deleted() {
+		return nil
+	}
+	for l := it.left; l != nil; l = l.left {
+		if l.kind == kindType && !l.deleted() {
+			return l.typ
+		}
+	}
+	return nil
+}
+
 // Value returns t as its concrete kind: *Map, *Array, *Text, *XmlElement, *XmlFragment,
 // *XmlHook or *XmlText; a type of unknown kind is returned as *Type.
 func (t *Type) Value() any {
@@ -188,12 +204,6 @@ func (t *Text) String() string { return (*Type)(t).text() }
 
 // Len returns the length of the text in UTF-16 code units, like Y.Text.length.
 func (t *Text) Len() int { return t.length }
-
-// NodeName returns the element's tag name.
-func (x *XmlElement) NodeName() string { return x.name }
-
-// Attributes returns the element's attributes like Y.XmlElement.getAttributes.
-func (x *XmlElement) Attributes() map[string]any { return (*Type)(x).mapJSON() }
 
 // Children returns the element's children.
 func (x *XmlElement) Children() []any { return (*Type)(x).values() }

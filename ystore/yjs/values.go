@@ -55,6 +55,7 @@ func (t *Type) valueAt(i int) (any, bool) {
 
 func (t *Type) text() string {
 	var b strings.Builder
+	b.Grow(t.length) // UTF-16 units: the byte length of ASCII text
 	for it := t.start; it != nil; it = it.right {
 		if it.kind == kindString && !it.deleted() {
 			b.Write(it.text)

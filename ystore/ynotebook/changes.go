@@ -91,8 +91,9 @@ func occurrences(s *Snapshot) []occurrence {
 }
 
 // reorder reports added, removed and moved cells and compares the cells present on both
-// sides that were read anew (fresh, by index in next) or changed places.
-func reorder(prev, next *Snapshot, fresh []bool) Changes {
+// sides that were read anew or are another cell map than before; prevSlots and read name
+// the cell maps behind prev's and next's cells.
+func reorder(prev *Snapshot, prevSlots []*slot, next *Snapshot, read []readCell) Changes {
 	var ch Changes
 	oldKeys, newKeys := occurrences(prev), occurrences(next)
 	oldPos := make(map[occurrence]int, len(oldKeys))
@@ -118,7 +119,7 @@ func reorder(prev, next *Snapshot, fresh []bool) Changes {
 		}
 		common = append(common, j)
 		commonOld = append(commonOld, i)
-		if fresh[j] || prev.types[i] != next.types[j] {
+		if read[j].fresh || prevSlots[i].typ != read[j].typ {
 			ch.addCell(&prev.Cells[i], &next.Cells[j])
 		}
 	}

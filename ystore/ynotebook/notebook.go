@@ -2,7 +2,6 @@ package ynotebook
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
@@ -24,7 +23,27 @@ type Notebook struct {
 	snap  *Snapshot
 	// shared is set once snap has been handed out: it must be copied before an edit.
 	shared bool
+	// slots holds the cell map behind each of snap.Cells, in order; bySlot finds a cell
+	// map's slot; ids counts the cells of each key (id and whether there is one).
+	slots  []*slot
+	bySlot map[*yjs.Type]*slot
+	ids    map[cellKey]int
 }
+
+// slot is the place of one cell map in the snapshot.
+type slot struct {
+	typ *yjs.Type
+	pos int // index in snap.Cells
+}
+
+// cellKey is what pairs cells across an update (with the number of cells before carrying
+// the same key, see occurrence).
+type cellKey struct {
+	id    string
+	hasID bool
+}
+
+func keyOf(c *Cell) cellKey { return cellKey{c.ID, c.hasID} }
 
 // State is the document's "state" map: the path fallback and the dirty flag.
 type State struct {
@@ -41,7 +60,7 @@ func New() *Notebook {
 		meta:  doc.Map(rootMeta),
 		state: doc.Map(rootState),
 	}
-	n.snap, _ = n.rebuild(&Snapshot{}, scope{meta: true, cells: true})
+	n.reset(n.rebuild(&Snapshot{}, scope{meta: true, cells: true}))
 	return n
 }
 
@@ -83,6 +102,7 @@ func partOf(key string) part {
 type scope struct {
 	meta  bool               // the meta map or anything in it
 	cells bool               // the cells array itself: cells inserted or deleted
+	all   bool               // read every cell anew
 	parts map[*yjs.Type]part // cell maps with changes inside, and where
 }
 
@@ -145,15 +165,65 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
 		return Changes{}, nil
 	}
-	if n.inPlace(sc) {
-		return n.edit(sc), nil
+	if ch, ok := n.splice(txn, sc); ok {
+		return ch, nil
 	}
-	prev := n.snap
-	next, fresh := n.rebuild(prev, sc)
-	n.snap, n.shared = next, false
-	ch := reorder(prev, next, fresh)
+	return n.readAll(sc), nil
+}
+
+// readAll reads the cells array again as a whole, reusing the cells the update did not
+// touch, and pairs the cells of both sides by key to report the changes.
+func (n *Notebook) readAll(sc scope) Changes {
+	prev, prevSlots := n.snap, n.slots
+	next, read := n.rebuild(prev, sc)
+	n.reset(next, read)
+	ch := reorder(prev, prevSlots, next, read)
 	ch.Metadata = sc.meta && levelChanged(prev, next)
-	return ch, nil
+	return ch
+}
+
+// loadBatch is the number of updates Load integrates in one transaction.
+const loadBatch = 4096
+
+// Load applies updates without reporting changes and reads the notebook once at the end:
+// the fast way to bring a notebook up to date from a store. The updates are integrated in
+// transactions of loadBatch (yjs.Doc.ApplyUpdates). On error the updates before the
+// failing one stay applied.
+func (n *Notebook) Load(updates [][]byte) error {
+	err := n.integrate(updates)
+	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
+	return err
+}
+
+// integrate applies updates in batches; a batch with a malformed update is applied one
+// by one up to it.
+func (n *Notebook) integrate(updates [][]byte) error {
+	for start := 0; start < len(updates); start += loadBatch {
+		batch := updates[start:min(start+loadBatch, len(updates))]
+		if _, err := n.doc.ApplyUpdates(batch); err == nil {
+			continue
+		}
+		for i, u := range batch {
+			if _, err := n.doc.ApplyUpdate(u); err != nil {
+				return fmt.Errorf("load notebook update %d: %w", start+i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reset makes s, read by rebuild, the current snapshot.
+func (n *Notebook) reset(s *Snapshot, read []readCell) {
+	n.snap, n.shared = s, false
+	n.slots = make([]*slot, len(read))
+	n.bySlot = make(map[*yjs.Type]*slot, len(read))
+	n.ids = make(map[cellKey]int, len(read))
+	for i, r := range read {
+		sl := &slot{typ: r.typ, pos: i}
+		n.slots[i] = sl
+		n.bySlot[r.typ] = sl
+		n.ids[keyOf(&s.Cells[i])]++
+	}
 }
 
 // Snapshot returns the current notebook; the result is never modified afterwards.
@@ -177,48 +247,16 @@ func (n *Notebook) State() State {
 // Doc returns the underlying Yjs document.
 func (n *Notebook) Doc() *yjs.Doc { return n.doc }
 
-// inPlace reports whether the update only touched cells already in the snapshot and none
-// of their ids or types, so that the cell list stays as it is.
-func (n *Notebook) inPlace(sc scope) bool {
-	if sc.cells {
-		return false
-	}
-	for t, p := range sc.parts {
-		if _, ok := n.snap.index[t]; !ok || p&partOther != 0 {
-			return false
-		}
-	}
-	return true
+// readCell is a cell rebuild put in a snapshot: its map and whether it was read anew.
+type readCell struct {
+	typ   *yjs.Type
+	fresh bool
 }
 
-// edit reads the touched parts again into the current snapshot, copying it first if it
-// has been handed out, and reports the differences.
-func (n *Notebook) edit(sc scope) Changes {
-	s := n.snap
-	if n.shared {
-		c := *s
-		c.Cells = slices.Clone(s.Cells)
-		s, n.snap, n.shared = &c, &c, false
-	}
-	var ch Changes
-	if sc.meta {
-		old := *s
-		readSnapshotMeta(s, n.meta)
-		ch.Metadata = levelChanged(&old, s)
-	}
-	for t, p := range sc.parts {
-		i := s.index[t]
-		old := s.Cells[i]
-		s.Cells[i], _ = reread(old, (*yjs.Map)(t), p)
-		ch.addCell(&old, &s.Cells[i])
-	}
-	return ch
-}
-
-// rebuild returns a new snapshot of the whole cells array, taking from prev every cell
-// the update did not touch; fresh marks the cells read anew.
-func (n *Notebook) rebuild(prev *Snapshot, sc scope) (s *Snapshot, fresh []bool) {
-	s = &Snapshot{}
+// rebuild returns a new snapshot of the whole cells array, taking from prev, the current
+// snapshot or an empty one, every cell the update did not touch.
+func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
+	s := &Snapshot{}
 	if sc.meta {
 		readSnapshotMeta(s, n.meta)
 	} else {
@@ -226,9 +264,7 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (s *Snapshot, fresh []bool)
 	}
 	values := n.cells.Values()
 	s.Cells = make([]Cell, 0, len(values))
-	s.types = make([]*yjs.Type, 0, len(values))
-	s.index = make(map[*yjs.Type]int, len(values))
-	fresh = make([]bool, 0, len(values))
+	read := make([]readCell, 0, len(values))
 	for _, v := range values {
 		m, isMap := v.(*yjs.Map)
 		if !isMap {
@@ -236,34 +272,35 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (s *Snapshot, fresh []bool)
 		}
 		t := m.Type()
 		p, touched := sc.parts[t]
-		i, known := prev.index[t]
+		var sl *slot
+		if prev == n.snap && !sc.all {
+			sl = n.bySlot[t]
+		}
 		var c Cell
 		switch {
-		case known && !touched:
-			c = prev.Cells[i]
-		case known:
+		case sl != nil && !touched:
+			c = prev.Cells[sl.pos]
+		case sl != nil:
 			var ok bool
-			if c, ok = reread(prev.Cells[i], m, p); !ok {
+			if c, ok = reread(prev.Cells[sl.pos], m, p); !ok {
 				continue
 			}
 		default:
 			var ok bool
-			if c, ok = readCell(m); !ok {
+			if c, ok = readCellMap(m); !ok {
 				continue
 			}
 		}
-		s.index[t] = len(s.Cells)
 		s.Cells = append(s.Cells, c)
-		s.types = append(s.types, t)
-		fresh = append(fresh, !known || touched)
+		read = append(read, readCell{typ: t, fresh: sl == nil || touched})
 	}
-	return s, fresh
+	return s, read
 }
 
 // reread reads the touched parts of cell map m again, keeping the rest of c.
 func reread(c Cell, m *yjs.Map, p part) (Cell, bool) {
 	if p&partOther != 0 {
-		return readCell(m)
+		return readCellMap(m)
 	}
 	c.readParts(m, p)
 	return c, true

@@ -22,11 +22,9 @@ type Snapshot struct {
 	Metadata      map[string]any // notebook metadata; nil when the document has none
 	Cells         []Cell         // in document order
 
-	nbformat, nbformatMinor any               // the values as stored
-	hasNBFormat, hasMinor   bool              // whether meta holds them
-	pruneIDs                bool              // nbformat 4.0–4.4: cell ids are left out
-	types                   []*yjs.Type       // the cell map behind each cell
-	index                   map[*yjs.Type]int // position of each cell map in Cells; shared, never modified
+	nbformat, nbformatMinor any  // the values as stored
+	hasNBFormat, hasMinor   bool // whether meta holds them
+	pruneIDs                bool // nbformat 4.0–4.4: cell ids are left out
 }
 
 // Cell is one notebook cell in nbformat shape.
@@ -39,8 +37,8 @@ type Cell struct {
 	Outputs        []map[string]any // code cells: the outputs in order
 	Attachments    map[string]any   // markdown and raw cells: nil when absent
 
-	hasID          bool
-	attachments    any // the attachments value as stored, for values that are not objects
+	attachments    any  // the attachments value as stored, for values that are not objects
+	hasID          bool // false for a cell map without an id
 	hasAttachments bool
 }
 
@@ -140,9 +138,9 @@ func intOf(v any) int {
 	return 0
 }
 
-// readCell materializes a cell map; ok is false for a cell YNotebook cannot model (an
+// readCellMap materializes a cell map; ok is false for a cell YNotebook cannot model (an
 // unknown cell type).
-func readCell(m *yjs.Map) (Cell, bool) {
+func readCellMap(m *yjs.Map) (Cell, bool) {
 	ct, _ := get(m, "cell_type")
 	c := Cell{}
 	c.CellType, _ = ct.(string)

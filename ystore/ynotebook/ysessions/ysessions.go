@@ -58,23 +58,32 @@ func Dir() string {
 
 // Read reads the session file name (e.g. s0000.json.gz) from Dir.
 func Read(name string) (*Session, error) {
-	f, err := os.Open(filepath.Join(Dir(), name))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	s := &Session{Name: name}
-	if err := json.NewDecoder(zr).Decode(s); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := ReadGzipJSON(filepath.Join(Dir(), name), s); err != nil {
+		return nil, err
 	}
 	if len(s.Checkpoints) == 0 || s.Final().After != len(s.Updates) {
 		return nil, fmt.Errorf("%s: no checkpoint after all %d updates", name, len(s.Updates))
 	}
 	return s, nil
+}
+
+// ReadGzipJSON decodes the gzipped JSON file at path into v: the format of the recorded
+// sessions and of other fixtures written by Node scripts.
+func ReadGzipJSON(path string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := json.NewDecoder(zr).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // Load reads one session or fails the test.

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// result is one line of bench/notebook.sh's results, written alike by bench/notebook.mjs.
+type result struct {
+	Engine      string  `json:"engine"`
+	Workload    string  `json:"workload"` // structural, typing, corpus or load
+	Cells       int     `json:"cells,omitempty"`
+	Updates     int     `json:"updates"`
+	CPUMs       float64 `json:"cpuMs"` // the fastest of the repetitions
+	NsPerUpdate float64 `json:"nsPerUpdate"`
+	LiveMB      float64 `json:"liveMB,omitempty"` // corpus: heap held by all documents
+}
+
+// goEngine opens a document loaded with base and returns its apply function.
+type goEngine struct {
+	name string
+	open func(t *testing.T, base [][]byte) func([]byte) error
+}
+
+var goEngines = []goEngine{
+	{"go ystore/yjs", func(t *testing.T, base [][]byte) func([]byte) error {
+		d := yjs.NewDoc()
+		for _, u := range base {
+			must(t, func() error { _, err := d.ApplyUpdate(u); return err }())
+		}
+		return func(u []byte) error { _, err := d.ApplyUpdate(u); return err }
+	}},
+	{"go ynotebook.Apply", func(t *testing.T, base [][]byte) func([]byte) error {
+		n := ynotebook.New()
+		must(t, n.Load(base))
+		return func(u []byte) error { _, err := n.Apply(u); return err }
+	}},
+	{"go ynotebook.Apply+Snapshot", func(t *testing.T, base [][]byte) func([]byte) error {
+		n := ynotebook.New()
+		must(t, n.Load(base))
+		return func(u []byte) error {
+			_, err := n.Apply(u)
+			n.Snapshot()
+			return err
+		}
+	}},
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFrames(t *testing.T, file string) [][]byte {
+	t.Helper()
+	buf, err := os.ReadFile(file)
+	must(t, err)
+	return frames(buf)
+}
+
+// TestNotebookLayer times the Go engines on the workloads of testdata/ynbench/gen.mjs in
+// YNBENCH (bench/notebook.sh writes them) and writes JSON lines to YNBENCH_OUT.
+func TestNotebookLayer(t *testing.T) {
+	dir := os.Getenv("YNBENCH")
+	if dir == "" {
+		t.Skip("YNBENCH not set (run bench/notebook.sh)")
+	}
+	reps, _ := strconv.Atoi(os.Getenv("YNBENCH_REPS"))
+	reps = max(reps, 1)
+	var out []result
+	sizes, err := filepath.Glob(filepath.Join(dir, "size-*"))
+	must(t, err)
+	for _, sd := range sizes {
+		cells, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(sd), "size-"))
+		base := readFrames(t, filepath.Join(sd, "base.bin"))
+		for _, w := range []string{"structural", "typing"} {
+			updates := readFrames(t, filepath.Join(sd, w+".bin"))
+			for _, e := range goEngines {
+				best := timeReps(reps, func() func() {
+					apply := e.open(t, base)
+					return func() {
+						for i, u := range updates {
+							if err := apply(u); err != nil {
+								t.Fatalf("%s %s %d: update %d: %v", e.name, w, cells, i, err)
+							}
+						}
+					}
+				})
+				out = append(out, result{Engine: e.name, Workload: w, Cells: cells, Updates: len(updates), CPUMs: best / 1e6, NsPerUpdate: best / float64(len(updates))})
+			}
+		}
+	}
+	rooms, err := filepath.Glob(filepath.Join(dir, "corpus", "room-*.bin"))
+	must(t, err)
+	corpus := make([][][]byte, len(rooms))
+	total := 0
+	for i, r := range rooms {
+		corpus[i] = readFrames(t, r)
+		total += len(corpus[i])
+	}
+	if total > 0 {
+		for _, e := range goEngines[:2] {
+			open := func() []func([]byte) error {
+				applies := make([]func([]byte) error, len(corpus))
+				for i := range applies {
+					applies[i] = e.open(t, nil)
+				}
+				return applies
+			}
+			applyAll := func(applies []func([]byte) error) {
+				for r, ups := range corpus {
+					for i, u := range ups {
+						if err := applies[r](u); err != nil {
+							t.Fatalf("%s room %d: update %d: %v", e.name, r, i, err)
+						}
+					}
+				}
+			}
+			// the live heap in a pass of its own, before the timed ones
+			before := liveHeap()
+			applies := open()
+			applyAll(applies)
+			live := float64(liveHeap()-before) / (1 << 20)
+			runtime.KeepAlive(applies)
+			best := timeReps(reps, func() func() {
+				applies := open()
+				return func() { applyAll(applies) }
+			})
+			out = append(out, result{Engine: e.name, Workload: "corpus", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total), LiveMB: live})
+		}
+		best := timeReps(reps, func() func() {
+			nbs := make([]*ynotebook.Notebook, len(corpus))
+			return func() {
+				for r, ups := range corpus {
+					nbs[r] = ynotebook.New()
+					must(t, nbs[r].Load(ups))
+					nbs[r].Snapshot()
+				}
+			}
+		})
+		out = append(out, result{Engine: "go ynotebook.Load", Workload: "load", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total)})
+	}
+	f, err := os.Create(os.Getenv("YNBENCH_OUT"))
+	must(t, err)
+	defer f.Close()
+	for _, r := range out {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(f, string(b))
+		t.Logf("%s", b)
+	}
+}
+
+// timeReps runs setup, then the function it returns, reps times and returns the least CPU
+// time of the latter in nanoseconds.
+func timeReps(reps int, setup func() (run func())) float64 {
+	var times []float64
+	for range reps {
+		run := setup()
+		runtime.GC()
+		c0 := cpuTime()
+		run()
+		times = append(times, float64(cpuTime()-c0))
+	}
+	return slices.Min(times)
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

@@ -1,0 +1,269 @@
+package ynotebook
+
+import (
+	"slices"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+)
+
+// spliceMax is the most cells an update may insert or delete for splice to handle it;
+// larger updates read the whole cells array again.
+const spliceMax = 32
+
+// spliced is a cell an update inserted or deleted.
+type spliced struct {
+	typ  *yjs.Type
+	cell Cell
+	pos  int // index in the snapshot: before the update for deleted cells, after it for inserted ones
+}
+
+// splice applies txn to the snapshot by visiting only the cells it inserted, deleted or
+// edited, so that its cost does not depend on the size of the notebook. It declines (ok
+// false, nothing changed) when the cells array must be read again as a whole: a cell's
+// id or type edited, many cells inserted or deleted, an inserted or deleted cell whose
+// key is not unique on both sides, or more than one cell put in another's place.
+func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
+	removed, inserted, ok := n.splicedCells(txn, sc)
+	if !ok {
+		return Changes{}, false
+	}
+	for t, p := range sc.parts {
+		if p&partOther != 0 && !slices.ContainsFunc(inserted, func(c spliced) bool { return c.typ == t }) {
+			return Changes{}, false
+		}
+	}
+	cross, ok := n.uniqueKeys(removed, inserted)
+	if !ok {
+		return Changes{}, false
+	}
+
+	s := n.snap
+	if n.shared {
+		c := *s
+		c.Cells = make([]Cell, len(s.Cells), len(s.Cells)+len(inserted))
+		copy(c.Cells, s.Cells)
+		s, n.snap, n.shared = &c, &c, false
+	}
+	var ch Changes
+	if sc.meta {
+		old := *s
+		readSnapshotMeta(s, n.meta)
+		ch.Metadata = levelChanged(&old, s)
+	}
+	for t, p := range sc.parts {
+		sl := n.bySlot[t]
+		if sl == nil || t.Deleted() {
+			continue // a cell inserted, deleted or not in the snapshot (unknown type)
+		}
+		old := s.Cells[sl.pos]
+		s.Cells[sl.pos], _ = reread(old, (*yjs.Map)(t), p)
+		ch.addCell(&old, &s.Cells[sl.pos])
+	}
+	n.remove(removed)
+	n.insert(inserted)
+
+	// cells are paired by key, unique here: a key on both sides is one cell put in the
+	// place of another (cross), the others are added or removed
+	var crossKey cellKey
+	if cross >= 0 {
+		crossKey = keyOf(&inserted[cross].cell)
+	}
+	for _, c := range removed {
+		if cross < 0 || keyOf(&c.cell) != crossKey {
+			ch.Removed = union(ch.Removed, []string{c.cell.ID})
+		}
+	}
+	slices.SortFunc(inserted, func(a, b spliced) int { return a.pos - b.pos })
+	for i, c := range inserted {
+		if cross >= 0 && keyOf(&c.cell) == crossKey {
+			cross = i // its index after sorting
+			continue
+		}
+		ch.Added = union(ch.Added, []string{c.cell.ID})
+	}
+	if cross >= 0 {
+		x := &inserted[cross]
+		i := slices.IndexFunc(removed, func(c spliced) bool { return keyOf(&c.cell) == crossKey })
+		ch.addCell(&removed[i].cell, &x.cell)
+		ch.Moved = n.moved(removed, inserted, removed[i].pos, x.pos, cross)
+	}
+	return ch, true
+}
+
+// splicedCells returns the cells of the snapshot txn deleted, by position, and the cell
+// maps it inserted into the cells array, read; ok is false when there are too many.
+func (n *Notebook) splicedCells(txn *yjs.Txn, sc scope) (removed, inserted []spliced, ok bool) {
+	if !sc.cells {
+		return nil, nil, true
+	}
+	cells := n.cells.Type()
+	for _, t := range txn.SeqTypes() {
+		if parent, _, _ := t.Parent(); parent != cells {
+			continue
+		}
+		same := func(c spliced) bool { return c.typ == t }
+		switch sl := n.bySlot[t]; {
+		case sl != nil && t.Deleted() && !slices.ContainsFunc(removed, same):
+			removed = append(removed, spliced{typ: t, cell: n.snap.Cells[sl.pos], pos: sl.pos})
+		case sl == nil && !t.Deleted() && t.Kind() == yjs.KindMap && !slices.ContainsFunc(inserted, same):
+			c, known := readCellMap((*yjs.Map)(t))
+			if !known {
+				continue // YNotebook cannot model it: not part of the snapshot
+			}
+			inserted = append(inserted, spliced{typ: t, cell: c})
+		default:
+			continue
+		}
+		if len(removed)+len(inserted) > spliceMax {
+			return nil, nil, false
+		}
+	}
+	slices.SortFunc(removed, func(a, b spliced) int { return a.pos - b.pos })
+	return removed, inserted, true
+}
+
+// uniqueKeys checks that every key of a removed or inserted cell is held by at most one
+// cell before and after the update, so that pairing cells by key needs no counting of
+// occurrences, and that at most one key is on both sides; cross is the index in inserted
+// of the cell with that key, -1 when there is none.
+func (n *Notebook) uniqueKeys(removed, inserted []spliced) (cross int, ok bool) {
+	cross = -1
+	count := func(k cellKey) (gone, added int) {
+		for i := range removed {
+			if keyOf(&removed[i].cell) == k {
+				gone++
+			}
+		}
+		for i := range inserted {
+			if keyOf(&inserted[i].cell) == k {
+				added++
+			}
+		}
+		return gone, added
+	}
+	check := func(k cellKey) bool {
+		before := n.ids[k]
+		gone, added := count(k)
+		return before <= 1 && before-gone+added <= 1
+	}
+	for i := range removed {
+		if !check(keyOf(&removed[i].cell)) {
+			return -1, false
+		}
+	}
+	for i := range inserted {
+		k := keyOf(&inserted[i].cell)
+		if !check(k) {
+			return -1, false
+		}
+		if gone, _ := count(k); gone > 0 {
+			if cross >= 0 {
+				return -1, false
+			}
+			cross = i
+		}
+	}
+	return cross, true
+}
+
+// remove takes the removed cells, sorted by position, out of the snapshot, moving the
+// cells between them down in blocks.
+func (n *Notebook) remove(removed []spliced) {
+	if len(removed) == 0 {
+		return
+	}
+	s := n.snap
+	j := removed[0].pos
+	for k, c := range removed {
+		delete(n.bySlot, c.typ)
+		n.forget(keyOf(&c.cell))
+		end := len(n.slots)
+		if k+1 < len(removed) {
+			end = removed[k+1].pos
+		}
+		copy(s.Cells[j:], s.Cells[c.pos+1:end])
+		j += copy(n.slots[j:], n.slots[c.pos+1:end])
+	}
+	clear(n.slots[j:])
+	clear(s.Cells[j:])
+	n.slots, s.Cells = n.slots[:j], s.Cells[:j]
+	n.renumber(removed[0].pos)
+}
+
+// renumber sets the positions of the slots from i on.
+func (n *Notebook) renumber(i int) {
+	for ; i < len(n.slots); i++ {
+		n.slots[i].pos = i
+	}
+}
+
+// forget counts one cell fewer with key k.
+func (n *Notebook) forget(k cellKey) {
+	if n.ids[k]--; n.ids[k] == 0 {
+		delete(n.ids, k)
+	}
+}
+
+// insert puts the inserted cells into the snapshot, each after the nearest cell before it
+// in the document that is already there, and sets their positions.
+func (n *Notebook) insert(inserted []spliced) {
+	s := n.snap
+	for i := range inserted {
+		c := &inserted[i]
+		pos := 0
+		for l := c.typ.Left(); l != nil; l = l.Left() {
+			if sl := n.bySlot[l]; sl != nil {
+				pos = sl.pos + 1
+				break
+			}
+		}
+		sl := &slot{typ: c.typ, pos: pos}
+		s.Cells = slices.Insert(s.Cells, pos, c.cell)
+		n.slots = slices.Insert(n.slots, pos, sl)
+		n.renumber(pos + 1)
+		n.bySlot[c.typ] = sl
+		n.ids[keyOf(&c.cell)]++
+	}
+	for i := range inserted {
+		inserted[i].pos = n.bySlot[inserted[i].typ].pos
+	}
+}
+
+// moved returns the ids reorder reports as moved when one cell, at oldPos before and at
+// inserted[cross] (newPos) after, takes the place of a cell with its key and every other
+// cell on both sides keeps its order. Counted among the cells on both sides only, the
+// cell moved by d places; reorder's longest increasing run leaves it out when |d| > 1 and
+// when it moved up by one, and leaves out the cell it passed when it moved down by one.
+func (n *Notebook) moved(removed, inserted []spliced, oldPos, newPos, cross int) []string {
+	oldRank, newRank := oldPos, newPos
+	for _, c := range removed {
+		if c.pos < oldPos && keyOf(&c.cell) != keyOf(&inserted[cross].cell) {
+			oldRank--
+		}
+	}
+	added := func(pos int) bool {
+		for i, c := range inserted {
+			if i != cross && c.pos == pos {
+				return true
+			}
+		}
+		return false
+	}
+	for i, c := range inserted {
+		if i != cross && c.pos < newPos {
+			newRank--
+		}
+	}
+	switch d := newRank - oldRank; {
+	case d == 0:
+		return nil
+	case d == 1:
+		j := newPos - 1
+		for added(j) {
+			j--
+		}
+		return []string{n.snap.Cells[j].ID}
+	default:
+		return []string{inserted[cross].cell.ID}
+	}
+}

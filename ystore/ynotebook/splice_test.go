@@ -1,0 +1,101 @@
+package ynotebook
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
+)
+
+// TestSpliceSameAsReadAll applies every recorded session twice, once through Apply and
+// once reading the whole cells array after every update, and requires the same change
+// sets, in the same order, and the same snapshots.
+func TestSpliceSameAsReadAll(t *testing.T) {
+	for _, s := range ysessions.All(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			nb, ref := New(), New()
+			for i, u := range s.Updates {
+				got, err := nb.Apply(u.Update)
+				if err != nil {
+					t.Fatalf("update %d: %v", i, err)
+				}
+				want := applyReadingAll(t, ref, u.Update)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("update %d: changes %+v, reading all cells %+v", i, got, want)
+				}
+				requireSnapshotsEqual(t, i, nb.Snapshot(), ref.Snapshot())
+			}
+		})
+	}
+}
+
+// applyReadingAll is Apply without splice.
+func applyReadingAll(t *testing.T, n *Notebook, u []byte) Changes {
+	t.Helper()
+	txn, err := n.doc.ApplyUpdate(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scopeOf(txn)
+	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
+		return Changes{}
+	}
+	return n.readAll(sc)
+}
+
+// TestLoad loads the first half of each session at once and applies the rest one by one:
+// the snapshots and the change sets after it are those of applying every update.
+func TestLoad(t *testing.T) {
+	for _, s := range ysessions.All(t) {
+		t.Run(s.Name, func(t *testing.T) {
+			half := len(s.Updates) / 2
+			nb, ref := New(), New()
+			var first [][]byte
+			for i, u := range s.Updates[:half] {
+				first = append(first, u.Update)
+				if _, err := ref.Apply(u.Update); err != nil {
+					t.Fatalf("update %d: %v", i, err)
+				}
+			}
+			if err := nb.Load(first); err != nil {
+				t.Fatal(err)
+			}
+			requireSnapshotsEqual(t, half, nb.Snapshot(), ref.Snapshot())
+			for i, u := range s.Updates[half:] {
+				got, err := nb.Apply(u.Update)
+				if err != nil {
+					t.Fatalf("update %d: %v", half+i, err)
+				}
+				want, _ := ref.Apply(u.Update)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("update %d: changes %+v after Load, %+v without", half+i, got, want)
+				}
+			}
+			requireSnapshotsEqual(t, len(s.Updates), nb.Snapshot(), ref.Snapshot())
+		})
+	}
+}
+
+// TestLoadError: a malformed update in a later batch leaves the updates before it
+// applied and is named by its index.
+func TestLoadError(t *testing.T) {
+	s := ysessions.All(t)[0]
+	ups := s.UpdateBytes()
+	var updates [][]byte
+	for len(updates) < loadBatch+10 {
+		updates = append(updates, ups...) // known updates again: no-ops
+	}
+	bad := len(updates)
+	updates = append(updates, []byte{0xff}, ups[0])
+	nb, ref := New(), New()
+	err := nb.Load(updates)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("update %d:", bad)) {
+		t.Fatalf("Load with update %d malformed: %v", bad, err)
+	}
+	if err := ref.Load(ups); err != nil {
+		t.Fatal(err)
+	}
+	requireSnapshotsEqual(t, bad, nb.Snapshot(), ref.Snapshot())
+}
