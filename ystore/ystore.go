@@ -1,16 +1,13 @@
 // Package ystore defines the rows of a Y-store (the log of Yjs updates that
 // jupyter-collaboration writes), the events a tailer delivers, the Tailer contract that
-// every store backend implements, the backend registry, and the parsing of room keys.
+// every store backend implements, and the parsing of room keys. Backends are built from
+// their own typed Config (ystore/sqlite, ystore/postgres); there is no registry by name.
 package ystore
 
 import (
 	"context"
-	"errors"
 	"time"
 )
-
-// ErrUnknownBackend is returned by Open for a backend name that was never registered.
-var ErrUnknownBackend = errors.New("unknown y-store backend")
 
 // Row is one stored Yjs update (or checkpoint) of one room.
 type Row struct {

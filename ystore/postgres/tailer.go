@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,32 +22,6 @@ const (
 
 // errSink marks an error returned by the sink: Run stops instead of reconnecting.
 var errSink = errors.New("sink failed")
-
-func init() {
-	ystore.Register("postgres", func(o ystore.Options) (ystore.Tailer, error) {
-		cfg := Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer}
-		for _, k := range slices.Sorted(maps.Keys(o.Params)) {
-			v := o.Params[k]
-			switch k {
-			case "schema":
-				cfg.Schema = v
-			case "table":
-				cfg.Table = v
-			case "channel":
-				cfg.Channel = v
-			case "disable_listen":
-				b, err := strconv.ParseBool(v)
-				if err != nil {
-					return nil, fmt.Errorf("param disable_listen %q: %w: %w", v, ErrConfig, err)
-				}
-				cfg.DisableListen = b
-			default:
-				return nil, fmt.Errorf("unknown param %q (have schema, table, channel, disable_listen): %w", k, ErrConfig)
-			}
-		}
-		return New(cfg)
-	})
-}
 
 // Tailer follows the Postgres Y-store. Its cursor is the pg_snapshot of its last read
 // (see Snapshot), which survives reconnects and server restarts.

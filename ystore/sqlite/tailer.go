@@ -32,44 +32,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
-
-func init() { ystore.Register("sqlite", fromOptions) }
-
-// fromOptions builds a Tailer for the registry: Source is the path; Params may set
-// "fsnotify" (a bool, default true) and "chunk_rows" (an int).
-func fromOptions(o ystore.Options) (ystore.Tailer, error) {
-	cfg := Config{Path: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer}
-	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
-		v := o.Params[k]
-		switch k {
-		case "fsnotify":
-			on, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("param fsnotify %q: %w: %w", v, ErrConfig, err)
-			}
-			cfg.DisableFSNotify = !on
-		case "chunk_rows":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return nil, fmt.Errorf("param chunk_rows %q: %w: %w", v, ErrConfig, err)
-			}
-			cfg.ChunkRows = n
-		default:
-			return nil, fmt.Errorf("unknown param %q (have fsnotify, chunk_rows): %w", k, ErrConfig)
-		}
-	}
-	return New(cfg)
-}
 
 // ErrNoStore is returned by Load when the store file does not exist.
 var ErrNoStore = errors.New("y-store file does not exist")
