@@ -93,8 +93,8 @@ func TestSinkErrorStopsRun(t *testing.T) {
 	}
 	errFull := errors.New("sink full")
 	err = tl.Run(context.Background(), func(context.Context, []ystore.Event) error { return errFull })
-	if !errors.Is(err, errFull) {
-		t.Fatalf("Run: %v, want the sink's error", err)
+	if !errors.Is(err, errFull) || !errors.Is(err, ystore.ErrSink) {
+		t.Fatalf("Run: %v, want ystore.ErrSink and the sink's error", err)
 	}
 }
 

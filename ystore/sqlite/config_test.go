@@ -159,3 +159,15 @@ func TestSchemaVersionChange(t *testing.T) {
 	waitFor(t, 5*time.Second, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
 	converge(t, s, m)
 }
+
+// A failing sink ends Run with ystore.ErrSink and the sink's error, as in every backend.
+func TestSinkErrorStopsRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	newModel(startWriter(t, path)).write(roomA, "a1")
+	tl := newTailer(t, Config{Path: path})
+	errFull := errors.New("sink full")
+	err := tl.Run(context.Background(), func(context.Context, []ystore.Event) error { return errFull })
+	if !errors.Is(err, errFull) || !errors.Is(err, ystore.ErrSink) {
+		t.Fatalf("Run: %v, want ystore.ErrSink and the sink's error", err)
+	}
+}

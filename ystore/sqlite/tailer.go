@@ -33,11 +33,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
 // ErrNoStore is returned by Load when the store file does not exist.
@@ -51,10 +51,8 @@ type Tailer struct {
 	cfg     Config
 	log     *slog.Logger
 	m       *metrics
+	status  *tailstatus.Recorder
 	running atomic.Bool
-
-	mu     sync.Mutex
-	status ystore.Status
 
 	// Owned by Run.
 	st     *store
@@ -74,7 +72,11 @@ func New(cfg Config) (*Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: newMetrics(), rooms: map[string]summary{}}
+	m := newMetrics()
+	t := &Tailer{
+		cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, rooms: map[string]summary{},
+		status: tailstatus.New(tailstatus.Metrics{Reachable: m.reachable, Lag: m.lag, Rows: m.rows}),
+	}
 	if cfg.Registerer != nil {
 		if err := t.m.register(cfg.Registerer); err != nil {
 			return nil, err
@@ -85,9 +87,7 @@ func New(cfg Config) (*Tailer, error) {
 
 // Status reports whether the file is readable, the last error, the lag and counters.
 func (t *Tailer) Status() ystore.Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
+	return t.status.Status()
 }
 
 // Load reads every room once, as Reset events in room order, with its own connection.
@@ -124,20 +124,12 @@ func (t *Tailer) open(ctx context.Context) (*store, error) {
 func (t *Tailer) observeTx(wall, cpu time.Duration) {
 	t.m.readTx.Observe(wall.Seconds())
 	t.m.readTxCPU.Observe(cpu.Seconds())
-	t.mu.Lock()
-	t.status.MaxReadTx = max(t.status.MaxReadTx, wall)
-	t.mu.Unlock()
+	t.status.ReadTx(wall)
 }
 
-// sinkError marks an error returned by the sink, which ends Run.
-type sinkError struct{ err error }
-
-func (e sinkError) Error() string { return "sink: " + e.err.Error() }
-func (e sinkError) Unwrap() error { return e.err }
-
 // Run delivers the store's rooms and then its changes to sink until ctx is done (it then
-// returns nil) or sink fails (it returns that error). Read errors are logged, reported
-// by Status, and retried at the next wake-up.
+// returns nil) or sink fails (it returns an error wrapping ystore.ErrSink). Read errors
+// are logged, reported by Status, and retried at the next wake-up.
 func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	if !t.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -150,14 +142,16 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 	defer tick.Stop()
 	for {
 		if err := t.cycle(ctx, sink); err != nil {
-			var se sinkError
-			if errors.As(err, &se) {
-				return se.err
+			if errors.Is(err, ystore.ErrSink) {
+				return err
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			t.recordError(err)
+			if err.Error() != t.status.Status().LastError {
+				t.log.Warn("reading y-store", "err", err)
+			}
+			t.status.Fail(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -177,8 +171,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 			t.log.Warn("y-store file disappeared; serving the last state until it returns")
 			t.closeStore()
 		}
-		t.setReachable(false, "y-store file does not exist")
-		return nil
+		return ErrNoStore
 	}
 	if err != nil {
 		return fmt.Errorf("stat store: %w", err)
@@ -193,22 +186,16 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return err
 	}
 	if dv == t.dv {
-		t.setReachable(true, "")
+		t.status.Read(nil, false, len(t.rooms))
 		return nil
 	}
 	t.dv = dv
 	if uv != t.uv {
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
 		t.uv = uv
-		err = t.resync(ctx, reasonReplaced, sink)
-	} else {
-		err = t.tail(ctx, sink)
+		return t.resync(ctx, reasonReplaced, sink)
 	}
-	if err != nil {
-		return err
-	}
-	t.setReachable(true, "")
-	return nil
+	return t.tail(ctx, sink)
 }
 
 // reopen opens the file now at the path and delivers it whole: Reset for its rooms, and
@@ -219,10 +206,6 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	}
 	t.closeStore()
 	st, err := t.open(ctx)
-	if errors.Is(err, ErrNoStore) {
-		t.setReachable(false, "y-store file does not exist")
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -267,7 +250,8 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		if len(rows) == 0 {
 			return nil
 		}
-		if err := t.deliver(ctx, sink, runs(t.decompress(rows))); err != nil {
+		events := runs(t.decompress(rows))
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return err
 		}
 		for _, r := range rows {
@@ -278,7 +262,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
-		t.delivered(rows, true)
+		t.status.Read(events, true, len(t.rooms))
 		if !more {
 			return nil
 		}
@@ -328,7 +312,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 		}
 	}
 	if len(events) > 0 {
-		if err := t.deliver(ctx, sink, events); err != nil {
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return err
 		}
 	}
@@ -338,7 +322,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
-	t.delivered(rows, false)
+	t.status.Read(events, false, len(t.rooms))
 	return nil
 }
 
@@ -361,60 +345,4 @@ func (t *Tailer) decompress(rows []ystore.Row) []ystore.Row {
 		out[i].Update = u
 	}
 	return out
-}
-
-// deliver hands events to the sink; no read transaction is open.
-func (t *Tailer) deliver(ctx context.Context, sink func(context.Context, []ystore.Event) error, events []ystore.Event) error {
-	if err := sink(ctx, events); err != nil {
-		return sinkError{err}
-	}
-	return nil
-}
-
-// delivered updates counters after rows reached the sink, and the lag when they were
-// tailed as they committed (a resync delivers old rows: their age is not lag).
-func (t *Tailer) delivered(rows []ystore.Row, tailed bool) {
-	now := time.Now()
-	t.m.rows.Add(float64(len(rows)))
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.RowsTailed += uint64(len(rows))
-	t.status.Rooms = len(t.rooms)
-	newest := 0.0
-	for _, r := range rows {
-		newest = max(newest, r.Timestamp)
-	}
-	at := time.Unix(0, int64(newest*1e9))
-	if newest == 0 || !at.After(t.status.LastRowAt) {
-		return
-	}
-	t.status.LastRowAt = at
-	if tailed {
-		t.status.Lag = max(now.Sub(at), 0)
-		t.m.lag.Set(t.status.Lag.Seconds())
-	}
-}
-
-func (t *Tailer) setReachable(ok bool, why string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = ok
-	if ok {
-		t.status.LastError = ""
-		t.status.LastReadAt = time.Now()
-		t.m.reachable.Set(1)
-		return
-	}
-	t.status.LastError = why
-	t.m.reachable.Set(0)
-}
-
-func (t *Tailer) recordError(err error) {
-	t.log.Warn("reading y-store", "err", err)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = false
-	t.status.LastError = err.Error()
-	t.status.LastErrorAt = time.Now()
-	t.m.reachable.Set(0)
 }
