@@ -165,13 +165,14 @@ func Default() Config {
 		Store: Store{
 			Backend:      "sqlite",
 			LagThreshold: 5 * time.Second,
+			// The store defaults are the libraries' own, decided there once.
 			SQLite: SQLite{
-				Path: ".jupyter_ystore.db", PollInterval: time.Second, FSNotify: true,
+				Path: ".jupyter_ystore.db", PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
 				ChunkRows: sqlite.DefaultChunkRows,
 			},
 			Postgres: Postgres{
-				Schema: "jupyter_ystore", Table: "yupdates", Channel: "jupyter_ystore",
-				PollInterval: 2 * time.Second,
+				Schema: postgres.DefaultSchema, Table: postgres.DefaultTable, Channel: postgres.DefaultChannel,
+				PollInterval: postgres.DefaultPollInterval,
 			},
 		},
 		Server: Server{
@@ -194,7 +195,7 @@ func Default() Config {
 		Gate:          resources.Seam{Options: map[string]any{}},
 		Extensions:    map[string]map[string]any{},
 		Hooks:         resources.DefaultHooks(),
-		Ship:          Ship{Postgres: ShipPostgres{Schema: "jupyter_ystore", Table: "yupdates"}},
+		Ship:          Ship{Postgres: ShipPostgres{Schema: postgres.DefaultSchema, Table: postgres.DefaultTable}},
 		Hub:           DefaultHub(),
 	}
 }

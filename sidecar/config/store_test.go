@@ -30,6 +30,22 @@ func TestStoreConfigs(t *testing.T) {
 	}
 }
 
+// The daemon's store defaults are the libraries' Default constants.
+func TestStoreDefaultsAreTheLibraries(t *testing.T) {
+	d := Default()
+	s, p, sp := d.Store.SQLite, d.Store.Postgres, d.Ship.Postgres
+	if s.PollInterval != sqlite.DefaultPollInterval || s.ChunkRows != sqlite.DefaultChunkRows || !s.FSNotify {
+		t.Errorf("store.sqlite defaults %+v", s)
+	}
+	if p.Schema != postgres.DefaultSchema || p.Table != postgres.DefaultTable || p.Channel != postgres.DefaultChannel ||
+		p.PollInterval != postgres.DefaultPollInterval || p.DisableListen {
+		t.Errorf("store.postgres defaults %+v", p)
+	}
+	if sp.Schema != postgres.DefaultSchema || sp.Table != postgres.DefaultTable {
+		t.Errorf("ship.postgres defaults %+v", sp)
+	}
+}
+
 func TestValidateStore(t *testing.T) {
 	c := Default()
 	c.Store.SQLite.ChunkRows = 0
