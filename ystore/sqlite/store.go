@@ -157,8 +157,12 @@ func isBusy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
-// isNoTable reports whether err means a table is missing (a store being created, or
-// one older than ycheckpoints).
+// ErrSchema is returned by reads of a file without the yupdates table: a store being
+// created, truncated, or not a Y-store.
+var ErrSchema = errors.New("y-store has no yupdates table")
+
+// isNoTable reports whether err means a table is missing (a store being created or
+// truncated, or one older than ycheckpoints).
 func isNoTable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such table")
 }
@@ -189,8 +193,11 @@ func (s *store) top(ctx context.Context) (int64, fingerprint, error) {
 		err := tx.QueryRowContext(ctx,
 			"SELECT rowid, path, timestamp, length(yupdate) FROM yupdates ORDER BY rowid DESC LIMIT 1",
 		).Scan(&id, &fp.room, &fp.timestamp, &fp.size)
-		if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return nil
+		case isNoTable(err):
+			return ErrSchema
 		}
 		return err
 	})
@@ -212,7 +219,10 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 			err := tx.QueryRowContext(ctx,
 				"SELECT path, timestamp, length(yupdate) FROM yupdates WHERE rowid = ?", after,
 			).Scan(&got.room, &got.timestamp, &got.size)
-			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) || (err == nil && got != fp) {
+			if isNoTable(err) {
+				return ErrSchema
+			}
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && got != fp) {
 				ok = false
 				return nil
 			}
@@ -227,7 +237,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
 		if isNoTable(err) {
-			return nil
+			return ErrSchema
 		}
 		if err != nil {
 			return err

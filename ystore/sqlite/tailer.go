@@ -23,7 +23,16 @@
 //     so its number cannot be reused), every room of the new file is delivered as Reset
 //     and every room gone as Removed; the same when PRAGMA user_version changes in place;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
-//     state stays served until the file returns.
+//     state stays served until the file returns;
+//   - truncate or corrupt the file, or write over it in place (outside SQLite's locking,
+//     noticed by its size and modification time changing while PRAGMA data_version does
+//     not): a read that fails, or a store without the yupdates table, is reported by
+//     Status as unreachable and delivers nothing, so the last state stays served. The
+//     connection is dropped and the file re-opened and read whole at every wake-up and
+//     poll until a read succeeds; then the rooms whose rows changed are delivered as
+//     Reset, and those gone as Removed.
+//
+// Status reports the store reachable only after a read that succeeded.
 package sqlite
 
 import (
@@ -56,13 +65,23 @@ type Tailer struct {
 
 	// Owned by Run.
 	st     *store
-	synced bool  // a file was read before: the next file replaces it
-	dv     int64 // PRAGMA data_version at the last read
-	uv     int64 // PRAGMA user_version (the schema version) of the open file
+	synced bool        // a file was read before: the next file replaces it
+	ident  os.FileInfo // the file of the last successful read
+	seen   stamp       // its size and modification time after that read
+	dv     int64       // PRAGMA data_version at the last read
+	uv     int64       // PRAGMA user_version (the schema version) of the open file
 	cursor int64
 	fp     fingerprint
 	rooms  map[string]summary
 }
+
+// stamp is what a write to the file changes besides its contents.
+type stamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(fi os.FileInfo) stamp { return stamp{fi.Size(), fi.ModTime()} }
 
 var _ ystore.Tailer = (*Tailer)(nil)
 
@@ -152,6 +171,9 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 				t.log.Warn("reading y-store", "err", err)
 			}
 			t.status.Fail(err)
+			// The connection may hold a stale view of a file changed under it: the next
+			// wake-up or poll opens the file afresh and reads it whole.
+			t.closeStore()
 		}
 		select {
 		case <-ctx.Done():
@@ -177,29 +199,48 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return fmt.Errorf("stat store: %w", err)
 	}
 	if t.st == nil || !os.SameFile(t.st.ident, fi) {
-		if err := t.reopen(ctx, sink); err != nil || t.st == nil {
-			return err
-		}
+		return t.reopen(ctx, sink)
 	}
 	dv, uv, err := t.st.versions(ctx)
 	if err != nil {
 		return err
 	}
-	if dv == t.dv {
+	switch {
+	case dv == t.dv && stampOf(fi) == t.seen:
 		t.status.Read(nil, false, len(t.rooms))
-		return nil
-	}
-	t.dv = dv
-	if uv != t.uv {
+		return t.stamp()
+	case dv == t.dv:
+		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
+		t.closeStore()
+		return t.reopen(ctx, sink)
+	case uv != t.uv:
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
-		t.uv = uv
-		return t.resync(ctx, reasonReplaced, sink)
+		err = t.resync(ctx, reasonReplaced, sink)
+	default:
+		err = t.tail(ctx, sink)
 	}
-	return t.tail(ctx, sink)
+	if err != nil {
+		return err
+	}
+	t.dv, t.uv = dv, uv
+	return t.stamp()
+}
+
+// stamp records the file's size and modification time after a successful read; a
+// later change of either without a commit is a write outside SQLite.
+func (t *Tailer) stamp() error {
+	fi, err := os.Stat(t.cfg.Path)
+	if err != nil {
+		return fmt.Errorf("stat store: %w", err)
+	}
+	t.seen = stampOf(fi)
+	return nil
 }
 
 // reopen opens the file now at the path and delivers it whole: Reset for its rooms, and
-// Removed for the rooms of a previous file that it lacks.
+// Removed for the rooms of a previous file that it lacks. The same file opened again
+// (after a failed read or a write outside SQLite) delivers only the rooms whose rows
+// changed.
 func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	if t.st != nil {
 		t.log.Warn("y-store file replaced; reloading every room")
@@ -209,21 +250,26 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	if err != nil {
 		return err
 	}
-	_, uv, err := st.versions(ctx)
+	t.st = st
+	dv, uv, err := st.versions(ctx)
 	if err != nil {
-		st.close()
 		return err
 	}
-	t.st, t.dv, t.uv = st, -1, uv
 	reason := reasonStart
-	if t.synced {
+	switch {
+	case t.synced && os.SameFile(t.ident, st.ident):
+		// Its version is not compared: a restore in place can be read while the file
+		// is still empty.
+		reason = reasonReopened
+	case t.synced:
 		reason = reasonReplaced
 	}
 	if err := t.resync(ctx, reason, sink); err != nil {
 		return err
 	}
-	t.synced = true
-	return nil
+	// The versions read before the snapshot: a commit since changes data_version.
+	t.synced, t.ident, t.dv, t.uv = true, st.ident, dv, uv
+	return t.stamp()
 }
 
 func (t *Tailer) closeStore() {
@@ -283,8 +329,9 @@ func runs(rows []ystore.Row) []ystore.Event {
 }
 
 // resync reads the whole file and delivers it: at start and after a replacement as
-// Reset for every room; after a history rewrite as Updates for the rooms whose history
-// changed. Rooms no longer stored are delivered as Removed.
+// Reset for every room; after a history rewrite as Updates, and after the same file was
+// opened again as Reset, for the rooms whose history changed. Rooms no longer stored are
+// delivered as Removed.
 func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) error {
 	t.m.resyncs.WithLabelValues(reason).Inc()
 	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
@@ -296,10 +343,12 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	for _, room := range snap.sortedRooms() {
 		rr := snap.rooms[room]
 		kind := ystore.EventReset
-		if reason == reasonHistory {
+		if reason == reasonHistory || reason == reasonReopened {
 			if prev, ok := t.rooms[room]; ok && prev == rr.sum {
 				continue
 			}
+		}
+		if reason == reasonHistory {
 			kind = ystore.EventUpdates
 		}
 		load := t.decompress(rr.load())
