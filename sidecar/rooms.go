@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -143,8 +144,13 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 
 	rm.mu.Lock()
 	if rm.nb != nil {
-		// The old document is gone as a whole: whatever it held has changed too.
-		ch.Merge(removedAll(rm.nb.Snapshot()))
+		// The old document is gone as a whole: whatever it held has changed too, unless
+		// the rebuilt one is the same (a room re-read after a squash or a restore).
+		if old := rm.nb.Snapshot(); sameNotebook(old, nb.Snapshot()) {
+			ch = ynotebook.Changes{}
+		} else {
+			ch.Merge(removedAll(old))
+		}
 	}
 	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
 	rm.updated = time.Now()
@@ -234,6 +240,13 @@ func (r *Rooms) remove(info ystore.Room) {
 		ch.Metadata = true
 		r.notify.Changed(p, ch)
 	}
+}
+
+// sameNotebook reports whether a and b serve the same nbformat JSON.
+func sameNotebook(a, b *ynotebook.Snapshot) bool {
+	ja, errA := a.JSON()
+	jb, errB := b.JSON()
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // removedAll reports every cell of s as removed.

@@ -334,3 +334,38 @@ func TestRoomsPathIndexConcurrent(t *testing.T) {
 	wg.Wait()
 	checkIndex(t, r)
 }
+
+// A degraded room rebuilt from rows without the undecodable one is healthy again; a
+// rebuild to the same notebook notifies nothing.
+func TestRoomsResetClearsDegraded(t *testing.T) {
+	const key = ".notebook:n.ipynb.y"
+	updates, want := loadSession(t, "s0002.json.gz")
+	var log changeLog
+	m := NewMetrics(prometheus.NewRegistry(), nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{Changed: log.add})
+	corrupt := append(rowsOf(key, updates), ystore.Row{Room: key, ID: 999, Update: []byte{0x01, 0xff, 0xff}})
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: corrupt}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Degraded(); !reflect.DeepEqual(got, []string{key}) {
+		t.Fatalf("Degraded() = %v", got)
+	}
+	notified := len(log.paths)
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Degraded(); len(got) != 0 {
+		t.Fatalf("Degraded() after the rebuild = %v", got)
+	}
+	if got := testutil.ToFloat64(m.degradedRooms); got != 0 {
+		t.Fatalf("degraded rooms gauge = %v", got)
+	}
+	if len(log.paths) != notified {
+		t.Fatalf("a rebuild to the same notebook notified %v", log.paths[notified:])
+	}
+	snap, err := r.Notebook("n.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+}

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 )
 
 // writeInPlace overwrites a file's contents keeping its inode, the way cp does.
@@ -125,6 +129,53 @@ func TestDamagedStore(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		jsonEqual(t, "notebook after the restore and a write", readIn(t, c, nbURI), want)
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+}
+
+// A room degraded by an undecodable row is ready again, without a restart, once that row
+// is no longer in the store: squashed away, deleted, or the file replaced.
+func TestDegradedClears(t *testing.T) {
+	const bad = ".notebook:9d1c7a52-0000-4000-8000-000000000bad.y"
+	steps := session(t)
+	dir := t.TempDir()
+	store := filepath.Join(dir, ".jupyter_ystore.db")
+	w := startWriter(t, store)
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	good := base64.StdEncoding.EncodeToString(steps[0].update)
+	w.do(map[string]any{"op": "write", "room": bad, "update": good})
+	corrupt := func(t *testing.T) sqlitetest.Reply {
+		t.Helper()
+		r := w.do(map[string]any{"op": "write", "room": bad, "update": base64.StdEncoding.EncodeToString([]byte{1, 1, 0xff, 0xff, 0xff})})
+		waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable, 5*time.Second)
+		_, body := sc.get("/readyz")
+		var ready struct {
+			Degraded []string `json:"degraded_rooms"`
+		}
+		if err := json.Unmarshal([]byte(body), &ready); err != nil || len(ready.Degraded) != 1 || ready.Degraded[0] != bad {
+			t.Fatalf("readyz = %s, want the corrupt room degraded", body)
+		}
+		return r
+	}
+
+	t.Run("squashed", func(t *testing.T) {
+		r := corrupt(t)
+		// pycrdt-store's squash: the room's rows up to the cutoff become one merged row.
+		w.do(map[string]any{"op": "squash", "room": bad, "merged": good, "cutoff": r.TS})
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+	t.Run("deleted", func(t *testing.T) {
+		r := corrupt(t)
+		execSQL(t, "file:"+store+"?_pragma=busy_timeout(5000)", "DELETE FROM yupdates WHERE rowid = ?", r.RowID)
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+	t.Run("file replaced", func(t *testing.T) {
+		corrupt(t)
+		w.do(map[string]any{"op": "rename"})
 		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
 	})
 }

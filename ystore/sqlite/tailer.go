@@ -11,11 +11,12 @@
 //
 // What the writer can do, and what the tailer delivers:
 //   - append rows: Updates, in rowid (commit) order;
-//   - squash or clean up a room (rows replaced by one merged row): the merged row is
-//     state already applied, so it is delivered as Updates; when the rewrite reused
-//     rowids at or below the cursor (noticed by the fingerprint of the row at the
-//     cursor), every room whose history summary changed is re-read and delivered, the
-//     way Jupyter loads it, as Updates;
+//   - squash or clean up a room (rows replaced by one merged row), or delete rows: noticed
+//     when the first row of a room appended to is gone, when a commit appends nothing,
+//     or when rowids at or below the cursor were reused (the fingerprint of the row at
+//     the cursor); every room whose history summary changed is then re-read and
+//     delivered, the way Jupyter loads it, as Reset, so that it is rebuilt from the
+//     rows it has left (a deleted undecodable row no longer degrades it);
 //   - write checkpoints: a checkpoint holds only state from rows, and is written in the
 //     same transaction as a row, so it is read when a room is loaded or re-read;
 //   - rename the file aside and create a new one (schema mismatch), or delete and
@@ -42,6 +43,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -215,9 +217,9 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return t.reopen(ctx, sink)
 	case uv != t.uv:
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
-		err = t.resync(ctx, reasonReplaced, sink)
+		dv, err = t.resync(ctx, reasonReplaced, sink)
 	default:
-		err = t.tail(ctx, sink)
+		dv, err = t.tail(ctx, sink)
 	}
 	if err != nil {
 		return err
@@ -251,7 +253,7 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 		return err
 	}
 	t.st = st
-	dv, uv, err := st.versions(ctx)
+	_, uv, err := st.versions(ctx)
 	if err != nil {
 		return err
 	}
@@ -264,10 +266,10 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	case t.synced:
 		reason = reasonReplaced
 	}
-	if err := t.resync(ctx, reason, sink); err != nil {
+	dv, err := t.resync(ctx, reason, sink)
+	if err != nil {
 		return err
 	}
-	// The versions read before the snapshot: a commit since changes data_version.
 	t.synced, t.ident, t.dv, t.uv = true, st.ident, dv, uv
 	return t.stamp()
 }
@@ -281,24 +283,30 @@ func (t *Tailer) closeStore() {
 	}
 }
 
-// tail delivers the rows committed after the cursor, a chunk per read transaction,
-// falling back to a resync when the row at the cursor was replaced.
-func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
-	for {
-		rows, more, ok, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
+// tail delivers the rows committed after the cursor, a chunk per read transaction, and
+// returns the data version of its last read. It falls back to a resync when rows were
+// deleted: the row at the cursor was replaced, a commit appended nothing, or the first
+// row of a room it appended to is gone (a squash or a cleanup).
+func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) (int64, error) {
+	for appended := false; ; appended = true {
+		rows, more, ok, dv, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !ok {
 			t.log.Info("y-store history rewritten below the cursor; re-reading changed rooms", "cursor", t.cursor)
 			return t.resync(ctx, reasonHistory, sink)
 		}
+		if len(rows) == 0 && !appended {
+			t.log.Info("y-store commit appended no row (rows deleted); re-reading changed rooms", "cursor", t.cursor)
+			return t.resync(ctx, reasonHistory, sink)
+		}
 		if len(rows) == 0 {
-			return nil
+			return dv, nil
 		}
 		events := runs(t.decompress(rows))
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
-			return err
+			return 0, err
 		}
 		for _, r := range rows {
 			s := t.rooms[r.Room]
@@ -309,10 +317,39 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
 		t.status.Read(events, true, len(t.rooms))
+		room, err := t.rewritten(ctx, events)
+		if err != nil {
+			return 0, err
+		}
+		if room != "" {
+			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", "room", room)
+			return t.resync(ctx, reasonHistory, sink)
+		}
 		if !more {
-			return nil
+			return dv, nil
 		}
 	}
+}
+
+// rewritten returns a room of events whose first stored row is no longer the one the
+// tailer has seen first, or "" when there is none.
+func (t *Tailer) rewritten(ctx context.Context, events []ystore.Event) (string, error) {
+	rooms := make([]string, 0, len(events))
+	for _, e := range events {
+		if !slices.Contains(rooms, e.Room) {
+			rooms = append(rooms, e.Room)
+		}
+	}
+	first, err := t.st.firstRows(ctx, rooms)
+	if err != nil {
+		return "", err
+	}
+	for _, room := range rooms {
+		if first[room] != t.rooms[room].first {
+			return room, nil
+		}
+	}
+	return "", nil
 }
 
 // runs splits rows (in commit order) into Updates events of consecutive rows of one room.
@@ -328,31 +365,28 @@ func runs(rows []ystore.Row) []ystore.Event {
 	return events
 }
 
-// resync reads the whole file and delivers it: at start and after a replacement as
-// Reset for every room; after a history rewrite as Updates, and after the same file was
-// opened again as Reset, for the rooms whose history changed. Rooms no longer stored are
-// delivered as Removed.
-func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) error {
+// resync reads the whole file and delivers it, and returns the data version it was read
+// at: at start and after a replacement as Reset for every room; after a history rewrite
+// or after the same file was opened again, as Reset for the rooms whose rows changed, so
+// that each is rebuilt from the rows it now has (a row gone no longer degrades it). Rooms
+// no longer stored are delivered as Removed.
+func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
 	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var events []ystore.Event
 	var rows []ystore.Row
 	for _, room := range snap.sortedRooms() {
 		rr := snap.rooms[room]
-		kind := ystore.EventReset
 		if reason == reasonHistory || reason == reasonReopened {
 			if prev, ok := t.rooms[room]; ok && prev == rr.sum {
 				continue
 			}
 		}
-		if reason == reasonHistory {
-			kind = ystore.EventUpdates
-		}
 		load := t.decompress(rr.load())
-		events = append(events, ystore.Event{Kind: kind, Room: room, Rows: load})
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: load})
 		rows = append(rows, load...)
 	}
 	for room := range t.rooms {
@@ -362,7 +396,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	if len(events) > 0 {
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	t.rooms = make(map[string]summary, len(snap.rooms))
@@ -372,7 +406,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
 	t.status.Read(events, false, len(t.rooms))
-	return nil
+	return snap.dv, nil
 }
 
 // decompress returns rows with their updates decompressed by Config.Decompress. A row
