@@ -13,21 +13,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 )
 
-// writeInPlace overwrites a file's contents keeping its inode, the way cp does.
-func writeInPlace(t *testing.T, path string, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // waitStatus polls path until it answers code, failing t (not the sidecar's test, so
 // that it can run in a subtest) after within.
 func waitStatus(t *testing.T, sc *sidecar, path string, code int, within time.Duration) {
@@ -55,19 +40,27 @@ func readIn(t *testing.T, c *goClient, uri string) string {
 	return text
 }
 
+// startServing writes the first preloaded session steps into a new store and starts
+// the sidecar on it, ready.
+func startServing(t *testing.T) (steps []step, store string, w writer, sc *sidecar) {
+	t.Helper()
+	steps = session(t)
+	dir := t.TempDir()
+	store = filepath.Join(dir, ".jupyter_ystore.db")
+	w = startWriter(t, store)
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc = startSidecar(t, dir, options{})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	return steps, store, w, sc
+}
+
 // A store truncated, or overwritten with garbage, in place is not ready for as long as
 // it is so, the last good notebook stays served meanwhile, and the good file copied
 // back in place is noticed by the sidecar itself, with no writer commit.
 func TestDamagedStore(t *testing.T) {
-	steps := session(t)
-	dir := t.TempDir()
-	store := filepath.Join(dir, ".jupyter_ystore.db")
-	w := startWriter(t, store)
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
-	sc := startSidecar(t, dir, options{})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	steps, store, w, sc := startServing(t)
 	c := dialGo(t, sc.mcpURL(), true)
 	c.bind(nbName, nbPath)
 	want := mustJSON(t, steps[preloaded-1].after)
@@ -89,10 +82,10 @@ func TestDamagedStore(t *testing.T) {
 		{"garbage over the table pages", func() {
 			// Page 1 (the header and the schema) stays; every later page is overwritten.
 			garbage := bytes.Repeat([]byte{0xa5}, len(good)-4096)
-			writeInPlace(t, store, append(good[:4096:4096], garbage...))
+			sqlitetest.WriteInPlace(t, store, append(good[:4096:4096], garbage...))
 		}},
 		{"garbage over the header", func() {
-			writeInPlace(t, store, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
+			sqlitetest.WriteInPlace(t, store, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
 		}},
 	} {
 		t.Run(d.name, func(t *testing.T) {
@@ -108,7 +101,7 @@ func TestDamagedStore(t *testing.T) {
 				jsonEqual(t, "notebook while the store is damaged", readIn(t, c, nbURI), want)
 				time.Sleep(100 * time.Millisecond)
 			}
-			writeInPlace(t, store, good)
+			sqlitetest.WriteInPlace(t, store, good)
 			waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
 			jsonEqual(t, "notebook after the restore", readIn(t, c, nbURI), want)
 		})
@@ -137,15 +130,7 @@ func TestDamagedStore(t *testing.T) {
 // is no longer in the store: squashed away, deleted, or the file replaced.
 func TestDegradedClears(t *testing.T) {
 	const bad = ".notebook:9d1c7a52-0000-4000-8000-000000000bad.y"
-	steps := session(t)
-	dir := t.TempDir()
-	store := filepath.Join(dir, ".jupyter_ystore.db")
-	w := startWriter(t, store)
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
-	sc := startSidecar(t, dir, options{})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	steps, store, w, sc := startServing(t)
 	good := base64.StdEncoding.EncodeToString(steps[0].update)
 	w.do(map[string]any{"op": "write", "room": bad, "update": good})
 	corrupt := func(t *testing.T) sqlitetest.Reply {

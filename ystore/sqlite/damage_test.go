@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 )
 
 // damages are writes over a live store outside SQLite's locking, each leaving a file
@@ -21,26 +23,11 @@ var damages = []struct {
 	}},
 	{"garbage over the table pages", func(t *testing.T, path string, good []byte) {
 		// Page 1 (the header and the schema) stays; every later page is overwritten.
-		writeInPlace(t, path, append(good[:4096:4096], bytes.Repeat([]byte{0xa5}, len(good)-4096)...))
+		sqlitetest.WriteInPlace(t, path, append(good[:4096:4096], bytes.Repeat([]byte{0xa5}, len(good)-4096)...))
 	}},
 	{"garbage over the header", func(t *testing.T, path string, good []byte) {
-		writeInPlace(t, path, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
+		sqlitetest.WriteInPlace(t, path, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
 	}},
-}
-
-// writeInPlace overwrites the file's contents keeping its inode, the way cp does.
-func writeInPlace(t *testing.T, path string, b []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A store damaged in place is unreachable for as long as it is damaged, the last
@@ -54,10 +41,7 @@ func TestDamagedInPlace(t *testing.T) {
 				m.write(roomA, "a1")
 				m.write(roomB, "b1")
 				m.write(roomA, "a2")
-				tl := newTailer(t, mode.cfg(path))
-				s := newSink()
-				runTailer(t, tl, s.deliver)
-				converge(t, s, m)
+				tl, s := tailing(t, mode.cfg(path), m)
 				waitFor(t, 5*time.Second, "reachable status", func() bool { return tl.Status().Reachable })
 				good, err := os.ReadFile(path)
 				if err != nil {
@@ -86,7 +70,7 @@ func TestDamagedInPlace(t *testing.T) {
 					t.Fatalf("damaged store changed the delivered state:\n got %s\nwant %s", got, want)
 				}
 
-				writeInPlace(t, path, good)
+				sqlitetest.WriteInPlace(t, path, good)
 				waitFor(t, 5*time.Second, "reachable status after the restore", func() bool { return tl.Status().Reachable })
 				s.mu.Lock()
 				extra := s.events[delivered:]

@@ -33,10 +33,7 @@ func TestRowsRemovedRebuildTheRoom(t *testing.T) {
 			bad := m.write(roomA, "bad")
 			m.write(roomB, "b1")
 			m.write(roomA, "a2")
-			tl := newTailer(t, mode.cfg(path))
-			s := newSink()
-			runTailer(t, tl, s.deliver)
-			converge(t, s, m)
+			_, s := tailing(t, mode.cfg(path), m)
 			resets := s.kinds(roomA)[ystore.EventReset]
 
 			// An operator deletes the row; nothing is appended.
