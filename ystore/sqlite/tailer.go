@@ -210,7 +210,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	switch {
 	case dv == t.dv && stampOf(fi) == t.seen:
 		t.status.Read(nil, false, len(t.rooms))
-		return t.stamp()
+		return nil
 	case dv == t.dv:
 		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
 		t.closeStore()
