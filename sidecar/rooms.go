@@ -1,10 +1,12 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -25,9 +27,11 @@ type Rooms struct {
 	metrics  *Metrics
 	notify   Notify
 
+	// mu guards the maps; a room's own lock, when both are held, is taken after it.
 	mu     sync.RWMutex
-	rooms  map[string]*room // notebook rooms by key
-	others map[string]int   // rows seen per room that is not a notebook
+	rooms  map[string]*room              // notebook rooms by key
+	byPath map[string]map[*room]struct{} // loaded rooms with a path, by path
+	others map[string]int                // rows seen per room that is not a notebook
 }
 
 type room struct {
@@ -75,6 +79,7 @@ func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, notify Not
 		metrics:  m,
 		notify:   notify,
 		rooms:    make(map[string]*room),
+		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
 	}
 }
@@ -139,8 +144,13 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 
 	rm.mu.Lock()
 	if rm.nb != nil {
-		// The old document is gone as a whole: whatever it held has changed too.
-		ch.Merge(removedAll(rm.nb.Snapshot()))
+		// The old document is gone as a whole: whatever it held has changed too, unless
+		// the rebuilt one is the same (a room re-read after a squash or a restore).
+		if old := rm.nb.Snapshot(); sameNotebook(old, nb.Snapshot()) {
+			ch = ynotebook.Changes{}
+		} else {
+			ch.Merge(removedAll(old))
+		}
 	}
 	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
 	rm.updated = time.Now()
@@ -213,14 +223,16 @@ func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Ro
 func (r *Rooms) remove(info ystore.Room) {
 	r.mu.Lock()
 	rm, ok := r.rooms[info.Key]
-	delete(r.rooms, info.Key)
-	r.mu.Unlock()
 	if !ok {
+		r.mu.Unlock()
 		return
 	}
+	delete(r.rooms, info.Key)
 	rm.mu.Lock()
 	p, nb := rm.path, rm.nb
 	rm.mu.Unlock()
+	r.reindex(rm, p, "")
+	r.mu.Unlock()
 	r.metrics.setDegraded(r.degradedCount())
 	r.log.Info("room removed from the store", "room", info.Key, "path", p)
 	if p != "" && nb != nil {
@@ -228,6 +240,13 @@ func (r *Rooms) remove(info ystore.Room) {
 		ch.Metadata = true
 		r.notify.Changed(p, ch)
 	}
+}
+
+// sameNotebook reports whether a and b serve the same nbformat JSON.
+func sameNotebook(a, b *ynotebook.Snapshot) bool {
+	ja, errA := a.JSON()
+	jb, errB := b.JSON()
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // removedAll reports every cell of s as removed.
@@ -256,19 +275,41 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 			return rm.path
 		}
 	}
+	r.mu.Lock()
 	rm.mu.Lock()
 	if p == "" && rm.nb != nil {
 		p = rm.nb.State().Path
 	}
 	p = cleanPath(p)
-	old := rm.path
+	old, loaded := rm.path, rm.nb != nil
 	rm.path = p
 	rm.mu.Unlock()
+	if r.rooms[rm.info.Key] == rm && loaded { // not removed meanwhile, and servable
+		r.reindex(rm, old, p)
+	}
+	r.mu.Unlock()
 	if old != "" && p != "" && p != old {
 		r.log.Info("notebook path changed", "room", rm.info.Key, "from", old, "to", p)
 		r.notify.Moved(old, p)
 	}
 	return p
+}
+
+// reindex moves rm from path old to path p ("" for none) in the path index; r.mu is held.
+func (r *Rooms) reindex(rm *room, old, p string) {
+	if set := r.byPath[old]; set != nil && old != p {
+		delete(set, rm)
+		if len(set) == 0 {
+			delete(r.byPath, old)
+		}
+	}
+	if p == "" {
+		return
+	}
+	if r.byPath[p] == nil {
+		r.byPath[p] = make(map[*room]struct{}, 1)
+	}
+	r.byPath[p][rm] = struct{}{}
 }
 
 // RefreshPaths re-resolves every room's path, so renames are followed.
@@ -346,17 +387,21 @@ func (r *Rooms) Infos() []RoomInfo {
 	return out
 }
 
-// find returns the most recently updated notebook room at path.
+// find returns the most recently updated notebook room at path, through the path index:
+// only the rooms at path are locked.
 func (r *Rooms) find(p string) *room {
 	p = cleanPath(p)
+	r.mu.RLock()
+	at := slices.Collect(maps.Keys(r.byPath[p]))
+	r.mu.RUnlock()
 	var best *room
 	var bestAt time.Time
-	for _, rm := range r.snapshotRooms() {
+	for _, rm := range at {
 		rm.mu.Lock()
-		match, at := rm.path == p && rm.nb != nil, rm.updated
+		match, updated := rm.path == p, rm.updated
 		rm.mu.Unlock()
-		if match && (best == nil || at.After(bestAt)) {
-			best, bestAt = rm, at
+		if match && (best == nil || updated.After(bestAt)) {
+			best, bestAt = rm, updated
 		}
 	}
 	return best
@@ -375,14 +420,7 @@ func (r *Rooms) Notebook(p string) (*ynotebook.Snapshot, error) {
 
 // Paths lists the paths of the notebooks in the store, sorted and unique.
 func (r *Rooms) Paths() []string {
-	var out []string
-	for _, rm := range r.snapshotRooms() {
-		rm.mu.Lock()
-		if rm.path != "" && rm.nb != nil {
-			out = append(out, rm.path)
-		}
-		rm.mu.Unlock()
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.byPath))
 }

@@ -231,3 +231,141 @@ func TestRoomsFollowRenames(t *testing.T) {
 		t.Fatalf("old path still served: %v", err)
 	}
 }
+
+// checkIndex fails unless the path index holds exactly the loaded rooms with a path.
+func checkIndex(t *testing.T, r *Rooms) {
+	t.Helper()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	want := map[string]map[*room]struct{}{}
+	for _, rm := range r.rooms {
+		rm.mu.Lock()
+		if rm.path != "" && rm.nb != nil {
+			if want[rm.path] == nil {
+				want[rm.path] = map[*room]struct{}{}
+			}
+			want[rm.path][rm] = struct{}{}
+		}
+		rm.mu.Unlock()
+	}
+	if !reflect.DeepEqual(r.byPath, want) {
+		t.Fatalf("path index %v, want %v", r.byPath, want)
+	}
+}
+
+// The path index follows resets, renames and removals; two rooms at one path serve the
+// one updated last.
+func TestRoomsPathIndex(t *testing.T) {
+	const (
+		byID   = ".notebook:3f1e0c1a-7d2b-4c55-9a61-0d3f4b8e2c10.y"
+		byPath = "json:notebook:shared/n.ipynb"
+	)
+	first, wantFirst := loadSession(t, "s0003.json.gz")
+	second, wantSecond := loadSession(t, "s0004.json.gz")
+	res := &renames{path: "shared/n.ipynb"}
+	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{})
+	sink := func(events ...ystore.Event) {
+		t.Helper()
+		if err := r.Sink(t.Context(), events); err != nil {
+			t.Fatal(err)
+		}
+		checkIndex(t, r)
+	}
+	serves := func(p string, want json.RawMessage) {
+		t.Helper()
+		snap, err := r.Notebook(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, snap, want)
+	}
+	sink(ystore.Event{Kind: ystore.EventReset, Room: byID, Rows: rowsOf(byID, first)})
+	sink(ystore.Event{Kind: ystore.EventReset, Room: byPath, Rows: rowsOf(byPath, second)})
+	serves("shared/n.ipynb", wantSecond)
+	serves("/shared/./n.ipynb", wantSecond)
+	sink(ystore.Event{Kind: ystore.EventReset, Room: byID, Rows: rowsOf(byID, first)})
+	serves("shared/n.ipynb", wantFirst)
+
+	res.set("moved/m.ipynb", nil)
+	r.RefreshPaths(t.Context())
+	checkIndex(t, r)
+	serves("moved/m.ipynb", wantFirst)
+	serves("shared/n.ipynb", wantSecond)
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{"moved/m.ipynb", "shared/n.ipynb"}) {
+		t.Fatalf("Paths() = %v", got)
+	}
+
+	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byPath})
+	if _, err := r.Notebook("shared/n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+		t.Fatalf("removed room still served: %v", err)
+	}
+	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byID})
+	if got := r.Paths(); len(got) != 0 {
+		t.Fatalf("Paths() after removing every room = %v", got)
+	}
+}
+
+// Reads, renames and events race without corrupting the index (run with -race).
+func TestRoomsPathIndexConcurrent(t *testing.T) {
+	const key = ".notebook:3f1e0c1a-7d2b-4c55-9a61-0d3f4b8e2c10.y"
+	updates, _ := loadSession(t, "s0003.json.gz")
+	res := &renames{path: "a.ipynb"}
+	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 50 {
+			kind := []ystore.EventKind{ystore.EventReset, ystore.EventUpdates, ystore.EventRemoved}[i%3]
+			_ = r.Sink(t.Context(), []ystore.Event{{Kind: kind, Room: key, Rows: rowsOf(key, updates)}})
+		}
+	})
+	wg.Go(func() {
+		for i := range 50 {
+			res.set([]string{"a.ipynb", "b.ipynb"}[i%2], nil)
+			r.RefreshPaths(t.Context())
+		}
+	})
+	wg.Go(func() {
+		for range 200 {
+			for _, p := range r.Paths() {
+				_, _ = r.Notebook(p)
+			}
+		}
+	})
+	wg.Wait()
+	checkIndex(t, r)
+}
+
+// A degraded room rebuilt from rows without the undecodable one is healthy again; a
+// rebuild to the same notebook notifies nothing.
+func TestRoomsResetClearsDegraded(t *testing.T) {
+	const key = ".notebook:n.ipynb.y"
+	updates, want := loadSession(t, "s0002.json.gz")
+	var log changeLog
+	m := NewMetrics(prometheus.NewRegistry(), nil)
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{Changed: log.add})
+	corrupt := append(rowsOf(key, updates), ystore.Row{Room: key, ID: 999, Update: []byte{0x01, 0xff, 0xff}})
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: corrupt}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Degraded(); !reflect.DeepEqual(got, []string{key}) {
+		t.Fatalf("Degraded() = %v", got)
+	}
+	notified := len(log.paths)
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Degraded(); len(got) != 0 {
+		t.Fatalf("Degraded() after the rebuild = %v", got)
+	}
+	if got := testutil.ToFloat64(m.degradedRooms); got != 0 {
+		t.Fatalf("degraded rooms gauge = %v", got)
+	}
+	if len(log.paths) != notified {
+		t.Fatalf("a rebuild to the same notebook notified %v", log.paths[notified:])
+	}
+	snap, err := r.Notebook("n.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
+}

@@ -14,12 +14,7 @@ import (
 // Ship tails the local SQLite store and appends its rows into the shared Postgres store
 // until ctx is done, so sidecars elsewhere can serve from Postgres.
 func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	source, err := sqlite.New(sqlite.Config{
-		Path:            cfg.Store.SQLite.Path,
-		PollInterval:    cfg.Store.SQLite.PollInterval,
-		DisableFSNotify: !cfg.Store.SQLite.FSNotify,
-		Logger:          log,
-	})
+	source, err := sqlite.New(cfg.Store.SQLite.TailerConfig(log, nil))
 	if err != nil {
 		return fmt.Errorf("ship source: %w", err)
 	}
@@ -29,12 +24,7 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ship.source_id: %w", err)
 		}
 	}
-	s, err := postgres.NewShipper(postgres.Config{
-		DSN:    cfg.Ship.Postgres.DSN,
-		Schema: cfg.Ship.Postgres.Schema,
-		Table:  cfg.Ship.Postgres.Table,
-		Logger: log,
-	}, source, id)
+	s, err := postgres.NewShipper(cfg.Ship.Postgres.StoreConfig(log), source, id)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}

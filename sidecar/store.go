@@ -4,16 +4,14 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
-	// The store backends register themselves by name.
-	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
-	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // openStore builds the configured store backend and the file id resolvers; close
@@ -30,26 +28,30 @@ func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (
 	return tailer, resolver, closeResolver, nil
 }
 
-// openTailer builds the configured store backend by name.
+// openTailer builds the configured store backend from its typed configuration.
 func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, error) {
-	o := ystore.Options{Logger: log, Registerer: reg}
+	var (
+		t   ystore.Tailer
+		err error
+	)
 	switch cfg.Store.Backend {
 	case "sqlite":
-		o.Source = cfg.Store.SQLite.Path
-		o.PollInterval = cfg.Store.SQLite.PollInterval
-		o.Params = map[string]string{"fsnotify": strconv.FormatBool(cfg.Store.SQLite.FSNotify)}
+		t, err = newTailer(sqlite.New(cfg.Store.SQLite.TailerConfig(log, reg)))
 	case "postgres":
-		o.Source = cfg.Store.Postgres.DSN
-		o.PollInterval = cfg.Store.Postgres.PollInterval
-		o.Params = map[string]string{
-			"schema":  cfg.Store.Postgres.Schema,
-			"table":   cfg.Store.Postgres.Table,
-			"channel": cfg.Store.Postgres.Channel,
-		}
+		t, err = newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(log, reg)))
+	default:
+		err = fmt.Errorf("backend %q (have %v): %w", cfg.Store.Backend, config.Backends, config.ErrInvalid)
 	}
-	t, err := ystore.Open(cfg.Store.Backend, o)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	return t, nil
+}
+
+// newTailer returns a backend's tailer as a ystore.Tailer, nil on error.
+func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
+	if err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -1,16 +1,27 @@
 // Package ystore defines the rows of a Y-store (the log of Yjs updates that
 // jupyter-collaboration writes), the events a tailer delivers, the Tailer contract that
-// every store backend implements, the backend registry, and the parsing of room keys.
+// every store backend implements, and the parsing of room keys. Backends are built from
+// their own typed Config (ystore/sqlite, ystore/postgres); there is no registry by name.
 package ystore
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
-// ErrUnknownBackend is returned by Open for a backend name that was never registered.
-var ErrUnknownBackend = errors.New("unknown y-store backend")
+// ErrSink is wrapped, together with the sink's own error, by the error a Tailer's Run
+// returns when its sink failed.
+var ErrSink = errors.New("y-store sink failed")
+
+// Deliver hands events to sink, wrapping its error in ErrSink.
+func Deliver(ctx context.Context, sink func(context.Context, []Event) error, events []Event) error {
+	if err := sink(ctx, events); err != nil {
+		return fmt.Errorf("%w: %w", ErrSink, err)
+	}
+	return nil
+}
 
 // Row is one stored Yjs update (or checkpoint) of one room.
 type Row struct {
@@ -84,7 +95,8 @@ type Tailer interface {
 	// Run delivers, in commit order, first a Reset per existing room (checkpoint + rows,
 	// the way Jupyter loads a room), then Updates as rows commit; Reset again whenever a
 	// room's history is replaced in a way that is not a superset (file renamed/recreated),
-	// and Removed for a room that disappears. It returns when ctx is done or sink fails.
+	// and Removed for a room that disappears. It returns nil when ctx is done, and an
+	// error wrapping ErrSink and the sink's error when sink fails.
 	Run(ctx context.Context, sink func(context.Context, []Event) error) error
 	// Status reports reachability, the last error and the lag.
 	Status() Status

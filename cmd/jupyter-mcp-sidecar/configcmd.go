@@ -13,8 +13,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite" // the sqlite backend; postgres is imported by store.go
 )
 
 var errMissingDSN = &config.KeyError{
@@ -25,7 +23,7 @@ var errMissingDSN = &config.KeyError{
 // registered lists the names compiled into this binary for each seam.
 func registered() config.Names {
 	return config.Names{
-		Backends:   ystore.Backends(),
+		Backends:   config.Backends,
 		Publishers: publish.Names(),
 		Gates:      gate.Names(),
 		Verifiers:  auth.Names(),

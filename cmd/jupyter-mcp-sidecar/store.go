@@ -90,9 +90,7 @@ insert. It is idempotent and safe to run from several machines at once.`,
 			return errMissingDSN
 		}
 		pg := cfg.Store.Postgres
-		if err := postgres.Init(cmd.Context(), postgres.Config{
-			DSN: pg.DSN, Schema: pg.Schema, Table: pg.Table, Channel: pg.Channel,
-		}); err != nil {
+		if err := postgres.Init(cmd.Context(), pg.StoreConfig(nil, nil)); err != nil {
 			return err
 		}
 		_, err = a.stdout.Write([]byte("postgres y-store ready: " + pg.Schema + "." + pg.Table + "\n"))
@@ -117,9 +115,7 @@ sidecars apply the merged row as the state they already have, so it is safe whil
 			return errMissingDSN
 		}
 		pg := cfg.Store.Postgres
-		return postgres.CompactStore(cmd.Context(), postgres.Config{
-			DSN: pg.DSN, Schema: pg.Schema, Table: pg.Table, Channel: pg.Channel,
-		}, rooms, func(room string, r postgres.CompactResult) {
+		return postgres.CompactStore(cmd.Context(), pg.StoreConfig(nil, nil), rooms, func(room string, r postgres.CompactResult) {
 			if r.Rows == 0 {
 				fmt.Fprintf(a.stdout, "%s: nothing to compact\n", room)
 				return

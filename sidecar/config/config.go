@@ -5,12 +5,17 @@
 package config
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // Config is the whole configuration; the mapstructure and yaml tags are the YAML keys.
@@ -43,21 +48,49 @@ type Store struct {
 	Postgres     Postgres      `mapstructure:"postgres" yaml:"postgres"`
 }
 
-// SQLite configures the pycrdt-store SQLite file tailer.
+// SQLite configures the pycrdt-store SQLite file tailer (see sqlite.Config).
 type SQLite struct {
 	Path         string        `mapstructure:"path" yaml:"path"`
 	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
 	FSNotify     bool          `mapstructure:"fsnotify" yaml:"fsnotify"`
+	ChunkRows    int           `mapstructure:"chunk_rows" yaml:"chunk_rows"` // rows per read transaction
 }
 
-// Postgres configures the Postgres Y-store tailer.
+// TailerConfig is the sqlite.Config of this section.
+func (s SQLite) TailerConfig(log *slog.Logger, reg prometheus.Registerer) sqlite.Config {
+	return sqlite.Config{
+		Path:            s.Path,
+		PollInterval:    s.PollInterval,
+		ChunkRows:       s.ChunkRows,
+		DisableFSNotify: !s.FSNotify,
+		Logger:          log,
+		Registerer:      reg,
+	}
+}
+
+// Postgres configures the Postgres Y-store tailer (see postgres.Config).
 type Postgres struct {
-	DSN          string        `mapstructure:"dsn" yaml:"dsn"`
-	DSNFile      string        `mapstructure:"dsn_file" yaml:"dsn_file"`
-	Schema       string        `mapstructure:"schema" yaml:"schema"`
-	Table        string        `mapstructure:"table" yaml:"table"`
-	Channel      string        `mapstructure:"channel" yaml:"channel"`
-	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+	DSN           string        `mapstructure:"dsn" yaml:"dsn"`
+	DSNFile       string        `mapstructure:"dsn_file" yaml:"dsn_file"`
+	Schema        string        `mapstructure:"schema" yaml:"schema"`
+	Table         string        `mapstructure:"table" yaml:"table"`
+	Channel       string        `mapstructure:"channel" yaml:"channel"`
+	PollInterval  time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+	DisableListen bool          `mapstructure:"disable_listen" yaml:"disable_listen"` // poll only
+}
+
+// StoreConfig is the postgres.Config of this section.
+func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
+	return postgres.Config{
+		DSN:           p.DSN,
+		Schema:        p.Schema,
+		Table:         p.Table,
+		Channel:       p.Channel,
+		PollInterval:  p.PollInterval,
+		DisableListen: p.DisableListen,
+		Logger:        log,
+		Registerer:    reg,
+	}
 }
 
 // FileID configures how file ids are mapped to notebook paths.
@@ -120,6 +153,11 @@ type ShipPostgres struct {
 	Table   string `mapstructure:"table" yaml:"table"`
 }
 
+// StoreConfig is the postgres.Config of this section.
+func (p ShipPostgres) StoreConfig(log *slog.Logger) postgres.Config {
+	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: log}
+}
+
 // Default returns the configuration used when no file, environment or flag says otherwise.
 func Default() Config {
 	return Config{
@@ -127,10 +165,14 @@ func Default() Config {
 		Store: Store{
 			Backend:      "sqlite",
 			LagThreshold: 5 * time.Second,
-			SQLite:       SQLite{Path: ".jupyter_ystore.db", PollInterval: time.Second, FSNotify: true},
+			// The store defaults are the libraries' own, decided there once.
+			SQLite: SQLite{
+				Path: ".jupyter_ystore.db", PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
+				ChunkRows: sqlite.DefaultChunkRows,
+			},
 			Postgres: Postgres{
-				Schema: "jupyter_ystore", Table: "yupdates", Channel: "jupyter_ystore",
-				PollInterval: 2 * time.Second,
+				Schema: postgres.DefaultSchema, Table: postgres.DefaultTable, Channel: postgres.DefaultChannel,
+				PollInterval: postgres.DefaultPollInterval,
 			},
 		},
 		Server: Server{
@@ -153,7 +195,7 @@ func Default() Config {
 		Gate:          resources.Seam{Options: map[string]any{}},
 		Extensions:    map[string]map[string]any{},
 		Hooks:         resources.DefaultHooks(),
-		Ship:          Ship{Postgres: ShipPostgres{Schema: "jupyter_ystore", Table: "yupdates"}},
+		Ship:          Ship{Postgres: ShipPostgres{Schema: postgres.DefaultSchema, Table: postgres.DefaultTable}},
 		Hub:           DefaultHub(),
 	}
 }

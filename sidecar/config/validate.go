@@ -100,6 +100,9 @@ func (c Config) Validate() error {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}
 	v.positive("store.sqlite.poll_interval", s.SQLite.PollInterval)
+	if s.SQLite.ChunkRows <= 0 {
+		v.fail("store.sqlite.chunk_rows", "must be > 0, got %d", s.SQLite.ChunkRows)
+	}
 	if s.Backend == "postgres" && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
 		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend postgres")
 	}

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
-	"slices"
 	"sort"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
 // Timeouts bounding each round trip, so that a dead connection is noticed.
@@ -23,44 +19,13 @@ const (
 	queryTimeout   = 30 * time.Second
 )
 
-// errSink marks an error returned by the sink: Run stops instead of reconnecting.
-var errSink = errors.New("sink failed")
-
-func init() {
-	ystore.Register("postgres", func(o ystore.Options) (ystore.Tailer, error) {
-		cfg := Config{DSN: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer}
-		for _, k := range slices.Sorted(maps.Keys(o.Params)) {
-			v := o.Params[k]
-			switch k {
-			case "schema":
-				cfg.Schema = v
-			case "table":
-				cfg.Table = v
-			case "channel":
-				cfg.Channel = v
-			case "disable_listen":
-				b, err := strconv.ParseBool(v)
-				if err != nil {
-					return nil, fmt.Errorf("param disable_listen %q: %w: %w", v, ErrConfig, err)
-				}
-				cfg.DisableListen = b
-			default:
-				return nil, fmt.Errorf("unknown param %q (have schema, table, channel, disable_listen): %w", k, ErrConfig)
-			}
-		}
-		return New(cfg)
-	})
-}
-
 // Tailer follows the Postgres Y-store. Its cursor is the pg_snapshot of its last read
 // (see Snapshot), which survives reconnects and server restarts.
 type Tailer struct {
-	cfg Config
-	n   names
-	m   *tailMetrics
-
-	mu     sync.Mutex
-	status ystore.Status
+	cfg    Config
+	n      names
+	m      *tailMetrics
+	status *tailstatus.Recorder
 }
 
 var _ ystore.Tailer = (*Tailer)(nil)
@@ -75,14 +40,13 @@ func New(cfg Config) (*Tailer, error) {
 	if err := register(cfg.Registerer, m.collectors()); err != nil {
 		return nil, err
 	}
-	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m}, nil
+	status := tailstatus.New(tailstatus.Metrics{Reachable: m.reachable, Lag: m.lag, Rows: m.rows})
+	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m, status: status}, nil
 }
 
 // Status reports reachability, the last error and the lag.
 func (t *Tailer) Status() ystore.Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
+	return t.status.Status()
 }
 
 // Load reads every room once, as Reset events in room order.
@@ -98,16 +62,16 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 		return err
 	})
 	if err != nil {
-		t.fail(err)
+		t.status.Fail(err)
 		return nil, err
 	}
 	events := loadEvents(rows)
-	t.succeed(len(events))
+	t.status.Read(nil, false, len(events))
 	return events, nil
 }
 
 // Run delivers a Reset per room, then the rows committed since, until ctx is done (it
-// then returns nil) or sink fails (it returns that error). Connection failures are
+// then returns nil) or sink fails (it returns an error wrapping ystore.ErrSink). Connection failures are
 // retried with exponential backoff and jitter; the cursor carries over, so nothing is
 // skipped and nothing delivered twice.
 func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
@@ -117,10 +81,10 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, errSink) {
+		if errors.Is(err, ystore.ErrSink) {
 			return err
 		}
-		t.fail(err)
+		t.status.Fail(err)
 		t.m.retries.Inc()
 		if st.progressed {
 			attempt, st.progressed = 0, false
@@ -232,13 +196,14 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 	}
 	t.m.read.Observe(time.Since(start).Seconds())
 	if len(events) > 0 {
-		if err := sink(ctx, events); err != nil {
-			return fmt.Errorf("%w: %w", errSink, err)
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
+			return err
 		}
 	}
+	tailed := st.cursor != nil
 	st.cursor, st.progressed = &snap, true
 	applyRooms(st.rooms, events)
-	t.delivered(events, len(st.rooms))
+	t.status.Read(events, tailed, len(st.rooms))
 	return nil
 }
 
@@ -461,59 +426,4 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return conn, nil
-}
-
-// fail records a read error.
-func (t *Tailer) fail(err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = false
-	t.status.LastError = err.Error()
-	t.status.LastErrorAt = time.Now()
-	t.m.reachable.Set(0)
-}
-
-// succeed records a successful read of a store with the given number of rooms.
-func (t *Tailer) succeed(rooms int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = true
-	t.status.LastError = ""
-	t.status.LastReadAt = time.Now()
-	t.status.Rooms = rooms
-	t.m.reachable.Set(1)
-}
-
-// delivered records a successful read whose events reached the sink. The lag is that of
-// the newest row delivered as an update; loads and rebuilds do not count as lag.
-func (t *Tailer) delivered(events []ystore.Event, rooms int) {
-	t.succeed(rooms)
-	var n int
-	newest, newestUpdate := math.Inf(-1), math.Inf(-1)
-	for _, e := range events {
-		n += len(e.Rows)
-		for _, r := range e.Rows {
-			newest = math.Max(newest, r.Timestamp)
-			if e.Kind == ystore.EventUpdates {
-				newestUpdate = math.Max(newestUpdate, r.Timestamp)
-			}
-		}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.RowsTailed += uint64(n)
-	t.m.rows.Add(float64(n))
-	t.status.Lag = 0
-	if n > 0 {
-		t.status.LastRowAt = unixTime(newest)
-	}
-	if !math.IsInf(newestUpdate, -1) {
-		t.status.Lag = max(0, t.status.LastReadAt.Sub(unixTime(newestUpdate)))
-	}
-	t.m.lag.Set(t.status.Lag.Seconds())
-}
-
-// unixTime converts a row timestamp (seconds since the epoch) to a time.
-func unixTime(sec float64) time.Time {
-	return time.UnixMicro(int64(sec * 1e6))
 }

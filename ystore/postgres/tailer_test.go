@@ -84,23 +84,6 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-func TestRegisteredFactory(t *testing.T) {
-	tl, err := ystore.Open("postgres", ystore.Options{Source: "postgres://h/db", PollInterval: time.Second,
-		Params: map[string]string{"schema": "s", "table": "t", "channel": "c", "disable_listen": "true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg := tl.(*Tailer).cfg; cfg.Schema != "s" || cfg.Table != "t" || cfg.Channel != "c" || !cfg.DisableListen ||
-		cfg.PollInterval != time.Second {
-		t.Errorf("config %+v", cfg)
-	}
-	for _, params := range []map[string]string{{"tabel": "t"}, {"disable_listen": "maybe"}, {"schema": "A"}} {
-		if _, err := ystore.Open("postgres", ystore.Options{Source: "postgres://h/db", Params: params}); !errors.Is(err, ErrConfig) {
-			t.Errorf("params %v: %v, want ErrConfig", params, err)
-		}
-	}
-}
-
 func TestSinkErrorStopsRun(t *testing.T) {
 	cfg := testConfig(t)
 	insert(t, dial(t, cfg), cfg, "r", []byte("u"))
@@ -110,8 +93,8 @@ func TestSinkErrorStopsRun(t *testing.T) {
 	}
 	errFull := errors.New("sink full")
 	err = tl.Run(context.Background(), func(context.Context, []ystore.Event) error { return errFull })
-	if !errors.Is(err, errFull) {
-		t.Fatalf("Run: %v, want the sink's error", err)
+	if !errors.Is(err, errFull) || !errors.Is(err, ystore.ErrSink) {
+		t.Fatalf("Run: %v, want ystore.ErrSink and the sink's error", err)
 	}
 }
 

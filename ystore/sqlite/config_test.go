@@ -50,26 +50,10 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-func TestBackend(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "missing.db")
-	tl, err := ystore.Open("sqlite", ystore.Options{Source: path, PollInterval: time.Second})
+func TestMissingStore(t *testing.T) {
+	tl, err := New(Config{Path: filepath.Join(t.TempDir(), "missing.db")})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got := tl.(*Tailer).cfg; got.Path != path || got.PollInterval != time.Second || got.DisableFSNotify {
-		t.Fatalf("config %+v", got)
-	}
-	params, err := ystore.Open("sqlite", ystore.Options{Source: path, Params: map[string]string{"fsnotify": "false", "chunk_rows": "10"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := params.(*Tailer).cfg; !got.DisableFSNotify || got.ChunkRows != 10 {
-		t.Fatalf("params not applied: %+v", got)
-	}
-	for _, bad := range []map[string]string{{"fsnotify": "maybe"}, {"chunk_rows": "x"}, {"chunk_rows": "-1"}, {"table": "t"}} {
-		if _, err := ystore.Open("sqlite", ystore.Options{Source: path, Params: bad}); !errors.Is(err, ErrConfig) {
-			t.Errorf("params %v: %v, want ErrConfig", bad, err)
-		}
 	}
 	if _, err := tl.Load(context.Background()); !errors.Is(err, ErrNoStore) {
 		t.Fatalf("Load of a missing store: %v, want ErrNoStore", err)
@@ -174,4 +158,16 @@ func TestSchemaVersionChange(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
 	converge(t, s, m)
+}
+
+// A failing sink ends Run with ystore.ErrSink and the sink's error, as in every backend.
+func TestSinkErrorStopsRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	newModel(startWriter(t, path)).write(roomA, "a1")
+	tl := newTailer(t, Config{Path: path})
+	errFull := errors.New("sink full")
+	err := tl.Run(context.Background(), func(context.Context, []ystore.Event) error { return errFull })
+	if !errors.Is(err, errFull) || !errors.Is(err, ystore.ErrSink) {
+		t.Fatalf("Run: %v, want ystore.ErrSink and the sink's error", err)
+	}
 }

@@ -189,3 +189,12 @@ func newTailer(t testing.TB, cfg Config) *Tailer {
 	}
 	return tl
 }
+
+// tailing runs a new tailer with cfg until the test ends, once its sink holds m's rooms.
+func tailing(t testing.TB, cfg Config, m *model) (*Tailer, *sink) {
+	t.Helper()
+	tl, s := newTailer(t, cfg), newSink()
+	runTailer(t, tl, s.deliver)
+	converge(t, s, m)
+	return tl, s
+}

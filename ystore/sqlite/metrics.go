@@ -11,6 +11,7 @@ const (
 	reasonStart    = "start"
 	reasonHistory  = "history"
 	reasonReplaced = "replaced"
+	reasonReopened = "reopened"
 )
 
 // metrics are the tailer's Prometheus collectors.
@@ -55,7 +56,7 @@ func newMetrics() *metrics {
 		}),
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jupyter_mcp_sidecar_sqlite_resyncs_total",
-			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced.",
+			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite).",
 		}, []string{"reason"}),
 		reachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jupyter_mcp_sidecar_sqlite_reachable",
@@ -66,7 +67,7 @@ func newMetrics() *metrics {
 			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored).",
 		}),
 	}
-	for _, r := range []string{reasonStart, reasonHistory, reasonReplaced} {
+	for _, r := range []string{reasonStart, reasonHistory, reasonReplaced, reasonReopened} {
 		m.resyncs.WithLabelValues(r)
 	}
 	return m

@@ -13,9 +13,13 @@ type summary struct {
 	count int64
 	maxID int64
 	total float64 // sum of timestamps
+	first rowKey  // the room's first row: a squash deletes it
 }
 
 func (s *summary) add(r ystore.Row) {
+	if k := (rowKey{r.Timestamp, r.ID}); s.count == 0 || k.less(s.first) {
+		s.first = k
+	}
 	s.count++
 	s.maxID = max(s.maxID, r.ID)
 	s.total += r.Timestamp
@@ -48,10 +52,12 @@ func (r *roomRows) load() []ystore.Row {
 	return append(out, rows...)
 }
 
-// snapshot is every room of the store up to the row top, read in bounded transactions.
+// snapshot is every room of the store up to the row top, read in bounded transactions;
+// dv is the data version top was read at.
 type snapshot struct {
 	top   int64
 	fp    fingerprint
+	dv    int64
 	rooms map[string]*roomRows
 }
 
@@ -68,7 +74,7 @@ func (s *snapshot) sortedRooms() []string {
 // readSnapshot reads the checkpoints, then every row up to the current newest one in
 // rowid chunks. Rows stamped before their room's checkpoint are counted, not kept.
 func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) {
-	top, fp, err := s.top(ctx)
+	top, fp, dv, err := s.top(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +82,12 @@ func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) 
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{top: top, fp: fp, rooms: map[string]*roomRows{}}
+	snap := &snapshot{top: top, fp: fp, dv: dv, rooms: map[string]*roomRows{}}
 	for room, c := range ckpts {
 		snap.rooms[room] = &roomRows{ckpt: &c}
 	}
 	for after := int64(0); after < top; {
-		rows, more, _, err := s.rowsAfter(ctx, after, top, chunk, false, fingerprint{})
+		rows, more, _, _, err := s.rowsAfter(ctx, after, top, chunk, false, fingerprint{})
 		if err != nil {
 			return nil, err
 		}

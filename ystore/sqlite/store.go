@@ -157,8 +157,12 @@ func isBusy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
-// isNoTable reports whether err means a table is missing (a store being created, or
-// one older than ycheckpoints).
+// ErrSchema is returned by reads of a file without the yupdates table: a store being
+// created, truncated, or not a Y-store.
+var ErrSchema = errors.New("y-store has no yupdates table")
+
+// isNoTable reports whether err means a table is missing (a store being created or
+// truncated, or one older than ycheckpoints).
 func isNoTable(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such table")
 }
@@ -178,41 +182,99 @@ func (s *store) versions(ctx context.Context) (data, user int64, err error) {
 	return data, user, nil
 }
 
-// top returns the highest rowid and its row's fingerprint; 0 for an empty store.
-func (s *store) top(ctx context.Context) (int64, fingerprint, error) {
-	var (
-		id int64
-		fp fingerprint
-	)
-	err := s.read(ctx, func(tx *sql.Tx) error {
+// dataVersion reads PRAGMA data_version in tx: the version of the state tx reads.
+func dataVersion(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var dv int64
+	err := tx.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv)
+	return dv, err
+}
+
+// top returns the highest rowid and its row's fingerprint (0 for an empty store), and
+// the data version they were read at.
+func (s *store) top(ctx context.Context) (id int64, fp fingerprint, dv int64, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
 		id, fp = 0, fingerprint{}
-		err := tx.QueryRowContext(ctx,
+		var err error
+		if dv, err = dataVersion(ctx, tx); err != nil {
+			return err
+		}
+		err = tx.QueryRowContext(ctx,
 			"SELECT rowid, path, timestamp, length(yupdate) FROM yupdates ORDER BY rowid DESC LIMIT 1",
 		).Scan(&id, &fp.room, &fp.timestamp, &fp.size)
-		if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return nil
+		case isNoTable(err):
+			return ErrSchema
 		}
 		return err
 	})
 	if err != nil {
-		return 0, fingerprint{}, fmt.Errorf("read newest row: %w", err)
+		return 0, fingerprint{}, 0, fmt.Errorf("read newest row: %w", err)
 	}
-	return id, fp, nil
+	return id, fp, dv, nil
+}
+
+// rowKey orders a room's rows the way its index does: by timestamp, then rowid.
+type rowKey struct {
+	timestamp float64
+	id        int64
+}
+
+func (k rowKey) less(o rowKey) bool {
+	return k.timestamp < o.timestamp || (k.timestamp == o.timestamp && k.id < o.id)
+}
+
+// firstRows returns the first row (by timestamp, then rowid) of each room, in one read
+// transaction; a room without rows is absent.
+func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKey, error) {
+	var out map[string]rowKey
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		out = make(map[string]rowKey, len(rooms))
+		for _, room := range rooms {
+			var k rowKey
+			err := tx.QueryRowContext(ctx,
+				"SELECT timestamp, rowid FROM yupdates WHERE path = ? ORDER BY timestamp, rowid LIMIT 1", room,
+			).Scan(&k.timestamp, &k.id)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				continue
+			case isNoTable(err):
+				return ErrSchema
+			case err != nil:
+				return err
+			}
+			out[room] = k
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read first rows: %w", err)
+	}
+	return out, nil
 }
 
 // rowsAfter returns up to limit rows with after < rowid <= upTo (upTo < 0: no bound) in
 // rowid order, stopping early once chunkBytes of updates are read; more reports whether
-// rows may remain. When check is set, it first verifies in the same transaction that the
-// row at after still has fingerprint fp, and reports ok false (and no rows) if not.
-func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, more, ok bool, err error) {
+// rows may remain; dv is the data version they were read at. When check is set, it first
+// verifies in the same transaction that the row at after still has fingerprint fp, and
+// reports ok false (and no rows) if not.
+func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, more, ok bool, dv int64, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		rows, more, ok = nil, false, true
+		var err error
+		if dv, err = dataVersion(ctx, tx); err != nil {
+			return err
+		}
 		if check && after > 0 {
 			var got fingerprint
 			err := tx.QueryRowContext(ctx,
 				"SELECT path, timestamp, length(yupdate) FROM yupdates WHERE rowid = ?", after,
 			).Scan(&got.room, &got.timestamp, &got.size)
-			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) || (err == nil && got != fp) {
+			if isNoTable(err) {
+				return ErrSchema
+			}
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && got != fp) {
 				ok = false
 				return nil
 			}
@@ -227,7 +289,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
 		if isNoTable(err) {
-			return nil
+			return ErrSchema
 		}
 		if err != nil {
 			return err
@@ -249,9 +311,9 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		return q.Err()
 	})
 	if err != nil {
-		return nil, false, false, fmt.Errorf("read rows after %d: %w", after, err)
+		return nil, false, false, 0, fmt.Errorf("read rows after %d: %w", after, err)
 	}
-	return rows, more, ok, nil
+	return rows, more, ok, dv, nil
 }
 
 // checkpoints returns every room's checkpoint as a row with ID 0. A checkpoint is a

@@ -11,11 +11,12 @@
 //
 // What the writer can do, and what the tailer delivers:
 //   - append rows: Updates, in rowid (commit) order;
-//   - squash or clean up a room (rows replaced by one merged row): the merged row is
-//     state already applied, so it is delivered as Updates; when the rewrite reused
-//     rowids at or below the cursor (noticed by the fingerprint of the row at the
-//     cursor), every room whose history summary changed is re-read and delivered, the
-//     way Jupyter loads it, as Updates;
+//   - squash or clean up a room (rows replaced by one merged row), or delete rows: noticed
+//     when the first row of a room appended to is gone, when a commit appends nothing,
+//     or when rowids at or below the cursor were reused (the fingerprint of the row at
+//     the cursor); every room whose history summary changed is then re-read and
+//     delivered, the way Jupyter loads it, as Reset, so that it is rebuilt from the
+//     rows it has left (a deleted undecodable row no longer degrades it);
 //   - write checkpoints: a checkpoint holds only state from rows, and is written in the
 //     same transaction as a row, so it is read when a room is loaded or re-read;
 //   - rename the file aside and create a new one (schema mismatch), or delete and
@@ -23,7 +24,16 @@
 //     so its number cannot be reused), every room of the new file is delivered as Reset
 //     and every room gone as Removed; the same when PRAGMA user_version changes in place;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
-//     state stays served until the file returns.
+//     state stays served until the file returns;
+//   - truncate or corrupt the file, or write over it in place (outside SQLite's locking,
+//     noticed by its size and modification time changing while PRAGMA data_version does
+//     not): a read that fails, or a store without the yupdates table, is reported by
+//     Status as unreachable and delivers nothing, so the last state stays served. The
+//     connection is dropped and the file re-opened and read whole at every wake-up and
+//     poll until a read succeeds; then the rooms whose rows changed are delivered as
+//     Reset, and those gone as Removed.
+//
+// Status reports the store reachable only after a read that succeeded.
 package sqlite
 
 import (
@@ -32,44 +42,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
-
-func init() { ystore.Register("sqlite", fromOptions) }
-
-// fromOptions builds a Tailer for the registry: Source is the path; Params may set
-// "fsnotify" (a bool, default true) and "chunk_rows" (an int).
-func fromOptions(o ystore.Options) (ystore.Tailer, error) {
-	cfg := Config{Path: o.Source, PollInterval: o.PollInterval, Logger: o.Logger, Registerer: o.Registerer}
-	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
-		v := o.Params[k]
-		switch k {
-		case "fsnotify":
-			on, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("param fsnotify %q: %w: %w", v, ErrConfig, err)
-			}
-			cfg.DisableFSNotify = !on
-		case "chunk_rows":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return nil, fmt.Errorf("param chunk_rows %q: %w: %w", v, ErrConfig, err)
-			}
-			cfg.ChunkRows = n
-		default:
-			return nil, fmt.Errorf("unknown param %q (have fsnotify, chunk_rows): %w", k, ErrConfig)
-		}
-	}
-	return New(cfg)
-}
 
 // ErrNoStore is returned by Load when the store file does not exist.
 var ErrNoStore = errors.New("y-store file does not exist")
@@ -82,20 +62,28 @@ type Tailer struct {
 	cfg     Config
 	log     *slog.Logger
 	m       *metrics
+	status  *tailstatus.Recorder
 	running atomic.Bool
-
-	mu     sync.Mutex
-	status ystore.Status
 
 	// Owned by Run.
 	st     *store
-	synced bool  // a file was read before: the next file replaces it
-	dv     int64 // PRAGMA data_version at the last read
-	uv     int64 // PRAGMA user_version (the schema version) of the open file
+	synced bool        // a file was read before: the next file replaces it
+	ident  os.FileInfo // the file of the last successful read
+	seen   stamp       // its size and modification time after that read
+	dv     int64       // PRAGMA data_version at the last read
+	uv     int64       // PRAGMA user_version (the schema version) of the open file
 	cursor int64
 	fp     fingerprint
 	rooms  map[string]summary
 }
+
+// stamp is what a write to the file changes besides its contents.
+type stamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(fi os.FileInfo) stamp { return stamp{fi.Size(), fi.ModTime()} }
 
 var _ ystore.Tailer = (*Tailer)(nil)
 
@@ -105,7 +93,11 @@ func New(cfg Config) (*Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: newMetrics(), rooms: map[string]summary{}}
+	m := newMetrics()
+	t := &Tailer{
+		cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, rooms: map[string]summary{},
+		status: tailstatus.New(tailstatus.Metrics{Reachable: m.reachable, Lag: m.lag, Rows: m.rows}),
+	}
 	if cfg.Registerer != nil {
 		if err := t.m.register(cfg.Registerer); err != nil {
 			return nil, err
@@ -116,9 +108,7 @@ func New(cfg Config) (*Tailer, error) {
 
 // Status reports whether the file is readable, the last error, the lag and counters.
 func (t *Tailer) Status() ystore.Status {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.status
+	return t.status.Status()
 }
 
 // Load reads every room once, as Reset events in room order, with its own connection.
@@ -155,20 +145,12 @@ func (t *Tailer) open(ctx context.Context) (*store, error) {
 func (t *Tailer) observeTx(wall, cpu time.Duration) {
 	t.m.readTx.Observe(wall.Seconds())
 	t.m.readTxCPU.Observe(cpu.Seconds())
-	t.mu.Lock()
-	t.status.MaxReadTx = max(t.status.MaxReadTx, wall)
-	t.mu.Unlock()
+	t.status.ReadTx(wall)
 }
 
-// sinkError marks an error returned by the sink, which ends Run.
-type sinkError struct{ err error }
-
-func (e sinkError) Error() string { return "sink: " + e.err.Error() }
-func (e sinkError) Unwrap() error { return e.err }
-
 // Run delivers the store's rooms and then its changes to sink until ctx is done (it then
-// returns nil) or sink fails (it returns that error). Read errors are logged, reported
-// by Status, and retried at the next wake-up.
+// returns nil) or sink fails (it returns an error wrapping ystore.ErrSink). Read errors
+// are logged, reported by Status, and retried at the next wake-up.
 func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	if !t.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -181,14 +163,19 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 	defer tick.Stop()
 	for {
 		if err := t.cycle(ctx, sink); err != nil {
-			var se sinkError
-			if errors.As(err, &se) {
-				return se.err
+			if errors.Is(err, ystore.ErrSink) {
+				return err
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			t.recordError(err)
+			if err.Error() != t.status.Status().LastError {
+				t.log.Warn("reading y-store", "err", err)
+			}
+			t.status.Fail(err)
+			// The connection may hold a stale view of a file changed under it: the next
+			// wake-up or poll opens the file afresh and reads it whole.
+			t.closeStore()
 		}
 		select {
 		case <-ctx.Done():
@@ -208,70 +195,83 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 			t.log.Warn("y-store file disappeared; serving the last state until it returns")
 			t.closeStore()
 		}
-		t.setReachable(false, "y-store file does not exist")
-		return nil
+		return ErrNoStore
 	}
 	if err != nil {
 		return fmt.Errorf("stat store: %w", err)
 	}
 	if t.st == nil || !os.SameFile(t.st.ident, fi) {
-		if err := t.reopen(ctx, sink); err != nil || t.st == nil {
-			return err
-		}
+		return t.reopen(ctx, sink)
 	}
 	dv, uv, err := t.st.versions(ctx)
 	if err != nil {
 		return err
 	}
-	if dv == t.dv {
-		t.setReachable(true, "")
+	switch {
+	case dv == t.dv && stampOf(fi) == t.seen:
+		t.status.Read(nil, false, len(t.rooms))
 		return nil
-	}
-	t.dv = dv
-	if uv != t.uv {
+	case dv == t.dv:
+		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
+		t.closeStore()
+		return t.reopen(ctx, sink)
+	case uv != t.uv:
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
-		t.uv = uv
-		err = t.resync(ctx, reasonReplaced, sink)
-	} else {
-		err = t.tail(ctx, sink)
+		dv, err = t.resync(ctx, reasonReplaced, sink)
+	default:
+		dv, err = t.tail(ctx, sink)
 	}
 	if err != nil {
 		return err
 	}
-	t.setReachable(true, "")
+	t.dv, t.uv = dv, uv
+	return t.stamp()
+}
+
+// stamp records the file's size and modification time after a successful read; a
+// later change of either without a commit is a write outside SQLite.
+func (t *Tailer) stamp() error {
+	fi, err := os.Stat(t.cfg.Path)
+	if err != nil {
+		return fmt.Errorf("stat store: %w", err)
+	}
+	t.seen = stampOf(fi)
 	return nil
 }
 
 // reopen opens the file now at the path and delivers it whole: Reset for its rooms, and
-// Removed for the rooms of a previous file that it lacks.
+// Removed for the rooms of a previous file that it lacks. The same file opened again
+// (after a failed read or a write outside SQLite) delivers only the rooms whose rows
+// changed.
 func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	if t.st != nil {
 		t.log.Warn("y-store file replaced; reloading every room")
 	}
 	t.closeStore()
 	st, err := t.open(ctx)
-	if errors.Is(err, ErrNoStore) {
-		t.setReachable(false, "y-store file does not exist")
-		return nil
-	}
 	if err != nil {
 		return err
 	}
+	t.st = st
 	_, uv, err := st.versions(ctx)
 	if err != nil {
-		st.close()
 		return err
 	}
-	t.st, t.dv, t.uv = st, -1, uv
 	reason := reasonStart
-	if t.synced {
+	switch {
+	case t.synced && os.SameFile(t.ident, st.ident):
+		// Its version is not compared: a restore in place can be read while the file
+		// is still empty.
+		reason = reasonReopened
+	case t.synced:
 		reason = reasonReplaced
 	}
-	if err := t.resync(ctx, reason, sink); err != nil {
+	dv, err := t.resync(ctx, reason, sink)
+	if err != nil {
 		return err
 	}
-	t.synced = true
-	return nil
+	t.synced, t.ident, t.dv, t.uv = true, st.ident, dv, uv
+	return t.stamp()
 }
 
 func (t *Tailer) closeStore() {
@@ -283,23 +283,30 @@ func (t *Tailer) closeStore() {
 	}
 }
 
-// tail delivers the rows committed after the cursor, a chunk per read transaction,
-// falling back to a resync when the row at the cursor was replaced.
-func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
-	for {
-		rows, more, ok, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
+// tail delivers the rows committed after the cursor, a chunk per read transaction, and
+// returns the data version of its last read. It falls back to a resync when rows were
+// deleted: the row at the cursor was replaced, a commit appended nothing, or the first
+// row of a room it appended to is gone (a squash or a cleanup).
+func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.Event) error) (int64, error) {
+	for appended := false; ; appended = true {
+		rows, more, ok, dv, err := t.st.rowsAfter(ctx, t.cursor, -1, t.cfg.ChunkRows, true, t.fp)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !ok {
 			t.log.Info("y-store history rewritten below the cursor; re-reading changed rooms", "cursor", t.cursor)
 			return t.resync(ctx, reasonHistory, sink)
 		}
-		if len(rows) == 0 {
-			return nil
+		if len(rows) == 0 && !appended {
+			t.log.Info("y-store commit appended no row (rows deleted); re-reading changed rooms", "cursor", t.cursor)
+			return t.resync(ctx, reasonHistory, sink)
 		}
-		if err := t.deliver(ctx, sink, runs(t.decompress(rows))); err != nil {
-			return err
+		if len(rows) == 0 {
+			return dv, nil
+		}
+		events := runs(t.decompress(rows))
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
+			return 0, err
 		}
 		for _, r := range rows {
 			s := t.rooms[r.Room]
@@ -309,11 +316,40 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
-		t.delivered(rows, true)
+		t.status.Read(events, true, len(t.rooms))
+		room, err := t.rewritten(ctx, events)
+		if err != nil {
+			return 0, err
+		}
+		if room != "" {
+			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", "room", room)
+			return t.resync(ctx, reasonHistory, sink)
+		}
 		if !more {
-			return nil
+			return dv, nil
 		}
 	}
+}
+
+// rewritten returns a room of events whose first stored row is no longer the one the
+// tailer has seen first, or "" when there is none.
+func (t *Tailer) rewritten(ctx context.Context, events []ystore.Event) (string, error) {
+	rooms := make([]string, 0, len(events))
+	for _, e := range events {
+		if !slices.Contains(rooms, e.Room) {
+			rooms = append(rooms, e.Room)
+		}
+	}
+	first, err := t.st.firstRows(ctx, rooms)
+	if err != nil {
+		return "", err
+	}
+	for _, room := range rooms {
+		if first[room] != t.rooms[room].first {
+			return room, nil
+		}
+	}
+	return "", nil
 }
 
 // runs splits rows (in commit order) into Updates events of consecutive rows of one room.
@@ -329,28 +365,28 @@ func runs(rows []ystore.Row) []ystore.Event {
 	return events
 }
 
-// resync reads the whole file and delivers it: at start and after a replacement as
-// Reset for every room; after a history rewrite as Updates for the rooms whose history
-// changed. Rooms no longer stored are delivered as Removed.
-func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) error {
+// resync reads the whole file and delivers it, and returns the data version it was read
+// at: at start and after a replacement as Reset for every room; after a history rewrite
+// or after the same file was opened again, as Reset for the rooms whose rows changed, so
+// that each is rebuilt from the rows it now has (a row gone no longer degrades it). Rooms
+// no longer stored are delivered as Removed.
+func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
 	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var events []ystore.Event
 	var rows []ystore.Row
 	for _, room := range snap.sortedRooms() {
 		rr := snap.rooms[room]
-		kind := ystore.EventReset
-		if reason == reasonHistory {
+		if reason == reasonHistory || reason == reasonReopened {
 			if prev, ok := t.rooms[room]; ok && prev == rr.sum {
 				continue
 			}
-			kind = ystore.EventUpdates
 		}
 		load := t.decompress(rr.load())
-		events = append(events, ystore.Event{Kind: kind, Room: room, Rows: load})
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: load})
 		rows = append(rows, load...)
 	}
 	for room := range t.rooms {
@@ -359,8 +395,8 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 		}
 	}
 	if len(events) > 0 {
-		if err := t.deliver(ctx, sink, events); err != nil {
-			return err
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
+			return 0, err
 		}
 	}
 	t.rooms = make(map[string]summary, len(snap.rooms))
@@ -369,8 +405,8 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
-	t.delivered(rows, false)
-	return nil
+	t.status.Read(events, false, len(t.rooms))
+	return snap.dv, nil
 }
 
 // decompress returns rows with their updates decompressed by Config.Decompress. A row
@@ -392,60 +428,4 @@ func (t *Tailer) decompress(rows []ystore.Row) []ystore.Row {
 		out[i].Update = u
 	}
 	return out
-}
-
-// deliver hands events to the sink; no read transaction is open.
-func (t *Tailer) deliver(ctx context.Context, sink func(context.Context, []ystore.Event) error, events []ystore.Event) error {
-	if err := sink(ctx, events); err != nil {
-		return sinkError{err}
-	}
-	return nil
-}
-
-// delivered updates counters after rows reached the sink, and the lag when they were
-// tailed as they committed (a resync delivers old rows: their age is not lag).
-func (t *Tailer) delivered(rows []ystore.Row, tailed bool) {
-	now := time.Now()
-	t.m.rows.Add(float64(len(rows)))
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.RowsTailed += uint64(len(rows))
-	t.status.Rooms = len(t.rooms)
-	newest := 0.0
-	for _, r := range rows {
-		newest = max(newest, r.Timestamp)
-	}
-	at := time.Unix(0, int64(newest*1e9))
-	if newest == 0 || !at.After(t.status.LastRowAt) {
-		return
-	}
-	t.status.LastRowAt = at
-	if tailed {
-		t.status.Lag = max(now.Sub(at), 0)
-		t.m.lag.Set(t.status.Lag.Seconds())
-	}
-}
-
-func (t *Tailer) setReachable(ok bool, why string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = ok
-	if ok {
-		t.status.LastError = ""
-		t.status.LastReadAt = time.Now()
-		t.m.reachable.Set(1)
-		return
-	}
-	t.status.LastError = why
-	t.m.reachable.Set(0)
-}
-
-func (t *Tailer) recordError(err error) {
-	t.log.Warn("reading y-store", "err", err)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.status.Reachable = false
-	t.status.LastError = err.Error()
-	t.status.LastErrorAt = time.Now()
-	t.m.reachable.Set(0)
 }

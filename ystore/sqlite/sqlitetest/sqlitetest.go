@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -98,4 +99,20 @@ func (w *Writer) Do(cmd map[string]any) Reply {
 		w.t.Fatalf("%s failed: %s", cmd["op"], r.Error)
 	}
 	return r
+}
+
+// WriteInPlace overwrites the file's contents keeping its inode, the way cp does: a
+// restore or damage of a live store outside SQLite.
+func WriteInPlace(t testing.TB, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+)
+
+// waitStatus polls path until it answers code, failing t (not the sidecar's test, so
+// that it can run in a subtest) after within.
+func waitStatus(t *testing.T, sc *sidecar, path string, code int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got, body := sc.get(path)
+		if got == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s answered %d %q, want %d within %v", path, got, body, code, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readIn reads uri, failing t (which may be a subtest) if the read fails.
+func readIn(t *testing.T, c *goClient, uri string) string {
+	t.Helper()
+	text, err := c.tryRead(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// startServing writes the first preloaded session steps into a new store and starts
+// the sidecar on it, ready.
+func startServing(t *testing.T) (steps []step, store string, w writer, sc *sidecar) {
+	t.Helper()
+	steps = session(t)
+	dir := t.TempDir()
+	store = filepath.Join(dir, ".jupyter_ystore.db")
+	w = startWriter(t, store)
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc = startSidecar(t, dir, options{})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	return steps, store, w, sc
+}
+
+// A store truncated, or overwritten with garbage, in place is not ready for as long as
+// it is so, the last good notebook stays served meanwhile, and the good file copied
+// back in place is noticed by the sidecar itself, with no writer commit.
+func TestDamagedStore(t *testing.T) {
+	steps, store, w, sc := startServing(t)
+	c := dialGo(t, sc.mcpURL(), true)
+	c.bind(nbName, nbPath)
+	want := mustJSON(t, steps[preloaded-1].after)
+	jsonEqual(t, "notebook before the damage", c.read(nbURI), want)
+	good, err := os.ReadFile(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, d := range []struct {
+		name   string
+		damage func()
+	}{
+		{"truncated", func() {
+			if err := os.Truncate(store, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage over the table pages", func() {
+			// Page 1 (the header and the schema) stays; every later page is overwritten.
+			garbage := bytes.Repeat([]byte{0xa5}, len(good)-4096)
+			sqlitetest.WriteInPlace(t, store, append(good[:4096:4096], garbage...))
+		}},
+		{"garbage over the header", func() {
+			sqlitetest.WriteInPlace(t, store, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			// A write in the clock tick of the last read, of the same size and header,
+			// cannot be told from no write by the file's metadata.
+			time.Sleep(20 * time.Millisecond)
+			d.damage()
+			waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable, 5*time.Second)
+			for range 20 { // two seconds: four polls and any file event
+				if code, body := sc.get("/readyz"); code != http.StatusServiceUnavailable {
+					t.Fatalf("damaged store: /readyz %d %s", code, body)
+				}
+				jsonEqual(t, "notebook while the store is damaged", readIn(t, c, nbURI), want)
+				time.Sleep(100 * time.Millisecond)
+			}
+			sqlitetest.WriteInPlace(t, store, good)
+			waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+			jsonEqual(t, "notebook after the restore", readIn(t, c, nbURI), want)
+		})
+	}
+
+	t.Run("the writer goes on", func(t *testing.T) {
+		c.subscribe(nbURI)
+		i := preloaded
+		for ; !visible(steps[preloaded : i+1]); i++ {
+		}
+		for _, s := range steps[preloaded : i+1] {
+			w.write(s.update)
+		}
+		await(t, c, delivery, nbURI)
+		want := mustJSON(t, steps[i].after)
+		deadline := time.Now().Add(5 * time.Second)
+		for !jsonSame(readIn(t, c, nbURI), want) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		jsonEqual(t, "notebook after the restore and a write", readIn(t, c, nbURI), want)
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+}
+
+// A room degraded by an undecodable row is ready again, without a restart, once that row
+// is no longer in the store: squashed away, deleted, or the file replaced.
+func TestDegradedClears(t *testing.T) {
+	const bad = ".notebook:9d1c7a52-0000-4000-8000-000000000bad.y"
+	steps, store, w, sc := startServing(t)
+	good := base64.StdEncoding.EncodeToString(steps[0].update)
+	w.do(map[string]any{"op": "write", "room": bad, "update": good})
+	corrupt := func(t *testing.T) sqlitetest.Reply {
+		t.Helper()
+		r := w.do(map[string]any{"op": "write", "room": bad, "update": base64.StdEncoding.EncodeToString([]byte{1, 1, 0xff, 0xff, 0xff})})
+		waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable, 5*time.Second)
+		_, body := sc.get("/readyz")
+		var ready struct {
+			Degraded []string `json:"degraded_rooms"`
+		}
+		if err := json.Unmarshal([]byte(body), &ready); err != nil || len(ready.Degraded) != 1 || ready.Degraded[0] != bad {
+			t.Fatalf("readyz = %s, want the corrupt room degraded", body)
+		}
+		return r
+	}
+
+	t.Run("squashed", func(t *testing.T) {
+		r := corrupt(t)
+		// pycrdt-store's squash: the room's rows up to the cutoff become one merged row.
+		w.do(map[string]any{"op": "squash", "room": bad, "merged": good, "cutoff": r.TS})
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+	t.Run("deleted", func(t *testing.T) {
+		r := corrupt(t)
+		execSQL(t, "file:"+store+"?_pragma=busy_timeout(5000)", "DELETE FROM yupdates WHERE rowid = ?", r.RowID)
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+	t.Run("file replaced", func(t *testing.T) {
+		corrupt(t)
+		w.do(map[string]any{"op": "rename"})
+		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+	})
+}

@@ -1,0 +1,96 @@
+package tailstatus
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+func newRecorder() (*Recorder, Metrics) {
+	m := Metrics{
+		Reachable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reachable"}),
+		Lag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "lag"}),
+		Rows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "rows"}),
+	}
+	return New(m), m
+}
+
+// events returns one event of kind with rows committed ago before now.
+func events(kind ystore.EventKind, ago ...time.Duration) []ystore.Event {
+	e := ystore.Event{Kind: kind, Room: "r"}
+	for i, d := range ago {
+		e.Rows = append(e.Rows, ystore.Row{Room: "r", ID: int64(i + 1), Timestamp: float64(time.Now().Add(-d).UnixMicro()) / 1e6})
+	}
+	return []ystore.Event{e}
+}
+
+func TestRecorder(t *testing.T) {
+	tests := []struct {
+		name      string
+		run       func(r *Recorder)
+		reachable bool
+		lastError string
+		rows      uint64
+		lagMin    time.Duration // the lag is in [lagMin, lagMin+time.Second)
+		rooms     int
+	}{
+		{"new", func(*Recorder) {}, false, "", 0, 0, 0},
+		{"failed", func(r *Recorder) { r.Fail(errors.New("boom")) }, false, "boom", 0, 0, 0},
+		{"load is not lag", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), false, 1) }, true, "", 1, 0, 1},
+		{"re-read updates are not lag", func(r *Recorder) { r.Read(events(ystore.EventUpdates, time.Hour), false, 1) }, true, "", 1, 0, 1},
+		{"tailed updates are", func(r *Recorder) {
+			r.Read(events(ystore.EventUpdates, 5*time.Second, 3*time.Second), true, 2)
+		}, true, "", 2, 3 * time.Second, 2},
+		{"a tailed reset is not", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), true, 1) }, true, "", 1, 0, 1},
+		{"lag kept by an empty read", func(r *Recorder) {
+			r.Read(events(ystore.EventUpdates, 3*time.Second), true, 1)
+			r.Read(nil, false, 1)
+		}, true, "", 1, 3 * time.Second, 1},
+		{"read clears the error", func(r *Recorder) {
+			r.Fail(errors.New("boom"))
+			r.Read(nil, false, 4)
+		}, true, "", 0, 0, 4},
+		{"error after a read", func(r *Recorder) {
+			r.Read(nil, false, 4)
+			r.Fail(errors.New("boom"))
+		}, false, "boom", 0, 0, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, m := newRecorder()
+			tt.run(r)
+			st := r.Status()
+			if st.Reachable != tt.reachable || st.LastError != tt.lastError || st.RowsTailed != tt.rows ||
+				st.Lag < tt.lagMin || st.Lag >= tt.lagMin+time.Second || st.Rooms != tt.rooms {
+				t.Fatalf("status %+v", st)
+			}
+			if st.LastError != "" && st.LastErrorAt.IsZero() {
+				t.Errorf("LastErrorAt %v with LastError %q", st.LastErrorAt, st.LastError)
+			}
+			want := 0.0
+			if tt.reachable {
+				want = 1
+			}
+			if got := testutil.ToFloat64(m.Reachable); got != want {
+				t.Errorf("reachable gauge %v, want %v", got, want)
+			}
+			if got := testutil.ToFloat64(m.Rows); got != float64(tt.rows) {
+				t.Errorf("rows counter %v, want %v", got, tt.rows)
+			}
+			if got := testutil.ToFloat64(m.Lag); got != st.Lag.Seconds() {
+				t.Errorf("lag gauge %v, want %v", got, st.Lag.Seconds())
+			}
+		})
+	}
+	r, _ := newRecorder()
+	r.ReadTx(2 * time.Millisecond)
+	r.ReadTx(time.Millisecond)
+	if got := r.Status().MaxReadTx; got != 2*time.Millisecond {
+		t.Errorf("MaxReadTx = %v", got)
+	}
+}

@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+)
+
+// damages are writes over a live store outside SQLite's locking, each leaving a file
+// that cannot be read as a Y-store.
+var damages = []struct {
+	name string
+	do   func(t *testing.T, path string, good []byte)
+}{
+	{"truncated", func(t *testing.T, path string, _ []byte) {
+		if err := os.Truncate(path, 0); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"garbage over the table pages", func(t *testing.T, path string, good []byte) {
+		// Page 1 (the header and the schema) stays; every later page is overwritten.
+		sqlitetest.WriteInPlace(t, path, append(good[:4096:4096], bytes.Repeat([]byte{0xa5}, len(good)-4096)...))
+	}},
+	{"garbage over the header", func(t *testing.T, path string, good []byte) {
+		sqlitetest.WriteInPlace(t, path, append(bytes.Repeat([]byte{0x5a}, 100), good[100:]...))
+	}},
+}
+
+// A store damaged in place is unreachable for as long as it is damaged, the last
+// state stays delivered, and a restore in place is noticed without a writer commit.
+func TestDamagedInPlace(t *testing.T) {
+	for _, mode := range modes {
+		for _, d := range damages {
+			t.Run(mode.name+"/"+d.name, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "store.db")
+				m := newModel(startWriter(t, path))
+				m.write(roomA, "a1")
+				m.write(roomB, "b1")
+				m.write(roomA, "a2")
+				tl, s := tailing(t, mode.cfg(path), m)
+				waitFor(t, 5*time.Second, "reachable status", func() bool { return tl.Status().Reachable })
+				good, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.mu.Lock()
+				delivered := len(s.events)
+				s.mu.Unlock()
+
+				// The file's modification time has the kernel clock's tick (a few ms) as
+				// its resolution: a write in the tick of the last commit, of the same size
+				// and header, cannot be told from no write by stat.
+				time.Sleep(20 * time.Millisecond)
+				d.do(t, path, good)
+				waitFor(t, 5*time.Second, "unreachable status", func() bool {
+					st := tl.Status()
+					return !st.Reachable && st.LastError != ""
+				})
+				for range 10 {
+					time.Sleep(30 * time.Millisecond)
+					if st := tl.Status(); st.Reachable {
+						t.Fatalf("damaged store reported reachable: %+v", st)
+					}
+				}
+				if got, want := s.String(), m.docs.String(); got != want {
+					t.Fatalf("damaged store changed the delivered state:\n got %s\nwant %s", got, want)
+				}
+
+				sqlitetest.WriteInPlace(t, path, good)
+				waitFor(t, 5*time.Second, "reachable status after the restore", func() bool { return tl.Status().Reachable })
+				s.mu.Lock()
+				extra := s.events[delivered:]
+				s.mu.Unlock()
+				if len(extra) != 0 {
+					t.Fatalf("restoring the same file delivered %v", extra)
+				}
+				converge(t, s, m)
+				m.write(roomB, "b2")
+				converge(t, s, m)
+			})
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// deleteRow deletes one row through a connection of its own, as an operator would.
+func deleteRow(t *testing.T, path string, rowid int64) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("DELETE FROM yupdates WHERE rowid = ?", rowid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rows removed from a room, by a squash or a delete, rebuild the room from the rows it
+// has left (a Reset), so that nothing of a removed row stays delivered; other rooms are
+// not re-delivered.
+func TestRowsRemovedRebuildTheRoom(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			m := newModel(startWriter(t, path))
+			m.write(roomA, "a1")
+			bad := m.write(roomA, "bad")
+			m.write(roomB, "b1")
+			m.write(roomA, "a2")
+			_, s := tailing(t, mode.cfg(path), m)
+			resets := s.kinds(roomA)[ystore.EventReset]
+
+			// An operator deletes the row; nothing is appended.
+			deleteRow(t, path, bad.RowID)
+			m.docs[roomA] = nil
+			m.docs.apply(roomA, tokens("a1", "a2"))
+			converge(t, s, m)
+			if n := s.kinds(roomA)[ystore.EventReset]; n != resets+1 {
+				t.Fatalf("room %s reset %d times after the delete, want %d", roomA, n, resets+1)
+			}
+
+			// A squash (pycrdt-store: the room's rows up to the cutoff replaced by one
+			// merged row, then the update) without the marked token.
+			bad = m.write(roomA, "bad")
+			converge(t, s, m)
+			m.w.Do(map[string]any{"op": "squash", "room": roomA, "merged": b64(tokens("a1", "a2")), "cutoff": bad.TS, "update": b64(tokens("a3"))})
+			m.docs[roomA] = nil
+			m.docs.apply(roomA, tokens("a1", "a2", "a3"))
+			converge(t, s, m)
+			if n := s.kinds(roomB)[ystore.EventReset]; n != 1 {
+				t.Fatalf("unchanged room %s reset %d times, want 1 (the load)", roomB, n)
+			}
+			m.write(roomB, "b2")
+			converge(t, s, m)
+		})
+	}
+}
