@@ -290,7 +290,7 @@ func TestPGNotify(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	listener := publishtest.Listen(t, ctx, dsn, "jupyter_mcp_test", MaxNotifyPayload)
+	listener := publishtest.Listen(t, ctx, dsn, "jupyter_mcp_test")
 	p, err := New("pgnotify", map[string]any{"dsn": dsn, "channel": "jupyter_mcp_test"}, Deps{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -307,10 +307,14 @@ func TestPGNotify(t *testing.T) {
 	}
 	var got []Event
 	for {
-		var ev Event
-		if err := listener.Next(ctx, &ev); err != nil {
+		payload, err := listener.Next(ctx)
+		if err != nil {
 			t.Fatalf("after %d notifications: %v", len(got), err)
 		}
+		if len(payload) > MaxNotifyPayload {
+			t.Fatalf("payload of %d bytes", len(payload))
+		}
+		ev := validate(t, payload)
 		got = append(got, ev)
 		if ev.Seq == 3 {
 			break

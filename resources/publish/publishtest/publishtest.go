@@ -55,15 +55,10 @@ func Validate(t testing.TB, payload []byte, ev any) {
 }
 
 // Listener is a connection LISTENing on a channel.
-type Listener struct {
-	t     testing.TB
-	conn  *pgx.Conn
-	limit int
-}
+type Listener struct{ conn *pgx.Conn }
 
-// Listen connects to dsn and LISTENs on channel until the test ends; a payload over
-// limit bytes fails the test.
-func Listen(t testing.TB, ctx context.Context, dsn, channel string, limit int) *Listener {
+// Listen connects to dsn and LISTENs on channel until the test ends.
+func Listen(t testing.TB, ctx context.Context, dsn, channel string) *Listener {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -73,18 +68,15 @@ func Listen(t testing.TB, ctx context.Context, dsn, channel string, limit int) *
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	return &Listener{t: t, conn: conn, limit: limit}
+	return &Listener{conn: conn}
 }
 
-// Next waits for the next notification and decodes its payload, validated, into ev.
-func (l *Listener) Next(ctx context.Context, ev any) error {
+// Next waits for the next notification and returns its payload. It may run on any
+// goroutine, but not beside another call of Next.
+func (l *Listener) Next(ctx context.Context) ([]byte, error) {
 	n, err := l.conn.WaitForNotification(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(n.Payload) > l.limit {
-		l.t.Fatalf("NOTIFY payload of %d bytes, over %d", len(n.Payload), l.limit)
-	}
-	Validate(l.t, []byte(n.Payload), ev)
-	return nil
+	return []byte(n.Payload), nil
 }
