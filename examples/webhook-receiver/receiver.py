@@ -107,6 +107,7 @@ class Table:
 
 
 class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep the sidecar's connection open between events
     table = None
     token = None
     out_lock = threading.Lock()

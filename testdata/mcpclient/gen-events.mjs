@@ -27,8 +27,13 @@ const record = (name, fn) => {
 };
 record('source-c1', () => nb.cells[0].updateSource(0, nb.cells[0].source.length, 'print(2)'));
 record('output-c1-0', () => nb.cells[0].updateOutputs(0, 1, [{ output_type: 'stream', name: 'stdout', text: '2\n' }]));
+const addCell = (id, source) => nb.insertCell(nb.cells.length, { id, cell_type: 'code', source, metadata: {}, outputs: [], execution_count: null });
 for (let i = 0; i < 10; i++) {
-  record(`add-e${i}`, () => nb.insertCell(nb.cells.length, { id: `e${i}`, cell_type: 'code', source: `x = ${i}`, metadata: {}, outputs: [], execution_count: null }));
+  record(`add-e${i}`, () => addCell(`e${i}`, `x = ${i}`));
 }
+// add-bulk: 200 cells in one update, an event larger than one Postgres NOTIFY payload.
+record('add-bulk', () => nb.transact(() => {
+  for (let i = 0; i < 200; i++) addCell(`bulk-${String(i).padStart(3, '0')}-${'b'.repeat(32)}`, `y = ${i}`);
+}));
 
 process.stdout.write(JSON.stringify({ initial, edits }, null, 1) + '\n', () => process.exit(0));
