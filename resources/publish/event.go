@@ -18,8 +18,8 @@ type Origin struct {
 	Room   string    // the store's room key
 	FileID string    // the jupyter_server_fileid id; "" for a room addressed by path
 	Time   time.Time // commit time of the newest row behind the change; zero: now
-	// User is, in hub mode, the user whose store the notebook is in. The sidecar does
-	// not tail per-user stores yet: it is always "" and "user" omitted until it does.
+	// User is, in hub mode, the JupyterHub user whose store the notebook is in (each
+	// user's tenant has its own publisher); "" and "user" omitted outside hub mode.
 	User string
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
@@ -420,5 +421,48 @@ func TestEventsAtScale(t *testing.T) {
 				fmt.Println("EVENTS_BENCH " + msg)
 			}
 		})
+	}
+}
+
+// TestEventsInHubMode: in hub mode each user's tenant publishes its notebooks' events
+// with the user's name, from the tenant's load (the user's first request) on.
+func TestEventsInHubMode(t *testing.T) {
+	fx := loadEventFixture(t)
+	root := t.TempDir()
+	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	home := filepath.Join(root, "home", "alice")
+	if err := os.MkdirAll(filepath.Join(home, "team"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nb := notebookRooms(1)[0]
+	fileidDB := filepath.Join(home, "file_id_manager.db")
+	execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, nb.fileID, filepath.Join(home, nb.path))
+	w := startWriter(t, filepath.Join(home, ".jupyter_ystore.db"))
+	w.writeRoom(nb.room, fx.initial)
+	c := startReceiver(t)
+	user := filepath.Join(root, "home", "{username}")
+	sc := launch(t, root, fmt.Sprintf(`hub:
+  enabled: true
+  api_url: %q
+  service_name: %s
+  stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
+  idle_timeout: 5m
+  state_dir: %q
+notifications: {debounce: 250ms, max_delay: 2s}
+publisher: %s
+`, hub.APIURL, jhubtest.ServiceName, filepath.Join(user, ".jupyter_ystore.db"), filepath.Join(user, "file_id_manager.db"),
+		user, filepath.Join(root, "state"), c.publisher), "serve")
+	g, err := dialGoAs(t, sc.url+"/services/mcp/mcp", true, "token "+hub.Token("alice").Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	if r := c.next(t, 15*time.Second); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.FileID != nb.fileID || r.ev.Seq != 1 {
+		t.Fatalf("alice's load event = %+v", r.ev)
+	}
+	w.writeRoom(nb.room, fx.edits["source-c1"])
+	if r := c.next(t, delivery); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.Seq != 2 || len(r.ev.Changes.Cells) != 1 {
+		t.Fatalf("alice's edit event = %+v", r.ev)
 	}
 }
