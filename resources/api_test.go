@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -128,7 +129,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	if err := c.Subscribe(ctx, sub); err != nil {
 		t.Fatal(err)
 	}
-	srv.NotebookChanged("a.ipynb", ynotebook.Changes{Metadata: true})
+	srv.NotebookChanged("a.ipynb", ynotebook.Changes{Metadata: true}, publish.Origin{})
 	select {
 	case uri := <-updated:
 		if uri != "notebook://nb" {

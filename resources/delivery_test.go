@@ -163,7 +163,7 @@ func TestGetStreamResumesWithLastEventID(t *testing.T) {
 			t.Fatalf("subscribe %s: %v", uri, msg["error"])
 		}
 	}
-	change := func() { r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}) }
+	change := func() { r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, noOrigin) }
 
 	resp, events := openStream(t, r.url, session, "")
 	waitStreams(t, r, 1)
@@ -321,7 +321,7 @@ func TestGateGovernsEverySurface(t *testing.T) {
 		if err := c.Subscribe(context.Background(), sub); err != nil {
 			t.Fatal(err)
 		}
-		r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"))
+		r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"), noOrigin)
 		c.waitUpdated(t, 2500*time.Millisecond, "notebook://work/cells/c1")
 	})
 }

@@ -101,7 +101,7 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 	var lat []time.Duration
 	for range rounds {
 		start := time.Now()
-		r.srv.NotebookChanged(testPath, change)
+		r.srv.NotebookChanged(testPath, change, noOrigin)
 		seen := make([]bool, n)
 		for remaining := n; remaining > 0; {
 			select {

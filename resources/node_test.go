@@ -180,7 +180,7 @@ func TestNodeDrivers(t *testing.T) {
 
 			// bind + subscribe → a change reaches the client within 2.5 s and a read returns it.
 			start := time.Now()
-			r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+			r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 			seen := map[string]any{}
 			for len(seen) < 2 {
 				e := n.expect(t, 2500*time.Millisecond-time.Since(start), func(e event) bool { return e.Event == "updated" })
@@ -208,7 +208,7 @@ func TestNodeDrivers(t *testing.T) {
 			total := map[string]int{}
 			for b := range bursts {
 				for range perBurst {
-					r.srv.NotebookChanged(testPath, change)
+					r.srv.NotebookChanged(testPath, change, noOrigin)
 				}
 				got := n.updatesUntilQuiet(t, 400*time.Millisecond)
 				uris := map[string]bool{}
@@ -235,7 +235,7 @@ func TestNodeDrivers(t *testing.T) {
 					t.Fatalf("unsubscribe %s: %+v", uri, res)
 				}
 			}
-			r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+			r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 			if got := n.updatesUntilQuiet(t, 500*time.Millisecond); len(got) != 0 {
 				t.Fatalf("updates after unsubscribe: %+v", got)
 			}

@@ -135,7 +135,7 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 	if err := c.Subscribe(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
 	if !strings.Contains(bodies[0], `"notebook://work/cells/c1"`) {
 		t.Fatalf("webhook body %s", bodies[0])

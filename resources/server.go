@@ -263,23 +263,25 @@ func (s *Server) Active() bool {
 // limit and panic recovery (nil for the stdio transport).
 func (s *Server) Handler() http.Handler { return s.transport.handler() }
 
-// NotebookChanged publishes a change of the notebook at path to the URIs of
-// every name bound to it. The sidecar calls it after its debounce, once a read
-// returns the new state. It never blocks on I/O.
-func (s *Server) NotebookChanged(path string, ch ynotebook.Changes) {
+// NotebookChanged publishes a change of the notebook at path, bound to a name or
+// not, as one event (publish.NewEvent) carrying the URIs of every name bound to
+// it. The sidecar calls it after its debounce, once a read returns the new state,
+// with where the change came from. It never blocks on I/O.
+func (s *Server) NotebookChanged(path string, ch ynotebook.Changes, o publish.Origin) {
+	ev := publish.NewEvent(path, ch, o)
 	for _, name := range s.names.NamesFor(path) {
-		uris := slices.DeleteFunc(nbview.ChangedURIs(name, ch), func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })
-		if err := s.publisher.Publish(context.Background(), uris); err != nil {
-			s.metrics.publisherErrors.Inc()
-			s.log.Warn("publisher did not accept a change", "room", path, "name", name, "err", err)
-		}
+		ev.URIs = append(ev.URIs, slices.DeleteFunc(nbview.ChangedURIs(name, ch), func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })...)
 	}
+	s.publish(ev)
 }
 
 // NotebookMoved tells the server that the notebook at oldPath is now at newPath (its
 // file was renamed): names bound with use_notebook follow it, and their subscribers are
 // told the notebook changed. Names from the configuration keep their configured path.
-func (s *Server) NotebookMoved(oldPath, newPath string) {
+// The publisher gets one event naming both paths.
+func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
+	ev := publish.NewEvent(newPath, ynotebook.Changes{}, o)
+	ev.RenamedFrom = oldPath
 	for _, name := range s.names.NamesFor(oldPath) {
 		if _, err := s.names.Bind(name, newPath); err != nil {
 			s.log.Info("name stays at its configured path after a rename", "room", newPath, "name", name, "from", oldPath, "err", err)
@@ -287,10 +289,16 @@ func (s *Server) NotebookMoved(oldPath, newPath string) {
 		}
 		s.subs.ListChanged()
 		s.log.Info("name follows its renamed notebook", "room", newPath, "name", name, "from", oldPath)
-		if err := s.publisher.Publish(context.Background(), []string{nbview.NotebookURI(name)}); err != nil {
-			s.metrics.publisherErrors.Inc()
-			s.log.Warn("publisher did not accept a change", "room", newPath, "name", name, "err", err)
-		}
+		ev.URIs = append(ev.URIs, nbview.NotebookURI(name))
+	}
+	s.publish(ev)
+}
+
+// publish hands ev to the publisher, counting and logging a refusal.
+func (s *Server) publish(ev publish.Event) {
+	if err := s.publisher.Publish(context.Background(), ev); err != nil {
+		s.metrics.publisherErrors.Inc()
+		s.log.Warn("publisher did not accept a change", "room", ev.Path, "uris", len(ev.URIs), "err", err)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestStdioBothEras(t *testing.T) {
 	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
 	waitFor(t, func() bool { n, _, _ := srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
 
-	srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"))
+	srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 	// The session's and the listen stream's notifications come in either order.
 	var n map[string]any
 	seenCell := false

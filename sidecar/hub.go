@@ -168,7 +168,7 @@ func (h *hub) start(user string) (*tenant, error) {
 	begin := time.Now()
 	log := h.log.With("tenant", tenantID(user))
 	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, t.reg, h.version, func(*Health) []resources.Option { return nil }); err != nil {
+	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -58,8 +58,9 @@ type RoomInfo struct {
 
 // Notify receives what happens to the notebooks; nil fields are ignored.
 type Notify struct {
-	// Changed is called after every applied change, with the notebook's path.
-	Changed func(path string, ch ynotebook.Changes)
+	// Changed is called after every applied change, with the notebook's path and
+	// where the change comes from (roominfo.go).
+	Changed func(path string, ch ynotebook.Changes, o Origin)
 	// Moved is called when a notebook's path changes (its file was renamed).
 	Moved func(oldPath, newPath string)
 }
@@ -68,7 +69,7 @@ type Notify struct {
 // room key or the document's state).
 func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, notify Notify) *Rooms {
 	if notify.Changed == nil {
-		notify.Changed = func(string, ynotebook.Changes) {}
+		notify.Changed = func(string, ynotebook.Changes, Origin) {}
 	}
 	if notify.Moved == nil {
 		notify.Moved = func(string, string) {}
@@ -160,7 +161,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 	r.metrics.setDegraded(r.degradedCount())
 	r.log.Debug("room loaded", "room", info.Key, "path", p, "rows", len(rows), "bad_rows", bad)
 	if !ch.Empty() && p != "" {
-		r.notify.Changed(p, ch)
+		r.notify.Changed(p, ch, originOf(info, rows))
 	}
 }
 
@@ -202,7 +203,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 		r.metrics.setDegraded(r.degradedCount())
 	}
 	if !ch.Empty() && p != "" {
-		r.notify.Changed(p, ch)
+		r.notify.Changed(p, ch, originOf(info, rows))
 	}
 }
 
@@ -238,7 +239,7 @@ func (r *Rooms) remove(info ystore.Room) {
 	if p != "" && nb != nil {
 		ch := removedAll(nb.Snapshot())
 		ch.Metadata = true
-		r.notify.Changed(p, ch)
+		r.notify.Changed(p, ch, originOf(info, nil))
 	}
 }
 

@@ -56,7 +56,7 @@ type changeLog struct {
 	paths []string
 }
 
-func (c *changeLog) add(p string, ch ynotebook.Changes) {
+func (c *changeLog) add(p string, ch ynotebook.Changes, _ Origin) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch.Empty() {

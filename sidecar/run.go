@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.stdin != nil || o.stdout != nil {
 		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
 	}
-	in, err := newInstance(cfg, log, reg, o.version, func(h *Health) []resources.Option {
+	in, err := newInstance(cfg, log, reg, o.version, "", func(h *Health) []resources.Option {
 		if cfg.Server.MetricsListen != "" {
 			return extra
 		}
@@ -106,15 +106,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 type instance struct {
 	tailer        ystore.Tailer
 	rooms         *Rooms
-	deb           *debounce.Debouncer[string, ynotebook.Changes]
+	deb           *debounce.Debouncer[string, change]
 	srv           *resources.Server
 	health        *Health
 	closeResolver func() error
 }
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
-// reg; srvOpts adds server options that need the instance's health. No I/O.
-func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version string,
+// reg; srvOpts adds server options that need the instance's health. user is the hub
+// user the store belongs to ("" outside hub mode), named in every change event. No I/O.
+func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
 	srvOpts func(*Health) []resources.Option) (*instance, error) {
 	tailer, resolver, closeResolver, err := openStore(cfg, log, reg)
 	if err != nil {
@@ -122,15 +123,19 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	}
 	in := &instance{tailer: tailer, closeResolver: closeResolver}
 	m := NewMetrics(reg, tailer.Status)
-	in.deb = debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay,
-		func(old, add ynotebook.Changes) ynotebook.Changes { old.Merge(add); return old },
-		func(path string, ch ynotebook.Changes) {
+	// Every notebook's changes, bound to a name or not, are debounced per path with
+	// their origin; the server turns each burst into one event for the publisher.
+	in.deb = debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay, mergeChange,
+		func(path string, c change) {
 			m.changesFlushed.Inc()
-			in.srv.NotebookChanged(path, ch)
+			in.srv.NotebookChanged(path, c.ch, c.origin.publishOrigin(user))
 		})
 	in.rooms = NewRooms(log, resolver, m, Notify{
-		Changed: in.deb.Add,
-		Moved:   func(oldPath, newPath string) { in.srv.NotebookMoved(oldPath, newPath) },
+		Changed: func(path string, ch ynotebook.Changes, o Origin) { in.deb.Add(path, change{ch, o}) },
+		Moved: func(oldPath, newPath string) {
+			o, _ := in.rooms.Origin(newPath)
+			in.srv.NotebookMoved(oldPath, newPath, o.publishOrigin(user))
+		},
 	})
 	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
 	opts := append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, srvOpts(in.health)...)

@@ -2,22 +2,22 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// maxNotifyPayload is below Postgres's 8000-byte NOTIFY payload limit.
-const maxNotifyPayload = 7900
+// MaxNotifyPayload is the largest payload pgnotify sends, below Postgres's
+// 8000-byte NOTIFY payload limit.
+const MaxNotifyPayload = 7900
 
-// pgnotify sends NOTIFY <channel>, '{"uris": [...]}' so that other processes
-// or replicas hear changes. Options: dsn (required), channel ("jupyter_mcp"),
-// queue_size, max_retries, backoff. A change too large for one payload is
-// split across several notifications. The connection is opened lazily and
-// reopened after a failure.
+// pgnotify sends each event as NOTIFY <channel>, '<event JSON>' so that other
+// processes or replicas hear changes. Options: dsn (required), channel
+// ("jupyter_mcp"), scope ("all" or "bound"), queue_size, max_retries, backoff.
+// An event too large for one payload is split into parts (Event.Payloads),
+// notified in one transaction: a listener gets all of them, in order, or none.
+// The connection is opened lazily and reopened after a failure.
 type pgnotify struct {
 	*queue
 	dsn     string
@@ -66,45 +66,8 @@ func (p *pgnotify) Run(ctx context.Context) error {
 	return err
 }
 
-// Payloads splits uris into NOTIFY payloads of at most limit bytes each,
-// keeping their order.
-func Payloads(uris []string, limit int) ([]string, error) {
-	var out []string
-	var batch []string
-	last := ""
-	for _, u := range uris {
-		data, err := json.Marshal(map[string][]string{"uris": append(slices.Clone(batch), u)})
-		if err != nil {
-			return nil, fmt.Errorf("encode payload: %w", err)
-		}
-		if len(data) <= limit {
-			batch = append(batch, u)
-			last = string(data)
-			continue
-		}
-		if len(batch) == 0 {
-			return nil, fmt.Errorf("uri %q alone exceeds the %d-byte NOTIFY payload limit", u, limit)
-		}
-		out = append(out, last)
-		batch = nil
-		data, err = json.Marshal(map[string][]string{"uris": {u}})
-		if err != nil {
-			return nil, fmt.Errorf("encode payload: %w", err)
-		}
-		if len(data) > limit {
-			return nil, fmt.Errorf("uri %q alone exceeds the %d-byte NOTIFY payload limit", u, limit)
-		}
-		batch = []string{u}
-		last = string(data)
-	}
-	if len(batch) > 0 {
-		out = append(out, last)
-	}
-	return out, nil
-}
-
-func (p *pgnotify) notify(ctx context.Context, uris []string) error {
-	payloads, err := Payloads(uris, maxNotifyPayload)
+func (p *pgnotify) notify(ctx context.Context, ev Event) error {
+	payloads, err := ev.Payloads(MaxNotifyPayload)
 	if err != nil {
 		return err
 	}
@@ -117,12 +80,27 @@ func (p *pgnotify) notify(ctx context.Context, uris []string) error {
 		}
 		p.conn = conn
 	}
-	for _, payload := range payloads {
-		if _, err := p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", p.channel, payload); err != nil {
-			_ = p.conn.Close(context.WithoutCancel(ctx))
-			p.conn = nil
-			return fmt.Errorf("notify %s: %w", p.channel, err)
-		}
+	if len(payloads) == 1 {
+		_, err = p.conn.Exec(ctx, "SELECT pg_notify($1, $2)", p.channel, string(payloads[0]))
+	} else {
+		err = pgx.BeginFunc(ctx, p.conn, notifyAll(ctx, p.channel, payloads))
+	}
+	if err != nil {
+		_ = p.conn.Close(context.WithoutCancel(ctx))
+		p.conn = nil
+		return fmt.Errorf("notify %s: %w", p.channel, err)
 	}
 	return nil
+}
+
+// notifyAll sends every payload in one transaction, so they arrive together and in order.
+func notifyAll(ctx context.Context, channel string, payloads [][]byte) func(pgx.Tx) error {
+	return func(tx pgx.Tx) error {
+		for _, payload := range payloads {
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", channel, string(payload)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

@@ -1,9 +1,14 @@
-// Package publish is where change URIs go: the publisher registry.
+// Package publish is where change events go: the event type and the publisher
+// registry.
 //
-// The default publisher, "subscribers", is this server's own MCP subscribers
-// (the resources package hands it in as Deps.Local). Built in besides are
-// "webhook" (POST JSON {"uris": [...]} to a URL) and "pgnotify" (Postgres
-// NOTIFY on a channel), for deployments where subscribers live elsewhere. A
+// Every debounced change of a notebook in the store becomes an Event (path, file
+// id, room, commit time, what changed, and the URIs under every name bound in
+// the sidecar). The default publisher, "subscribers", is this server's own MCP
+// subscribers (the resources package hands them in as Deps.Local): it tells them
+// the event's URIs and ignores events without any. Built in besides are
+// "webhook" (POST the event's JSON to a URL) and "pgnotify" (Postgres NOTIFY on
+// a channel), for deployments where subscribers live elsewhere; they send every
+// event (scope "all", the default) or only those with URIs (scope "bound"). A
 // configured publisher replaces the default rather than adding to it.
 package publish
 
@@ -12,7 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,18 +26,27 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
-// Publisher delivers the URIs of changed resources.
+// Publisher delivers change events.
 type Publisher interface {
-	// Publish hands over one change's URIs. It must not block on I/O; an
-	// error means the change was not accepted (for example a full queue).
-	Publish(ctx context.Context, uris []string) error
+	// Publish hands over one event. It must not block on I/O; an error means
+	// the event was not accepted (for example a full queue).
+	Publish(ctx context.Context, ev Event) error
 	// Run owns the publisher's goroutines and connections until ctx is done.
+	Run(ctx context.Context) error
+}
+
+// Subscribers are this server's own MCP subscribers, told the URIs of changed
+// resources.
+type Subscribers interface {
+	// Publish tells every subscriber of any of uris; it never blocks.
+	Publish(ctx context.Context, uris []string) error
+	// Run owns the subscribers' goroutines until ctx is done.
 	Run(ctx context.Context) error
 }
 
 // Deps are what the server hands a publisher factory.
 type Deps struct {
-	Local      Publisher // this server's own subscribers
+	Local      Subscribers // this server's own subscribers
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: register no collectors
 }
@@ -78,23 +92,49 @@ func init() {
 		if deps.Local == nil {
 			return nil, errors.New("no local subscribers to publish to")
 		}
-		return deps.Local, nil
+		return subscribers{deps.Local}, nil
 	})
 	Register("webhook", newWebhook)
 	Register("pgnotify", newPGNotify)
 }
 
-// queue is a bounded queue of changes delivered by one goroutine with retries
-// and exponential backoff; it drops and counts when full or out of retries.
+// subscribers is the default publisher: the server's own subscribers hear the
+// URIs under bound names; an event without any concerns none of them.
+type subscribers struct{ local Subscribers }
+
+func (s subscribers) Publish(ctx context.Context, ev Event) error {
+	if len(ev.URIs) == 0 {
+		return nil
+	}
+	return s.local.Publish(ctx, ev.URIs)
+}
+
+func (s subscribers) Run(ctx context.Context) error { return s.local.Run(ctx) }
+
+// The scopes of a queued publisher: every notebook's events, or only those of
+// notebooks bound to a name in the sidecar (events with URIs).
+const (
+	ScopeAll   = "all"
+	ScopeBound = "bound"
+)
+
+// queue is a bounded queue of events delivered in order by one goroutine with
+// retries and exponential backoff; it drops and counts when full or out of
+// retries. It numbers each path's events (Event.Seq) as they are accepted, so a
+// dropped event leaves a gap that a receiver can see.
 type queue struct {
 	name    string
-	ch      chan []string
-	deliver func(ctx context.Context, uris []string) error
+	ch      chan Event
+	deliver func(ctx context.Context, ev Event) error
+	scope   string
 	retries int
 	backoff time.Duration
 	log     *slog.Logger
 
-	delivered, dropped, failed prometheus.Counter
+	mu  sync.Mutex
+	seq map[string]uint64 // last number given per path
+
+	delivered, dropped, failed, skipped prometheus.Counter
 }
 
 // queueOptions are the options every queued publisher accepts.
@@ -102,11 +142,20 @@ type queueOptions struct {
 	size    int
 	retries int
 	backoff time.Duration
+	scope   string
 }
 
 func readQueueOptions(o options) (queueOptions, error) {
-	q := queueOptions{size: 1024, retries: 5, backoff: 100 * time.Millisecond}
+	q := queueOptions{size: 1024, retries: 5, backoff: 100 * time.Millisecond, scope: ScopeAll}
 	var err error
+	if s, err := o.string("scope", false); err != nil {
+		return q, err
+	} else if s != "" {
+		q.scope = s
+	}
+	if q.scope != ScopeAll && q.scope != ScopeBound {
+		return q, fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, q.scope)
+	}
 	if q.size, err = o.int("queue_size", q.size); err != nil {
 		return q, err
 	}
@@ -122,7 +171,7 @@ func readQueueOptions(o options) (queueOptions, error) {
 	return q, nil
 }
 
-func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Context, []string) error) (*queue, error) {
+func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Context, Event) error) (*queue, error) {
 	counter := func(n, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: n, Help: help,
@@ -130,22 +179,33 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 		})
 	}
 	q := &queue{
-		name: name, ch: make(chan []string, qo.size), deliver: deliver,
-		retries: qo.retries, backoff: qo.backoff, log: deps.Logger,
-		delivered: counter("delivered_total", "Changes the publisher delivered."),
-		dropped:   counter("dropped_total", "Changes dropped because the publisher queue was full."),
-		failed:    counter("failed_total", "Changes dropped after the publisher ran out of retries."),
+		name: name, ch: make(chan Event, qo.size), deliver: deliver, scope: qo.scope,
+		retries: qo.retries, backoff: qo.backoff, log: deps.Logger, seq: map[string]uint64{},
+		delivered: counter("delivered_total", "Events the publisher delivered."),
+		dropped:   counter("dropped_total", "Events dropped because the publisher queue was full."),
+		failed:    counter("failed_total", "Events dropped after the publisher ran out of retries."),
+		skipped:   counter("skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."),
 	}
-	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed); err != nil {
+	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed, q.skipped); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return q, nil
 }
 
-// Publish enqueues uris, or drops them with ErrQueueFull.
-func (q *queue) Publish(_ context.Context, uris []string) error {
+// Publish numbers ev and enqueues it, or drops it with ErrQueueFull; an event
+// outside the scope is skipped.
+func (q *queue) Publish(_ context.Context, ev Event) error {
+	if q.scope == ScopeBound && len(ev.URIs) == 0 {
+		q.skipped.Inc()
+		return nil
+	}
+	// Numbered and enqueued under one lock, so numbers follow the queue's order.
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.seq[ev.Path]++
+	ev.Seq = q.seq[ev.Path]
 	select {
-	case q.ch <- slices.Clone(uris):
+	case q.ch <- ev:
 		return nil
 	default:
 		q.dropped.Inc()
@@ -159,23 +219,23 @@ func (q *queue) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case uris := <-q.ch:
-			q.send(ctx, uris)
+		case ev := <-q.ch:
+			q.send(ctx, ev)
 		}
 	}
 }
 
-func (q *queue) send(ctx context.Context, uris []string) {
+func (q *queue) send(ctx context.Context, ev Event) {
 	wait := q.backoff
 	for attempt := 0; ; attempt++ {
-		err := q.deliver(ctx, uris)
+		err := q.deliver(ctx, ev)
 		if err == nil {
 			q.delivered.Inc()
 			return
 		}
 		if attempt >= q.retries || ctx.Err() != nil {
 			q.failed.Inc()
-			q.log.Error("publisher gave up on a change", "publisher", q.name, "uris", uris, "attempts", attempt+1, "err", err)
+			q.log.Error("publisher gave up on an event", "publisher", q.name, "room", ev.Path, "seq", ev.Seq, "attempts", attempt+1, "err", err)
 			return
 		}
 		q.log.Warn("publisher delivery failed; retrying", "publisher", q.name, "attempt", attempt+1, "backoff", wait, "err", err)

@@ -2,22 +2,25 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -30,11 +33,27 @@ func (l *local) Publish(_ context.Context, uris []string) error {
 }
 func (l *local) Run(ctx context.Context) error { <-ctx.Done(); return nil }
 
+// event is a change of notebook path: cell c1's source.
+func event(path string) Event {
+	return NewEvent(path, ynotebook.Changes{Cells: map[string]ynotebook.CellChange{"c1": {Source: true}}},
+		Origin{Room: ".notebook:id-" + path + ".y", FileID: "id-" + path})
+}
+
 func TestNewDefaultAndErrors(t *testing.T) {
 	l := &local{}
 	p, err := New("", nil, Deps{Local: l})
-	if err != nil || p != l {
-		t.Fatalf("default publisher = %v, %v; want the local subscribers", p, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := event("a.ipynb")
+	bound.URIs = []string{"notebook://a", "notebook://a/cells/c1"}
+	for _, ev := range []Event{event("b.ipynb"), bound} {
+		if err := p.Publish(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.got) != 1 || strings.Join(l.got[0], " ") != "notebook://a notebook://a/cells/c1" {
+		t.Fatalf("local subscribers heard %v; want only the bound notebook's URIs", l.got)
 	}
 	tests := []struct {
 		name string
@@ -46,6 +65,7 @@ func TestNewDefaultAndErrors(t *testing.T) {
 		{"webhook", map[string]any{"url": "ftp://x"}, "http(s) URL"},
 		{"webhook", map[string]any{"url": "http://x", "queue_size": 0}, "queue_size"},
 		{"webhook", map[string]any{"url": "http://x", "backoff": "soon"}, "backoff"},
+		{"webhook", map[string]any{"url": "http://x", "scope": "some"}, `"scope" must be "all" or "bound"`},
 		{"pgnotify", nil, `option "dsn" is required`},
 		{"pgnotify", map[string]any{"dsn": "postgres://%zz"}, "dsn"},
 	}
@@ -86,7 +106,7 @@ func TestWebhookDeliversWithRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
-	if err := p.Publish(ctx, []string{"notebook://w", "notebook://w/cells/c1"}); err != nil {
+	if err := p.Publish(ctx, event("w.ipynb")); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -105,9 +125,10 @@ func TestWebhookDeliversWithRetries(t *testing.T) {
 	}
 	cancel()
 	<-done
-	var got struct{ URIs []string }
-	if err := json.Unmarshal([]byte(bodies[0]), &got); err != nil || strings.Join(got.URIs, ",") != "notebook://w,notebook://w/cells/c1" {
-		t.Fatalf("body %s: %v", bodies[0], err)
+	var got Event
+	publishtest.Validate(t, []byte(bodies[0]), &got)
+	if got.Path != "w.ipynb" || got.Seq != 1 || got.FileID != "id-w.ipynb" || len(got.Changes.Cells) != 1 {
+		t.Fatalf("body %s", bodies[0])
 	}
 	if calls != 3 {
 		t.Fatalf("calls = %d, want 2 failures then 1 success", calls)
@@ -121,15 +142,43 @@ func TestWebhookQueueFullDropsAndCounts(t *testing.T) {
 	}
 	// Not running: the queue fills.
 	for i := range 2 {
-		if err := p.Publish(context.Background(), []string{"notebook://w"}); err != nil {
+		if err := p.Publish(context.Background(), event("w.ipynb")); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
-	if err := p.Publish(context.Background(), []string{"notebook://w"}); !errors.Is(err, ErrQueueFull) {
+	if err := p.Publish(context.Background(), event("w.ipynb")); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("third publish = %v, want ErrQueueFull", err)
 	}
-	if d := testutil.ToFloat64(p.(*webhook).dropped); d != 1 {
+	w := p.(*webhook)
+	if d := testutil.ToFloat64(w.dropped); d != 1 {
 		t.Fatalf("dropped = %v", d)
+	}
+	// The dropped event used its number: a receiver sees the gap.
+	<-w.ch
+	<-w.ch
+	if err := p.Publish(context.Background(), event("w.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-w.ch; ev.Seq != 4 {
+		t.Fatalf("seq after a drop = %d, want 4", ev.Seq)
+	}
+}
+
+func TestScopeBoundSkipsUnboundNotebooks(t *testing.T) {
+	p, err := New("pgnotify", map[string]any{"dsn": "postgres://x", "scope": "bound"}, Deps{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := event("a.ipynb")
+	bound.URIs = []string{"notebook://a"}
+	for _, ev := range []Event{event("b.ipynb"), bound} {
+		if err := p.Publish(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := p.(*pgnotify)
+	if got := <-q.ch; got.Path != "a.ipynb" || len(q.ch) != 0 || testutil.ToFloat64(q.skipped) != 1 {
+		t.Fatalf("queued %+v (+%d more), skipped %v", got, len(q.ch), testutil.ToFloat64(q.skipped))
 	}
 }
 
@@ -143,34 +192,96 @@ func TestWebhookGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := p.(*webhook)
-	w.send(context.Background(), []string{"notebook://w"})
+	w.send(context.Background(), event("w.ipynb"))
 	if f := testutil.ToFloat64(w.failed); f != 1 {
 		t.Fatalf("failed = %v", f)
 	}
 }
 
-func TestPayloads(t *testing.T) {
-	uris := []string{"notebook://a", "notebook://a/cells/" + strings.Repeat("x", 30), "notebook://a/cells/y"}
-	got, err := Payloads(uris, 70)
+// bigEvent has n added cells, n changed cells and their URIs: far over a NOTIFY.
+func bigEvent(n int) Event {
+	ch := ynotebook.Changes{Metadata: true, Cells: map[string]ynotebook.CellChange{}}
+	for i := range n {
+		id := fmt.Sprintf("cell-%04d-%s", i, strings.Repeat("x", 20))
+		ch.Added = append(ch.Added, "new-"+id)
+		ch.Cells[id] = ynotebook.CellChange{Source: true, Outputs: true, OutputIndexes: []int{0, 1}}
+	}
+	ev := NewEvent("big.ipynb", ch, Origin{Room: ".notebook:big.y", FileID: "big"})
+	for _, id := range ch.Added {
+		ev.URIs = append(ev.URIs, "notebook://big/cells/"+id)
+	}
+	ev.Seq = 7
+	return ev
+}
+
+func validate(t *testing.T, payload []byte) Event {
+	t.Helper()
+	var ev Event
+	publishtest.Validate(t, payload, &ev)
+	return ev
+}
+
+// union merges the parts of a split event back into one.
+func union(t *testing.T, parts []Event) Event {
+	t.Helper()
+	out := parts[0]
+	out.Part = nil
+	out.Changes.Cells = map[string]CellChange{}
+	out.Changes.Added, out.URIs = nil, nil
+	for i, p := range parts {
+		if p.Part == nil || p.Part.Index != i || p.Part.Count != len(parts) || p.Seq != out.Seq || p.Path != out.Path {
+			t.Fatalf("part %d: %+v", i, p.Part)
+		}
+		out.Changes.Metadata = out.Changes.Metadata || p.Changes.Metadata
+		out.Changes.Added = append(out.Changes.Added, p.Changes.Added...)
+		out.URIs = append(out.URIs, p.URIs...)
+		maps.Copy(out.Changes.Cells, p.Changes.Cells)
+	}
+	return out
+}
+
+func TestEventPayloads(t *testing.T) {
+	small := event("a.ipynb")
+	small.Seq = 1
+	one, err := small.Payloads(MaxNotifyPayload)
+	if err != nil || len(one) != 1 {
+		t.Fatalf("small event: %d payloads, %v", len(one), err)
+	}
+	if got := validate(t, one[0]); got.Part != nil {
+		t.Fatalf("a whole event has a part: %s", one[0])
+	}
+
+	ev := bigEvent(300)
+	payloads, err := ev.Payloads(MaxNotifyPayload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []string
-	for _, p := range got {
-		if len(p) > 70 {
-			t.Fatalf("payload %d bytes > limit: %s", len(p), p)
+	var parts []Event
+	for _, p := range payloads {
+		if len(p) > MaxNotifyPayload {
+			t.Fatalf("payload of %d bytes", len(p))
 		}
-		var doc struct{ URIs []string }
-		if err := json.Unmarshal([]byte(p), &doc); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, doc.URIs...)
+		parts = append(parts, validate(t, p))
 	}
-	if strings.Join(all, " ") != strings.Join(uris, " ") || len(got) < 2 {
-		t.Fatalf("payloads %q lose or reorder uris", got)
+	if len(parts) < 5 {
+		t.Fatalf("%d parts for a %d-cell event", len(parts), 300)
 	}
-	if _, err := Payloads([]string{strings.Repeat("z", 100)}, 70); err == nil {
-		t.Fatal("an oversize uri was accepted")
+	got := union(t, parts)
+	ev.Time = got.Time // the round trip keeps the instant, not the location
+	if !reflect.DeepEqual(got, ev) {
+		t.Fatalf("the parts do not add up to the event:\n got %+v\nwant %+v", got, ev)
+	}
+
+	// An item that fits no part is left out, and the part says so.
+	huge := event("h.ipynb")
+	huge.Seq = 1
+	huge.URIs = []string{"notebook://h", "notebook://h/cells/" + strings.Repeat("z", 9000)}
+	payloads, err = huge.Payloads(MaxNotifyPayload)
+	if err != nil || len(payloads) != 1 {
+		t.Fatalf("huge item: %d payloads, %v", len(payloads), err)
+	}
+	if got := validate(t, payloads[0]); !got.Changes.Incomplete || len(got.URIs) != 1 {
+		t.Fatalf("huge item not flagged: %s", payloads[0])
 	}
 }
 
@@ -179,14 +290,7 @@ func TestPGNotify(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	listener, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN jupyter_mcp_test"); err != nil {
-		t.Fatal(err)
-	}
+	listener := publishtest.Listen(t, ctx, dsn, "jupyter_mcp_test")
 	p, err := New("pgnotify", map[string]any{"dsn": dsn, "channel": "jupyter_mcp_test"}, Deps{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -194,31 +298,35 @@ func TestPGNotify(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- p.Run(runCtx) }()
-	big := make([]string, 0, 400)
-	for i := range 400 {
-		big = append(big, "notebook://w/cells/"+strings.Repeat("c", 10)+string(rune('a'+i%26)))
-	}
-	if err := p.Publish(ctx, []string{"notebook://w"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Publish(ctx, big); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for len(got) < 1+len(big) {
-		n, err := listener.WaitForNotification(ctx)
-		if err != nil {
-			t.Fatalf("after %d uris: %v", len(got), err)
-		}
-		var doc struct{ URIs []string }
-		if err := json.Unmarshal([]byte(n.Payload), &doc); err != nil {
+	big := bigEvent(400)
+	big.Path = "w.ipynb"
+	for _, ev := range []Event{event("w.ipynb"), big, event("w.ipynb")} {
+		if err := p.Publish(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, doc.URIs...)
+	}
+	var got []Event
+	for {
+		payload, err := listener.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d notifications: %v", len(got), err)
+		}
+		if len(payload) > MaxNotifyPayload {
+			t.Fatalf("payload of %d bytes", len(payload))
+		}
+		ev := validate(t, payload)
+		got = append(got, ev)
+		if ev.Seq == 3 {
+			break
+		}
 	}
 	stop()
 	<-done
-	if got[0] != "notebook://w" || got[len(got)-1] != big[len(big)-1] {
-		t.Fatalf("notifications out of order: first %q last %q", got[0], got[len(got)-1])
+	if got[0].Seq != 1 || got[0].Part != nil || got[len(got)-1].Part != nil || len(got) < 4 {
+		t.Fatalf("notifications: %d, first %+v", len(got), got[0])
+	}
+	merged := union(t, got[1:len(got)-1])
+	if merged.Seq != 2 || len(merged.Changes.Cells) != 400 || len(merged.URIs) != 400 {
+		t.Fatalf("big event arrived as %d parts with %d cells, %d uris", len(got)-2, len(merged.Changes.Cells), len(merged.URIs))
 	}
 }

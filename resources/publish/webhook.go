@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// webhook POSTs {"uris": [...]} to a URL. Options: url (required), timeout
-// ("5s"), headers (map of string), queue_size (1024), max_retries (5),
-// backoff ("100ms", doubled per retry). A 2xx answer is delivery; anything
-// else is retried.
+// webhook POSTs each event's JSON to a URL, one request at a time, in order.
+// Options: url (required), timeout ("5s"), headers (map of string), scope
+// ("all" or "bound"), queue_size (1024), max_retries (5), backoff ("100ms",
+// doubled per retry). A 2xx answer is delivery; anything else is retried.
 type webhook struct {
 	*queue
 	url     string
@@ -59,8 +59,8 @@ func newWebhook(raw map[string]any, deps Deps) (Publisher, error) {
 	return w, nil
 }
 
-func (w *webhook) post(ctx context.Context, uris []string) error {
-	body, err := json.Marshal(map[string][]string{"uris": uris})
+func (w *webhook) post(ctx context.Context, ev Event) error {
+	body, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode webhook body: %w", err)
 	}

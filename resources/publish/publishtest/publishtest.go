@@ -1,0 +1,82 @@
+// Package publishtest helps the tests of any package check change events: it validates
+// them against resources/publish/event.schema.json and listens for them on Postgres.
+package publishtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+var (
+	once       sync.Once
+	schema     *jsonschema.Schema
+	compileErr error
+)
+
+// SchemaPath is the absolute path of the event schema.
+func SchemaPath() string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "..", "event.schema.json")
+}
+
+// Validate fails the test unless payload is one JSON event valid against the schema
+// (with format assertions on), and decodes it into ev (a *publish.Event), every field
+// known.
+func Validate(t testing.TB, payload []byte, ev any) {
+	t.Helper()
+	once.Do(func() {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		schema, compileErr = c.Compile(SchemaPath())
+	})
+	if compileErr != nil {
+		t.Fatalf("compile the event schema: %v", compileErr)
+	}
+	doc, derr := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+	if derr != nil {
+		t.Fatalf("event is not JSON: %v\n%s", derr, payload)
+	}
+	if verr := schema.Validate(doc); verr != nil {
+		t.Fatalf("event does not match the schema: %v\n%s", verr, payload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if derr := dec.Decode(ev); derr != nil {
+		t.Fatalf("decode event: %v\n%s", derr, payload)
+	}
+}
+
+// Listener is a connection LISTENing on a channel.
+type Listener struct{ conn *pgx.Conn }
+
+// Listen connects to dsn and LISTENs on channel until the test ends.
+func Listen(t testing.TB, ctx context.Context, dsn, channel string) *Listener {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return &Listener{conn: conn}
+}
+
+// Next waits for the next notification and returns its payload. It may run on any
+// goroutine, but not beside another call of Next.
+func (l *Listener) Next(ctx context.Context) ([]byte, error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(n.Payload), nil
+}
