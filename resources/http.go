@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
@@ -112,7 +113,8 @@ func (t *httpTransport) serve(ctx context.Context) error {
 			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln = conns.Listen(ln, cfg.MaxConnections, t.s.metrics.connectionsRefused)
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.IdleTimeout, ReadTimeout: cfg.ReadTimeout})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	t.s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", cfg.Path, "auth", !cfg.InsecureNoAuth)

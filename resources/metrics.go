@@ -1,14 +1,20 @@
 package resources
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
+)
 
 // metrics are the server's own collectors; the subscriber registry, the
 // publisher and the hooks register theirs.
 type metrics struct {
-	publisherErrors prometheus.Counter
-	refusals        *prometheus.CounterVec
-	resumed         prometheus.Counter
-	resumeRefused   prometheus.Counter
+	publisherErrors    prometheus.Counter
+	refusals           *prometheus.CounterVec
+	resumed            prometheus.Counter
+	resumeRefused      prometheus.Counter
+	connectionsRefused prometheus.Counter
+	bindingsRefused    *prometheus.CounterVec
 }
 
 func newMetrics() metrics {
@@ -29,9 +35,14 @@ func newMetrics() metrics {
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resume_refused_total",
 			Help: "GET streams whose Last-Event-ID was past the replay buffer: their session was ended (404).",
 		}),
+		connectionsRefused: conns.RefusedCounter("mcp"),
+		bindingsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "bindings_refused_total",
+			Help: "use_notebook calls refused: reason limit (server.max_names, server.max_path_bytes) or invalid (name or path).",
+		}, []string{"reason"}),
 	}
 }
 
 func (m metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused}
+	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused, m.connectionsRefused, m.bindingsRefused}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 )
 
@@ -87,7 +88,12 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 			return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	refused := conns.RefusedCounter("hub") // "mcp" is the users' servers' own, summed
+	if err := reg.Register(refused); err != nil {
+		return fmt.Errorf("register hub metrics: %w", err)
+	}
+	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.Server.IdleTimeout, ReadTimeout: cfg.Server.ReadTimeout})
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -107,7 +113,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		mm.Handle("GET /healthz", live)
 		mm.Handle("GET /readyz", h.ready())
 		mm.Handle("GET /metrics", metrics)
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mm, cfg.Server.DrainTimeout) })
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mm, reg) })
 	}
 	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	err = g.Wait()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -92,7 +93,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		mux.Handle("GET /healthz", in.health.Live())
 		mux.Handle("GET /readyz", in.health.Ready())
 		mux.Handle("GET /metrics", metricsHandler)
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mux, cfg.Server.DrainTimeout) })
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mux, reg) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
 	err = g.Wait()
@@ -182,6 +183,11 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 		MaxListenURIs:    cfg.Server.Limits.MaxListenURIs,
 		ReplayEvents:     cfg.Server.Limits.ReplayBufferEvents,
 		ReplayBytes:      cfg.Server.Limits.ReplayBufferBytes,
+		IdleTimeout:      cfg.Server.IdleTimeout,
+		ReadTimeout:      cfg.Server.ReadTimeout,
+		MaxConnections:   cfg.Server.MaxConnections,
+		MaxNames:         cfg.Server.Limits.MaxNames,
+		MaxPathBytes:     cfg.Server.Limits.MaxPathBytes,
 		Version:          version,
 	}
 }
@@ -200,17 +206,27 @@ func refreshPaths(ctx context.Context, rooms *Rooms) {
 	}
 }
 
-// serveMetrics serves mux on addr until ctx is done.
-func serveMetrics(ctx context.Context, addr string, mux http.Handler, drain time.Duration) error {
-	hs := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+// serveMetrics serves mux on s.MetricsListen, within the connection limits of
+// the MCP listener (its refusals counted on reg), until ctx is done.
+func serveMetrics(ctx context.Context, s config.Server, mux http.Handler, reg prometheus.Registerer) error {
+	addr := s.MetricsListen
+	refused := conns.RefusedCounter("metrics")
+	if err := reg.Register(refused); err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	hs := conns.Server(mux, conns.Limits{IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout})
 	errc := make(chan error, 1)
-	go func() { errc <- hs.ListenAndServe() }()
+	go func() { errc <- hs.Serve(conns.Listen(ln, s.MaxConnections, refused)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	sctx, cancel := context.WithTimeout(context.Background(), s.DrainTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
