@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,6 +123,124 @@ func TestConnectionLimits(t *testing.T) {
 		}
 		for _, c := range cs {
 			await(t, c, delivery, nbURI)
+		}
+	})
+}
+
+// callTool calls a tool with the raw client and returns its result.
+func (r *rawClient) callTool(name string, args map[string]any) (text string, isError bool) {
+	r.t.Helper()
+	res, _ := r.call("tools/call", map[string]any{"name": name, "arguments": args})
+	isError, _ = res["isError"].(bool)
+	content, _ := res["content"].([]any)
+	if len(content) > 0 {
+		c, _ := content[0].(map[string]any)
+		text, _ = c["text"].(string)
+	}
+	return text, isError
+}
+
+// TestBindingLimits: use_notebook refuses, with a short clear error, paths that are
+// no notebook path and bindings beyond server.max_names and server.max_path_bytes;
+// the refusals are counted and the state file stays small.
+func TestBindingLimits(t *testing.T) {
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_NAMES", "3")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_PATH_BYTES", "64")
+	dir := t.TempDir()
+	sc := startSidecar(t, dir, options{})
+	c := dialRaw(t, sc.mcpURL())
+	bind := func(name, path string) (string, bool) {
+		return c.callTool("use_notebook", map[string]any{"notebook_name": name, "notebook_path": path})
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if msg, isErr := bind(name, name+".ipynb"); isErr {
+			t.Fatalf("bind %s: %s", name, msg)
+		}
+	}
+	refusals := []struct{ name, path, want string }{
+		{"d", "d.ipynb", "limit"},                             // a fourth name
+		{"a", strings.Repeat("x", 1<<20) + ".ipynb", "limit"}, // 1 MiB path
+		{"a", strings.Repeat("x", 59) + ".ipynb", "limit"},    // 65 bytes
+		{"a", "/etc/passwd", "relative"},
+		{"a", "notes.txt", "not a notebook"},
+		{"a", "../../etc/x.ipynb", "escapes"},
+		{"a", "a\x00.ipynb", "control character"},
+	}
+	for _, r := range refusals {
+		msg, isErr := bind(r.name, r.path)
+		if !isErr || !strings.Contains(msg, r.want) || len(msg) > 300 {
+			t.Errorf("bind %s to %.30q: isError %v, %q; want a short error saying %q", r.name, r.path, isErr, msg, r.want)
+		}
+	}
+	if msg, isErr := bind("a", strings.Repeat("y", 58)+".ipynb"); isErr { // 64 bytes: fits
+		t.Fatalf("a 64-byte path: %s", msg)
+	}
+	if got := sc.metric("jupyter_mcp_sidecar_mcp_bindings_refused_total"); got != float64(len(refusals)) {
+		t.Errorf("bindings refused = %v, want %d", got, len(refusals))
+	}
+	if st, err := os.Stat(filepath.Join(dir, "names.json")); err != nil || st.Size() > 1024 {
+		t.Errorf("state file: %v, %v bytes", err, st.Size())
+	}
+}
+
+// TestStateFile: a corrupt state file is moved aside and reported, never overwritten;
+// a failed save tells the client no server path; an unusable state file stops serve
+// at start with a clear error.
+func TestStateFile(t *testing.T) {
+	t.Run("corrupt file is moved aside", func(t *testing.T) {
+		dir := t.TempDir()
+		state := filepath.Join(dir, "names.json")
+		corrupt := `{"version":1,"notebooks":{"kept":"work/kept.ipynb",`
+		if err := os.WriteFile(state, []byte(corrupt), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sc := startSidecar(t, dir, options{})
+		c := dialRaw(t, sc.mcpURL())
+		c.bind("new", "new.ipynb")
+		aside, _ := filepath.Glob(state + ".corrupt-*")
+		if len(aside) != 1 {
+			t.Fatalf("moved aside: %v", aside)
+		}
+		if got, _ := os.ReadFile(aside[0]); string(got) != corrupt {
+			t.Fatalf("%s holds %q, want the corrupt file", aside[0], got)
+		}
+		sc.logsMu.Lock()
+		logs := sc.logs.String()
+		sc.logsMu.Unlock()
+		if !strings.Contains(logs, `"level":"ERROR"`) || !strings.Contains(logs, filepath.Base(aside[0])) {
+			t.Fatalf("no error log naming %s:\n%s", aside[0], logs)
+		}
+	})
+
+	t.Run("failed save names no server path", func(t *testing.T) {
+		dir := t.TempDir()
+		sc := startSidecar(t, dir, options{})
+		c := dialRaw(t, sc.mcpURL())
+		if err := os.Mkdir(filepath.Join(dir, "names.json"), 0o700); err != nil { // the save's rename fails
+			t.Fatal(err)
+		}
+		msg, isErr := c.callTool("use_notebook", map[string]any{"notebook_name": "a", "notebook_path": "a.ipynb"})
+		if !isErr || !strings.Contains(msg, "could not be saved") || strings.Contains(msg, dir) {
+			t.Fatalf("use_notebook with an unwritable state file: isError %v, %q", isErr, msg)
+		}
+	})
+
+	t.Run("unusable file stops serve at start", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "serve.yaml")
+		body := fmt.Sprintf("store: {sqlite: {path: %q}}\nserver: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n",
+			filepath.Join(dir, "store.db"), freePort(t))
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, binary, "serve", "--config", cfg, "--state-file", "/dev/full").CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("serve --state-file /dev/full still running after 15 s:\n%s", out)
+		}
+		if err == nil || !strings.Contains(string(out), "/dev/full") || !strings.Contains(string(out), "not a regular file") {
+			t.Fatalf("serve --state-file /dev/full: %v\n%s", err, out)
 		}
 	})
 }
