@@ -295,7 +295,8 @@ func (s *Server) NotebookMoved(oldPath, newPath string) {
 }
 
 // Run loads the bindings, starts the publisher and extensions, and serves the
-// configured transport until ctx is done, then drains within DrainTimeout.
+// configured transport until ctx is done or the transport ends (the stdio
+// client closed its input), then drains within DrainTimeout.
 func (s *Server) Run(ctx context.Context) error {
 	switch err := s.names.Load(); {
 	case errors.Is(err, names.ErrStateFile):
@@ -316,8 +317,10 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
+	gctx, served := context.WithCancel(gctx) // the transport done (stdio input closed), the rest stops
+	defer served()
 	g.Go(func() error { return s.publisher.Run(gctx) })
-	g.Go(func() error { return s.transport.serve(gctx) })
+	g.Go(func() error { defer served(); return s.transport.serve(gctx) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

@@ -50,7 +50,8 @@ func WithStdio(in io.Reader, out io.Writer) Option {
 	return func(o *runOptions) { o.stdin, o.stdout = in, out }
 }
 
-// Run serves until ctx is done, then drains within server.drain_timeout. cfg must be
+// Run serves until ctx is done or the MCP server ends (its stdio client closed
+// its input), then drains within server.drain_timeout. cfg must be
 // valid with its secrets resolved (config.Config.Validate, ResolveSecrets). With
 // hub.enabled it serves every user of a JupyterHub their own notebooks (runHub).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
@@ -87,7 +88,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	defer in.close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return in.run(gctx) })
+	gctx, stop := context.WithCancel(gctx)
+	defer stop()
+	g.Go(func() error { defer stop(); return in.run(gctx) }) // the instance done (stdio input closed), all stops
 	if cfg.Server.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /healthz", in.health.Live())
@@ -152,7 +155,9 @@ func (in *instance) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return in.deb.Run(gctx) })
-	g.Go(func() error { return in.srv.Run(gctx) })
+	gctx, stop := context.WithCancel(gctx)
+	defer stop()
+	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
 	return g.Wait()
 }

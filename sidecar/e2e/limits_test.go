@@ -226,21 +226,46 @@ func TestStateFile(t *testing.T) {
 	})
 
 	t.Run("unusable file stops serve at start", func(t *testing.T) {
-		dir := t.TempDir()
-		cfg := filepath.Join(dir, "serve.yaml")
-		body := fmt.Sprintf("store: {sqlite: {path: %q}}\nserver: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n",
-			filepath.Join(dir, "store.db"), freePort(t))
-		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, binary, "serve", "--config", cfg, "--state-file", "/dev/full").CombinedOutput()
-		if ctx.Err() != nil {
+		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", freePort(t))
+		out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 15*time.Second, "--state-file", "/dev/full")
+		if !exited {
 			t.Fatalf("serve --state-file /dev/full still running after 15 s:\n%s", out)
 		}
-		if err == nil || !strings.Contains(string(out), "/dev/full") || !strings.Contains(string(out), "not a regular file") {
+		if err == nil || !strings.Contains(out, "/dev/full") || !strings.Contains(out, "not a regular file") {
 			t.Fatalf("serve --state-file /dev/full: %v\n%s", err, out)
 		}
 	})
+}
+
+// serveOnce writes a config for a store in dir plus extra YAML and runs serve with
+// args, stdin from in, until it exits or within passes; it returns the output and
+// whether it exited.
+func serveOnce(t *testing.T, dir, extra string, in io.Reader, within time.Duration, args ...string) (string, error, bool) {
+	t.Helper()
+	cfg := filepath.Join(dir, "serve.yaml")
+	body := fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"serve", "--config", cfg}, args...)...)
+	cmd.Stdin = in
+	out, err := cmd.CombinedOutput()
+	return string(out), err, ctx.Err() == nil
+}
+
+// TestStdioExitsOnEOF: serve --transport stdio answers its client, then exits cleanly
+// once the client closes stdin.
+func TestStdioExitsOnEOF(t *testing.T) {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n")
+	out, err, exited := serveOnce(t, t.TempDir(), "server: {transport: stdio}\n", in, 15*time.Second)
+	if !exited {
+		t.Fatalf("serve --transport stdio still running 15 s after its stdin closed:\n%s", out)
+	}
+	if err != nil || !strings.Contains(out, `"id":2`) || !strings.Contains(out, "use_notebook") {
+		t.Fatalf("serve --transport stdio: %v\n%s", err, out)
+	}
 }
