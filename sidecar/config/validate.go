@@ -137,6 +137,12 @@ func (c Config) Validate() error {
 		v.fail("notifications.max_delay", "must be >= notifications.debounce (%s), got %s", n.Debounce, n.MaxDelay)
 	}
 
+	for _, sec := range c.secrets() { // a blank secret is refused like a blank secret file
+		if *sec.val != "" && strings.TrimSpace(*sec.val) == "" {
+			v.fail(sec.key, "is only white space; set a value or leave it empty")
+		}
+	}
+
 	v.exclusive("ship.postgres.dsn", c.Ship.Postgres.DSN, "ship.postgres.dsn_file", c.Ship.Postgres.DSNFile)
 	v.ident("ship.postgres.schema", c.Ship.Postgres.Schema)
 	v.ident("ship.postgres.table", c.Ship.Postgres.Table)

@@ -269,3 +269,16 @@ func TestStdioExitsOnEOF(t *testing.T) {
 		t.Fatalf("serve --transport stdio: %v\n%s", err, out)
 	}
 }
+
+// TestBlankTokenRefused: serve refuses a token of white space only, as it refuses a
+// token file of white space only, naming the key.
+func TestBlankTokenRefused(t *testing.T) {
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", freePort(t))
+	out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 10*time.Second)
+	if !exited {
+		t.Fatalf("serve with server.token \"   \" still running after 10 s:\n%s", out)
+	}
+	if err == nil || !strings.Contains(out, "server.token: is only white space") {
+		t.Fatalf("serve with server.token \"   \": %v\n%s", err, out)
+	}
+}
