@@ -43,7 +43,7 @@ type httpTransport struct {
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
-// recover → origin → bearer auth → body limit → stream/POST tracking →
+// recover → origin → CORS → bearer auth → body limit → stream/POST tracking →
 // resources/read patching → mcp-go.
 func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prometheus.Registerer) (*httpTransport, error) {
 	t := &httpTransport{
@@ -70,6 +70,7 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prom
 		}
 		h = auth.RequireBearer(v, h)
 	}
+	h = cors(s.cfg.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
 	t.endpoint = t.recoverPanics(h)
 	return t, nil

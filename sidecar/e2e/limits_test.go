@@ -282,3 +282,58 @@ func TestBlankTokenRefused(t *testing.T) {
 		t.Fatalf("serve with server.token \"   \": %v\n%s", err, out)
 	}
 }
+
+// TestCORS: with server.allowed_origins, a browser page of an allowed origin can use
+// the endpoint: its preflight (no token) is answered with the methods and headers an
+// MCP client sends, and responses expose Mcp-Session-Id. Other origins get none of it.
+func TestCORS(t *testing.T) {
+	const page = "https://hub.example.org"
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
+	sc := startSidecar(t, t.TempDir(), options{})
+	preflight := func(origin string) *http.Response {
+		req, _ := http.NewRequest(http.MethodOptions, sc.mcpURL(), nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization,content-type,mcp-protocol-version,mcp-session-id")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := preflight(page)
+	h := resp.Header
+	if resp.StatusCode/100 != 2 || h.Get("Access-Control-Allow-Origin") != page {
+		t.Fatalf("preflight from %s: %s %v", page, resp.Status, h)
+	}
+	for _, want := range []string{"GET", "POST", "DELETE"} {
+		if !strings.Contains(h.Get("Access-Control-Allow-Methods"), want) {
+			t.Errorf("Access-Control-Allow-Methods %q lacks %s", h.Get("Access-Control-Allow-Methods"), want)
+		}
+	}
+	for _, want := range []string{"Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Mcp-Method"} {
+		if !strings.Contains(h.Get("Access-Control-Allow-Headers"), want) {
+			t.Errorf("Access-Control-Allow-Headers %q lacks %s", h.Get("Access-Control-Allow-Headers"), want)
+		}
+	}
+	if resp := preflight("https://evil.example"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %s %v", resp.Status, resp.Header)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, sc.mcpURL(), strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"browser","version":"1"}}}`))
+	req.Header.Set("Origin", page)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	post, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Body.Close()
+	if post.StatusCode != http.StatusOK || post.Header.Get("Access-Control-Allow-Origin") != page ||
+		!strings.Contains(post.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") || post.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize from %s: %s %v", page, post.Status, post.Header)
+	}
+}
