@@ -165,6 +165,17 @@ func (in *instance) run(ctx context.Context) error {
 // close releases the file id resolvers.
 func (in *instance) close() { _ = in.closeResolver() }
 
+// Check builds, without I/O, the MCP server Run would build from cfg (its
+// gate, publisher, verifier, hooks and extensions with their options) and
+// returns the error Run would stop with. cfg must be valid with its secrets
+// resolved.
+func Check(cfg config.Config) error {
+	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
+		return fmt.Errorf("mcp server: %w", err)
+	}
+	return nil
+}
+
 // serverConfig maps the sidecar's configuration onto the MCP server's.
 func serverConfig(cfg config.Config, version string) resources.Config {
 	return resources.Config{

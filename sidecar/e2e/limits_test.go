@@ -337,3 +337,21 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("initialize from %s: %s %v", page, post.Status, post.Header)
 	}
 }
+
+// TestConfigCheckBuildsSeams: config check refuses what serve refuses, such as the
+// withhold gate without its templates.
+func TestConfigCheckBuildsSeams(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "check.yaml")
+	if err := os.WriteFile(cfg, []byte("gate: {name: withhold}\nserver: {insecure_no_auth: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := exec.Command(binary, "config", "check", "--config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(checked), `option "templates"`) {
+		t.Fatalf("config check of a withhold gate without templates: %v\n%s", err, checked)
+	}
+	out, err, exited := serveOnce(t, dir, "gate: {name: withhold}\nserver: {insecure_no_auth: true}\n", nil, 10*time.Second)
+	if !exited || err == nil || !strings.Contains(out, `option "templates"`) {
+		t.Fatalf("serve with a withhold gate without templates: exited %v, %v\n%s", exited, err, out)
+	}
+}
