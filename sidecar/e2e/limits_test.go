@@ -15,14 +15,14 @@ import (
 	"time"
 )
 
-// rawConn opens a TCP connection to the sidecar's listener.
-func (s *sidecar) rawConn() net.Conn {
-	s.t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+// rawConn opens a TCP connection to addr, closed at the end of the test.
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
-	s.t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -70,25 +70,7 @@ func TestConnectionLimits(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 
 	t.Run("idle connections and the cap", func(t *testing.T) {
-		held := make([]net.Conn, maxConns)
-		for i := range held {
-			held[i] = sc.rawConn()
-			if code := keepAliveGet(t, held[i], "/healthz"); code != http.StatusOK {
-				t.Fatalf("connection %d: /healthz %d", i, code)
-			}
-		}
-		if !closedWithin(sc.rawConn(), time.Second) {
-			t.Fatalf("connection %d stayed open beyond server.max_connections %d", maxConns+1, maxConns)
-		}
-		for i, c := range held {
-			if !closedWithin(c, 4*time.Second) {
-				t.Fatalf("idle connection %d still open 4 s after its response (idle_timeout 2s)", i)
-			}
-		}
-		if got := sc.metric("jupyter_mcp_sidecar_http_connections_refused_total"); got != 1 {
-			t.Fatalf("connections refused = %v, want 1", got)
-		}
-		http.DefaultClient.CloseIdleConnections()
+		capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), maxConns, "mcp", sc.metric)
 	})
 
 	t.Run("slow header and slow body are cut", func(t *testing.T) {
@@ -97,7 +79,7 @@ func TestConnectionLimits(t *testing.T) {
 			"body": "POST /mcp HTTP/1.1\r\nHost: sidecar\r\nAuthorization: Bearer " + token +
 				"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
 		} {
-			c := sc.rawConn()
+			c := rawConn(t, strings.TrimPrefix(sc.url, "http://"))
 			if _, err := io.WriteString(c, partial); err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +120,84 @@ func (r *rawClient) callTool(name string, args map[string]any) (text string, isE
 		text, _ = c["text"].(string)
 	}
 	return text, isError
+}
+
+// capAndIdle holds max keep-alive connections to addr, checks that one more is
+// closed at once and the held ones once idle (idle_timeout 2s), and that metric
+// counts the refusal for the listener.
+func capAndIdle(t *testing.T, addr string, max int, listener string, metric func(string) float64) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	held := make([]net.Conn, max)
+	for i := range held {
+		held[i] = rawConn(t, addr)
+		if code := keepAliveGet(t, held[i], "/healthz"); code != http.StatusOK {
+			t.Fatalf("connection %d: /healthz %d", i, code)
+		}
+	}
+	if !closedWithin(rawConn(t, addr), time.Second) {
+		t.Fatalf("connection %d stayed open beyond server.max_connections %d", max+1, max)
+	}
+	for i, c := range held {
+		if !closedWithin(c, 4*time.Second) {
+			t.Fatalf("idle connection %d still open 4 s after its response (idle_timeout 2s)", i)
+		}
+	}
+	name := `jupyter_mcp_sidecar_http_connections_refused_total{listener="` + listener + `"}`
+	if got := metric(name); got != 1 {
+		t.Fatalf("%s = %v, want 1", name, got)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestMetricsListenerLimits: the separate metrics listener has the same limits.
+func TestMetricsListenerLimits(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true, metrics_listen: %q, max_connections: 5, idle_timeout: 2s, read_timeout: 1s}\n",
+		freePort(t), addr)
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	}()
+	metric := func(name string) float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for line := range strings.SplitSeq(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				var f float64
+				_, _ = fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the metrics listener did not answer within 20 s")
+		}
+	}
+	capAndIdle(t, addr, 5, "metrics", metric)
 }
 
 // TestBindingLimits: use_notebook refuses, with a short clear error, paths that are
