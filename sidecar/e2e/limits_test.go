@@ -350,11 +350,11 @@ func TestCORS(t *testing.T) {
 	const page = "https://hub.example.org"
 	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
 	sc := startSidecar(t, t.TempDir(), options{})
-	preflight := func(origin string) *http.Response {
-		req, _ := http.NewRequest(http.MethodOptions, sc.mcpURL(), nil)
-		req.Header.Set("Origin", origin)
-		req.Header.Set("Access-Control-Request-Method", "POST")
-		req.Header.Set("Access-Control-Request-Headers", "authorization,content-type,mcp-protocol-version,mcp-session-id")
+	do := func(method, body string, headers ...string) *http.Response { // headers: name, value, …
+		req, _ := http.NewRequest(method, sc.mcpURL(), strings.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -362,36 +362,32 @@ func TestCORS(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	preflight := func(origin string) *http.Response {
+		return do(http.MethodOptions, "", "Origin", origin, "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "authorization,content-type,mcp-protocol-version,mcp-session-id")
+	}
 	resp := preflight(page)
 	h := resp.Header
 	if resp.StatusCode/100 != 2 || h.Get("Access-Control-Allow-Origin") != page {
 		t.Fatalf("preflight from %s: %s %v", page, resp.Status, h)
 	}
-	for _, want := range []string{"GET", "POST", "DELETE"} {
-		if !strings.Contains(h.Get("Access-Control-Allow-Methods"), want) {
-			t.Errorf("Access-Control-Allow-Methods %q lacks %s", h.Get("Access-Control-Allow-Methods"), want)
-		}
-	}
-	for _, want := range []string{"Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Mcp-Method"} {
-		if !strings.Contains(h.Get("Access-Control-Allow-Headers"), want) {
-			t.Errorf("Access-Control-Allow-Headers %q lacks %s", h.Get("Access-Control-Allow-Headers"), want)
+	for header, wants := range map[string][]string{
+		"Access-Control-Allow-Methods": {"GET", "POST", "DELETE"},
+		"Access-Control-Allow-Headers": {"Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Mcp-Method"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(h.Get(header), want) {
+				t.Errorf("%s %q lacks %s", header, h.Get(header), want)
+			}
 		}
 	}
 	if resp := preflight("https://evil.example"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("preflight from another origin: %s %v", resp.Status, resp.Header)
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, sc.mcpURL(), strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"browser","version":"1"}}}`))
-	req.Header.Set("Origin", page)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	post, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	post.Body.Close()
+	post := do(http.MethodPost,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"browser","version":"1"}}}`,
+		"Origin", page, "Authorization", "Bearer "+token, "Content-Type", "application/json", "Accept", "application/json, text/event-stream")
 	if post.StatusCode != http.StatusOK || post.Header.Get("Access-Control-Allow-Origin") != page ||
 		!strings.Contains(post.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") || post.Header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize from %s: %s %v", page, post.Status, post.Header)
