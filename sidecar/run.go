@@ -148,6 +148,8 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 // run tails, debounces and serves until ctx is done.
 func (in *instance) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	gctx, stop := context.WithCancel(gctx)
+	defer stop()
 	g.Go(func() error {
 		if err := in.tailer.Run(gctx, in.rooms.Sink); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("store tailer: %w", err)
@@ -155,8 +157,6 @@ func (in *instance) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return in.deb.Run(gctx) })
-	gctx, stop := context.WithCancel(gctx)
-	defer stop()
 	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
 	return g.Wait()
