@@ -14,7 +14,6 @@ type metrics struct {
 	resumed            prometheus.Counter
 	resumeRefused      prometheus.Counter
 	connectionsRefused prometheus.Counter
-	bindingsRefused    *prometheus.CounterVec
 }
 
 func newMetrics() metrics {
@@ -25,7 +24,7 @@ func newMetrics() metrics {
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "limit_refusals_total",
-			Help: "subscriptions and listen filter URIs refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter).",
+			Help: "subscriptions, listen filter URIs and use_notebook bindings refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path.",
 		}, []string{"limit"}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resumed_total",
@@ -36,13 +35,9 @@ func newMetrics() metrics {
 			Help: "GET streams whose Last-Event-ID was past the replay buffer: their session was ended (404).",
 		}),
 		connectionsRefused: conns.RefusedCounter("mcp"),
-		bindingsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "bindings_refused_total",
-			Help: "use_notebook calls refused: reason limit (server.max_names, server.max_path_bytes) or invalid (name or path).",
-		}, []string{"reason"}),
 	}
 }
 
 func (m metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused, m.connectionsRefused, m.bindingsRefused}
+	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused, m.connectionsRefused}
 }

@@ -117,10 +117,12 @@ func (s *Server) bindFailed(name string, err error) {
 	switch {
 	case errors.As(err, &save):
 		s.log.Error("bindings not saved", "name", name, "file", s.cfg.StateFile, "err", save.Err)
-	case errors.Is(err, names.ErrLimit):
-		s.metrics.bindingsRefused.WithLabelValues("limit").Inc()
-	case errors.Is(err, names.ErrInvalidName), errors.Is(err, names.ErrInvalidPath):
-		s.metrics.bindingsRefused.WithLabelValues("invalid").Inc()
+	case errors.Is(err, names.ErrTooManyNames):
+		s.metrics.refusals.WithLabelValues("names").Inc()
+	case errors.Is(err, names.ErrPathTooLong):
+		s.metrics.refusals.WithLabelValues("path_bytes").Inc()
+	case errors.Is(err, names.ErrInvalidPath):
+		s.metrics.refusals.WithLabelValues("not_a_notebook_path").Inc()
 	}
 }
 

@@ -27,13 +27,15 @@ import (
 
 // Sentinel errors callers branch on.
 var (
-	ErrInvalidName = errors.New("invalid notebook name")
-	ErrInvalidPath = errors.New("invalid notebook path")
-	ErrUnknownName = errors.New("unknown notebook name")
-	ErrConfigured  = errors.New("name is bound in the configuration")
-	ErrLimit       = errors.New("binding limit reached")
-	ErrStateFile   = errors.New("state file is not usable")
-	ErrCorrupt     = errors.New("state file could not be read; moved aside")
+	ErrInvalidName  = errors.New("invalid notebook name")
+	ErrInvalidPath  = errors.New("invalid notebook path")
+	ErrUnknownName  = errors.New("unknown notebook name")
+	ErrConfigured   = errors.New("name is bound in the configuration")
+	ErrLimit        = errors.New("binding limit reached")
+	ErrTooManyNames = fmt.Errorf("%w: too many names", ErrLimit)
+	ErrPathTooLong  = fmt.Errorf("%w: path too long", ErrLimit)
+	ErrStateFile    = errors.New("state file is not usable")
+	ErrCorrupt      = errors.New("state file could not be read; moved aside")
 )
 
 // NotebookExt ends every notebook path.
@@ -205,7 +207,7 @@ func (b *Bindings) moveAside(cause error) error {
 // configured names, and returns the clean path. The caller holds b.mu.
 func (b *Bindings) admit(name, p string) (string, error) {
 	if max := b.limits.MaxPathBytes; max > 0 && len(p) > max {
-		return "", fmt.Errorf("%w: the path is %d bytes long, the limit is %d", ErrLimit, len(p), max)
+		return "", fmt.Errorf("%w: it is %d bytes long, the limit is %d", ErrPathTooLong, len(p), max)
 	}
 	clean, err := validBinding(name, p)
 	if err != nil {
@@ -215,7 +217,7 @@ func (b *Bindings) admit(name, p string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrConfigured, name)
 	}
 	if _, ok := b.bound[name]; !ok && b.limits.MaxNames > 0 && len(b.bound) >= b.limits.MaxNames {
-		return "", fmt.Errorf("%w: %d names are bound, the limit is %d; unbind one with unuse_notebook first", ErrLimit, len(b.bound), b.limits.MaxNames)
+		return "", fmt.Errorf("%w: %d are bound, the limit is %d; unbind one with unuse_notebook first", ErrTooManyNames, len(b.bound), b.limits.MaxNames)
 	}
 	return clean, nil
 }

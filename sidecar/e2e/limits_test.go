@@ -201,11 +201,11 @@ func TestMetricsListenerLimits(t *testing.T) {
 }
 
 // TestBindingLimits: use_notebook refuses, with a short clear error, paths that are
-// no notebook path and bindings beyond server.max_names and server.max_path_bytes;
+// no notebook path and bindings beyond server.limits.max_names and max_path_bytes;
 // the refusals are counted and the state file stays small.
 func TestBindingLimits(t *testing.T) {
-	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_NAMES", "3")
-	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_PATH_BYTES", "64")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_LIMITS_MAX_NAMES", "3")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_LIMITS_MAX_PATH_BYTES", "64")
 	dir := t.TempDir()
 	sc := startSidecar(t, dir, options{})
 	c := dialRaw(t, sc.mcpURL())
@@ -235,8 +235,11 @@ func TestBindingLimits(t *testing.T) {
 	if msg, isErr := bind("a", strings.Repeat("y", 58)+".ipynb"); isErr { // 64 bytes: fits
 		t.Fatalf("a 64-byte path: %s", msg)
 	}
-	if got := sc.metric("jupyter_mcp_sidecar_mcp_bindings_refused_total"); got != float64(len(refusals)) {
-		t.Errorf("bindings refused = %v, want %d", got, len(refusals))
+	for limit, want := range map[string]float64{"names": 1, "path_bytes": 2, "not_a_notebook_path": 4} {
+		name := `jupyter_mcp_sidecar_mcp_limit_refusals_total{limit="` + limit + `"}`
+		if got := sc.metric(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 	if st, err := os.Stat(filepath.Join(dir, "names.json")); err != nil || st.Size() > 1024 {
 		t.Errorf("state file: %v, %v bytes", err, st.Size())
