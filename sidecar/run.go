@@ -145,7 +145,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	return in, nil
 }
 
-// run tails, debounces and serves until ctx is done.
+// run tails, debounces and serves until ctx is done or its MCP server ends.
 func (in *instance) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
