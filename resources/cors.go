@@ -21,11 +21,12 @@ var (
 // corsMaxAge is how long, in seconds, a browser may cache a preflight answer.
 const corsMaxAge = "600"
 
-// cors lets browser pages of the allowed origins (Config.AllowedOrigins, "*"
-// for any) use the endpoint: it answers their preflights (OPTIONS, which carry
-// no token) itself, and marks their responses readable with the session id
-// header exposed. Other requests pass through untouched.
-func cors(allowed []string, next http.Handler) http.Handler {
+// CORS lets browser pages of the allowed origins (Config.AllowedOrigins, "*"
+// for any) use an MCP endpoint: it answers their preflights (OPTIONS, which
+// carry no token) itself, and marks their responses readable with the session
+// id header exposed. Other requests pass through untouched. Put it before the
+// authentication, after the origin check.
+func CORS(allowed []string, next http.Handler) http.Handler {
 	policy := auth.OriginPolicy{Allowed: allowed}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")

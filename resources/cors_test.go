@@ -35,7 +35,7 @@ func TestCORS(t *testing.T) {
 				req.Header.Set("Access-Control-Request-Method", http.MethodPost)
 			}
 			rec := httptest.NewRecorder()
-			cors(tt.allowed, next).ServeHTTP(rec, req)
+			CORS(tt.allowed, next).ServeHTTP(rec, req)
 			h := rec.Header()
 			if rec.Code != tt.wantStatus || h.Get("Access-Control-Allow-Origin") != tt.wantOrigin {
 				t.Fatalf("status %d, headers %v; want %d, origin %q", rec.Code, h, tt.wantStatus, tt.wantOrigin)

@@ -70,7 +70,7 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prom
 		}
 		h = auth.RequireBearer(v, h)
 	}
-	h = cors(s.cfg.AllowedOrigins, h)
+	h = CORS(s.cfg.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
 	t.endpoint = t.recoverPanics(h)
 	return t, nil

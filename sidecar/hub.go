@@ -70,7 +70,8 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
 	mux := http.NewServeMux()
-	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(auth.RequireBearer(verifier, h))
+	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
+		resources.CORS(cfg.Server.AllowedOrigins, auth.RequireBearer(verifier, h)))
 	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
 	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {

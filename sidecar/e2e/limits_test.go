@@ -414,3 +414,35 @@ func TestConfigCheckBuildsSeams(t *testing.T) {
 		t.Fatalf("serve with a withhold gate without templates: exited %v, %v\n%s", exited, err, out)
 	}
 }
+
+// TestHubFrontLimits: in hub mode the front listener answers CORS preflights before
+// the Hub token check, and has the connection cap and idle timeout (counted as
+// listener "hub"). No Hub is needed: neither asks it anything.
+func TestHubFrontLimits(t *testing.T) {
+	const page = "https://hub.example.org"
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_CONNECTIONS", "10")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_IDLE_TIMEOUT", "2s")
+	root := t.TempDir()
+	sc := launch(t, root, fmt.Sprintf(`hub:
+  enabled: true
+  api_url: http://127.0.0.1:%d/hub/api
+  service_name: mcp
+  stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
+  state_dir: %q
+`, freePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
+		filepath.Join(root, "{username}"), filepath.Join(root, "state")), "serve")
+	req, _ := http.NewRequest(http.MethodOptions, sc.url+"/services/mcp/mcp", nil)
+	req.Header.Set("Origin", page)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 || resp.Header.Get("Access-Control-Allow-Origin") != page ||
+		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight at the hub front: %s %v", resp.Status, resp.Header)
+	}
+	capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), 10, "hub", sc.metric)
+}
