@@ -193,3 +193,6 @@ func TestPublicAPIOverStdio(t *testing.T) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
 }
+
+// CORS wraps any MCP endpoint (the hub front uses it).
+var _ func([]string, http.Handler) http.Handler = resources.CORS

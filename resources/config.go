@@ -33,6 +33,11 @@ const (
 	DefaultMaxURIBytes        = 2048
 	DefaultMaxSubscriptions   = 4096
 	DefaultMaxListenURIs      = 4096
+	DefaultIdleTimeout        = 30 * time.Second
+	DefaultReadTimeout        = 10 * time.Second
+	DefaultMaxConnections     = 1024
+	DefaultMaxNames           = 1000
+	DefaultMaxPathBytes       = 1024
 )
 
 // DefaultHooks are the hooks enabled when the configuration names none: the
@@ -76,6 +81,11 @@ type Config struct {
 	MaxURIBytes        int           // longest URI a subscription or listen filter may name; default 2 KiB
 	MaxSubscriptions   int           // resources/subscribe URIs per 2025-11-25 session; default 4096
 	MaxListenURIs      int           // resource URIs one subscriptions/listen filter may name; default 4096
+	IdleTimeout        time.Duration // idle keep-alive HTTP connections are closed after it; default 30 s
+	ReadTimeout        time.Duration // an HTTP request's header, then its body, must arrive within it; default 10 s
+	MaxConnections     int           // open HTTP connections at most; more are closed at once; default 1024
+	MaxNames           int           // names bound with use_notebook at most; default 1000
+	MaxPathBytes       int           // longest notebook path a name is bound to; default 1024
 	Version            string        // reported in serverInfo; default "dev"
 }
 
@@ -100,6 +110,11 @@ func (c Config) Defaults() Config {
 	orDefault(&c.MaxURIBytes, DefaultMaxURIBytes)
 	orDefault(&c.MaxSubscriptions, DefaultMaxSubscriptions)
 	orDefault(&c.MaxListenURIs, DefaultMaxListenURIs)
+	orDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&c.ReadTimeout, DefaultReadTimeout)
+	orDefault(&c.MaxConnections, DefaultMaxConnections)
+	orDefault(&c.MaxNames, DefaultMaxNames)
+	orDefault(&c.MaxPathBytes, DefaultMaxPathBytes)
 	orDefault(&c.Version, "dev")
 	return c
 }
@@ -129,6 +144,7 @@ func (c Config) Validate() error {
 		"notebook ttl": c.NotebookTTL, "output ttl": c.OutputTTL, "drain timeout": c.DrainTimeout,
 		"heartbeat interval": c.HeartbeatInterval, "session idle timeout": c.SessionIdleTimeout,
 		"session grace": c.SessionGrace, "send timeout": c.SendTimeout,
+		"idle timeout": c.IdleTimeout, "read timeout": c.ReadTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
@@ -137,6 +153,7 @@ func (c Config) Validate() error {
 	for name, n := range map[string]int{
 		"replay events": c.ReplayEvents, "replay bytes": c.ReplayBytes, "max uri bytes": c.MaxURIBytes,
 		"max subscriptions": c.MaxSubscriptions, "max listen uris": c.MaxListenURIs,
+		"max connections": c.MaxConnections, "max names": c.MaxNames, "max path bytes": c.MaxPathBytes,
 	} {
 		if n < 1 {
 			errs = append(errs, fmt.Errorf("%s %d must be at least 1", name, n))

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
@@ -42,7 +43,7 @@ type httpTransport struct {
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
-// recover → origin → bearer auth → body limit → stream/POST tracking →
+// recover → origin → CORS → bearer auth → body limit → stream/POST tracking →
 // resources/read patching → mcp-go.
 func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prometheus.Registerer) (*httpTransport, error) {
 	t := &httpTransport{
@@ -69,6 +70,7 @@ func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prom
 		}
 		h = auth.RequireBearer(v, h)
 	}
+	h = CORS(s.cfg.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
 	t.endpoint = t.recoverPanics(h)
 	return t, nil
@@ -112,7 +114,8 @@ func (t *httpTransport) serve(ctx context.Context) error {
 			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ln = conns.Listen(ln, cfg.MaxConnections, t.s.metrics.connectionsRefused)
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.IdleTimeout, ReadTimeout: cfg.ReadTimeout})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	t.s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", cfg.Path, "auth", !cfg.InsecureNoAuth)

@@ -1,14 +1,19 @@
 package resources
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
+)
 
 // metrics are the server's own collectors; the subscriber registry, the
 // publisher and the hooks register theirs.
 type metrics struct {
-	publisherErrors prometheus.Counter
-	refusals        *prometheus.CounterVec
-	resumed         prometheus.Counter
-	resumeRefused   prometheus.Counter
+	publisherErrors    prometheus.Counter
+	refusals           *prometheus.CounterVec
+	resumed            prometheus.Counter
+	resumeRefused      prometheus.Counter
+	connectionsRefused prometheus.Counter
 }
 
 func newMetrics() metrics {
@@ -19,7 +24,7 @@ func newMetrics() metrics {
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "limit_refusals_total",
-			Help: "subscriptions and listen filter URIs refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter).",
+			Help: "subscriptions, listen filter URIs and use_notebook bindings refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path.",
 		}, []string{"limit"}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resumed_total",
@@ -29,9 +34,10 @@ func newMetrics() metrics {
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resume_refused_total",
 			Help: "GET streams whose Last-Event-ID was past the replay buffer: their session was ended (404).",
 		}),
+		connectionsRefused: conns.RefusedCounter("mcp"),
 	}
 }
 
 func (m metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused}
+	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused, m.connectionsRefused}
 }

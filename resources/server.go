@@ -124,7 +124,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), metrics: newMetrics()}
 	var err error
-	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks); err != nil {
+	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks, names.Limits{MaxNames: cfg.MaxNames, MaxPathBytes: cfg.MaxPathBytes}); err != nil {
 		return nil, err
 	}
 	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
@@ -303,9 +303,15 @@ func (s *Server) publish(ev publish.Event) {
 }
 
 // Run loads the bindings, starts the publisher and extensions, and serves the
-// configured transport until ctx is done, then drains within DrainTimeout.
+// configured transport until ctx is done or the transport ends (the stdio
+// client closed its input), then drains within DrainTimeout.
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.names.Load(); err != nil {
+	switch err := s.names.Load(); {
+	case errors.Is(err, names.ErrStateFile):
+		return err
+	case errors.Is(err, names.ErrCorrupt):
+		s.log.Error("state file could not be read; it was moved aside", "file", s.cfg.StateFile, "err", err)
+	case err != nil:
 		s.log.Warn("state file entries dropped", "file", s.cfg.StateFile, "err", err)
 	}
 	if err := s.exts.Start(ctx); err != nil {
@@ -319,8 +325,10 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
+	gctx, served := context.WithCancel(gctx) // the transport done (stdio input closed), the rest stops
+	defer served()
 	g.Go(func() error { return s.publisher.Run(gctx) })
-	g.Go(func() error { return s.transport.serve(gctx) })
+	g.Go(func() error { defer served(); return s.transport.serve(gctx) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

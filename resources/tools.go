@@ -11,6 +11,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 )
 
 // errToolFailed stands for a tool result flagged isError, for the hooks.
@@ -82,6 +83,7 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	changed, err := s.names.Bind(name, path)
 	if err != nil {
+		s.bindFailed(name, err)
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	p, _ := s.names.Path(name)
@@ -100,11 +102,28 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 	}
 	path, _ := s.names.Path(name)
 	if err := s.names.Unbind(name); err != nil {
+		s.bindFailed(name, err)
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	s.subs.ListChanged()
 	s.log.Info("notebook unbound", "room", path, "name", name)
 	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
+}
+
+// bindFailed counts a refused binding and logs a failed save with its cause,
+// which names the state file (the error the client gets does not).
+func (s *Server) bindFailed(name string, err error) {
+	var save *names.SaveError
+	switch {
+	case errors.As(err, &save):
+		s.log.Error("bindings not saved", "name", name, "file", s.cfg.StateFile, "err", save.Err)
+	case errors.Is(err, names.ErrTooManyNames):
+		s.metrics.refusals.WithLabelValues("names").Inc()
+	case errors.Is(err, names.ErrPathTooLong):
+		s.metrics.refusals.WithLabelValues("path_bytes").Inc()
+	case errors.Is(err, names.ErrInvalidPath):
+		s.metrics.refusals.WithLabelValues("not_a_notebook_path").Inc()
+	}
 }
 
 func (s *Server) listNotebooks(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 )
 
@@ -69,7 +70,8 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
 	mux := http.NewServeMux()
-	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(auth.RequireBearer(verifier, h))
+	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
+		resources.CORS(cfg.Server.AllowedOrigins, auth.RequireBearer(verifier, h)))
 	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
 	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {
@@ -87,7 +89,12 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 			return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	refused := conns.RefusedCounter("hub") // "mcp" is the users' servers' own, summed
+	if err := reg.Register(refused); err != nil {
+		return fmt.Errorf("register hub metrics: %w", err)
+	}
+	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.Server.IdleTimeout, ReadTimeout: cfg.Server.ReadTimeout})
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -107,7 +114,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		mm.Handle("GET /healthz", live)
 		mm.Handle("GET /readyz", h.ready())
 		mm.Handle("GET /metrics", metrics)
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mm, cfg.Server.DrainTimeout) })
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mm, reg) })
 	}
 	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	err = g.Wait()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -49,7 +50,8 @@ func WithStdio(in io.Reader, out io.Writer) Option {
 	return func(o *runOptions) { o.stdin, o.stdout = in, out }
 }
 
-// Run serves until ctx is done, then drains within server.drain_timeout. cfg must be
+// Run serves until ctx is done or the MCP server ends (its stdio client closed
+// its input), then drains within server.drain_timeout. cfg must be
 // valid with its secrets resolved (config.Config.Validate, ResolveSecrets). With
 // hub.enabled it serves every user of a JupyterHub their own notebooks (runHub).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
@@ -86,13 +88,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	defer in.close()
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return in.run(gctx) })
+	gctx, stop := context.WithCancel(gctx)
+	defer stop()
+	g.Go(func() error { defer stop(); return in.run(gctx) }) // the instance done (stdio input closed), all stops
 	if cfg.Server.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /healthz", in.health.Live())
 		mux.Handle("GET /readyz", in.health.Ready())
 		mux.Handle("GET /metrics", metricsHandler)
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server.MetricsListen, mux, cfg.Server.DrainTimeout) })
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mux, reg) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
 	err = g.Wait()
@@ -146,9 +150,11 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	return in, nil
 }
 
-// run tails, debounces and serves until ctx is done.
+// run tails, debounces and serves until ctx is done or its MCP server ends.
 func (in *instance) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	gctx, stop := context.WithCancel(gctx)
+	defer stop()
 	g.Go(func() error {
 		if err := in.tailer.Run(gctx, in.rooms.Sink); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("store tailer: %w", err)
@@ -156,13 +162,24 @@ func (in *instance) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return in.deb.Run(gctx) })
-	g.Go(func() error { return in.srv.Run(gctx) })
+	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
 	return g.Wait()
 }
 
 // close releases the file id resolvers.
 func (in *instance) close() { _ = in.closeResolver() }
+
+// Check builds, without I/O, the MCP server Run would build from cfg (its
+// gate, publisher, verifier, hooks and extensions with their options) and
+// returns the error Run would stop with. cfg must be valid with its secrets
+// resolved.
+func Check(cfg config.Config) error {
+	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
+		return fmt.Errorf("mcp server: %w", err)
+	}
+	return nil
+}
 
 // serverConfig maps the sidecar's configuration onto the MCP server's.
 func serverConfig(cfg config.Config, version string) resources.Config {
@@ -187,6 +204,11 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 		MaxListenURIs:    cfg.Server.Limits.MaxListenURIs,
 		ReplayEvents:     cfg.Server.Limits.ReplayBufferEvents,
 		ReplayBytes:      cfg.Server.Limits.ReplayBufferBytes,
+		IdleTimeout:      cfg.Server.IdleTimeout,
+		ReadTimeout:      cfg.Server.ReadTimeout,
+		MaxConnections:   cfg.Server.MaxConnections,
+		MaxNames:         cfg.Server.Limits.MaxNames,
+		MaxPathBytes:     cfg.Server.Limits.MaxPathBytes,
 		Version:          version,
 	}
 }
@@ -205,17 +227,27 @@ func refreshPaths(ctx context.Context, rooms *Rooms) {
 	}
 }
 
-// serveMetrics serves mux on addr until ctx is done.
-func serveMetrics(ctx context.Context, addr string, mux http.Handler, drain time.Duration) error {
-	hs := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+// serveMetrics serves mux on s.MetricsListen, within the connection limits of
+// the MCP listener (its refusals counted on reg), until ctx is done.
+func serveMetrics(ctx context.Context, s config.Server, mux http.Handler, reg prometheus.Registerer) error {
+	addr := s.MetricsListen
+	refused := conns.RefusedCounter("metrics")
+	if err := reg.Register(refused); err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", addr, err)
+	}
+	hs := conns.Server(mux, conns.Limits{IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout})
 	errc := make(chan error, 1)
-	go func() { errc <- hs.ListenAndServe() }()
+	go func() { errc <- hs.Serve(conns.Listen(ln, s.MaxConnections, refused)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	sctx, cancel := context.WithTimeout(context.Background(), s.DrainTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)

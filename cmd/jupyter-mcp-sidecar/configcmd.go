@@ -12,6 +12,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 )
 
@@ -42,7 +43,8 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Validate the configuration and print it, secrets masked",
 		Long: `check builds the configuration serve would use (defaults, file, environment, flags),
 reads the secret files, validates every key and the registered names (backend, publisher,
-gate, verifier, extensions, hooks), and prints the effective configuration as YAML with
+gate, verifier, extensions, hooks), builds those seams with their options as serve does
+(without connecting to anything), and prints the effective configuration as YAML with
 secrets masked. It exits non-zero, naming each offending key, when anything is wrong.`,
 		Args: cobra.NoArgs,
 	}
@@ -51,6 +53,13 @@ secrets masked. It exits non-zero, naming each offending key, when anything is w
 		cfg, file, err := load(src(), registered())
 		if err != nil {
 			return err
+		}
+		seams := cfg
+		if needsToken(seams) { // serve would generate one
+			seams.Server.Token = "generated"
+		}
+		if err := sidecar.Check(seams); err != nil {
+			return &configError{file: file, err: err}
 		}
 		if file == "" {
 			file = "none (defaults)"

@@ -99,6 +99,8 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "bad flag value", args: []string{"--transport", "carrier-pigeon"}, want: []string{"server.transport: must be one of http, stdio"}},
 		{name: "all problems at once", yaml: "log: {level: loud}\nserver: {path: mcp}\n", want: []string{"log.level:", "server.path:"}},
 		{name: "invalid yaml", yaml: "server: [\n", want: []string{"parse YAML"}},
+		{name: "gate without its options", yaml: "gate: {name: withhold}\n", want: []string{"mcp server:", `option "templates"`}},
+		{name: "publisher without its options", yaml: "publisher: {name: webhook}\n", want: []string{"mcp server:", "webhook"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,12 @@ func TestCleanPath(t *testing.T) {
 		{".", "", false},
 		{"a\x00b", "", false},
 		{"a\\b", "", false},
+		{"a.ipynb/.", "a.ipynb", true},
+		{"notes.txt", "", false},
+		{"/etc/passwd", "", false},
+		{"dir/.ipynb", "", false},
+		{"a.ipynb\x00", "", false},
+		{"dir/", "", false},
 	}
 	for _, tt := range tests {
 		got, err := CleanPath(tt.in)
@@ -68,7 +74,7 @@ func TestCleanPath(t *testing.T) {
 
 func TestBindingsPersistAndReload(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "sub", "state.json")
-	b, err := New(state, map[string]string{"cfg": "c.ipynb"})
+	b, err := New(state, map[string]string{"cfg": "c.ipynb"}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +103,7 @@ func TestBindingsPersistAndReload(t *testing.T) {
 		t.Fatalf("temp files left behind: %v", matches)
 	}
 
-	reloaded, err := New(state, map[string]string{"cfg": "c.ipynb"})
+	reloaded, err := New(state, map[string]string{"cfg": "c.ipynb"}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func TestLoadDropsInvalidEntries(t *testing.T) {
 	if err := os.WriteFile(state, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(state, map[string]string{"cfg": "c.ipynb"})
+	b, err := New(state, map[string]string{"cfg": "c.ipynb"}, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +143,10 @@ func TestLoadDropsInvalidEntries(t *testing.T) {
 }
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
-	if _, err := New("", map[string]string{"a b": "x.ipynb"}); !errors.Is(err, ErrInvalidName) {
+	if _, err := New("", map[string]string{"a b": "x.ipynb"}, Limits{}); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("invalid configured name: %v", err)
 	}
-	if _, err := New("", map[string]string{"a": "/x.ipynb"}); !errors.Is(err, ErrInvalidPath) {
+	if _, err := New("", map[string]string{"a": "/x.ipynb"}, Limits{}); !errors.Is(err, ErrInvalidPath) {
 		t.Fatalf("invalid configured path: %v", err)
 	}
 }
@@ -162,7 +168,7 @@ func FuzzValidateName(f *testing.F) {
 }
 
 func FuzzCleanPath(f *testing.F) {
-	for _, s := range []string{"a.ipynb", "../x", "a/../../b", "/abs", "a//b/./c"} {
+	for _, s := range []string{"a.ipynb", "../x", "a/../../b", "/abs", "a//b/./c.ipynb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -173,8 +179,125 @@ func FuzzCleanPath(f *testing.F) {
 		if strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(clean, "/../") {
 			t.Fatalf("CleanPath(%q) = %q escapes the root", s, clean)
 		}
+		if !strings.HasSuffix(clean, NotebookExt) {
+			t.Fatalf("CleanPath(%q) = %q is not a notebook path", s, clean)
+		}
 		if again, err := CleanPath(clean); err != nil || again != clean {
 			t.Fatalf("CleanPath not idempotent on %q: %q, %v", clean, again, err)
 		}
 	})
+}
+
+func TestBindLimits(t *testing.T) {
+	b, err := New("", nil, Limits{MaxNames: 2, MaxPathBytes: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		want       error // nil: bound
+	}{
+		{"a", "a.ipynb", nil},
+		{"b", strings.Repeat("x", 26) + ".ipynb", nil}, // 32 bytes
+		{"a", "again.ipynb", nil},                      // rebinding a bound name is not a new name
+		{"c", "c.ipynb", ErrLimit},                     // a third name
+		{"b", strings.Repeat("x", 27) + ".ipynb", ErrLimit},
+		{"b", strings.Repeat("x", 1<<20), ErrLimit},
+		{"b", "notes.txt", ErrInvalidPath},
+	}
+	for _, tt := range tests {
+		_, err := b.Bind(tt.name, tt.path)
+		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("Bind(%q, %.40q) = %v, want %v", tt.name, tt.path, err, tt.want)
+		}
+		if err != nil && len(err.Error()) > 200 {
+			t.Errorf("Bind(%q, …) error is %d bytes long", tt.name, len(err.Error()))
+		}
+	}
+	if err := b.Unbind("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Bind("c", "c.ipynb"); err != nil {
+		t.Fatalf("after an unbind a new name fits: %v", err)
+	}
+}
+
+func TestCorruptStateFileIsMovedAside(t *testing.T) {
+	for name, content := range map[string]string{"garbage": "{not json", "truncated": `{"version":1,"notebooks":{"a":"a.ipy`} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state.json")
+			if err := os.WriteFile(state, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(state, nil, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = b.Load()
+			if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrStateFile) {
+				t.Fatalf("Load = %v, want ErrCorrupt", err)
+			}
+			aside, _ := filepath.Glob(state + ".corrupt-*")
+			if len(aside) != 1 || !strings.Contains(err.Error(), aside[0]) {
+				t.Fatalf("moved aside to %v; error %v", aside, err)
+			}
+			if got, _ := os.ReadFile(aside[0]); string(got) != content {
+				t.Fatalf("moved-aside content = %q, want %q", got, content)
+			}
+			if _, err := b.Bind("new", "n.ipynb"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(aside[0]); string(got) != content {
+				t.Fatal("a save overwrote the moved-aside file")
+			}
+		})
+	}
+}
+
+func TestUnusableStateFile(t *testing.T) {
+	dir := t.TempDir()
+	readOnly := filepath.Join(dir, "ro")
+	if err := os.Mkdir(readOnly, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"a directory": dir, "a device": "/dev/full"}
+	if os.Geteuid() != 0 { // root writes anywhere
+		files["in a read-only directory"] = filepath.Join(readOnly, "state.json")
+	}
+	for what, file := range files {
+		b, err := New(file, nil, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Load(); !errors.Is(err, ErrStateFile) {
+			t.Errorf("Load of a state file that is %s = %v, want ErrStateFile", what, err)
+		}
+	}
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Fatalf("/dev/full: %v", err)
+	}
+}
+
+func TestSaveErrorNamesNoPath(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	b, err := New(state, nil, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o700); err != nil { // the rename over it fails
+		t.Fatal(err)
+	}
+	_, err = b.Bind("a", "a.ipynb")
+	var se *SaveError
+	if !errors.As(err, &se) {
+		t.Fatalf("Bind = %v, want a *SaveError", err)
+	}
+	if strings.Contains(err.Error(), dir) {
+		t.Fatalf("error sent to clients names a server path: %v", err)
+	}
+	if !strings.Contains(errors.Unwrap(err).Error(), dir) {
+		t.Fatalf("the cause lost its path: %v", errors.Unwrap(err))
+	}
 }

@@ -121,6 +121,9 @@ type Server struct {
 	StateFile       string         `mapstructure:"state_file" yaml:"state_file"`
 	DrainTimeout    time.Duration  `mapstructure:"drain_timeout" yaml:"drain_timeout"`
 	MetricsListen   string         `mapstructure:"metrics_listen" yaml:"metrics_listen"`
+	IdleTimeout     time.Duration  `mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	ReadTimeout     time.Duration  `mapstructure:"read_timeout" yaml:"read_timeout"`
+	MaxConnections  int            `mapstructure:"max_connections" yaml:"max_connections"`
 	Limits          Limits         `mapstructure:"limits" yaml:"limits"`
 }
 
@@ -131,6 +134,8 @@ type Limits struct {
 	MaxListenURIs      int `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`           // per subscriptions/listen filter
 	ReplayBufferEvents int `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"` // per session, for Last-Event-ID
 	ReplayBufferBytes  int `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
+	MaxNames           int `mapstructure:"max_names" yaml:"max_names"`           // names bound with use_notebook
+	MaxPathBytes       int `mapstructure:"max_path_bytes" yaml:"max_path_bytes"` // longest path use_notebook binds
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -183,10 +188,14 @@ func Default() Config {
 			Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
 			MaxRequestBytes: resources.DefaultMaxRequestBytes,
 			DrainTimeout:    resources.DefaultDrainTimeout,
+			IdleTimeout:     resources.DefaultIdleTimeout,
+			ReadTimeout:     resources.DefaultReadTimeout,
+			MaxConnections:  resources.DefaultMaxConnections,
 			Limits: Limits{
 				MaxURIBytes: resources.DefaultMaxURIBytes, MaxSubscriptions: resources.DefaultMaxSubscriptions,
 				MaxListenURIs: resources.DefaultMaxListenURIs, ReplayBufferEvents: resources.DefaultReplayEvents,
-				ReplayBufferBytes: resources.DefaultReplayBytes,
+				ReplayBufferBytes: resources.DefaultReplayBytes, MaxNames: resources.DefaultMaxNames,
+				MaxPathBytes: resources.DefaultMaxPathBytes,
 			},
 		},
 		Notebooks:     map[string]string{},

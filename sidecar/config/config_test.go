@@ -41,6 +41,8 @@ func TestValidate(t *testing.T) {
 		{"listen", func(c *Config) { c.Server.Listen = "localhost" }, "server.listen: must be host:port"},
 		{"path", func(c *Config) { c.Server.Path = "mcp" }, "server.path: must start with /"},
 		{"token twice", func(c *Config) { c.Server.Token, c.Server.TokenFile = "a", "b" }, "server.token: set either"},
+		{"blank token", func(c *Config) { c.Server.Token = " \t " }, "server.token: is only white space"},
+		{"blank dsn", func(c *Config) { c.Store.Postgres.DSN = "  " }, "store.postgres.dsn: is only white space"},
 		{"origin", func(c *Config) { c.Server.AllowedOrigins = []string{"https://ok.example", "nope"} }, "server.allowed_origins[1]: must be"},
 		{"verifier", func(c *Config) { c.Server.Verifier.Name = "" }, "server.verifier.name: must not be empty"},
 		{"max request", func(c *Config) { c.Server.MaxRequestBytes = 0 }, "server.max_request_bytes: must be > 0"},

@@ -140,6 +140,12 @@ func (c Config) Validate() error {
 		v.fail("notifications.max_delay", "must be >= notifications.debounce (%s), got %s", n.Debounce, n.MaxDelay)
 	}
 
+	for _, sec := range c.secrets() { // a blank secret is refused like a blank secret file
+		if *sec.val != "" && strings.TrimSpace(*sec.val) == "" {
+			v.fail(sec.key, "is only white space; set a value or leave it empty")
+		}
+	}
+
 	v.exclusive("ship.postgres.dsn", c.Ship.Postgres.DSN, "ship.postgres.dsn_file", c.Ship.Postgres.DSNFile)
 	v.ident("ship.postgres.schema", c.Ship.Postgres.Schema)
 	v.ident("ship.postgres.table", c.Ship.Postgres.Table)
@@ -167,10 +173,13 @@ func (s Server) validate(v *validator) {
 		v.fail("server.max_request_bytes", "must be > 0, got %d", s.MaxRequestBytes)
 	}
 	v.positive("server.drain_timeout", s.DrainTimeout)
+	v.positive("server.idle_timeout", s.IdleTimeout)
+	v.positive("server.read_timeout", s.ReadTimeout)
 	for key, n := range map[string]int{
 		"server.limits.max_uri_bytes": s.Limits.MaxURIBytes, "server.limits.max_subscriptions": s.Limits.MaxSubscriptions,
 		"server.limits.max_listen_uris": s.Limits.MaxListenURIs, "server.limits.replay_buffer_events": s.Limits.ReplayBufferEvents,
-		"server.limits.replay_buffer_bytes": s.Limits.ReplayBufferBytes,
+		"server.limits.replay_buffer_bytes": s.Limits.ReplayBufferBytes, "server.max_connections": s.MaxConnections,
+		"server.limits.max_names": s.Limits.MaxNames, "server.limits.max_path_bytes": s.Limits.MaxPathBytes,
 	} {
 		if n < 1 {
 			v.fail(key, "%d: want at least 1", n)

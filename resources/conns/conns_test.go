@@ -1,0 +1,140 @@
+package conns
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// serve starts Server(h, l) on a loopback listener capped at l.MaxConnections.
+func serve(t *testing.T, h http.Handler, l Limits) (addr string, refused float64Func) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := RefusedCounter("test")
+	srv := Server(h, l)
+	go func() { _ = srv.Serve(Listen(ln, l.MaxConnections, c)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String(), func() float64 { return testutil.ToFloat64(c) }
+}
+
+type float64Func func() float64
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// closedWithin reports whether the server closes c within d (a read ends in EOF or reset).
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return true
+}
+
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	_, _ = io.WriteString(w, "ok")
+})
+
+func TestCapRefusesAndCounts(t *testing.T) {
+	addr, refused := serve(t, ok, Limits{MaxConnections: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute})
+	held := []net.Conn{dial(t, addr), dial(t, addr)}
+	for _, c := range held { // both are served: they hold the two slots
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("held connection: %v %v", resp, err)
+		}
+	}
+	third := dial(t, addr)
+	if !closedWithin(third, 2*time.Second) {
+		t.Fatal("a connection beyond the cap stayed open")
+	}
+	if got := refused(); got != 1 {
+		t.Fatalf("refused = %v, want 1", got)
+	}
+	_ = held[0].Close()
+	time.Sleep(100 * time.Millisecond) // the server notices the close and frees the slot
+	fourth := dial(t, addr)
+	if _, err := io.WriteString(fourth, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(bufio.NewReader(fourth), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after a slot was freed: %v %v", resp, err)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for i := range 4 { // a response streaming past every timeout, as long as its request lives
+			_, _ = io.WriteString(w, strings.Repeat("x", i+1)+"\n")
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-time.After(150 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	l := Limits{MaxConnections: 10, IdleTimeout: 300 * time.Millisecond, ReadTimeout: 200 * time.Millisecond}
+	addr, _ := serve(t, stream, l)
+	tests := []struct {
+		name   string
+		send   string
+		closed bool // the server closes the connection within a second
+	}{
+		{"idle keep-alive connection", "", true},
+		{"slow header", "GET / HTTP/1.1\r\nHost: x\r\n", true},
+		{"slow body", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, addr)
+			if _, err := io.WriteString(c, tt.send); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if got := closedWithin(c, 2*time.Second); got != tt.closed {
+				t.Fatalf("closed = %v, want %v", got, tt.closed)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("closed after %v", d)
+			}
+		})
+	}
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		t.Run("stream after "+method+" outlives the timeouts", func(t *testing.T) {
+			resp, err := http.Post("http://"+addr, "text/plain", strings.NewReader("body"))
+			if method == http.MethodGet {
+				resp, err = http.Get("http://" + addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || string(b) != "x\nxx\nxxx\nxxxx\n" {
+				t.Fatalf("stream = %q, %v", b, err)
+			}
+		})
+	}
+}

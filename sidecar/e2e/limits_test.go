@@ -1,0 +1,448 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawConn opens a TCP connection to addr, closed at the end of the test.
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// keepAliveGet sends GET path on c and reads its response, leaving c open.
+func keepAliveGet(t *testing.T, c net.Conn, path string) int {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// closedWithin reports whether the server closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	ne, ok := err.(net.Error)
+	return !ok || !ne.Timeout()
+}
+
+// TestConnectionLimits runs the binary with small connection limits: idle keep-alive
+// connections, slow headers and slow bodies are closed, connections beyond
+// server.max_connections are closed at once and counted, and live streams of both
+// eras outlive every timeout and still deliver.
+func TestConnectionLimits(t *testing.T) {
+	const maxConns = 20
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_CONNECTIONS", "20")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_IDLE_TIMEOUT", "2s")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_READ_TIMEOUT", "1s")
+	steps := session(t)
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{debounce: -1})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	http.DefaultClient.CloseIdleConnections()
+
+	t.Run("idle connections and the cap", func(t *testing.T) {
+		capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), maxConns, "mcp", sc.metric)
+	})
+
+	t.Run("slow header and slow body are cut", func(t *testing.T) {
+		for name, partial := range map[string]string{
+			"header": "GET /healthz HTTP/1.1\r\nHost: sidecar\r\n",
+			"body": "POST /mcp HTTP/1.1\r\nHost: sidecar\r\nAuthorization: Bearer " + token +
+				"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":",
+		} {
+			c := rawConn(t, strings.TrimPrefix(sc.url, "http://"))
+			if _, err := io.WriteString(c, partial); err != nil {
+				t.Fatal(err)
+			}
+			if !closedWithin(c, 3*time.Second) {
+				t.Fatalf("a slow %s held its connection 3 s (read_timeout 1s)", name)
+			}
+		}
+	})
+
+	t.Run("streams outlive the timeouts", func(t *testing.T) {
+		cs := []mcpClient{dialRaw(t, sc.mcpURL()), dialGo(t, sc.mcpURL(), false), dialGo(t, sc.mcpURL(), true)}
+		for _, c := range cs {
+			c.bind(nbName, nbPath)
+			c.subscribe(nbURI)
+		}
+		time.Sleep(3500 * time.Millisecond) // past idle_timeout and read_timeout
+		for _, c := range cs {
+			drain(c, 100*time.Millisecond)
+		}
+		i, _ := changedCell(steps, preloaded)
+		for _, s := range steps[preloaded : i+1] {
+			w.write(s.update)
+		}
+		for _, c := range cs {
+			await(t, c, delivery, nbURI)
+		}
+	})
+}
+
+// callTool calls a tool with the raw client and returns its result.
+func (r *rawClient) callTool(name string, args map[string]any) (text string, isError bool) {
+	r.t.Helper()
+	res, _ := r.call("tools/call", map[string]any{"name": name, "arguments": args})
+	isError, _ = res["isError"].(bool)
+	content, _ := res["content"].([]any)
+	if len(content) > 0 {
+		c, _ := content[0].(map[string]any)
+		text, _ = c["text"].(string)
+	}
+	return text, isError
+}
+
+// capAndIdle holds max keep-alive connections to addr, checks that one more is
+// closed at once and the held ones once idle (idle_timeout 2s), and that metric
+// counts the refusal for the listener.
+func capAndIdle(t *testing.T, addr string, max int, listener string, metric func(string) float64) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	held := make([]net.Conn, max)
+	for i := range held {
+		held[i] = rawConn(t, addr)
+		if code := keepAliveGet(t, held[i], "/healthz"); code != http.StatusOK {
+			t.Fatalf("connection %d: /healthz %d", i, code)
+		}
+	}
+	if !closedWithin(rawConn(t, addr), time.Second) {
+		t.Fatalf("connection %d stayed open beyond server.max_connections %d", max+1, max)
+	}
+	for i, c := range held {
+		if !closedWithin(c, 4*time.Second) {
+			t.Fatalf("idle connection %d still open 4 s after its response (idle_timeout 2s)", i)
+		}
+	}
+	name := `jupyter_mcp_sidecar_http_connections_refused_total{listener="` + listener + `"}`
+	if got := metric(name); got != 1 {
+		t.Fatalf("%s = %v, want 1", name, got)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestMetricsListenerLimits: the separate metrics listener has the same limits.
+func TestMetricsListenerLimits(t *testing.T) {
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true, metrics_listen: %q, max_connections: 5, idle_timeout: 2s, read_timeout: 1s}\n",
+		freePort(t), addr)
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	}()
+	metric := func(name string) float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for line := range strings.SplitSeq(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				var f float64
+				_, _ = fmt.Sscan(v, &f)
+				return f
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the metrics listener did not answer within 20 s")
+		}
+	}
+	capAndIdle(t, addr, 5, "metrics", metric)
+}
+
+// TestBindingLimits: use_notebook refuses, with a short clear error, paths that are
+// no notebook path and bindings beyond server.limits.max_names and max_path_bytes;
+// the refusals are counted and the state file stays small.
+func TestBindingLimits(t *testing.T) {
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_LIMITS_MAX_NAMES", "3")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_LIMITS_MAX_PATH_BYTES", "64")
+	dir := t.TempDir()
+	sc := startSidecar(t, dir, options{})
+	c := dialRaw(t, sc.mcpURL())
+	bind := func(name, path string) (string, bool) {
+		return c.callTool("use_notebook", map[string]any{"notebook_name": name, "notebook_path": path})
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if msg, isErr := bind(name, name+".ipynb"); isErr {
+			t.Fatalf("bind %s: %s", name, msg)
+		}
+	}
+	refusals := []struct{ name, path, want string }{
+		{"d", "d.ipynb", "limit"},                             // a fourth name
+		{"a", strings.Repeat("x", 1<<20) + ".ipynb", "limit"}, // 1 MiB path
+		{"a", strings.Repeat("x", 59) + ".ipynb", "limit"},    // 65 bytes
+		{"a", "/etc/passwd", "relative"},
+		{"a", "notes.txt", "not a notebook"},
+		{"a", "../../etc/x.ipynb", "escapes"},
+		{"a", "a\x00.ipynb", "control character"},
+	}
+	for _, r := range refusals {
+		msg, isErr := bind(r.name, r.path)
+		if !isErr || !strings.Contains(msg, r.want) || len(msg) > 300 {
+			t.Errorf("bind %s to %.30q: isError %v, %q; want a short error saying %q", r.name, r.path, isErr, msg, r.want)
+		}
+	}
+	if msg, isErr := bind("a", strings.Repeat("y", 58)+".ipynb"); isErr { // 64 bytes: fits
+		t.Fatalf("a 64-byte path: %s", msg)
+	}
+	for limit, want := range map[string]float64{"names": 1, "path_bytes": 2, "not_a_notebook_path": 4} {
+		name := `jupyter_mcp_sidecar_mcp_limit_refusals_total{limit="` + limit + `"}`
+		if got := sc.metric(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "names.json")); err != nil || st.Size() > 1024 {
+		t.Errorf("state file: %v, %v bytes", err, st.Size())
+	}
+}
+
+// TestStateFile: a corrupt state file is moved aside and reported, never overwritten;
+// a failed save tells the client no server path; an unusable state file stops serve
+// at start with a clear error.
+func TestStateFile(t *testing.T) {
+	t.Run("corrupt file is moved aside", func(t *testing.T) {
+		dir := t.TempDir()
+		state := filepath.Join(dir, "names.json")
+		corrupt := `{"version":1,"notebooks":{"kept":"work/kept.ipynb",`
+		if err := os.WriteFile(state, []byte(corrupt), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sc := startSidecar(t, dir, options{})
+		c := dialRaw(t, sc.mcpURL())
+		c.bind("new", "new.ipynb")
+		aside, _ := filepath.Glob(state + ".corrupt-*")
+		if len(aside) != 1 {
+			t.Fatalf("moved aside: %v", aside)
+		}
+		if got, _ := os.ReadFile(aside[0]); string(got) != corrupt {
+			t.Fatalf("%s holds %q, want the corrupt file", aside[0], got)
+		}
+		sc.logsMu.Lock()
+		logs := sc.logs.String()
+		sc.logsMu.Unlock()
+		if !strings.Contains(logs, `"level":"ERROR"`) || !strings.Contains(logs, filepath.Base(aside[0])) {
+			t.Fatalf("no error log naming %s:\n%s", aside[0], logs)
+		}
+	})
+
+	t.Run("failed save names no server path", func(t *testing.T) {
+		dir := t.TempDir()
+		sc := startSidecar(t, dir, options{})
+		c := dialRaw(t, sc.mcpURL())
+		if err := os.Mkdir(filepath.Join(dir, "names.json"), 0o700); err != nil { // the save's rename fails
+			t.Fatal(err)
+		}
+		msg, isErr := c.callTool("use_notebook", map[string]any{"notebook_name": "a", "notebook_path": "a.ipynb"})
+		if !isErr || !strings.Contains(msg, "could not be saved") || strings.Contains(msg, dir) {
+			t.Fatalf("use_notebook with an unwritable state file: isError %v, %q", isErr, msg)
+		}
+	})
+
+	t.Run("unusable file stops serve at start", func(t *testing.T) {
+		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", freePort(t))
+		out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 15*time.Second, "--state-file", "/dev/full")
+		if !exited {
+			t.Fatalf("serve --state-file /dev/full still running after 15 s:\n%s", out)
+		}
+		if err == nil || !strings.Contains(out, "/dev/full") || !strings.Contains(out, "not a regular file") {
+			t.Fatalf("serve --state-file /dev/full: %v\n%s", err, out)
+		}
+	})
+}
+
+// serveOnce writes a config for a store in dir plus extra YAML and runs serve with
+// args, stdin from in, until it exits or within passes; it returns the output and
+// whether it exited.
+func serveOnce(t *testing.T, dir, extra string, in io.Reader, within time.Duration, args ...string) (string, error, bool) {
+	t.Helper()
+	cfg := filepath.Join(dir, "serve.yaml")
+	body := fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"serve", "--config", cfg}, args...)...)
+	cmd.Stdin = in
+	out, err := cmd.CombinedOutput()
+	return string(out), err, ctx.Err() == nil
+}
+
+// TestStdioExitsOnEOF: serve --transport stdio answers its client, then exits cleanly
+// once the client closes stdin.
+func TestStdioExitsOnEOF(t *testing.T) {
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n")
+	out, err, exited := serveOnce(t, t.TempDir(), "server: {transport: stdio}\n", in, 15*time.Second)
+	if !exited {
+		t.Fatalf("serve --transport stdio still running 15 s after its stdin closed:\n%s", out)
+	}
+	if err != nil || !strings.Contains(out, `"id":2`) || !strings.Contains(out, "use_notebook") {
+		t.Fatalf("serve --transport stdio: %v\n%s", err, out)
+	}
+}
+
+// TestBlankTokenRefused: serve refuses a token of white space only, as it refuses a
+// token file of white space only, naming the key.
+func TestBlankTokenRefused(t *testing.T) {
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", freePort(t))
+	out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 10*time.Second)
+	if !exited {
+		t.Fatalf("serve with server.token \"   \" still running after 10 s:\n%s", out)
+	}
+	if err == nil || !strings.Contains(out, "server.token: is only white space") {
+		t.Fatalf("serve with server.token \"   \": %v\n%s", err, out)
+	}
+}
+
+// TestCORS: with server.allowed_origins, a browser page of an allowed origin can use
+// the endpoint: its preflight (no token) is answered with the methods and headers an
+// MCP client sends, and responses expose Mcp-Session-Id. Other origins get none of it.
+func TestCORS(t *testing.T) {
+	const page = "https://hub.example.org"
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
+	sc := startSidecar(t, t.TempDir(), options{})
+	do := func(method, body string, headers ...string) *http.Response { // headers: name, value, …
+		req, _ := http.NewRequest(method, sc.mcpURL(), strings.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	preflight := func(origin string) *http.Response {
+		return do(http.MethodOptions, "", "Origin", origin, "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "authorization,content-type,mcp-protocol-version,mcp-session-id")
+	}
+	resp := preflight(page)
+	h := resp.Header
+	if resp.StatusCode/100 != 2 || h.Get("Access-Control-Allow-Origin") != page {
+		t.Fatalf("preflight from %s: %s %v", page, resp.Status, h)
+	}
+	for header, wants := range map[string][]string{
+		"Access-Control-Allow-Methods": {"GET", "POST", "DELETE"},
+		"Access-Control-Allow-Headers": {"Authorization", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID", "Mcp-Method"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(h.Get(header), want) {
+				t.Errorf("%s %q lacks %s", header, h.Get(header), want)
+			}
+		}
+	}
+	if resp := preflight("https://evil.example"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %s %v", resp.Status, resp.Header)
+	}
+
+	post := do(http.MethodPost,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"browser","version":"1"}}}`,
+		"Origin", page, "Authorization", "Bearer "+token, "Content-Type", "application/json", "Accept", "application/json, text/event-stream")
+	if post.StatusCode != http.StatusOK || post.Header.Get("Access-Control-Allow-Origin") != page ||
+		!strings.Contains(post.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") || post.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize from %s: %s %v", page, post.Status, post.Header)
+	}
+}
+
+// TestConfigCheckBuildsSeams: config check refuses what serve refuses, such as the
+// withhold gate without its templates.
+func TestConfigCheckBuildsSeams(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "check.yaml")
+	if err := os.WriteFile(cfg, []byte("gate: {name: withhold}\nserver: {insecure_no_auth: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := exec.Command(binary, "config", "check", "--config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(checked), `option "templates"`) {
+		t.Fatalf("config check of a withhold gate without templates: %v\n%s", err, checked)
+	}
+	out, err, exited := serveOnce(t, dir, "gate: {name: withhold}\nserver: {insecure_no_auth: true}\n", nil, 10*time.Second)
+	if !exited || err == nil || !strings.Contains(out, `option "templates"`) {
+		t.Fatalf("serve with a withhold gate without templates: exited %v, %v\n%s", exited, err, out)
+	}
+}
+
+// TestHubFrontLimits: in hub mode the front listener answers CORS preflights before
+// the Hub token check, and has the connection cap and idle timeout (counted as
+// listener "hub"). No Hub is needed: neither asks it anything.
+func TestHubFrontLimits(t *testing.T) {
+	const page = "https://hub.example.org"
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_CONNECTIONS", "10")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_IDLE_TIMEOUT", "2s")
+	root := t.TempDir()
+	sc := launch(t, root, fmt.Sprintf(`hub:
+  enabled: true
+  api_url: http://127.0.0.1:%d/hub/api
+  service_name: mcp
+  stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
+  state_dir: %q
+`, freePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
+		filepath.Join(root, "{username}"), filepath.Join(root, "state")), "serve")
+	req, _ := http.NewRequest(http.MethodOptions, sc.url+"/services/mcp/mcp", nil)
+	req.Header.Set("Origin", page)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 || resp.Header.Get("Access-Control-Allow-Origin") != page ||
+		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight at the hub front: %s %v", resp.Status, resp.Header)
+	}
+	capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), 10, "hub", sc.metric)
+}
