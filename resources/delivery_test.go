@@ -200,7 +200,7 @@ func TestGetStreamResumesWithLastEventID(t *testing.T) {
 }
 
 func TestSubscriptionLimits(t *testing.T) {
-	r := startServer(t, Config{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 2,
+	r := startServer(t, Config{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3,
 		Gate: Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}}},
 		newLibrary(t, testPath))
 	session := initialize(t, r.url)
@@ -269,9 +269,9 @@ func TestSubscriptionLimits(t *testing.T) {
 		if m.Method != string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 			t.Fatalf("first message %s", data)
 		}
-		// Only the first two URIs are considered; of them none is served.
-		if got := m.Params.Notifications.ResourceSubscriptions; len(got) != 0 {
-			t.Fatalf("acknowledged %v, want none", got)
+		// Only the first three URIs are considered; of them one is served.
+		if got := m.Params.Notifications.ResourceSubscriptions; len(got) != 1 || got[0] != "notebook://work" {
+			t.Fatalf("acknowledged %v, want [notebook://work]", got)
 		}
 		return
 	}
