@@ -135,7 +135,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		if uri != "notebook://nb" {
 			t.Fatalf("updated %s", uri)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second): // the client opens its GET stream on its own time
 		t.Fatal("no notifications/resources/updated after NotebookChanged")
 	}
 
