@@ -253,6 +253,10 @@ func (s *Server) notebookResource(b names.Binding) mcp.Resource {
 	return mcp.NewResource(nbview.NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(nbview.MIMENotebook))
 }
 
+// PublisherHealth is nil while the configured publisher delivers changes, and
+// its last error while every attempt since its last success has failed.
+func (s *Server) PublisherHealth() error { return s.publisher.Health() }
+
 // Active reports whether a client holds a session or a listen stream.
 func (s *Server) Active() bool {
 	perEra, _, _ := s.subs.Stats()

@@ -13,6 +13,7 @@ type Health struct {
 	status       func() ystore.Status
 	degraded     func() []string
 	lagThreshold time.Duration
+	publisher    func() error // nil while the configured publisher delivers; nil func: none
 }
 
 // Readiness is the body of /readyz.
@@ -23,6 +24,7 @@ type Readiness struct {
 	LagSeconds    float64  `json:"lag_seconds"`
 	LastError     string   `json:"last_error,omitempty"`
 	DegradedRooms []string `json:"degraded_rooms,omitempty"`
+	Publisher     string   `json:"publisher_error,omitempty"`
 	Reasons       []string `json:"reasons,omitempty"`
 }
 
@@ -52,6 +54,12 @@ func (h *Health) Check() Readiness {
 	}
 	if len(r.DegradedRooms) > 0 {
 		r.Reasons = append(r.Reasons, "rooms degraded by undecodable rows")
+	}
+	if h.publisher != nil {
+		if err := h.publisher(); err != nil {
+			r.Publisher = err.Error()
+			r.Reasons = append(r.Reasons, "the publisher is failing every delivery: nobody is being told of changes")
+		}
 	}
 	r.Ready = len(r.Reasons) == 0
 	return r

@@ -142,6 +142,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		},
 	})
 	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
+	in.health.publisher = func() error { return in.srv.PublisherHealth() }
 	opts := append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, srvOpts(in.health)...)
 	if in.srv, err = resources.New(serverConfig(cfg, version), in.rooms, opts...); err != nil {
 		_ = closeResolver()

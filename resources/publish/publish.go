@@ -33,6 +33,10 @@ type Publisher interface {
 	Publish(ctx context.Context, ev Event) error
 	// Run owns the publisher's goroutines and connections until ctx is done.
 	Run(ctx context.Context) error
+	// Health is nil while the publisher delivers, and the last delivery error
+	// while every attempt since its last success has failed: nobody is being
+	// told (the sidecar's /readyz reports it).
+	Health() error
 }
 
 // Subscribers are this server's own MCP subscribers, told the URIs of changed
@@ -111,6 +115,10 @@ func (s subscribers) Publish(ctx context.Context, ev Event) error {
 
 func (s subscribers) Run(ctx context.Context) error { return s.local.Run(ctx) }
 
+// Health is nil: the server's own subscribers are told in memory; a session
+// that cannot take notifications is ended on its own.
+func (subscribers) Health() error { return nil }
+
 // The scopes of a queued publisher: every notebook's events, or only those of
 // notebooks bound to a name in the sidecar (events with URIs).
 const (
@@ -131,8 +139,9 @@ type queue struct {
 	backoff time.Duration
 	log     *slog.Logger
 
-	mu  sync.Mutex
-	seq map[string]uint64 // last number given per path
+	mu      sync.Mutex
+	seq     map[string]uint64 // last number given per path
+	failing error             // the last delivery error while no attempt has succeeded since
 
 	delivered, dropped, failed, skipped prometheus.Counter
 }
@@ -186,7 +195,17 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 		failed:    counter("failed_total", "Events dropped after the publisher ran out of retries."),
 		skipped:   counter("skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."),
 	}
-	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed, q.skipped); err != nil {
+	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: "healthy",
+		Help:        "1 while the publisher delivers, 0 while every attempt since its last success has failed.",
+		ConstLabels: prometheus.Labels{"publisher": name},
+	}, func() float64 {
+		if q.Health() != nil {
+			return 0
+		}
+		return 1
+	})
+	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed, q.skipped, healthy); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return q, nil
@@ -225,10 +244,23 @@ func (q *queue) Run(ctx context.Context) error {
 	}
 }
 
+// Health is the last delivery error while no attempt has succeeded since.
+func (q *queue) Health() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.failing != nil {
+		return fmt.Errorf("publisher %s: %w", q.name, q.failing)
+	}
+	return nil
+}
+
 func (q *queue) send(ctx context.Context, ev Event) {
 	wait := q.backoff
 	for attempt := 0; ; attempt++ {
 		err := q.deliver(ctx, ev)
+		q.mu.Lock()
+		q.failing = err
+		q.mu.Unlock()
 		if err == nil {
 			q.delivered.Inc()
 			return

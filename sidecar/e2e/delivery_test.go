@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -263,4 +264,54 @@ func (r *resuming) stop() int64 {
 	r.cancel()
 	r.wg.Wait()
 	return r.received.Load()
+}
+
+// TestPublisherHealth checks on the real binary that a publisher failing every delivery
+// makes /readyz not ready, with the reason, and that it is ready again once deliveries
+// succeed.
+func TestPublisherHealth(t *testing.T) {
+	steps := session(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if failing.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("publisher: {name: webhook, options: {url: %q, max_retries: 1, backoff: 10ms}}\n", hook.URL)})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	next := preloaded
+	edit := func() {
+		for ; next < len(steps); next++ {
+			w.write(steps[next].update)
+			if !steps[next].changes.Empty() {
+				next++
+				return
+			}
+		}
+		t.Fatal("no more visible edits")
+	}
+	edit()
+	body := sc.waitHTTP("/readyz", http.StatusServiceUnavailable, 10*time.Second)
+	if !strings.Contains(body, "publisher") {
+		t.Fatalf("/readyz while the webhook fails: %s", body)
+	}
+	if h := sc.metric("jupyter_mcp_sidecar_publisher_healthy"); h != 0 {
+		t.Fatalf("publisher_healthy = %v while failing", h)
+	}
+	failing.Store(false)
+	edit()
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	if h := sc.metric("jupyter_mcp_sidecar_publisher_healthy"); h != 1 {
+		t.Fatalf("publisher_healthy = %v after a delivery", h)
+	}
 }
