@@ -1,6 +1,7 @@
 package ynotebook
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -187,17 +188,11 @@ const loadBatch = 4096
 
 // Load applies updates without reporting changes and reads the notebook once at the end:
 // the fast way to bring a notebook up to date from a store. The updates are integrated in
-// transactions of loadBatch (yjs.Doc.ApplyUpdates). On error the updates before the
-// failing one stay applied.
+// transactions of loadBatch (yjs.Doc.ApplyUpdates). An update that does not decode is
+// skipped, as Apply would leave the notebook unchanged by it: the error joins an
+// *UpdateError for each (errors.Join; nil when every update applied).
 func (n *Notebook) Load(updates [][]byte) error {
-	err := n.integrate(updates)
-	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
-	return err
-}
-
-// integrate applies updates in batches; a batch with a malformed update is applied one
-// by one up to it.
-func (n *Notebook) integrate(updates [][]byte) error {
+	var errs []error
 	for start := 0; start < len(updates); start += loadBatch {
 		batch := updates[start:min(start+loadBatch, len(updates))]
 		if _, err := n.doc.ApplyUpdates(batch); err == nil {
@@ -205,12 +200,25 @@ func (n *Notebook) integrate(updates [][]byte) error {
 		}
 		for i, u := range batch {
 			if _, err := n.doc.ApplyUpdate(u); err != nil {
-				return fmt.Errorf("load notebook update %d: %w", start+i, err)
+				errs = append(errs, &UpdateError{Index: start + i, Err: err})
 			}
 		}
 	}
-	return nil
+	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
+	return errors.Join(errs...)
 }
+
+// UpdateError is an update Load skipped because it does not decode.
+type UpdateError struct {
+	Index int   // its index in the updates given to Load
+	Err   error // the *yjs.DecodeError
+}
+
+func (e *UpdateError) Error() string {
+	return fmt.Sprintf("load notebook update %d: %v", e.Index, e.Err)
+}
+
+func (e *UpdateError) Unwrap() error { return e.Err }
 
 // reset makes s, read by rebuild, the current snapshot.
 func (n *Notebook) reset(s *Snapshot, read []readCell) {

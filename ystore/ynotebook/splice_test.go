@@ -1,11 +1,12 @@
 package ynotebook
 
 import (
-	"fmt"
+	"errors"
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
@@ -78,24 +79,36 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestLoadError: a malformed update in a later batch leaves the updates before it
-// applied and is named by its index.
+// TestLoadError: malformed updates, one in a later batch, are skipped and named by their
+// index; the others are applied.
 func TestLoadError(t *testing.T) {
 	s := ysessions.All(t)[0]
 	ups := s.UpdateBytes()
+	half := len(ups) / 2
 	var updates [][]byte
 	for len(updates) < loadBatch+10 {
-		updates = append(updates, ups...) // known updates again: no-ops
+		updates = append(updates, ups[:half]...) // known updates again: no-ops
 	}
-	bad := len(updates)
-	updates = append(updates, []byte{0xff}, ups[0])
+	updates = slices.Insert(updates, 3, []byte{0xff})
+	bad := []int{3, len(updates)}
+	updates = append(updates, []byte{0x01})
+	updates = append(updates, ups[half:]...)
 	nb, ref := New(), New()
 	err := nb.Load(updates)
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("update %d:", bad)) {
-		t.Fatalf("Load with update %d malformed: %v", bad, err)
+	var got []int
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ue *UpdateError
+		var de *yjs.DecodeError
+		if !errors.As(e, &ue) || !errors.As(e, &de) {
+			t.Fatalf("Load error %v: not an *UpdateError wrapping a *yjs.DecodeError", e)
+		}
+		got = append(got, ue.Index)
+	}
+	if !slices.Equal(got, bad) {
+		t.Fatalf("Load skipped updates %v, want %v", got, bad)
 	}
 	if err := ref.Load(ups); err != nil {
 		t.Fatal(err)
 	}
-	requireSnapshotsEqual(t, bad, nb.Snapshot(), ref.Snapshot())
+	requireSnapshotsEqual(t, len(updates), nb.Snapshot(), ref.Snapshot())
 }
