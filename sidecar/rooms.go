@@ -124,16 +124,10 @@ func (r *Rooms) trackOther(ev ystore.Event) {
 
 // reset replaces a room's document by one built from rows alone.
 func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) {
-	nb := ynotebook.New()
+	nb, bad := r.load(info, rows)
 	var ch ynotebook.Changes
-	bad := 0
-	for _, row := range rows {
-		c, err := r.applyRow(nb, info, row)
-		if err != nil {
-			bad++
-			continue
-		}
-		ch.Merge(c)
+	if bad < len(rows) {
+		ch = addedAll(nb.Snapshot())
 	}
 	r.mu.Lock()
 	rm, existed := r.rooms[info.Key]
@@ -207,6 +201,39 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 	}
 }
 
+// load builds a room's document from its rows in one pass (ynotebook.Load: no change
+// sets, one read at the end), logging and counting the rows that do not decode.
+func (r *Rooms) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, int) {
+	nb := ynotebook.New()
+	updates := make([][]byte, len(rows))
+	for i, row := range rows {
+		updates[i] = row.Update
+	}
+	start := time.Now()
+	err := nb.Load(updates)
+	if len(rows) > 0 {
+		r.metrics.observeApply(start, rows[len(rows)-1].Timestamp)
+	}
+	bad := 0
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			var ue *ynotebook.UpdateError
+			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(rows) {
+				r.log.Error("room load failed", "room", info.Key, "err", e)
+				continue
+			}
+			bad++
+			row := rows[ue.Index]
+			r.log.Warn("undecodable row skipped", "room", info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
+		}
+	} else if err != nil {
+		r.log.Error("room load failed", "room", info.Key, "err", err)
+	}
+	r.metrics.decodeErrors.Add(float64(bad))
+	r.metrics.rowsApplied.Add(float64(len(rows) - bad))
+	return nb, bad
+}
+
 // applyRow applies one row, logging and counting a row that does not decode.
 func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row) (ynotebook.Changes, error) {
 	start := time.Now()
@@ -251,6 +278,15 @@ func sameNotebook(a, b *ynotebook.Snapshot) bool {
 }
 
 // removedAll reports every cell of s as removed.
+// addedAll is the change of a notebook that appears whole: its metadata and every cell.
+func addedAll(s *ynotebook.Snapshot) ynotebook.Changes {
+	ch := ynotebook.Changes{Metadata: true}
+	for _, c := range s.Cells {
+		ch.Added = append(ch.Added, c.ID)
+	}
+	return ch
+}
+
 func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 	ch := ynotebook.Changes{Metadata: true}
 	for _, c := range s.Cells {
