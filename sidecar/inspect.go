@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 )
 
 // Inspect loads the configured store once and writes, when target is empty, its rooms
@@ -28,6 +29,13 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 		return fmt.Errorf("load store: %w", err)
 	}
 	rooms := NewRooms(log, resolver, NewMetrics(nil, nil), Notify{})
+	if target != "" {
+		// Decode only the room the target names, when its key or the file id database
+		// says which one it is; else every room (the path is in the document itself).
+		if one := roomOf(ctx, events, target, resolver); one != nil {
+			events = one
+		}
+	}
 	if err := rooms.Sink(ctx, events); err != nil {
 		return err
 	}
@@ -55,6 +63,25 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	out.WriteByte('\n')
 	_, err = out.WriteTo(w)
 	return err
+}
+
+// roomOf returns the notebook room of events whose file id or path is target, found
+// without decoding anything (the room key, then the file id resolver), or nil.
+func roomOf(ctx context.Context, events []ystore.Event, target string, resolver fileid.Resolver) []ystore.Event {
+	for _, ev := range events {
+		info, ok := ystore.ParseRoom(ev.Room)
+		if !ok || info.Kind != ystore.KindNotebook {
+			continue
+		}
+		p := info.Path
+		if p == "" && info.FileID != "" && resolver != nil {
+			p, _ = resolver.Path(ctx, info.FileID)
+		}
+		if info.FileID == target || (p != "" && p == target) {
+			return []ystore.Event{ev}
+		}
+	}
+	return nil
 }
 
 func writeRooms(w io.Writer, infos []RoomInfo) error {
