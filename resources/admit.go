@@ -28,8 +28,8 @@ type refusal struct {
 }
 
 // subscribable decides whether uri may be subscribed to or listened for: a
-// URI of the three notebook templates whose template the gate serves, or
-// capabilities://, no longer than MaxURIBytes.
+// URI of the three notebook templates or of a template an extension added,
+// whose template the gate serves, or capabilities://, no longer than MaxURIBytes.
 func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
 	if len(uri) > s.cfg.MaxURIBytes {
 		return &refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)}
@@ -37,13 +37,17 @@ func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
 	if uri == nbview.CapabilitiesURI {
 		return nil
 	}
-	ref, err := nbview.ParseURI(uri)
-	if err != nil {
+	var template string
+	if ref, err := nbview.ParseURI(uri); err == nil {
+		template = ref.Template()
+	} else if r, ok := s.exts.Match(uri); ok {
+		template = r.Template.URITemplate.Raw()
+	} else {
 		return &refusal{limitNotAResource, mcp.RESOURCE_NOT_FOUND,
-			fmt.Sprintf("%q is not a resource of this server (notebook://{name}[/cells/{cell_id}[/outputs/{index}]] or capabilities://)", uri)}
+			fmt.Sprintf("%q is not a resource of this server (notebook://{name}[/cells/{cell_id}[/outputs/{index}]], an extension's template, or capabilities://)", uri)}
 	}
-	if !s.serves(ctx, ref.Template()) {
-		return &refusal{limitWithheld, codeWithheld, fmt.Sprintf("%v: %s is not served here (%s)", errWithheld, uri, ref.Template())}
+	if !s.serves(ctx, template) {
+		return &refusal{limitWithheld, codeWithheld, fmt.Sprintf("%v: %s is not served here (%s)", errWithheld, uri, template)}
 	}
 	return nil
 }

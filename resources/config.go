@@ -54,19 +54,20 @@ type Seam struct {
 // Config is the typed configuration of the MCP server. The zero value of a
 // field means its default (see Defaults).
 type Config struct {
-	Transport       string            // "http" (default) or "stdio"
-	Listen          string            // HTTP listen address; default 127.0.0.1:4040
-	Path            string            // HTTP endpoint path; default /mcp
-	Token           string            // resolved bearer token (config, file or environment)
-	InsecureNoAuth  bool              // serve HTTP without a token; must be explicit
-	AllowedOrigins  []string          // browser origins admitted besides loopback ones; "*" admits all
-	Verifier        Seam              // token verifier; default "static" (constant-time compare with Token)
-	MaxRequestBytes int64             // request body limit; default 4 MiB
-	StateFile       string            // where use_notebook bindings persist; "" keeps them in memory
-	Notebooks       map[string]string // configured bindings: name → path relative to the Jupyter root
-	Publisher       Seam              // default "subscribers"
-	Gate            Seam              // default "all"
-	Extensions      map[string]map[string]any
+	Transport       string                    // "http" (default) or "stdio"
+	Listen          string                    // HTTP listen address; default 127.0.0.1:4040
+	Path            string                    // HTTP endpoint path; default /mcp
+	Token           string                    // resolved bearer token (config, file or environment)
+	InsecureNoAuth  bool                      // serve HTTP without a token; must be explicit
+	AllowedOrigins  []string                  // browser origins admitted besides loopback ones; "*" admits all
+	Verifier        Seam                      // token verifier; default "static" (constant-time compare with Token)
+	MaxRequestBytes int64                     // request body limit; default 4 MiB
+	StateFile       string                    // where use_notebook bindings persist; "" keeps them in memory
+	Notebooks       map[string]string         // configured bindings: name → path relative to the Jupyter root
+	Publisher       Seam                      // default "subscribers"
+	Gate            Seam                      // default "all"
+	Extensions      map[string]map[string]any // name → options; compiled-in extensions are on unless `enabled: false`
+	Effective       any                       // the daemon's effective configuration, secrets masked, shown to extensions (YAML-encodable)
 	Hooks           map[string]map[string]any // nil enables DefaultHooks; an empty map enables none
 
 	NotebookTTL        time.Duration // cache hint for notebook and cell reads; default 5 s

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -118,6 +120,21 @@ func (l *library) edit(t testing.TB, path, name string) ynotebook.Changes {
 	return ynotebook.Changes{}
 }
 
+// onlyExtensions disables every compiled-in test extension ("t-…") that
+// configured does not name: compiled-in extensions are on by default.
+func onlyExtensions(configured map[string]map[string]any) map[string]map[string]any {
+	out := maps.Clone(configured)
+	if out == nil {
+		out = map[string]map[string]any{}
+	}
+	for _, n := range extensions.Names() {
+		if _, ok := out[n]; !ok && strings.HasPrefix(n, "t-") {
+			out[n] = map[string]any{"enabled": false}
+		}
+	}
+	return out
+}
+
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // running is a server serving HTTP on a loopback port.
@@ -139,6 +156,7 @@ func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running
 	if cfg.StateFile == "" {
 		cfg.StateFile = t.TempDir() + "/state.json"
 	}
+	cfg.Extensions = onlyExtensions(cfg.Extensions)
 	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(quietLog)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

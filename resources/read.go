@@ -10,14 +10,16 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 )
 
 // Errors a read answers with, and the JSON-RPC codes they map to.
 var (
-	// ErrNotFound: no such notebook, cell or output (the Library wraps it too).
-	ErrNotFound = errors.New("resource not found")
+	// ErrNotFound: no such notebook, cell or output (the Library wraps it too;
+	// it is extensions.ErrNotFound, which extensions wrap).
+	ErrNotFound = extensions.ErrNotFound
 	// errWithheld: the resource gate withholds this resource's template.
 	errWithheld = errors.New("resource withheld")
 )
@@ -32,21 +34,53 @@ const codeWithheld = -32010
 func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	uri := req.Params.URI
 	ref, perr := nbview.ParseURI(uri)
-	call := hooks.Call{Kind: hooks.KindResource, Name: uri, Template: ref.Template(), Session: sessionIDFrom(ctx)}
+	template := ref.Template()
 	if perr != nil {
-		call.Template = ""
+		template = ""
 	}
-	var contents []mcp.ResourceContents
 	ttl := s.cfg.NotebookTTL
 	if perr == nil && ref.Output >= 0 {
 		ttl = s.cfg.OutputTTL
 	}
-	err := s.hooks.Observe(ctx, call, func(ctx context.Context) error {
+	return s.observeRead(ctx, uri, template, ttl, func(ctx context.Context) ([]mcp.ResourceContents, error) {
 		if perr != nil {
-			return fmt.Errorf("%w: %w", ErrNotFound, perr)
+			return nil, fmt.Errorf("%w: %w", ErrNotFound, perr)
 		}
+		return s.read(ctx, ref, ttl)
+	})
+}
+
+// readExtension is the SDK handler of a resource template an extension
+// added: behind the gate and the hooks, with the notebooks' cache hints.
+func (s *Server) readExtension(r extensions.Resource) server.ResourceTemplateHandlerFunc {
+	template := r.Template.URITemplate.Raw()
+	return func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		return s.observeRead(ctx, uri, template, s.cfg.NotebookTTL, func(ctx context.Context) ([]mcp.ResourceContents, error) {
+			if !s.serves(ctx, template) {
+				return nil, fmt.Errorf("%w: %s is not served here (%s)", errWithheld, uri, template)
+			}
+			contents, err := r.Read(ctx, uri)
+			for i, c := range contents {
+				if t, ok := c.(mcp.TextResourceContents); ok && t.Meta == nil {
+					t.Meta = cacheMeta(s.cfg.NotebookTTL)
+					contents[i] = t
+				}
+			}
+			return contents, err
+		})
+	}
+}
+
+// observeRead runs a read inside the hooks and records its outcome (error
+// code, cache hint) for the transport to patch into the response.
+func (s *Server) observeRead(ctx context.Context, uri, template string, ttl time.Duration,
+	read func(context.Context) ([]mcp.ResourceContents, error)) ([]mcp.ResourceContents, error) {
+	var contents []mcp.ResourceContents
+	call := hooks.Call{Kind: hooks.KindResource, Name: uri, Template: template, Session: sessionIDFrom(ctx)}
+	err := s.hooks.Observe(ctx, call, func(ctx context.Context) error {
 		var err error
-		contents, err = s.read(ctx, ref, ttl)
+		contents, err = read(ctx)
 		return err
 	})
 	modern := mcp.IsModernProtocol(server.RequestProtocolVersion(ctx))
@@ -67,6 +101,11 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	return contents, err
 }
 
+// cacheMeta is the _meta of a read's contents: private, for ttl.
+func cacheMeta(ttl time.Duration) map[string]any {
+	return map[string]any{"cacheScope": string(mcp.CacheScopePrivate), "ttlMs": ttl.Milliseconds()}
+}
+
 // read resolves ref against the bindings and the library.
 func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([]mcp.ResourceContents, error) {
 	if !s.serves(ctx, ref.Template()) {
@@ -83,7 +122,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		}
 		return nil, fmt.Errorf("load notebook %q (%s): %w", ref.Name, path, err)
 	}
-	meta := map[string]any{"cacheScope": string(mcp.CacheScopePrivate), "ttlMs": ttl.Milliseconds()}
+	meta := cacheMeta(ttl)
 	uri := ref.String()
 	if ref.CellID == "" {
 		body, err := snap.JSON()

@@ -20,11 +20,19 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 )
 
-// wrapExt wraps list_notebooks and declares a capability; badCaps fails its declarations.
-type wrapExt struct{ failCaps bool }
+// wrapExt wraps list_notebooks and declares a capability; failCaps fails its declarations.
+type wrapExt struct {
+	extensions.Base
+	name     string
+	failCaps bool
+}
 
-func (e wrapExt) RegisterTools(t *extensions.Tools) error {
-	return t.Wrap("list_notebooks", func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+func (e wrapExt) Manifest() extensions.Manifest {
+	return extensions.Manifest{Name: e.name, Version: "1.0.0", APIVersion: extensions.APIVersion}
+}
+
+func (e wrapExt) Register(s *extensions.Surface) error {
+	s.WrapTool("list_notebooks", func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 		return func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			res, err := next(ctx, r)
 			if err == nil {
@@ -33,6 +41,7 @@ func (e wrapExt) RegisterTools(t *extensions.Tools) error {
 			return res, err
 		}
 	})
+	return nil
 }
 
 func (e wrapExt) Capabilities() ([]extensions.Capability, error) {
@@ -41,8 +50,6 @@ func (e wrapExt) Capabilities() ([]extensions.Capability, error) {
 	}
 	return []extensions.Capability{{Name: "twrap.listing", Description: "Wraps the listing.", Enabled: true}}, nil
 }
-func (wrapExt) Start(context.Context) error { return nil }
-func (wrapExt) Stop(context.Context) error  { return nil }
 
 type panicHook struct{}
 
@@ -50,8 +57,10 @@ func (panicHook) Before(context.Context, hooks.Call)                      { pani
 func (panicHook) After(context.Context, hooks.Call, time.Duration, error) { panic("after") }
 
 func init() {
-	extensions.Register("t-wrap", func(map[string]any) (extensions.Extension, error) { return wrapExt{}, nil })
-	extensions.Register("t-wrap-badcaps", func(map[string]any) (extensions.Extension, error) { return wrapExt{failCaps: true}, nil })
+	extensions.Register("t-wrap", func(*extensions.Host) (extensions.Extension, error) { return wrapExt{name: "t-wrap"}, nil })
+	extensions.Register("t-wrap-badcaps", func(*extensions.Host) (extensions.Extension, error) {
+		return wrapExt{name: "t-wrap-badcaps", failCaps: true}, nil
+	})
 	hooks.Register("t-panic", func(map[string]any, hooks.Deps) (hooks.Hook, error) { return panicHook{}, nil })
 }
 

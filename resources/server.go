@@ -138,15 +138,17 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: o.registerer}); err != nil {
 		return nil, err
 	}
-	tools := extensions.NewTools()
-	if err := s.addCoreTools(tools); err != nil {
+	surface := extensions.NewSurface(s.log, nbview.TemplateNotebook, nbview.TemplateCell, nbview.TemplateOutput, nbview.CapabilitiesURI)
+	if err := s.addCoreTools(surface); err != nil {
 		return nil, err
 	}
-	if s.exts, err = extensions.Build(cfg.Extensions, tools, s.log); err != nil {
+	if s.exts, err = extensions.Build(cfg.Extensions, surface, extensions.Deps{
+		Logger: s.log, Library: extLibrary{s}, Config: cfg.Effective, Core: coreCapabilities,
+	}); err != nil {
 		return nil, err
 	}
 	s.caps = append(slices.Clone(coreCapabilities), s.exts.Capabilities()...)
-	s.mcp = s.newMCP(tools)
+	s.mcp = s.newMCP(surface)
 	if cfg.Transport == TransportStdio {
 		s.transport = newStdio(s, o.stdin, o.stdout)
 	} else if s.transport, err = newHTTP(s, o.listener, o.extra, o.registerer); err != nil {
@@ -160,7 +162,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 
 // newMCP builds the mcp-go server: capabilities, hooks feeding the registry,
 // the tools, the templates and the capabilities resource.
-func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
+func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 	h := &server.Hooks{}
 	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) { s.transport.sessionStarted(sess) })
 	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
@@ -227,7 +229,7 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 			"then read notebook://{name}, notebook://{name}/cells/{cell_id} and "+
 			"notebook://{name}/cells/{cell_id}/outputs/{index}, and subscribe to be told when they change."),
 	)
-	m.AddTools(tools.List()...)
+	m.AddTools(surface.Tools()...)
 	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateNotebook, "notebook",
 		mcp.WithTemplateDescription("A bound notebook as nbformat 4 JSON."), mcp.WithTemplateMIMEType(nbview.MIMENotebook)), s.readResource)
 	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateCell, "cell",
@@ -236,6 +238,9 @@ func (s *Server) newMCP(tools *extensions.Tools) *server.MCPServer {
 	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateOutput, "output",
 		mcp.WithTemplateDescription("One output in its richest type: text as text, images as base64 blobs. Its mimeType is on the cell's output list."),
 		mcp.WithTemplateAnnotations([]mcp.Role{mcp.RoleAssistant}, 0.5, "")), s.readResource)
+	for _, r := range s.exts.Resources() {
+		m.AddResourceTemplate(r.Template, s.readExtension(r))
+	}
 	m.AddResource(mcp.NewResource(nbview.CapabilitiesURI, "capabilities",
 		mcp.WithResourceDescription("What this server can do: core and extension capabilities."), mcp.WithMIMEType(nbview.MIMECell)),
 		func(context.Context, mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -269,12 +274,15 @@ func (s *Server) Handler() http.Handler { return s.transport.handler() }
 
 // NotebookChanged publishes a change of the notebook at path, bound to a name or
 // not, as one event (publish.NewEvent) carrying the URIs of every name bound to
-// it. The sidecar calls it after its debounce, once a read returns the new state,
-// with where the change came from. It never blocks on I/O.
+// it (the extensions' resources among them), and hands it to the extensions'
+// subscriptions. The sidecar calls it after its debounce, once a read returns
+// the new state, with where the change came from. It never blocks on I/O.
 func (s *Server) NotebookChanged(path string, ch ynotebook.Changes, o publish.Origin) {
+	s.exts.NotebookChanged(path, ch)
 	ev := publish.NewEvent(path, ch, o)
 	for _, name := range s.names.NamesFor(path) {
-		ev.URIs = append(ev.URIs, slices.DeleteFunc(nbview.ChangedURIs(name, ch), func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })...)
+		uris := append(nbview.ChangedURIs(name, ch), s.exts.ChangedURIs(name, path, ch)...)
+		ev.URIs = append(ev.URIs, slices.DeleteFunc(uris, func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })...)
 	}
 	s.publish(ev)
 }
@@ -284,6 +292,7 @@ func (s *Server) NotebookChanged(path string, ch ynotebook.Changes, o publish.Or
 // told the notebook changed. Names from the configuration keep their configured path.
 // The publisher gets one event naming both paths.
 func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
+	s.exts.NotebookMoved(oldPath, newPath)
 	ev := publish.NewEvent(newPath, ynotebook.Changes{}, o)
 	ev.RenamedFrom = oldPath
 	for _, name := range s.names.NamesFor(oldPath) {
@@ -339,6 +348,22 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// extLibrary is the extensions' read-only view of the server's notebooks.
+type extLibrary struct{ s *Server }
+
+func (l extLibrary) Notebooks() []extensions.Notebook {
+	paths := slices.Sorted(slices.Values(l.s.lib.Paths()))
+	out := make([]extensions.Notebook, len(paths))
+	for i, p := range paths {
+		out[i] = extensions.Notebook{Path: p, Names: slices.Sorted(slices.Values(l.s.names.NamesFor(p)))}
+	}
+	return out
+}
+
+func (l extLibrary) Snapshot(path string) (*ynotebook.Snapshot, error) { return l.s.lib.Notebook(path) }
+
+func (l extLibrary) Resolve(name string) (string, bool) { return l.s.names.Path(name) }
 
 // sessionIDFrom returns the client session id in ctx ("" for none).
 func sessionIDFrom(ctx context.Context) string {

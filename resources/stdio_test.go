@@ -23,6 +23,7 @@ func startStdio(t *testing.T, cfg Config, lib Library) (*Server, *stdioPeer) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	cfg.Transport = TransportStdio
+	cfg.Extensions = onlyExtensions(cfg.Extensions)
 	srv, err := New(cfg, lib, WithStdio(inR, outW), WithLogger(quietLog))
 	if err != nil {
 		t.Fatal(err)

@@ -52,20 +52,20 @@ type notebookList struct {
 	Unnamed   []string        `json:"unnamed"`   // store notebooks no name is bound to, sorted
 }
 
-func (s *Server) addCoreTools(t *extensions.Tools) error {
+func (s *Server) addCoreTools(t *extensions.Surface) error {
 	readOnly := mcp.WithReadOnlyHintAnnotation(true)
 	return errors.Join(
-		t.Add(mcp.NewTool("use_notebook",
+		t.AddTool(mcp.NewTool("use_notebook",
 			mcp.WithDescription("Bind a name to a notebook so it can be read as notebook://{name}. "+
 				"The path is relative to the Jupyter root. Bindings survive restarts."),
 			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("URI-safe name: letters, digits, . _ ~ -")),
 			mcp.WithString("notebook_path", mcp.Required(), mcp.Description("Notebook path relative to the Jupyter root, e.g. work/analysis.ipynb")),
 		), s.useNotebook),
-		t.Add(mcp.NewTool("unuse_notebook",
+		t.AddTool(mcp.NewTool("unuse_notebook",
 			mcp.WithDescription("Remove a name bound with use_notebook."),
 			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("A name bound with use_notebook")),
 		), s.unuseNotebook),
-		t.Add(mcp.NewTool("list_notebooks",
+		t.AddTool(mcp.NewTool("list_notebooks",
 			mcp.WithDescription("Bound names with their paths and resource URIs, and the notebooks in the store that have no name yet."),
 			readOnly,
 		), s.listNotebooks),

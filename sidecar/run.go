@@ -198,6 +198,7 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 		Publisher:        cfg.Publisher,
 		Gate:             cfg.Gate,
 		Extensions:       cfg.Extensions,
+		Effective:        cfg.Masked(),
 		Hooks:            cfg.Hooks,
 		DrainTimeout:     cfg.Server.DrainTimeout,
 		MaxURIBytes:      cfg.Server.Limits.MaxURIBytes,

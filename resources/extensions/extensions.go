@@ -1,11 +1,22 @@
 // Package extensions lets compiled-in packages add, replace or wrap MCP tools,
-// declare capabilities and acquire resources on start and stop, without a fork.
+// serve resource templates of their own, declare capabilities and keep state
+// up to date with the notebooks, without a fork. docs/EXTENSIONS.md is the guide.
 //
-// Extensions register by name in init(); the configuration enables them with
-// options. They are applied after the configuration is loaded and after the
-// core tools exist, in sorted name order, so an extension that must run after
-// another can be named to. Replacing a tool is explicit (Replace), because the
-// SDK silently overwrites a duplicate name: Add of an existing name is an error.
+// An extension registers a Factory by name in init(); being compiled in is all
+// it takes: it is active unless the configuration says
+// `extensions.<name>.enabled: false`. Extensions are built after the
+// configuration is loaded and after the core tools exist, in sorted name order,
+// so an extension that must run after another can be named to. Each gets a
+// Host: its options, a logger naming it, the effective configuration (secrets
+// masked), a read-only Library of the notebooks the server serves, and
+// subscriptions to their change sets.
+//
+// Rules checked at start: the Manifest's APIVersion must be this package's
+// APIVersion, or the extension is refused naming both; replacing or wrapping a
+// tool that does not exist logs a warning and skips that step (an upstream
+// rename must not stop startup); adding a tool or resource template that exists
+// is an error; capability names must be namespaced and never shadow core's or
+// another extension's.
 package extensions
 
 import (
@@ -17,17 +28,33 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 )
 
-// Sentinel errors for tool registration.
+// APIVersion is the version of the extension API this build provides. An
+// extension whose Manifest names another is refused at start.
+const APIVersion = "v1"
+
+// Sentinel errors.
 var (
-	ErrDuplicateTool = errors.New("tool already registered (use Replace or Wrap)")
-	ErrNoSuchTool    = errors.New("no such tool")
+	ErrDuplicateTool     = errors.New("tool already registered (use Replace or Wrap)")
+	ErrDuplicateResource = errors.New("resource template already registered")
+	ErrIncompatible      = errors.New("incompatible extension API version")
+	// ErrNotFound is what a Library or a resource handler wraps for a notebook,
+	// name or resource that does not exist; resources.ErrNotFound is the same value.
+	ErrNotFound = errors.New("resource not found")
+	// ErrClosed is returned by Subscription.Next once the subscription is closed.
+	ErrClosed = errors.New("subscription closed")
 )
+
+// Manifest describes an extension. APIVersion must equal the APIVersion of the
+// sidecar it is compiled into.
+type Manifest struct {
+	Name        string // the registered name
+	Version     string // the extension's own version
+	APIVersion  string // the extension API it was written for: APIVersion when it was built
+	Description string
+}
 
 // Capability is something the server can do, advertised in the server
 // capabilities (experimental) and listed at capabilities://.
@@ -40,20 +67,40 @@ type Capability struct {
 
 var capabilityName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$`)
 
-// Extension is one compiled-in extension.
+// Extension is one compiled-in extension. Embed Base to get a default for
+// every method but Manifest.
 type Extension interface {
-	// RegisterTools adds, replaces or wraps tools.
-	RegisterTools(t *Tools) error
+	// Manifest names the extension and the API version it was written for.
+	Manifest() Manifest
+	// Register adds, replaces or wraps tools and adds resource templates.
+	Register(s *Surface) error
 	// Capabilities declares what the extension lets the server do.
 	Capabilities() ([]Capability, error)
-	// Start acquires resources when the server starts.
+	// Start acquires resources and starts goroutines when the server starts;
+	// ctx ends when the server stops.
 	Start(ctx context.Context) error
 	// Stop releases them when the server stops.
 	Stop(ctx context.Context) error
 }
 
-// Factory builds an extension from its options.
-type Factory func(options map[string]any) (Extension, error)
+// Base is the default of every Extension method but Manifest: nothing to
+// register, declare, start or stop.
+type Base struct{}
+
+// Register registers nothing.
+func (Base) Register(*Surface) error { return nil }
+
+// Capabilities declares nothing.
+func (Base) Capabilities() ([]Capability, error) { return nil, nil }
+
+// Start does nothing.
+func (Base) Start(context.Context) error { return nil }
+
+// Stop does nothing.
+func (Base) Stop(context.Context) error { return nil }
+
+// Factory builds an extension with what the host gives it. It does no I/O.
+type Factory func(h *Host) (Extension, error)
 
 var factories = registry.New[Factory]("extension")
 
@@ -63,114 +110,141 @@ func Register(name string, f Factory) { factories.Register(name, f) }
 // Names returns the registered extension names, sorted.
 func Names() []string { return factories.Names() }
 
-// Tools is the tool set being assembled before it is handed to the SDK.
-type Tools struct {
-	owner string
-	tools map[string]server.ServerTool
-	by    map[string]string
+// Deps are what the server hands every extension (through its Host).
+type Deps struct {
+	Logger  *slog.Logger
+	Library Library
+	// Config is the effective configuration with secrets masked, as
+	// `jupyter-mcp-sidecar config check` prints it; nil shows an empty one.
+	Config any
+	// Core are the server's own capabilities, which no extension may shadow.
+	Core []Capability
 }
 
-// NewTools returns an empty tool set whose additions are owned by "core".
-func NewTools() *Tools {
-	return &Tools{owner: "core", tools: map[string]server.ServerTool{}, by: map[string]string{}}
-}
-
-// Add registers a new tool; a name already present is ErrDuplicateTool.
-func (t *Tools) Add(tool mcp.Tool, h server.ToolHandlerFunc) error {
-	if prev, ok := t.by[tool.Name]; ok {
-		return fmt.Errorf("add %q: %w (owned by %s)", tool.Name, ErrDuplicateTool, prev)
-	}
-	t.tools[tool.Name] = server.ServerTool{Tool: tool, Handler: h}
-	t.by[tool.Name] = t.owner
-	return nil
-}
-
-// Replace swaps an existing tool for another of the same name.
-func (t *Tools) Replace(tool mcp.Tool, h server.ToolHandlerFunc) error {
-	if _, ok := t.tools[tool.Name]; !ok {
-		return fmt.Errorf("replace %q: %w", tool.Name, ErrNoSuchTool)
-	}
-	t.tools[tool.Name] = server.ServerTool{Tool: tool, Handler: h}
-	t.by[tool.Name] = t.owner
-	return nil
-}
-
-// Wrap replaces an existing tool's handler with wrap(original), keeping its schema.
-func (t *Tools) Wrap(name string, wrap func(next server.ToolHandlerFunc) server.ToolHandlerFunc) error {
-	st, ok := t.tools[name]
-	if !ok {
-		return fmt.Errorf("wrap %q: %w", name, ErrNoSuchTool)
-	}
-	st.Handler = wrap(st.Handler)
-	t.tools[name] = st
-	t.by[name] = t.owner
-	return nil
-}
-
-// Owner returns who last added, replaced or wrapped the named tool.
-func (t *Tools) Owner(name string) (string, bool) {
-	o, ok := t.by[name]
-	return o, ok
-}
-
-// List returns the tools sorted by name.
-func (t *Tools) List() []server.ServerTool {
-	out := make([]server.ServerTool, 0, len(t.tools))
-	for _, name := range slices.Sorted(maps.Keys(t.tools)) {
-		out = append(out, t.tools[name])
-	}
-	return out
-}
-
-// Set is the enabled extensions, in name order.
+// Set is the active extensions, in name order.
 type Set struct {
 	names []string
 	exts  []Extension
+	fan   *fanout
 	caps  []Capability
+	res   []Resource
 	log   *slog.Logger
 }
 
-// Build builds the extensions named in enabled, in name order, and lets each
-// register its tools on t. An unknown name, a factory error or a tool
-// registration error is returned naming the extension. A failing Capabilities
-// costs only that extension's declarations, and is logged.
-func Build(enabled map[string]map[string]any, t *Tools, log *slog.Logger) (*Set, error) {
-	if log == nil {
-		log = slog.Default()
+// Build builds every registered extension that configured does not disable
+// (configured: name → options; `enabled: false` disables), in name order, and
+// lets each register on s. A configured name that is not registered, a bad
+// `enabled`, a factory error, an incompatible manifest or a registration
+// error is returned naming the extension. A failing Capabilities costs only
+// that extension's declarations, and is logged.
+func Build(configured map[string]map[string]any, s *Surface, deps Deps) (*Set, error) {
+	return build(factories, configured, s, deps)
+}
+
+func build(reg *registry.Registry[Factory], configured map[string]map[string]any, surf *Surface, deps Deps) (*Set, error) {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
 	}
-	s := &Set{log: log}
-	for _, n := range slices.Sorted(maps.Keys(enabled)) {
-		f, err := factories.Lookup(n)
-		if err != nil {
+	for _, n := range slices.Sorted(maps.Keys(configured)) {
+		if _, err := reg.Lookup(n); err != nil {
 			return nil, err
 		}
-		ext, err := f(enabled[n])
+	}
+	cfg, err := newConfigView(deps.Config)
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{log: deps.Logger, fan: &fanout{}}
+	taken := map[string]bool{}
+	for _, c := range deps.Core {
+		taken[c.Name] = true
+	}
+	for _, n := range reg.Names() {
+		opts := maps.Clone(configured[n])
+		on, err := enabled(opts)
+		if err != nil {
+			return nil, fmt.Errorf("extension %q: %w", n, err)
+		}
+		if !on {
+			deps.Logger.Info("extension disabled by configuration", "extension", n)
+			continue
+		}
+		delete(opts, "enabled")
+		f, _ := reg.Lookup(n)
+		h := &Host{name: n, options: opts, log: deps.Logger.With("extension", n), lib: deps.Library, cfg: cfg, fan: set.fan}
+		ext, err := safeBuild(f, h)
 		if err != nil {
 			return nil, fmt.Errorf("build extension %q: %w", n, err)
 		}
-		t.owner = n
-		err = safeRegister(ext, t)
-		t.owner = "core"
+		if err := checkManifest(n, ext); err != nil {
+			return nil, err
+		}
+		surf.owner, surf.log = n, h.log
+		err = safeRegister(ext, surf)
+		surf.owner, surf.log = "core", deps.Logger
 		if err != nil {
 			return nil, fmt.Errorf("extension %q tools: %w", n, err)
 		}
-		s.names = append(s.names, n)
-		s.exts = append(s.exts, ext)
-		s.caps = append(s.caps, s.collect(n, ext)...)
+		set.names = append(set.names, n)
+		set.exts = append(set.exts, ext)
+		set.caps = append(set.caps, set.collect(n, ext, taken)...)
+		m := ext.Manifest()
+		h.log.Info("extension active", "version", m.Version, "api_version", m.APIVersion)
 	}
-	return s, nil
+	set.res = surf.Resources()
+	return set, nil
 }
 
-func safeRegister(ext Extension, t *Tools) (err error) {
+// enabled reads the `enabled` option: true when absent.
+func enabled(opts map[string]any) (bool, error) {
+	v, ok := opts["enabled"]
+	if !ok {
+		return true, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("option enabled must be true or false, got %v", v)
+	}
+	return b, nil
+}
+
+// checkManifest refuses an extension written for another API version.
+func checkManifest(name string, ext Extension) error {
+	m := ext.Manifest()
+	if m.APIVersion != APIVersion {
+		return fmt.Errorf("%w: extension %q (version %q) was written for extension API %q; this sidecar provides %q",
+			ErrIncompatible, name, m.Version, m.APIVersion, APIVersion)
+	}
+	if m.Name != name {
+		return fmt.Errorf("extension %q: its manifest names it %q", name, m.Name)
+	}
+	return nil
+}
+
+func safeBuild(f Factory, h *Host) (ext Extension, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return ext.RegisterTools(t)
+	ext, err = f(h)
+	if err == nil && ext == nil {
+		err = errors.New("factory returned no extension")
+	}
+	return ext, err
 }
 
-func (s *Set) collect(name string, ext Extension) (out []Capability) {
+func safeRegister(ext Extension, s *Surface) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return ext.Register(s)
+}
+
+// collect returns the valid declarations of ext and marks their names taken.
+func (s *Set) collect(name string, ext Extension, taken map[string]bool) (out []Capability) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("extension capabilities panicked; its declarations are skipped", "extension", name, "panic", r)
@@ -183,10 +257,15 @@ func (s *Set) collect(name string, ext Extension) (out []Capability) {
 		return nil
 	}
 	for _, c := range caps {
-		if !capabilityName.MatchString(c.Name) {
+		switch {
+		case !capabilityName.MatchString(c.Name):
 			s.log.Error("extension capability name is not namespaced; skipped", "extension", name, "capability", c.Name)
 			continue
+		case taken[c.Name]:
+			s.log.Error("extension capability name is already declared; skipped", "extension", name, "capability", c.Name)
+			continue
 		}
+		taken[c.Name] = true
 		c.Source = name
 		out = append(out, c)
 	}
@@ -196,6 +275,12 @@ func (s *Set) collect(name string, ext Extension) (out []Capability) {
 // Capabilities returns the capabilities the extensions declared, in extension
 // name order.
 func (s *Set) Capabilities() []Capability { return slices.Clone(s.caps) }
+
+// Names returns the active extensions' names, sorted.
+func (s *Set) Names() []string { return slices.Clone(s.names) }
+
+// Resources returns the resource templates the extensions added.
+func (s *Set) Resources() []Resource { return slices.Clone(s.res) }
 
 // Start starts the extensions in name order. If one fails, those already
 // started are stopped in reverse order and the error names the failing one.
@@ -213,7 +298,8 @@ func (s *Set) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the extensions in reverse name order and joins their errors.
+// Stop stops the extensions in reverse name order, closes their
+// subscriptions and joins their errors.
 func (s *Set) Stop(ctx context.Context) error {
 	var errs []error
 	for i := len(s.exts) - 1; i >= 0; i-- {
@@ -221,5 +307,6 @@ func (s *Set) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stop extension %q: %w", s.names[i], err))
 		}
 	}
+	s.fan.closeAll()
 	return errors.Join(errs...)
 }
