@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,15 +119,15 @@ func (l *library) edit(t testing.TB, path, name string) ynotebook.Changes {
 	return ynotebook.Changes{}
 }
 
-// onlyExtensions disables every compiled-in test extension ("t-…") that
-// configured does not name: compiled-in extensions are on by default.
+// onlyExtensions disables every compiled-in extension that configured does
+// not name: compiled-in extensions are on by default.
 func onlyExtensions(configured map[string]map[string]any) map[string]map[string]any {
 	out := maps.Clone(configured)
 	if out == nil {
 		out = map[string]map[string]any{}
 	}
 	for _, n := range extensions.Names() {
-		if _, ok := out[n]; !ok && strings.HasPrefix(n, "t-") {
+		if _, ok := out[n]; !ok {
 			out[n] = map[string]any{"enabled": false}
 		}
 	}

@@ -1,98 +1,19 @@
 // Command jupyter-mcp-sidecar tails the Y-store of a Jupyter server with real-time
 // collaboration and serves its notebooks to AI agents over MCP. Run
-// `jupyter-mcp-sidecar --help` for the commands.
+// `jupyter-mcp-sidecar --help` for the commands; the command itself is package
+// sidecarcmd, which a custom main with more extensions calls the same way.
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/cmd/jupyter-mcp-sidecar/sidecarcmd"
 )
 
-func main() {
-	if err := newRoot(os.Stdout, os.Stderr).ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "jupyter-mcp-sidecar: "+err.Error())
-		os.Exit(1)
-	}
-}
+// Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
+var (
+	version = ""
+	commit  = ""
+)
 
-// app carries what every command shares: the --config flag and the output streams.
-type app struct {
-	configFile string
-	stdout     io.Writer
-	stderr     io.Writer
-}
-
-// newRoot builds the command tree writing to stdout and stderr.
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:   "jupyter-mcp-sidecar",
-		Short: "Serve the live notebooks of a collaborative Jupyter server over MCP",
-		Long: `jupyter-mcp-sidecar tails the Y-store that jupyter-collaboration writes (SQLite or
-Postgres), decodes its Yjs updates into live notebooks, and serves them to AI agents over
-MCP as notebook://{name} resources, with change notifications.
-
-Configuration: defaults < YAML file < JUPYTER_MCP_SIDECAR_* environment < flags.
-The file is --config, else the first of:
-  ` + strings.Join(searchPath(), "\n  ") + `
-Every key has an environment variable: server.token is JUPYTER_MCP_SIDECAR_SERVER_TOKEN.
-See configs/sidecar.yaml for every key and its default.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.PersistentFlags().StringVarP(&a.configFile, "config", "c", "", "YAML configuration file (default: the search path above)")
-	for _, f := range logFlags {
-		f.define(root.PersistentFlags())
-	}
-	root.AddCommand(a.serveCmd(), a.inspectCmd(), a.shipCmd(), a.postgresCmd(), a.configCmd(), a.versionCmd())
-	return root
-}
-
-// daemon runs fn, the body of a long-running command, with its configuration and
-// logger, until SIGTERM or SIGINT ends fn's context.
-func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, config.Config, *slog.Logger) error) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	cfg, _, err := load(src, registered())
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(cfg.Log.Level, cfg.Log.Format, a.stderr)
-	if err != nil {
-		return err
-	}
-	for _, name := range unknownEnv(os.Environ()) {
-		log.Warn("environment variable names no configuration key; ignored", "variable", name)
-	}
-	return fn(ctx, cfg, log)
-}
-
-// newLogger builds the slog logger the configuration asks for, writing to w.
-func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log.level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	default:
-		return nil, errors.New("log.format: must be text or json")
-	}
-}
+func main() { os.Exit(sidecarcmd.Main(sidecarcmd.Build{Version: version, Commit: commit})) }

@@ -1,4 +1,4 @@
-package main
+package sidecarcmd
 
 import (
 	"bytes"
@@ -202,8 +202,7 @@ func TestServeGeneratesToken(t *testing.T) {
 // it signals.
 func TestMain(m *testing.M) {
 	if os.Getenv("JMS_TEST_RUN_MAIN") == "1" {
-		main()
-		os.Exit(0)
+		os.Exit(Main(Build{}))
 	}
 	os.Exit(m.Run())
 }

@@ -1,4 +1,4 @@
-package main
+package sidecarcmd
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func TestConfigCheckDefaults(t *testing.T) {
 // The shipped, commented configuration documents exactly the defaults.
 func TestShippedConfigIsDefault(t *testing.T) {
 	isolate(t)
-	cfg, _, err := load(source{file: "../../configs/sidecar.yaml", flags: newRoot(nil, nil).Flags()}, registered())
+	cfg, _, err := load(source{file: "../../../configs/sidecar.yaml", flags: newRoot(nil, nil).Flags()}, registered())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestExamplesUseRealKeys(t *testing.T) {
 		known[envName(k)] = true
 	}
 	re := regexp.MustCompile(envPrefix + `_[A-Z0-9_]+`)
-	for _, f := range []string{"../../README.md", "../../Dockerfile", "../../configs/jupyter-mcp-sidecar.service", "../../configs/k8s/pod.yaml", "../../configs/sidecar.yaml"} {
+	for _, f := range []string{"../../../README.md", "../../../Dockerfile", "../../../configs/jupyter-mcp-sidecar.service", "../../../configs/k8s/pod.yaml", "../../../configs/sidecar.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package sidecarcmd
 
 import (
 	"fmt"
@@ -8,16 +8,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
-var (
-	version = ""
-	commit  = ""
-)
-
 // buildVersion returns the version and commit, from -ldflags or else from the build info
 // (module version, VCS revision) that the go command embeds.
 func buildVersion() (ver, rev string) {
-	ver, rev = version, commit
+	ver, rev = built.Version, built.Commit
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return or(ver, "devel"), or(rev, "unknown")

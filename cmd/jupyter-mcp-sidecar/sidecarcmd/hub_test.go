@@ -1,4 +1,4 @@
-package main
+package sidecarcmd
 
 import (
 	"os"
@@ -186,10 +186,10 @@ func TestHubExamplesLoad(t *testing.T) {
 		check           func(config.Config) error
 		hub             bool
 	}{
-		{"../../configs/jupyterhub_config.py", "", managed, nil, true},
-		{"../../configs/systemd/jupyter-mcp-sidecar-hub.service", "", nil, nil, true},
-		{"../../configs/k8s/z2jh/mcp-hub.yaml", "jupyter-mcp-sidecar", nil, nil, true},
-		{"../../configs/k8s/z2jh/values.yaml", "jupyter-mcp-sidecar-ship", nil, config.Config.ValidateShip, false},
+		{"../../../configs/jupyterhub_config.py", "", managed, nil, true},
+		{"../../../configs/systemd/jupyter-mcp-sidecar-hub.service", "", nil, nil, true},
+		{"../../../configs/k8s/z2jh/mcp-hub.yaml", "jupyter-mcp-sidecar", nil, nil, true},
+		{"../../../configs/k8s/z2jh/values.yaml", "jupyter-mcp-sidecar-ship", nil, config.Config.ValidateShip, false},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {
