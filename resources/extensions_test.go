@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
+	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/search"
 )
 
 // TestExtensionResourceThroughTheServer serves the outline extension's
@@ -59,5 +60,43 @@ func TestExtensionResourceThroughTheServer(t *testing.T) {
 	c.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d outline notifications, want 1 (the insert, not the output text)", n)
+	}
+}
+
+// TestSearchThroughTheServer calls search_notebooks: bound notebooks answer
+// with cell URIs, others by path, and the index follows change sets.
+func TestSearchThroughTheServer(t *testing.T) {
+	lib := newLibrary(t, testPath, "other.ipynb")
+	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, Extensions: map[string]map[string]any{"search": {"timeout": "1s"}}}, lib)
+	c := dialGo(t, r.url, false)
+	find := func(query, in string) (out struct {
+		Results []struct{ URI, Path, CellID string }
+		Hint    string
+	}) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			res := callTool(t, c, "search_notebooks", map[string]any{"query": query, "in": in})
+			if res.IsError {
+				t.Fatalf("search_notebooks: %+v", res.Content)
+			}
+			if err := json.Unmarshal([]byte(res.Content[0].(mcp.TextContent).Text), &out); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Results) > 0 || time.Now().After(deadline) {
+				return out
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	got := find("hello", "outputs")
+	if len(got.Results) != 2 || got.Results[0].URI != "" || got.Results[0].Path != "other.ipynb" ||
+		got.Results[1].URI != "notebook://work/cells/c1" || got.Hint == "" {
+		t.Fatalf("hello: %+v", got)
+	}
+	ch := lib.edit(t, testPath, "source-c1")
+	ch.Merge(lib.edit(t, testPath, "output-c1-0"))
+	r.srv.NotebookChanged(testPath, ch, noOrigin)
+	if got := find("hello, world", "both"); len(got.Results) != 1 || got.Results[0].URI != "notebook://work/cells/c1" {
+		t.Fatalf("after an edit: %+v", got)
 	}
 }

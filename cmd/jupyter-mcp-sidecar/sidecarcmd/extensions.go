@@ -4,4 +4,5 @@ package sidecarcmd
 // by importing them beside this package.
 import (
 	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
+	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/search"
 )
