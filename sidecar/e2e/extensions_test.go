@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// callTool calls a tool and returns its text; an error result fails the test.
+func (g *goClient) callTool(name string, args map[string]any) string {
+	g.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := g.c.CallTool(waitCtx(g.t, 10*time.Second), req)
+	if err != nil {
+		g.t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		g.t.Fatalf("%s: %+v", name, res.Content)
+	}
+	return res.Content[0].(mcp.TextContent).Text
+}
+
+// outlineJSON is the outline the extension serves for the notebook after a step.
+func outlineJSON(t *testing.T, snap *ynotebook.Snapshot) []byte {
+	b, err := json.Marshal(outline.Of(nbName, nbPath, snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// structuralStep returns the first step at or after from whose outline differs from
+// the one before when want, or that types in an existing code cell, leaving the
+// outline as it was, when !want.
+func outlineStep(t *testing.T, steps []step, from int, want bool) int {
+	for i := max(from, 1); i < len(steps); i++ {
+		ch := steps[i].changes
+		changed := string(outlineJSON(t, steps[i-1].after)) != string(outlineJSON(t, steps[i].after))
+		if want && changed && len(ch.Added) > 0 {
+			return i
+		}
+		if !want && !changed && len(ch.Added)+len(ch.Removed)+len(ch.Moved) == 0 && len(ch.Cells) == 1 {
+			for id, cc := range ch.Cells {
+				if c, _, ok := steps[i-1].after.Cell(id); ok && cc.Source && c.CellType == "code" {
+					return i
+				}
+			}
+		}
+	}
+	t.Fatalf("the session has no step from %d that %s", from, map[bool]string{true: "inserts a cell", false: "types in a code cell"}[want])
+	return -1
+}
+
+// novelText returns a piece of the source of a cell changed by step i that no
+// source of the notebook before it contains (case-insensitively), and the cell.
+func novelText(steps []step, i int) (string, string) {
+	var before strings.Builder
+	for _, c := range steps[i-1].after.Cells {
+		before.WriteString(strings.ToLower(c.Source) + "\x00")
+	}
+	for id, cc := range steps[i].changes.Cells {
+		c, _, ok := steps[i].after.Cell(id)
+		if !ok || !cc.Source {
+			continue
+		}
+		src := c.Source
+		for n := 10; n >= 5; n-- {
+			for k := len(src) - n; k >= 0; k-- {
+				w := src[k : k+n]
+				if !strings.ContainsAny(w, "\n\r") && strings.TrimSpace(w) == w && !strings.Contains(before.String(), strings.ToLower(w)) {
+					return w, id
+				}
+			}
+		}
+	}
+	return "", ""
+}
+
+// TestExtensionsOutlineAndSearch drives the two extensions every build has: the
+// outline changes on a cell insert and not on typing; search_notebooks finds text
+// the live writer typed once the debounce has flushed.
+func TestExtensionsOutlineAndSearch(t *testing.T) {
+	steps := session(t)
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	sc := startSidecar(t, dir, options{})
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	cs := []*goClient{dialGo(t, sc.mcpURL(), false), dialGo(t, sc.mcpURL(), true)}
+	cs[0].bind(nbName, nbPath)
+	outlineURI := outline.URI(nbName)
+	next := preloaded
+
+	t.Run("outline", func(t *testing.T) {
+		jsonEqual(t, "outline", cs[0].read(outlineURI), outlineJSON(t, steps[next-1].after))
+		for _, c := range cs {
+			c.subscribe(outlineURI)
+		}
+		typing := outlineStep(t, steps, next, false)
+		for _, s := range steps[next:typing] {
+			w.write(s.update)
+		}
+		for _, c := range cs {
+			drain(c, 700*time.Millisecond)
+		}
+		w.write(steps[typing].update)
+		for _, c := range cs {
+			if n := drain(c, 1500*time.Millisecond); n != 0 {
+				t.Errorf("%s: %d outline notifications for typing in a code cell (step %d)", c.name(), n, typing)
+			}
+		}
+		insert := outlineStep(t, steps, typing+1, true)
+		for _, s := range steps[typing+1 : insert] {
+			w.write(s.update)
+		}
+		for _, c := range cs {
+			drain(c, 700*time.Millisecond)
+		}
+		w.write(steps[insert].update)
+		for _, c := range cs {
+			await(t, c, delivery, outlineURI)
+		}
+		jsonEqual(t, "outline after the insert", cs[1].read(outlineURI), outlineJSON(t, steps[insert].after))
+		next = insert + 1
+	})
+
+	t.Run("search finds what the writer typed", func(t *testing.T) {
+		i, query, cell := next, "", ""
+		for ; i < len(steps) && query == ""; i++ {
+			query, cell = novelText(steps, i)
+		}
+		i--
+		if query == "" {
+			t.Fatal("the session types nothing new after the outline steps")
+		}
+		for _, s := range steps[next:i] {
+			w.write(s.update)
+		}
+		search := func() []string {
+			var r struct{ Results []struct{ URI string } }
+			if err := json.Unmarshal([]byte(cs[1].callTool("search_notebooks", map[string]any{"query": query, "in": "source"})), &r); err != nil {
+				t.Fatal(err)
+			}
+			var uris []string
+			for _, h := range r.Results {
+				uris = append(uris, h.URI)
+			}
+			return uris
+		}
+		if got := search(); len(got) != 0 {
+			t.Fatalf("%q found before it was typed: %v", query, got)
+		}
+		committed := w.write(steps[i].update)
+		for !slices.Contains(search(), cellURI(nbName, cell)) {
+			if time.Since(committed) > delivery {
+				t.Fatalf("%q (typed in cell %s) not found %v after the write", query, cell, delivery)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("search found %q %v after its write (debounce 250 ms)", query, time.Since(committed).Round(time.Millisecond))
+		next = i + 1
+	})
+
+	if n := sc.metric("jupyter_mcp_sidecar_mcp_calls_total"); n == 0 {
+		t.Error("the metrics hook, on by default, counted no call")
+	}
+}
+
+// buildCommand builds the main package pkg, relative to dir, into the test's temporary
+// directory.
+func buildCommand(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	build := exec.Command("go", "build", "-o", bin, pkg)
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s in %s: %v\n%s", pkg, dir, err, out)
+	}
+	return bin
+}
+
+// withBinary starts sidecars from bin instead of the package's binary while f runs.
+func withBinary(bin string, f func()) {
+	saved := binary
+	binary = bin
+	defer func() { binary = saved }()
+	f()
+}
+
+// TestExampleExtensionModule builds examples/extension (its own module, with a
+// replace directive pointing here) and calls its tool through MCP.
+func TestExampleExtensionModule(t *testing.T) {
+	bin := buildCommand(t, filepath.Join(repoRoot, "examples", "extension"), "./cmd/jupyter-mcp-sidecar-stats")
+	steps := session(t)
+	dir := t.TempDir()
+	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	var sc *sidecar
+	withBinary(bin, func() { sc = startSidecar(t, dir, options{extra: "extensions: {stats: {label: e2e}}\n"}) })
+	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	c := dialGo(t, sc.mcpURL(), true)
+	c.bind(nbName, nbPath)
+	var got struct {
+		Label     string
+		Notebooks []struct {
+			Path  string
+			Names []string
+			Cells map[string]int
+		}
+	}
+	// The notebook's first change set reaches the extension after the debounce.
+	for deadline := time.Now().Add(delivery); len(got.Notebooks) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(c.callTool("notebook_stats", nil)), &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cells := 0
+	for _, c := range steps[preloaded-1].after.Cells {
+		if c.CellType == "code" {
+			cells++
+		}
+	}
+	if got.Label != "e2e" || len(got.Notebooks) != 1 || got.Notebooks[0].Path != nbPath ||
+		!slices.Equal(got.Notebooks[0].Names, []string{nbName}) || got.Notebooks[0].Cells["code"] != cells {
+		t.Fatalf("notebook_stats = %+v, want %s bound as %s with %d code cells", got, nbPath, nbName, cells)
+	}
+	if caps := c.read("capabilities://"); !strings.Contains(caps, `"name":"stats.notebooks","description":"notebook_stats: cells and outputs per notebook.","enabled":true,"source":"stats"`) {
+		t.Fatalf("capabilities:// = %s", caps)
+	}
+	if !strings.Contains(c.callTool("search_notebooks", map[string]any{"query": "import"}), nbPath) {
+		t.Error("the custom main lacks the extensions every build has")
+	}
+}
+
+// TestExtensionRules: an extension written for another API version stops start with
+// a message naming it and both versions; one wrapping a missing tool starts, with a
+// warning.
+func TestExtensionRules(t *testing.T) {
+	bin := buildCommand(t, ".", "./testdata/badext")
+	dir := t.TempDir()
+	startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
+	cfg := filepath.Join(dir, "refused.yaml")
+	if err := os.WriteFile(cfg, []byte("store: {backend: sqlite, sqlite: {path: "+filepath.Join(dir, ".jupyter_ystore.db")+"}}\n"+
+		"server: {listen: 127.0.0.1:0, insecure_no_auth: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "serve", "--config", cfg).CombinedOutput()
+	want := `extension "t-oldapi" (version "0.0.1") was written for extension API "v0"; this sidecar provides "v1"`
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("serve with t-oldapi: %v\n%s\nwant it to stop with: %s", err, out, want)
+	}
+
+	var sc *sidecar
+	withBinary(bin, func() { sc = startSidecar(t, dir, options{extra: "extensions: {t-oldapi: {enabled: false}}\n"}) })
+	sc.logsMu.Lock()
+	logs := sc.logs.String()
+	sc.logsMu.Unlock()
+	for _, want := range [][]string{
+		{`"level":"WARN"`, `"msg":"cannot wrap a tool that does not exist; skipped"`, `"extension":"t-wrapmissing"`, `"tool":"execute_code"`},
+		{`"msg":"extension disabled by configuration"`, `"extension":"t-oldapi"`},
+	} {
+		if !slices.ContainsFunc(strings.Split(logs, "\n"), func(line string) bool {
+			return !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(line, w) })
+		}) {
+			t.Errorf("no log line holds %v:\n%s", want, logs)
+		}
+	}
+}
