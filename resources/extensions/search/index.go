@@ -53,8 +53,9 @@ func newField(text string) field {
 }
 
 func (f *field) slot(g uint32) (int, uint64) {
-	h := (g * 0x9E3779B1) >> 3 // spread; the low bits select the bit
-	b := h & uint32(len(f.bloom)*64-1)
+	// Fibonacci hashing: the product's high bits depend on every bit of g.
+	h := (uint64(g) * 0x9E3779B97F4A7C15) >> 40
+	b := h & uint64(len(f.bloom)*64-1)
 	return int(b >> 6), 1 << (b & 63)
 }
 

@@ -7,6 +7,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ErrBadQuery is wrapped by Compile for an empty query or a regular
@@ -19,6 +20,7 @@ type Query struct {
 	text  string         // the plain query, lowercased ("" for a regexp)
 	re    *regexp.Regexp // nil for a plain query
 	grams []uint32       // trigrams every matching field holds (lowercased)
+	lits  []string       // lowercased ASCII strings every matching field holds, case aside
 }
 
 // Compile compiles q: a plain substring matched case-insensitively, or, with
@@ -29,6 +31,8 @@ func Compile(q string, regex bool) (*Query, error) {
 	}
 	if !regex {
 		lower := strings.ToLower(q)
+		// No literals: strings.ToLower folds the Kelvin sign to k and İ to i, which
+		// comparing ASCII bytes would not; the trigrams are of lowered text.
 		return &Query{text: lower, grams: trigrams(lower)}, nil
 	}
 	re, err := regexp.Compile(q)
@@ -39,11 +43,13 @@ func Compile(q string, regex bool) (*Query, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadQuery, err)
 	}
-	var grams []uint32
+	out := &Query{re: re}
 	for _, lit := range requiredLiterals(parsed.Simplify()) {
-		grams = append(grams, trigrams(strings.ToLower(lit))...)
+		lower := strings.ToLower(lit)
+		out.grams = append(out.grams, trigrams(lower)...)
+		out.lits = append(out.lits, asciiOnly(lower)...)
 	}
-	return &Query{re: re, grams: grams}, nil
+	return out, nil
 }
 
 // matchLine reports whether one line matches.
@@ -54,14 +60,62 @@ func (q *Query) matchLine(line string) bool {
 	return strings.Contains(strings.ToLower(line), q.text)
 }
 
-// mayMatch is the cheap whole-field check before lines are looked at.
+// mayMatch is the cheap whole-field check before lines are looked at: the
+// Bloom filter, then the literals in the text.
 func (q *Query) mayMatch(f *field) bool {
 	for _, g := range q.grams {
 		if !f.has(g) {
 			return false
 		}
 	}
+	for _, lit := range q.lits {
+		if !containsFoldASCII(f.text, lit) {
+			return false
+		}
+	}
 	return true
+}
+
+// asciiOnly returns s alone when it is ASCII: only then does comparing bytes
+// with ASCII case folding keep every match.
+func asciiOnly(s string) []string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return nil
+		}
+	}
+	return []string{s}
+}
+
+// containsFoldASCII reports whether s contains lit (lowercase ASCII) with the
+// ASCII letters of s folded to lowercase.
+func containsFoldASCII(s, lit string) bool {
+	if lit == "" {
+		return true
+	}
+	first, upper := lit[0], lit[0]
+	if 'a' <= first && first <= 'z' {
+		upper -= 'a' - 'A'
+	}
+	for i := 0; i+len(lit) <= len(s); i++ {
+		if c := s[i]; c != first && c != upper {
+			continue
+		}
+		j := 1
+		for ; j < len(lit); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lit[j] {
+				break
+			}
+		}
+		if j == len(lit) {
+			return true
+		}
+	}
+	return false
 }
 
 // requiredLiterals returns literal strings every match of re contains: the

@@ -156,6 +156,8 @@ func FuzzFilterNeverDropsAMatch(f *testing.F) {
 	f.Add("df = pd.read_csv('x')\nplot()", "read_csv", false)
 	f.Add("Élan KELVIN \u212a ſs", "(?i)kelvin", true)
 	f.Add("aXbXc", "a.b", true)
+	f.Add("\u212aelvin \u0130mport", "kelvin", false)
+	f.Add("\u212aelvin \u0130mport", "import", false)
 	f.Add("ab\ncd", "b\nc", false)
 	f.Fuzz(func(t *testing.T, text, query string, regex bool) {
 		q, err := Compile(query, regex)
