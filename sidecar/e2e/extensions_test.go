@@ -90,18 +90,27 @@ func novelText(steps []step, i int) (string, string) {
 	return "", ""
 }
 
-// TestExtensionsOutlineAndSearch drives the two extensions every build has: the
-// outline changes on a cell insert and not on typing; search_notebooks finds text
-// the live writer typed once the debounce has flushed.
-func TestExtensionsOutlineAndSearch(t *testing.T) {
+// preloadedSidecar stores the session's first preloaded steps and starts the binary
+// bin on them, ready; it returns the writer for the rest.
+func preloadedSidecar(t *testing.T, bin string, o options) (*sidecar, writer, []step) {
+	t.Helper()
 	steps := session(t)
 	dir := t.TempDir()
 	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
 	for _, s := range steps[:preloaded] {
 		w.write(s.update)
 	}
-	sc := startSidecar(t, dir, options{})
+	var sc *sidecar
+	withBinary(bin, func() { sc = startSidecar(t, dir, o) })
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	return sc, w, steps
+}
+
+// TestExtensionsOutlineAndSearch drives the two extensions every build has: the
+// outline changes on a cell insert and not on typing; search_notebooks finds text
+// the live writer typed once the debounce has flushed.
+func TestExtensionsOutlineAndSearch(t *testing.T) {
+	sc, w, steps := preloadedSidecar(t, binary, options{})
 	cs := []*goClient{dialGo(t, sc.mcpURL(), false), dialGo(t, sc.mcpURL(), true)}
 	cs[0].bind(nbName, nbPath)
 	outlineURI := outline.URI(nbName)
@@ -207,15 +216,7 @@ func withBinary(bin string, f func()) {
 // replace directive pointing here) and calls its tool through MCP.
 func TestExampleExtensionModule(t *testing.T) {
 	bin := buildCommand(t, filepath.Join(repoRoot, "examples", "extension"), "./cmd/jupyter-mcp-sidecar-stats")
-	steps := session(t)
-	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
-	var sc *sidecar
-	withBinary(bin, func() { sc = startSidecar(t, dir, options{extra: "extensions: {stats: {label: e2e}}\n"}) })
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc, _, steps := preloadedSidecar(t, bin, options{extra: "extensions: {stats: {label: e2e}}\n"})
 	c := dialGo(t, sc.mcpURL(), true)
 	c.bind(nbName, nbPath)
 	var got struct {

@@ -211,6 +211,13 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	ownOK("subscribe", subscribeErr(ctx, a, "notebook://alice-only") == nil)
 	res, err := callToolAs(ctx, a, "list_notebooks", nil)
 	ownOK("list_notebooks", err == nil && strings.Contains(res, "alice-only"))
+	for deadline := time.Now().Add(delivery); ; time.Sleep(50 * time.Millisecond) { // indexed after the debounce
+		res, err = callToolAs(ctx, a, "search_notebooks", map[string]any{"query": "import"})
+		if (err == nil && strings.Contains(res, "notebook://alice-only/cells/")) || time.Now().After(deadline) {
+			break
+		}
+	}
+	ownOK("search_notebooks", err == nil && strings.Contains(res, "notebook://alice-only/cells/"))
 
 	// Bob on alice's names, paths and session.
 	list, err = b.c.ListResources(ctx, mcp.ListResourcesRequest{})
@@ -221,6 +228,8 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	}
 	res, err = callToolAs(ctx, b, "list_notebooks", nil)
 	foreignRefused("list_notebooks shows alice's names or paths", err == nil && !strings.Contains(res, "alice-only") && !strings.Contains(res, alice.home))
+	res, err = callToolAs(ctx, b, "search_notebooks", map[string]any{"query": "import"})
+	foreignRefused("search_notebooks finds alice's cells", err == nil && !strings.Contains(res, "alice-only") && !strings.Contains(res, alice.home))
 	for _, p := range []string{"../alice/" + nbPath, filepath.Join(alice.home, nbPath)} {
 		res, err = callToolAs(ctx, b, "use_notebook", map[string]any{"notebook_name": "stolen", "notebook_path": p})
 		foreignRefused("use_notebook "+p, err != nil || strings.Contains(res, `"isError":true`) || !strings.Contains(res, "stolen"))

@@ -207,7 +207,7 @@ func BenchmarkSearch(b *testing.B) {
 					b.Fatal(err)
 				}
 				if mode == "scan" {
-					cq.grams = nil
+					cq.grams, cq.lits = nil, nil
 				}
 				stop := make(chan struct{})
 				wg := writer(ix, 10*time.Millisecond, stop)
