@@ -184,7 +184,9 @@ func TestHubScale(t *testing.T) {
 		sum, count := sc.metric(histogram+"_sum")-since[0], sc.metric(histogram+"_count")-since[1]
 		return time.Duration(sum / count * 1e9).Round(time.Millisecond)
 	}
-	mark := func(histogram string) [2]float64 { return [2]float64{sc.metric(histogram + "_sum"), sc.metric(histogram + "_count")} }
+	mark := func(histogram string) [2]float64 {
+		return [2]float64{sc.metric(histogram + "_sum"), sc.metric(histogram + "_count")}
+	}
 	const loadHist, lookupHist = "jupyter_mcp_sidecar_hub_user_load_seconds", "jupyter_mcp_sidecar_auth_jupyterhub_lookup_seconds"
 	loadMark, lookupMark := mark(loadHist), mark(lookupHist)
 	lat, dials := make([]time.Duration, 0, cold), make([]time.Duration, 0, cold)
