@@ -73,27 +73,17 @@ func TestHubScale(t *testing.T) {
 
 	port := freePort(t)
 	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
-	for i := 0; i < users; i += 100 {
-		hub.AddUsers(names[i:min(i+100, users)]...)
+	// Only the users who make requests need to be Hub users; a busy Hub creates a
+	// few dozen a second, so in batches.
+	for i := 0; i < active+cold; i += 25 {
+		hub.AddUsers(names[i:min(i+25, active+cold)]...)
 	}
 	tokens := make([]jhubtest.Token, active+cold)
 	for i := range tokens {
 		tokens[i] = hub.Token(names[i])
 	}
 	t.Setenv("JUPYTER_MCP_SIDECAR_LOG_LEVEL", "info") // a thousand loads at debug would be the benchmark
-	sc := launchOn(t, root, port, fmt.Sprintf(`hub:
-  enabled: true
-  api_url: %q
-  service_name: %s
-  stores:
-    sqlite_path: %q
-    fileid_db: %q
-    root_dir: %q
-  idle_timeout: %s
-  state_dir: %q
-`, hub.APIURL, jhubtest.ServiceName, filepath.Join(root, "home", "{username}", ".jupyter_ystore.db"),
-		filepath.Join(root, "home", "{username}", "file_id_manager.db"), filepath.Join(root, "home", "{username}"),
-		idle, filepath.Join(root, "state")), "serve")
+	sc := launchOn(t, root, port, hubConfig(hub.APIURL, root, "idle_timeout: "+idle.String()), "serve")
 	endpoint := sc.url + "/services/mcp/mcp"
 	rss := func() float64 { return status(t, sc.cmd.Process.Pid, "VmRSS") }
 	heap := func() string {
