@@ -99,8 +99,8 @@ func TestHubScale(t *testing.T) {
 	baseline := rss()
 	t.Logf("HUBSCALE idle baseline: RSS %.1f MB (%s)", baseline, heap())
 
-	// Active: every client reads all of its user's notebooks; stateless users keep
-	// reading one so that the idle timeout does not release them while RSS is sampled.
+	// Active: every client reads all of its user's notebooks, then keeps reading one so
+	// that the idle timeout releases no user while RSS is sampled.
 	clients := make([]*goClient, active)
 	var unbound atomic.Int64 // reads answered "not bound" before the user's bindings were loaded
 	var wg sync.WaitGroup
