@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,6 +269,7 @@ func (h *hub) reap(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := time.Now()
+		var gone []*tenant
 		h.mu.Lock()
 		for user, t := range h.tenants {
 			select {
@@ -280,18 +282,29 @@ func (h *hub) reap(ctx context.Context) {
 			}
 			delete(h.tenants, user)
 			h.m.releases.Inc()
-			h.release(t)
+			gone = append(gone, t)
 		}
 		h.mu.Unlock()
+		if len(gone) > 0 {
+			h.release(gone)
+		}
 	}
 }
 
-// release stops a tenant and folds its counters into the hub's totals.
-func (h *hub) release(t *tenant) {
-	t.cancel()
+// release stops tenants, folds their counters into the hub's totals and, once they
+// have stopped, returns their memory to the OS: left to itself the runtime of a
+// quiet process collects only at its forced GC (every 2 minutes) and then returns
+// the freed heap at the scavenger's pace, so RSS stayed at its peak for minutes.
+func (h *hub) release(ts []*tenant) {
+	for _, t := range ts {
+		t.cancel()
+	}
 	go func() {
-		<-t.done
-		h.m.retire(t.reg)
+		for _, t := range ts {
+			<-t.done
+			h.m.retire(t.reg)
+		}
+		debug.FreeOSMemory()
 	}()
 }
 

@@ -16,6 +16,19 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 )
 
+// hubConfig configures hub mode with the Hub at apiURL for users whose homes (store,
+// fileid database, root directory) are root/home/{username}, their bindings in
+// root/state, and more keys of hub: such as "idle_timeout: 2s".
+func hubConfig(apiURL, root string, more ...string) string {
+	home := filepath.Join(root, "home", "{username}")
+	cfg := fmt.Sprintf("hub:\n  enabled: true\n  api_url: %q\n  service_name: %s\n  state_dir: %q\n  stores:\n    sqlite_path: %q\n    fileid_db: %q\n    root_dir: %q\n",
+		apiURL, jhubtest.ServiceName, filepath.Join(root, "state"), filepath.Join(home, ".jupyter_ystore.db"), filepath.Join(home, "file_id_manager.db"), home)
+	for _, m := range more {
+		cfg += "  " + m + "\n"
+	}
+	return cfg
+}
+
 // hubUser is one Hub user with a live store of their own.
 type hubUser struct {
 	name string
@@ -51,21 +64,7 @@ func TestHubMode(t *testing.T) {
 		users[name] = u
 	}
 	alice, bob := users["alice"], users["bob"]
-	hubCfg := fmt.Sprintf(`hub:
-  enabled: true
-  api_url: %q
-  service_name: %s
-  stores:
-    sqlite_path: %q
-    fileid_db: %q
-    root_dir: %q
-  token_cache_ttl: 1s
-  idle_timeout: 2s
-  state_dir: %q
-notifications: {debounce: 250ms, max_delay: 2s}
-`, hub.APIURL, jhubtest.ServiceName, filepath.Join(root, "home", "{username}", ".jupyter_ystore.db"),
-		filepath.Join(root, "home", "{username}", "file_id_manager.db"), filepath.Join(root, "home", "{username}"),
-		filepath.Join(root, "state"))
+	hubCfg := hubConfig(hub.APIURL, root, "token_cache_ttl: 1s", "idle_timeout: 2s") + "notifications: {debounce: 250ms, max_delay: 2s}\n"
 	sc := launchOn(t, root, port, hubCfg, "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
 

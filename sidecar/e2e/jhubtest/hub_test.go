@@ -300,3 +300,24 @@ func TestPrincipalInMCPHandlers(t *testing.T) {
 		}
 	}
 }
+
+// TestAddUsers checks that users added through the Hub's API may use the service: their
+// tokens are admitted under their own names.
+func TestAddUsers(t *testing.T) {
+	hub := jhubtest.Start(t, "http://"+jhubtest.FreeAddr(t))
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{
+		"api_url": hub.APIURL, "service_name": jhubtest.ServiceName,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(auth.RequireBearer(v, whoami))
+	defer srv.Close()
+	added := []string{"user-0001", "user-0002", "user-0003"}
+	hub.AddUsers(added...)
+	for _, name := range added {
+		if status, body := get(t, srv.URL, "token "+hub.Token(name).Value); status != http.StatusOK || body != name {
+			t.Errorf("%s: %d %q, want 200 %q", name, status, body, name)
+		}
+	}
+}

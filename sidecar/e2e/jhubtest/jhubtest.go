@@ -2,7 +2,8 @@
 // `jupyterhub` command, Debian's package or pip's, with configurable-http-proxy) on free
 // loopback ports in a temporary directory: DummyAuthenticator, users alice and bob who
 // may use the service "mcp" and carol who may not, and "mcp" as an external service
-// whose URL the test gives. The service's API token may create and revoke user tokens.
+// whose URL the test gives. The service's API token may create and revoke user tokens
+// and add more users who may use the service (AddUsers).
 // Without jupyterhub the test is skipped, or fails on CI (CI=true), where .ci/run
 // installs it.
 package jhubtest
@@ -37,6 +38,9 @@ const AccessScope = "access:services!service=" + ServiceName
 
 // Users may use the service; NoAccessUser is a Hub user without AccessScope.
 var Users = []string{"alice", "bob"}
+
+// AccessGroup is the Hub group whose members hold AccessScope; AddUsers puts users there.
+const AccessGroup = "mcp-users"
 
 // NoAccessUser is a Hub user who may not use the service.
 const NoAccessUser = "carol"
@@ -186,9 +190,10 @@ func (h *Hub) config(hubAddr string) string {
 		`c.JupyterHub.cleanup_servers = True`,
 		`c.JupyterHub.services = [{"name": ` + py(ServiceName) + `, "url": ` + py(h.ServiceURL) +
 			`, "api_token": ` + py(h.ServiceToken) + `}]`,
+		`c.JupyterHub.load_groups = {` + py(AccessGroup) + `: []}`,
 		`c.JupyterHub.load_roles = [`,
-		`    {"name": "mcp-users", "scopes": [` + py(AccessScope) + `], "users": ` + py(Users) + `},`,
-		`    {"name": "mcp-service", "scopes": ["tokens", "admin:users"], "services": [` + py(ServiceName) + `]},`,
+		`    {"name": "mcp-users", "scopes": [` + py(AccessScope) + `], "users": ` + py(Users) + `, "groups": [` + py(AccessGroup) + `]},`,
+		`    {"name": "mcp-service", "scopes": ["tokens", "admin:users", "admin:groups"], "services": [` + py(ServiceName) + `]},`,
 		`]`,
 		``,
 	}, "\n")
@@ -245,6 +250,20 @@ func (h *Hub) Token(user string) Token {
 		h.t.Fatalf("create token for %s: answer %s: %v", user, body, err)
 	}
 	return Token{User: user, ID: tok.ID, Value: tok.Token}
+}
+
+// AddUsers creates Hub users who may use the service (members of AccessGroup), through
+// the Hub's API with the service's token, in one request each for the users and the group.
+func (h *Hub) AddUsers(names ...string) {
+	h.t.Helper()
+	if _, err := h.call(http.MethodPost, h.APIURL+"/users", "token "+h.ServiceToken,
+		map[string]any{"usernames": names}, http.StatusCreated); err != nil {
+		h.t.Fatalf("create %d users: %v", len(names), err)
+	}
+	if _, err := h.call(http.MethodPost, h.APIURL+"/groups/"+url.PathEscape(AccessGroup)+"/users", "token "+h.ServiceToken,
+		map[string]any{"users": names}, http.StatusOK); err != nil {
+		h.t.Fatalf("add %d users to %s: %v", len(names), AccessGroup, err)
+	}
 }
 
 // Revoke deletes a user token through the Hub's API.
