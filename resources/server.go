@@ -23,6 +23,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -68,6 +69,9 @@ type Server struct {
 	subs      *subscribers.Registry
 	metrics   metrics
 	transport mcpTransport
+
+	loaded     chan struct{} // closed once the bindings are loaded
+	loadedOnce sync.Once
 }
 
 // options are what the Options set before the transport is built.
@@ -122,7 +126,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), metrics: newMetrics()}
+	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), metrics: newMetrics(), loaded: make(chan struct{})}
 	var err error
 	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks, names.Limits{MaxNames: cfg.MaxNames, MaxPathBytes: cfg.MaxPathBytes}); err != nil {
 		return nil, err
@@ -258,6 +262,12 @@ func (s *Server) notebookResource(b names.Binding) mcp.Resource {
 	return mcp.NewResource(nbview.NotebookURI(b.Name), b.Name, mcp.WithResourceDescription(b.Path), mcp.WithMIMEType(nbview.MIMENotebook))
 }
 
+// Loaded is closed once Run has loaded the name bindings (or returned): from then
+// on a read of a bound name finds it.
+func (s *Server) Loaded() <-chan struct{} { return s.loaded }
+
+func (s *Server) markLoaded() { s.loadedOnce.Do(func() { close(s.loaded) }) }
+
 // PublisherHealth is nil while the configured publisher delivers changes, and
 // its last error while every attempt since its last success has failed.
 func (s *Server) PublisherHealth() error { return s.publisher.Health() }
@@ -319,6 +329,7 @@ func (s *Server) publish(ev publish.Event) {
 // configured transport until ctx is done or the transport ends (the stdio
 // client closed its input), then drains within DrainTimeout.
 func (s *Server) Run(ctx context.Context) error {
+	defer s.markLoaded()
 	switch err := s.names.Load(); {
 	case errors.Is(err, names.ErrStateFile):
 		return err
@@ -327,6 +338,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case err != nil:
 		s.log.Warn("state file entries dropped", "file", s.cfg.StateFile, "err", err)
 	}
+	s.markLoaded()
 	if err := s.exts.Start(ctx); err != nil {
 		return err
 	}

@@ -198,9 +198,15 @@ func (h *hub) start(user string) (*tenant, error) {
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if st := t.in.tailer.Status(); !st.LastReadAt.IsZero() || !st.LastErrorAt.IsZero() {
-				h.m.loadSeconds.Observe(time.Since(begin).Seconds())
-				return
+			// Served once the store's first read is done and the user's names are loaded.
+			st := t.in.tailer.Status()
+			select {
+			case <-t.in.srv.Loaded():
+				if !st.LastReadAt.IsZero() || !st.LastErrorAt.IsZero() {
+					h.m.loadSeconds.Observe(time.Since(begin).Seconds())
+					return
+				}
+			default:
 			}
 			select {
 			case <-tick.C:
