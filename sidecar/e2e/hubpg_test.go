@@ -13,24 +13,32 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
+// initPostgres creates a fresh schema on the test cluster with `postgres init` and
+// returns the DSN and the schema.
+func initPostgres(t *testing.T) (dsn, schema string) {
+	t.Helper()
+	dsn, schema = pgtest.DSN(t), pgtest.Schema("e2e_")
+	if out, err := exec.Command(binary, "postgres", "init", "--dsn", dsn, "--schema", schema).CombinedOutput(); err != nil {
+		t.Fatalf("postgres init: %v\n%s", err, out)
+	}
+	return dsn, schema
+}
+
 // TestHubModePostgres ships two users' SQLite stores into one Postgres store, alice's
 // with her name from $JUPYTERHUB_USER (as in her single-user server) and bob's with
 // ship.owner, next to a store shipped without an owner; a hub-mode sidecar on that
-// Postgres store serves them behind a real JupyterHub and its proxy. Each user reads
+// Postgres store serves them behind a real JupyterHub and its proxy, and a second replica
+// on the same store serves them directly. Each user, on either replica, reads
 // only their own notebook (both are work/analysis.ipynb, in rooms of their own), hears
 // only their own writer's edits within the delivery bound, and neither the ownerless
 // room nor the other user's is served, even under a path the user's fileid database
 // gives it.
 func TestHubModePostgres(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema("e2e_")
+	dsn, schema := initPostgres(t)
 	steps := session(t)
 	root := t.TempDir()
 	port := freePort(t)
 	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
-	if out, err := exec.Command(binary, "postgres", "init", "--dsn", dsn, "--schema", schema).CombinedOutput(); err != nil {
-		t.Fatalf("postgres init: %v\n%s", err, out)
-	}
 
 	type pgUser struct {
 		hubUser
@@ -92,7 +100,7 @@ ship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}
 	ship(filepath.Join(bob.home, ".jupyter_ystore.db"), "bob-server", "bob")
 
 	home := filepath.Join(root, "home", "{username}")
-	sc := launchOn(t, root, port, fmt.Sprintf(`hub:
+	hubCfg := fmt.Sprintf(`hub:
   enabled: true
   api_url: %q
   service_name: %s
@@ -104,8 +112,15 @@ store:
   postgres: {dsn: %q, schema: %s, poll_interval: 1s}
 notifications: {debounce: 250ms, max_delay: 2s}
 `, hub.APIURL, jhubtest.ServiceName, filepath.Join(home, "file_id_manager.db"), home, filepath.Join(root, "state"),
-		dsn, schema), "serve")
+		dsn, schema)
+	sc := launchOn(t, root, port, hubCfg, "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
+	// A second replica on the same store, reached directly (as behind a load balancer).
+	replicaDir := filepath.Join(root, "replica")
+	if err := os.MkdirAll(replicaDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replica := launch(t, replicaDir, strings.Replace(hubCfg, filepath.Join(root, "state"), filepath.Join(root, "state2"), 1), "serve")
 
 	clients := map[string][]mcpClient{}
 	for _, u := range []*pgUser{alice, bob} {
@@ -127,6 +142,9 @@ notifications: {debounce: 250ms, max_delay: 2s}
 		}
 	}
 	clients["alice"] = append(clients["alice"], dialTSAs(t, endpoint, alice.tok.Value)...)
+	for _, u := range []*pgUser{alice, bob} {
+		clients[u.name] = append(clients[u.name], mustGoAs(t, replica.url+"/services/mcp/mcp", true, u.tok))
+	}
 	for _, cs := range clients {
 		for _, c := range cs {
 			c.bind(nbName, nbPath)
