@@ -223,7 +223,10 @@ func (h *hub) start(user string) (*tenant, error) {
 func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg := h.cfg
 	var err error
-	if cfg.Store.SQLite.Path, err = cfg.Hub.StorePath(user); err != nil {
+	cfg.Store.Backend = cfg.Hub.Stores.Backend
+	if cfg.Store.Backend == "postgres" {
+		cfg.Store.Postgres.Owner = user // the shared store's rooms that ship recorded as user's
+	} else if cfg.Store.SQLite.Path, err = cfg.Hub.StorePath(user); err != nil {
 		return cfg, err
 	}
 	if cfg.FileID.DBPath, err = cfg.Hub.FileIDDBPath(user); err != nil {
@@ -232,7 +235,6 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	if cfg.FileID.RootDir, err = cfg.Hub.RootDirPath(user); err != nil {
 		return cfg, err
 	}
-	cfg.Store.Backend = "sqlite"
 	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request

@@ -11,6 +11,9 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
+// envHubUser names the user a JupyterHub single-user server runs for.
+const envHubUser = "JUPYTERHUB_USER"
+
 // Ship tails the local SQLite store and appends its rows into the shared Postgres store
 // until ctx is done, so sidecars elsewhere can serve from Postgres.
 func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -24,10 +27,15 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ship.source_id: %w", err)
 		}
 	}
-	s, err := postgres.NewShipper(cfg.Ship.Postgres.StoreConfig(log), source, id)
+	dest := cfg.Ship.Postgres.StoreConfig(log)
+	// JupyterHub sets JUPYTERHUB_USER in every single-user server.
+	if dest.Owner = cfg.Ship.Owner; dest.Owner == "" {
+		dest.Owner = os.Getenv(envHubUser)
+	}
+	s, err := postgres.NewShipper(dest, source, id)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
-	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id)
+	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id, "owned", dest.Owner != "")
 	return s.Run(ctx)
 }

@@ -77,6 +77,7 @@ type Postgres struct {
 	Channel       string        `mapstructure:"channel" yaml:"channel"`
 	PollInterval  time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
 	DisableListen bool          `mapstructure:"disable_listen" yaml:"disable_listen"` // poll only
+	Owner         string        `mapstructure:"owner" yaml:"owner"`                   // only this user's rooms; "" = every room
 }
 
 // StoreConfig is the postgres.Config of this section.
@@ -88,6 +89,7 @@ func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postg
 		Channel:       p.Channel,
 		PollInterval:  p.PollInterval,
 		DisableListen: p.DisableListen,
+		Owner:         p.Owner,
 		Logger:        log,
 		Registerer:    reg,
 	}
@@ -147,6 +149,7 @@ type Notifications struct {
 // Ship configures ship mode: the local SQLite store appended into a shared Postgres.
 type Ship struct {
 	SourceID string       `mapstructure:"source_id" yaml:"source_id"` // default: the host name
+	Owner    string       `mapstructure:"owner" yaml:"owner"`         // the rooms' owner; default: $JUPYTERHUB_USER
 	Postgres ShipPostgres `mapstructure:"postgres" yaml:"postgres"`
 }
 

@@ -29,7 +29,7 @@ func TestHubValidate(t *testing.T) {
 		{"on", func(c *Config) { *c = hubOn() }, ""},
 		{"tljh layout", func(c *Config) {
 			*c = hubOn()
-			c.Hub.Stores = HubStores{SQLitePath: "/home/jupyter-{username}/.jupyter_ystore.db",
+			c.Hub.Stores = HubStores{Backend: "sqlite", SQLitePath: "/home/jupyter-{username}/.jupyter_ystore.db",
 				FileIDDB: "/home/jupyter-{username}/.local/share/jupyter/file_id_manager.db", RootDir: "/home/jupyter-{username}"}
 		}, ""},
 		{"no api url", func(c *Config) { c.Hub.Enabled = true }, "hub.api_url: must be set"},
@@ -41,6 +41,12 @@ func TestHubValidate(t *testing.T) {
 		{"sqlite template", func(c *Config) { *c = hubOn(); c.Hub.Stores.SQLitePath = "/home/alice/.jupyter_ystore.db" }, "hub.stores.sqlite_path: must contain {username}"},
 		{"fileid template", func(c *Config) { *c = hubOn(); c.Hub.Stores.FileIDDB = "home/{username}/f.db" }, "hub.stores.fileid_db: must be an absolute, clean path"},
 		{"root template", func(c *Config) { *c = hubOn(); c.Hub.Stores.RootDir = "/home/{user}" }, "hub.stores.root_dir: {username} is the only placeholder"},
+		{"postgres", func(c *Config) {
+			*c = hubOn()
+			c.Hub.Stores.Backend, c.Store.Postgres.DSN = "postgres", "postgres://db/ystore"
+		}, ""},
+		{"postgres without dsn", func(c *Config) { *c = hubOn(); c.Hub.Stores.Backend = "postgres" }, "store.postgres.dsn: must be set"},
+		{"backend", func(c *Config) { *c = hubOn(); c.Hub.Stores.Backend = "mysql" }, "hub.stores.backend: must be one of postgres, sqlite"},
 		{"cache ttl", func(c *Config) { *c = hubOn(); c.Hub.TokenCacheTTL = 0 }, "hub.token_cache_ttl: must be > 0"},
 		{"idle", func(c *Config) { *c = hubOn(); c.Hub.IdleTimeout = -time.Second }, "hub.idle_timeout: must be > 0"},
 	}

@@ -18,9 +18,9 @@ func TestStoreConfigs(t *testing.T) {
 		got.DisableFSNotify != want.DisableFSNotify {
 		t.Errorf("TailerConfig() = %+v, want %+v", got, want)
 	}
-	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true}
+	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice"}
 	if got, want := p.StoreConfig(nil, nil), (postgres.Config{
-		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true,
+		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice",
 	}); got != want {
 		t.Errorf("StoreConfig() = %+v, want %+v", got, want)
 	}

@@ -103,8 +103,8 @@ func (c Config) Validate() error {
 	if s.SQLite.ChunkRows <= 0 {
 		v.fail("store.sqlite.chunk_rows", "must be > 0, got %d", s.SQLite.ChunkRows)
 	}
-	if s.Backend == "postgres" && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
-		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend postgres")
+	if (s.Backend == "postgres" || c.Hub.Enabled && c.Hub.Stores.Backend == "postgres") && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
+		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend or hub.stores.backend postgres")
 	}
 	v.exclusive("store.postgres.dsn", s.Postgres.DSN, "store.postgres.dsn_file", s.Postgres.DSNFile)
 	v.ident("store.postgres.schema", s.Postgres.Schema)

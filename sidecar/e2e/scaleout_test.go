@@ -3,20 +3,16 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
 // TestScaleOut ships a Jupyter server's SQLite store into Postgres with `ship` and serves
 // it from a second sidecar with `store.backend: postgres`: an edit written to the SQLite
 // file reaches that sidecar's subscribers, and reads equal Yjs's notebook.
 func TestScaleOut(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	schema := pgtest.Schema("e2e_")
+	dsn, schema := initPostgres(t)
 	steps := session(t)
 
 	jupyter, other := t.TempDir(), t.TempDir()
@@ -27,10 +23,6 @@ func TestScaleOut(t *testing.T) {
 	fileidDB := filepath.Join(jupyter, "file_id_manager.db")
 	createFileIDDB(t, fileidDB, filepath.Join(jupyter, nbPath))
 
-	out, err := exec.Command(binary, "postgres", "init", "--dsn", dsn, "--schema", schema).CombinedOutput()
-	if err != nil {
-		t.Fatalf("postgres init: %v\n%s", err, out)
-	}
 	launch(t, jupyter, fmt.Sprintf(`store: {sqlite: {path: %q}}
 ship: {source_id: jupyter-a, postgres: {dsn: %q, schema: %s}}
 `, filepath.Join(jupyter, ".jupyter_ystore.db"), dsn, schema), "ship")

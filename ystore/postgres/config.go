@@ -49,6 +49,10 @@ type Config struct {
 	PollInterval time.Duration
 	// DisableListen makes the tailer poll only (for poolers that drop LISTEN).
 	DisableListen bool
+	// Owner, when set, is the user whose rooms this Config is about: the Tailer follows
+	// only the rooms owned by Owner, and the Shipper records Owner as the owner of the
+	// rooms it ships. Empty: the Tailer follows every room, the Shipper records no owner.
+	Owner string
 	// BackoffMin and BackoffMax bound the reconnect delay, doubled per failure with
 	// jitter; defaults 100 ms and 10 s.
 	BackoffMin, BackoffMax time.Duration
@@ -99,7 +103,7 @@ func (c Config) withDefaults() (Config, error) {
 
 // names are the SQL identifiers derived from a Config, quoted where they are used.
 type names struct {
-	schema, table, cursors, notifyFunc, trigger, pathIndex, xidIndex, channel string
+	schema, table, cursors, rooms, ownerIndex, notifyFunc, trigger, pathIndex, xidIndex, channel string
 }
 
 // namesOf derives the identifiers of a validated Config.
@@ -109,6 +113,8 @@ func namesOf(c Config) names {
 		schema:     q(c.Schema),
 		table:      q(c.Schema, c.Table),
 		cursors:    q(c.Schema, c.Table+"_ship_cursors"),
+		rooms:      q(c.Schema, c.Table+"_rooms"),
+		ownerIndex: q(c.Table + "_rooms_owner"),
 		notifyFunc: q(c.Schema, c.Table+"_notify"),
 		trigger:    q(c.Table + "_notify"),
 		pathIndex:  q(c.Table + "_path_id"),

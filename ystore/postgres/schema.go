@@ -21,6 +21,7 @@ type Beginner interface {
 func schemaSQL(n names) []string {
 	r := strings.NewReplacer(
 		"{schema}", n.schema, "{table}", n.table, "{cursors}", n.cursors,
+		"{rooms}", n.rooms, "{owner_index}", n.ownerIndex,
 		"{notify_func}", n.notifyFunc, "{trigger}", n.trigger,
 		"{channel}", quoteLiteral(n.channel),
 		"{path_index}", n.pathIndex, "{xid_index}", n.xidIndex,
@@ -46,6 +47,12 @@ func schemaSQL(n names) []string {
 			updated_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (source, path)
 		)`,
+		`CREATE TABLE IF NOT EXISTS {rooms} (
+			path       text PRIMARY KEY,
+			owner      text NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now()
+		)`,
+		`CREATE INDEX IF NOT EXISTS {owner_index} ON {rooms} (owner, path)`,
 		`CREATE OR REPLACE FUNCTION {notify_func}() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			PERFORM pg_notify({channel}, NEW.path);

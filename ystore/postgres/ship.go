@@ -194,9 +194,12 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		}
 	}
 	// Lock the rooms in sorted order, so that concurrent shippers cannot deadlock.
-	committed := map[string]shipCursor{}
+	committed, owned := map[string]shipCursor{}, map[string]bool{}
 	for _, room := range roomsOf(events) {
 		if committed[room], err = s.lockCursor(qctx, tx, room); err != nil {
+			return err
+		}
+		if owned[room], err = s.owned(qctx, tx, room); err != nil {
 			return err
 		}
 	}
@@ -210,12 +213,22 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	for _, e := range events {
 		before := committed[e.Room]
 		after, rows, reset := plan(e, before, mems[e.Room])
-		// Later events of the room in this batch follow this one's result.
-		mems[e.Room] = after
-		if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
+		if !owned[e.Room] && e.Kind == ystore.EventReset && len(e.Rows) > 0 {
+			// A room taking its owner (ownerless before, or another's) is rewritten
+			// whole, so that its owner's readers see all of it.
+			after, rows, reset = (shipCursor{}).extend(e.Rows), e.Rows, true
+		} else if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
 			if reset, err = s.needsReset(qctx, tx, e.Room, rows); err != nil {
 				return err
 			}
+		}
+		// Later events of the room in this batch follow this one's result.
+		mems[e.Room] = after
+		if !owned[e.Room] && (len(rows) > 0 || reset) {
+			if err := s.own(qctx, tx, e.Room); err != nil {
+				return err
+			}
+			owned[e.Room] = true
 		}
 		if reset {
 			if err := s.replace(qctx, tx, e.Room, rows); err != nil {
@@ -293,6 +306,29 @@ func (s *Shipper) lockCursor(ctx context.Context, tx pgx.Tx, room string) (shipC
 		return shipCursor{}, fmt.Errorf("room %q: read cursor: %w", room, err)
 	}
 	return c, nil
+}
+
+// owned reports whether the room's recorded owner is this Shipper's (always true
+// without an Owner: it then records none).
+func (s *Shipper) owned(ctx context.Context, tx pgx.Tx, room string) (bool, error) {
+	if s.cfg.Owner == "" {
+		return true, nil
+	}
+	var owner string
+	err := tx.QueryRow(ctx, `SELECT owner FROM `+s.n.rooms+` WHERE path = $1`, room).Scan(&owner)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("room %q: read owner: %w", room, err)
+	}
+	return owner == s.cfg.Owner, nil
+}
+
+// own records this Shipper's Owner as the room's owner.
+func (s *Shipper) own(ctx context.Context, tx pgx.Tx, room string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.rooms+` (path, owner) VALUES ($1, $2)
+		ON CONFLICT (path) DO UPDATE SET owner = EXCLUDED.owner, updated_at = now()`, room, s.cfg.Owner); err != nil {
+		return fmt.Errorf("room %q: record owner: %w", room, err)
+	}
+	return nil
 }
 
 // plan decides what an event ships given the room's cursor in the database and the one

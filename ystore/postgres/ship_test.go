@@ -111,14 +111,21 @@ func (s *sqliteStore) add(room, update string) {
 		room, []byte(update), float64(time.Now().UnixMicro())/1e6)
 }
 
-// runShipper ships the SQLite store into cfg's store until the returned stop is called.
+// runShipper ships the SQLite store into cfg's store as source host-1 until the returned
+// stop is called.
 func runShipper(t testing.TB, cfg Config, path string) (sh *Shipper, stop func()) {
+	t.Helper()
+	return runShipperAs(t, cfg, path, "host-1")
+}
+
+// runShipperAs is runShipper with the source id id.
+func runShipperAs(t testing.TB, cfg Config, path, id string) (sh *Shipper, stop func()) {
 	t.Helper()
 	src, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh, err = NewShipper(cfg, src, "host-1"); err != nil {
+	if sh, err = NewShipper(cfg, src, id); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -236,16 +237,26 @@ func readTx(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgx.Tx
 const rowColumns = `id, path, yupdate, yupdate IS NULL, timestamp, reset`
 
 // readRows returns, in id order, the rows not visible in cursor (every row when cursor
-// is nil): exactly those the reader has not delivered.
+// is nil): exactly those the reader has not delivered. With an Owner, only the rows of
+// the rooms it owns in the transaction's snapshot.
 func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor *Snapshot) ([]dbRow, error) {
-	q, args := `SELECT `+rowColumns+` FROM `+t.n.table+` ORDER BY id`, []any{}
+	var (
+		where []string
+		args  []any
+	)
 	if cursor != nil {
-		q = `SELECT ` + rowColumns + ` FROM ` + t.n.table + `
-			WHERE xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-			ORDER BY id`
 		args = append(args, cursor.String())
+		where = append(where, `xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)`)
 	}
-	rs, err := tx.Query(ctx, q, args...)
+	if t.cfg.Owner != "" {
+		args = append(args, t.cfg.Owner)
+		where = append(where, fmt.Sprintf(`path IN (SELECT path FROM %s WHERE owner = $%d)`, t.n.rooms, len(args)))
+	}
+	q := `SELECT ` + rowColumns + ` FROM ` + t.n.table
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	rs, err := tx.Query(ctx, q+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rows: %w", err)
 	}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+)
+
+// initPostgres creates a fresh schema on the test cluster with `postgres init` and
+// returns the DSN and the schema.
+func initPostgres(t *testing.T) (dsn, schema string) {
+	t.Helper()
+	dsn, schema = pgtest.DSN(t), pgtest.Schema("e2e_")
+	if out, err := exec.Command(binary, "postgres", "init", "--dsn", dsn, "--schema", schema).CombinedOutput(); err != nil {
+		t.Fatalf("postgres init: %v\n%s", err, out)
+	}
+	return dsn, schema
+}
+
+// TestHubModePostgres ships two users' SQLite stores into one Postgres store, alice's
+// with her name from $JUPYTERHUB_USER (as in her single-user server) and bob's with
+// ship.owner, next to a store shipped without an owner; a hub-mode sidecar on that
+// Postgres store serves them behind a real JupyterHub and its proxy, and a second replica
+// on the same store serves them directly. Each user, on either replica, reads
+// only their own notebook (both are work/analysis.ipynb, in rooms of their own), hears
+// only their own writer's edits within the delivery bound, and neither the ownerless
+// room nor the other user's is served, even under a path the user's fileid database
+// gives it.
+func TestHubModePostgres(t *testing.T) {
+	dsn, schema := initPostgres(t)
+	steps := session(t)
+	root := t.TempDir()
+	port := freePort(t)
+	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
+
+	type pgUser struct {
+		hubUser
+		room string
+	}
+	// Alice's store holds more of the session than bob's, so their notebooks differ.
+	users := map[string]*pgUser{
+		"alice": {hubUser: hubUser{name: "alice", next: preloaded}, room: ".notebook:a11ce000-6a57-4d55-9d4c-1f6f0c3b8a11.y"},
+		"bob":   {hubUser: hubUser{name: "bob", next: preloaded / 2}, room: ".notebook:b0b00000-6a57-4d55-9d4c-1f6f0c3b8a11.y"},
+	}
+	alice, bob := users["alice"], users["bob"]
+	for _, u := range []*pgUser{alice, bob} {
+		u.home = filepath.Join(root, "home", u.name)
+		if err := os.MkdirAll(filepath.Join(u.home, "work"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fileidDB := filepath.Join(u.home, "file_id_manager.db")
+		execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+		execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, u.room[len(".notebook:"):len(u.room)-len(".y")],
+			filepath.Join(u.home, nbPath))
+		u.w = startWriter(t, filepath.Join(u.home, ".jupyter_ystore.db"))
+		for _, s := range steps[:u.next] {
+			u.w.writeRoom(u.room, s.update)
+		}
+		u.tok = hub.Token(u.name)
+	}
+	if jsonSame(string(mustJSON(t, steps[alice.next-1].after)), mustJSON(t, steps[bob.next-1].after)) {
+		t.Fatal("alice's and bob's notebooks are the same; the test could not tell them apart")
+	}
+	// A store shipped before rooms had owners: a notebook alice's fileid database names.
+	legacyDir := filepath.Join(root, "legacy")
+	if err := os.MkdirAll(legacyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	legacyRoom := ".notebook:1e9ac000-6a57-4d55-9d4c-1f6f0c3b8a11.y"
+	execSQL(t, filepath.Join(alice.home, "file_id_manager.db"), `INSERT INTO Files(id, path) VALUES (?, ?)`,
+		legacyRoom[len(".notebook:"):len(legacyRoom)-len(".y")], filepath.Join(alice.home, "work/legacy.ipynb"))
+	// And bob's room, as if alice's server had a file with its id: still bob's only.
+	execSQL(t, filepath.Join(alice.home, "file_id_manager.db"), `INSERT INTO Files(id, path) VALUES (?, ?)`,
+		bob.room[len(".notebook:"):len(bob.room)-len(".y")], filepath.Join(alice.home, "work/bobs.ipynb"))
+	lw := startWriter(t, filepath.Join(legacyDir, ".jupyter_ystore.db"))
+	for _, s := range steps[:preloaded] {
+		lw.writeRoom(legacyRoom, s.update)
+	}
+
+	ship := func(store, sourceID, owner string) {
+		shipDir := filepath.Join(root, "ship-"+sourceID)
+		if err := os.MkdirAll(shipDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, shipDir, fmt.Sprintf(`store: {sqlite: {path: %q}}
+ship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}
+`, store, sourceID, owner, dsn, schema), "ship")
+	}
+	ship(filepath.Join(legacyDir, ".jupyter_ystore.db"), "legacy", "")
+	t.Setenv("JUPYTERHUB_USER", "alice") // what JupyterHub sets in alice's server
+	ship(filepath.Join(alice.home, ".jupyter_ystore.db"), "alice-server", "")
+	t.Setenv("JUPYTERHUB_USER", "")
+	ship(filepath.Join(bob.home, ".jupyter_ystore.db"), "bob-server", "bob")
+
+	home := filepath.Join(root, "home", "{username}")
+	hubCfg := fmt.Sprintf(`hub:
+  enabled: true
+  api_url: %q
+  service_name: %s
+  stores: {backend: postgres, fileid_db: %q, root_dir: %q}
+  token_cache_ttl: 1s
+  idle_timeout: 5m
+  state_dir: %q
+store:
+  postgres: {dsn: %q, schema: %s, poll_interval: 1s}
+notifications: {debounce: 250ms, max_delay: 2s}
+`, hub.APIURL, jhubtest.ServiceName, filepath.Join(home, "file_id_manager.db"), home, filepath.Join(root, "state"),
+		dsn, schema)
+	sc := launchOn(t, root, port, hubCfg, "serve")
+	endpoint := hub.ServicePrefix() + "mcp"
+	// A second replica on the same store, reached directly (as behind a load balancer).
+	replicaDir := filepath.Join(root, "replica")
+	if err := os.MkdirAll(replicaDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replica := launch(t, replicaDir, strings.Replace(hubCfg, filepath.Join(root, "state"), filepath.Join(root, "state2"), 1), "serve")
+
+	clients := map[string][]mcpClient{}
+	for _, u := range []*pgUser{alice, bob} {
+		g := mustGoAs(t, endpoint, false, u.tok)
+		clients[u.name] = []mcpClient{g, mustGoAs(t, endpoint, true, u.tok)}
+		g.bind(nbName, nbPath)
+		// Until ship has copied the user's room, the notebook is not in Postgres yet.
+		want := mustJSON(t, steps[u.next-1].after)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, err := g.tryRead(nbURI)
+			if err == nil && jsonSame(got, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's shipped notebook not served within 20 s: %v\n%.300s", u.name, err, got)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	clients["alice"] = append(clients["alice"], dialTSAs(t, endpoint, alice.tok.Value)...)
+	for _, u := range []*pgUser{alice, bob} {
+		clients[u.name] = append(clients[u.name], mustGoAs(t, replica.url+"/services/mcp/mcp", true, u.tok))
+	}
+	for _, cs := range clients {
+		for _, c := range cs {
+			c.bind(nbName, nbPath)
+			c.subscribe(nbURI)
+		}
+	}
+	for _, cs := range clients {
+		for _, c := range cs {
+			drain(c, 700*time.Millisecond)
+		}
+	}
+
+	// The ownerless room and bob's are in Postgres, yet alice, whose fileid database
+	// names them, is served neither.
+	a := clients["alice"][0].(*goClient)
+	for name, path := range map[string]string{"legacy": "work/legacy.ipynb", "bobs": "work/bobs.ipynb"} {
+		a.bind(name, path)
+		if got, err := a.tryRead("notebook://" + name); err == nil {
+			t.Fatalf("alice was served %s: %.200s", path, got)
+		}
+	}
+
+	for _, tt := range []struct{ who, other *pgUser }{{alice, bob}, {bob, alice}} {
+		u := tt.who
+		for ; u.next < len(steps); u.next++ {
+			u.w.writeRoom(u.room, steps[u.next].update)
+			if !steps[u.next].changes.Empty() {
+				u.next++
+				break
+			}
+		}
+		for _, c := range clients[u.name] {
+			await(t, c, delivery, nbURI)
+		}
+		for _, c := range clients[tt.other.name] {
+			if n := drain(c, time.Second); n != 0 {
+				t.Fatalf("%s heard %d notifications of %s's edit", c.name(), n, u.name)
+			}
+		}
+		for _, name := range []string{u.name, tt.other.name} {
+			want := mustJSON(t, steps[users[name].next-1].after)
+			for _, c := range clients[name] {
+				jsonEqual(t, c.name()+" reads "+name+"'s notebook", c.read(nbURI), want)
+			}
+		}
+	}
+	_, metrics := sc.get("/metrics")
+	for _, name := range []string{"alice", "bob", root} {
+		if strings.Contains(metrics, name) {
+			t.Fatalf("/metrics names %q", name)
+		}
+	}
+}
