@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"context"
 	"strings"
 	"testing"
@@ -65,10 +66,16 @@ func TestModernListenNotifyRead(t *testing.T) {
 
 func waitFor(t testing.TB, cond func() bool, state ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitWithin(t, 5*time.Second, cond, state...)
+}
+
+// waitWithin is waitFor with its own deadline.
+func waitWithin(t testing.TB, d time.Duration, cond func() bool, state ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			msg := "condition not met within 5s"
+			msg := fmt.Sprintf("condition not met within %v", d)
 			for _, s := range state {
 				msg += ": " + s()
 			}
