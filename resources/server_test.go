@@ -1,8 +1,8 @@
 package resources
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
