@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
+
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
@@ -133,12 +135,8 @@ func newJupyterHub(s Settings) (Verifier, error) {
 	for _, k := range []string{"timeout", "network", "status", "decode"} {
 		h.metrics.errors.WithLabelValues(k)
 	}
-	if s.Registerer != nil {
-		for _, c := range []prometheus.Collector{h.metrics.cache, h.metrics.errors, h.metrics.lookup} {
-			if err := s.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register metrics: %w", err)
-			}
-		}
+	if err := promreg.Register(s.Registerer, h.metrics.cache, h.metrics.errors, h.metrics.lookup); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return h, nil
 }
