@@ -112,6 +112,7 @@ func (d *DB) conn() (*sql.DB, error) {
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(1000)")
 	q.Add("_pragma", "query_only(1)")
+	q.Add("_pragma", "cache_size(-64)") // one lookup now and then: 64 KiB of page cache
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d.path, err)

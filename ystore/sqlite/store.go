@@ -82,6 +82,9 @@ func dsn(path string) string {
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(0)")
 	q.Add("_pragma", "query_only(1)")
+	// A tailer reads each row once: a small page cache (256 KiB, not SQLite's 2 MB)
+	// keeps a hub of many open stores small.
+	q.Add("_pragma", "cache_size(-256)")
 	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 }
 
