@@ -21,25 +21,10 @@ import (
 
 var legacyHeaders = map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20251125}
 
-// do sends a request with the given verb to the endpoint.
+// do sends a request with the given verb (and no body) to the endpoint.
 func do(t *testing.T, method, url, session string, headers map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return send(t, method, url, session, headers, "")
 }
 
 // rpc posts one JSON-RPC request of a 2025-11-25 session and returns the decoded

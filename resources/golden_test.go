@@ -138,11 +138,19 @@ func initialize(t *testing.T, url string) string {
 
 func post(t *testing.T, url, session string, headers map[string]string, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return send(t, http.MethodPost, url, session, headers, body)
+}
+
+// send sends one request to the endpoint; a body is sent as JSON.
+func send(t *testing.T, method, url, session string, headers map[string]string, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)

@@ -84,10 +84,7 @@ func getStatus(t *testing.T, url, session string) int {
 func TestDeliveryIsNeverSilent(t *testing.T) {
 	steps := session(t)
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("notebooks: {%s: %s}\n", nbName, nbPath)})
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
 
@@ -173,10 +170,7 @@ func TestDeliveryIsNeverSilent(t *testing.T) {
 func TestGateOnEverySurface(t *testing.T) {
 	steps := session(t)
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("notebooks: {%s: %s}\ngate: {name: withhold, options: {templates: [\"notebook://{name}\"]}}\n", nbName, nbPath)})
 	r := dialRaw(t, sc.mcpURL())
 	list, _ := r.call("resources/list", map[string]any{})
@@ -283,10 +277,7 @@ func TestPublisherHealth(t *testing.T) {
 	}))
 	defer hook.Close()
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("publisher: {name: webhook, options: {url: %q, max_retries: 1, backoff: 10ms}}\n", hook.URL)})
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
 	next := preloaded

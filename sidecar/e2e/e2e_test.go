@@ -94,10 +94,7 @@ func jsonSame(got string, want []byte) bool {
 func TestEndToEnd(t *testing.T) {
 	steps := session(t)
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{})
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
 	baseGoroutines := sc.metric("go_goroutines")

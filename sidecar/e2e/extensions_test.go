@@ -96,10 +96,7 @@ func preloadedSidecar(t *testing.T, bin string, o options) (*sidecar, writer, []
 	t.Helper()
 	steps := session(t)
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	var sc *sidecar
 	withBinary(bin, func() { sc = startSidecar(t, dir, o) })
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)

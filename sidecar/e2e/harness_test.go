@@ -98,6 +98,16 @@ type writer struct {
 
 func startWriter(t testing.TB, store string) writer { return writer{sqlitetest.Start(t, store), t} }
 
+// startPreloaded starts the writer on store and writes the session's first preloaded steps.
+func startPreloaded(t testing.TB, store string, steps []step) writer {
+	t.Helper()
+	w := startWriter(t, store)
+	for _, s := range steps[:preloaded] {
+		w.write(s.update)
+	}
+	return w
+}
+
 // do sends one command; a write lost by the writer fails the test.
 func (w writer) do(cmd map[string]any) sqlitetest.Reply {
 	w.t.Helper()

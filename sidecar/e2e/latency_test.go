@@ -42,10 +42,7 @@ func TestLatency(t *testing.T) {
 
 func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (time.Duration, time.Duration, int) {
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{debounce: debounce})
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
 	cs := make([]*goClient, sessions)

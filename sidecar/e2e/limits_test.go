@@ -61,10 +61,7 @@ func TestConnectionLimits(t *testing.T) {
 	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_READ_TIMEOUT", "1s")
 	steps := session(t)
 	dir := t.TempDir()
-	w := startWriter(t, filepath.Join(dir, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{debounce: -1})
 	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
 	http.DefaultClient.CloseIdleConnections()

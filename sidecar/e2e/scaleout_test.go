@@ -16,10 +16,7 @@ func TestScaleOut(t *testing.T) {
 	steps := session(t)
 
 	jupyter, other := t.TempDir(), t.TempDir()
-	w := startWriter(t, filepath.Join(jupyter, ".jupyter_ystore.db"))
-	for _, s := range steps[:preloaded] {
-		w.write(s.update)
-	}
+	w := startPreloaded(t, filepath.Join(jupyter, ".jupyter_ystore.db"), steps)
 	fileidDB := filepath.Join(jupyter, "file_id_manager.db")
 	createFileIDDB(t, fileidDB, filepath.Join(jupyter, nbPath))
 
