@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// readySample is one answer of /readyz.
+type readySample struct {
+	at   time.Time
+	code int // 0: the request failed
+	body string
+}
+
+// pollReady asks /readyz every interval until ctx ends and returns what it answered.
+func pollReady(ctx context.Context, url string, interval time.Duration) func() []readySample {
+	var (
+		mu  sync.Mutex
+		out []readySample
+		wg  sync.WaitGroup
+	)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			s := readySample{at: time.Now()}
+			if resp, err := hc.Get(url + "/readyz"); err != nil {
+				s.body = err.Error()
+			} else {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				s.code, s.body = resp.StatusCode, strings.TrimSpace(string(b))
+			}
+			mu.Lock()
+			out = append(out, s)
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() []readySample {
+		wg.Wait()
+		return out
+	}
+}
+
+// fault is a period during which /readyz must answer 503: the store unreadable or a
+// room degraded.
+type fault struct {
+	name       string
+	start, end time.Time
+}
+
+// readyTruth is how /readyz followed the fault schedule.
+type readyTruth struct {
+	polls       int
+	failed      int           // requests that got no answer
+	unreported  []string      // faults never answered 503
+	readyInside int           // 200 answers inside a fault once it had been reported
+	detect      time.Duration // longest fault start → first 503
+	recover     time.Duration // longest fault end → first 200
+	notReady    []readySample // non-200 answers outside every fault and its recovery
+}
+
+// judgeReady compares the /readyz answers with the faults: each fault must be answered
+// 503 from some point on until it ends, and everything else 200, except within
+// recovery after a fault ends.
+func judgeReady(samples []readySample, faults []fault, recovery time.Duration) readyTruth {
+	r := readyTruth{polls: len(samples)}
+	for _, s := range samples {
+		if s.code == 0 {
+			r.failed++
+		}
+	}
+	for _, f := range faults {
+		var detected, recovered time.Time
+		for _, s := range samples {
+			switch {
+			case s.at.Before(f.start):
+			case !s.at.After(f.end):
+				if s.code == http.StatusServiceUnavailable && detected.IsZero() {
+					detected = s.at
+				} else if s.code == http.StatusOK && !detected.IsZero() {
+					r.readyInside++
+				}
+			case recovered.IsZero() && s.code == http.StatusOK:
+				recovered = s.at
+			}
+		}
+		if detected.IsZero() {
+			r.unreported = append(r.unreported, f.name)
+		} else {
+			r.detect = max(r.detect, detected.Sub(f.start))
+		}
+		if !recovered.IsZero() {
+			r.recover = max(r.recover, recovered.Sub(f.end))
+		}
+	}
+outer:
+	for _, s := range samples {
+		if s.code == http.StatusOK {
+			continue
+		}
+		for _, f := range faults {
+			if !s.at.Before(f.start) && !s.at.After(f.end.Add(recovery)) {
+				continue outer
+			}
+		}
+		r.notReady = append(r.notReady, s)
+	}
+	return r
+}
+
+// procUsage is the sidecar process's peak resident memory and open file descriptors.
+type procUsage struct {
+	peakRSS, hwm  int64 // kB: largest VmRSS sampled, and the kernel's VmHWM at the end
+	peakFDs       int
+	firstRSS      int64 // kB and descriptors at the first sample (all clients connected)
+	firstFDs      int
+	lastRSS       int64
+	lastFDs       int
+	samples       int
+	sampleErrors  int
+	lastSampledAt time.Time
+}
+
+// watchProc samples /proc/PID every interval until ctx ends.
+func watchProc(ctx context.Context, pid int, interval time.Duration) func() procUsage {
+	var (
+		u  procUsage
+		wg sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			rss, hwm, err := procStatus(pid)
+			fds, ferr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			if err != nil || ferr != nil {
+				u.sampleErrors++
+			} else {
+				if u.samples == 0 {
+					u.firstRSS, u.firstFDs = rss, len(fds)
+				}
+				u.samples++
+				u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
+				u.lastRSS, u.lastFDs, u.hwm, u.lastSampledAt = rss, len(fds), hwm, time.Now()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() procUsage {
+		wg.Wait()
+		return u
+	}
+}
+
+// procStatus reads VmRSS and VmHWM (kB) of a process.
+func procStatus(pid int) (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "VmHWM":
+			hwm = n
+		}
+	}
+	return rss, hwm, nil
+}
