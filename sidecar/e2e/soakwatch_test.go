@@ -135,6 +135,7 @@ type procUsage struct {
 	samples       int
 	sampleErrors  int
 	lastSampledAt time.Time
+	perMinute     []string // "RSS MB/fds" once a minute
 }
 
 // watchProc samples /proc/PID every interval until ctx ends.
@@ -156,6 +157,9 @@ func watchProc(ctx context.Context, pid int, interval time.Duration) func() proc
 			} else {
 				if u.samples == 0 {
 					u.firstRSS, u.firstFDs = rss, len(fds)
+				}
+				if u.samples%60 == 0 {
+					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%d", float64(rss)/1024, len(fds)))
 				}
 				u.samples++
 				u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
