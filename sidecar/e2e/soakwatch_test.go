@@ -58,10 +58,12 @@ func pollReady(ctx context.Context, url string, interval time.Duration) func() [
 }
 
 // fault is a period during which /readyz must answer 503: the store unreadable or a
-// room degraded.
+// room degraded. During an optional one (a store briefly without its schema while a
+// fresh file is created) it may answer either.
 type fault struct {
 	name       string
 	start, end time.Time
+	optional   bool
 }
 
 // readyTruth is how /readyz followed the fault schedule.
@@ -70,6 +72,8 @@ type readyTruth struct {
 	failed      int           // requests that got no answer
 	unreported  []string      // faults never answered 503
 	readyInside int           // 200 answers inside a fault once it had been reported
+	optional503 int           // 503 answers inside optional faults
+	perFault    []string      // each fault: start → first 503, end → first 200
 	detect      time.Duration // longest fault start → first 503
 	recover     time.Duration // longest fault end → first 200
 	notReady    []readySample // non-200 answers outside every fault and its recovery
@@ -86,6 +90,16 @@ func judgeReady(samples []readySample, faults []fault, recovery time.Duration) r
 		}
 	}
 	for _, f := range faults {
+		if f.optional {
+			for _, s := range samples {
+				if !s.at.Before(f.start) && !s.at.After(f.end.Add(recovery)) && s.code == http.StatusServiceUnavailable {
+					r.optional503++
+				}
+			}
+			r.perFault = append(r.perFault, fmt.Sprintf("%s (%s–%s): %d polls 503 until %v after", f.name,
+				f.start.Format("15:04:05.000"), f.end.Format("15:04:05.000"), r.optional503, recovery))
+			continue
+		}
 		var detected, recovered time.Time
 		for _, s := range samples {
 			switch {
@@ -100,14 +114,22 @@ func judgeReady(samples []readySample, faults []fault, recovery time.Duration) r
 				recovered = s.at
 			}
 		}
+		line := f.name + ": 503 after "
 		if detected.IsZero() {
 			r.unreported = append(r.unreported, f.name)
+			line += "never"
 		} else {
 			r.detect = max(r.detect, detected.Sub(f.start))
+			line += detected.Sub(f.start).Round(time.Millisecond).String()
 		}
+		line += ", 200 after the restore "
 		if !recovered.IsZero() {
 			r.recover = max(r.recover, recovered.Sub(f.end))
+			line += recovered.Sub(f.end).Round(time.Millisecond).String()
+		} else {
+			line += "never"
 		}
+		r.perFault = append(r.perFault, line)
 	}
 outer:
 	for _, s := range samples {
@@ -135,11 +157,12 @@ type procUsage struct {
 	samples       int
 	sampleErrors  int
 	lastSampledAt time.Time
-	perMinute     []string // "RSS MB/fds" once a minute
+	perMinute     []string // "RSS MB/heap in use MB/fds/goroutines" once a minute
 }
 
-// watchProc samples /proc/PID every interval until ctx ends.
-func watchProc(ctx context.Context, pid int, interval time.Duration) func() procUsage {
+// watchProc samples /proc/PID every interval until ctx ends; once a minute it also
+// notes the Go heap in use and the goroutines from the sidecar's /metrics at url.
+func watchProc(ctx context.Context, pid int, url string, interval time.Duration) func() procUsage {
 	var (
 		u  procUsage
 		wg sync.WaitGroup
@@ -159,7 +182,8 @@ func watchProc(ctx context.Context, pid int, interval time.Duration) func() proc
 					u.firstRSS, u.firstFDs = rss, len(fds)
 				}
 				if u.samples%60 == 0 {
-					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%d", float64(rss)/1024, len(fds)))
+					heap, goroutines := goMetrics(url)
+					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), len(fds), int(goroutines)))
 				}
 				u.samples++
 				u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
@@ -198,4 +222,27 @@ func procStatus(pid int) (rss, hwm int64, err error) {
 		}
 	}
 	return rss, hwm, nil
+}
+
+// goMetrics reads go_memstats_heap_inuse_bytes and go_goroutines from /metrics.
+func goMetrics(url string) (heap, goroutines float64) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			heap, _ = strconv.ParseFloat(v, 64)
+		case "go_goroutines":
+			goroutines, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return heap, goroutines
 }
