@@ -157,7 +157,7 @@ type procUsage struct {
 	samples       int
 	sampleErrors  int
 	lastSampledAt time.Time
-	perMinute     []string // "RSS MB/heap in use MB/fds/goroutines" once a minute
+	perMinute     []string // "RSS MB/heap in use MB/live heap MB/fds/goroutines" once a minute
 }
 
 // watchProc samples /proc/PID every interval until ctx ends; once a minute it also
@@ -182,8 +182,8 @@ func watchProc(ctx context.Context, pid int, url string, interval time.Duration)
 					u.firstRSS, u.firstFDs = rss, len(fds)
 				}
 				if u.samples%60 == 0 {
-					heap, goroutines := goMetrics(url)
-					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), len(fds), int(goroutines)))
+					heap, live, goroutines := goMetrics(url)
+					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), live/(1<<20), len(fds), int(goroutines)))
 				}
 				u.samples++
 				u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
@@ -224,11 +224,12 @@ func procStatus(pid int) (rss, hwm int64, err error) {
 	return rss, hwm, nil
 }
 
-// goMetrics reads go_memstats_heap_inuse_bytes and go_goroutines from /metrics.
-func goMetrics(url string) (heap, goroutines float64) {
+// goMetrics reads go_memstats_heap_inuse_bytes, the heap live after the last GC (half
+// of go_memstats_next_gc_bytes at GOGC=100) and go_goroutines from /metrics.
+func goMetrics(url string) (heap, live, goroutines float64) {
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
-		return -1, -1
+		return -1, -1, -1
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -240,9 +241,12 @@ func goMetrics(url string) (heap, goroutines float64) {
 		switch name {
 		case "go_memstats_heap_inuse_bytes":
 			heap, _ = strconv.ParseFloat(v, 64)
+		case "go_memstats_next_gc_bytes":
+			live, _ = strconv.ParseFloat(v, 64)
+			live /= 2
 		case "go_goroutines":
 			goroutines, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	return heap, goroutines
+	return heap, live, goroutines
 }
