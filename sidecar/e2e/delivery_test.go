@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -224,23 +223,14 @@ func resumingStream(t *testing.T, url, session string) *resuming {
 					drop()
 					return
 				}
-				sc := bufio.NewScanner(resp.Body)
-				id := ""
-				for sc.Scan() {
-					line := sc.Text()
-					if v, ok := strings.CutPrefix(line, "id:"); ok {
-						id = strings.TrimSpace(v)
+				readSSE(resp.Body, func(id, data string) {
+					if strings.Contains(data, `"notifications/resources/updated"`) {
+						r.received.Add(1)
 					}
-					if v, ok := strings.CutPrefix(line, "data:"); ok {
-						if strings.Contains(v, `"notifications/resources/updated"`) {
-							r.received.Add(1)
-						}
-						if id != "" {
-							lastID = id
-						}
-						id = ""
+					if id != "" {
+						lastID = id
 					}
-				}
+				})
 				resp.Body.Close()
 			}
 			drop()

@@ -454,8 +454,8 @@ func (s *soakRun) report(clients []*soakClient, samples []readySample, proc proc
 		}
 		t.Errorf("/readyz did not follow the faults")
 	}
-	t.Logf("SOAK sidecar: peak RSS %.1f MB (VmHWM %.1f MB; %.1f MB with every client connected, %.1f MB at the end), peak fds %d (%d at the start, %d at the end), %d samples",
-		float64(proc.peakRSS)/1024, float64(proc.hwm)/1024, float64(proc.firstRSS)/1024, float64(proc.lastRSS)/1024, proc.peakFDs, proc.firstFDs, proc.lastFDs, proc.samples)
+	t.Logf("SOAK sidecar: peak RSS %.1f MB (VmHWM %.1f MB; %.1f MB with every client connected, %.1f MB at the end), peak fds %d (%d at the start, %d at the end), %d samples, %d failed",
+		float64(proc.peakRSS)/1024, float64(proc.hwm)/1024, float64(proc.firstRSS)/1024, float64(proc.lastRSS)/1024, proc.peakFDs, proc.firstFDs, proc.lastFDs, proc.samples, proc.sampleErrors)
 	t.Logf("SOAK sidecar RSS MB/Go heap in use MB/live heap MB/fds/goroutines each minute: %s", strings.Join(proc.perMinute, " "))
 	t.Logf("SOAK metrics: %v", metrics)
 	for _, e := range tallies {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -171,24 +172,14 @@ func (c *soakClient) streamLoop(ctx context.Context) {
 				c.up = append(c.up, span{from: time.Now()})
 			}
 			c.mu.Unlock()
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 1<<20), 16<<20)
-			id := ""
-			for sc.Scan() {
-				line := sc.Text()
-				if v, ok := strings.CutPrefix(line, "id:"); ok {
-					id = strings.TrimSpace(v)
+			readSSE(resp.Body, func(id, data string) {
+				if uri, ok := updatedURI(data); ok {
+					c.received(uri, time.Now())
 				}
-				if v, ok := strings.CutPrefix(line, "data:"); ok {
-					if uri, ok := updatedURI(v); ok {
-						c.received(uri, time.Now())
-					}
-					if id != "" {
-						lastID = id
-					}
-					id = ""
+				if id != "" {
+					lastID = id
 				}
-			}
+			})
 			resp.Body.Close()
 		} else if ctx.Err() == nil && connCtx.Err() == nil {
 			c.fail("GET stream: %v", err)
@@ -197,6 +188,24 @@ func (c *soakClient) streamLoop(ctx context.Context) {
 		if ctx.Err() == nil {
 			c.drops.Add(1)
 			sleepCtx(ctx, downFor())
+		}
+	}
+}
+
+// readSSE calls each with the id ("" if none) and the data of every event of an SSE
+// stream, until the stream ends.
+func readSSE(body io.Reader, each func(id, data string)) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	id := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "id:"); ok {
+			id = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			each(id, v)
+			id = ""
 		}
 	}
 }

@@ -21,29 +21,36 @@ type readySample struct {
 
 // pollReady asks /readyz every interval until ctx ends and returns what it answered.
 func pollReady(ctx context.Context, url string, interval time.Duration) func() []readySample {
-	var (
-		mu  sync.Mutex
-		out []readySample
-		wg  sync.WaitGroup
-	)
+	var out []readySample
 	hc := &http.Client{Timeout: 2 * time.Second}
+	wait := every(ctx, interval, func() {
+		s := readySample{at: time.Now()}
+		if resp, err := hc.Get(url + "/readyz"); err != nil {
+			s.body = err.Error()
+		} else {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			s.code, s.body = resp.StatusCode, strings.TrimSpace(string(b))
+		}
+		out = append(out, s)
+	})
+	return func() []readySample {
+		wait()
+		return out
+	}
+}
+
+// every runs fn at once and then every interval, in one goroutine, until ctx ends; the
+// function it returns waits for that goroutine.
+func every(ctx context.Context, interval time.Duration, fn func()) func() {
+	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			s := readySample{at: time.Now()}
-			if resp, err := hc.Get(url + "/readyz"); err != nil {
-				s.body = err.Error()
-			} else {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				s.code, s.body = resp.StatusCode, strings.TrimSpace(string(b))
-			}
-			mu.Lock()
-			out = append(out, s)
-			mu.Unlock()
+			fn()
 			select {
 			case <-ctx.Done():
 				return
@@ -51,10 +58,7 @@ func pollReady(ctx context.Context, url string, interval time.Duration) func() [
 			}
 		}
 	}()
-	return func() []readySample {
-		wg.Wait()
-		return out
-	}
+	return wg.Wait
 }
 
 // fault is a period during which /readyz must answer 503: the store unreadable or a
@@ -148,56 +152,41 @@ outer:
 
 // procUsage is the sidecar process's peak resident memory and open file descriptors.
 type procUsage struct {
-	peakRSS, hwm  int64 // kB: largest VmRSS sampled, and the kernel's VmHWM at the end
-	peakFDs       int
-	firstRSS      int64 // kB and descriptors at the first sample (all clients connected)
-	firstFDs      int
-	lastRSS       int64
-	lastFDs       int
-	samples       int
-	sampleErrors  int
-	lastSampledAt time.Time
-	perMinute     []string // "RSS MB/heap in use MB/live heap MB/fds/goroutines" once a minute
+	peakRSS, hwm int64 // kB: largest VmRSS sampled, and the kernel's VmHWM at the end
+	peakFDs      int
+	firstRSS     int64 // kB and descriptors at the first sample (all clients connected)
+	firstFDs     int
+	lastRSS      int64
+	lastFDs      int
+	samples      int
+	sampleErrors int
+	perMinute    []string // "RSS MB/heap in use MB/live heap MB/fds/goroutines" once a minute
 }
 
 // watchProc samples /proc/PID every interval until ctx ends; once a minute it also
 // notes the Go heap in use and the goroutines from the sidecar's /metrics at url.
 func watchProc(ctx context.Context, pid int, url string, interval time.Duration) func() procUsage {
-	var (
-		u  procUsage
-		wg sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			rss, hwm, err := procStatus(pid)
-			fds, ferr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-			if err != nil || ferr != nil {
-				u.sampleErrors++
-			} else {
-				if u.samples == 0 {
-					u.firstRSS, u.firstFDs = rss, len(fds)
-				}
-				if u.samples%60 == 0 {
-					heap, live, goroutines := goMetrics(url)
-					u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), live/(1<<20), len(fds), int(goroutines)))
-				}
-				u.samples++
-				u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
-				u.lastRSS, u.lastFDs, u.hwm, u.lastSampledAt = rss, len(fds), hwm, time.Now()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	var u procUsage
+	wait := every(ctx, interval, func() {
+		rss, hwm, err := procStatus(pid)
+		fds, ferr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil || ferr != nil {
+			u.sampleErrors++
+			return
 		}
-	}()
+		if u.samples == 0 {
+			u.firstRSS, u.firstFDs = rss, len(fds)
+		}
+		if u.samples%60 == 0 {
+			heap, live, goroutines := goMetrics(url)
+			u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), live/(1<<20), len(fds), int(goroutines)))
+		}
+		u.samples++
+		u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
+		u.lastRSS, u.lastFDs, u.hwm = rss, len(fds), hwm
+	})
 	return func() procUsage {
-		wg.Wait()
+		wait()
 		return u
 	}
 }
