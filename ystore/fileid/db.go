@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -26,14 +27,63 @@ type DBConfig struct {
 	RootDir string
 }
 
-// DB resolves ids from jupyter_server_fileid's database, read-only. Each lookup is one
-// short query, so renames recorded by the server are followed at once.
+// DB resolves ids from jupyter_server_fileid's database, read-only. A lookup is one short
+// query, so renames recorded by the server are followed at once, unless neither the
+// database nor its WAL has changed since the id was last looked up: then the answer is
+// the last one. The connection closes when it has been idle for dbIdle, so a quiet
+// database costs no SQLite memory.
 type DB struct {
 	path string
 	root string
 
-	mu sync.Mutex
-	db *sql.DB
+	mu    sync.Mutex
+	db    *sql.DB
+	idle  time.Duration     // how long an unused connection stays open: dbIdle
+	stamp filesStamp        // the files as they were when cache was filled
+	cache map[string]answer // file id → the answer given while the files had stamp
+}
+
+// answer is one lookup's result: the API path, or not found.
+type answer struct {
+	path  string
+	found bool
+}
+
+// dbIdle is how long an unused connection to the database stays open.
+const dbIdle = 30 * time.Second
+
+// racyWindow is how recent a file modification may be for its stamp not to be trusted:
+// a write in the same clock tick as the stat would leave the stamp unchanged (the
+// "racy git" problem), so answers are cached only for files older than this.
+const racyWindow = 2 * time.Second
+
+// fileStamp identifies one version of a file: a write changes its size or modification
+// time, a replacement its identity (device and inode where the platform has them). Not
+// its change time: SQLite, run as root, changes the WAL's owner on every open.
+type fileStamp struct {
+	size, mtime int64
+	id          fileIdentity
+	exists      bool
+}
+
+// filesStamp is the stamp of the database and of its WAL.
+type filesStamp [2]fileStamp
+
+// stampFiles stats the database and its WAL; settled reports that neither changed within
+// racyWindow of now.
+func (d *DB) stampFiles() (st filesStamp, settled bool) {
+	settled = true
+	for i, p := range []string{d.path, d.path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		st[i] = fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: identity(fi), exists: true}
+		if time.Since(fi.ModTime()) < racyWindow {
+			settled = false
+		}
+	}
+	return st, settled
 }
 
 var _ Resolver = (*DB)(nil)
@@ -73,25 +123,57 @@ func NewDB(cfg DBConfig) (*DB, error) {
 	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir)}, nil
 }
 
-// Path looks fileID up in the Files table.
+// Path looks fileID up in the Files table, or in the answers given since the database
+// last changed.
 func (d *DB) Path(ctx context.Context, fileID string) (string, error) {
+	st, settled := d.stampFiles()
+	d.mu.Lock()
+	if st != d.stamp {
+		d.stamp, d.cache = st, nil
+	}
+	a, hit := d.cache[fileID]
+	d.mu.Unlock()
+	if !hit || !settled {
+		var err error
+		if a, err = d.query(ctx, fileID); err != nil {
+			return "", err
+		}
+		if settled {
+			d.mu.Lock()
+			if d.stamp == st {
+				if d.cache == nil {
+					d.cache = map[string]answer{}
+				}
+				d.cache[fileID] = a
+			}
+			d.mu.Unlock()
+		}
+	}
+	if !a.found {
+		return "", fmt.Errorf("file id %s in %s: %w", fileID, d.path, ErrNotFound)
+	}
+	return a.path, nil
+}
+
+// query asks the database for fileID's path.
+func (d *DB) query(ctx context.Context, fileID string) (answer, error) {
 	db, err := d.conn()
 	if err != nil {
-		return "", fmt.Errorf("file id %s: %w", fileID, err)
+		return answer{}, fmt.Errorf("file id %s: %w", fileID, err)
 	}
 	var stored string
 	err = db.QueryRowContext(ctx, "SELECT path FROM Files WHERE id = ?", fileID).Scan(&stored)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("file id %s in %s: %w", fileID, d.path, ErrNotFound)
+		return answer{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("file id %s in %s: %w", fileID, d.path, err)
+		return answer{}, fmt.Errorf("file id %s in %s: %w", fileID, d.path, err)
 	}
 	p, ok := apiPath(stored, d.root)
 	if !ok {
-		return "", fmt.Errorf("file id %s: %s is outside root %s: %w", fileID, stored, d.root, ErrNotFound)
+		return answer{}, fmt.Errorf("file id %s: %s is outside root %s: %w", fileID, stored, d.root, ErrNotFound)
 	}
-	return p, nil
+	return answer{path: p, found: true}, nil
 }
 
 // conn opens the database on first use (it may not exist until Jupyter starts).
@@ -118,6 +200,7 @@ func (d *DB) conn() (*sql.DB, error) {
 		return nil, fmt.Errorf("open %s: %w", d.path, err)
 	}
 	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(d.idle)
 	d.db = db
 	return db, nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAPIPath(t *testing.T) {
@@ -239,5 +240,50 @@ func TestDefaultDBPath(t *testing.T) {
 	}
 	if _, err := NewDB(DBConfig{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("NewDB without root: %v", err)
+	}
+}
+
+// TestDBQuietDatabase checks that lookups of a database that has not changed are answered
+// without a connection, which closes when idle, and that a change is seen at once.
+func TestDBQuietDatabase(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "file_id_manager.db")
+	edit, _ := startManager(t, dbPath, "arbitrary")
+	edit("add", id1, "/r/a.ipynb")
+	r, err := NewDB(DBConfig{Path: dbPath, RootDir: "/r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.idle = 10 * time.Millisecond
+	ctx := context.Background()
+	lookup := func(want string) {
+		t.Helper()
+		if p, err := r.Path(ctx, id1); err != nil || p != want {
+			t.Fatalf("Path = %q, %v; want %q", p, err, want)
+		}
+		if _, err := r.Path(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Path(missing): %v, want ErrNotFound", err)
+		}
+	}
+	open := func() int { return r.db.Stats().OpenConnections }
+
+	lookup("a.ipynb") // the files just changed: asked, not remembered
+	time.Sleep(racyWindow + 100*time.Millisecond)
+	lookup("a.ipynb") // settled: asked once more, remembered
+	for deadline := time.Now().Add(10 * time.Second); open() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open after the idle time", open())
+		}
+	}
+	for range 3 {
+		lookup("a.ipynb")
+		if n := open(); n != 0 {
+			t.Fatalf("a lookup of an unchanged database opened %d connections", n)
+		}
+	}
+	edit("move", id1, "/r/b.ipynb")
+	lookup("b.ipynb")
+	if n := open(); n != 1 {
+		t.Fatalf("a lookup after a change used %d connections, want 1", n)
 	}
 }
