@@ -50,7 +50,7 @@ type answer struct {
 }
 
 // dbIdle is how long an unused connection to the database stays open.
-const dbIdle = 30 * time.Second
+const dbIdle = 5 * time.Second
 
 // racyWindow is how recent a file modification may be for its stamp not to be trusted:
 // a write in the same clock tick as the stat would leave the stamp unchanged (the

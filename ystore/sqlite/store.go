@@ -90,6 +90,11 @@ func dsn(path string) string {
 
 func (s *store) close() error { return s.db.Close() }
 
+// shrink frees what memory the connection's caches can give back (PRAGMA
+// shrink_memory); it is an optimization, so a failure is ignored: the next read
+// reports a connection that is broken.
+func (s *store) shrink(ctx context.Context) { _, _ = s.db.ExecContext(ctx, "PRAGMA shrink_memory") }
+
 // read runs fn in one read transaction, retried from scratch while the writer holds its
 // lock. fn must not wait on anything but the database.
 func (s *store) read(ctx context.Context, fn func(*sql.Tx) error) error {

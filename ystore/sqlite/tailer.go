@@ -225,12 +225,14 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		return err
 	}
 	t.dv, t.uv = dv, uv
-	return t.stamp()
+	return t.settle(ctx)
 }
 
-// stamp records the file's size and modification time after a successful read; a
-// later change of either without a commit is a write outside SQLite.
-func (t *Tailer) stamp() error {
+// settle follows a successful read: it hands the connection's page cache back (a hub
+// holds many stores open between their changes) and records the file's size and
+// modification time, whose later change without a commit is a write outside SQLite.
+func (t *Tailer) settle(ctx context.Context) error {
+	t.st.shrink(ctx)
 	fi, err := os.Stat(t.cfg.Path)
 	if err != nil {
 		return fmt.Errorf("stat store: %w", err)
@@ -271,7 +273,7 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 		return err
 	}
 	t.synced, t.ident, t.dv, t.uv = true, st.ident, dv, uv
-	return t.stamp()
+	return t.settle(ctx)
 }
 
 func (t *Tailer) closeStore() {
