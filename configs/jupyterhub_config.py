@@ -38,6 +38,9 @@ c.JupyterHub.services = [
             # Each user's use_notebook bindings, one file a user.
             "JUPYTER_MCP_SIDECAR_HUB_STATE_DIR": "/var/lib/jupyter-mcp-sidecar",
             "JUPYTER_MCP_SIDECAR_LOG_FORMAT": "json",
+            # The Go runtime's soft memory limit: the heap stays near what is live
+            # (docs/HUB.md, "Memory"); size it for the users active at once.
+            "GOMEMLIMIT": "1800MiB",
         },
         # A managed service runs as the Hub's user (root with LocalProcessSpawner). The
         # sidecar only reads the users' stores; to run it unprivileged instead, run it as

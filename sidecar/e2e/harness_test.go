@@ -38,6 +38,9 @@ const (
 var binary string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(holdEnv); spec != "" {
+		os.Exit(holdNotebooks(spec))
+	}
 	dir, err := os.MkdirTemp("", "sidecar-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

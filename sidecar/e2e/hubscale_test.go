@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -41,7 +43,8 @@ const (
 // checkpoint every 100 rows from recorded @jupyter/ydoc sessions; 50 users active, their
 // mcp-go clients (2026-07-28 stateless and 2025-11-25 sessions) reading every notebook.
 // It reports the sidecar's RSS idle, with the 50 users active and after the idle timeout
-// released them, against the Go heap the same 1,000 notebooks take decoded alone, and the
+// released them, against what the same 1,000 notebooks take decoded alone (the live Go
+// heap they add to this process, and the RSS of a process that only holds them), and the
 // first read of an idle user's notebook over many users. It takes minutes, so it runs
 // only with E2E_HUBSCALE=1 and without -race (E2E_HUBSCALE_USERS, _ACTIVE, _COLD and
 // _SETTLE override the user counts and how long RSS is watched after the release).
@@ -137,10 +140,10 @@ func TestHubScale(t *testing.T) {
 			}
 		}
 	})
-	var activeRSS float64
+	var activeRSS, activeAnon float64
 	for range 5 {
 		time.Sleep(time.Second)
-		activeRSS = max(activeRSS, rss())
+		activeRSS, activeAnon = max(activeRSS, rss()), max(activeAnon, status(t, sc.cmd.Process.Pid, "RssAnon"))
 	}
 	activeHeap := heap()
 	close(stop)
@@ -152,6 +155,9 @@ func TestHubScale(t *testing.T) {
 	alone := notebooksHeap(t, root, names[:active])
 	t.Logf("HUBSCALE %d users active: RSS %.1f MB (%s); their %d notebooks alone: Go heap %.1f MB; RSS / notebooks = %.2f×, (RSS − idle baseline) / notebooks = %.2f×",
 		active, activeRSS, activeHeap, active*hubNotebooks, alone, activeRSS/alone, (activeRSS-baseline)/alone)
+	aloneRSS, aloneAnon := notebooksRSS(t, root, names[:active])
+	t.Logf("HUBSCALE the same %d notebooks held by a process that does nothing else: RSS %.1f MB (anonymous %.1f MB); the sidecar's RSS / that = %.2f×, anonymous / anonymous = %.2f×",
+		active*hubNotebooks, aloneRSS, aloneAnon, activeRSS/aloneRSS, activeAnon/aloneAnon)
 
 	// Released: the clients go away and the idle timeout releases every user.
 	for i, c := range clients {
@@ -355,32 +361,95 @@ func notebooksHeap(t *testing.T, root string, users []string) float64 {
 		return m.HeapAlloc
 	}
 	before := live()
+	nbs, err := loadNotebooks(root, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := live()
+	runtime.KeepAlive(nbs)
+	return float64(after-before) / 1e6
+}
+
+// loadNotebooks loads every room of users' stores the way the sidecar does (the SQLite
+// tailer's Load, then ynotebook) and keeps only the notebooks.
+func loadNotebooks(root string, users []string) ([]*ynotebook.Notebook, error) {
 	var nbs []*ynotebook.Notebook
 	for _, u := range users {
 		tl, err := sqlite.New(sqlite.Config{Path: filepath.Join(root, "home", u, ".jupyter_ystore.db")})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		events, err := tl.Load(context.Background())
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, ev := range events {
 			nb := ynotebook.New()
 			for _, row := range ev.Rows {
 				if _, err := nb.Apply(row.Update); err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
 			}
 			nbs = append(nbs, nb)
 		}
 	}
 	if len(nbs) != len(users)*hubNotebooks {
-		t.Fatalf("%d notebooks loaded, want %d", len(nbs), len(users)*hubNotebooks)
+		return nil, fmt.Errorf("%d notebooks loaded, want %d", len(nbs), len(users)*hubNotebooks)
 	}
-	after := live()
+	return nbs, nil
+}
+
+// holdEnv makes this test binary a process that only loads and holds users'
+// notebooks (holdNotebooks), whose RSS notebooksRSS measures.
+const holdEnv = "E2E_HUBSCALE_HOLD"
+
+// holdNotebooks loads the notebooks of the users spec names (the stores' root and the
+// users, one a line), says "held" and keeps them until its input closes.
+func holdNotebooks(spec string) int {
+	lines := strings.Split(spec, "\n")
+	nbs, err := loadNotebooks(lines[0], lines[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("held")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	runtime.KeepAlive(nbs)
-	return float64(after-before) / 1e6
+	return 0
+}
+
+// notebooksRSS is what users' notebooks alone take in a process of their own: the RSS
+// (and its anonymous part) of this test binary run to load and hold only them, the
+// largest of 5 samples 1 s apart, as the sidecar's is sampled.
+func notebooksRSS(t *testing.T, root string, users []string) (rss, anon float64) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), holdEnv+"="+strings.Join(append([]string{root}, users...), "\n"))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the process holding the notebooks: %v", err)
+		}
+	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
+		t.Fatalf("the process holding the notebooks said %q, %v", line, err)
+	}
+	for range 5 {
+		time.Sleep(time.Second)
+		rss, anon = max(rss, status(t, cmd.Process.Pid, "VmRSS")), max(anon, status(t, cmd.Process.Pid, "RssAnon"))
+	}
+	return rss, anon
 }
 
 // endSession ends a client: a 2025-11-25 session is deleted with its user's token
