@@ -22,6 +22,8 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 )
 
 // Hub mode serves every user of a JupyterHub their own notebooks from one process.
@@ -41,6 +43,10 @@ type hub struct {
 	log     *slog.Logger
 	version string
 	m       *hubMetrics
+
+	// follower follows the shared Postgres store for every active user
+	// (hub.stores.backend postgres), nil for users' own SQLite stores.
+	follower *postgres.Follower
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
@@ -65,6 +71,15 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	h.m = newHubMetrics(h.registries)
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
+	}
+	if cfg.Hub.Stores.Backend == "postgres" {
+		shared := cfg.Store.Postgres.StoreConfig(h.log, nil)
+		shared.Owner = "" // every owner's rooms; each user's tailer takes theirs
+		f, err := postgres.NewFollower(postgres.FollowerConfig{Store: shared})
+		if err != nil {
+			return fmt.Errorf("hub postgres follower: %w", err)
+		}
+		h.follower = f
 	}
 	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
@@ -97,6 +112,9 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
 	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.Server.IdleTimeout, ReadTimeout: cfg.Server.ReadTimeout})
 	g, gctx := errgroup.WithContext(ctx)
+	if h.follower != nil {
+		g.Go(func() error { return h.follower.Run(gctx) })
+	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve http: %w", err)
@@ -176,7 +194,13 @@ func (h *hub) start(user string) (*tenant, error) {
 	begin := time.Now()
 	log := h.log.With("tenant", tenantID(user))
 	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }); err != nil {
+	var tailer ystore.Tailer
+	if h.follower != nil {
+		if tailer, err = h.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, t.reg)); err != nil {
+			return nil, err
+		}
+	}
+	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }, tailer); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

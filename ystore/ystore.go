@@ -66,6 +66,9 @@ type Event struct {
 	Kind EventKind
 	Room string
 	Rows []Row
+	// Owner is the user who owns the room, where the store records owners and the
+	// tailer reports them (the Postgres store's Follower); otherwise empty.
+	Owner string
 }
 
 // Status reports a tailer's health.

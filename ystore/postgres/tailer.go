@@ -27,6 +27,15 @@ type Tailer struct {
 	n      names
 	m      *tailMetrics
 	status *tailstatus.Recorder
+	// follow is set for a Follower's tailer: it starts from the snapshot it first
+	// takes (rows before it are the owners' loads), tags events with their room's
+	// owner, and calls read after each successful read.
+	follow *following
+}
+
+// following is what a Follower's tailer does differently.
+type following struct {
+	read func() // after each successful read
 }
 
 var _ ystore.Tailer = (*Tailer)(nil)
@@ -177,6 +186,9 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 			t.m.rebuilds.Add(float64(len(st.rooms)))
 			cursor = nil
 		}
+		if t.follow != nil && st.cursor == nil {
+			return nil // a Follower starts here: the owners load what came before
+		}
 		rows, err := t.readRows(ctx, tx, cursor)
 		if err != nil {
 			return err
@@ -189,6 +201,9 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 			events = append(events, removedEvents(st.rooms, events)...)
 		default:
 			events = loadEvents(rows)
+		}
+		if err == nil && t.follow != nil {
+			err = t.tagOwners(ctx, tx, events)
 		}
 		return err
 	})
@@ -205,6 +220,34 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 	st.cursor, st.progressed = &snap, true
 	applyRooms(st.rooms, events)
 	t.status.Read(events, tailed, len(st.rooms))
+	if t.follow != nil {
+		t.follow.read()
+	}
+	return nil
+}
+
+// tagOwners sets each event's Owner from the rooms table, read in the same transaction
+// as the rows (a room's owner is recorded with its first rows or with a reset).
+func (t *Tailer) tagOwners(ctx context.Context, tx pgx.Tx, events []ystore.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	rooms := make([]string, 0, len(events))
+	for _, e := range events {
+		rooms = append(rooms, e.Room)
+	}
+	rs, err := tx.Query(ctx, `SELECT path, owner FROM `+t.n.rooms+` WHERE path = ANY($1)`, rooms)
+	if err != nil {
+		return fmt.Errorf("read owners: %w", err)
+	}
+	owners := map[string]string{}
+	var room, owner string
+	if _, err := pgx.ForEachRow(rs, []any{&room, &owner}, func() error { owners[room] = owner; return nil }); err != nil {
+		return fmt.Errorf("read owners: %w", err)
+	}
+	for i := range events {
+		events[i].Owner = owners[events[i].Room]
+	}
 	return nil
 }
 

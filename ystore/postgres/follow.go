@@ -1,0 +1,236 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// DefaultLoadConcurrency is how many owners a Follower loads at once when
+// FollowerConfig.LoadConcurrency is zero.
+const DefaultLoadConcurrency = 4
+
+// FollowerConfig configures a Follower.
+type FollowerConfig struct {
+	// Store is the shared store; its Owner must be empty. Its Registerer is not used:
+	// each owner's Tailer registers its own metrics.
+	Store Config
+	// LoadConcurrency bounds the owners loaded at once, each load on a short connection
+	// of its own; default DefaultLoadConcurrency.
+	LoadConcurrency int
+}
+
+// Follower follows the shared store once for every owner being served (hub mode): one
+// connection listens and reads the rows of every room as they are committed, and hands
+// each room's events to the Tailers of its owner (Follower.Tailer) that are running;
+// the rooms of other owners are not decoded. An owner's Tailer loads that owner's rooms
+// on a short connection of its own and then relays what the Follower hears, so the
+// connections held are one plus the loads in progress, however many owners are active.
+type Follower struct {
+	tail  *Tailer
+	loads chan struct{} // a token per load in progress
+	ready chan struct{} // closed after the first read: the shared cursor exists
+	once  sync.Once
+
+	mu    sync.Mutex
+	feeds map[string]map[*ownerTailer]struct{} // owner → running Tailers
+}
+
+// NewFollower validates cfg and returns a Follower; it does no I/O.
+func NewFollower(cfg FollowerConfig) (*Follower, error) {
+	if cfg.Store.Owner != "" {
+		return nil, fmt.Errorf("a follower follows every owner's rooms, not only %q's: %w", cfg.Store.Owner, ErrConfig)
+	}
+	if cfg.LoadConcurrency < 0 {
+		return nil, fmt.Errorf("load concurrency %d: %w", cfg.LoadConcurrency, ErrConfig)
+	}
+	if cfg.LoadConcurrency == 0 {
+		cfg.LoadConcurrency = DefaultLoadConcurrency
+	}
+	store := cfg.Store
+	store.Registerer = nil
+	t, err := New(store)
+	if err != nil {
+		return nil, err
+	}
+	f := &Follower{tail: t, loads: make(chan struct{}, cfg.LoadConcurrency), ready: make(chan struct{}),
+		feeds: map[string]map[*ownerTailer]struct{}{}}
+	t.follow = &following{read: func() { f.once.Do(func() { close(f.ready) }) }}
+	return f, nil
+}
+
+// Run follows the store until ctx is done (it then returns nil); connection failures
+// are retried as a Tailer's are, the cursor carrying over.
+func (f *Follower) Run(ctx context.Context) error {
+	return f.tail.Run(ctx, f.dispatch)
+}
+
+// Status reports the shared connection's reachability, last error and lag.
+func (f *Follower) Status() ystore.Status { return f.tail.Status() }
+
+// dispatch hands each event to the running Tailers of its room's owner; a removed room,
+// whose owner is gone with it, to every running Tailer (one that never had it ignores it).
+func (f *Follower) dispatch(_ context.Context, events []ystore.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range events {
+		if e.Kind == ystore.EventRemoved {
+			for _, feeds := range f.feeds {
+				for o := range feeds {
+					o.push(e)
+				}
+			}
+			continue
+		}
+		for o := range f.feeds[e.Owner] {
+			o.push(e)
+		}
+	}
+	return nil
+}
+
+// Tailer returns the Tailer of cfg.Owner's rooms on this Follower: it loads them and
+// then delivers what the Follower hears of them. cfg names the same store as the
+// Follower's; its metrics are registered on cfg.Registerer. No I/O.
+func (f *Follower) Tailer(cfg Config) (ystore.Tailer, error) {
+	if cfg.Owner == "" {
+		return nil, fmt.Errorf("an owner's tailer needs the owner: %w", ErrConfig)
+	}
+	load, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &ownerTailer{f: f, load: load, wake: make(chan struct{}, 1)}, nil
+}
+
+// ownerTailer is one owner's Tailer on a Follower.
+type ownerTailer struct {
+	f    *Follower
+	load *Tailer // the owner's rooms: Load, the owner's status and metrics
+
+	mu     sync.Mutex
+	queue  []ystore.Event
+	loaded bool // the rooms were loaded: the Follower's reads count as this owner's
+	wake   chan struct{}
+}
+
+var _ ystore.Tailer = (*ownerTailer)(nil)
+
+// push queues e; the Follower holds its lock.
+func (o *ownerTailer) push(e ystore.Event) {
+	o.mu.Lock()
+	o.queue = append(o.queue, e)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue.
+func (o *ownerTailer) take() []ystore.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	q := o.queue
+	o.queue = nil
+	return q
+}
+
+// Load reads the owner's rooms once, as Reset events in room order.
+func (o *ownerTailer) Load(ctx context.Context) ([]ystore.Event, error) {
+	select {
+	case o.f.loads <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-o.f.loads }()
+	return o.load.Load(ctx)
+}
+
+// Status is the owner's: unreachable while the Follower is, read once the owner's
+// rooms are loaded and whenever the Follower reads since.
+func (o *ownerTailer) Status() ystore.Status {
+	st, shared := o.load.Status(), o.f.Status()
+	o.mu.Lock()
+	loaded := o.loaded
+	o.mu.Unlock()
+	if !loaded {
+		return st
+	}
+	st.Reachable = st.Reachable && shared.Reachable
+	if shared.LastErrorAt.After(st.LastErrorAt) {
+		st.LastError, st.LastErrorAt = shared.LastError, shared.LastErrorAt
+	}
+	if shared.LastReadAt.After(st.LastReadAt) {
+		st.LastReadAt = shared.LastReadAt
+	}
+	return st
+}
+
+// Run registers with the Follower, waits for its cursor, loads the owner's rooms (a
+// Reset each) and then delivers what the Follower hears of them, until ctx is done (it
+// then returns nil) or sink fails (an error wrapping ystore.ErrSink). Everything the
+// Follower heard before a load began is in the load; what it hears during the load may
+// be too, and is delivered again: Yjs updates apply idempotently.
+func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	owner := o.load.cfg.Owner
+	o.f.mu.Lock()
+	if o.f.feeds[owner] == nil {
+		o.f.feeds[owner] = map[*ownerTailer]struct{}{}
+	}
+	o.f.feeds[owner][o] = struct{}{}
+	o.f.mu.Unlock()
+	defer func() {
+		o.f.mu.Lock()
+		delete(o.f.feeds[owner], o)
+		if len(o.f.feeds[owner]) == 0 {
+			delete(o.f.feeds, owner)
+		}
+		o.f.mu.Unlock()
+	}()
+	select {
+	case <-o.f.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	rooms := map[string]bool{}
+	for attempt := 0; ; attempt++ {
+		o.take() // heard before the load's snapshot: in the load
+		events, err := o.Load(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			if err := ystore.Deliver(ctx, sink, events); err != nil {
+				return err
+			}
+			applyRooms(rooms, events)
+			o.mu.Lock()
+			o.loaded = true
+			o.mu.Unlock()
+			break
+		}
+		o.load.m.retries.Inc()
+		if o.load.cfg.pause(ctx, attempt, "postgres y-store unreachable, retrying the owner's load", "err", err) != nil {
+			return nil
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.wake:
+		}
+		events := o.take()
+		if len(events) == 0 {
+			continue
+		}
+		if err := ystore.Deliver(ctx, sink, events); err != nil {
+			return err
+		}
+		applyRooms(rooms, events)
+		o.load.status.Read(events, true, len(rooms))
+	}
+}

@@ -1,0 +1,253 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// setOwner records owner as the owner of room, as a shipper does.
+func setOwner(t testing.TB, conn *pgx.Conn, cfg Config, room, owner string) {
+	t.Helper()
+	_, err := conn.Exec(context.Background(), `INSERT INTO `+pgx.Identifier{cfg.Schema, cfg.Table + "_rooms"}.Sanitize()+
+		` (path, owner) VALUES ($1, $2) ON CONFLICT (path) DO UPDATE SET owner = excluded.owner`, room, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withAppName returns cfg connecting as application name, so that its connections
+// can be counted apart from other tests'.
+func withAppName(t testing.TB, cfg Config, name string) Config {
+	t.Helper()
+	u, err := url.Parse(cfg.DSN)
+	if err != nil || u.Scheme == "" {
+		cfg.DSN += " application_name=" + name
+		return cfg
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	cfg.DSN = u.String()
+	return cfg
+}
+
+// runFollower runs a Follower of cfg until cleanup.
+func runFollower(t testing.TB, cfg Config, loads int) *Follower {
+	t.Helper()
+	f, err := NewFollower(FollowerConfig{Store: cfg, LoadConcurrency: loads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("follower: %v", err)
+		}
+	})
+	return f
+}
+
+// runOwner runs owner's Tailer on f into a new collector until cleanup (or stop).
+func runOwner(t testing.TB, f *Follower, cfg Config, owner string) (ystore.Tailer, *collector, func()) {
+	t.Helper()
+	cfg.Owner, cfg.Registerer = owner, prometheus.NewPedanticRegistry()
+	tl, err := f.Tailer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, c.sink) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s's tailer: %v", owner, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return tl, c, stop
+}
+
+// rowIDs returns the ids of the rows in events, each once, sorted.
+func rowIDs(events []ystore.Event) []int64 {
+	var ids []int64
+	for _, e := range events {
+		for _, r := range e.Rows {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// roomIDs reads the ids of rooms' rows.
+func roomIDs(t testing.TB, conn *pgx.Conn, cfg Config, rooms ...string) []int64 {
+	t.Helper()
+	rs, err := conn.Query(context.Background(), `SELECT id FROM `+pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()+
+		` WHERE path = ANY($1) ORDER BY id`, rooms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rs, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TestFollowerOwners follows one store for two owners while a writer appends to their
+// rooms and to an ownerless one: each owner's Tailer loads and then hears exactly its
+// own rooms' rows, none lost across the load (rows heard during it may come twice),
+// none of another's; an owner who starts later loads what came before.
+func TestFollowerOwners(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	for _, r := range []struct{ room, owner string }{{"a1", "alice"}, {"a2", "alice"}, {"b1", "bob"}} {
+		setOwner(t, conn, cfg, r.room, r.owner)
+		insert(t, conn, cfg, r.room, []byte(r.room+"-0"))
+	}
+	insert(t, conn, cfg, "o1", []byte("o1-0"))
+
+	// The writer runs from before the owners' loads to after them.
+	wctx, stopWriting := context.WithCancel(context.Background())
+	writerDone := make(chan error, 1)
+	go func() {
+		wconn := dial(t, cfg)
+		rooms := []string{"a1", "b1", "o1", "a2"}
+		for i := 1; wctx.Err() == nil; i++ {
+			room := rooms[i%len(rooms)]
+			if _, err := tryInsert(wctx, wconn, cfg, room, fmt.Appendf(nil, "%s-%d", room, i)); err != nil && wctx.Err() == nil {
+				writerDone <- err
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		writerDone <- nil
+	}()
+	t.Cleanup(stopWriting)
+
+	f := runFollower(t, cfg, 2)
+	alice, ca, _ := runOwner(t, f, cfg, "alice")
+	time.Sleep(300 * time.Millisecond)
+	_, cb, _ := runOwner(t, f, cfg, "bob")
+	time.Sleep(300 * time.Millisecond)
+	stopWriting()
+	if err := <-writerDone; err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		owner string
+		c     *collector
+		rooms []string
+	}{{"alice", ca, []string{"a1", "a2"}}, {"bob", cb, []string{"b1"}}} {
+		want := roomIDs(t, conn, cfg, tc.rooms...)
+		events := tc.c.waitFor(t, tc.owner+"'s rows", func(ev []ystore.Event) bool { return len(rowIDs(ev)) >= len(want) })
+		if got := rowIDs(events); !slices.Equal(got, want) {
+			t.Errorf("%s heard rows %v, want %v", tc.owner, got, want)
+		}
+		for i, e := range events {
+			if !slices.Contains(tc.rooms, e.Room) {
+				t.Errorf("%s heard %s of room %s", tc.owner, e.Kind, e.Room)
+			}
+			if e.Kind == ystore.EventReset && i >= len(tc.rooms) {
+				t.Errorf("%s: event %d is a reset of %s after the load", tc.owner, i, e.Room)
+			}
+		}
+		if len(events) < len(tc.rooms) || events[0].Kind != ystore.EventReset {
+			t.Errorf("%s's tailer did not start with its rooms' resets:%s", tc.owner, describe(events))
+		}
+	}
+	st := alice.Status()
+	if !st.Reachable || st.LastReadAt.IsZero() || st.LastError != "" {
+		t.Errorf("alice's status %+v", st)
+	}
+}
+
+// TestFollowerConnections runs many owners' Tailers on one Follower: once their loads
+// are done, the store sees one connection, and a room's reset (a compaction) reaches
+// its owner as a reset.
+func TestFollowerConnections(t *testing.T) {
+	const owners = 12
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	app := "follower_" + cfg.Schema
+	counted := withAppName(t, cfg, app)
+	for i := range owners {
+		room := fmt.Sprintf("r%d", i)
+		setOwner(t, conn, cfg, room, fmt.Sprintf("u%d", i))
+		insert(t, conn, cfg, room, []byte(room+"-0"))
+	}
+	f := runFollower(t, counted, 3)
+	cs := make([]*collector, owners)
+	for i := range owners {
+		_, cs[i], _ = runOwner(t, f, counted, fmt.Sprintf("u%d", i))
+	}
+	for i, c := range cs {
+		c.waitFor(t, fmt.Sprintf("u%d's load", i), func(ev []ystore.Event) bool { return len(ev) == 1 })
+	}
+	connections := func() int {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for connections() != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := connections(); n != 1 {
+		t.Fatalf("%d owners loaded: %d connections, want the follower's one", owners, n)
+	}
+
+	// A compaction of r3 (a reset row) reaches u3 only.
+	var id int64
+	if err := conn.QueryRow(context.Background(), "INSERT INTO "+pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()+
+		" (path, yupdate, reset) VALUES ('r3', 'r3-merged', true) RETURNING id").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	ev := cs[3].waitFor(t, "u3's reset", func(ev []ystore.Event) bool { return len(ev) == 2 })
+	if e := ev[1]; e.Kind != ystore.EventReset || len(e.Rows) != 1 || e.Rows[0].ID != id {
+		t.Errorf("after the compaction u3 heard:%s", describe(ev[1:]))
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i, c := range cs {
+		if n := len(c.snapshot()); i != 3 && n != 1 {
+			t.Errorf("u%d heard %d events, want its load only:%s", i, n, describe(c.snapshot()))
+		}
+	}
+}
+
+// TestFollowerConfig refuses a Follower restricted to one owner and an owner's Tailer
+// without an owner.
+func TestFollowerConfig(t *testing.T) {
+	if _, err := NewFollower(FollowerConfig{Store: Config{DSN: "postgres://x/y", Owner: "alice"}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("a follower of one owner: %v, want ErrConfig", err)
+	}
+	f, err := NewFollower(FollowerConfig{Store: Config{DSN: "postgres://x/y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Tailer(Config{DSN: "postgres://x/y"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("an owner's tailer without an owner: %v, want ErrConfig", err)
+	}
+}
