@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,29 +60,16 @@ func runFollower(t testing.TB, cfg Config, loads int) *Follower {
 	return f
 }
 
-// runOwner runs owner's Tailer on f into a new collector until cleanup (or stop).
-func runOwner(t testing.TB, f *Follower, cfg Config, owner string) (ystore.Tailer, *collector, func()) {
+// runOwner runs owner's Tailer on f into a new collector until cleanup.
+func runOwner(t testing.TB, f *Follower, cfg Config, owner string) (ystore.Tailer, *collector) {
 	t.Helper()
 	cfg.Owner, cfg.Registerer = owner, prometheus.NewPedanticRegistry()
 	tl, err := f.Tailer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tl.Run(ctx, c.sink) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s's tailer: %v", owner, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return tl, c, stop
+	c, _ := runInto(t, tl)
+	return tl, c
 }
 
 // rowIDs returns the ids of the rows in events, each once, sorted.
@@ -145,9 +131,9 @@ func TestFollowerOwners(t *testing.T) {
 	t.Cleanup(stopWriting)
 
 	f := runFollower(t, cfg, 2)
-	alice, ca, _ := runOwner(t, f, cfg, "alice")
+	alice, ca := runOwner(t, f, cfg, "alice")
 	time.Sleep(300 * time.Millisecond)
-	_, cb, _ := runOwner(t, f, cfg, "bob")
+	_, cb := runOwner(t, f, cfg, "bob")
 	time.Sleep(300 * time.Millisecond)
 	stopWriting()
 	if err := <-writerDone; err != nil {
@@ -199,7 +185,7 @@ func TestFollowerConnections(t *testing.T) {
 	f := runFollower(t, counted, 3)
 	cs := make([]*collector, owners)
 	for i := range owners {
-		_, cs[i], _ = runOwner(t, f, counted, fmt.Sprintf("u%d", i))
+		_, cs[i] = runOwner(t, f, counted, fmt.Sprintf("u%d", i))
 	}
 	for i, c := range cs {
 		c.waitFor(t, fmt.Sprintf("u%d's load", i), func(ev []ystore.Event) bool { return len(ev) == 1 })

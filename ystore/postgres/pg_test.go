@@ -182,17 +182,27 @@ func runTailer(t testing.TB, cfg Config) (*Tailer, *collector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCollector()
+	c, _ := runInto(t, tl)
+	return tl, c
+}
+
+// runInto runs tl into a new collector until stop or cleanup.
+func runInto(t testing.TB, tl ystore.Tailer) (c *collector, stop func()) {
+	c = newCollector()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tl.Run(ctx, c.sink) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	return tl, c
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return c, stop
 }
 
 // pgCtl runs pg_ctl on the crash cluster, skipping without one.
