@@ -237,3 +237,46 @@ func TestFollowerConfig(t *testing.T) {
 		t.Errorf("an owner's tailer without an owner: %v, want ErrConfig", err)
 	}
 }
+
+// TestFollowerServerRestart crashes the server under a Follower serving alice while a
+// writer appends to her rooms: her Tailer reports the outage, bob's Tailer, started
+// during it, loads once the server is back, and every acknowledged row reaches alice.
+func TestFollowerServerRestart(t *testing.T) {
+	cfg := testConfigOn(t, envCrashDSN)
+	conn := dial(t, cfg)
+	rooms := []string{"room0", "room1", "room2"}
+	for _, r := range rooms {
+		setOwner(t, conn, cfg, r, "alice")
+	}
+	setOwner(t, conn, cfg, "b", "bob")
+	insert(t, conn, cfg, "b", []byte("b0"))
+	conn.Close(context.Background())
+
+	f := runFollower(t, cfg, 2)
+	alice, ca := runOwner(t, f, cfg, "alice")
+	w := startFaultWriter(t, cfg, rooms...)
+	ca.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
+	pgCtl(t, "stop", "-m", "immediate")
+	deadline := time.Now().Add(5 * time.Second)
+	for alice.Status().Reachable && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := alice.Status(); st.Reachable || st.LastError == "" {
+		t.Errorf("alice's status while the server is down: %+v", st)
+	}
+	_, cb := runOwner(t, f, cfg, "bob")
+	time.Sleep(200 * time.Millisecond)
+	pgCtl(t, "start")
+	acked, _ := w.stopAfter(50)
+	if m := waitDelivered(ca, acked); len(m) > 0 {
+		t.Fatalf("acknowledged rows never delivered to alice: %v", m)
+	}
+	cb.waitFor(t, "bob's load", func(ev []ystore.Event) bool { return len(ev) == 1 && ev[0].Room == "b" })
+	deadline = time.Now().Add(5 * time.Second)
+	for !alice.Status().Reachable && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := alice.Status(); !st.Reachable {
+		t.Errorf("alice's status after the restart: %+v", st)
+	}
+}

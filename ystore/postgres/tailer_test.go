@@ -434,47 +434,7 @@ func TestTailServerRestart(t *testing.T) {
 	tl, c := runTailer(t, cfg)
 	waitLoaded(t, tl)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		mu           sync.Mutex
-		acked, maybe = map[string]bool{}, map[string]bool{}
-	)
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		var conn *pgx.Conn
-		for i := 0; ctx.Err() == nil; i++ {
-			if conn == nil {
-				var err error
-				if conn, err = pgx.Connect(ctx, cfg.DSN); err != nil {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-			}
-			u := fmt.Sprintf("w%d", i)
-			_, err := tryInsert(ctx, conn, cfg, fmt.Sprintf("room%d", i%4), []byte(u))
-			mu.Lock()
-			if err == nil {
-				acked[u] = true
-			} else {
-				maybe[u] = true
-			}
-			mu.Unlock()
-			if err != nil {
-				conn.Close(context.Background())
-				conn = nil
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	ackedCount := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
+	w := startFaultWriter(t, cfg, "room0", "room1", "room2", "room3")
 	c.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
 	pgCtl(t, "stop", "-m", "immediate")
 	deadline := time.Now().Add(5 * time.Second)
@@ -485,33 +445,8 @@ func TestTailServerRestart(t *testing.T) {
 		t.Errorf("status while down: %+v", st)
 	}
 	pgCtl(t, "start")
-	before := ackedCount()
-	for ackedCount() < before+50 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-writerDone
-
-	missing := func(ev []ystore.Event) []string {
-		seen := map[string]bool{}
-		for _, e := range ev {
-			for _, r := range e.Rows {
-				seen[string(r.Update)] = true
-			}
-		}
-		var out []string
-		for u := range acked {
-			if !seen[u] {
-				out = append(out, u)
-			}
-		}
-		return out
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for len(missing(c.snapshot())) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if m := missing(c.snapshot()); len(m) > 0 {
+	acked, maybe := w.stopAfter(50)
+	if m := waitDelivered(c, acked); len(m) > 0 {
 		t.Fatalf("acknowledged rows never delivered: %v\nlogs:\n%s", m, logs.String())
 	}
 	time.Sleep(3 * cfg.PollInterval)
@@ -541,6 +476,95 @@ func TestTailServerRestart(t *testing.T) {
 		t.Errorf("no reconnect logged:\n%s", logs.String())
 	}
 	t.Logf("%d rows acknowledged, %d uncertain, %d delivered", len(acked), len(maybe), len(seen))
+}
+
+// faultWriter appends rows to rooms, one at a time, through server crashes: a row whose
+// insert returned is acknowledged, one whose insert failed may or may not be stored.
+type faultWriter struct {
+	mu           sync.Mutex
+	acked, maybe map[string]bool
+	cancel       context.CancelFunc
+	done         chan struct{}
+}
+
+// startFaultWriter starts writing; it stops at stopAfter or cleanup.
+func startFaultWriter(t testing.TB, cfg Config, rooms ...string) *faultWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &faultWriter{acked: map[string]bool{}, maybe: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	t.Cleanup(func() { cancel(); <-w.done })
+	go func() {
+		defer close(w.done)
+		var conn *pgx.Conn
+		for i := 0; ctx.Err() == nil; i++ {
+			if conn == nil {
+				var err error
+				if conn, err = pgx.Connect(ctx, cfg.DSN); err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+			}
+			u := fmt.Sprintf("w%d", i)
+			_, err := tryInsert(ctx, conn, cfg, rooms[i%len(rooms)], []byte(u))
+			w.mu.Lock()
+			if err == nil {
+				w.acked[u] = true
+			} else {
+				w.maybe[u] = true
+			}
+			w.mu.Unlock()
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	return w
+}
+
+// ackedCount is the number of acknowledged rows.
+func (w *faultWriter) ackedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// stopAfter waits for n more acknowledged rows, stops and returns what was written.
+func (w *faultWriter) stopAfter(n int) (acked, maybe map[string]bool) {
+	for before := w.ackedCount(); w.ackedCount() < before+n; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.cancel()
+	<-w.done
+	return w.acked, w.maybe
+}
+
+// waitDelivered waits up to 10 s for every acknowledged row to reach c and returns
+// those that did not.
+func waitDelivered(c *collector, acked map[string]bool) []string {
+	missing := func() []string {
+		seen := map[string]bool{}
+		for _, e := range c.snapshot() {
+			for _, r := range e.Rows {
+				seen[string(r.Update)] = true
+			}
+		}
+		var out []string
+		for u := range acked {
+			if !seen[u] {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(missing()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return missing()
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent logging.
