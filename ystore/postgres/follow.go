@@ -149,21 +149,22 @@ func (o *ownerTailer) Load(ctx context.Context) ([]ystore.Event, error) {
 	return o.load.Load(ctx)
 }
 
-// Status is the owner's: unreachable while the Follower is, read once the owner's
-// rooms are loaded and whenever the Follower reads since.
+// Status is the owner's: the load's and the Follower's combined once the owner's rooms
+// are loaded (unreachable while either is; read whenever the Follower reads), and
+// before that the Follower's failure if it is failing, so that a caller waiting for the
+// first read hears of it.
 func (o *ownerTailer) Status() ystore.Status {
 	st, shared := o.load.Status(), o.f.Status()
 	o.mu.Lock()
 	loaded := o.loaded
 	o.mu.Unlock()
-	if !loaded {
-		return st
+	if loaded || !shared.Reachable {
+		st.Reachable = st.Reachable && shared.Reachable
+		if shared.LastErrorAt.After(st.LastErrorAt) {
+			st.LastError, st.LastErrorAt = shared.LastError, shared.LastErrorAt
+		}
 	}
-	st.Reachable = st.Reachable && shared.Reachable
-	if shared.LastErrorAt.After(st.LastErrorAt) {
-		st.LastError, st.LastErrorAt = shared.LastError, shared.LastErrorAt
-	}
-	if shared.LastReadAt.After(st.LastReadAt) {
+	if loaded && shared.LastReadAt.After(st.LastReadAt) {
 		st.LastReadAt = shared.LastReadAt
 	}
 	return st

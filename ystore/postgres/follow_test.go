@@ -240,7 +240,8 @@ func TestFollowerConfig(t *testing.T) {
 
 // TestFollowerServerRestart crashes the server under a Follower serving alice while a
 // writer appends to her rooms: her Tailer reports the outage, bob's Tailer, started
-// during it, loads once the server is back, and every acknowledged row reaches alice.
+// during it, reports it before any read and loads once the server is back, and every
+// acknowledged row reaches alice.
 func TestFollowerServerRestart(t *testing.T) {
 	cfg := testConfigOn(t, envCrashDSN)
 	conn := dial(t, cfg)
@@ -264,8 +265,11 @@ func TestFollowerServerRestart(t *testing.T) {
 	if st := alice.Status(); st.Reachable || st.LastError == "" {
 		t.Errorf("alice's status while the server is down: %+v", st)
 	}
-	_, cb := runOwner(t, f, cfg, "bob")
+	bob, cb := runOwner(t, f, cfg, "bob")
 	time.Sleep(200 * time.Millisecond)
+	if st := bob.Status(); st.Reachable || st.LastError == "" || !st.LastReadAt.IsZero() {
+		t.Errorf("bob's status before his load, the server down: %+v (want the follower's failure)", st)
+	}
 	pgCtl(t, "start")
 	acked, _ := w.stopAfter(50)
 	if m := waitDelivered(ca, acked); len(m) > 0 {
