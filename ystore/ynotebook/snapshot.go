@@ -47,11 +47,12 @@ type Cell struct {
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
-// tests of code that reads snapshots.
+// tests of code that reads snapshots; a cell with a non-empty ID has that id (Cell, JSON).
 func NewSnapshot(cells ...Cell) *Snapshot {
 	cells = slices.Clone(cells)
 	read := make([]readCell, len(cells))
 	for i := range cells {
+		cells[i].hasID = cells[i].ID != ""
 		read[i].cell = &cells[i]
 	}
 	return &Snapshot{cells: buildTree(read, 0)}
