@@ -65,6 +65,97 @@ func checkTree(t testing.TB, n *Notebook) {
 	}
 }
 
+// treeModel is a notebook's cell tree beside the cells and slots it should hold, and the
+// snapshots it handed out with the cells they held then.
+type treeModel struct {
+	n     *Notebook
+	doc   *yjs.Doc
+	made  int // cells made
+	cells []*Cell
+	slots []*slot
+	held  []*Snapshot
+	was   [][]*Cell
+}
+
+func newTreeModel(size int) *treeModel {
+	m := &treeModel{n: &Notebook{snap: &Snapshot{}}, doc: yjs.NewDoc()}
+	read := make([]readCell, size)
+	for i := range read {
+		read[i] = readCell{typ: m.newType(), cell: m.newCell()}
+	}
+	m.n.snap.cells = buildTree(read, 0)
+	m.n.reset(m.n.snap, read)
+	for x := range leaves(m.n.snap.cells.root) {
+		m.slots = append(m.slots, x.slots...)
+	}
+	for _, r := range read {
+		m.cells = append(m.cells, r.cell)
+	}
+	return m
+}
+
+func (m *treeModel) newType() *yjs.Type {
+	return m.doc.Map("m" + strconv.Itoa(m.made)).Type()
+}
+
+func (m *treeModel) newCell() *Cell {
+	m.made++
+	return &Cell{ID: strconv.Itoa(m.made)}
+}
+
+// edit hands out the snapshot first when share is set, then replaces (op 0), removes
+// (op 1) or inserts (op 2, or any op on an empty tree) the cell at index i modulo the
+// cells, and checks the tree and the cell at index at.
+func (m *treeModel) edit(t testing.TB, share bool, op, i, at int) {
+	t.Helper()
+	if share {
+		m.held, m.was = append(m.held, m.n.Snapshot()), append(m.was, slices.Clone(m.cells))
+	}
+	tr := &m.n.editable().cells
+	c := m.newCell()
+	switch {
+	case op == 0 && len(m.cells) > 0:
+		i %= len(m.cells)
+		tr.set(m.slots[i], c)
+		m.cells[i] = c
+	case op == 1 && len(m.cells) > 0:
+		i %= len(m.cells)
+		tr.remove(m.slots[i])
+		delete(m.n.bySlot, m.slots[i].typ)
+		m.cells, m.slots = slices.Delete(m.cells, i, i+1), slices.Delete(m.slots, i, i+1)
+	default:
+		i %= len(m.cells) + 1
+		var left *slot
+		if i > 0 {
+			left = m.slots[i-1]
+		}
+		sl := &slot{typ: m.newType()}
+		tr.insertAfter(left, sl, c)
+		m.n.bySlot[sl.typ] = sl
+		m.cells, m.slots = slices.Insert(m.cells, i, c), slices.Insert(m.slots, i, sl)
+	}
+	checkTree(t, m.n)
+	if got := slices.Collect(cellValues(m.n.snap)); !slices.Equal(got, m.cells) || m.n.snap.Len() != len(m.cells) {
+		t.Fatalf("tree of %d cells differs from the model of %d", m.n.snap.Len(), len(m.cells))
+	}
+	if len(m.cells) > 0 {
+		at %= len(m.cells)
+		if m.n.snap.At(at) != m.cells[at] || m.slots[at].pos() != at || m.slots[at].cell() != m.cells[at] {
+			t.Fatalf("At, pos or cell of %d differs", at)
+		}
+	}
+}
+
+// checkHeld fails unless every snapshot handed out holds the cells it held then.
+func (m *treeModel) checkHeld(t testing.TB) {
+	t.Helper()
+	for k, s := range m.held {
+		if got := slices.Collect(cellValues(s)); !slices.Equal(got, m.was[k]) {
+			t.Fatalf("snapshot %d changed after it was handed out", k)
+		}
+	}
+}
+
 // TestTreeEdits edits a cell tree at random, handing out snapshots at random, and checks
 // it against a slice after every edit, and every snapshot handed out against its content
 // at the time: mixed edits, then removes until it is empty, then inserts.
@@ -72,94 +163,37 @@ func TestTreeEdits(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{0, 1, 31, 33, 200, 1200} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			doc := yjs.NewDoc()
-			types := make([]*yjs.Type, 0, size+2000)
-			newType := func() *yjs.Type {
-				m := doc.Map("m" + strconv.Itoa(len(types)))
-				types = append(types, m.Type())
-				return m.Type()
+			m := newTreeModel(size)
+			for range 3000 {
+				m.edit(t, r.IntN(4) == 0, r.IntN(3), r.IntN(1<<20), r.IntN(1<<20))
 			}
-			var model []*Cell
-			var read []readCell
-			for i := range size {
-				c := &Cell{ID: strconv.Itoa(i)}
-				model = append(model, c)
-				read = append(read, readCell{typ: newType(), cell: c})
+			for len(m.cells) > 0 {
+				m.edit(t, r.IntN(4) == 0, 1, r.IntN(1<<20), r.IntN(1<<20))
 			}
-			n := &Notebook{snap: &Snapshot{}}
-			n.snap.cells = buildTree(read, 0)
-			n.reset(n.snap, read)
-			var slots []*slot // the slot of each cell of model
-			for x := range leaves(n.snap.cells.root) {
-				slots = append(slots, x.slots...)
+			for range 500 {
+				m.edit(t, r.IntN(4) == 0, 2, r.IntN(1<<20), r.IntN(1<<20))
 			}
-			type held struct {
-				s     *Snapshot
-				cells []*Cell
-			}
-			var snaps []held
-			// mixed edits, then removes until the tree is empty, then inserts
-			drained, grown := false, 0
-			for step := 0; grown < 500; step++ {
-				if r.IntN(4) == 0 {
-					snaps = append(snaps, held{n.Snapshot(), slices.Clone(model)})
-				}
-				if n.shared {
-					c := *n.snap
-					c.cells.gen++
-					n.snap, n.shared = &c, false
-				}
-				c := &Cell{ID: "s" + strconv.Itoa(step)}
-				op := r.IntN(3)
-				switch {
-				case step >= 3000 && !drained && len(model) > 0:
-					op = 1
-				case step >= 3000:
-					drained, op = true, 2
-					grown++
-				}
-				switch {
-				case op == 0 && len(model) > 0: // replace
-					i := r.IntN(len(model))
-					n.snap.cells.set(slots[i], c)
-					model[i] = c
-				case op == 1 && len(model) > 0: // remove
-					i := r.IntN(len(model))
-					n.snap.cells.remove(slots[i])
-					delete(n.bySlot, slots[i].typ)
-					model, slots = slices.Delete(model, i, i+1), slices.Delete(slots, i, i+1)
-				default: // insert
-					i := r.IntN(len(model) + 1)
-					var left *slot
-					if i > 0 {
-						left = slots[i-1]
-					}
-					sl := &slot{typ: newType()}
-					n.snap.cells.insertAfter(left, sl, c)
-					n.bySlot[sl.typ] = sl
-					model, slots = slices.Insert(model, i, c), slices.Insert(slots, i, sl)
-				}
-				checkTree(t, n)
-				if got := slices.Collect(cellValues(n.snap)); !slices.Equal(got, model) {
-					t.Fatalf("step %d: tree differs from the model", step)
-				}
-				if n.snap.Len() != len(model) {
-					t.Fatalf("step %d: Len %d, want %d", step, n.snap.Len(), len(model))
-				}
-				if len(model) > 0 {
-					i := r.IntN(len(model))
-					if n.snap.At(i) != model[i] || slots[i].pos() != i || slots[i].cell() != model[i] {
-						t.Fatalf("step %d: At, pos or cell of %d differs", step, i)
-					}
-				}
-			}
-			for k, h := range snaps {
-				if got := slices.Collect(cellValues(h.s)); !slices.Equal(got, h.cells) {
-					t.Fatalf("snapshot %d changed after it was handed out", k)
-				}
-			}
+			m.checkHeld(t)
 		})
 	}
+}
+
+// FuzzTreeEdits edits a cell tree of up to 2047 cells as the bytes say, three bytes an
+// edit (share and op, index, index checked), and checks it as TestTreeEdits does.
+func FuzzTreeEdits(f *testing.F) {
+	f.Add([]byte{0, 40, 2, 0, 0, 1, 10, 5, 6, 255, 3})
+	f.Add([]byte{7, 255, 5, 1, 2, 9, 1, 2, 9, 1, 2, 9, 1, 2, 9, 1, 2, 9, 1, 2, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 2 {
+			return
+		}
+		m := newTreeModel(int(b[0])<<8&0x700 | int(b[1]))
+		for b = b[2:]; len(b) >= 3; b = b[3:] {
+			scale := len(m.cells) + 1
+			m.edit(t, b[0]&4 != 0, int(b[0]&3), int(b[1])*scale/256, int(b[2])*scale/256)
+		}
+		m.checkHeld(t)
+	})
 }
 
 // cellValues yields the cells of s.

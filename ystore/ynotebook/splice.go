@@ -37,12 +37,7 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		return Changes{}, false
 	}
 
-	s := n.snap
-	if n.shared {
-		c := *s
-		c.cells.gen++ // the nodes of the snapshot handed out are copied before an edit
-		s, n.snap, n.shared = &c, &c, false
-	}
+	s := n.editable()
 	var ch Changes
 	if sc.meta {
 		old := *s
@@ -88,6 +83,18 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		ch.Moved = n.moved(removed, inserted, removed[i].pos, x.pos, cross)
 	}
 	return ch, true
+}
+
+// editable returns the current snapshot, first copied when Snapshot handed it out: the
+// copy's cell tree is of a new generation, so that the nodes it shares are copied before
+// an edit.
+func (n *Notebook) editable() *Snapshot {
+	if n.shared {
+		c := *n.snap
+		c.cells.gen++
+		n.snap, n.shared = &c, false
+	}
+	return n.snap
 }
 
 // splicedCells returns the cells of the snapshot txn deleted, by position, and the cell
