@@ -178,6 +178,36 @@ func TestTreeEdits(t *testing.T) {
 	}
 }
 
+// TestTreeConcurrentReads reads every snapshot handed out in another goroutine while the
+// tree is edited: under -race, edits must not write what a snapshot's reader reads.
+func TestTreeConcurrentReads(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	m := newTreeModel(1200)
+	snaps := make(chan *Snapshot, 16)
+	done := make(chan int)
+	go func() {
+		cells := 0
+		for s := range snaps {
+			for range 3 {
+				for _, c := range s.All() {
+					cells += len(c.ID)
+				}
+				if s.Len() > 0 {
+					cells += len(s.At(s.Len() / 2).ID)
+				}
+			}
+		}
+		done <- cells
+	}()
+	for range 2000 {
+		m.edit(t, true, r.IntN(3), r.IntN(1<<20), r.IntN(1<<20))
+		snaps <- m.held[len(m.held)-1]
+	}
+	close(snaps)
+	<-done
+	m.checkHeld(t)
+}
+
 // FuzzTreeEdits edits a cell tree of up to 2047 cells as the bytes say, three bytes an
 // edit (share and op, index, index checked), and checks it as TestTreeEdits does.
 func FuzzTreeEdits(f *testing.F) {
