@@ -257,14 +257,18 @@ func (r *Rooms) remove(info ystore.Room) {
 	}
 	delete(r.rooms, info.Key)
 	rm.mu.Lock()
-	p, nb := rm.path, rm.nb
+	p := rm.path
+	var snap *ynotebook.Snapshot // taken under rm.mu: a read may take one at the same time
+	if rm.nb != nil {
+		snap = rm.nb.Snapshot()
+	}
 	rm.mu.Unlock()
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
 	r.metrics.setDegraded(r.degradedCount())
 	r.log.Info("room removed from the store", "room", info.Key, "path", p)
-	if p != "" && nb != nil {
-		ch := removedAll(nb.Snapshot())
+	if p != "" && snap != nil {
+		ch := removedAll(snap)
 		ch.Metadata = true
 		r.notify.Changed(p, ch, originOf(info, nil))
 	}
@@ -281,7 +285,7 @@ func sameNotebook(a, b *ynotebook.Snapshot) bool {
 // addedAll is the change of a notebook that appears whole: its metadata and every cell.
 func addedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 	ch := ynotebook.Changes{Metadata: true}
-	for _, c := range s.Cells {
+	for _, c := range s.All() {
 		ch.Added = append(ch.Added, c.ID)
 	}
 	return ch
@@ -289,7 +293,7 @@ func addedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 
 func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 	ch := ynotebook.Changes{Metadata: true}
-	for _, c := range s.Cells {
+	for _, c := range s.All() {
 		ch.Removed = append(ch.Removed, c.ID)
 	}
 	return ch

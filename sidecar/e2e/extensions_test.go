@@ -69,7 +69,7 @@ func outlineStep(t *testing.T, steps []step, from int, want bool) int {
 // source of the notebook before it contains (case-insensitively), and the cell.
 func novelText(steps []step, i int) (string, string) {
 	var before strings.Builder
-	for _, c := range steps[i-1].after.Cells {
+	for _, c := range steps[i-1].after.All() {
 		before.WriteString(strings.ToLower(c.Source) + "\x00")
 	}
 	for id, cc := range steps[i].changes.Cells {
@@ -231,7 +231,7 @@ func TestExampleExtensionModule(t *testing.T) {
 		}
 	}
 	cells := 0
-	for _, c := range steps[preloaded-1].after.Cells {
+	for _, c := range steps[preloaded-1].after.All() {
 		if c.CellType == "code" {
 			cells++
 		}

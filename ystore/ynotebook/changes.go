@@ -79,21 +79,21 @@ type occurrence struct {
 	n     int
 }
 
-func occurrences(s *Snapshot) []occurrence {
-	seen := make(map[occurrence]int, len(s.Cells))
-	keys := make([]occurrence, len(s.Cells))
-	for i, c := range s.Cells {
-		k := occurrence{id: c.ID, hasID: c.hasID}
-		keys[i] = occurrence{id: c.ID, hasID: c.hasID, n: seen[k]}
+func occurrences(cells []readCell) []occurrence {
+	seen := make(map[occurrence]int, len(cells))
+	keys := make([]occurrence, len(cells))
+	for i, r := range cells {
+		k := occurrence{id: r.cell.ID, hasID: r.cell.hasID}
+		keys[i] = occurrence{id: r.cell.ID, hasID: r.cell.hasID, n: seen[k]}
 		seen[k]++
 	}
 	return keys
 }
 
-// reorder reports added, removed and moved cells and compares the cells present on both
-// sides that were read anew or are another cell map than before; prevSlots and read name
-// the cell maps behind prev's and next's cells.
-func reorder(prev *Snapshot, prevSlots []*slot, next *Snapshot, read []readCell) Changes {
+// reorder reports added, removed and moved cells between prev and next, the cells with
+// their maps before and after, and compares the cells present on both sides that were
+// read anew or are another cell map than before.
+func reorder(prev, next []readCell) Changes {
 	var ch Changes
 	oldKeys, newKeys := occurrences(prev), occurrences(next)
 	oldPos := make(map[occurrence]int, len(oldKeys))
@@ -106,7 +106,7 @@ func reorder(prev *Snapshot, prevSlots []*slot, next *Snapshot, read []readCell)
 	}
 	for i, k := range oldKeys {
 		if _, ok := newPos[k]; !ok {
-			ch.Removed = union(ch.Removed, []string{prev.Cells[i].ID})
+			ch.Removed = union(ch.Removed, []string{prev[i].cell.ID})
 		}
 	}
 	var common []int // new index of each common cell, in new order
@@ -114,19 +114,19 @@ func reorder(prev *Snapshot, prevSlots []*slot, next *Snapshot, read []readCell)
 	for j, k := range newKeys {
 		i, ok := oldPos[k]
 		if !ok {
-			ch.Added = union(ch.Added, []string{next.Cells[j].ID})
+			ch.Added = union(ch.Added, []string{next[j].cell.ID})
 			continue
 		}
 		common = append(common, j)
 		commonOld = append(commonOld, i)
-		if read[j].fresh || prevSlots[i].typ != read[j].typ {
-			ch.addCell(&prev.Cells[i], &next.Cells[j])
+		if next[j].fresh || prev[i].typ != next[j].typ {
+			ch.addCell(prev[i].cell, next[j].cell)
 		}
 	}
 	keep := increasing(commonOld)
 	for n, j := range common {
 		if !keep[n] {
-			ch.Moved = union(ch.Moved, []string{next.Cells[j].ID})
+			ch.Moved = union(ch.Moved, []string{next[j].cell.ID})
 		}
 	}
 	return ch

@@ -16,8 +16,17 @@ import (
 // the notebook's own in place.
 func peek(n *Notebook) *Snapshot {
 	c := *n.snap
-	c.Cells = slices.Clone(n.snap.Cells)
+	c.cells = buildTree(n.snap.cells.root.entries(), 0)
 	return &c
+}
+
+// cellList returns the cells of s in order.
+func cellList(s *Snapshot) []Cell {
+	out := make([]Cell, 0, s.Len())
+	for _, c := range s.All() {
+		out = append(out, *c)
+	}
+	return out
 }
 
 // fullSnapshot materializes the document of n from scratch, without the cell cache.
@@ -43,6 +52,7 @@ func TestSessionsInOrder(t *testing.T) {
 				if err != nil {
 					t.Fatalf("update %d: %v", i, err)
 				}
+				checkTree(t, nb)
 				after := peek(nb)
 				requireSnapshotsEqual(t, i, after, fullSnapshot(nb))
 				requireChanges(t, i, ch, before, after)
@@ -149,7 +159,7 @@ func applyAll(t testing.TB, ups [][]byte) *Notebook {
 
 func requireSnapshotsEqual(t testing.TB, i int, got, want *Snapshot) {
 	t.Helper()
-	if !reflect.DeepEqual(got.Cells, want.Cells) || !reflect.DeepEqual(notebookLevel(t, got), notebookLevel(t, want)) {
+	if !reflect.DeepEqual(cellList(got), cellList(want)) || !reflect.DeepEqual(notebookLevel(t, got), notebookLevel(t, want)) {
 		g, _ := got.JSON()
 		w, _ := want.JSON()
 		t.Fatalf("update %d: cached snapshot differs from a full one at %s", i, firstDiff("$", parsed(t, g), parsed(t, w)))
@@ -165,15 +175,16 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 		t.Fatalf("update %d: Metadata %v, want %v", i, ch.Metadata, want)
 	}
 	ka, kb := keyed(a), keyed(b)
+	cellsA, cellsB := cellList(a), cellList(b)
 	var added, removed []string
 	for k, j := range kb.pos {
 		if _, ok := ka.pos[k]; !ok {
-			added = append(added, b.Cells[j].ID)
+			added = append(added, cellsB[j].ID)
 		}
 	}
 	for k, j := range ka.pos {
 		if _, ok := kb.pos[k]; !ok {
-			removed = append(removed, a.Cells[j].ID)
+			removed = append(removed, cellsA[j].ID)
 		}
 	}
 	requireSameSet(t, i, "Added", ch.Added, added)
@@ -187,12 +198,12 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 			continue
 		}
 		common = append(common, k)
-		if reflect.DeepEqual(a.Cells[ia], b.Cells[kb.pos[k]]) {
+		if reflect.DeepEqual(cellsA[ia], cellsB[kb.pos[k]]) {
 			continue
 		}
-		if cc, changed := cellDiff(t, a.Cells[ia], b.Cells[kb.pos[k]]); changed {
+		if cc, changed := cellDiff(t, cellsA[ia], cellsB[kb.pos[k]]); changed {
 			// cells sharing an id (concurrent moves clone cells) report together
-			id := b.Cells[kb.pos[k]].ID
+			id := cellsB[kb.pos[k]].ID
 			prev := want[id]
 			want[id] = CellChange{
 				Source: prev.Source || cc.Source, Metadata: prev.Metadata || cc.Metadata, Outputs: prev.Outputs || cc.Outputs,
@@ -211,7 +222,7 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 	// are reported than a longest common subsequence leaves over.
 	var oldOrder []int
 	for _, k := range common {
-		if !slices.Contains(ch.Moved, b.Cells[kb.pos[k]].ID) {
+		if !slices.Contains(ch.Moved, cellsB[kb.pos[k]].ID) {
 			oldOrder = append(oldOrder, ka.pos[k])
 		}
 	}
@@ -263,7 +274,7 @@ func requireSameSet(t testing.TB, i int, what string, got, want []string) {
 func notebookLevel(t testing.TB, s *Snapshot) map[string]any {
 	t.Helper()
 	bare := *s
-	bare.Cells = nil
+	bare.cells = tree{}
 	b, err := bare.JSON()
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +293,7 @@ type keyedCells struct {
 func keyed(s *Snapshot) keyedCells {
 	k := keyedCells{pos: map[string]int{}}
 	seen := map[string]int{}
-	for i, c := range s.Cells {
+	for i, c := range s.All() {
 		id := fmt.Sprintf("%t/%s", c.hasID, c.ID)
 		key := fmt.Sprintf("%s/%d", id, seen[id])
 		seen[id]++

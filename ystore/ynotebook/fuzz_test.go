@@ -5,7 +5,8 @@ import (
 )
 
 // FuzzApply applies arbitrary bytes on top of a small notebook: Apply never panics, errors
-// leave the notebook unchanged, and the cached snapshot always equals a full one.
+// leave the notebook unchanged, the cell tree stays well formed and the cached snapshot
+// always equals a full one.
 func FuzzApply(f *testing.F) {
 	cases := loadCases(f)
 	var base [][]byte
@@ -32,6 +33,7 @@ func FuzzApply(f *testing.F) {
 			}
 			return
 		}
+		checkTree(t, nb)
 		requireSnapshotsEqual(t, 0, nb.Snapshot(), fullSnapshot(nb))
 		requireChanges(t, 0, ch, prev, nb.Snapshot())
 	})

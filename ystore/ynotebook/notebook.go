@@ -22,19 +22,13 @@ type Notebook struct {
 	meta  *yjs.Map
 	state *yjs.Map
 	snap  *Snapshot
-	// shared is set once snap has been handed out: it must be copied before an edit.
+	// shared is set once snap has been handed out: it must be copied, and the nodes of
+	// its cell tree with it, before an edit.
 	shared bool
-	// slots holds the cell map behind each of snap.Cells, in order; bySlot finds a cell
-	// map's slot; ids counts the cells of each key (id and whether there is one).
-	slots  []*slot
+	// bySlot finds the slot of each cell map in snap's cell tree; ids counts the cells of
+	// each key (id and whether there is one).
 	bySlot map[*yjs.Type]*slot
 	ids    map[cellKey]int
-}
-
-// slot is the place of one cell map in the snapshot.
-type slot struct {
-	typ *yjs.Type
-	pos int // index in snap.Cells
 }
 
 // cellKey is what pairs cells across an update (with the number of cells before carrying
@@ -175,10 +169,11 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 // readAll reads the cells array again as a whole, reusing the cells the update did not
 // touch, and pairs the cells of both sides by key to report the changes.
 func (n *Notebook) readAll(sc scope) Changes {
-	prev, prevSlots := n.snap, n.slots
+	prev := n.snap
+	before := prev.cells.root.entries()
 	next, read := n.rebuild(prev, sc)
 	n.reset(next, read)
-	ch := reorder(prev, prevSlots, next, read)
+	ch := reorder(before, read)
 	ch.Metadata = sc.meta && levelChanged(prev, next)
 	return ch
 }
@@ -223,14 +218,15 @@ func (e *UpdateError) Unwrap() error { return e.Err }
 // reset makes s, read by rebuild, the current snapshot.
 func (n *Notebook) reset(s *Snapshot, read []readCell) {
 	n.snap, n.shared = s, false
-	n.slots = make([]*slot, len(read))
 	n.bySlot = make(map[*yjs.Type]*slot, len(read))
 	n.ids = make(map[cellKey]int, len(read))
-	for i, r := range read {
-		sl := &slot{typ: r.typ, pos: i}
-		n.slots[i] = sl
-		n.bySlot[r.typ] = sl
-		n.ids[keyOf(&s.Cells[i])]++
+	for _, r := range read {
+		n.ids[keyOf(r.cell)]++
+	}
+	for x := range leaves(s.cells.root) {
+		for _, sl := range x.slots {
+			n.bySlot[sl.typ] = sl
+		}
 	}
 }
 
@@ -255,9 +251,11 @@ func (n *Notebook) State() State {
 // Doc returns the underlying Yjs document.
 func (n *Notebook) Doc() *yjs.Doc { return n.doc }
 
-// readCell is a cell rebuild put in a snapshot: its map and whether it was read anew.
+// readCell is a cell rebuild put in a snapshot: its map, the cell and whether it was read
+// anew.
 type readCell struct {
 	typ   *yjs.Type
+	cell  *Cell
 	fresh bool
 }
 
@@ -271,7 +269,6 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
 		*s = *prev
 	}
 	values := n.cells.Values()
-	s.Cells = make([]Cell, 0, len(values))
 	read := make([]readCell, 0, len(values))
 	for _, v := range values {
 		m, isMap := v.(*yjs.Map)
@@ -284,13 +281,13 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
 		if prev == n.snap && !sc.all {
 			sl = n.bySlot[t]
 		}
-		var c Cell
+		var c *Cell
 		switch {
 		case sl != nil && !touched:
-			c = prev.Cells[sl.pos]
+			c = sl.cell()
 		case sl != nil:
 			var ok bool
-			if c, ok = reread(prev.Cells[sl.pos], m, p); !ok {
+			if c, ok = reread(sl.cell(), m, p); !ok {
 				continue
 			}
 		default:
@@ -299,17 +296,18 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
 				continue
 			}
 		}
-		s.Cells = append(s.Cells, c)
-		read = append(read, readCell{typ: t, fresh: sl == nil || touched})
+		read = append(read, readCell{typ: t, cell: c, fresh: sl == nil || touched})
 	}
+	s.cells = buildTree(read, prev.cells.gen)
 	return s, read
 }
 
 // reread reads the touched parts of cell map m again, keeping the rest of c.
-func reread(c Cell, m *yjs.Map, p part) (Cell, bool) {
+func reread(c *Cell, m *yjs.Map, p part) (*Cell, bool) {
 	if p&partOther != 0 {
 		return readCellMap(m)
 	}
-	c.readParts(m, p)
-	return c, true
+	next := *c
+	next.readParts(m, p)
+	return &next, true
 }

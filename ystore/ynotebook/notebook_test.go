@@ -170,3 +170,34 @@ func TestChangesMerge(t *testing.T) {
 		})
 	}
 }
+
+func TestNewSnapshot(t *testing.T) {
+	s := NewSnapshot(Cell{ID: "a", CellType: CellMarkdown, Source: "# A"}, Cell{CellType: CellCode}, Cell{ID: "c", CellType: CellRaw})
+	if s.Len() != 3 || s.At(2).ID != "c" || s.At(1).ID != "" {
+		t.Fatalf("Len %d, At(2) %q", s.Len(), s.At(2).ID)
+	}
+	if c, i, ok := s.Cell("c"); !ok || i != 2 || c.CellType != CellRaw {
+		t.Fatalf("Cell(c) = %+v, %d, %v", c, i, ok)
+	}
+	if _, _, ok := s.Cell(""); ok {
+		t.Fatal("Cell(\"\") found a cell without an id")
+	}
+	got, err := s.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"cells":[{"cell_type":"markdown","id":"a","source":"# A"},{"cell_type":"code","execution_count":null,"outputs":[],"source":""},{"cell_type":"raw","id":"c","source":""}]}`
+	if string(got) != want {
+		t.Fatalf("JSON = %s\nwant %s", got, want)
+	}
+	var ids []string
+	for i, c := range s.All() {
+		if i == 2 {
+			break
+		}
+		ids = append(ids, c.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"a", ""}) {
+		t.Fatalf("All stopped early yields %q", ids)
+	}
+}

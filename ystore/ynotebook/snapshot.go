@@ -3,6 +3,8 @@ package ynotebook
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
+	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
@@ -15,13 +17,15 @@ const (
 	CellRaw      = "raw"
 )
 
-// Snapshot is an immutable nbformat view of a notebook at one point in time.
+// Snapshot is an immutable nbformat view of a notebook at one point in time. Its cells are
+// read with Len, At, All and Cell; snapshots of the same notebook share the cells neither
+// changed.
 type Snapshot struct {
 	NBFormat      int            // meta.nbformat, 0 when absent or not a number
 	NBFormatMinor int            // meta.nbformat_minor, 0 when absent or not a number
 	Metadata      map[string]any // notebook metadata; nil when the document has none
-	Cells         []Cell         // in document order
 
+	cells                   tree // in document order
 	nbformat, nbformatMinor any  // the values as stored
 	hasNBFormat, hasMinor   bool // whether meta holds them
 	pruneIDs                bool // nbformat 4.0–4.4: cell ids are left out
@@ -40,6 +44,54 @@ type Cell struct {
 	attachments    any  // the attachments value as stored, for values that are not objects
 	hasID          bool // false for a cell map without an id
 	hasAttachments bool
+}
+
+// NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
+// tests of code that reads snapshots; a cell with a non-empty ID has that id (Cell, JSON).
+func NewSnapshot(cells ...Cell) *Snapshot {
+	cells = slices.Clone(cells)
+	read := make([]readCell, len(cells))
+	for i := range cells {
+		cells[i].hasID = cells[i].ID != ""
+		read[i].cell = &cells[i]
+	}
+	return &Snapshot{cells: buildTree(read, 0)}
+}
+
+// Len returns the number of cells.
+func (s *Snapshot) Len() int {
+	if s.cells.root == nil {
+		return 0
+	}
+	return s.cells.root.size
+}
+
+// At returns the cell at index i, 0 <= i < Len(), in O(log Len()); the cell is shared with
+// the notebook and other snapshots: do not modify it.
+func (s *Snapshot) At(i int) *Cell {
+	if i < 0 || i >= s.Len() {
+		panic(fmt.Sprintf("ynotebook: cell index %d out of range [0,%d)", i, s.Len()))
+	}
+	return s.cells.root.at(i)
+}
+
+// All yields the cells with their indexes in document order; the cells are shared with
+// the notebook and other snapshots: do not modify them.
+func (s *Snapshot) All() iter.Seq2[int, *Cell] {
+	return func(yield func(int, *Cell) bool) {
+		if s.cells.root == nil {
+			return
+		}
+		i := 0
+		for x := range leaves(s.cells.root) {
+			for _, c := range x.cells {
+				if !yield(i, c) {
+					return
+				}
+				i++
+			}
+		}
+	}
 }
 
 // JSON encodes the snapshot as the nbformat JSON YNotebook.toJSON() yields.
@@ -63,9 +115,9 @@ func (s *Snapshot) JSON() ([]byte, error) {
 
 // cellsJSON returns the cells as JSON objects, without ids for nbformat before 4.5.
 func (s *Snapshot) cellsJSON() []any {
-	cells := make([]any, len(s.Cells))
-	for i := range s.Cells {
-		c := s.Cells[i].jsonObject()
+	cells := make([]any, s.Len())
+	for i, cell := range s.All() {
+		c := cell.jsonObject()
 		if s.pruneIDs {
 			delete(c, "id")
 		}
@@ -74,11 +126,11 @@ func (s *Snapshot) cellsJSON() []any {
 	return cells
 }
 
-// Cell returns the first cell with the given id and its index.
+// Cell returns the first cell with the given id and its index, in O(Len()).
 func (s *Snapshot) Cell(id string) (Cell, int, bool) {
-	for i, c := range s.Cells {
+	for i, c := range s.All() {
 		if c.hasID && c.ID == id {
-			return c, i, true
+			return *c, i, true
 		}
 	}
 	return Cell{}, -1, false
@@ -140,14 +192,14 @@ func intOf(v any) int {
 
 // readCellMap materializes a cell map; ok is false for a cell YNotebook cannot model (an
 // unknown cell type).
-func readCellMap(m *yjs.Map) (Cell, bool) {
+func readCellMap(m *yjs.Map) (*Cell, bool) {
 	ct, _ := get(m, "cell_type")
-	c := Cell{}
+	c := &Cell{}
 	c.CellType, _ = ct.(string)
 	switch c.CellType {
 	case CellCode, CellMarkdown, CellRaw:
 	default:
-		return Cell{}, false
+		return nil, false
 	}
 	if id, ok := get(m, "id"); ok {
 		c.ID, c.hasID = id.(string)

@@ -13,7 +13,7 @@ const spliceMax = 32
 // spliced is a cell an update inserted or deleted.
 type spliced struct {
 	typ  *yjs.Type
-	cell Cell
+	cell *Cell
 	pos  int // index in the snapshot: before the update for deleted cells, after it for inserted ones
 }
 
@@ -37,13 +37,7 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		return Changes{}, false
 	}
 
-	s := n.snap
-	if n.shared {
-		c := *s
-		c.Cells = make([]Cell, len(s.Cells), len(s.Cells)+len(inserted))
-		copy(c.Cells, s.Cells)
-		s, n.snap, n.shared = &c, &c, false
-	}
+	s := n.editable()
 	var ch Changes
 	if sc.meta {
 		old := *s
@@ -55,9 +49,10 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		if sl == nil || t.Deleted() {
 			continue // a cell inserted, deleted or not in the snapshot (unknown type)
 		}
-		old := s.Cells[sl.pos]
-		s.Cells[sl.pos], _ = reread(old, (*yjs.Map)(t), p)
-		ch.addCell(&old, &s.Cells[sl.pos])
+		old := sl.cell()
+		c, _ := reread(old, (*yjs.Map)(t), p)
+		s.cells.set(sl, c)
+		ch.addCell(old, c)
 	}
 	n.remove(removed)
 	n.insert(inserted)
@@ -66,16 +61,16 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	// place of another (cross), the others are added or removed
 	var crossKey cellKey
 	if cross >= 0 {
-		crossKey = keyOf(&inserted[cross].cell)
+		crossKey = keyOf(inserted[cross].cell)
 	}
 	for _, c := range removed {
-		if cross < 0 || keyOf(&c.cell) != crossKey {
+		if cross < 0 || keyOf(c.cell) != crossKey {
 			ch.Removed = union(ch.Removed, []string{c.cell.ID})
 		}
 	}
 	slices.SortFunc(inserted, func(a, b spliced) int { return a.pos - b.pos })
 	for i, c := range inserted {
-		if cross >= 0 && keyOf(&c.cell) == crossKey {
+		if cross >= 0 && keyOf(c.cell) == crossKey {
 			cross = i // its index after sorting
 			continue
 		}
@@ -83,11 +78,23 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	}
 	if cross >= 0 {
 		x := &inserted[cross]
-		i := slices.IndexFunc(removed, func(c spliced) bool { return keyOf(&c.cell) == crossKey })
-		ch.addCell(&removed[i].cell, &x.cell)
+		i := slices.IndexFunc(removed, func(c spliced) bool { return keyOf(c.cell) == crossKey })
+		ch.addCell(removed[i].cell, x.cell)
 		ch.Moved = n.moved(removed, inserted, removed[i].pos, x.pos, cross)
 	}
 	return ch, true
+}
+
+// editable returns the current snapshot, first copied when Snapshot handed it out: the
+// copy's cell tree is of a new generation, so that the nodes it shares are copied before
+// an edit.
+func (n *Notebook) editable() *Snapshot {
+	if n.shared {
+		c := *n.snap
+		c.cells.gen++
+		n.snap, n.shared = &c, false
+	}
+	return n.snap
 }
 
 // splicedCells returns the cells of the snapshot txn deleted, by position, and the cell
@@ -104,7 +111,7 @@ func (n *Notebook) splicedCells(txn *yjs.Txn, sc scope) (removed, inserted []spl
 		same := func(c spliced) bool { return c.typ == t }
 		switch sl := n.bySlot[t]; {
 		case sl != nil && t.Deleted() && !slices.ContainsFunc(removed, same):
-			removed = append(removed, spliced{typ: t, cell: n.snap.Cells[sl.pos], pos: sl.pos})
+			removed = append(removed, spliced{typ: t, cell: sl.cell(), pos: sl.pos()})
 		case sl == nil && !t.Deleted() && t.Kind() == yjs.KindMap && !slices.ContainsFunc(inserted, same):
 			c, known := readCellMap((*yjs.Map)(t))
 			if !known {
@@ -130,12 +137,12 @@ func (n *Notebook) uniqueKeys(removed, inserted []spliced) (cross int, ok bool) 
 	cross = -1
 	count := func(k cellKey) (gone, added int) {
 		for i := range removed {
-			if keyOf(&removed[i].cell) == k {
+			if keyOf(removed[i].cell) == k {
 				gone++
 			}
 		}
 		for i := range inserted {
-			if keyOf(&inserted[i].cell) == k {
+			if keyOf(inserted[i].cell) == k {
 				added++
 			}
 		}
@@ -147,12 +154,12 @@ func (n *Notebook) uniqueKeys(removed, inserted []spliced) (cross int, ok bool) 
 		return before <= 1 && before-gone+added <= 1
 	}
 	for i := range removed {
-		if !check(keyOf(&removed[i].cell)) {
+		if !check(keyOf(removed[i].cell)) {
 			return -1, false
 		}
 	}
 	for i := range inserted {
-		k := keyOf(&inserted[i].cell)
+		k := keyOf(inserted[i].cell)
 		if !check(k) {
 			return -1, false
 		}
@@ -166,66 +173,35 @@ func (n *Notebook) uniqueKeys(removed, inserted []spliced) (cross int, ok bool) 
 	return cross, true
 }
 
-// remove takes the removed cells, sorted by position, out of the snapshot, moving the
-// cells between them down in blocks.
+// remove takes the removed cells out of the snapshot.
 func (n *Notebook) remove(removed []spliced) {
-	if len(removed) == 0 {
-		return
-	}
-	s := n.snap
-	j := removed[0].pos
-	for k, c := range removed {
+	for _, c := range removed {
+		n.snap.cells.remove(n.bySlot[c.typ])
 		delete(n.bySlot, c.typ)
-		n.forget(keyOf(&c.cell))
-		end := len(n.slots)
-		if k+1 < len(removed) {
-			end = removed[k+1].pos
+		if k := keyOf(c.cell); n.ids[k] > 1 {
+			n.ids[k]--
+		} else {
+			delete(n.ids, k)
 		}
-		copy(s.Cells[j:], s.Cells[c.pos+1:end])
-		j += copy(n.slots[j:], n.slots[c.pos+1:end])
-	}
-	clear(n.slots[j:])
-	clear(s.Cells[j:])
-	n.slots, s.Cells = n.slots[:j], s.Cells[:j]
-	n.renumber(removed[0].pos)
-}
-
-// renumber sets the positions of the slots from i on.
-func (n *Notebook) renumber(i int) {
-	for ; i < len(n.slots); i++ {
-		n.slots[i].pos = i
-	}
-}
-
-// forget counts one cell fewer with key k.
-func (n *Notebook) forget(k cellKey) {
-	if n.ids[k]--; n.ids[k] == 0 {
-		delete(n.ids, k)
 	}
 }
 
 // insert puts the inserted cells into the snapshot, each after the nearest cell before it
 // in the document that is already there, and sets their positions.
 func (n *Notebook) insert(inserted []spliced) {
-	s := n.snap
 	for i := range inserted {
 		c := &inserted[i]
-		pos := 0
-		for l := c.typ.Left(); l != nil; l = l.Left() {
-			if sl := n.bySlot[l]; sl != nil {
-				pos = sl.pos + 1
-				break
-			}
+		var left *slot
+		for l := c.typ.Left(); l != nil && left == nil; l = l.Left() {
+			left = n.bySlot[l]
 		}
-		sl := &slot{typ: c.typ, pos: pos}
-		s.Cells = slices.Insert(s.Cells, pos, c.cell)
-		n.slots = slices.Insert(n.slots, pos, sl)
-		n.renumber(pos + 1)
+		sl := &slot{typ: c.typ}
+		n.snap.cells.insertAfter(left, sl, c.cell)
 		n.bySlot[c.typ] = sl
-		n.ids[keyOf(&c.cell)]++
+		n.ids[keyOf(c.cell)]++
 	}
 	for i := range inserted {
-		inserted[i].pos = n.bySlot[inserted[i].typ].pos
+		inserted[i].pos = n.bySlot[inserted[i].typ].pos()
 	}
 }
 
@@ -237,7 +213,7 @@ func (n *Notebook) insert(inserted []spliced) {
 func (n *Notebook) moved(removed, inserted []spliced, oldPos, newPos, cross int) []string {
 	oldRank, newRank := oldPos, newPos
 	for _, c := range removed {
-		if c.pos < oldPos && keyOf(&c.cell) != keyOf(&inserted[cross].cell) {
+		if c.pos < oldPos && keyOf(c.cell) != keyOf(inserted[cross].cell) {
 			oldRank--
 		}
 	}
@@ -262,7 +238,7 @@ func (n *Notebook) moved(removed, inserted []spliced, oldPos, newPos, cross int)
 		for added(j) {
 			j--
 		}
-		return []string{n.snap.Cells[j].ID}
+		return []string{n.snap.At(j).ID}
 	default:
 		return []string{inserted[cross].cell.ID}
 	}

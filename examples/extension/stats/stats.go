@@ -122,7 +122,7 @@ func (s *Stats) count(path string) {
 		return
 	}
 	c := counts{Cells: map[string]int{}}
-	for _, cell := range snap.Cells {
+	for _, cell := range snap.All() {
 		c.Cells[cell.CellType]++
 		c.Outputs += len(cell.Outputs)
 	}

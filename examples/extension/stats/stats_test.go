@@ -46,7 +46,7 @@ func (l *library) Resolve(name string) (string, bool) { return name + ".ipynb", 
 func (l *library) set(path string, cells ...ynotebook.Cell) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.snaps[path] = &ynotebook.Snapshot{Cells: cells}
+	l.snaps[path] = ynotebook.NewSnapshot(cells...)
 }
 
 // TestStats builds the extension the way the server does (extensions.Build

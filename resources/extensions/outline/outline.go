@@ -46,8 +46,8 @@ type Cell struct {
 
 // Of builds the outline of the notebook bound as name at path.
 func Of(name, path string, snap *ynotebook.Snapshot) Outline {
-	o := Outline{Name: name, Path: path, Headings: []Heading{}, Cells: make([]Cell, 0, len(snap.Cells))}
-	for i, c := range snap.Cells {
+	o := Outline{Name: name, Path: path, Headings: []Heading{}, Cells: make([]Cell, 0, snap.Len())}
+	for i, c := range snap.All() {
 		uri := nbview.CellURI(name, c.ID)
 		cell := Cell{ID: c.ID, Index: i, Type: c.CellType, FirstLine: firstLine(c.Source),
 			OutputCount: len(c.Outputs), URI: uri}

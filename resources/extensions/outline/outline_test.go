@@ -34,14 +34,14 @@ func TestHeadings(t *testing.T) {
 }
 
 func testSnapshot() *ynotebook.Snapshot {
-	return &ynotebook.Snapshot{Cells: []ynotebook.Cell{
+	return ynotebook.NewSnapshot([]ynotebook.Cell{
 		{ID: "m1", CellType: "markdown", Source: "# Analysis\n\nSome words.\n## Load"},
 		{ID: "c1", CellType: "code", Source: "\n  import pandas as pd  \ndf = pd.read_csv('x')", Outputs: []map[string]any{
 			{"output_type": "stream", "name": "stdout", "text": "ok\n"},
 			{"output_type": "display_data", "data": map[string]any{"image/png": "iVBO", "text/plain": "<Figure>"}},
 			{"output_type": "error", "ename": "E"},
 		}},
-	}}
+	}...)
 }
 
 func TestOf(t *testing.T) {
@@ -80,15 +80,18 @@ func (l *lib) Snapshot(path string) (*ynotebook.Snapshot, error) {
 
 func (l *lib) Resolve(name string) (string, bool) { return "a.ipynb", name == "nb" }
 
-// edit replaces the notebook with what f makes of a copy of it.
-func (l *lib) edit(f func(s *ynotebook.Snapshot)) {
+// edit replaces the notebook with the cells f makes of a copy of its cells.
+func (l *lib) edit(f func(c []ynotebook.Cell) []ynotebook.Cell) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := *l.snap
-	c.Cells = append([]ynotebook.Cell(nil), l.snap.Cells...)
-	f(&c)
-	l.snap = &c
+	var cells []ynotebook.Cell
+	for _, c := range l.snap.All() {
+		cells = append(cells, *c)
+	}
+	l.snap = ynotebook.NewSnapshot(f(cells)...)
 }
+
+func unchanged(c []ynotebook.Cell) []ynotebook.Cell { return c }
 
 func TestChangedOnlyWhenTheOutlineChanges(t *testing.T) {
 	l := &lib{snap: testSnapshot()}
@@ -105,24 +108,26 @@ func TestChangedOnlyWhenTheOutlineChanges(t *testing.T) {
 	}
 	steps := []struct {
 		what   string
-		edit   func(s *ynotebook.Snapshot)
+		edit   func(c []ynotebook.Cell) []ynotebook.Cell
 		ch     ynotebook.Changes
 		notify bool
 	}{
-		{"typing below a code cell's first line", func(s *ynotebook.Snapshot) { s.Cells[1].Source += "\ndf.head()" }, src("c1"), false},
-		{"a new output text, same types", func(s *ynotebook.Snapshot) {
-			s.Cells[1].Outputs = append([]map[string]any{{"output_type": "stream", "text": "other\n"}}, s.Cells[1].Outputs[1:]...)
+		{"typing below a code cell's first line", func(c []ynotebook.Cell) []ynotebook.Cell { c[1].Source += "\ndf.head()"; return c }, src("c1"), false},
+		{"a new output text, same types", func(c []ynotebook.Cell) []ynotebook.Cell {
+			c[1].Outputs = append([]map[string]any{{"output_type": "stream", "text": "other\n"}}, c[1].Outputs[1:]...)
+			return c
 		}, ynotebook.Changes{Cells: map[string]ynotebook.CellChange{"c1": {Outputs: true, OutputIndexes: []int{0}}}}, false},
-		{"metadata", func(s *ynotebook.Snapshot) {}, ynotebook.Changes{Metadata: true, Cells: map[string]ynotebook.CellChange{"c1": {ExecutionCount: true}}}, false},
-		{"a cell inserted", func(s *ynotebook.Snapshot) {
-			s.Cells = append(s.Cells, ynotebook.Cell{ID: "c2", CellType: "code", Source: "x = 1"})
+		{"metadata", unchanged, ynotebook.Changes{Metadata: true, Cells: map[string]ynotebook.CellChange{"c1": {ExecutionCount: true}}}, false},
+		{"a cell inserted", func(c []ynotebook.Cell) []ynotebook.Cell {
+			return append(c, ynotebook.Cell{ID: "c2", CellType: "code", Source: "x = 1"})
 		}, ynotebook.Changes{Added: []string{"c2"}}, true},
-		{"a heading typed", func(s *ynotebook.Snapshot) { s.Cells[0].Source += "\n### Plot" }, src("m1"), true},
-		{"typing a first line", func(s *ynotebook.Snapshot) { s.Cells[2].Source = "x = 12" }, src("c2"), true},
-		{"an output added", func(s *ynotebook.Snapshot) {
-			s.Cells[2].Outputs = []map[string]any{{"output_type": "execute_result", "data": map[string]any{"text/plain": "12"}}}
+		{"a heading typed", func(c []ynotebook.Cell) []ynotebook.Cell { c[0].Source += "\n### Plot"; return c }, src("m1"), true},
+		{"typing a first line", func(c []ynotebook.Cell) []ynotebook.Cell { c[2].Source = "x = 12"; return c }, src("c2"), true},
+		{"an output added", func(c []ynotebook.Cell) []ynotebook.Cell {
+			c[2].Outputs = []map[string]any{{"output_type": "execute_result", "data": map[string]any{"text/plain": "12"}}}
+			return c
 		}, ynotebook.Changes{Cells: map[string]ynotebook.CellChange{"c2": {Outputs: true, OutputIndexes: []int{0}}}}, true},
-		{"nothing new", func(s *ynotebook.Snapshot) {}, src("c2"), false},
+		{"nothing new", unchanged, src("c2"), false},
 	}
 	for _, s := range steps {
 		l.edit(s.edit)

@@ -82,7 +82,9 @@ func benchNotebook(i, edit int) *ynotebook.Snapshot {
 		c := &cells[1+4*(edit%10)]
 		c.Source += "# edit " + sentence(rand.New(rand.NewPCG(uint64(edit), 9)), 5) + "\n"
 	}
-	return &ynotebook.Snapshot{NBFormat: 4, NBFormatMinor: 5, Metadata: map[string]any{}, Cells: cells}
+	s := ynotebook.NewSnapshot(cells...)
+	s.NBFormat, s.NBFormatMinor, s.Metadata = 4, 5, map[string]any{}
+	return s
 }
 
 func benchPath(i int) string { return fmt.Sprintf("users/u%03d/analysis-%d.ipynb", i%100, i) }
@@ -160,7 +162,7 @@ func writer(ix *Index, interval time.Duration, stop <-chan struct{}) *sync.WaitG
 			i := r.IntN(benchNotebooks)
 			snap := benchNotebook(i, edit)
 			ix.Update(benchPath(i), snap, &ynotebook.Changes{Cells: map[string]ynotebook.CellChange{
-				snap.Cells[1+4*(edit%10)].ID: {Source: true}}})
+				snap.At(1 + 4*(edit%10)).ID: {Source: true}}})
 		}
 	}()
 	return &wg

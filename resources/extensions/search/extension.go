@@ -124,7 +124,7 @@ func (e *Extension) run(ctx context.Context, sub *extensions.Subscription) {
 		}
 		if snap, err := e.lib.Snapshot(nb.Path); err == nil {
 			e.index.Update(nb.Path, snap, nil)
-			cells += len(snap.Cells)
+			cells += snap.Len()
 		}
 	}
 	close(e.ready)

@@ -80,7 +80,7 @@ type cell struct {
 	outputs []field // one per output; an output with no text is an empty field
 }
 
-func newCell(c ynotebook.Cell) *cell {
+func newCell(c *ynotebook.Cell) *cell {
 	out := &cell{id: c.ID, typ: c.CellType, source: newField(c.Source)}
 	for _, o := range c.Outputs {
 		out.outputs = append(out.outputs, newField(outputText(o)))
@@ -129,8 +129,8 @@ func (ix *Index) Update(path string, snap *ynotebook.Snapshot, changed *ynoteboo
 			}
 		}
 	}
-	nb := &notebook{cells: make([]*cell, len(snap.Cells))}
-	for i, c := range snap.Cells {
+	nb := &notebook{cells: make([]*cell, snap.Len())}
+	for i, c := range snap.All() {
 		if p, ok := prev[c.ID]; ok {
 			nb.cells[i] = p
 			continue

@@ -42,7 +42,7 @@ func TestRequiredLiterals(t *testing.T) {
 	}
 }
 
-func snapshot(cells ...ynotebook.Cell) *ynotebook.Snapshot { return &ynotebook.Snapshot{Cells: cells} }
+func snapshot(cells ...ynotebook.Cell) *ynotebook.Snapshot { return ynotebook.NewSnapshot(cells...) }
 
 func code(id, src string, outputs ...map[string]any) ynotebook.Cell {
 	return ynotebook.Cell{ID: id, CellType: "code", Source: src, Outputs: outputs}

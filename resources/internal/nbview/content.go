@@ -184,9 +184,9 @@ func NewCellDoc(name string, index int, c ynotebook.Cell) CellDoc {
 
 // FindCell returns the first cell with id and its index.
 func FindCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
-	for i, c := range s.Cells {
+	for i, c := range s.All() {
 		if c.ID == id {
-			return c, i, true
+			return *c, i, true
 		}
 	}
 	return ynotebook.Cell{}, -1, false
