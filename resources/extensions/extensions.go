@@ -33,7 +33,7 @@ import (
 
 // APIVersion is the version of the extension API this build provides. An
 // extension whose Manifest names another is refused at start.
-const APIVersion = "v1"
+const APIVersion = "v2"
 
 // Sentinel errors.
 var (

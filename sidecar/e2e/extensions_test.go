@@ -263,7 +263,7 @@ func TestExtensionRules(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "serve", "--config", cfg).CombinedOutput()
-	want := `extension "t-oldapi" (version "0.0.1") was written for extension API "v0"; this sidecar provides "v1"`
+	want := `extension "t-oldapi" (version "0.0.1") was written for extension API "v1"; this sidecar provides "v2"`
 	if err == nil || !strings.Contains(string(out), want) {
 		t.Fatalf("serve with t-oldapi: %v\n%s\nwant it to stop with: %s", err, out, want)
 	}

@@ -17,7 +17,7 @@ import (
 type oldAPI struct{ extensions.Base }
 
 func (oldAPI) Manifest() extensions.Manifest {
-	return extensions.Manifest{Name: "t-oldapi", Version: "0.0.1", APIVersion: "v0"}
+	return extensions.Manifest{Name: "t-oldapi", Version: "0.0.1", APIVersion: "v1"}
 }
 
 type wrapMissing struct{ extensions.Base }
