@@ -351,7 +351,9 @@ func (h *hub) closeAll() {
 	h.wg.Wait()
 }
 
-// ready answers /readyz in hub mode: the users being served and those whose store is not.
+// ready answers /readyz in hub mode: the users being served and those whose store is
+// not; 503 while the shared Postgres store (hub.stores.backend postgres) is unreachable,
+// from start until the follower's first read.
 func (h *hub) ready() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h.mu.Lock()
@@ -369,6 +371,14 @@ func (h *hub) ready() http.Handler {
 		h.mu.Unlock()
 		body["users_unready"] = unready
 		w.Header().Set("Content-Type", "application/json")
+		if h.follower != nil {
+			if st := h.follower.Status(); !st.Reachable {
+				// No user can be loaded or followed: another replica should serve.
+				body["ready"] = false
+				body["reasons"] = []string{"store not reachable"}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
 }

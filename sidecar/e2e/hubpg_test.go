@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,6 +122,16 @@ notifications: {debounce: 250ms, max_delay: 2s}
 		t.Fatal(err)
 	}
 	replica := launch(t, replicaDir, strings.Replace(hubCfg, filepath.Join(root, "state"), filepath.Join(root, "state2"), 1), "serve")
+	sc.waitHTTP("/services/mcp/readyz", http.StatusOK, 10*time.Second) // the follower has read the store
+	// A replica whose store is unreachable is not ready: another one should serve.
+	offlineDir := filepath.Join(root, "offline")
+	if err := os.MkdirAll(offlineDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	offline := launch(t, offlineDir, strings.Replace(hubCfg, dsn, fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?connect_timeout=1", freePort(t)), 1), "serve")
+	if code, body := offline.get("/services/mcp/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "store not reachable") {
+		t.Fatalf("/readyz of a replica whose store is unreachable: %d %s", code, body)
+	}
 
 	clients := map[string][]mcpClient{}
 	for _, u := range []*pgUser{alice, bob} {
