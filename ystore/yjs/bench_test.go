@@ -143,8 +143,8 @@ func shiftClients(u *update, shift uint64) *update {
 			it.id.Client += shift
 			it.origin.Client += shift
 			it.rightOrigin.Client += shift
-			if it.pref != nil {
-				it.pref.id.Client += shift
+			if it.flags&flagHasPref != 0 {
+				it.ext.pref.id.Client += shift
 			}
 		}
 		out.refs[c+shift] = r

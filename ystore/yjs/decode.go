@@ -76,7 +76,7 @@ func DecodeUpdate(b []byte) (*Update, error) {
 }
 
 func (it *item) export() Struct {
-	s := Struct{ID: it.id, Len: it.length, Kind: kindNames[it.kind]}
+	s := Struct{ID: it.id, Len: uint64(it.length), Kind: kindNames[it.kind]}
 	if it.hasOrigin() {
 		o := it.origin
 		s.Origin = &o
@@ -85,7 +85,8 @@ func (it *item) export() Struct {
 		o := it.rightOrigin
 		s.RightOrigin = &o
 	}
-	if p := it.pref; p != nil {
+	if it.flags&flagHasPref != 0 {
+		p := &it.ext.pref
 		if p.isID {
 			id := p.id
 			s.ParentID = &id
@@ -94,22 +95,23 @@ func (it *item) export() Struct {
 		}
 	}
 	if it.flags&flagHasParentSub != 0 {
-		k := it.parentSub
+		k := it.ext.sub
 		s.ParentSub = &k
 	}
 	switch it.kind {
 	case kindString:
 		s.Content = string(it.text)
 	case kindJSON, kindAny:
-		s.Content = it.vals
+		s.Content = it.vals()
 	case kindBinary, kindEmbed:
-		s.Content = it.vals[0]
+		s.Content = it.val
 	case kindFormat:
-		s.Content = map[string]any{it.vals[0].(string): it.vals[1]}
+		f := it.val.(*format)
+		s.Content = map[string]any{f.key: f.val}
 	case kindType:
-		s.Content = []any{float64(typeRef(it.typ.kind)), it.typ.name}
+		s.Content = []any{float64(typeRef(it.typ().kind)), it.typ().name}
 	case kindDoc:
-		sub := it.vals[0].(*Doc)
+		sub := it.val.(*Doc)
 		s.Content = []any{sub.guid, sub.opts}
 	}
 	return s
@@ -159,15 +161,20 @@ func decodeUpdate(b []byte, texts *arena) (*update, error) {
 		for i := range backing {
 			it := &backing[i]
 			it.id = ID{client, clock}
-			decodeStruct(d, it, texts)
+			length := decodeStruct(d, it, texts)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
-			if it.length > lib0.MaxSafeInteger-clock {
+			if length > lib0.MaxSafeInteger-clock {
 				d.Fail(d.Pos(), "clock range within 2^53", lib0.ErrOverflow)
 				return nil, d.Err()
 			}
-			clock += it.length
+			if length > maxLength {
+				d.Fail(d.Pos(), "struct length within 2^32", lib0.ErrOverflow)
+				return nil, d.Err()
+			}
+			it.length = uint32(length)
+			clock += length
 			refs[i] = it
 		}
 		u.refs[client] = &structRefs{refs: refs}
@@ -200,22 +207,22 @@ func decodeUpdate(b []byte, texts *arena) (*update, error) {
 	return u, nil
 }
 
-// decodeStruct decodes one struct whose id is set.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena) {
+// decodeStruct decodes one struct whose id is set and returns its length.
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena) uint64 {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
 	switch {
 	case kind == kindGC || kind == kindSkip:
 		it.kind = kind
-		it.length = d.VarUint("struct length")
-		if it.length == 0 && d.Err() == nil {
+		length := d.VarUint("struct length")
+		if length == 0 && d.Err() == nil {
 			d.Fail(start, "non-empty struct", lib0.ErrInvalid)
 		}
-		return
+		return length
 	case kind > kindSkip:
 		d.Fail(start, "struct kind 0-10", lib0.ErrInvalid)
-		return
+		return 0
 	}
 	it.kind = kind
 	if info&infoOrigin != 0 {
@@ -229,7 +236,8 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena) {
 		checkEarlier(d, it, it.rightOrigin, start)
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
-		p := &parentRef{}
+		x := &itemExt{}
+		p := &x.pref
 		if d.VarUint("parent info") == 1 {
 			p.name = d.VarString("parent root name")
 		} else {
@@ -237,19 +245,21 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena) {
 			p.id = readID(d, "parent id client", "parent id clock")
 			checkEarlier(d, it, p.id, start)
 		}
-		it.pref = p
+		it.ext = x
+		it.flags |= flagHasPref
 		if info&infoParentSub != 0 {
-			it.parentSub = d.VarString("parent sub")
+			x.sub = d.VarString("parent sub")
 			it.flags |= flagHasParentSub
 		}
 	}
-	decodeContent(d, it, texts)
-	if it.length == 0 && d.Err() == nil {
+	length := decodeContent(d, it, texts)
+	if length == 0 && d.Err() == nil {
 		d.Fail(start, "non-empty content", lib0.ErrInvalid)
 	}
 	if isCountableKind(kind) {
 		it.flags |= flagCountable
 	}
+	return length
 }
 
 func readID(d *lib0.Decoder, client, clock string) ID {
@@ -265,64 +275,62 @@ func checkEarlier(d *lib0.Decoder, it *item, ref ID, start int) {
 	}
 }
 
-// decodeContent decodes the content of an item whose kind is set.
-func decodeContent(d *lib0.Decoder, it *item, texts *arena) {
+// decodeContent decodes the content of an item whose kind is set and returns its length.
+func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 	start := d.Pos()
 	switch it.kind {
 	case kindDeleted:
-		it.length = d.VarUint("deleted length")
+		return d.VarUint("deleted length")
 	case kindJSON:
 		n := d.CountAtMost(1, "JSON value count")
-		it.vals = make([]any, n)
-		for i := range it.vals {
-			it.vals[i] = readJSON(d, true)
+		vals := make([]any, n)
+		for i := range vals {
+			vals[i] = readJSON(d, true)
 		}
-		it.length = uint64(n)
+		it.val = vals
+		return uint64(n)
 	case kindBinary:
-		it.vals = []any{d.VarUint8Array("binary content")}
-		it.length = 1
+		it.val = d.VarUint8Array("binary content")
 	case kindString:
 		start := d.Pos()
 		b := d.VarStringBytes("string content")
 		if !utf8.Valid(b) {
 			d.Fail(start, "string content", lib0.ErrInvalid)
-			return
+			return 0
 		}
 		it.text = texts.copy(b)
-		it.length = utf16Len(it.text)
+		return utf16Len(it.text)
 	case kindEmbed:
-		it.vals = []any{readJSON(d, false)}
-		it.length = 1
+		it.val = readJSON(d, false)
 	case kindFormat:
 		key := d.VarString("format key")
-		it.vals = []any{key, readJSON(d, false)}
-		it.length = 1
+		it.val = &format{key, readJSON(d, false)}
 	case kindType:
 		ref := d.VarUint("type ref")
 		if ref >= uint64(len(typeRefKinds)) {
 			d.Fail(start, "type ref 0-6", lib0.ErrInvalid)
-			return
+			return 0
 		}
 		t := &Type{kind: typeRefKinds[ref]}
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			t.name = d.VarString("xml node name")
 		}
-		it.typ = t
-		it.length = 1
+		it.val = t
 	case kindAny:
 		n := d.CountAtMost(1, "any value count")
-		it.vals = make([]any, n)
-		for i := range it.vals {
-			it.vals[i] = d.Any("any value")
+		vals := make([]any, n)
+		for i := range vals {
+			vals[i] = d.Any("any value")
 		}
-		it.length = uint64(n)
+		it.val = vals
+		return uint64(n)
 	case kindDoc:
 		sub := NewDoc()
 		sub.guid = d.VarString("subdocument guid")
 		sub.opts = d.Any("subdocument options")
-		it.vals = []any{sub}
-		it.length = 1
+		it.val = sub
 	}
+	return 1
 }
 
 // readJSON reads a varstring holding JSON, like JSON.parse; with undef, the string

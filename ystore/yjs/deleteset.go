@@ -51,7 +51,7 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsR
 					break
 				}
 				if !it.deleted() {
-					if end < it.id.Clock+it.length {
+					if end < it.end() {
 						cs.structs = slices.Insert(cs.structs, i, d.split(it, end-it.id.Clock))
 					}
 					d.deleteItem(txn, it)
@@ -97,7 +97,7 @@ func mergePending(pending, rest map[uint64][]*item) {
 		list = slices.DeleteFunc(list, func(it *item) bool { return it.kind == kindSkip })
 		old := pending[c]
 		// The common case: the new structs follow the pending ones (each list is sorted).
-		if n := len(old); len(list) > 0 && (n == 0 || list[0].id.Clock >= old[n-1].id.Clock+old[n-1].length) {
+		if n := len(old); len(list) > 0 && (n == 0 || list[0].id.Clock >= old[n-1].end()) {
 			pending[c] = append(old, list...)
 			continue
 		}
@@ -111,7 +111,7 @@ func mergePending(pending, rest map[uint64][]*item) {
 		out := all[:0]
 		var end uint64
 		for _, it := range all {
-			itEnd := it.id.Clock + it.length
+			itEnd := it.end()
 			if len(out) > 0 && itEnd <= end {
 				continue
 			}
@@ -134,18 +134,18 @@ func mergePending(pending, rest map[uint64][]*item) {
 func slicePending(it *item, diff uint64) *item {
 	r := *it
 	r.id.Clock += diff
-	r.length -= diff
+	r.length -= uint32(diff)
 	if r.kind == kindGC {
 		return &r
 	}
 	r.origin = ID{r.id.Client, r.id.Clock - 1}
 	r.flags |= flagHasOrigin
-	r.pref = nil
+	r.flags &^= flagHasPref
 	switch r.kind {
 	case kindString:
-		_, r.text = splitText(r.text, it.length, diff)
+		_, r.text = splitText(r.text, uint64(it.length), diff)
 	case kindAny, kindJSON:
-		r.vals = r.vals[diff:]
+		r.val = r.vals()[diff:]
 	}
 	return &r
 }

@@ -36,6 +36,8 @@ type Doc struct {
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
 	slab           []item
+	free           *item // items merged away, linked by right
+	keys           map[string]*itemExt
 	txn            *Txn  // the transaction being applied
 	texts          arena // backing for decoded strings
 	lastClient     uint64
@@ -239,9 +241,10 @@ func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
 		if left.deleted() != right.deleted() || (left.kind == kindGC) != (right.kind == kindGC) || !left.mergeWith(right) {
 			break
 		}
-		if right.flags&flagHasParentSub != 0 && right.parent != nil && right.parent.keys[right.parentSub] == right {
-			right.parent.keys[right.parentSub] = left
+		if right.flags&flagHasParentSub != 0 && right.parent != nil && right.parent.keys[right.ext.sub] == right {
+			right.parent.keys[right.ext.sub] = left
 		}
+		d.release(right)
 	}
 	merged := pos - i
 	if merged > 0 {

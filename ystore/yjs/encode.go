@@ -57,6 +57,8 @@ func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
 		clients[c] = struct{}{}
 	}
 	var e lib0.Encoder
+	// structs are the structs to write from clock on; nil stands for a Skip over the gap
+	// between its neighbours (a gap may be longer than an item can be).
 	type section struct {
 		client, clock uint64
 		structs       []*item
@@ -75,7 +77,7 @@ func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
 		end := max(state, from)
 		pend := d.pending[c]
 		for _, p := range pend {
-			if p.id.Clock+p.length <= end {
+			if p.end() <= end {
 				continue
 			}
 			if len(list) == 0 {
@@ -83,10 +85,10 @@ func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
 				end = from
 			}
 			if p.id.Clock > end {
-				list = append(slices.Clip(list), &item{id: ID{c, end}, length: p.id.Clock - end, kind: kindSkip})
+				list = append(slices.Clip(list), nil)
 			}
 			list = append(slices.Clip(list), p)
-			end = p.id.Clock + p.length
+			end = p.end()
 		}
 		if len(list) > 0 {
 			sections = append(sections, section{c, from, list})
@@ -98,6 +100,11 @@ func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
 		e.VarUint(s.client)
 		e.VarUint(s.clock)
 		for i, it := range s.structs {
+			if it == nil {
+				e.Uint8(kindSkip)
+				e.VarUint(s.structs[i+1].id.Clock - s.structs[i-1].end())
+				continue
+			}
 			off := uint64(0)
 			if i == 0 {
 				off = s.clock - it.id.Clock
@@ -127,10 +134,10 @@ func (d *Doc) storeDeleteSet() map[uint64][]dsRange {
 				continue
 			}
 			if n := len(rs); n > 0 && rs[n-1].clock+rs[n-1].length == it.id.Clock {
-				rs[n-1].length += it.length
+				rs[n-1].length += uint64(it.length)
 				continue
 			}
-			rs = append(rs, dsRange{it.id.Clock, it.length})
+			rs = append(rs, dsRange{it.id.Clock, uint64(it.length)})
 		}
 		if len(rs) > 0 {
 			ds[c] = rs
@@ -157,7 +164,7 @@ func writeStruct(e *lib0.Encoder, it *item, offset uint64) {
 	switch it.kind {
 	case kindGC, kindSkip:
 		e.Uint8(it.kind)
-		e.VarUint(it.length - offset)
+		e.VarUint(uint64(it.length) - offset)
 		return
 	}
 	hasOrigin := it.hasOrigin() || offset > 0
@@ -188,7 +195,7 @@ func writeStruct(e *lib0.Encoder, it *item, offset uint64) {
 	if !hasOrigin && !it.hasRightOrigin() {
 		writeParent(e, it)
 		if hasSub {
-			e.VarString(it.parentSub)
+			e.VarString(it.ext.sub)
 		}
 	}
 	writeContent(e, it, offset)
@@ -203,23 +210,23 @@ func writeParent(e *lib0.Encoder, it *item) {
 		e.VarUint(0)
 		e.VarUint(it.parent.item.id.Client)
 		e.VarUint(it.parent.item.id.Clock)
-	case it.pref != nil && !it.pref.isID:
+	case it.flags&flagHasPref != 0 && !it.ext.pref.isID:
 		e.VarUint(1)
-		e.VarString(it.pref.name)
-	case it.pref != nil:
+		e.VarString(it.ext.pref.name)
+	case it.flags&flagHasPref != 0:
 		e.VarUint(0)
-		e.VarUint(it.pref.id.Client)
-		e.VarUint(it.pref.id.Clock)
+		e.VarUint(it.ext.pref.id.Client)
+		e.VarUint(it.ext.pref.id.Clock)
 	}
 }
 
 func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 	switch it.kind {
 	case kindDeleted:
-		e.VarUint(it.length - offset)
+		e.VarUint(uint64(it.length) - offset)
 	case kindJSON:
-		e.VarUint(uint64(len(it.vals)) - offset)
-		for _, v := range it.vals[offset:] {
+		e.VarUint(uint64(len(it.vals())) - offset)
+		for _, v := range it.vals()[offset:] {
 			if v == any(Undefined) {
 				e.VarString("undefined")
 			} else {
@@ -227,31 +234,32 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 			}
 		}
 	case kindBinary:
-		e.VarUint8Array(it.vals[0].([]byte))
+		e.VarUint8Array(it.val.([]byte))
 	case kindString:
 		s := it.text
 		if offset > 0 {
-			_, s = splitText(s, it.length, offset)
+			_, s = splitText(s, uint64(it.length), offset)
 		}
 		e.VarUint8Array(s)
 	case kindEmbed:
-		e.VarString(jsonString(it.vals[0]))
+		e.VarString(jsonString(it.val))
 	case kindFormat:
-		e.VarString(it.vals[0].(string))
-		e.VarString(jsonString(it.vals[1]))
+		f := it.val.(*format)
+		e.VarString(f.key)
+		e.VarString(jsonString(f.val))
 	case kindType:
-		t := it.typ
+		t := it.typ()
 		e.VarUint(typeRef(t.kind))
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			e.VarString(t.name)
 		}
 	case kindAny:
-		e.VarUint(uint64(len(it.vals)) - offset)
-		for _, v := range it.vals[offset:] {
+		e.VarUint(uint64(len(it.vals())) - offset)
+		for _, v := range it.vals()[offset:] {
 			e.Any(v)
 		}
 	case kindDoc:
-		sub := it.vals[0].(*Doc)
+		sub := it.val.(*Doc)
 		e.VarString(sub.guid)
 		e.Any(sub.opts)
 	}

@@ -15,8 +15,10 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 	if it.hasRightOrigin() && it.rightOrigin.Client != c && it.rightOrigin.Clock >= d.state(it.rightOrigin.Client) {
 		return it.rightOrigin.Client, true
 	}
-	if p := it.pref; p != nil && p.isID && p.id.Client != c && p.id.Clock >= d.state(p.id.Client) {
-		return p.id.Client, true
+	if it.flags&flagHasPref != 0 {
+		if p := &it.ext.pref; p.isID && p.id.Client != c && p.id.Clock >= d.state(p.id.Client) {
+			return p.id.Client, true
+		}
 	}
 	if it.hasOrigin() {
 		it.left = d.getItemCleanEnd(it.origin)
@@ -29,41 +31,43 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 	switch {
 	case (it.left != nil && it.left.kind == kindGC) || (it.right != nil && it.right.kind == kindGC):
 		it.parent = nil
-	case it.pref == nil:
+	case it.flags&flagHasPref == 0:
 		if it.left != nil {
-			it.parent, it.parentSub = it.left.parent, it.left.parentSub
+			it.parent, it.ext = it.left.parent, it.left.ext
 			it.flags = it.flags&^flagHasParentSub | it.left.flags&flagHasParentSub
 		} else if it.right != nil {
-			it.parent, it.parentSub = it.right.parent, it.right.parentSub
+			it.parent, it.ext = it.right.parent, it.right.ext
 			it.flags = it.flags&^flagHasParentSub | it.right.flags&flagHasParentSub
 		}
-	case it.pref.isID:
-		if p := d.getItem(it.pref.id); p.kind == kindType {
-			it.parent = p.typ
+	case it.ext.pref.isID:
+		if p := d.getItem(it.ext.pref.id); p.kind == kindType {
+			it.parent = p.typ()
 		} else {
 			it.parent = nil
 		}
 	default:
-		it.parent = d.root(it.pref.name)
+		it.parent = d.root(it.ext.pref.name)
 	}
 	return 0, false
 }
 
 // integrate inserts it (already resolved by getMissing) into the document, skipping the
-// first offset clock units, like Yjs's Item.integrate / GC.integrate.
+// first offset clock units, like Yjs's Item.integrate / GC.integrate. It integrates a
+// copy of it in the document's storage.
 func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
+	it = d.adopt(it)
 	if offset > 0 {
 		it.id.Clock += offset
-		it.length -= offset
+		it.length -= uint32(offset)
 		if it.kind != kindGC {
 			it.left = d.getItemCleanEnd(ID{it.id.Client, it.id.Clock - 1})
 			it.origin = it.left.lastID()
 			it.flags |= flagHasOrigin
 			switch it.kind {
 			case kindString:
-				_, it.text = splitText(it.text, it.length+offset, offset)
+				_, it.text = splitText(it.text, uint64(it.length)+offset, offset)
 			case kindAny, kindJSON:
-				it.vals = it.vals[offset:]
+				it.val = it.vals()[offset:]
 			}
 		}
 	}
@@ -83,7 +87,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	} else {
 		var r *item
 		if hasSub {
-			r = parent.keys[it.parentSub]
+			r = parent.keys[it.sub()]
 			for r != nil && r.left != nil {
 				r = r.left
 			}
@@ -99,7 +103,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		if parent.keys == nil {
 			parent.keys = make(map[string]*item)
 		}
-		parent.keys[it.parentSub] = it
+		parent.keys[it.sub()] = it
 		if it.left != nil {
 			d.deleteItem(txn, it.left)
 		}
@@ -110,16 +114,18 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	d.addStruct(txn, it)
 	switch it.kind {
 	case kindDeleted:
-		txn.addDelete(it.id, it.length)
+		txn.addDelete(it.id, uint64(it.length))
 		it.flags |= flagDeleted
 	case kindType:
-		it.typ.doc = d
-		it.typ.item = it
+		t := it.typ()
+		t.doc = d
+		t.item = it
+		it.flags |= flagTyped
 		if !hasSub {
-			txn.seqTypes = append(txn.seqTypes, it.typ)
+			txn.seqTypes = append(txn.seqTypes, t)
 		}
 	}
-	txn.addChanged(d, parent, it.parentSub, hasSub)
+	txn.addChanged(d, parent, it.sub(), hasSub)
 	if (parent.item != nil && parent.item.deleted()) || (hasSub && it.right != nil) {
 		d.deleteItem(txn, it)
 	}
@@ -133,7 +139,7 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 	case left != nil:
 		o = left.right
 	case hasSub:
-		o = parent.keys[it.parentSub]
+		o = parent.keys[it.sub()]
 		for o != nil && o.left != nil {
 			o = o.left
 		}
@@ -186,10 +192,10 @@ func (d *Doc) deleteItem(txn *Txn, it *item) {
 		parent.length -= int(it.length)
 	}
 	it.flags |= flagDeleted
-	txn.addDelete(it.id, it.length)
-	txn.addChanged(d, parent, it.parentSub, hasSub)
+	txn.addDelete(it.id, uint64(it.length))
+	txn.addChanged(d, parent, it.sub(), hasSub)
 	if it.kind == kindType {
-		t := it.typ
+		t := it.typ()
 		if !hasSub {
 			txn.seqTypes = append(txn.seqTypes, t)
 		}
@@ -215,14 +221,14 @@ func (d *Doc) deleteChild(txn *Txn, c *item) {
 
 // toGC turns it into a GC struct.
 func (it *item) toGC() {
-	*it = item{id: it.id, length: it.length, kind: kindGC}
+	*it = item{id: it.id, length: it.length, kind: kindGC, flags: it.flags & flagTyped}
 }
 
 // gc drops the content of a deleted item like Yjs's Item.gc: a deleted type's children
 // become GC structs and the item itself keeps only its length.
 func (d *Doc) gc(it *item, parentGCd bool) {
 	if it.kind == kindType {
-		t := it.typ
+		t := it.typ()
 		for c := t.start; c != nil; {
 			next := c.right
 			d.gc(c, true)
@@ -243,7 +249,7 @@ func (d *Doc) gc(it *item, parentGCd bool) {
 		return
 	}
 	it.kind = kindDeleted
-	it.text, it.vals, it.typ = nil, nil, nil
+	it.text, it.val = nil, nil
 }
 
 // integrateStructs integrates decoded structs like Yjs's integrateStructs and returns the
@@ -321,7 +327,7 @@ func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint6
 					r.i++
 					continue
 				}
-			} else if offset := local - head.id.Clock; offset < head.length {
+			} else if offset := local - head.id.Clock; offset < uint64(head.length) {
 				d.integrate(txn, head, offset)
 			}
 		}

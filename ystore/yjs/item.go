@@ -34,7 +34,14 @@ const (
 	flagHasOrigin
 	flagHasRightOrigin
 	flagHasParentSub
+	flagHasPref // a decoded item with an explicit parent (ext.pref), not integrated yet
+	flagTyped   // an item that held a type: Type.item refers to it for good
 )
+
+// maxLength bounds the length of a struct: lengths are 32 bits wide here (Yjs allows
+// 2^53; four billion clock ticks in one struct are not a notebook). Decoding refuses
+// longer structs and structs whose lengths add up to more do not merge.
+const maxLength = 1<<32 - 1
 
 // parentRef is the explicit parent of a decoded item that has neither origin: a root
 // name or the ID of the item holding the parent type.
@@ -44,24 +51,37 @@ type parentRef struct {
 	isID bool
 }
 
-// item is a Yjs struct: an Item, or a GC / Skip range (kind kindGC / kindSkip).
+// itemExt holds what only some items need: the explicit parent of a decoded item (once
+// integrated, the parent is resolved and this is dropped) and the map key of an item
+// held under one. Integrated items share one itemExt per key (Doc.keyExt).
+type itemExt struct {
+	pref parentRef
+	sub  string
+}
+
+// format is the content of a ContentFormat.
+type format struct {
+	key string
+	val any
+}
+
+// item is a Yjs struct: an Item, or a GC / Skip range (kind kindGC / kindSkip). Fields are
+// ordered to leave no padding: items are most of a document's memory.
 type item struct {
 	id          ID
-	length      uint64
-	left, right *item
 	origin      ID
 	rightOrigin ID
+	left, right *item
 	parent      *Type
-	pref        *parentRef
-	parentSub   string
-	kind        uint8
-	flags       uint8
-	// content: text holds String content (UTF-8, appended to when items merge); vals
-	// holds Any/JSON values, the Embed value, the Format key and value, the Binary
-	// []byte or the *Doc; typ holds the Type of a ContentType.
-	text []byte
-	vals []any
-	typ  *Type
+	ext         *itemExt
+	// content: text holds String content (UTF-8, appended to when items merge); val
+	// holds the rest: []any for Any and JSON, []byte for Binary, the Embed value, *format,
+	// *Type for ContentType and *Doc.
+	text   []byte
+	val    any
+	length uint32
+	kind   uint8
+	flags  uint8
 }
 
 func (it *item) deleted() bool { return it.kind == kindGC || it.flags&flagDeleted != 0 }
@@ -71,7 +91,30 @@ func (it *item) countable() bool { return it.flags&flagCountable != 0 }
 // visible reports whether it contributes to its parent's sequence.
 func (it *item) visible() bool { return it.flags&(flagDeleted|flagCountable) == flagCountable }
 
-func (it *item) lastID() ID { return ID{it.id.Client, it.id.Clock + it.length - 1} }
+func (it *item) lastID() ID { return ID{it.id.Client, it.end() - 1} }
+
+// end returns the clock after it.
+func (it *item) end() uint64 { return it.id.Clock + uint64(it.length) }
+
+// sub returns the map key of an item held under one.
+func (it *item) sub() string {
+	if it.flags&flagHasParentSub == 0 {
+		return ""
+	}
+	return it.ext.sub
+}
+
+// vals returns the values of Any and JSON content.
+func (it *item) vals() []any {
+	v, _ := it.val.([]any)
+	return v
+}
+
+// typ returns the type of ContentType.
+func (it *item) typ() *Type {
+	t, _ := it.val.(*Type)
+	return t
+}
 
 func (it *item) hasOrigin() bool { return it.flags&flagHasOrigin != 0 }
 
@@ -85,7 +128,7 @@ func isCountableKind(k uint8) bool {
 func (it *item) content() []any {
 	switch it.kind {
 	case kindAny, kindJSON:
-		return it.vals
+		return it.vals()
 	case kindString:
 		out := make([]any, 0, it.length)
 		for _, u := range utf16.Encode([]rune(string(it.text))) {
@@ -93,9 +136,9 @@ func (it *item) content() []any {
 		}
 		return out
 	case kindType:
-		return []any{it.typ.Value()}
+		return []any{it.typ().Value()}
 	case kindBinary, kindEmbed, kindDoc:
-		return it.vals[:1]
+		return []any{it.val}
 	}
 	return nil
 }
@@ -104,13 +147,14 @@ func (it *item) content() []any {
 func (it *item) last() any {
 	switch it.kind {
 	case kindAny, kindJSON:
-		return it.vals[len(it.vals)-1]
+		vals := it.vals()
+		return vals[len(vals)-1]
 	case kindString:
 		return lastUnit(it.text)
 	case kindType:
-		return it.typ.Value()
+		return it.typ().Value()
 	case kindBinary, kindEmbed, kindDoc:
-		return it.vals[0]
+		return it.val
 	}
 	return Undefined
 }
@@ -173,20 +217,23 @@ func splitText(s []byte, n, off uint64) ([]byte, []byte) {
 
 // mergeWith appends right to it when Yjs would (Item.mergeWith / GC.mergeWith).
 func (it *item) mergeWith(right *item) bool {
+	if uint64(it.length)+uint64(right.length) > maxLength {
+		return false
+	}
 	if it.kind == kindGC {
 		it.length += right.length
 		return true
 	}
 	if it.kind != right.kind || it.right != right || !right.hasOrigin() || right.origin != it.lastID() ||
 		!sameOrigin(it.hasRightOrigin(), it.rightOrigin, right.hasRightOrigin(), right.rightOrigin) ||
-		it.id.Client != right.id.Client || it.id.Clock+it.length != right.id.Clock {
+		it.id.Client != right.id.Client || it.end() != right.id.Clock {
 		return false
 	}
 	switch it.kind {
 	case kindString:
 		it.text = append(it.text, right.text...)
 	case kindAny, kindJSON:
-		it.vals = append(it.vals, right.vals...)
+		it.val = append(it.vals(), right.vals()...)
 	case kindDeleted:
 	default:
 		return false
@@ -204,36 +251,81 @@ func (it *item) mergeWith(right *item) bool {
 func (d *Doc) splitItem(it *item, diff uint64) *item {
 	r := d.newItem()
 	r.id = ID{it.id.Client, it.id.Clock + diff}
-	r.length = it.length - diff
+	r.length = it.length - uint32(diff)
 	r.left = it
 	r.origin = ID{it.id.Client, it.id.Clock + diff - 1}
 	r.right = it.right
 	r.rightOrigin = it.rightOrigin
 	r.parent = it.parent
-	r.parentSub = it.parentSub
+	r.ext = it.ext
 	r.kind = it.kind
 	r.flags = it.flags | flagHasOrigin
 	switch it.kind {
 	case kindString:
-		it.text, r.text = splitText(it.text, it.length, diff)
+		it.text, r.text = splitText(it.text, uint64(it.length), diff)
 	case kindAny, kindJSON:
-		r.vals = it.vals[diff:len(it.vals):len(it.vals)]
-		it.vals = it.vals[:diff:diff]
+		vals := it.vals()
+		r.val = vals[diff:len(vals):len(vals)]
+		it.val = vals[:diff:diff]
 	}
 	it.right = r
 	if r.right != nil {
 		r.right.left = r
 	}
-	it.length = diff
+	it.length = uint32(diff)
 	return r
 }
 
-// newItem returns a zeroed item from the document's slab.
+// newItem returns a zeroed item: one merged away earlier, or a new one from the
+// document's slab.
 func (d *Doc) newItem() *item {
+	if it := d.free; it != nil {
+		d.free = it.right
+		it.right = nil
+		return it
+	}
 	if len(d.slab) == 0 {
 		d.slab = make([]item, 32)
 	}
 	it := &d.slab[0]
 	d.slab = d.slab[1:]
 	return it
+}
+
+// adopt moves a decoded struct into the document's own storage before it is integrated,
+// so that the few structs of an update that outlive it do not keep the whole decoded
+// update alive. The explicit parent is resolved by then and dropped.
+func (d *Doc) adopt(dec *item) *item {
+	it := d.newItem()
+	*it = *dec
+	if it.flags&flagHasPref != 0 {
+		it.flags &^= flagHasPref
+		it.ext = nil
+		if it.flags&flagHasParentSub != 0 {
+			it.ext = d.keyExt(dec.ext.sub)
+		}
+	}
+	return it
+}
+
+// keyExt returns the itemExt shared by the integrated items held under key.
+func (d *Doc) keyExt(key string) *itemExt {
+	x := d.keys[key]
+	if x == nil {
+		if d.keys == nil {
+			d.keys = make(map[string]*itemExt)
+		}
+		x = &itemExt{sub: key}
+		d.keys[key] = x
+	}
+	return x
+}
+
+// release recycles an item merged into its left neighbour, unless a type refers to it.
+func (d *Doc) release(it *item) {
+	if it.flags&flagTyped != 0 {
+		return
+	}
+	*it = item{right: d.free}
+	d.free = it
 }

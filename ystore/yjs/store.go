@@ -26,7 +26,7 @@ func (d *Doc) state(client uint64) uint64 {
 		return 0
 	}
 	last := cs.structs[len(cs.structs)-1]
-	return last.id.Clock + last.length
+	return last.end()
 }
 
 // findIndex returns the index of the struct containing clock, or -1.
@@ -37,19 +37,19 @@ func findIndex(structs []*item, clock uint64) int {
 	}
 	last := structs[hi]
 	if last.id.Clock <= clock {
-		if clock < last.id.Clock+last.length {
+		if clock < last.end() {
 			return hi
 		}
 		return -1
 	}
 	// Pivot on the clock like Yjs's findIndexSS: clocks grow roughly evenly.
-	mid := min(int(float64(clock)/float64(last.id.Clock+last.length-1)*float64(hi)), hi)
+	mid := min(int(float64(clock)/float64(last.end()-1)*float64(hi)), hi)
 	for lo <= hi {
 		s := structs[mid]
 		switch {
 		case clock < s.id.Clock:
 			hi = mid - 1
-		case clock >= s.id.Clock+s.length:
+		case clock >= s.end():
 			lo = mid + 1
 		default:
 			return mid
@@ -67,7 +67,7 @@ func findIndexNear(structs []*item, clock uint64, hint int) int {
 	}
 	lo, hi := hint, hint
 	if clock >= structs[hint].id.Clock {
-		for step := 1; hi < len(structs)-1 && structs[hi].id.Clock+structs[hi].length <= clock; step <<= 1 {
+		for step := 1; hi < len(structs)-1 && structs[hi].end() <= clock; step <<= 1 {
 			lo = hi
 			hi = min(hi+step, len(structs)-1)
 		}
@@ -108,7 +108,7 @@ func (d *Doc) getItemCleanEnd(id ID) *item {
 	cs := d.structsOf(id.Client)
 	i := findIndex(cs.structs, id.Clock)
 	it := cs.structs[i]
-	if id.Clock != it.id.Clock+it.length-1 && it.kind != kindGC {
+	if id.Clock != it.end()-1 && it.kind != kindGC {
 		r := d.split(it, id.Clock-it.id.Clock+1)
 		cs.structs = slices.Insert(cs.structs, i+1, r)
 	}
@@ -121,7 +121,7 @@ func (d *Doc) split(it *item, diff uint64) *item {
 	r := d.splitItem(it, diff)
 	d.txn.mergeStructs = append(d.txn.mergeStructs, r.id)
 	if r.flags&flagHasParentSub != 0 && r.right == nil && r.parent != nil {
-		r.parent.keys[r.parentSub] = r
+		r.parent.keys[r.ext.sub] = r
 	}
 	return r
 }

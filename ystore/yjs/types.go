@@ -103,7 +103,7 @@ func (t *Type) Parent() (parent *Type, key string, hasKey bool) {
 	if t.item == nil {
 		return nil, "", false
 	}
-	return t.item.parent, t.item.parentSub, t.item.flags&flagHasParentSub != 0
+	return t.item.parent, t.item.sub(), t.item.flags&flagHasParentSub != 0
 }
 
 // Index returns the position of t in its parent's sequence, or -1 when t is held under a
@@ -132,7 +132,7 @@ func (t *Type) Left() *Type {
 	}
 	for l := it.left; l != nil; l = l.left {
 		if l.kind == kindType && !l.deleted() {
-			return l.typ
+			return l.typ()
 		}
 	}
 	return nil

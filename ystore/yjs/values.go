@@ -158,10 +158,10 @@ func (t *Type) delta() []deltaOp {
 			ops = append(ops, deltaOp{it.last(), snapshot()})
 		case kindFormat:
 			pack()
-			if key := it.vals[0].(string); it.vals[1] == nil {
-				delete(attrs, key)
+			if f := it.val.(*format); f.val == nil {
+				delete(attrs, f.key)
 			} else {
-				attrs[key] = it.vals[1]
+				attrs[f.key] = f.val
 			}
 		}
 	}
