@@ -289,3 +289,54 @@ func TestLongPendingChain(t *testing.T) {
 		t.Fatalf("after the first update: pending %v, length %d", d.HasPending(), d.Text("t").Len())
 	}
 }
+
+// TestDeletedTypeAfterMerge deletes two maps that one client inserted in a row: their
+// deleted items merge, and the storage of the right one must not be reused while the
+// map still refers to it.
+func TestDeletedTypeAfterMerge(t *testing.T) {
+	var e lib0.Encoder
+	e.VarUint(1) // one client
+	e.VarUint(2) // two structs
+	e.VarUint(1) // client
+	e.VarUint(0) // clock
+	e.Uint8(kindType)
+	e.VarUint(1) // parent: root name
+	e.VarString("a")
+	e.VarUint(typeRef(KindMap))
+	e.Uint8(kindType | infoOrigin)
+	e.VarUint(1)
+	e.VarUint(0)
+	e.VarUint(typeRef(KindMap))
+	e.VarUint(0) // no deletes
+	d := NewDoc()
+	mustApply(t, d, e.Buf)
+	vals := d.Array("a").Values()
+	if len(vals) != 2 {
+		t.Fatalf("%d values, want 2", len(vals))
+	}
+	second := vals[1].(*Map).Type()
+	mustApply(t, d, []byte{0, 1, 1, 1, 0, 2}) // delete both
+	// Strings of another client, integrated after the merge.
+	for i := range 40 {
+		var e lib0.Encoder
+		e.VarUint(1)
+		e.VarUint(1)
+		e.VarUint(2)
+		e.VarUint(uint64(i))
+		if i == 0 {
+			e.Uint8(kindString)
+			e.VarUint(1)
+			e.VarString("t")
+		} else {
+			e.Uint8(kindString | infoOrigin)
+			e.VarUint(2)
+			e.VarUint(uint64(i - 1))
+		}
+		e.VarString("x")
+		e.VarUint(0)
+		mustApply(t, d, e.Buf)
+	}
+	if parent, _, _ := second.Parent(); !second.Deleted() || parent != d.Array("a").Type() {
+		t.Fatalf("deleted map: Deleted() = %v, parent %v", second.Deleted(), parent)
+	}
+}

@@ -296,7 +296,14 @@ func (d *Doc) newItem() *item {
 // so that the few structs of an update that outlive it do not keep the whole decoded
 // update alive. The explicit parent is resolved by then and dropped.
 func (d *Doc) adopt(dec *item) *item {
-	it := d.newItem()
+	var it *item
+	if dec.kind == kindType {
+		// The type refers to its item for good: allocated on its own, it is collected
+		// with the type once merged away, where a slab would keep its neighbours.
+		it = new(item)
+	} else {
+		it = d.newItem()
+	}
 	*it = *dec
 	if it.flags&flagHasPref != 0 {
 		it.flags &^= flagHasPref
