@@ -125,7 +125,7 @@ func bigUpdate(tb testing.TB, minSize int) []byte {
 	}
 	var parts []*update
 	for n, shift := 0, uint64(0); n < minSize; shift += 1 << 32 {
-		u, err := decodeUpdate(state, &arena{})
+		u, err := decodeUpdate(state, &arena{}, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -57,7 +57,7 @@ var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed"
 
 // DecodeUpdate decodes a v1 update without applying it.
 func DecodeUpdate(b []byte) (*Update, error) {
-	u, err := decodeUpdate(b, &arena{})
+	u, err := decodeUpdate(b, &arena{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +141,41 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[n:len(a.buf):len(a.buf)]
 }
 
-// decodeUpdate decodes a complete v1 update; nothing is integrated.
-func decodeUpdate(b []byte, texts *arena) (*update, error) {
+// structBuf lends a document's small updates their decoded structs: integration copies
+// them into the document (Doc.adopt) and pending ones are copied out (mergePending), so
+// the same few structs serve every update. reset makes them available again.
+type structBuf struct {
+	buf, free []item
+}
+
+const structBufLen = 16
+
+// take returns n zeroed structs, lent while there are enough.
+func (b *structBuf) take(n int) []item {
+	if b == nil || n > structBufLen {
+		return make([]item, n)
+	}
+	if b.buf == nil {
+		b.buf = make([]item, structBufLen)
+		b.free = b.buf
+	}
+	if n > len(b.free) {
+		return make([]item, n)
+	}
+	s := b.free[:n:n]
+	b.free = b.free[n:]
+	return s
+}
+
+// reset takes back the structs lent since the last reset.
+func (b *structBuf) reset() {
+	clear(b.buf[:len(b.buf)-len(b.free)])
+	b.free = b.buf
+}
+
+// decodeUpdate decodes a complete v1 update; nothing is integrated. Structs come from
+// structs when not nil.
+func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 	d := lib0.NewDecoder(b)
 	u := &update{}
 	nClients := d.CountAtMost(3, "number of clients with structs")
@@ -156,7 +189,7 @@ func decodeUpdate(b []byte, texts *arena) (*update, error) {
 		if d.Err() != nil {
 			break
 		}
-		backing := make([]item, n)
+		backing := structs.take(n)
 		refs := make([]*item, n)
 		for i := range backing {
 			it := &backing[i]

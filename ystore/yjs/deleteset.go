@@ -91,10 +91,16 @@ func sortAndMerge(rs []dsRange) []dsRange {
 }
 
 // mergePending adds rest to the pending structs: per client sorted by clock, overlaps
-// trimmed, Skip structs dropped (gaps are detected again on integration).
+// trimmed, Skip structs dropped (gaps are detected again on integration). The structs
+// are copied: decoded ones may be lent by a structBuf.
 func mergePending(pending, rest map[uint64][]*item) {
 	for c, list := range rest {
 		list = slices.DeleteFunc(list, func(it *item) bool { return it.kind == kindSkip })
+		own := make([]item, len(list))
+		for i, it := range list {
+			own[i] = *it
+			list[i] = &own[i]
+		}
 		old := pending[c]
 		// The common case: the new structs follow the pending ones (each list is sorted).
 		if n := len(old); len(list) > 0 && (n == 0 || list[0].id.Clock >= old[n-1].end()) {

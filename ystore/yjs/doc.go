@@ -38,8 +38,9 @@ type Doc struct {
 	slab           []item
 	free           *item // items merged away, linked by right
 	keys           map[string]*itemExt
-	txn            *Txn  // the transaction being applied
-	texts          arena // backing for decoded strings
+	txn            *Txn      // the transaction being applied
+	texts          arena     // backing for decoded strings
+	structs        structBuf // decoded structs of small updates
 	lastClient     uint64
 	lastCS         *clientStructs
 	conflicting    itemSet
@@ -111,7 +112,8 @@ func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) 
 // malformed update returns a *DecodeError and leaves d unchanged. Structs whose
 // dependencies are missing are kept pending and integrated when those arrive.
 func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
-	u, err := decodeUpdate(update, &d.texts)
+	defer d.structs.reset()
+	u, err := decodeUpdate(update, &d.texts, &d.structs)
 	if err != nil {
 		return nil, err
 	}
@@ -123,9 +125,10 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 // once, at the end. All updates are decoded first: a malformed one returns its
 // *DecodeError, wrapped with its index, and leaves d unchanged.
 func (d *Doc) ApplyUpdates(updates [][]byte) (*Txn, error) {
+	defer d.structs.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
-		u, err := decodeUpdate(b, &d.texts)
+		u, err := decodeUpdate(b, &d.texts, &d.structs)
 		if err != nil {
 			return nil, fmt.Errorf("update %d: %w", i, err)
 		}
