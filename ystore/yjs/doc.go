@@ -35,8 +35,6 @@ type Doc struct {
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
-	slab           []item
-	free           *item // items merged away, linked by right
 	keys           map[string]*itemExt
 	txn            *Txn      // the transaction being applied
 	texts          arena     // backing for decoded strings
@@ -247,7 +245,6 @@ func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
 		if right.flags&flagHasParentSub != 0 && right.parent != nil && right.parent.keys[right.ext.sub] == right {
 			right.parent.keys[right.ext.sub] = left
 		}
-		d.release(right)
 	}
 	merged := pos - i
 	if merged > 0 {

@@ -120,7 +120,6 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		t := it.typ()
 		t.doc = d
 		t.item = it
-		it.flags |= flagTyped
 		if !hasSub {
 			txn.seqTypes = append(txn.seqTypes, t)
 		}
@@ -221,7 +220,7 @@ func (d *Doc) deleteChild(txn *Txn, c *item) {
 
 // toGC turns it into a GC struct.
 func (it *item) toGC() {
-	*it = item{id: it.id, length: it.length, kind: kindGC, flags: it.flags & flagTyped}
+	*it = item{id: it.id, length: it.length, kind: kindGC}
 }
 
 // gc drops the content of a deleted item like Yjs's Item.gc: a deleted type's children

@@ -35,7 +35,6 @@ const (
 	flagHasRightOrigin
 	flagHasParentSub
 	flagHasPref // a decoded item with an explicit parent (ext.pref), not integrated yet
-	flagTyped   // an item that held a type: Type.item refers to it for good
 )
 
 // maxLength bounds the length of a struct: lengths are 32 bits wide here (Yjs allows
@@ -246,10 +245,10 @@ func (it *item) mergeWith(right *item) bool {
 	return true
 }
 
-// splice cuts it after diff clock units and returns the right part as a new item
-// (allocated from a) linked to the right of it, like Yjs's splitItem.
-func (d *Doc) splitItem(it *item, diff uint64) *item {
-	r := d.newItem()
+// splitItem cuts it after diff clock units and returns the right part as a new item
+// linked to the right of it, like Yjs's splitItem.
+func splitItem(it *item, diff uint64) *item {
+	r := new(item)
 	r.id = ID{it.id.Client, it.id.Clock + diff}
 	r.length = it.length - uint32(diff)
 	r.left = it
@@ -276,34 +275,12 @@ func (d *Doc) splitItem(it *item, diff uint64) *item {
 	return r
 }
 
-// newItem returns a zeroed item: one merged away earlier, or a new one from the
-// document's slab.
-func (d *Doc) newItem() *item {
-	if it := d.free; it != nil {
-		d.free = it.right
-		it.right = nil
-		return it
-	}
-	if len(d.slab) == 0 {
-		d.slab = make([]item, 32)
-	}
-	it := &d.slab[0]
-	d.slab = d.slab[1:]
-	return it
-}
-
-// adopt moves a decoded struct into the document's own storage before it is integrated,
-// so that the few structs of an update that outlive it do not keep the whole decoded
-// update alive. The explicit parent is resolved by then and dropped.
+// adopt moves a decoded struct into an item of its own before it is integrated: decoded
+// structs are lent (structBuf) or share one array per update, which the few that outlive
+// the update would keep alive. Items are allocated one by one so that those merged away
+// later are collected. The explicit parent is resolved by then and dropped.
 func (d *Doc) adopt(dec *item) *item {
-	var it *item
-	if dec.kind == kindType {
-		// The type refers to its item for good: allocated on its own, it is collected
-		// with the type once merged away, where a slab would keep its neighbours.
-		it = new(item)
-	} else {
-		it = d.newItem()
-	}
+	it := new(item)
 	*it = *dec
 	if it.flags&flagHasPref != 0 {
 		it.flags &^= flagHasPref
@@ -326,13 +303,4 @@ func (d *Doc) keyExt(key string) *itemExt {
 		d.keys[key] = x
 	}
 	return x
-}
-
-// release recycles an item merged into its left neighbour, unless a type refers to it.
-func (d *Doc) release(it *item) {
-	if it.flags&flagTyped != 0 {
-		return
-	}
-	*it = item{right: d.free}
-	d.free = it
 }

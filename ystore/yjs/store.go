@@ -118,7 +118,7 @@ func (d *Doc) getItemCleanEnd(id ID) *item {
 // split splits an integrated item and keeps its parent's key index pointing at the
 // right-most part.
 func (d *Doc) split(it *item, diff uint64) *item {
-	r := d.splitItem(it, diff)
+	r := splitItem(it, diff)
 	d.txn.mergeStructs = append(d.txn.mergeStructs, r.id)
 	if r.flags&flagHasParentSub != 0 && r.right == nil && r.parent != nil {
 		r.parent.keys[r.ext.sub] = r
