@@ -9,9 +9,11 @@
 //
 // Where it differs from Yjs on purpose:
 //   - Malformed input is rejected before anything is applied (Yjs may throw halfway):
-//     numbers beyond 2^53-1, zero-length structs, references to a struct of the same
-//     client that is not earlier, unknown kinds, type refs and Any tags, invalid UTF-8
-//     or JSON.
+//     numbers beyond 2^53-1, structs longer than 2^32-1, zero-length structs,
+//     references to a struct of the same client that is not earlier, unknown kinds,
+//     type refs and Any tags, invalid UTF-8 or JSON.
+//   - Items keep 32-bit lengths: adjacent structs whose lengths add up to 2^32 or more
+//     are not merged.
 //   - Any objects are Go maps, so re-encoding writes their keys sorted where Yjs keeps
 //     insertion order; the values are the same.
 //   - The document is a read-only replica: it never edits itself, where a Yjs replica

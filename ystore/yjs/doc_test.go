@@ -340,3 +340,42 @@ func TestDeletedTypeAfterMerge(t *testing.T) {
 		t.Fatalf("deleted map: Deleted() = %v, parent %v", second.Deleted(), parent)
 	}
 }
+
+// TestLongStructs checks the 32-bit struct lengths: longer structs are refused, and
+// adjacent ones whose lengths add up to more stay apart.
+func TestLongStructs(t *testing.T) {
+	gc := func(clock, length uint64) []byte {
+		var e lib0.Encoder
+		e.VarUint(1) // one client
+		e.VarUint(1) // one struct
+		e.VarUint(1) // client
+		e.VarUint(clock)
+		e.Uint8(kindGC)
+		e.VarUint(length)
+		e.VarUint(0) // no deletes
+		return e.Buf
+	}
+	_, err := NewDoc().ApplyUpdate(gc(0, maxLength+1))
+	var de *DecodeError
+	if !errors.As(err, &de) || !errors.Is(err, ErrOverflow) || de.Expected != "struct length within 2^32" {
+		t.Fatalf("err = %v, want struct length within 2^32", err)
+	}
+	d := NewDoc()
+	mustApply(t, d, gc(0, maxLength))
+	mustApply(t, d, gc(maxLength, 5))
+	if got := d.StateVector()[1]; got != maxLength+5 {
+		t.Fatalf("state %d, want %d", got, uint64(maxLength)+5)
+	}
+	if n := len(d.clients[1].structs); n != 2 {
+		t.Fatalf("%d structs, want 2", n)
+	}
+	state, err := d.EncodeStateAsUpdate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := NewDoc()
+	mustApply(t, d2, state)
+	if got := d2.StateVector()[1]; got != maxLength+5 {
+		t.Fatalf("re-encoded state %d, want %d", got, uint64(maxLength)+5)
+	}
+}
