@@ -137,8 +137,8 @@ func bigUpdate(tb testing.TB, minSize int) []byte {
 
 // shiftClients moves every client id of u up by shift.
 func shiftClients(u *update, shift uint64) *update {
-	out := &update{refs: map[uint64]*structRefs{}, ds: map[uint64][]dsRange{}}
-	for c, r := range u.refs {
+	out := &update{ds: map[uint64][]dsRange{}}
+	for _, r := range u.refs {
 		for _, it := range r.refs {
 			it.id.Client += shift
 			it.origin.Client += shift
@@ -147,7 +147,8 @@ func shiftClients(u *update, shift uint64) *update {
 				it.ext.pref.id.Client += shift
 			}
 		}
-		out.refs[c+shift] = r
+		r.client += shift
+		out.refs = append(out.refs, r)
 	}
 	for c, rs := range u.ds {
 		out.ds[c+shift] = rs
@@ -166,9 +167,9 @@ func encodeUpdates(parts []*update) []byte {
 	}
 	e.VarUint(uint64(n))
 	for _, u := range parts {
-		for c, r := range u.refs {
+		for _, r := range u.refs {
 			e.VarUint(uint64(len(r.refs)))
-			e.VarUint(c)
+			e.VarUint(r.client)
 			e.VarUint(r.refs[0].id.Clock)
 			for _, it := range r.refs {
 				writeStruct(&e, it, 0)

@@ -1,22 +1,51 @@
 package yjs
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
 
-// structRefs are one client's decoded structs and the integration cursor.
+// structRefs are one client's decoded structs and the integration cursor; gone marks a
+// client whose structs were set aside as pending.
 type structRefs struct {
-	refs []*item
-	i    int
+	client uint64
+	refs   []*item
+	i      int
+	gone   bool
 }
 
 // update is a decoded v1 update.
 type update struct {
-	refs map[uint64]*structRefs
+	refs []structRefs // sorted by client
 	ds   map[uint64][]dsRange
+}
+
+// sortRefs sorts refs by client; of a client listed twice, the last list counts, as in
+// Yjs's map of struct refs.
+func sortRefs(refs []structRefs) []structRefs {
+	slices.SortStableFunc(refs, func(a, b structRefs) int { return cmp.Compare(a.client, b.client) })
+	out := refs[:0]
+	for _, r := range refs {
+		if n := len(out); n > 0 && out[n-1].client == r.client {
+			out[n-1] = r
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// findRefs returns the structs of client that are not gone, or nil.
+func findRefs(refs []structRefs, client uint64) *structRefs {
+	i, ok := slices.BinarySearchFunc(refs, client, func(r structRefs, c uint64) int { return cmp.Compare(r.client, c) })
+	if !ok || refs[i].gone {
+		return nil
+	}
+	return &refs[i]
 }
 
 // Update is a decoded Yjs v1 update, for inspection and tests.
@@ -62,9 +91,9 @@ func DecodeUpdate(b []byte) (*Update, error) {
 		return nil, err
 	}
 	out := &Update{Structs: map[uint64][]Struct{}, Deletes: map[uint64][]Range{}}
-	for c, r := range u.refs {
+	for _, r := range u.refs {
 		for _, it := range r.refs {
-			out.Structs[c] = append(out.Structs[c], it.export())
+			out.Structs[r.client] = append(out.Structs[r.client], it.export())
 		}
 	}
 	for c, rs := range u.ds {
@@ -180,7 +209,7 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 	u := &update{}
 	nClients := d.CountAtMost(3, "number of clients with structs")
 	if nClients > 0 {
-		u.refs = make(map[uint64]*structRefs, nClients)
+		u.refs = make([]structRefs, 0, nClients)
 	}
 	for range nClients {
 		n := d.CountAtMost(2, "number of structs")
@@ -191,10 +220,11 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 		}
 		backing := structs.take(n)
 		refs := make([]*item, n)
+		var exts []itemExt
 		for i := range backing {
 			it := &backing[i]
 			it.id = ID{client, clock}
-			length := decodeStruct(d, it, texts)
+			length := decodeStruct(d, it, texts, &exts, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -210,7 +240,10 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 			clock += length
 			refs[i] = it
 		}
-		u.refs[client] = &structRefs{refs: refs}
+		u.refs = append(u.refs, structRefs{client: client, refs: refs})
+	}
+	if len(u.refs) > 1 {
+		u.refs = sortRefs(u.refs)
 	}
 	nDS := d.CountAtMost(2, "number of clients with deletes")
 	if nDS > 0 {
@@ -240,8 +273,10 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 	return u, nil
 }
 
-// decodeStruct decodes one struct whose id is set and returns its length.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena) uint64 {
+// decodeStruct decodes one struct whose id is set and returns its length. An explicit
+// parent goes to an itemExt taken from exts, which is allocated for the remaining structs
+// of the client when empty.
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, remaining int) uint64 {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -269,7 +304,11 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		checkEarlier(d, it, it.rightOrigin, start)
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
-		x := &itemExt{}
+		if len(*exts) == 0 {
+			*exts = make([]itemExt, remaining)
+		}
+		x := &(*exts)[0]
+		*exts = (*exts)[1:]
 		p := &x.pref
 		if d.VarUint("parent info") == 1 {
 			p.name = d.VarString("parent root name")

@@ -15,51 +15,63 @@ type dsRange struct {
 // and returns the ranges beyond the known state (nil if none).
 func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsRange {
 	var unapplied map[uint64][]dsRange
-	addUnapplied := func(client, clock, length uint64) {
-		if unapplied == nil {
-			unapplied = make(map[uint64][]dsRange)
-		}
-		unapplied[client] = append(unapplied[client], dsRange{clock, length})
-	}
-	if len(ds) == 0 {
+	switch len(ds) {
+	case 0:
 		return nil
+	case 1: // the common case, without sorting
+		for client, rs := range ds {
+			d.applyDeletes(txn, client, rs, &unapplied)
+		}
+		return unapplied
 	}
 	for _, client := range slices.Sorted(maps.Keys(ds)) {
-		state := d.state(client)
-		hint := -1
-		for _, r := range ds[client] {
-			clock, end := r.clock, r.clock+r.length
-			if clock >= state {
-				addUnapplied(client, clock, r.length)
-				continue
+		d.applyDeletes(txn, client, ds[client], &unapplied)
+	}
+	return unapplied
+}
+
+// applyDeletes deletes the ranges rs of client and adds those beyond the known state
+// to unapplied.
+func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map[uint64][]dsRange) {
+	addUnapplied := func(clock, length uint64) {
+		if *unapplied == nil {
+			*unapplied = make(map[uint64][]dsRange)
+		}
+		(*unapplied)[client] = append((*unapplied)[client], dsRange{clock, length})
+	}
+	state := d.state(client)
+	hint := -1
+	for _, r := range rs {
+		clock, end := r.clock, r.clock+r.length
+		if clock >= state {
+			addUnapplied(clock, r.length)
+			continue
+		}
+		if state < end {
+			addUnapplied(state, end-state)
+		}
+		cs := d.clients[client]
+		i := findIndexNear(cs.structs, clock, hint)
+		hint = i
+		it := cs.structs[i]
+		if !it.deleted() && it.id.Clock < clock {
+			cs.structs = slices.Insert(cs.structs, i+1, d.split(it, clock-it.id.Clock))
+			i++
+		}
+		for i < len(cs.structs) {
+			it = cs.structs[i]
+			i++
+			if it.id.Clock >= end {
+				break
 			}
-			if state < end {
-				addUnapplied(client, state, end-state)
-			}
-			cs := d.clients[client]
-			i := findIndexNear(cs.structs, clock, hint)
-			hint = i
-			it := cs.structs[i]
-			if !it.deleted() && it.id.Clock < clock {
-				cs.structs = slices.Insert(cs.structs, i+1, d.split(it, clock-it.id.Clock))
-				i++
-			}
-			for i < len(cs.structs) {
-				it = cs.structs[i]
-				i++
-				if it.id.Clock >= end {
-					break
+			if !it.deleted() {
+				if end < it.end() {
+					cs.structs = slices.Insert(cs.structs, i, d.split(it, end-it.id.Clock))
 				}
-				if !it.deleted() {
-					if end < it.end() {
-						cs.structs = slices.Insert(cs.structs, i, d.split(it, end-it.id.Clock))
-					}
-					d.deleteItem(txn, it)
-				}
+				d.deleteItem(txn, it)
 			}
 		}
 	}
-	return unapplied
 }
 
 // mergeDeleteSets unions two delete sets, sorting and merging ranges like Yjs's

@@ -185,11 +185,11 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	if retry {
 		p := d.pending
 		d.pending, d.pendingMissing = nil, nil
-		refs := make(map[uint64]*structRefs, len(p))
+		refs := make([]structRefs, 0, len(p))
 		for c, list := range p {
-			refs[c] = &structRefs{refs: list}
+			refs = append(refs, structRefs{client: c, refs: list})
 		}
-		d.readUpdate(txn, &update{refs: refs})
+		d.readUpdate(txn, &update{refs: sortRefs(refs)})
 	}
 }
 

@@ -253,22 +253,16 @@ func (d *Doc) gc(it *item, parentGCd bool) {
 
 // integrateStructs integrates decoded structs like Yjs's integrateStructs and returns the
 // structs that could not be integrated (nil if none) with the state they wait for.
-func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint64][]*item, map[uint64]uint64) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	ids := make([]uint64, 0, len(refs))
-	for c := range refs {
-		ids = append(ids, c)
-	}
-	slices.Sort(ids)
+func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item, map[uint64]uint64) {
+	// Like Yjs's sorted client ids: clients are taken from the highest id down.
+	top := len(refs)
 	next := func() *structRefs {
-		for len(ids) > 0 {
-			t := refs[ids[len(ids)-1]]
-			if t != nil && t.i < len(t.refs) {
+		for top > 0 {
+			t := &refs[top-1]
+			if !t.gone && t.i < len(t.refs) {
 				return t
 			}
-			ids = ids[:len(ids)-1]
+			top--
 		}
 		return nil
 	}
@@ -293,10 +287,10 @@ func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint6
 		}
 		for _, it := range stack {
 			c := it.id.Client
-			if r := refs[c]; r != nil {
+			if r := findRefs(refs, c); r != nil {
 				r.i--
 				rest[c] = slices.Clone(r.refs[r.i:])
-				delete(refs, c)
+				r.gone = true
 				r.i = 0
 				r.refs = nil
 			} else {
@@ -317,7 +311,7 @@ func (d *Doc) integrateStructs(txn *Txn, refs map[uint64]*structRefs) (map[uint6
 				addStackToRest()
 			} else if missing, ok := d.getMissing(head); ok {
 				stack = append(stack, head)
-				r := refs[missing]
+				r := findRefs(refs, missing)
 				if r == nil || r.i == len(r.refs) {
 					updateMissing(missing, d.state(missing))
 					addStackToRest()
