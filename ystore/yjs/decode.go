@@ -146,11 +146,14 @@ func (it *item) export() Struct {
 	return s
 }
 
-// arena hands out copies of small strings from shared chunks, so that a text typed one
-// character per update costs no allocation per item. Copies have no spare capacity:
-// appending to one reallocates instead of overwriting its neighbour.
+// arena is a document's storage for decoding. It hands out copies of small strings from
+// shared chunks, so that a text typed one character per update costs no allocation per
+// item; copies have no spare capacity: appending to one reallocates instead of
+// overwriting its neighbour. keys holds the itemExt shared by the integrated items held
+// under each map key (Doc.keyExt adds to it): decoding a known key costs no allocation.
 type arena struct {
-	buf []byte
+	buf  []byte
+	keys map[string]*itemExt
 }
 
 const (
@@ -320,7 +323,7 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 		it.ext = x
 		it.flags |= flagHasPref
 		if info&infoParentSub != 0 {
-			x.sub = d.VarString("parent sub")
+			readKey(d, x, texts)
 			it.flags |= flagHasParentSub
 		}
 	}
@@ -332,6 +335,21 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 		it.flags |= flagCountable
 	}
 	return length
+}
+
+// readKey reads the map key of x, a known one as its shared itemExt (x.shared).
+func readKey(d *lib0.Decoder, x *itemExt, texts *arena) {
+	start := d.Pos()
+	b := d.VarStringBytes("parent sub")
+	switch shared := texts.keys[string(b)]; {
+	case d.Err() != nil:
+	case shared != nil:
+		x.sub, x.shared = shared.sub, shared
+	case !utf8.Valid(b):
+		d.Fail(start, "parent sub", lib0.ErrInvalid)
+	default:
+		x.sub = string(b)
+	}
 }
 
 func readID(d *lib0.Decoder, client, clock string) ID {

@@ -37,9 +37,8 @@ type Doc struct {
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
-	keys           map[string]*itemExt
 	txn            *Txn      // the transaction being applied
-	texts          arena     // backing for decoded strings
+	texts          arena     // decoded strings and map keys
 	structs        structBuf // decoded structs of small updates
 	lastClient     uint64
 	lastCS         *clientStructs

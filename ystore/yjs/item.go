@@ -52,10 +52,12 @@ type parentRef struct {
 
 // itemExt holds what only some items need: the explicit parent of a decoded item (once
 // integrated, the parent is resolved and this is dropped) and the map key of an item
-// held under one. Integrated items share one itemExt per key (Doc.keyExt).
+// held under one. Integrated items share one itemExt per key (Doc.keyExt); a decoded
+// item finds it in shared when the key is known.
 type itemExt struct {
-	pref parentRef
-	sub  string
+	pref   parentRef
+	sub    string
+	shared *itemExt
 }
 
 // format is the content of a ContentFormat.
@@ -286,7 +288,10 @@ func (d *Doc) adopt(dec *item) *item {
 		it.flags &^= flagHasPref
 		it.ext = nil
 		if it.flags&flagHasParentSub != 0 {
-			it.ext = d.keyExt(dec.ext.sub)
+			it.ext = dec.ext.shared
+			if it.ext == nil {
+				it.ext = d.keyExt(dec.ext.sub)
+			}
 		}
 	}
 	return it
@@ -294,13 +299,14 @@ func (d *Doc) adopt(dec *item) *item {
 
 // keyExt returns the itemExt shared by the integrated items held under key.
 func (d *Doc) keyExt(key string) *itemExt {
-	x := d.keys[key]
+	keys := &d.texts.keys
+	x := (*keys)[key]
 	if x == nil {
-		if d.keys == nil {
-			d.keys = make(map[string]*itemExt)
+		if *keys == nil {
+			*keys = make(map[string]*itemExt)
 		}
 		x = &itemExt{sub: key}
-		d.keys[key] = x
+		(*keys)[key] = x
 	}
 	return x
 }
