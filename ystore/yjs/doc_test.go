@@ -367,3 +367,23 @@ func TestLongStructs(t *testing.T) {
 		t.Fatalf("re-encoded state %d, want %d", got, uint64(maxLength)+5)
 	}
 }
+
+// TestMapKeys decodes map keys: invalid UTF-8 is refused like any string, and the items
+// under one key share its itemExt whether the key was new or known when decoded.
+func TestMapKeys(t *testing.T) {
+	_, err := NewDoc().ApplyUpdate([]byte{1, 1, 3, 0, 0x28, 1, 1, 'm', 1, 0xff, 1, 125, 1, 0})
+	var de *DecodeError
+	if !errors.As(err, &de) || !errors.Is(err, ErrInvalid) || de.Offset != 8 || de.Expected != "parent sub" {
+		t.Fatalf("err = %v, want invalid parent sub at 8", err)
+	}
+	d := NewDoc()
+	mustApply(t, d, []byte{1, 1, 3, 0, 0x28, 1, 1, 'm', 1, 'k', 1, 125, 1, 0})
+	mustApply(t, d, []byte{1, 1, 3, 1, 0x28, 1, 1, 'n', 1, 'k', 1, 125, 2, 0})
+	if v, _ := d.Map("n").Get("k"); v != int64(2) && v != float64(2) {
+		t.Fatalf("n.k = %v, want 2", v)
+	}
+	structs := d.clients[3].structs
+	if len(structs) != 2 || structs[0].ext != structs[1].ext || structs[1].sub() != "k" {
+		t.Fatal("the items under one key do not share its itemExt")
+	}
+}
