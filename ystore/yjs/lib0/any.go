@@ -23,6 +23,10 @@ const (
 	TagUint8Array = 116
 )
 
+// maxPrealloc is the most elements an array or object is given room for before they
+// are decoded.
+const maxPrealloc = 8
+
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
 
 func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
@@ -68,19 +72,31 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 			d.Fail(start, expected, ErrOverflow)
 			return nil
 		}
+		// The count bounds what is allocated up front only loosely (each element takes
+		// at least one byte): nested containers that each claim the rest of the input
+		// would allocate depth × input. So the capacity grows with what is decoded,
+		// and decoding stops at the first error.
 		if tag == TagArray {
 			n := d.CountAtMost(1, expected)
-			arr := make([]any, n)
-			for i := range arr {
-				arr[i] = d.anyDepth(expected, depth+1)
+			arr := make([]any, 0, min(n, maxPrealloc))
+			for range n {
+				v := d.anyDepth(expected, depth+1)
+				if d.err != nil {
+					return nil
+				}
+				arr = append(arr, v)
 			}
 			return arr
 		}
 		n := d.CountAtMost(2, expected)
-		obj := make(map[string]any, n)
+		obj := make(map[string]any, min(n, maxPrealloc))
 		for range n {
 			k := d.VarString(expected)
-			obj[k] = d.anyDepth(expected, depth+1)
+			v := d.anyDepth(expected, depth+1)
+			if d.err != nil {
+				return nil
+			}
+			obj[k] = v
 		}
 		return obj
 	case TagUint8Array:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -186,6 +187,42 @@ func TestAnyDepth(t *testing.T) {
 	d.Any("v")
 	if !errors.Is(d.Err(), ErrOverflow) {
 		t.Fatalf("err = %v, want ErrOverflow", d.Err())
+	}
+}
+
+// TestAnyAllocation decodes nested arrays and objects that each claim more elements than
+// the input holds: what is allocated stays linear in the input, not depth × input.
+func TestAnyAllocation(t *testing.T) {
+	const n = 1600
+	claimAll := func(tag byte) []byte {
+		b := make([]byte, 0, n)
+		for len(b) < n {
+			b = append(b, tag, 0x7f) // 127 elements, then the next nested container
+		}
+		return b
+	}
+	objects := make([]byte, 0, n)
+	for len(objects) < n {
+		objects = append(objects, TagObject, 0x7f, 1, 'k') // 127 entries, key "k"
+	}
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"arrays", claimAll(TagArray)},
+		{"objects", objects},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		d := NewDecoder(tt.in)
+		d.Any("v")
+		runtime.ReadMemStats(&after)
+		if d.Err() == nil {
+			t.Fatalf("%s: a truncated value decoded", tt.name)
+		}
+		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(96*len(tt.in)); got > limit {
+			t.Errorf("%s: decoding %d bytes allocated %d, more than %d", tt.name, len(tt.in), got, limit)
+		}
 	}
 }
 
