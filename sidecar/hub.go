@@ -24,6 +24,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // Hub mode serves every user of a JupyterHub their own notebooks from one process.
@@ -47,6 +48,9 @@ type hub struct {
 	// follower follows the shared Postgres store for every active user
 	// (hub.stores.backend postgres), nil for users' own SQLite stores.
 	follower *postgres.Follower
+	// watcher delivers the file events of every active user's SQLite store: one
+	// inotify instance for all (nil with Postgres or store.sqlite.fsnotify off).
+	watcher *sqlite.Watcher
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
@@ -71,6 +75,10 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	h.m = newHubMetrics(h.registries)
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
+	}
+	if cfg.Hub.Stores.Backend == "sqlite" && cfg.Store.SQLite.FSNotify {
+		h.watcher = sqlite.NewWatcher(h.log)
+		defer h.watcher.Close()
 	}
 	if cfg.Hub.Stores.Backend == "postgres" {
 		shared := cfg.Store.Postgres.StoreConfig(h.log, nil)
@@ -195,9 +203,16 @@ func (h *hub) start(user string) (*tenant, error) {
 	log := h.log.With("tenant", tenantID(user))
 	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
 	var tailer ystore.Tailer
-	if h.follower != nil {
+	switch {
+	case h.follower != nil:
 		if tailer, err = h.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, t.reg)); err != nil {
 			return nil, err
+		}
+	case h.watcher != nil:
+		sc := cfg.Store.SQLite.TailerConfig(log, t.reg)
+		sc.Watcher = h.watcher
+		if tailer, err = sqlite.New(sc); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
 	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }, tailer); err != nil {

@@ -115,6 +115,13 @@ func TestHubMode(t *testing.T) {
 		}
 	})
 
+	t.Run("one inotify instance for every user's store", func(t *testing.T) {
+		// The kernel bounds inotify instances per user (128 by default), not watches.
+		if n := openFiles(t, sc.cmd.Process.Pid, "inotify"); n != 1 {
+			t.Fatalf("with alice and bob active the sidecar holds %d inotify instances, want 1", n)
+		}
+	})
+
 	t.Run("isolation matrix", func(t *testing.T) {
 		m := isolationMatrix(t, sc, endpoint, hub, alice, bob)
 		t.Logf("isolation matrix: %d own accesses served of %d; %d cross-user or unauthorized attempts refused of %d",

@@ -92,10 +92,10 @@ func TestHubScale(t *testing.T) {
 	rss := func() float64 { return status(t, sc.cmd.Process.Pid, "VmRSS") }
 	heap := func() string {
 		m := func(name string) float64 { return sc.metric(name) / 1e6 }
-		return fmt.Sprintf("anonymous %.1f MB, file-backed %.1f MB; Go heap in use %.1f MB, next GC at %.1f MB, stacks %.1f MB, Go runtime total minus released %.1f MB, %v goroutines, %d open .db files",
+		return fmt.Sprintf("anonymous %.1f MB, file-backed %.1f MB; Go heap in use %.1f MB, next GC at %.1f MB, stacks %.1f MB, Go runtime total minus released %.1f MB, %v goroutines, %d open .db files, %d inotify instances",
 			status(t, sc.cmd.Process.Pid, "RssAnon"), status(t, sc.cmd.Process.Pid, "RssFile"),
 			m("go_memstats_heap_inuse_bytes"), m("go_memstats_next_gc_bytes"), m("go_memstats_stack_inuse_bytes"), m("go_memstats_sys_bytes")-m("go_memstats_heap_released_bytes"),
-			sc.metric("go_goroutines"), openDBFiles(t, sc.cmd.Process.Pid))
+			sc.metric("go_goroutines"), openFiles(t, sc.cmd.Process.Pid, ".db"), openFiles(t, sc.cmd.Process.Pid, "inotify"))
 	}
 
 	time.Sleep(2 * time.Second)
@@ -475,16 +475,17 @@ func endSession(t *testing.T, endpoint string, c *goClient, tok jhubtest.Token) 
 	resp.Body.Close()
 }
 
-// openDBFiles counts the SQLite files (stores, fileid databases, journals) process pid
-// holds open.
-func openDBFiles(t *testing.T, pid int) int {
+// openFiles counts the open files of process pid whose target names what: ".db" for
+// the SQLite files (stores, fileid databases, journals), "inotify" for inotify instances.
+func openFiles(t *testing.T, pid int, what string) int {
+	t.Helper()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, fd := range fds {
-		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.Contains(target, ".db") {
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.Contains(target, what) {
 			n++
 		}
 	}

@@ -32,6 +32,9 @@ type Config struct {
 	// DisableFSNotify turns file events off, leaving polling alone (for file systems
 	// where events do not arrive).
 	DisableFSNotify bool
+	// Watcher, when set, delivers the file events, shared with other tailers (hub mode:
+	// one inotify instance for every user's store); nil: the tailer watches on its own.
+	Watcher *Watcher
 	// MaxBusyWait bounds how long a read keeps retrying while the writer holds its lock;
 	// DefaultMaxBusyWait if zero.
 	MaxBusyWait time.Duration

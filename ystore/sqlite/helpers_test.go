@@ -169,13 +169,18 @@ func runTailer(t testing.TB, tl *Tailer, deliver func(context.Context, []ystore.
 	})
 }
 
-// modes are the two ways a tailer wakes.
+// sharedWatcher serves the tailers of every test in the "shared" mode, as hub mode's
+// one Watcher serves every user's tailer.
+var sharedWatcher = NewWatcher(nil)
+
+// modes are the ways a tailer wakes.
 var modes = []struct {
 	name string
 	cfg  func(path string) Config
 }{
-	// With an hour between polls, only file events can wake the fsnotify tailer.
+	// With an hour between polls, only file events can wake the fsnotify tailers.
 	{"fsnotify", func(path string) Config { return Config{Path: path, PollInterval: time.Hour} }},
+	{"shared", func(path string) Config { return Config{Path: path, PollInterval: time.Hour, Watcher: sharedWatcher} }},
 	{"polling", func(path string) Config {
 		return Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true}
 	}},

@@ -156,7 +156,16 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		return ErrRunning
 	}
 	defer t.running.Store(false)
-	w := newWaker(t.cfg.Path, !t.cfg.DisableFSNotify, t.log)
+	var x *Watcher
+	switch {
+	case t.cfg.DisableFSNotify:
+	case t.cfg.Watcher != nil:
+		x = t.cfg.Watcher
+	default:
+		x = NewWatcher(t.log)
+		defer x.Close()
+	}
+	w := newWaker(x, t.cfg.Path)
 	defer w.close()
 	defer t.closeStore()
 	tick := time.NewTicker(t.cfg.PollInterval)

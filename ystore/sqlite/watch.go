@@ -4,89 +4,190 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/fsnotify/fsnotify"
 )
 
-// waker turns file events on the store, its journal and its WAL files into wake-ups. It
-// watches the directory, so that a store created or renamed later is seen too.
-type waker struct {
-	log   *slog.Logger
-	dir   string
-	names map[string]bool
-	wake  chan struct{}
+// Watcher turns file events on stores, their journals and their WAL files into wake-ups
+// for the tailers that follow them. It watches the stores' directories, so that a store
+// created or renamed later is seen too. One Watcher may serve the tailers of many stores
+// (Config.Watcher, hub mode): the kernel bounds the inotify instances of a user
+// (fs.inotify.max_user_instances, 128 by default), not their watches. Its methods are
+// safe for concurrent use; it starts watching when the first tailer registers.
+type Watcher struct {
+	log *slog.Logger
 
-	w       *fsnotify.Watcher
-	watched atomic.Bool // false until the directory watch is in place, and after it is removed
-	wg      sync.WaitGroup
+	mu      sync.Mutex
+	w       *fsnotify.Watcher    // nil until the first registration, and if it cannot be made
+	failed  bool                 // the watcher could not be made: every tailer polls
+	dirs    map[string]*dirWatch // a directory → its registrations
+	byName  map[string][]*waker  // a store file (or journal, WAL) → the tailers woken by it
+	closing bool                 // Close was called
+	wg      sync.WaitGroup       // the event loop
 }
 
-// newWaker starts watching path's directory; with enabled false, or if the watcher cannot
-// be made, it never wakes (polling remains).
-func newWaker(path string, enabled bool, log *slog.Logger) *waker {
+// dirWatch is one watched directory.
+type dirWatch struct {
+	wakers  int  // registrations
+	watched bool // the watch is in place (false after the directory went away)
+}
+
+// NewWatcher returns a Watcher logging to log (slog.Default() if nil); it does no I/O.
+func NewWatcher(log *slog.Logger) *Watcher {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Watcher{log: log, dirs: map[string]*dirWatch{}, byName: map[string][]*waker{}}
+}
+
+// Close stops watching; the tailers still registered poll from then on.
+func (x *Watcher) Close() error {
+	x.mu.Lock()
+	x.closing = true
+	w := x.w
+	x.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	err := w.Close()
+	x.wg.Wait()
+	return err
+}
+
+// waker is one tailer's registration: its store's files and the channel they wake.
+type waker struct {
+	x     *Watcher // nil: file events are off, the tailer polls
+	dir   string
+	names []string
+	wake  chan struct{}
+}
+
+// newWaker registers path's files with x; with x nil the waker never wakes (polling
+// remains).
+func newWaker(x *Watcher, path string) *waker {
 	path = filepath.Clean(path)
-	k := &waker{log: log, dir: filepath.Dir(path), wake: make(chan struct{}, 1), names: map[string]bool{}}
+	k := &waker{x: x, dir: filepath.Dir(path), wake: make(chan struct{}, 1)}
+	if x == nil {
+		return k
+	}
 	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
-		k.names[path+suffix] = true
+		k.names = append(k.names, path+suffix)
 	}
-	if !enabled {
-		return k
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, n := range k.names {
+		x.byName[n] = append(x.byName[n], k)
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		log.Warn("file events unavailable; polling only", "err", err)
-		return k
+	d := x.dirs[k.dir]
+	if d == nil {
+		d = &dirWatch{}
+		x.dirs[k.dir] = d
 	}
-	k.w = w
-	k.watch()
-	k.wg.Add(1)
-	go k.loop()
+	d.wakers++
+	x.watchLocked(k.dir, d)
 	return k
 }
 
 // watch adds the directory watch if it is not in place (the directory may appear later).
 func (k *waker) watch() {
-	if k.w == nil || k.watched.Load() {
+	if k.x == nil {
 		return
 	}
-	if err := k.w.Add(k.dir); err != nil {
-		k.log.Debug("cannot watch the store directory yet", "dir", k.dir, "err", err)
-		return
+	k.x.mu.Lock()
+	defer k.x.mu.Unlock()
+	if d := k.x.dirs[k.dir]; d != nil {
+		k.x.watchLocked(k.dir, d)
 	}
-	k.watched.Store(true)
 }
 
-func (k *waker) loop() {
-	defer k.wg.Done()
-	for {
-		select {
-		case ev, ok := <-k.w.Events:
-			if !ok {
-				return
+// close unregisters k; the directory is no longer watched once nobody needs it.
+func (k *waker) close() {
+	x := k.x
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, n := range k.names {
+		ws := x.byName[n]
+		for i, o := range ws {
+			if o == k {
+				ws = append(ws[:i], ws[i+1:]...)
+				break
 			}
-			name := filepath.Clean(ev.Name)
-			if name == k.dir && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
-				k.watched.Store(false) // the directory went away; watch again at the next poll
-			}
-			if k.names[name] {
-				select {
-				case k.wake <- struct{}{}:
-				default:
-				}
-			}
-		case err, ok := <-k.w.Errors:
-			if !ok {
-				return
-			}
-			k.log.Warn("file events", "err", err)
+		}
+		if len(ws) == 0 {
+			delete(x.byName, n)
+		} else {
+			x.byName[n] = ws
+		}
+	}
+	d := x.dirs[k.dir]
+	if d.wakers--; d.wakers > 0 {
+		return
+	}
+	delete(x.dirs, k.dir)
+	if d.watched && x.w != nil && !x.closing {
+		if err := x.w.Remove(k.dir); err != nil {
+			x.log.Debug("unwatching a store directory", "dir", k.dir, "err", err)
 		}
 	}
 }
 
-func (k *waker) close() {
-	if k.w != nil {
-		k.w.Close()
-		k.wg.Wait()
+// watchLocked makes the fsnotify watcher on first use and adds dir's watch; x.mu is held.
+func (x *Watcher) watchLocked(dir string, d *dirWatch) {
+	if d.watched || x.failed || x.closing {
+		return
+	}
+	if x.w == nil {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			x.failed = true
+			x.log.Warn("file events unavailable; polling only", "err", err)
+			return
+		}
+		x.w = w
+		x.wg.Add(1)
+		go x.loop(w)
+	}
+	if err := x.w.Add(dir); err != nil {
+		x.log.Debug("cannot watch the store directory yet", "dir", dir, "err", err)
+		return
+	}
+	d.watched = true
+}
+
+func (x *Watcher) loop(w *fsnotify.Watcher) {
+	defer x.wg.Done()
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			x.event(ev)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			x.log.Warn("file events", "err", err)
+		}
+	}
+}
+
+// event wakes the tailers of the file ev names, and notes a watched directory that
+// went away (it is watched again at its tailers' next poll).
+func (x *Watcher) event(ev fsnotify.Event) {
+	name := filepath.Clean(ev.Name)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if d := x.dirs[name]; d != nil && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+		d.watched = false
+	}
+	for _, k := range x.byName[name] {
+		select {
+		case k.wake <- struct{}{}:
+		default:
+		}
 	}
 }
