@@ -22,7 +22,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -45,12 +44,10 @@ type hub struct {
 	version string
 	m       *hubMetrics
 
-	// follower follows the shared Postgres store for every active user
-	// (hub.stores.backend postgres), nil for users' own SQLite stores.
-	follower *postgres.Follower
-	// watcher delivers the file events of every active user's SQLite store: one
-	// inotify instance for all (nil with Postgres or store.sqlite.fsnotify off).
-	watcher *sqlite.Watcher
+	// shared is what every active user's tailer shares: the file watcher of their
+	// SQLite stores (one inotify instance for all; none with store.sqlite.fsnotify
+	// off), or the follower of the shared Postgres store (hub.stores.backend postgres).
+	shared shared
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
@@ -76,18 +73,18 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	if cfg.Hub.Stores.Backend == "sqlite" && cfg.Store.SQLite.FSNotify {
-		h.watcher = sqlite.NewWatcher(h.log)
-		defer h.watcher.Close()
-	}
-	if cfg.Hub.Stores.Backend == "postgres" {
-		shared := cfg.Store.Postgres.StoreConfig(h.log, nil)
-		shared.Owner = "" // every owner's rooms; each user's tailer takes theirs
-		f, err := postgres.NewFollower(postgres.FollowerConfig{Store: shared})
+	switch {
+	case cfg.Hub.Stores.Backend == "sqlite" && cfg.Store.SQLite.FSNotify:
+		h.shared.watcher = sqlite.NewWatcher(h.log)
+		defer h.shared.watcher.Close()
+	case cfg.Hub.Stores.Backend == "postgres":
+		all := cfg.Store.Postgres.StoreConfig(h.log, nil)
+		all.Owner = "" // every owner's rooms; each user's tailer takes theirs
+		f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
 		if err != nil {
 			return fmt.Errorf("hub postgres follower: %w", err)
 		}
-		h.follower = f
+		h.shared.follower = f
 	}
 	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
@@ -120,8 +117,8 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
 	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.Server.IdleTimeout, ReadTimeout: cfg.Server.ReadTimeout})
 	g, gctx := errgroup.WithContext(ctx)
-	if h.follower != nil {
-		g.Go(func() error { return h.follower.Run(gctx) })
+	if h.shared.follower != nil {
+		g.Go(func() error { return h.shared.follower.Run(gctx) })
 	}
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -202,20 +199,7 @@ func (h *hub) start(user string) (*tenant, error) {
 	begin := time.Now()
 	log := h.log.With("tenant", tenantID(user))
 	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
-	var tailer ystore.Tailer
-	switch {
-	case h.follower != nil:
-		if tailer, err = h.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, t.reg)); err != nil {
-			return nil, err
-		}
-	case h.watcher != nil:
-		sc := cfg.Store.SQLite.TailerConfig(log, t.reg)
-		sc.Watcher = h.watcher
-		if tailer, err = sqlite.New(sc); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-	}
-	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }, tailer); err != nil {
+	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }, h.shared); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -386,8 +370,8 @@ func (h *hub) ready() http.Handler {
 		h.mu.Unlock()
 		body["users_unready"] = unready
 		w.Header().Set("Content-Type", "application/json")
-		if h.follower != nil {
-			if st := h.follower.Status(); !st.Reachable {
+		if h.shared.follower != nil {
+			if st := h.shared.follower.Status(); !st.Reachable {
 				// No user can be loaded or followed: another replica should serve.
 				body["ready"] = false
 				body["reasons"] = []string{"store not reachable"}

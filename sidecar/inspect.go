@@ -19,7 +19,7 @@ import (
 // id) as nbformat JSON, exactly as the sidecar serves it.
 func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
 	log := slog.New(slog.DiscardHandler)
-	tailer, resolver, closeResolver, err := openStore(cfg, log, nil)
+	tailer, resolver, closeResolver, err := openStore(cfg, log, nil, shared{})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -82,7 +81,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			resources.WithHandler("GET /healthz", h.Live()),
 			resources.WithHandler("GET /readyz", h.Ready()),
 			resources.WithHandler("GET /metrics", metricsHandler))
-	}, nil)
+	}, shared{})
 	if err != nil {
 		return err
 	}
@@ -119,21 +118,11 @@ type instance struct {
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
 // reg; srvOpts adds server options that need the instance's health. user is the hub
-// user the store belongs to ("" outside hub mode), named in every change event. tailer,
-// when not nil, is the store's tailer (a hub user's on the shared Postgres follower);
-// otherwise cfg's store is opened. No I/O.
+// user the store belongs to ("" outside hub mode), named in every change event; sh is
+// what hub mode's users' tailers share. No I/O.
 func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
-	srvOpts func(*Health) []resources.Option, tailer ystore.Tailer) (*instance, error) {
-	var (
-		resolver      fileid.Resolver
-		closeResolver func() error
-		err           error
-	)
-	if tailer == nil {
-		tailer, resolver, closeResolver, err = openStore(cfg, log, reg)
-	} else {
-		resolver, closeResolver, err = openResolver(cfg)
-	}
+	srvOpts func(*Health) []resources.Option, sh shared) (*instance, error) {
+	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh)
 	if err != nil {
 		return nil, err
 	}

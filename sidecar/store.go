@@ -14,10 +14,18 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
-// openStore builds the configured store backend and the file id resolvers; close
-// releases the resolvers.
-func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, fileid.Resolver, func() error, error) {
-	tailer, err := openTailer(cfg, log, reg)
+// shared is what the tailers of hub mode's users share: the file watcher of their
+// SQLite stores, or the follower of the shared Postgres store. Zero outside hub mode:
+// a tailer then watches or follows on its own.
+type shared struct {
+	watcher  *sqlite.Watcher
+	follower *postgres.Follower
+}
+
+// openStore builds the configured store backend, on sh, and the file id resolvers;
+// close releases the resolvers.
+func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, fileid.Resolver, func() error, error) {
+	tailer, err := openTailer(cfg, log, reg, sh)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -28,16 +36,20 @@ func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (
 	return tailer, resolver, closeResolver, nil
 }
 
-// openTailer builds the configured store backend from its typed configuration.
-func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (ystore.Tailer, error) {
+// openTailer builds the configured store backend from its typed configuration, on sh.
+func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, error) {
 	var (
 		t   ystore.Tailer
 		err error
 	)
-	switch cfg.Store.Backend {
-	case "sqlite":
-		t, err = newTailer(sqlite.New(cfg.Store.SQLite.TailerConfig(log, reg)))
-	case "postgres":
+	switch {
+	case cfg.Store.Backend == "sqlite":
+		c := cfg.Store.SQLite.TailerConfig(log, reg)
+		c.Watcher = sh.watcher
+		t, err = newTailer(sqlite.New(c))
+	case cfg.Store.Backend == "postgres" && sh.follower != nil:
+		t, err = sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, reg))
+	case cfg.Store.Backend == "postgres":
 		t, err = newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(log, reg)))
 	default:
 		err = fmt.Errorf("backend %q (have %v): %w", cfg.Store.Backend, config.Backends, config.ErrInvalid)
