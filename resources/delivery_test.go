@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -136,7 +137,7 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // waitStreams waits until n GET streams are open.
 func waitStreams(t *testing.T, r *running, n int) {
 	t.Helper()
-	waitFor(t, func() bool { _, _, streams := r.srv.subs.Stats(); return streams == n })
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := r.srv.subs.Stats(); return streams == n })
 }
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
@@ -343,7 +344,7 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 		_ = r.srv.subs.Publish(context.Background(), uris)
 		time.Sleep(20 * time.Millisecond)
 	}
-	waitFor(t, func() bool {
+	testutil.Eventually(t, testutil.Wait, "the ended session is 404", func() bool {
 		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 		return status == http.StatusNotFound
 	})

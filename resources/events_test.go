@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // noOrigin is the origin of the changes tests make up: no room, committed now.
@@ -49,7 +51,7 @@ func TestEventsForEveryNotebook(t *testing.T) {
 			if scope == publish.ScopeBound {
 				want = 1
 			}
-			waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == want })
+			testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d events", want), func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == want })
 			time.Sleep(50 * time.Millisecond) // nothing more arrives
 			mu.Lock()
 			defer mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -89,7 +90,7 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 	if modern {
 		era = subscribers.Era20260728
 	}
-	waitFor(t, func() bool {
+	testutil.Eventually(t, testutil.Wait, "every client subscribed", func() bool {
 		perEra, subs, streams := r.srv.subs.Stats()
 		if modern {
 			return perEra[era] == n && subs == n

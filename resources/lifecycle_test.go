@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -47,7 +48,7 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	waitFor(t, func() bool {
+	testutil.Eventually(t, testutil.Wait, "the listen stream and the GET stream registered", func() bool {
 		perEra, _, streams := r.srv.subs.Stats()
 		return perEra[subscribers.Era20260728] == 1 && streams == 1
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -245,16 +246,15 @@ func TestNodeDrivers(t *testing.T) {
 				t.Fatalf("resubscribe: %+v", res)
 			}
 			_ = n.cmd.Process.Kill()
-			waitFor(t, func() bool {
+			testutil.Eventually(t, testutil.Wait, "the killed client's session and subscriptions gone", func() bool {
 				perEra, subs, _ := r.srv.subs.Stats()
 				return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] == 0 && subs == 0 && liveSessions(r.srv) == 0
 			}, func() string {
 				perEra, subs, _ := r.srv.subs.Stats()
 				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r.srv))
 			})
-			// Under a loaded machine the session's grace, the SDK's stream pump and the
-			// heartbeat need longer than the default wait to wind down.
-			waitWithin(t, 20*time.Second, func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
+			// The session's grace, the SDK's stream pump and the heartbeat wind down.
+			testutil.Eventually(t, testutil.Wait, "goroutines back to their base", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
 				buf := make([]byte, 1<<20)
 				return fmt.Sprintf("%d goroutines, %d before\n%s", runtime.NumGoroutine(), baseGoroutines, buf[:runtime.Stack(buf, true)])
 			})

@@ -18,6 +18,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // wrapExt wraps list_notebooks and declares a capability; failCaps fails its declarations.
@@ -145,7 +146,7 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
+	testutil.Eventually(t, testutil.Wait, "one webhook delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
 	if !strings.Contains(bodies[0], `"notebook://work/cells/c1"`) {
 		t.Fatalf("webhook body %s", bodies[0])
 	}
@@ -202,9 +203,12 @@ func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
 	}
 }
 
+// waitForNote waits for a notification of the given method. A 2025-11-25 session's
+// notifications wait for its GET stream, which the client opens in the background
+// after initialize: on a loaded machine that can take seconds.
 func waitForNote(t *testing.T, c *goClient, method string) {
 	t.Helper()
-	deadline := time.After(3 * time.Second)
+	deadline := time.After(testutil.Wait)
 	for {
 		select {
 		case n := <-c.got:
@@ -212,7 +216,7 @@ func waitForNote(t *testing.T, c *goClient, method string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("no %s", method)
+			t.Fatalf("no %s within %v", method, testutil.Wait)
 		}
 	}
 }

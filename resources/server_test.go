@@ -2,7 +2,6 @@ package resources
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestLegacySubscribeNotifyRead(t *testing.T) {
@@ -52,7 +52,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	waitFor(t, func() bool { n, _, _ := r.srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
+	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := r.srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
 	ids := c.waitUpdated(t, 2500*time.Millisecond, "notebook://work", "notebook://work/cells/c1")
@@ -61,27 +61,6 @@ func TestModernListenNotifyRead(t *testing.T) {
 	}
 	if got := readText(t, c, "notebook://work/cells/c1"); !strings.Contains(got, "hello, world") {
 		t.Fatalf("cell after the change: %s", got)
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool, state ...func() string) {
-	t.Helper()
-	waitWithin(t, 5*time.Second, cond, state...)
-}
-
-// waitWithin is waitFor with its own deadline.
-func waitWithin(t testing.TB, d time.Duration, cond func() bool, state ...func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := fmt.Sprintf("condition not met within %v", d)
-			for _, s := range state {
-				msg += ": " + s()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // rpcStatus posts one JSON-RPC message as a 2025-11-25 client of session and returns
@@ -112,10 +115,16 @@ func TestDeliveryIsNeverSilent(t *testing.T) {
 	})
 
 	t.Run("resumed streams lose nothing", func(t *testing.T) {
+		// Every notification the server hands this session must reach the client once,
+		// however often its stream drops: the oracle is the server's own count of the
+		// notifications it sent (the only session subscribed), not the number of edits,
+		// since on a loaded machine one edit's rows may land in two debounce windows.
 		r := dialRaw(t, sc.mcpURL())
 		r.subscribe(nbURI)
 		_ = r.stream.Close() // this test reads the session's stream itself
 		r.stream = nil
+		const sent = "jupyter_mcp_sidecar_mcp_notifications_sent_total"
+		sentBefore := sc.metric(sent)
 		got := resumingStream(t, sc.mcpURL(), r.session)
 
 		var edits []int
@@ -131,17 +140,22 @@ func TestDeliveryIsNeverSilent(t *testing.T) {
 				w.write(s.update)
 			}
 			last = i + 1
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the pace of the edits (past the debounce), not a wait
 		}
-		time.Sleep(delivery)
-		n := got.stop()
-		if n != int64(len(edits)) {
-			t.Fatalf("%d notifications for %d edits, with the stream dropped and resumed %d times", n, len(edits), got.drops.Load())
+		testutil.Eventually(t, testutil.Wait, "every notification sent received", func() bool {
+			n := sc.metric(sent) - sentBefore
+			return n >= float64(len(edits)) && float64(got.count()) == n
+		}, func() string {
+			return fmt.Sprintf("sent %v, received %d (%v), drops %d", sc.metric(sent)-sentBefore, got.count(), got.ids(), got.drops.Load())
+		})
+		got.stop()
+		if n, ids := sc.metric(sent)-sentBefore, got.ids(); float64(len(ids)) != n || len(ids) != len(unique(ids)) {
+			t.Fatalf("server sent %v notifications; the client received %d: ids %v", n, len(ids), ids)
 		}
 		if resumed := sc.metric("jupyter_mcp_sidecar_mcp_streams_resumed_total") - resumedBefore; resumed < 1 {
 			t.Fatalf("the stream resumed %v times", resumed)
 		}
-		t.Logf("%d edits, %d notifications, %d drops", len(edits), n, got.drops.Load())
+		t.Logf("%d edits, %d notifications, %d drops", len(edits), got.count(), got.drops.Load())
 	})
 
 	t.Run("only the server's resources can be subscribed", func(t *testing.T) {
@@ -192,11 +206,14 @@ func TestGateOnEverySurface(t *testing.T) {
 }
 
 // resuming is a session's GET stream that a goroutine drops at random and resumes with
-// Last-Event-ID, counting the notifications it receives.
+// Last-Event-ID, recording the ids of the notifications it receives.
 type resuming struct {
-	received, drops atomic.Int64
-	cancel          context.CancelFunc
-	wg              sync.WaitGroup
+	drops  atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	received []string // event ids, in arrival order
 }
 
 func resumingStream(t *testing.T, url, session string) *resuming {
@@ -225,7 +242,9 @@ func resumingStream(t *testing.T, url, session string) *resuming {
 				}
 				readSSE(resp.Body, func(id, data string) {
 					if strings.Contains(data, `"notifications/resources/updated"`) {
-						r.received.Add(1)
+						r.mu.Lock()
+						r.received = append(r.received, id)
+						r.mu.Unlock()
 					}
 					if id != "" {
 						lastID = id
@@ -236,18 +255,38 @@ func resumingStream(t *testing.T, url, session string) *resuming {
 			drop()
 			if ctx.Err() == nil {
 				r.drops.Add(1)
-				time.Sleep(time.Duration(20+rand.IntN(280)) * time.Millisecond)
+				sleepCtx(ctx, time.Duration(20+rand.IntN(280))*time.Millisecond) // offline a while
 			}
 		}
 	}()
 	return r
 }
 
-// stop ends the stream and returns the notifications it received.
-func (r *resuming) stop() int64 {
+// count returns the number of notifications received so far.
+func (r *resuming) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.received)
+}
+
+// ids returns the event ids of the notifications received so far.
+func (r *resuming) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.received)
+}
+
+// stop ends the stream.
+func (r *resuming) stop() {
 	r.cancel()
 	r.wg.Wait()
-	return r.received.Load()
+}
+
+// unique returns ids without repetitions.
+func unique(ids []string) []string {
+	s := slices.Clone(ids)
+	slices.Sort(s)
+	return slices.Compact(s)
 }
 
 // TestPublisherHealth checks on the real binary that a publisher failing every delivery

@@ -192,20 +192,28 @@ func (c *soakClient) streamLoop(ctx context.Context) {
 	}
 }
 
-// readSSE calls each with the id ("" if none) and the data of every event of an SSE
-// stream, until the stream ends.
+// readSSE calls each with the id ("" if none) and the data of every complete event of
+// an SSE stream, until the stream ends. An event is complete at the blank line that
+// ends it: one cut off by a dropped connection is not dispatched, as an EventSource
+// would not, so the client neither counts it nor resumes after it.
 func readSSE(body io.Reader, each func(id, data string)) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	id := ""
+	var id, data string
 	for sc.Scan() {
 		line := sc.Text()
+		if line == "" {
+			if data != "" {
+				each(id, data)
+			}
+			id, data = "", ""
+			continue
+		}
 		if v, ok := strings.CutPrefix(line, "id:"); ok {
 			id = strings.TrimSpace(v)
 		}
 		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			each(id, v)
-			id = ""
+			data += v
 		}
 	}
 }

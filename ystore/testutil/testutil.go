@@ -1,0 +1,113 @@
+// Package testutil holds the helpers every package's tests share: waiting for a
+// condition, a buffer safe for concurrent writers, and the rule that a missing test
+// dependency skips a test on a developer's machine but fails it on CI.
+//
+// It lives in ystore, the lowest layer, so that the tests of every layer can import it
+// without an import pointing upwards. Nothing outside tests imports it.
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Wait is the deadline tests use when they have no reason to choose another: long
+// enough for a loaded 2-core CI machine running -race, and only ever reached when a
+// test is failing, since a wait returns as soon as its condition holds.
+const Wait = 30 * time.Second
+
+// poll is how often Eventually evaluates its condition.
+const poll = 5 * time.Millisecond
+
+// Eventually waits until cond holds and fails the test (naming what it waited for) if
+// it does not within d. state, if given, adds the situation at the deadline to the
+// failure message.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool, state ...func() string) {
+	t.Helper()
+	if err := Within(d, cond); err != nil {
+		msg := fmt.Sprintf("%s: %v", what, err)
+		for _, s := range state {
+			msg += ": " + s()
+		}
+		t.Fatal(msg)
+	}
+}
+
+// Within waits until cond holds and returns an error if it does not within d; for the
+// goroutines of a test, where t.Fatal must not be called.
+func Within(d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", d)
+		}
+		time.Sleep(poll)
+	}
+	return nil
+}
+
+// Receive waits for a value from ch and fails the test if none arrives within d or ch
+// is closed.
+func Receive[T any](t testing.TB, d time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: channel closed", what)
+		}
+		return v
+	case <-timer.C:
+		t.Fatalf("%s: nothing within %v", what, d)
+	}
+	var zero T
+	return zero
+}
+
+// OnCI reports whether the tests run on CI (CI=true), where every dependency of the
+// suite is installed and a missing one is a failure.
+func OnCI() bool { return os.Getenv("CI") == "true" }
+
+// Need skips the test when err (a missing dependency) is not nil, or fails it on CI.
+// how says how to install it.
+func Need(t testing.TB, err error, how string) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if OnCI() {
+		t.Fatalf("%v: required on CI (%s)", err, how)
+		return
+	}
+	t.Skipf("%v (%s)", err, how)
+}
+
+// LockedBuffer is a bytes.Buffer safe for concurrent use, e.g. as a logger's output
+// that a test reads while the code under test writes.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Contains reports whether what was written so far contains s.
+func (b *LockedBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }
