@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // noOrigin is the origin of the changes tests make up: no room, committed now.
@@ -51,11 +51,17 @@ func TestEventsForEveryNotebook(t *testing.T) {
 			if scope == publish.ScopeBound {
 				want = 1
 			}
-			testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d events", want), func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == want })
-			time.Sleep(50 * time.Millisecond) // nothing more arrives
+			// A barrier: events are delivered in order, so once a last change of the
+			// bound notebook arrives, every event the three above caused has.
+			r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, publish.Origin{Room: "barrier", Time: at})
+			testutil.Eventually(t, testutil.Wait, "the barrier event", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(events) > 0 && events[len(events)-1].Room == "barrier"
+			})
 			mu.Lock()
 			defer mu.Unlock()
-			if len(events) != want {
+			if events = events[:len(events)-1]; len(events) != want {
 				t.Fatalf("%d events, want %d: %+v", len(events), want, events)
 			}
 			work := events[0]

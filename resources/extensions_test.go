@@ -5,20 +5,21 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
 	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/search"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // TestExtensionResourceThroughTheServer serves the outline extension's
 // template: listed, read with the cache hints, subscribable, and notified
 // only when an extension's Changed says so.
 func TestExtensionResourceThroughTheServer(t *testing.T) {
-	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, Extensions: map[string]map[string]any{"outline": {}}}, lib)
+	lib := newLibrary(t, testPath, "other.ipynb")
+	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath, "other": "other.ipynb"}, Extensions: map[string]map[string]any{"outline": {}}}, lib)
 	c := dialGo(t, r.url, false)
 	tmpls, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
 	if err != nil {
@@ -39,17 +40,21 @@ func TestExtensionResourceThroughTheServer(t *testing.T) {
 	if _, err := c.ReadResource(context.Background(), req); err == nil {
 		t.Fatal("outline of an unbound name was read")
 	}
-	sub := mcp.SubscribeRequest{}
-	sub.Params.URI = "notebook://work/outline"
-	if err := c.Subscribe(context.Background(), sub); err != nil {
-		t.Fatal(err)
+	for _, uri := range []string{"notebook://work/outline", "notebook://other"} {
+		sub := mcp.SubscribeRequest{}
+		sub.Params.URI = uri
+		if err := c.Subscribe(context.Background(), sub); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// New output text of the same type: the cell changes, the outline does not.
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"), noOrigin)
 	// A cell inserted: the outline changes.
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "add-c5"), noOrigin)
-	c.waitUpdated(t, 2500*time.Millisecond, "notebook://work/outline")
-	time.Sleep(100 * time.Millisecond)
+	// A barrier: a session's notifications arrive in order, so once the other
+	// notebook's arrives, every outline notification of the two changes has.
+	r.srv.NotebookChanged("other.ipynb", ynotebook.Changes{Metadata: true}, noOrigin)
+	c.waitUpdated(t, testutil.Wait, "notebook://work/outline", "notebook://other")
 	var n int
 	c.mu.Lock()
 	for _, note := range c.notes {
@@ -73,8 +78,8 @@ func TestSearchThroughTheServer(t *testing.T) {
 		Results []struct{ URI, Path, CellID string }
 		Hint    string
 	}) {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		// The index follows change sets in the background: wait for a result.
+		_ = testutil.Within(testutil.Wait, func() bool {
 			res := callTool(t, c, "search_notebooks", map[string]any{"query": query, "in": in})
 			if res.IsError {
 				t.Fatalf("search_notebooks: %+v", res.Content)
@@ -82,11 +87,9 @@ func TestSearchThroughTheServer(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.Content[0].(mcp.TextContent).Text), &out); err != nil {
 				t.Fatal(err)
 			}
-			if len(out.Results) > 0 || time.Now().After(deadline) {
-				return out
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return len(out.Results) > 0
+		})
+		return out
 	}
 	got := find("hello", "outputs")
 	if len(got.Results) != 2 || got.Results[0].URI != "" || got.Results[0].Path != "other.ipynb" ||

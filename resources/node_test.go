@@ -262,7 +262,8 @@ func TestNodeDrivers(t *testing.T) {
 	}
 }
 
-// settledGoroutines returns the goroutine count once it stops changing.
+// settledGoroutines returns the goroutine count once it stops changing: a baseline
+// measured over time, so it samples at intervals rather than waiting for an event.
 func settledGoroutines() int {
 	n := runtime.NumGoroutine()
 	for range 50 {

@@ -150,8 +150,12 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 	if !strings.Contains(bodies[0], `"notebook://work/cells/c1"`) {
 		t.Fatalf("webhook body %s", bodies[0])
 	}
-	_ = c.Ping(context.Background())
-	time.Sleep(100 * time.Millisecond)
+	// A barrier: a session's notifications arrive in order, so once the list_changed
+	// of a new binding arrives, any resources/updated queued before it has.
+	if res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "barrier", "notebook_path": testPath}); res.IsError {
+		t.Fatalf("use_notebook: %+v", res.Content)
+	}
+	waitForNote(t, c, string(mcp.MethodNotificationResourcesListChanged))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.notes {

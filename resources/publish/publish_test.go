@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
@@ -109,20 +111,12 @@ func TestWebhookDeliversWithRetries(t *testing.T) {
 	if err := p.Publish(ctx, event("w.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// Delivered once the webhook has read the response, after the handler returned.
+	testutil.Eventually(t, testutil.Wait, "one webhook delivery", func() bool {
 		mu.Lock()
-		n := len(bodies)
-		mu.Unlock()
-		// Delivered once the webhook has read the response, after the handler returned.
-		if n == 1 && testutil.ToFloat64(p.(*webhook).delivered) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook never delivered (%d bodies received)", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(bodies) == 1 && promtest.ToFloat64(p.(*webhook).delivered) == 1
+	})
 	cancel()
 	<-done
 	var got Event
@@ -150,7 +144,7 @@ func TestWebhookQueueFullDropsAndCounts(t *testing.T) {
 		t.Fatalf("third publish = %v, want ErrQueueFull", err)
 	}
 	w := p.(*webhook)
-	if d := testutil.ToFloat64(w.dropped); d != 1 {
+	if d := promtest.ToFloat64(w.dropped); d != 1 {
 		t.Fatalf("dropped = %v", d)
 	}
 	// The dropped event used its number: a receiver sees the gap.
@@ -177,8 +171,8 @@ func TestScopeBoundSkipsUnboundNotebooks(t *testing.T) {
 		}
 	}
 	q := p.(*pgnotify)
-	if got := <-q.ch; got.Path != "a.ipynb" || len(q.ch) != 0 || testutil.ToFloat64(q.skipped) != 1 {
-		t.Fatalf("queued %+v (+%d more), skipped %v", got, len(q.ch), testutil.ToFloat64(q.skipped))
+	if got := <-q.ch; got.Path != "a.ipynb" || len(q.ch) != 0 || promtest.ToFloat64(q.skipped) != 1 {
+		t.Fatalf("queued %+v (+%d more), skipped %v", got, len(q.ch), promtest.ToFloat64(q.skipped))
 	}
 }
 
@@ -193,7 +187,7 @@ func TestWebhookGivesUp(t *testing.T) {
 	}
 	w := p.(*webhook)
 	w.send(context.Background(), event("w.ipynb"))
-	if f := testutil.ToFloat64(w.failed); f != 1 {
+	if f := promtest.ToFloat64(w.failed); f != 1 {
 		t.Fatalf("failed = %v", f)
 	}
 }
