@@ -6,10 +6,10 @@
 #
 # Two clusters start, so that tests that crash a server do not break the tests of other
 # packages that `go test ./...` runs at the same time:
-#   JUPYTER_MCP_SIDECAR_TEST_PG_DSN        the shared cluster: never stop it
+#   SIDECAR_TEST_PG_DSN        the shared cluster: never stop it
 #                                          (postgres://sidecar:<password>@127.0.0.1:<port>/sidecar_test)
-#   JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN  a second cluster that tests may stop and restart,
-#   JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL  with "$JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL stop|start|restart
+#   SIDECAR_TEST_PG_CRASH_DSN  a second cluster that tests may stop and restart,
+#   SIDECAR_TEST_PG_CRASH_CTL  with "$SIDECAR_TEST_PG_CRASH_CTL stop|start|restart
 #                                          [pg_ctl args]" (pg_ctl on it as its owner); one package
 #                                          uses it at a time (ystore/postgres)
 # Functions (when sourced): pg_stop (stop and remove both clusters).
@@ -98,11 +98,11 @@ pg_start() {
 	fi
 	out=$(_pg_cluster "$bindir") || return 1
 	_PG_TMPS=("${out%% *}")
-	export JUPYTER_MCP_SIDECAR_TEST_PG_DSN="${out#* }"
+	export SIDECAR_TEST_PG_DSN="${out#* }"
 	out=$(_pg_cluster "$bindir") || { pg_stop; return 1; }
 	_PG_TMPS+=("${out%% *}")
-	export JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN="${out#* }"
-	export JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL="${out%% *}/pg_ctl.sh"
+	export SIDECAR_TEST_PG_CRASH_DSN="${out#* }"
+	export SIDECAR_TEST_PG_CRASH_CTL="${out%% *}/pg_ctl.sh"
 }
 
 pg_stop() {
@@ -114,7 +114,7 @@ pg_stop() {
 		fi
 	done
 	_PG_TMPS=()
-	unset JUPYTER_MCP_SIDECAR_TEST_PG_DSN JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL
+	unset SIDECAR_TEST_PG_DSN SIDECAR_TEST_PG_CRASH_DSN SIDECAR_TEST_PG_CRASH_CTL
 }
 
 _PG_TMPS=()
@@ -131,6 +131,6 @@ else
 	if [ $# -gt 0 ]; then
 		"$@"
 	else
-		echo "$JUPYTER_MCP_SIDECAR_TEST_PG_DSN"
+		echo "$SIDECAR_TEST_PG_DSN"
 	fi
 fi

@@ -28,14 +28,9 @@ func requireNode(t *testing.T) {
 	t.Helper()
 	_, err := os.Stat(filepath.Join(mcpclientDir, "node_modules", "@modelcontextprotocol"))
 	if err == nil {
-		if _, err = exec.LookPath("node"); err == nil {
-			return
-		}
+		_, err = exec.LookPath("node")
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("node drivers unavailable in CI (%v): run npm ci in testdata/mcpclient", err)
-	}
-	t.Skipf("node drivers unavailable (%v): run npm ci in testdata/mcpclient", err)
+	testutil.Need(t, err, "node, and npm ci in testdata/mcpclient")
 }
 
 // event is one JSON line a driver prints.

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
+
 package resources
 
 import (

@@ -2,6 +2,7 @@
 // for the change-event tests (sidecar/e2e/events_test.go). The updates name no room, so
 // the tests write the same ones into many rooms (one notebook each).
 // Run: node gen-events.mjs > ../../sidecar/e2e/testdata/events.json
+import './quiet-prelim.mjs';
 import * as Y from 'yjs';
 import { YNotebook } from '@jupyter/ydoc';
 

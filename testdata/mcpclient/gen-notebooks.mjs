@@ -1,6 +1,7 @@
 // Writes resources/testdata/notebooks.json: Yjs updates made by @jupyter/ydoc's YNotebook
 // (the model jupyter-collaboration stores), used by the resources tests to build real
 // ynotebook snapshots. Run: node gen-notebooks.mjs > ../../resources/testdata/notebooks.json
+import './quiet-prelim.mjs';
 import * as Y from 'yjs';
 import { YNotebook } from '@jupyter/ydoc';
 

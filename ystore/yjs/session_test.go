@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // session is one random editing session written by testdata/yjs-golden/sessions.mjs.
@@ -298,9 +300,11 @@ func TestSessionsStateLikeYjs(t *testing.T) {
 // It needs `npm ci` in testdata/yjs-golden; CI runs it.
 func TestSessionsRoundTripYjs(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "yjs-golden")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "yjs")); err != nil {
-		t.Skip("testdata/yjs-golden/node_modules missing: run npm ci there")
+	_, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", "yjs"))
 	}
+	testutil.Need(t, err, "node, and npm ci in testdata/yjs-golden")
 	type rtCase struct {
 		Name  string `json:"name"`
 		State string `json:"state"`

@@ -9,26 +9,21 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
 // yjsDir is the npm project holding yjs and @jupyter/ydoc.
 const yjsDir = "../../testdata/ysessions"
 
-// requireNode skips when Node or the npm packages are missing, except in CI (CI=true),
-// where they must be present.
+// requireNode returns node; without it or the npm packages the test skips, or fails on CI.
 func requireNode(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err == nil {
 		_, err = os.Stat(filepath.Join(yjsDir, "node_modules", "@jupyter", "ydoc"))
 	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and %s/node_modules are required in CI (npm ci there): %v", yjsDir, err)
-		}
-		t.Skipf("node or %s/node_modules missing: %v", yjsDir, err)
-	}
+	testutil.Need(t, err, "node, and npm ci in "+yjsDir)
 	return node
 }
 

@@ -5,15 +5,18 @@ package pgtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // The environment variables .ci/postgres.sh exports.
 const (
-	DSNEnv      = "JUPYTER_MCP_SIDECAR_TEST_PG_DSN"       // the shared cluster; never stop it
-	CrashDSNEnv = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_DSN" // a cluster tests may stop
-	CrashCtlEnv = "JUPYTER_MCP_SIDECAR_TEST_PG_CRASH_CTL" // pg_ctl on the crash cluster
+	DSNEnv      = "SIDECAR_TEST_PG_DSN"       // the shared cluster; never stop it
+	CrashDSNEnv = "SIDECAR_TEST_PG_CRASH_DSN" // a cluster tests may stop
+	CrashCtlEnv = "SIDECAR_TEST_PG_CRASH_CTL" // pg_ctl on the crash cluster
 )
 
 // Env returns the named variable; without it the test is skipped, or fails on CI
@@ -22,10 +25,7 @@ func Env(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set on CI; run the tests under .ci/postgres.sh", name)
-		}
-		t.Skipf("%s is not set; run the tests under .ci/postgres.sh", name)
+		testutil.Need(t, fmt.Errorf("%s is not set", name), "run the tests under .ci/postgres.sh")
 	}
 	return v
 }
