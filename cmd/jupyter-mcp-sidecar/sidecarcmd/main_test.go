@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
 
 // isolate keeps the search path and the environment from leaking into a test.
@@ -363,5 +364,21 @@ func TestUnknownEnvReported(t *testing.T) {
 	if !strings.Contains(out, "# ignored: JUPYTER_MCP_SIDECAR_SERVER_TOKN names no configuration key") ||
 		strings.Contains(out, "ignored: JUPYTER_MCP_SIDECAR_SERVER_TOKEN ") {
 		t.Fatalf("config check output:\n%s", out)
+	}
+}
+
+// TestTestVariablesAreNoKeys: the variables the test suite sets for its PostgreSQL
+// clusters are outside the daemon's prefix, so a binary started by the tests (or an
+// operator's shell that sourced .ci/postgres.sh) warns about none of them.
+func TestTestVariablesAreNoKeys(t *testing.T) {
+	var env []string
+	for _, name := range []string{pgtest.DSNEnv, pgtest.CrashDSNEnv, pgtest.CrashCtlEnv} {
+		if strings.HasPrefix(name, envPrefix+"_") {
+			t.Errorf("%s has the configuration prefix %s_", name, envPrefix)
+		}
+		env = append(env, name+"=x")
+	}
+	if got := unknownEnv(env); len(got) > 0 {
+		t.Fatalf("reported as unknown keys: %v", got)
 	}
 }
