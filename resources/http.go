@@ -297,7 +297,11 @@ func (t *httpTransport) initialize(w http.ResponseWriter, r *http.Request, env e
 		writeJSON(w, http.StatusServiceUnavailable, ref.error(env.id()))
 		return
 	}
-	defer t.sessions.settle(a)
+	defer func() {
+		if ghost := t.sessions.settle(a); ghost != "" {
+			_ = t.replay.PurgeSession(r.Context(), ghost)
+		}
+	}()
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
 }
 
@@ -432,8 +436,8 @@ func (m *sessionIDs) reserve() (*admission, bool) {
 }
 
 // settle ends an admission once its initialize returned: a slot never used is
-// released, an id the SDK did not register is forgotten.
-func (m *sessionIDs) settle(a *admission) {
+// released, an id the SDK did not register is forgotten and returned.
+func (m *sessionIDs) settle(a *admission) (forgotten string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch registered, issued := m.live[a.id]; {
@@ -441,7 +445,9 @@ func (m *sessionIDs) settle(a *admission) {
 		m.reserved--
 	case issued && !registered:
 		delete(m.live, a.id)
+		return a.id
 	}
+	return ""
 }
 
 // registered records that the SDK registered the session of id.

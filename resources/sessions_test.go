@@ -1,9 +1,11 @@
 package resources
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +186,23 @@ func TestSubscriptionByteBudget(t *testing.T) {
 	}
 }
 
+// An initialize whose client is gone before the SDK registers its session
+// leaves no id behind to hold a slot.
+func TestAbandonedInitializeFreesItsSlot(t *testing.T) {
+	r := startServer(t, Config{MaxSessions: 1}, newLibrary(t, testPath))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(initializeBody))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	r.srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	if n, ids := sdkSessions(r.srv), liveSessions(r.srv); n != 0 || ids != 0 {
+		t.Fatalf("an abandoned initialize left %d sessions, %d ids", n, ids)
+	}
+	initialize(t, r.url) // MaxSessions 1: the slot is free
+}
+
 // sessionIDs keeps issued and admitted sessions within its cap: a slot whose
 // initialize generated no id, or whose session the SDK never registered, is
 // free again once the initialize settles.
@@ -216,7 +235,9 @@ func TestSessionIDsAdmission(t *testing.T) {
 					m.registered(id)
 				}
 			}
-			m.settle(a)
+			if forgotten := m.settle(a); (forgotten != "") != (tt.generate && !tt.register) {
+				t.Fatalf("settle forgot %q", forgotten)
+			}
 			if got := m.count(); got != tt.live {
 				t.Fatalf("%d ids live after settle, want %d", got, tt.live)
 			}
