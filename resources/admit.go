@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -13,11 +14,13 @@ import (
 
 // Limits refused, as the limit label of jupyter_mcp_sidecar_mcp_limit_refusals_total.
 const (
-	limitURIBytes      = "uri_bytes"
-	limitNotAResource  = "not_a_resource"
-	limitWithheld      = "withheld"
-	limitSubscriptions = "subscriptions"
-	limitListenURIs    = "listen_uris"
+	limitURIBytes          = "uri_bytes"
+	limitNotAResource      = "not_a_resource"
+	limitWithheld          = "withheld"
+	limitSubscriptions     = "subscriptions"
+	limitSubscriptionBytes = "subscription_bytes"
+	limitListenURIs        = "listen_uris"
+	limitSessions          = "sessions"
 )
 
 // refusal is why a subscription is not admitted: a JSON-RPC error.
@@ -53,13 +56,20 @@ func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
 }
 
 // admitSubscribe decides a resources/subscribe of a 2025-11-25 session before
-// the SDK sees it (the SDK's sessions cannot refuse one).
+// the SDK sees it (the SDK's sessions cannot refuse one), and records an
+// admitted one in the registry at once so that concurrent subscribes stay
+// within the session's limits.
 func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *refusal {
 	if r := s.subscribable(ctx, uri); r != nil {
 		return s.refused(r)
 	}
-	if n, has := s.subs.Subscriptions(subscribers.SessionKey(sessionID), uri); !has && n >= s.cfg.MaxSubscriptions {
+	err := s.subs.Admit(subscribers.SessionKey(sessionID), uri, s.cfg.MaxSubscriptions, s.cfg.MaxSubscriptionBytes)
+	switch {
+	case errors.Is(err, subscribers.ErrSubscriptions):
 		return s.refused(&refusal{limitSubscriptions, mcp.INVALID_PARAMS, fmt.Sprintf("at most %d subscriptions per session", s.cfg.MaxSubscriptions)})
+	case errors.Is(err, subscribers.ErrSubscriptionBytes):
+		return s.refused(&refusal{limitSubscriptionBytes, mcp.INVALID_PARAMS,
+			fmt.Sprintf("at most %d bytes of subscribed URIs per session; unsubscribe from some first", s.cfg.MaxSubscriptionBytes)})
 	}
 	return nil
 }

@@ -17,27 +17,29 @@ const (
 
 // Defaults of Config: the daemon's configuration defaults are these.
 const (
-	DefaultTransport          = TransportHTTP
-	DefaultListen             = "127.0.0.1:4040"
-	DefaultPath               = "/mcp"
-	DefaultMaxRequestBytes    = 4 << 20
-	DefaultNotebookTTL        = 5 * time.Second
-	DefaultOutputTTL          = 60 * time.Second
-	DefaultDrainTimeout       = 10 * time.Second
-	DefaultHeartbeatInterval  = 25 * time.Second
-	DefaultSessionIdleTimeout = 30 * time.Minute
-	DefaultSessionGrace       = 10 * time.Second
-	DefaultSendTimeout        = 5 * time.Second
-	DefaultReplayEvents       = 1000
-	DefaultReplayBytes        = 1 << 20
-	DefaultMaxURIBytes        = 2048
-	DefaultMaxSubscriptions   = 4096
-	DefaultMaxListenURIs      = 4096
-	DefaultIdleTimeout        = 30 * time.Second
-	DefaultReadTimeout        = 10 * time.Second
-	DefaultMaxConnections     = 1024
-	DefaultMaxNames           = 1000
-	DefaultMaxPathBytes       = 1024
+	DefaultTransport            = TransportHTTP
+	DefaultListen               = "127.0.0.1:4040"
+	DefaultPath                 = "/mcp"
+	DefaultMaxRequestBytes      = 4 << 20
+	DefaultNotebookTTL          = 5 * time.Second
+	DefaultOutputTTL            = 60 * time.Second
+	DefaultDrainTimeout         = 10 * time.Second
+	DefaultHeartbeatInterval    = 25 * time.Second
+	DefaultSessionIdleTimeout   = 30 * time.Minute
+	DefaultSessionGrace         = 10 * time.Second
+	DefaultSendTimeout          = 5 * time.Second
+	DefaultReplayEvents         = 1000
+	DefaultReplayBytes          = 1 << 20
+	DefaultMaxURIBytes          = 2048
+	DefaultMaxSubscriptions     = 4096
+	DefaultMaxSubscriptionBytes = 256 << 10 // 4096 subscriptions of 64-byte URIs
+	DefaultMaxSessions          = 1024      // an idle 2025-11-25 session holds about 13 kB: 1024 hold about 13 MB
+	DefaultMaxListenURIs        = 4096
+	DefaultIdleTimeout          = 30 * time.Second
+	DefaultReadTimeout          = 10 * time.Second
+	DefaultMaxConnections       = 1024
+	DefaultMaxNames             = 1000
+	DefaultMaxPathBytes         = 1024
 )
 
 // DefaultHooks are the hooks enabled when the configuration names none: the
@@ -70,24 +72,26 @@ type Config struct {
 	Effective       any                       // the daemon's effective configuration, secrets masked, shown to extensions (YAML-encodable)
 	Hooks           map[string]map[string]any // nil enables DefaultHooks; an empty map enables none
 
-	NotebookTTL        time.Duration // cache hint for notebook and cell reads; default 5 s
-	OutputTTL          time.Duration // cache hint for output reads; default 60 s
-	DrainTimeout       time.Duration // graceful shutdown deadline; default 10 s
-	HeartbeatInterval  time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
-	SessionIdleTimeout time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
-	SessionGrace       time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
-	SendTimeout        time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
-	ReplayEvents       int           // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
-	ReplayBytes        int           // and at most this many bytes of them; default 1 MiB
-	MaxURIBytes        int           // longest URI a subscription or listen filter may name; default 2 KiB
-	MaxSubscriptions   int           // resources/subscribe URIs per 2025-11-25 session; default 4096
-	MaxListenURIs      int           // resource URIs one subscriptions/listen filter may name; default 4096
-	IdleTimeout        time.Duration // idle keep-alive HTTP connections are closed after it; default 30 s
-	ReadTimeout        time.Duration // an HTTP request's header, then its body, must arrive within it; default 10 s
-	MaxConnections     int           // open HTTP connections at most; more are closed at once; default 1024
-	MaxNames           int           // names bound with use_notebook at most; default 1000
-	MaxPathBytes       int           // longest notebook path a name is bound to; default 1024
-	Version            string        // reported in serverInfo; default "dev"
+	NotebookTTL          time.Duration // cache hint for notebook and cell reads; default 5 s
+	OutputTTL            time.Duration // cache hint for output reads; default 60 s
+	DrainTimeout         time.Duration // graceful shutdown deadline; default 10 s
+	HeartbeatInterval    time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
+	SessionIdleTimeout   time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
+	SessionGrace         time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
+	SendTimeout          time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
+	ReplayEvents         int           // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
+	ReplayBytes          int           // and at most this many bytes of them; default 1 MiB
+	MaxURIBytes          int           // longest URI a subscription or listen filter may name; default 2 KiB
+	MaxSubscriptions     int           // resources/subscribe URIs per 2025-11-25 session; default 4096
+	MaxSubscriptionBytes int           // bytes of the URIs one 2025-11-25 session subscribes to, summed; default 256 KiB
+	MaxSessions          int           // live 2025-11-25 sessions at most; an initialize beyond is refused (503); default 1024
+	MaxListenURIs        int           // resource URIs one subscriptions/listen filter may name; default 4096
+	IdleTimeout          time.Duration // idle keep-alive HTTP connections are closed after it; default 30 s
+	ReadTimeout          time.Duration // an HTTP request's header, then its body, must arrive within it; default 10 s
+	MaxConnections       int           // open HTTP connections at most; more are closed at once; default 1024
+	MaxNames             int           // names bound with use_notebook at most; default 1000
+	MaxPathBytes         int           // longest notebook path a name is bound to; default 1024
+	Version              string        // reported in serverInfo; default "dev"
 }
 
 // Defaults returns c with every zero field set to its default.
@@ -110,6 +114,8 @@ func (c Config) Defaults() Config {
 	orDefault(&c.ReplayBytes, DefaultReplayBytes)
 	orDefault(&c.MaxURIBytes, DefaultMaxURIBytes)
 	orDefault(&c.MaxSubscriptions, DefaultMaxSubscriptions)
+	orDefault(&c.MaxSubscriptionBytes, DefaultMaxSubscriptionBytes)
+	orDefault(&c.MaxSessions, DefaultMaxSessions)
 	orDefault(&c.MaxListenURIs, DefaultMaxListenURIs)
 	orDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&c.ReadTimeout, DefaultReadTimeout)
@@ -153,7 +159,8 @@ func (c Config) Validate() error {
 	}
 	for name, n := range map[string]int{
 		"replay events": c.ReplayEvents, "replay bytes": c.ReplayBytes, "max uri bytes": c.MaxURIBytes,
-		"max subscriptions": c.MaxSubscriptions, "max listen uris": c.MaxListenURIs,
+		"max subscriptions": c.MaxSubscriptions, "max subscription bytes": c.MaxSubscriptionBytes,
+		"max sessions": c.MaxSessions, "max listen uris": c.MaxListenURIs,
 		"max connections": c.MaxConnections, "max names": c.MaxNames, "max path bytes": c.MaxPathBytes,
 	} {
 		if n < 1 {

@@ -319,7 +319,7 @@ func TestGateGovernsEverySurface(t *testing.T) {
 func TestUndeliverableSessionIsEnded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, SendTimeout: 300 * time.Millisecond,
-		MaxSubscriptions: 10000}, newLibrary(t, testPath), WithRegisterer(reg))
+		MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20}, newLibrary(t, testPath), WithRegisterer(reg))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
 	var uris []string

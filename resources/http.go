@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,17 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
+
+// sessionRetryAfter is the Retry-After of an initialize refused for
+// MaxSessions.
+const sessionRetryAfter = 10 * time.Second
+
+// errTooManySessions: MaxSessions sessions are live.
+var errTooManySessions = errors.New("too many sessions")
+
+// codeTooManySessions is the JSON-RPC error code of an initialize refused for
+// MaxSessions (a server error code, as codeWithheld).
+const codeTooManySessions = -32011
 
 // postDrainWait bounds how long a 2025-11-25 POST waits for its session's
 // notification channel to empty before it proceeds.
@@ -48,14 +60,14 @@ type httpTransport struct {
 func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prometheus.Registerer) (*httpTransport, error) {
 	t := &httpTransport{
 		s: s, listener: ln, extra: extra,
-		sessions: &sessionIDs{},
+		sessions: newSessionIDs(s.cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
 		replay:   newReplayStore(s.cfg.ReplayEvents, s.cfg.ReplayBytes),
 	}
 	t.sdk = server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath(s.cfg.Path),
-		server.WithSessionIdManager(t.sessions),
+		server.WithSessionIdManagerResolver(t.sessions),
 		server.WithHeartbeatInterval(s.cfg.HeartbeatInterval),
 		server.WithEventStore(t.replay),
 		server.WithStreamableHTTPLogger(s.log),
@@ -83,6 +95,7 @@ func (t *httpTransport) handler() http.Handler { return t.endpoint }
 // and it is ended (its streams cut, 404 afterwards) if it stops taking them.
 func (t *httpTransport) sessionStarted(sess server.ClientSession) {
 	id := sess.SessionID()
+	t.sessions.registered(id)
 	t.s.subs.AddSession(id, sess.NotificationChannel(), true, func() {
 		t.streams.abort(id)
 		t.endSession(id)
@@ -248,6 +261,8 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			aw := &subscribers.AckWait{}
 			ctx = withEnd(subscribers.WithAckWait(ctx, aw), st.end)
 			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: aw.Wrote}, r.WithContext(ctx))
+		case r.Method == http.MethodPost && env.Method == string(mcp.MethodInitialize) && !modernRequest(r):
+			t.initialize(w, r, env, next)
 		case r.Method == http.MethodPost && live:
 			if env.Method == string(mcp.MethodResourcesSubscribe) {
 				if ref := t.s.admitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
@@ -267,6 +282,41 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			servePatched(w, r, env.Method, next, t.s.log)
 		}
 	})
+}
+
+// initialize serves a 2025-11-25 initialize if a session slot is free (see
+// sessionIDs), and refuses it otherwise: 503 with Retry-After and a JSON-RPC
+// error, counted as limit "sessions", with no session state created.
+func (t *httpTransport) initialize(w http.ResponseWriter, r *http.Request, env envelope, next http.Handler) {
+	a, ok := t.sessions.reserve()
+	if !ok {
+		ref := t.s.refused(&refusal{limitSessions, codeTooManySessions,
+			fmt.Sprintf("%v: %d sessions are open, the most this server holds; retry later, or end a session you no longer use (DELETE)",
+				errTooManySessions, t.s.cfg.MaxSessions)})
+		w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
+		writeJSON(w, http.StatusServiceUnavailable, ref.error(env.id()))
+		return
+	}
+	defer func() {
+		if ghost := t.sessions.settle(a); ghost != "" {
+			_ = t.replay.PurgeSession(r.Context(), ghost)
+		}
+	}()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
+}
+
+// modernRequest reports whether the SDK serves r as a 2026-07-28 request (no
+// session): its MCP-Protocol-Version header or its params._meta say so.
+func modernRequest(r *http.Request) bool {
+	var req struct {
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	if body, ok := r.Context().Value(bodyKey{}).([]byte); ok && json.Unmarshal(body, &req) == nil && mcp.IsModernProtocol(req.Params.Meta.ProtocolVersion()) {
+		return true
+	}
+	return mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 }
 
 // subscribeURI is the uri parameter of a resources/subscribe request body.
@@ -346,33 +396,128 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// sessionIDs issues and validates 2025-11-25 session ids. Unlike the SDK's
-// stateful manager it keeps no tombstones: a terminated id is simply unknown.
-type sessionIDs struct{ live sync.Map }
+// sessionIDs issues and validates 2025-11-25 session ids and keeps their
+// number within MaxSessions. Unlike the SDK's stateful manager it keeps no
+// tombstones: a terminated id is simply unknown. An initialize is admitted
+// (reserve) before the SDK sees it and generates its id through the
+// admission the request carries (ResolveSessionIdManager); an id whose
+// session the SDK never registered (the client left before the response) is
+// forgotten when its initialize returns (settle), so it holds no slot.
+type sessionIDs struct {
+	max int
+
+	mu       sync.Mutex
+	live     map[string]bool // issued, not terminated → registered by the SDK
+	reserved int             // admitted initializes that have not generated their id yet
+}
 
 const sessionPrefix = "mcp-session-"
 
+func newSessionIDs(max int) *sessionIDs { return &sessionIDs{max: max, live: map[string]bool{}} }
+
+// admission is one admitted initialize: the SessionIdManager the SDK uses
+// for it, so that the id it generates takes the reserved slot.
+type admission struct {
+	*sessionIDs
+	id string // generated; "" until then
+}
+
+type admissionKey struct{}
+
+// reserve admits an initialize if fewer than max sessions are live or admitted.
+func (m *sessionIDs) reserve() (*admission, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.live)+m.reserved >= m.max {
+		return nil, false
+	}
+	m.reserved++
+	return &admission{sessionIDs: m}, true
+}
+
+// settle ends an admission once its initialize returned: a slot never used is
+// released, an id the SDK did not register is forgotten and returned.
+func (m *sessionIDs) settle(a *admission) (forgotten string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch registered, issued := m.live[a.id]; {
+	case a.id == "":
+		m.reserved--
+	case issued && !registered:
+		delete(m.live, a.id)
+		return a.id
+	}
+	return ""
+}
+
+// registered records that the SDK registered the session of id.
+func (m *sessionIDs) registered(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.live[id]; ok {
+		m.live[id] = true
+	}
+}
+
+// Generate issues an id in the slot the initialize reserved.
+func (a *admission) Generate() string {
+	id := sessionPrefix + uuid.NewString()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.id == "" {
+		a.reserved--
+	}
+	a.id = id
+	a.live[id] = false
+	return id
+}
+
+// Generate issues an id outside any admission; the SDK calls it only for an
+// initialize, which track always admits first, so it is not reached in practice.
 func (m *sessionIDs) Generate() string {
 	id := sessionPrefix + uuid.NewString()
-	m.live.Store(id, struct{}{})
+	m.mu.Lock()
+	m.live[id] = false
+	m.mu.Unlock()
 	return id
 }
 
 func (m *sessionIDs) Validate(id string) (bool, error) {
-	if _, ok := m.live.Load(id); !ok {
+	if !m.known(id) {
 		return false, fmt.Errorf("unknown session id %q", id)
 	}
 	return false, nil
 }
 
 func (m *sessionIDs) Terminate(id string) (bool, error) {
-	m.live.Delete(id)
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
 	return false, nil
 }
 
 func (m *sessionIDs) known(id string) bool {
-	_, ok := m.live.Load(id)
+	m.mu.Lock()
+	_, ok := m.live[id]
+	m.mu.Unlock()
 	return ok && strings.HasPrefix(id, sessionPrefix)
+}
+
+// count is the number of live sessions.
+func (m *sessionIDs) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// ResolveSessionIdManager is the admission of r's initialize, if it has one.
+func (m *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if a, ok := r.Context().Value(admissionKey{}).(*admission); ok {
+			return a
+		}
+	}
+	return m
 }
 
 // streamSet holds the long-lived requests (GET streams and

@@ -24,7 +24,7 @@ func newMetrics() metrics {
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "limit_refusals_total",
-			Help: "subscriptions, listen filter URIs and use_notebook bindings refused, by limit: uri_bytes, not_a_resource, withheld, subscriptions (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path.",
+			Help: "2025-11-25 sessions, subscriptions, listen filter URIs and use_notebook bindings refused, by limit: sessions (initialize beyond max_sessions), uri_bytes, not_a_resource, withheld, subscriptions and subscription_bytes (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path.",
 		}, []string{"limit"}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resumed_total",

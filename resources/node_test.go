@@ -273,11 +273,7 @@ func settledGoroutines() int {
 }
 
 // liveSessions counts the 2025-11-25 session ids the server still honours.
-func liveSessions(s *Server) int {
-	n := 0
-	s.transport.(*httpTransport).sessions.live.Range(func(any, any) bool { n++; return true })
-	return n
-}
+func liveSessions(s *Server) int { return s.transport.(*httpTransport).sessions.count() }
 
 // counterValue is the value of the counter family name with label era in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, era string) float64 {

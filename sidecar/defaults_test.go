@@ -21,7 +21,9 @@ func TestServerRunsWithTheDocumentedDefaults(t *testing.T) {
 		"drain_timeout":     {sc.DrainTimeout, filled.DrainTimeout},
 		"hooks":             {sc.Hooks, filled.Hooks},
 		"verifier":          {sc.Verifier, filled.Verifier},
-		"limits":            {[]int{sc.MaxURIBytes, sc.MaxSubscriptions, sc.MaxListenURIs, sc.ReplayEvents, sc.ReplayBytes}, []int{filled.MaxURIBytes, filled.MaxSubscriptions, filled.MaxListenURIs, filled.ReplayEvents, filled.ReplayBytes}},
+		"limits": {[]int{sc.MaxURIBytes, sc.MaxSubscriptions, sc.MaxSubscriptionBytes, sc.MaxSessions, sc.MaxListenURIs, sc.ReplayEvents, sc.ReplayBytes},
+			[]int{filled.MaxURIBytes, filled.MaxSubscriptions, filled.MaxSubscriptionBytes, filled.MaxSessions, filled.MaxListenURIs, filled.ReplayEvents, filled.ReplayBytes}},
+		"session_idle_timeout": {sc.SessionIdleTimeout, filled.SessionIdleTimeout},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
 			t.Errorf("%s: the daemon configures %v, the server's default is %v", name, pair[0], pair[1])

@@ -131,13 +131,16 @@ type Server struct {
 
 // Limits bound what one client can make the server hold.
 type Limits struct {
-	MaxURIBytes        int `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`               // longest subscribable URI
-	MaxSubscriptions   int `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`       // per 2025-11-25 session
-	MaxListenURIs      int `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`           // per subscriptions/listen filter
-	ReplayBufferEvents int `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"` // per session, for Last-Event-ID
-	ReplayBufferBytes  int `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
-	MaxNames           int `mapstructure:"max_names" yaml:"max_names"`           // names bound with use_notebook
-	MaxPathBytes       int `mapstructure:"max_path_bytes" yaml:"max_path_bytes"` // longest path use_notebook binds
+	MaxURIBytes          int           `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`                   // longest subscribable URI
+	MaxSubscriptions     int           `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`           // per 2025-11-25 session
+	MaxSubscriptionBytes int           `mapstructure:"max_subscription_bytes" yaml:"max_subscription_bytes"` // subscribed URIs' bytes per 2025-11-25 session
+	MaxSessions          int           `mapstructure:"max_sessions" yaml:"max_sessions"`                     // live 2025-11-25 sessions
+	SessionIdleTimeout   time.Duration `mapstructure:"session_idle_timeout" yaml:"session_idle_timeout"`     // a 2025-11-25 session without a GET stream idle this long ends
+	MaxListenURIs        int           `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`               // per subscriptions/listen filter
+	ReplayBufferEvents   int           `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"`     // per session, for Last-Event-ID
+	ReplayBufferBytes    int           `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
+	MaxNames             int           `mapstructure:"max_names" yaml:"max_names"`           // names bound with use_notebook
+	MaxPathBytes         int           `mapstructure:"max_path_bytes" yaml:"max_path_bytes"` // longest path use_notebook binds
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -195,10 +198,16 @@ func Default() Config {
 			ReadTimeout:     resources.DefaultReadTimeout,
 			MaxConnections:  resources.DefaultMaxConnections,
 			Limits: Limits{
-				MaxURIBytes: resources.DefaultMaxURIBytes, MaxSubscriptions: resources.DefaultMaxSubscriptions,
-				MaxListenURIs: resources.DefaultMaxListenURIs, ReplayBufferEvents: resources.DefaultReplayEvents,
-				ReplayBufferBytes: resources.DefaultReplayBytes, MaxNames: resources.DefaultMaxNames,
-				MaxPathBytes: resources.DefaultMaxPathBytes,
+				MaxURIBytes:          resources.DefaultMaxURIBytes,
+				MaxSubscriptions:     resources.DefaultMaxSubscriptions,
+				MaxSubscriptionBytes: resources.DefaultMaxSubscriptionBytes,
+				MaxSessions:          resources.DefaultMaxSessions,
+				SessionIdleTimeout:   resources.DefaultSessionIdleTimeout,
+				MaxListenURIs:        resources.DefaultMaxListenURIs,
+				ReplayBufferEvents:   resources.DefaultReplayEvents,
+				ReplayBufferBytes:    resources.DefaultReplayBytes,
+				MaxNames:             resources.DefaultMaxNames,
+				MaxPathBytes:         resources.DefaultMaxPathBytes,
 			},
 		},
 		Notebooks:     map[string]string{},

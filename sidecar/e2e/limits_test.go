@@ -443,3 +443,164 @@ func TestHubFrontLimits(t *testing.T) {
 	}
 	capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), 10, "hub", sc.metric)
 }
+
+// limitsServer is serve with insecure_no_auth and the given server.limits (YAML
+// lines indented for the mapping), stopped at the end of the test.
+type limitsServer struct {
+	t    *testing.T
+	base string
+	pid  int
+}
+
+func serveLimits(t *testing.T, limits string) *limitsServer {
+	t.Helper()
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\nserver:\n  listen: %s\n  insecure_no_auth: true\n  state_file: %q\n  limits:\n%s",
+		filepath.Join(dir, "store.db"), addr, filepath.Join(dir, "names.json"), limits)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve: %v\n%s", err, logs.String())
+		}
+	})
+	s := &limitsServer{t: t, base: "http://" + addr, pid: cmd.Process.Pid}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(s.base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer /healthz within 20 s:\n%s", logs.String())
+		}
+	}
+}
+
+// send sends a request of a 2025-11-25 session (none for initialize) and returns
+// the response with its body read.
+func (s *limitsServer) send(method, session, body string) (*http.Response, string) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.base+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+func (s *limitsServer) initialize() (*http.Response, string) {
+	return s.send(http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+}
+
+// metric is the value of the sample name (with its labels) on /metrics; 0 if absent.
+func (s *limitsServer) metric(name string) float64 {
+	s.t.Helper()
+	_, body := s.get("/metrics")
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			_, _ = fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
+}
+
+func (s *limitsServer) get(path string) (int, string) {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const sessionsGauge = `jupyter_mcp_sidecar_mcp_sessions{era="2025-11-25"}`
+
+// TestSessionLimit runs the binary with server.limits.max_sessions: the sessions up to
+// it are opened, every initialize beyond it is refused with 503, Retry-After and a
+// JSON-RPC error, counted, and leaves nothing behind (RSS stays flat over thousands of
+// them); ending a session lets the next one in.
+func TestSessionLimit(t *testing.T) {
+	const maxSessions, refused = 20, 5000
+	s := serveLimits(t, fmt.Sprintf("    max_sessions: %d\n", maxSessions))
+	var sessions []string
+	for i := range maxSessions {
+		resp, _ := s.initialize()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize %d of %d: %s, session %q", i+1, maxSessions, resp.Status, resp.Header.Get("Mcp-Session-Id"))
+		}
+		sessions = append(sessions, resp.Header.Get("Mcp-Session-Id"))
+	}
+	if got := s.metric(sessionsGauge); got != maxSessions {
+		t.Fatalf("%s = %v, want %d", sessionsGauge, got, maxSessions)
+	}
+	before := status(t, s.pid, "VmRSS")
+	for i := range refused {
+		resp, body := s.initialize()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Mcp-Session-Id") != "" ||
+			!strings.Contains(body, `"code":-32011`) || !strings.Contains(body, "too many sessions") {
+			t.Fatalf("initialize %d beyond max_sessions %d: %s, Retry-After %q, session %q: %s",
+				i+1, maxSessions, resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Mcp-Session-Id"), body)
+		}
+	}
+	after := status(t, s.pid, "VmRSS")
+	t.Logf("RSS %.1f MB with %d sessions, %.1f MB after %d refused initializes", before, maxSessions, after, refused)
+	// Unbounded, each would hold about 13 kB: 65 MB.
+	if after-before > 16 {
+		t.Errorf("RSS grew %.1f MB over %d refused initializes", after-before, refused)
+	}
+	const refusals = `jupyter_mcp_sidecar_mcp_limit_refusals_total{limit="sessions"}`
+	if got, n := s.metric(refusals), s.metric(sessionsGauge); got != refused || n != maxSessions {
+		t.Fatalf("%s = %v, %s = %v; want %d, %d", refusals, got, sessionsGauge, n, refused, maxSessions)
+	}
+	if resp, _ := s.send(http.MethodDelete, sessions[0], ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	if resp, _ := s.initialize(); resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize after a session ended: %s", resp.Status)
+	}
+}
+
+// TestSessionIdleTimeout: with server.limits.session_idle_timeout, sessions left idle
+// are ended (the sessions gauge drops to 0, their ids answer 404).
+func TestSessionIdleTimeout(t *testing.T) {
+	s := serveLimits(t, "    session_idle_timeout: 1s\n")
+	var sessions []string
+	for range 3 {
+		resp, _ := s.initialize()
+		sessions = append(sessions, resp.Header.Get("Mcp-Session-Id"))
+	}
+	if got := s.metric(sessionsGauge); got != 3 {
+		t.Fatalf("%s = %v, want 3", sessionsGauge, got)
+	}
+	for deadline := time.Now().Add(15 * time.Second); s.metric(sessionsGauge) != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v 15 s into a 1 s session_idle_timeout", sessionsGauge, s.metric(sessionsGauge))
+		}
+	}
+	for _, id := range sessions {
+		if resp, _ := s.send(http.MethodPost, id, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("ping of an expired session: %s, want 404", resp.Status)
+		}
+	}
+}

@@ -7,6 +7,8 @@ package subscribers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -40,6 +42,7 @@ type subscriber struct {
 	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
 	retry        *time.Timer // pending flush while the channel is full
 	uris         map[string]struct{}
+	uriBytes     int      // the bytes of the URIs in uris, summed
 	pending      []string // URIs whose resources/updated waits for the transport
 	pendingSet   map[string]struct{}
 	wrote        chan struct{} // closed at the next write of a GET stream, while a POST waits for the channel to drain
@@ -134,23 +137,53 @@ func (r *Registry) get(key string) *subscriber {
 	return r.subs[key]
 }
 
-// Subscriptions returns how many URIs the subscriber holds and whether uri is
-// among them.
-func (r *Registry) Subscriptions(key, uri string) (n int, has bool) {
+// Errors of Admit: the limit a subscription would exceed.
+var (
+	ErrSubscriptions     = errors.New("too many subscriptions")
+	ErrSubscriptionBytes = errors.New("subscribed URIs too long in total")
+)
+
+// Subscriptions returns how many URIs the subscriber holds, their bytes
+// summed, and whether uri is among them.
+func (r *Registry) Subscriptions(key, uri string) (n, bytes int, has bool) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		_, has = s.uris[uri]
-		return len(s.uris), has
+		return len(s.uris), s.uriBytes, has
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// Admit subscribes a session to uri unless that makes it hold more than maxN
+// URIs or more than maxBytes of them (ErrSubscriptions, ErrSubscriptionBytes);
+// a URI already held is admitted. Checking and adding under one lock keeps
+// concurrent subscribes of a session within the limits.
+func (r *Registry) Admit(key, uri string, maxN, maxBytes int) error {
+	s := r.get(key)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, has := s.uris[uri]; has {
+		return nil
+	}
+	if len(s.uris) >= maxN {
+		return fmt.Errorf("%w: at most %d per session", ErrSubscriptions, maxN)
+	}
+	if s.uriBytes+len(uri) > maxBytes {
+		return fmt.Errorf("%w: %d bytes held, %d more, at most %d per session", ErrSubscriptionBytes, s.uriBytes, len(uri), maxBytes)
+	}
+	s.addURI(uri)
+	return nil
 }
 
 // Subscribe adds uri to a session's subscriptions.
 func (r *Registry) Subscribe(key, uri string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
-		s.uris[uri] = struct{}{}
+		s.addURI(uri)
 		s.mu.Unlock()
 	}
 }
@@ -159,8 +192,19 @@ func (r *Registry) Subscribe(key, uri string) {
 func (r *Registry) Unsubscribe(key, uri string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
-		delete(s.uris, uri)
+		if _, has := s.uris[uri]; has {
+			delete(s.uris, uri)
+			s.uriBytes -= len(uri)
+		}
 		s.mu.Unlock()
+	}
+}
+
+// addURI adds uri to s's subscriptions once; s.mu is held.
+func (s *subscriber) addURI(uri string) {
+	if _, has := s.uris[uri]; !has {
+		s.uris[uri] = struct{}{}
+		s.uriBytes += len(uri)
 	}
 }
 
@@ -278,6 +322,7 @@ func (r *Registry) flushLocked(s *subscriber) {
 			"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", len(s.pending), "blocked", now.Sub(s.blockedSince))
 		s.removed = true
 		clear(s.uris)
+		s.uriBytes = 0
 		s.pending, s.pendingSet, s.blockedSince = nil, map[string]struct{}{}, time.Time{}
 		r.mu.Lock()
 		if r.subs[s.key] == s {

@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -114,8 +115,8 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 	r.AddSession("s1", ch, true, nil)
 	r.Subscribe(SessionKey("s1"), "notebook://w")
 	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
-	if n, has := r.Subscriptions(SessionKey("s1"), "notebook://w"); n != 1 || !has {
-		t.Fatalf("Subscriptions = %d, %v; want 1, true", n, has)
+	if n, b, has := r.Subscriptions(SessionKey("s1"), "notebook://w"); n != 1 || b != len("notebook://w") || !has {
+		t.Fatalf("Subscriptions = %d, %d, %v; want 1, %d, true", n, b, has, len("notebook://w"))
 	}
 	_ = r.Publish(context.Background(), []string{"notebook://w"})
 	if got := drain(ch); len(got) != 0 {
@@ -164,3 +165,42 @@ func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 // listenBody is a 2026-07-28 subscriptions/listen request for uri with the given id.
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Admit keeps a session within its subscription count and byte budget; a URI
+// already held is admitted again, and an unsubscribe frees its bytes.
+func TestRegistryAdmitLimits(t *testing.T) {
+	const maxN, maxBytes = 3, 10
+	r := New(quietLog, time.Second)
+	r.AddSession("s1", make(chan mcp.JSONRPCNotification, 1), true, nil)
+	key := SessionKey("s1")
+	for i, tt := range []struct {
+		unsubscribe bool
+		uri         string
+		want        error
+		n, bytes    int // held afterwards
+	}{
+		{uri: "aaaa", n: 1, bytes: 4},
+		{uri: "bbbb", n: 2, bytes: 8},
+		{uri: "aaaa", n: 2, bytes: 8}, // held: admitted, not counted twice
+		{uri: "cccc", want: ErrSubscriptionBytes, n: 2, bytes: 8},
+		{uri: "cc", n: 3, bytes: 10}, // exactly the budget
+		{uri: "d", want: ErrSubscriptions, n: 3, bytes: 10},
+		{unsubscribe: true, uri: "bbbb", n: 2, bytes: 6},
+		{unsubscribe: true, uri: "never", n: 2, bytes: 6},
+		{uri: "cccc", n: 3, bytes: 10},
+	} {
+		var err error
+		if tt.unsubscribe {
+			r.Unsubscribe(key, tt.uri)
+		} else {
+			err = r.Admit(key, tt.uri, maxN, maxBytes)
+		}
+		n, b, _ := r.Subscriptions(key, "")
+		if !errors.Is(err, tt.want) || n != tt.n || b != tt.bytes {
+			t.Errorf("step %d (%q): %v, %d URIs of %d bytes; want %v, %d of %d", i, tt.uri, err, n, b, tt.want, tt.n, tt.bytes)
+		}
+	}
+	if err := r.Admit("s:unknown", "x", maxN, maxBytes); err != nil {
+		t.Errorf("Admit for an unknown session: %v", err)
+	}
+}
