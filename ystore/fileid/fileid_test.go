@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestAPIPath(t *testing.T) {
@@ -268,13 +271,11 @@ func TestDBQuietDatabase(t *testing.T) {
 	open := func() int { return r.db.Stats().OpenConnections }
 
 	lookup("a.ipynb") // the files just changed: asked, not remembered
-	time.Sleep(racyWindow + 100*time.Millisecond)
+	// The files settle once their last change is racyWindow old.
+	testutil.Eventually(t, testutil.Wait, "the files to settle", func() bool { _, settled := r.stampFiles(); return settled })
 	lookup("a.ipynb") // settled: asked once more, remembered
-	for deadline := time.Now().Add(10 * time.Second); open() != 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still open after the idle time", open())
-		}
-	}
+	testutil.Eventually(t, testutil.Wait, "the connection to close after the idle time", func() bool { return open() == 0 },
+		func() string { return fmt.Sprintf("%d connections still open", open()) })
 	for range 3 {
 		lookup("a.ipynb")
 		if n := open(); n != 0 {

@@ -47,7 +47,7 @@ func BenchmarkCommitToDelivered(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				if mode.disableListen {
-					// Commit at a uniformly random point of the poll period.
+					// Pacing, not a wait: commit at a uniformly random point of the poll period.
 					time.Sleep(rand.N(mode.poll))
 				}
 				start := time.Now()

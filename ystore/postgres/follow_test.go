@@ -11,8 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // setOwner records owner as the owner of room, as a shipper does.
@@ -84,6 +86,23 @@ func rowIDs(events []ystore.Event) []int64 {
 	return slices.Compact(ids)
 }
 
+// updatedAfterLoad returns a condition on an owner's events: the resets of its load of
+// rooms rooms, then rows updates after them, which the writer committed after the load.
+func updatedAfterLoad(rooms, rows int) func([]ystore.Event) bool {
+	return func(ev []ystore.Event) bool {
+		resets, updates := 0, 0
+		for _, e := range ev {
+			switch {
+			case e.Kind == ystore.EventReset:
+				resets++
+			case resets >= rooms && e.Kind == ystore.EventUpdates:
+				updates += len(e.Rows)
+			}
+		}
+		return updates >= rows
+	}
+}
+
 // roomIDs reads the ids of rooms' rows.
 func roomIDs(t testing.TB, conn *pgx.Conn, cfg Config, rooms ...string) []int64 {
 	t.Helper()
@@ -124,17 +143,19 @@ func TestFollowerOwners(t *testing.T) {
 				writerDone <- err
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // pacing, not a wait: the writer's rate
 		}
 		writerDone <- nil
 	}()
 	t.Cleanup(stopWriting)
 
 	f := runFollower(t, cfg, 2)
+	// Each owner starts while the writer runs, and the writer stops only once the owner
+	// has heard rows it wrote after the owner's load.
 	alice, ca := runOwner(t, f, cfg, "alice")
-	time.Sleep(300 * time.Millisecond)
+	ca.waitFor(t, "alice's load and rows after it", updatedAfterLoad(2, 5))
 	_, cb := runOwner(t, f, cfg, "bob")
-	time.Sleep(300 * time.Millisecond)
+	cb.waitFor(t, "bob's load and rows after it", updatedAfterLoad(1, 5))
 	stopWriting()
 	if err := <-writerDone; err != nil {
 		t.Fatal(err)
@@ -197,13 +218,9 @@ func TestFollowerConnections(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for connections() != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := connections(); n != 1 {
-		t.Fatalf("%d owners loaded: %d connections, want the follower's one", owners, n)
-	}
+	// The loads' connections close after the loads are delivered.
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d owners loaded: the follower's one connection", owners),
+		func() bool { return connections() == 1 }, func() string { return fmt.Sprintf("%d connections", connections()) })
 
 	// A compaction of r3 (a reset row) reaches u3 only.
 	var id int64
@@ -215,10 +232,21 @@ func TestFollowerConnections(t *testing.T) {
 	if e := ev[1]; e.Kind != ystore.EventReset || len(e.Rows) != 1 || e.Rows[0].ID != id {
 		t.Errorf("after the compaction u3 heard:%s", describe(ev[1:]))
 	}
-	time.Sleep(200 * time.Millisecond)
+	// A barrier: a row in every other owner's room, committed after the compaction;
+	// once an owner has heard it, it would have heard the compaction before.
+	barrier := make([]int64, owners)
+	for i := range owners {
+		if i != 3 {
+			barrier[i] = insert(t, conn, cfg, fmt.Sprintf("r%d", i), []byte("barrier"))
+		}
+	}
 	for i, c := range cs {
-		if n := len(c.snapshot()); i != 3 && n != 1 {
-			t.Errorf("u%d heard %d events, want its load only:%s", i, n, describe(c.snapshot()))
+		if i == 3 {
+			continue
+		}
+		ev := c.waitFor(t, fmt.Sprintf("u%d's barrier row", i), func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier[i]) })
+		if n := len(ev) - 1; n != 1 {
+			t.Errorf("u%d heard %d events before the barrier row, want its load only:%s", i, n, describe(ev))
 		}
 	}
 }
@@ -258,29 +286,25 @@ func TestFollowerServerRestart(t *testing.T) {
 	w := startFaultWriter(t, cfg, rooms...)
 	ca.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
 	pgCtl(t, "stop", "-m", "immediate")
-	deadline := time.Now().Add(5 * time.Second)
-	for alice.Status().Reachable && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "alice's tailer to report the outage", func() bool { return !alice.Status().Reachable },
+		func() string { return fmt.Sprintf("status %+v", alice.Status()) })
 	if st := alice.Status(); st.Reachable || st.LastError == "" {
 		t.Errorf("alice's status while the server is down: %+v", st)
 	}
 	bob, cb := runOwner(t, f, cfg, "bob")
-	time.Sleep(200 * time.Millisecond)
+	// His load is tried, and fails, during the outage.
+	loadRetries := bob.(*ownerTailer).load.m.retries
+	testutil.Eventually(t, testutil.Wait, "bob's load to fail", func() bool { return promtest.ToFloat64(loadRetries) >= 1 },
+		func() string { return fmt.Sprintf("status %+v", bob.Status()) })
 	if st := bob.Status(); st.Reachable || st.LastError == "" || !st.LastReadAt.IsZero() {
 		t.Errorf("bob's status before his load, the server down: %+v (want the follower's failure)", st)
 	}
 	pgCtl(t, "start")
-	acked, _ := w.stopAfter(50)
+	acked, _ := w.stopAfter(t, 50)
 	if m := waitDelivered(ca, acked); len(m) > 0 {
 		t.Fatalf("acknowledged rows never delivered to alice: %v", m)
 	}
 	cb.waitFor(t, "bob's load", func(ev []ystore.Event) bool { return len(ev) == 1 && ev[0].Room == "b" })
-	deadline = time.Now().Add(5 * time.Second)
-	for !alice.Status().Reachable && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if st := alice.Status(); !st.Reachable {
-		t.Errorf("alice's status after the restart: %+v", st)
-	}
+	testutil.Eventually(t, testutil.Wait, "alice's tailer reachable after the restart", func() bool { return alice.Status().Reachable },
+		func() string { return fmt.Sprintf("status %+v", alice.Status()) })
 }

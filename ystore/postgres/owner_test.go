@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -165,11 +164,13 @@ func TestMigrateAddsRooms(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(t, conn, cfg, "r", []byte("u2"))
-	ev.waitFor(t, "alice's first row", func(ev []ystore.Event) bool { return rowCount(ev) >= 1 })
-	time.Sleep(100 * time.Millisecond)
-	if got := ev.snapshot(); rowCount(got) != 1 || got[0].Room != "r" || string(got[0].Rows[0].Update) != "u2" {
+	// A barrier: u3 commits after u2; once it is delivered, any other row of r before
+	// it would have been too.
+	barrier := insert(t, conn, cfg, "r", []byte("u3"))
+	got := ev.waitFor(t, "alice's barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
+	if rowCount(got) != 2 || got[0].Room != "r" || string(got[0].Rows[0].Update) != "u2" {
 		// Rows committed before the room got its owner were visible in the tailer's
 		// cursor already: ship therefore gives a room its owner with a reset.
-		t.Errorf("alice's tailer delivered%s; want the row written after the room became hers", describe(got))
+		t.Errorf("alice's tailer delivered%s; want the row written after the room became hers, then the barrier row", describe(got))
 	}
 }

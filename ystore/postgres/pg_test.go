@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // Environment of the throwaway clusters that .ci/postgres.sh starts.
@@ -113,19 +114,14 @@ func tryInsert(ctx context.Context, q querier, cfg Config, room string, update [
 type collector struct {
 	mu     sync.Mutex
 	events []ystore.Event
-	wake   chan struct{}
 }
 
-func newCollector() *collector { return &collector{wake: make(chan struct{}, 1)} }
+func newCollector() *collector { return &collector{} }
 
 func (c *collector) sink(_ context.Context, events []ystore.Event) error {
 	c.mu.Lock()
 	c.events = append(c.events, events...)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 	return nil
 }
 
@@ -136,22 +132,13 @@ func (c *collector) snapshot() []ystore.Event {
 	return append([]ystore.Event(nil), c.events...)
 }
 
-// waitFor waits until cond holds for the events so far.
+// waitFor waits until cond holds for the events so far and returns them.
 func (c *collector) waitFor(t testing.TB, what string, cond func([]ystore.Event) bool) []ystore.Event {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		ev := c.snapshot()
-		if cond(ev) {
-			return ev
-		}
-		select {
-		case <-c.wake:
-		case <-time.After(20 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s; events: %s", what, describe(ev))
-		}
-	}
+	var ev []ystore.Event
+	testutil.Eventually(t, testutil.Wait, what, func() bool { ev = c.snapshot(); return cond(ev) },
+		func() string { return "events:" + describe(c.snapshot()) })
+	return ev
 }
 
 // rowCount counts the rows delivered in events.
@@ -217,11 +204,6 @@ func pgCtl(t testing.TB, args ...string) {
 // waitLoaded waits for the tailer's first successful read.
 func waitLoaded(t testing.TB, tl *Tailer) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for tl.Status().LastReadAt.IsZero() {
-		if time.Now().After(deadline) {
-			t.Fatalf("tailer never read the store: %+v", tl.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "the tailer's first read of the store", func() bool { return !tl.Status().LastReadAt.IsZero() },
+		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 }

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestPlan(t *testing.T) {
@@ -173,17 +174,12 @@ func pgState(t testing.TB, conn *pgx.Conn, cfg Config) (rooms map[string][]strin
 // waitPG waits until the Postgres store holds want (updates per room, in id order).
 func waitPG(t testing.TB, conn *pgx.Conn, cfg Config, want map[string][]string) (resets int, maxID int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rooms, resets, maxID := pgState(t, conn, cfg)
-		if fmt.Sprint(rooms) == fmt.Sprint(want) {
-			return resets, maxID
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("postgres holds %v, want %v", rooms, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var rooms map[string][]string
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("postgres to hold %v", want), func() bool {
+		rooms, resets, maxID = pgState(t, conn, cfg)
+		return fmt.Sprint(rooms) == fmt.Sprint(want)
+	}, func() string { return fmt.Sprintf("postgres holds %v", rooms) })
+	return resets, maxID
 }
 
 // loaded renders a tailer's Load as room → updates.
@@ -224,7 +220,7 @@ func TestShipFromSQLite(t *testing.T) {
 	if st := sh.Status(); !st.Reachable || st.RowsShipped != 4 || st.Resets != 2 || !st.Source.Reachable {
 		t.Errorf("status %+v", st)
 	}
-	if rows, resets := testutil.ToFloat64(sh.m.rows), testutil.ToFloat64(sh.m.resets); rows != 4 || resets != 2 {
+	if rows, resets := promtest.ToFloat64(sh.m.rows), promtest.ToFloat64(sh.m.resets); rows != 4 || resets != 2 {
 		t.Errorf("metrics: %v rows, %v resets shipped", rows, resets)
 	}
 	stop()
@@ -238,14 +234,15 @@ func TestShipFromSQLite(t *testing.T) {
 	}
 
 	sh, stop = runShipper(t, cfg, src.path) // nothing changed
-	deadline := time.Now().Add(10 * time.Second)
-	for sh.Status().Source.LastReadAt.IsZero() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	testutil.Eventually(t, testutil.Wait, "the shipper's first read of the source", func() bool { return !sh.Status().Source.LastReadAt.IsZero() },
+		func() string { return fmt.Sprintf("status %+v", sh.Status()) })
+	// A barrier: a row added after the shipper's load is shipped after anything the
+	// load ships; once it is in Postgres, it is the only row the restart wrote.
+	src.add("b", "b3")
+	resets, maxID = waitPG(t, conn, cfg, map[string][]string{"a": {"a1", "a2", "a3"}, "b": {"b1", "b2", "b3"}})
 	stop()
-	if _, resets, maxID = pgState(t, conn, cfg); resets != 2 || maxID != 5 {
-		t.Errorf("idle restart wrote rows: %d resets, max id %d", resets, maxID)
+	if resets != 2 || maxID != 6 {
+		t.Errorf("idle restart wrote rows: %d resets, max id %d; want 2 and 6 (the barrier row only)", resets, maxID)
 	}
 
 	// While down: room a compacted (rows replaced by a merged row), room b deleted.
@@ -295,7 +292,7 @@ func TestShipAcrossServerRestart(t *testing.T) {
 		if i == 2*n/3 {
 			pgCtl(t, "start")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // pacing, not a wait: the writer's rate, across the crash
 	}
 	waitPG(t, dial(t, cfg), cfg, map[string][]string{"a": want})
 	if st := sh.Status(); !st.Reachable || st.LastError != "" || st.RowsShipped != n+1 {

@@ -17,9 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
@@ -100,7 +101,7 @@ func TestSinkErrorStopsRun(t *testing.T) {
 
 func TestPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs lockedBuffer
+		var logs testutil.LockedBuffer
 		cfg := Config{BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		start := time.Now()
 		if err := cfg.pause(context.Background(), 3, "retrying", "room", "r"); err != nil {
@@ -183,21 +184,19 @@ func TestTailSteady(t *testing.T) {
 		t.Fatalf("delivered %d updates, want %d", len(got), n)
 	}
 	// Status is updated right after the sink returns.
-	deadline := time.Now().Add(5 * time.Second)
-	for tl.Status().RowsTailed != 3+n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "the status to count every row", func() bool { return tl.Status().RowsTailed == 3+n },
+		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	st := tl.Status()
 	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
 		t.Errorf("status %+v", st)
 	}
-	if got := testutil.ToFloat64(tl.m.rows); got != 3+n {
+	if got := promtest.ToFloat64(tl.m.rows); got != 3+n {
 		t.Errorf("jupyter_mcp_sidecar_postgres_rows_tailed_total = %v, want %d", got, 3+n)
 	}
-	if testutil.ToFloat64(tl.m.reachable) != 1 || testutil.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
-		testutil.CollectAndCount(tl.m.read) != 1 {
-		t.Errorf("metrics: reachable %v, notify wake-ups %v", testutil.ToFloat64(tl.m.reachable),
-			testutil.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)))
+	if promtest.ToFloat64(tl.m.reachable) != 1 || promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
+		promtest.CollectAndCount(tl.m.read) != 1 {
+		t.Errorf("metrics: reachable %v, notify wake-ups %v", promtest.ToFloat64(tl.m.reachable),
+			promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)))
 	}
 	if _, err := New(cfg); err == nil {
 		t.Errorf("a second tailer registered the same metrics")
@@ -216,10 +215,9 @@ func TestTailWaitsForSchema(t *testing.T) {
 		}
 	})
 	tl, c := runTailer(t, cfg)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(tl.Status().LastError, "does not exist") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "the tailer to report the missing schema",
+		func() bool { return strings.Contains(tl.Status().LastError, "does not exist") },
+		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	if st := tl.Status(); st.Reachable || !strings.Contains(st.LastError, "does not exist") {
 		t.Fatalf("status before init: %+v", st)
 	}
@@ -256,17 +254,22 @@ func TestTailOutOfOrderCommit(t *testing.T) {
 	// A stays open across several polls and notifications after B was delivered.
 	insert(t, connB, cfg, "other", []byte("C"))
 	c.waitFor(t, "C", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
-	time.Sleep(3 * cfg.PollInterval)
+	polls := func() float64 { return promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakePoll)) }
+	before := polls()
+	testutil.Eventually(t, testutil.Wait, "3 polls with A open", func() bool { return polls() >= before+3 })
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ev := c.waitFor(t, "A", func(ev []ystore.Event) bool { return rowCount(ev) >= 3 })
-	time.Sleep(3 * cfg.PollInterval)
-	ev = c.snapshot()
+	c.waitFor(t, "A", func(ev []ystore.Event) bool { return rowCount(ev) >= 3 })
+	// A barrier: D commits after A, so once D is delivered, any second delivery of
+	// B, C or A would have been too.
+	idD := insert(t, connB, cfg, "other", []byte("D"))
+	ev := c.waitFor(t, "D", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), idD) })
 	want := []ystore.Event{
 		{Kind: ystore.EventUpdates, Room: "room", Rows: []ystore.Row{{ID: idB, Update: []byte("B")}}},
 		{Kind: ystore.EventUpdates, Room: "other", Rows: []ystore.Row{{ID: idB + 1, Update: []byte("C")}}},
 		{Kind: ystore.EventUpdates, Room: "room", Rows: []ystore.Row{{ID: idA, Update: []byte("A")}}},
+		{Kind: ystore.EventUpdates, Room: "other", Rows: []ystore.Row{{ID: idD, Update: []byte("D")}}},
 	}
 	if describe(ev) != describe(want) {
 		t.Fatalf("events:%s\nwant:%s", describe(ev), describe(want))
@@ -306,6 +309,7 @@ func TestTailConcurrentWriters(t *testing.T) {
 					}
 					us = append(us, u)
 				}
+				// Pacing, not a wait: the transaction stays open for a random time.
 				time.Sleep(time.Duration(rng.IntN(4000)) * time.Microsecond)
 				if rng.IntN(10) == 0 {
 					err = tx.Rollback(ctx)
@@ -327,13 +331,20 @@ func TestTailConcurrentWriters(t *testing.T) {
 	}
 	wg.Wait()
 	c.waitFor(t, "every committed row", func(ev []ystore.Event) bool { return rowCount(ev) >= len(committed) })
-	time.Sleep(3 * cfg.PollInterval)
+	// A barrier: a row committed after every writer's; once it is delivered, any
+	// second delivery of theirs would have been too.
+	barrier := insert(t, dial(t, cfg), cfg, "room0", []byte("barrier"))
+	ev := c.waitFor(t, "the barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
 	seen := map[string]int{}
-	for _, e := range c.snapshot() {
+	for _, e := range ev {
 		for _, r := range e.Rows {
 			seen[string(r.Update)]++
 		}
 	}
+	if n := seen["barrier"]; n != 1 {
+		t.Errorf("the barrier row delivered %d times", n)
+	}
+	delete(seen, "barrier")
 	for u, n := range seen {
 		if n != 1 || !committed[u] {
 			t.Errorf("row %s delivered %d times (committed: %v)", u, n, committed[u])
@@ -429,7 +440,7 @@ func TestTailResetRows(t *testing.T) {
 // writer runs and restarts it: every acknowledged row is delivered exactly once.
 func TestTailServerRestart(t *testing.T) {
 	cfg := testConfigOn(t, envCrashDSN)
-	var logs lockedBuffer
+	var logs testutil.LockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	tl, c := runTailer(t, cfg)
 	waitLoaded(t, tl)
@@ -437,26 +448,31 @@ func TestTailServerRestart(t *testing.T) {
 	w := startFaultWriter(t, cfg, "room0", "room1", "room2", "room3")
 	c.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
 	pgCtl(t, "stop", "-m", "immediate")
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(tl.Status().LastError, "connect") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "the tailer to report the outage",
+		func() bool { return strings.Contains(tl.Status().LastError, "connect") },
+		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	if st := tl.Status(); st.Reachable || st.LastError == "" {
 		t.Errorf("status while down: %+v", st)
 	}
 	pgCtl(t, "start")
-	acked, maybe := w.stopAfter(50)
+	acked, maybe := w.stopAfter(t, 50)
 	if m := waitDelivered(c, acked); len(m) > 0 {
 		t.Fatalf("acknowledged rows never delivered: %v\nlogs:\n%s", m, logs.String())
 	}
-	time.Sleep(3 * cfg.PollInterval)
-	ev := c.snapshot()
+	// A barrier: a row committed after the writer stopped; once it is delivered, any
+	// second delivery of the writer's rows would have been too.
+	barrier := insert(t, dial(t, cfg), cfg, "room0", []byte("barrier"))
+	ev := c.waitFor(t, "the barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
 	seen := map[string]int{}
 	for _, e := range ev {
 		for _, r := range e.Rows {
 			seen[string(r.Update)]++
 		}
 	}
+	if n := seen["barrier"]; n != 1 {
+		t.Errorf("the barrier row delivered %d times", n)
+	}
+	delete(seen, "barrier")
 	for u, n := range seen {
 		if n != 1 {
 			t.Errorf("row %s delivered %d times", u, n)
@@ -499,7 +515,7 @@ func startFaultWriter(t testing.TB, cfg Config, rooms ...string) *faultWriter {
 			if conn == nil {
 				var err error
 				if conn, err = pgx.Connect(ctx, cfg.DSN); err != nil {
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // pacing, not a wait: the next reconnect attempt
 					continue
 				}
 			}
@@ -516,7 +532,7 @@ func startFaultWriter(t testing.TB, cfg Config, rooms ...string) *faultWriter {
 				conn.Close(context.Background())
 				conn = nil
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // pacing, not a wait: the writer's rate
 		}
 		if conn != nil {
 			conn.Close(context.Background())
@@ -533,17 +549,18 @@ func (w *faultWriter) ackedCount() int {
 }
 
 // stopAfter waits for n more acknowledged rows, stops and returns what was written.
-func (w *faultWriter) stopAfter(n int) (acked, maybe map[string]bool) {
-	for before := w.ackedCount(); w.ackedCount() < before+n; {
-		time.Sleep(10 * time.Millisecond)
-	}
+func (w *faultWriter) stopAfter(t testing.TB, n int) (acked, maybe map[string]bool) {
+	t.Helper()
+	before := w.ackedCount()
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d more acknowledged rows", n), func() bool { return w.ackedCount() >= before+n },
+		func() string { return fmt.Sprintf("%d acknowledged", w.ackedCount()-before) })
 	w.cancel()
 	<-w.done
 	return w.acked, w.maybe
 }
 
-// waitDelivered waits up to 10 s for every acknowledged row to reach c and returns
-// those that did not.
+// waitDelivered waits up to testutil.Wait for every acknowledged row to reach c and
+// returns those that did not.
 func waitDelivered(c *collector, acked map[string]bool) []string {
 	missing := func() []string {
 		seen := map[string]bool{}
@@ -560,27 +577,6 @@ func waitDelivered(c *collector, acked map[string]bool) []string {
 		}
 		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(missing()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = testutil.Within(testutil.Wait, func() bool { return len(missing()) == 0 })
 	return missing()
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestConfig(t *testing.T) {
@@ -72,7 +73,7 @@ func TestDirectoryAppearsLater(t *testing.T) {
 	tl := newTailer(t, Config{Path: path, PollInterval: 100 * time.Millisecond})
 	s := newSink()
 	runTailer(t, tl, s.deliver)
-	waitFor(t, 5*time.Second, "unreachable status", func() bool { return tl.Status().LastError != "" })
+	testutil.Eventually(t, testutil.Wait, "unreachable status", func() bool { return tl.Status().LastError != "" })
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestRunTwice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- tl.Run(ctx, newSink().deliver) }()
-	waitFor(t, 5*time.Second, "first run", func() bool { return tl.running.Load() })
+	testutil.Eventually(t, testutil.Wait, "first run", func() bool { return tl.running.Load() })
 	if err := tl.Run(ctx, newSink().deliver); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Run: %v, want ErrRunning", err)
 	}
@@ -130,10 +131,10 @@ func TestDecompress(t *testing.T) {
 	write("raw", false)
 	write("a4", true)
 	converge(t, s, &model{docs: want})
-	if n := testutil.ToFloat64(tl.m.decompressErrors); n != 1 {
+	if n := promtest.ToFloat64(tl.m.decompressErrors); n != 1 {
 		t.Fatalf("decompress errors = %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(tl.m.resyncs.WithLabelValues(reasonHistory)); n != 0 {
+	if n := promtest.ToFloat64(tl.m.resyncs.WithLabelValues(reasonHistory)); n != 0 {
 		t.Fatalf("history resyncs = %v: the cursor fingerprint must use stored sizes", n)
 	}
 }
@@ -156,7 +157,7 @@ func TestSchemaVersionChange(t *testing.T) {
 	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
+	testutil.Eventually(t, testutil.Wait, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
 	converge(t, s, m)
 }
 

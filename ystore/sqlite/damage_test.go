@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // damages are writes over a live store outside SQLite's locking, each leaving a file
@@ -42,7 +43,7 @@ func TestDamagedInPlace(t *testing.T) {
 				m.write(roomB, "b1")
 				m.write(roomA, "a2")
 				tl, s := tailing(t, mode.cfg(path), m)
-				waitFor(t, 5*time.Second, "reachable status", func() bool { return tl.Status().Reachable })
+				testutil.Eventually(t, testutil.Wait, "reachable status", func() bool { return tl.Status().Reachable })
 				good, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
@@ -54,15 +55,24 @@ func TestDamagedInPlace(t *testing.T) {
 				// The file's modification time has the kernel clock's tick (a few ms) as
 				// its resolution: a write in the tick of the last commit, of the same size
 				// and header, cannot be told from no write by stat.
-				time.Sleep(20 * time.Millisecond)
+				afterMtimeTick(t, path)
 				d.do(t, path, good)
-				waitFor(t, 5*time.Second, "unreachable status", func() bool {
+				testutil.Eventually(t, testutil.Wait, "unreachable status", func() bool {
 					st := tl.Status()
 					return !st.Reachable && st.LastError != ""
 				})
-				for range 10 {
-					time.Sleep(30 * time.Millisecond)
-					if st := tl.Status(); st.Reachable {
+				// It stays unreachable: each round writes the same damage again, which
+				// wakes the tailer (a file event, or its next poll) to read the file
+				// afresh, and waits for that read to fail too.
+				for range 3 {
+					before := tl.Status().LastErrorAt
+					d.do(t, path, good)
+					var st ystore.Status
+					testutil.Eventually(t, testutil.Wait, "another read of the damaged store", func() bool {
+						st = tl.Status()
+						return st.Reachable || st.LastErrorAt.After(before)
+					})
+					if st.Reachable {
 						t.Fatalf("damaged store reported reachable: %+v", st)
 					}
 				}
@@ -71,7 +81,7 @@ func TestDamagedInPlace(t *testing.T) {
 				}
 
 				sqlitetest.WriteInPlace(t, path, good)
-				waitFor(t, 5*time.Second, "reachable status after the restore", func() bool { return tl.Status().Reachable })
+				testutil.Eventually(t, testutil.Wait, "reachable status after the restore", func() bool { return tl.Status().Reachable })
 				s.mu.Lock()
 				extra := s.events[delivered:]
 				s.mu.Unlock()
@@ -84,4 +94,28 @@ func TestDamagedInPlace(t *testing.T) {
 			})
 		}
 	}
+}
+
+// afterMtimeTick waits until a file created now gets a later modification time than
+// path has: the file system's clock has ticked past path's last write.
+func afterMtimeTick(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() // not path's directory, whose tailers would be woken
+	testutil.Eventually(t, testutil.Wait, "the file clock to tick past the last commit", func() bool {
+		f, err := os.CreateTemp(dir, "tick")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		probe, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return probe.ModTime().After(fi.ModTime())
+	})
 }

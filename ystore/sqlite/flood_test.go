@@ -49,7 +49,9 @@ func TestFloodReadTx(t *testing.T) {
 	t.Logf("%d writes in %.2fs (%.0f/s); %d read transactions, %d over 5ms wall-clock (longest %v), %d over 5ms CPU; %d busy retries",
 		n, elapsed, float64(n)/elapsed, total, wallOver, st.MaxReadTx, cpuOver, int(testutil.ToFloat64(tl.m.busy)))
 	if raceEnabled {
-		return
+		// Every write succeeded and every row arrived (checked above); the timing is not
+		// the code's under the race detector.
+		t.Skip("read transaction timing not checked under -race, which slows the pure-Go SQLite several times: run without -race")
 	}
 	// The reader's own work must stay under 5 ms in every transaction; wall-clock time
 	// also counts the time the scheduler of a shared machine took the thread away.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // writer drives testdata/pycrdt_writer/writer.py, which writes like pycrdt-store.
@@ -81,13 +83,12 @@ func (m *model) write(room string, toks ...string) reply {
 
 // sink collects what a tailer delivers, applied to token documents.
 type sink struct {
-	mu      sync.Mutex
-	docs    docs
-	events  []ystore.Event
-	changed chan struct{}
+	mu     sync.Mutex
+	docs   docs
+	events []ystore.Event
 }
 
-func newSink() *sink { return &sink{docs: docs{}, changed: make(chan struct{}, 1)} }
+func newSink() *sink { return &sink{docs: docs{}} }
 
 func (s *sink) deliver(_ context.Context, events []ystore.Event) error {
 	s.mu.Lock()
@@ -103,10 +104,6 @@ func (s *sink) deliver(_ context.Context, events []ystore.Event) error {
 			s.docs.apply(e.Room, r.Update)
 		}
 		s.events = append(s.events, e)
-	}
-	select {
-	case s.changed <- struct{}{}:
-	default:
 	}
 	return nil
 }
@@ -130,29 +127,12 @@ func (s *sink) kinds(room string) map[ystore.EventKind]int {
 	return n
 }
 
-// waitFor waits until cond holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // converge waits until the sink's documents equal the model's.
 func converge(t testing.TB, s *sink, m *model) {
 	t.Helper()
 	want := m.docs.String()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.String() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("served documents\n  %s\nwant\n  %s", s.String(), want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "the served documents to equal the writer's", func() bool { return s.String() == want },
+		func() string { return fmt.Sprintf("served documents\n  %s\nwant\n  %s", s.String(), want) })
 }
 
 // runTailer runs tl until the test ends.

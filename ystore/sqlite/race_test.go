@@ -2,6 +2,6 @@
 
 package sqlite
 
-// raceEnabled: timing assertions are skipped under the race detector, which slows the
-// pure-Go SQLite several times.
+// raceEnabled: timing assertions are skipped (t.Skip) under the race detector, which
+// slows the pure-Go SQLite several times; CI checks them in a pass without -race.
 const raceEnabled = true

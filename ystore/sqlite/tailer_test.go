@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 const (
@@ -79,7 +80,7 @@ func TestScenarios(t *testing.T) {
 		}},
 		{"store appears later", func(e *env) {
 			e.run()
-			waitFor(e.t, 5*time.Second, "unreachable status", func() bool {
+			testutil.Eventually(e.t, testutil.Wait, "unreachable status", func() bool {
 				st := e.tl.Status()
 				return !st.Reachable && st.LastError != ""
 			})
@@ -87,7 +88,7 @@ func TestScenarios(t *testing.T) {
 			m.write(roomA, "a1")
 			m.write(roomB, "b1")
 			converge(e.t, e.s, m)
-			waitFor(e.t, 5*time.Second, "reachable status", func() bool { return e.tl.Status().Reachable })
+			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool { return e.tl.Status().Reachable })
 		}},
 		{"checkpoint", func(e *env) {
 			m := e.writer()
@@ -149,7 +150,7 @@ func TestScenarios(t *testing.T) {
 				e.t.Fatalf("squash did not reuse rowids: merged %d, update %d, old top %d", r.MergedRowID, r.RowID, top.RowID)
 			}
 			converge(e.t, e.s, m)
-			if n := testutil.ToFloat64(e.tl.m.resyncs.WithLabelValues(reasonHistory)); n < 1 {
+			if n := promtest.ToFloat64(e.tl.m.resyncs.WithLabelValues(reasonHistory)); n < 1 {
 				e.t.Fatalf("history resyncs = %v, want at least 1", n)
 			}
 			if n := e.s.kinds(roomB)[ystore.EventUpdates]; n != 0 {
@@ -209,12 +210,12 @@ func TestScenarios(t *testing.T) {
 			e.run()
 			converge(e.t, e.s, m)
 			m.w.Do(map[string]any{"op": "delete"})
-			waitFor(e.t, 5*time.Second, "unreachable status", func() bool { return !e.tl.Status().Reachable })
+			testutil.Eventually(e.t, testutil.Wait, "unreachable status", func() bool { return !e.tl.Status().Reachable })
 			converge(e.t, e.s, m) // the last state stays served
 			m.docs = docs{}
 			m.write(roomB, "b1")
 			converge(e.t, e.s, m)
-			waitFor(e.t, 5*time.Second, "reachable status", func() bool { return e.tl.Status().Reachable })
+			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool { return e.tl.Status().Reachable })
 			if n := e.s.kinds(roomA)[ystore.EventRemoved]; n != 1 {
 				e.t.Fatalf("room %s removed %d times, want 1", roomA, n)
 			}

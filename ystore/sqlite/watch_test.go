@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // inotifyInstances counts the inotify instances this process holds.
@@ -89,11 +91,7 @@ func TestSharedWatcherRelease(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "c.db"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-k3.wake:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a tailer registered after the others left was not woken by its store")
-	}
+	testutil.Receive(t, testutil.Wait, "a tailer registered after the others left woken by its store", k3.wake)
 	select {
 	case <-k1.wake:
 		t.Fatal("a tailer that left was woken")
