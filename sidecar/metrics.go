@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer, status func() ystore.Status) *Metrics
 		}),
 		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "decode_errors_total",
-			Help: "Y-store rows skipped because they did not decode.",
+			Help: "Y-store rows skipped because they did not decode or nested shared types too deep.",
 		}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "apply_seconds",

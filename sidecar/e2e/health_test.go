@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
 // waitStatus polls path until it answers code, failing t (not the sidecar's test, so
@@ -163,4 +165,54 @@ func TestDegradedClears(t *testing.T) {
 		w.do(map[string]any{"op": "rename"})
 		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
 	})
+}
+
+// One valid store row nesting 1.5M maps in the notebook metadata (13 MB) overflowed the
+// stack on every start (issue 17). Such a row degrades its room alone: the sidecar starts
+// with one in the store, serves the other notebook, and takes a second one while running.
+func TestDeepNestDegradesOnlyItsRoom(t *testing.T) {
+	const deepA = ".notebook:9d1c7a52-0000-4000-8000-00000000dee1.y"
+	const deepB = ".notebook:9d1c7a52-0000-4000-8000-00000000dee2.y"
+	deep := base64.StdEncoding.EncodeToString(yjstest.Nested(7, "meta", "metadata", 1_500_000))
+	steps := session(t)
+	dir := t.TempDir()
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
+	w.do(map[string]any{"op": "write", "room": deepA, "update": deep})
+	sc := startSidecar(t, dir, options{})
+	degraded := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			select {
+			case err := <-sc.done:
+				sc.done <- err // for stop
+				t.Fatalf("sidecar exited: %v", err)
+			default:
+			}
+			code, body := sc.get("/readyz")
+			var ready struct {
+				Degraded []string `json:"degraded_rooms"`
+			}
+			if code == http.StatusServiceUnavailable && json.Unmarshal([]byte(body), &ready) == nil && slices.Equal(ready.Degraded, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz = %d %s, want the rooms %v degraded", code, body, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	want := mustJSON(t, steps[preloaded-1].after)
+
+	degraded(deepA)
+	c := dialGo(t, sc.mcpURL(), true)
+	c.bind(nbName, nbPath)
+	jsonEqual(t, "notebook beside a deep nest loaded at start", c.read(nbURI), want)
+
+	w.do(map[string]any{"op": "write", "room": deepB, "update": deep})
+	degraded(deepA, deepB)
+	jsonEqual(t, "notebook beside a deep nest written later", c.read(nbURI), want)
+	if v := sc.metric("jupyter_mcp_sidecar_decode_errors_total"); v != 2 {
+		t.Fatalf("decode errors = %v, want 2", v)
+	}
 }
