@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // rawConn opens a TCP connection to addr, closed at the end of the test.
@@ -32,7 +34,7 @@ func keepAliveGet(t *testing.T, c net.Conn, path string) int {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -63,7 +65,7 @@ func TestConnectionLimits(t *testing.T) {
 	dir := t.TempDir()
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{debounce: -1})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	http.DefaultClient.CloseIdleConnections()
 
 	t.Run("idle connections and the cap", func(t *testing.T) {
@@ -80,6 +82,7 @@ func TestConnectionLimits(t *testing.T) {
 			if _, err := io.WriteString(c, partial); err != nil {
 				t.Fatal(err)
 			}
+			// A property: read_timeout (1 s) and a 2 s scheduling margin.
 			if !closedWithin(c, 3*time.Second) {
 				t.Fatalf("a slow %s held its connection 3 s (read_timeout 1s)", name)
 			}
@@ -92,7 +95,8 @@ func TestConnectionLimits(t *testing.T) {
 			c.bind(nbName, nbPath)
 			c.subscribe(nbURI)
 		}
-		time.Sleep(3500 * time.Millisecond) // past idle_timeout and read_timeout
+		// The streams stay open past idle_timeout and read_timeout: elapsing time, not a wait.
+		time.Sleep(3500 * time.Millisecond)
 		for _, c := range cs {
 			drain(c, 100*time.Millisecond)
 		}
@@ -101,7 +105,7 @@ func TestConnectionLimits(t *testing.T) {
 			w.write(s.update)
 		}
 		for _, c := range cs {
-			await(t, c, delivery, nbURI)
+			await(t, c, testutil.Wait, nbURI)
 		}
 	})
 }
@@ -132,6 +136,8 @@ func capAndIdle(t *testing.T, addr string, max int, listener string, metric func
 			t.Fatalf("connection %d: /healthz %d", i, code)
 		}
 	}
+	// Properties: one connection over the cap is closed at once (a second's margin), a
+	// held one once idle (idle_timeout 2s and a 2 s scheduling margin).
 	if !closedWithin(rawConn(t, addr), time.Second) {
 		t.Fatalf("connection %d stayed open beyond server.max_connections %d", max+1, max)
 	}
@@ -185,15 +191,13 @@ func TestMetricsListenerLimits(t *testing.T) {
 		}
 		return 0
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+	testutil.Eventually(t, testutil.Wait, "the metrics listener answering", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
 			resp.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the metrics listener did not answer within 20 s")
-		}
-	}
+		return err == nil
+	})
 	capAndIdle(t, addr, 5, "metrics", metric)
 }
 

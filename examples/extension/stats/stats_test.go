@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -78,18 +78,13 @@ func TestStats(t *testing.T) {
 	}
 	lib.set("b.ipynb", ynotebook.Cell{ID: "3", CellType: "raw"})
 	set.NotebookChanged("b.ipynb", ynotebook.Changes{Added: []string{"3"}})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var last string
+	testutil.Eventually(t, testutil.Wait, "the change set counted", func() bool {
+		last = call()
 		var got struct{ Notebooks []any }
-		if err := json.Unmarshal([]byte(call()), &got); err != nil {
+		if err := json.Unmarshal([]byte(last), &got); err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Notebooks) == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the change set was not counted: %s", call())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(got.Notebooks) == 2
+	}, func() string { return last })
 }
