@@ -244,8 +244,10 @@ func TestDefaultDBPath(t *testing.T) {
 }
 
 // TestDBQuietDatabase checks that lookups of a database that has not changed are answered
-// without a connection, which closes when idle, and that a change is seen at once.
+// without a connection, which the constructor's resolver closes after dbIdle, and that a
+// change is seen at once.
 func TestDBQuietDatabase(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "file_id_manager.db")
 	edit, _ := startManager(t, dbPath, "arbitrary")
 	edit("add", id1, "/r/a.ipynb")
@@ -254,7 +256,6 @@ func TestDBQuietDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.idle = 10 * time.Millisecond
 	ctx := context.Background()
 	lookup := func(want string) {
 		t.Helper()
@@ -270,10 +271,18 @@ func TestDBQuietDatabase(t *testing.T) {
 	lookup("a.ipynb") // the files just changed: asked, not remembered
 	time.Sleep(racyWindow + 100*time.Millisecond)
 	lookup("a.ipynb") // settled: asked once more, remembered
-	for deadline := time.Now().Add(10 * time.Second); open() != 0; time.Sleep(20 * time.Millisecond) {
+	returned := time.Now()
+	for deadline := returned.Add(dbIdle + 10*time.Second); r.db.Stats().MaxIdleTimeClosed == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still open after the idle time", open())
+			t.Fatalf("%d connections still open %v after the last lookup (idle time %v): %+v",
+				open(), time.Since(returned), dbIdle, r.db.Stats())
 		}
+	}
+	if n := open(); n != 0 {
+		t.Fatalf("%d connections open after the idle one closed", n)
+	}
+	if waited := time.Since(returned); waited < dbIdle-time.Second {
+		t.Fatalf("the idle connection closed after %v, well before dbIdle (%v)", waited, dbIdle)
 	}
 	for range 3 {
 		lookup("a.ipynb")
