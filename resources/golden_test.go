@@ -62,6 +62,7 @@ func TestGoldenTranscripts(t *testing.T) {
 		legacy("read-capabilities", "resources/read", read("capabilities://")),
 		legacy("list-resources", "resources/list", `{}`),
 		legacy("list-templates", "resources/templates/list", `{}`),
+		legacy("list-tools", "tools/list", `{}`),
 		legacy("tool-list-notebooks", "tools/call", `{"name":"list_notebooks","arguments":{}}`),
 		legacy("tool-use-notebook-invalid-name", "tools/call", `{"name":"use_notebook","arguments":{"notebook_name":"a/b","notebook_path":"x.ipynb"}}`),
 		legacy("tool-use-notebook-escape", "tools/call", `{"name":"use_notebook","arguments":{"notebook_name":"x","notebook_path":"../x.ipynb"}}`),

@@ -60,7 +60,7 @@ func (s *Stats) Manifest() extensions.Manifest {
 func (s *Stats) Register(surface *extensions.Surface) error {
 	return surface.AddTool(mcp.NewTool("notebook_stats",
 		mcp.WithDescription("Cells per type and outputs of each of your notebooks."),
-		mcp.WithReadOnlyHintAnnotation(true),
+		extensions.ReadOnlyTool(),
 	), s.answer)
 }
 

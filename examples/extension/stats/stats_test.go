@@ -65,6 +65,11 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Stop(context.Background())
+	a := surface.Tools()[0].Tool.Annotations
+	if a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint ||
+		a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Fatalf("notebook_stats reads only, and says so with all four hints: %+v", a)
+	}
 	call := func() string {
 		res, err := surface.Tools()[0].Handler(context.Background(), mcp.CallToolRequest{})
 		if err != nil {

@@ -84,7 +84,7 @@ func (e *Extension) Register(s *extensions.Surface) error {
 		mcp.WithBoolean("regex", mcp.Description("Treat query as a regular expression (default false)")),
 		mcp.WithString("in", mcp.Enum(InSource, InOutputs, InBoth), mcp.Description("Search cell sources, outputs or both (default both)")),
 		mcp.WithNumber("limit", mcp.Description(fmt.Sprintf("Most cells to return (default %d, at most %d)", DefaultLimit, MaxLimit))),
-		mcp.WithReadOnlyHintAnnotation(true),
+		extensions.ReadOnlyTool(),
 	), e.search)
 }
 
