@@ -101,6 +101,16 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "invalid yaml", yaml: "server: [\n", want: []string{"parse YAML"}},
 		{name: "gate without its options", yaml: "gate: {name: withhold}\n", want: []string{"mcp server:", `option "templates"`}},
 		{name: "publisher without its options", yaml: "publisher: {name: webhook}\n", want: []string{"mcp server:", "webhook"}},
+		{name: "publisher option typo", yaml: "publisher:\n  name: webhook\n  options: {url: http://127.0.0.1:9/hook, max_retry: 3}\n",
+			want: []string{`build publisher "webhook": unknown option "max_retry" (known: backoff, headers, max_retries,`}},
+		{name: "pgnotify option typo", yaml: "publisher:\n  name: pgnotify\n  options: {dsn: postgres://db/x, chanel: x}\n",
+			want: []string{`build publisher "pgnotify": unknown option "chanel"`}},
+		{name: "gate option typo", yaml: "gate:\n  name: withhold\n  options: {templates: [], template: x}\n",
+			want: []string{`build resource gate "withhold": unknown option "template"`}},
+		{name: "extension option typo", yaml: "extensions:\n  search: {timout: 1s}\n", want: []string{`build extension "search": unknown option "timout" (known: timeout)`}},
+		{name: "hook option typo", yaml: "hooks:\n  audit: {levle: warn}\n", want: []string{`build hook "audit": unknown option "levle" (known: level)`}},
+		{name: "verifier option typo", yaml: "server:\n  token: x\n  verifier: {name: static, options: {tokn: y}}\n",
+			want: []string{`build token verifier "static": unknown option "tokn" (known: none)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,10 +231,9 @@ func TestFreeFormKeepsCase(t *testing.T) {
 	file := writeConfig(t, dir, `
 notebooks:
   MyAnalysis: work/Analysis.ipynb
-server:
-  verifier:
-    name: static
-    options: {HeaderName: X-Token, nested: {CamelCase: 1}}
+publisher:
+  name: webhook
+  options: {url: "http://hook", headers: {HeaderName: X-Token}}
 `)
 	cfg, _, err := check(t, "--config", file)
 	if err != nil {
@@ -233,9 +242,9 @@ server:
 	if cfg.Notebooks["MyAnalysis"] != "work/Analysis.ipynb" {
 		t.Errorf("notebooks = %v", cfg.Notebooks)
 	}
-	opts := cfg.Server.Verifier.Options
-	if opts["HeaderName"] != "X-Token" || opts["nested"].(map[string]any)["CamelCase"] != 1 {
-		t.Errorf("verifier options = %v", opts)
+	opts := cfg.Publisher.Options
+	if h, _ := opts["headers"].(map[string]any); h["HeaderName"] != "X-Token" {
+		t.Errorf("publisher options = %v", opts)
 	}
 }
 
@@ -255,7 +264,7 @@ store:
   postgres: {dsn: "postgres://u:pg-pass-789@db/y"}
 publisher:
   name: webhook
-  options: {url: "http://hook", secret: hook-secret-000}
+  options: {url: "http://hook", headers: {X-Api-Key: hook-secret-000}}
 `)
 	t.Setenv("JUPYTER_MCP_SIDECAR_SHIP_POSTGRES_DSN", "host=db password=ship-pass-111")
 	cfg, out, err := check(t, "--config", file)

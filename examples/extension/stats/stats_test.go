@@ -3,7 +3,9 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -96,5 +99,14 @@ func TestStats(t *testing.T) {
 			t.Fatalf("the change set was not counted: %s", call())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStatsRefusesUnknownOptions checks that a misspelt option stops the build, by name.
+func TestStatsRefusesUnknownOptions(t *testing.T) {
+	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
+	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(nil), extensions.Deps{Library: lib})
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"lable" (known: label)`) {
+		t.Fatalf("Build = %v, want option.ErrUnknown naming lable", err)
 	}
 }
