@@ -174,8 +174,10 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 		}
 		// Two copies: viper lower-cases the keys of the map it merges, in place.
 		var merged map[string]any
-		if err := errors.Join(yaml.Unmarshal(b, &raw), yaml.Unmarshal(b, &merged)); err != nil {
-			return config.Config{}, fmt.Errorf("parse YAML: %w", err)
+		for _, m := range []*map[string]any{&raw, &merged} {
+			if err := yaml.Unmarshal(b, m); err != nil {
+				return config.Config{}, fmt.Errorf("parse YAML: %w", err)
+			}
 		}
 		if err := v.MergeConfigMap(merged); err != nil {
 			return config.Config{}, fmt.Errorf("merge YAML: %w", err)

@@ -135,6 +135,15 @@ func TestConfigCheckRejects(t *testing.T) {
 	}
 }
 
+// TestMalformedYAMLSaidOnce checks that a file that does not parse is reported once.
+func TestMalformedYAMLSaidOnce(t *testing.T) {
+	dir := isolate(t)
+	_, _, err := check(t, "--config", writeConfig(t, dir, "server: [\n"))
+	if err == nil || strings.Count(err.Error(), "did not find expected node content") != 1 {
+		t.Fatalf("error = %v, want the parse error once", err)
+	}
+}
+
 func TestConfigCheckDefaults(t *testing.T) {
 	isolate(t)
 	cfg, out, err := check(t)
