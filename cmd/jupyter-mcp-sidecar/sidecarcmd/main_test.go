@@ -3,6 +3,7 @@ package sidecarcmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -130,6 +131,31 @@ func TestConfigCheckRejects(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestConfigCheckLogsLikeServe checks that the lines config check logs while it builds
+// the plugins (the extensions' "extension active") follow log.format, as serve's do.
+func TestConfigCheckLogsLikeServe(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			dir := isolate(t)
+			_, stderr, err := run(t, "config", "check", "--config", writeConfig(t, dir, "log: {format: "+format+"}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			for _, line := range lines {
+				var rec map[string]any
+				isJSON := json.Unmarshal([]byte(line), &rec) == nil
+				if isJSON != (format == "json") || !isJSON && !strings.HasPrefix(line, "time=") {
+					t.Errorf("a line not in log.format %s: %q", format, line)
+				}
+			}
+			if !strings.Contains(stderr, "extension active") {
+				t.Fatalf("no extension lines in config check's log:\n%s", stderr)
 			}
 		})
 	}
