@@ -67,6 +67,10 @@ func check(t *testing.T, args ...string) (config.Config, string, error) {
 	return cfg, out, err
 }
 
+// durationAdvice ends every invalid duration's message, from a file, the environment or
+// a plugin's options alike.
+const durationAdvice = "use a number with a unit, such as 250ms, 5s or 1m"
+
 func TestConfigCheckRejects(t *testing.T) {
 	tests := []struct {
 		name string
@@ -79,8 +83,9 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "unknown nested key", yaml: "server:\n  tokn: x\n  listen: 127.0.0.1:1\n", want: []string{"server.tokn: unknown key"}},
 		{name: "unknown deep key", yaml: "store:\n  sqlite:\n    pth: x\n    fsnotfy: true\n", want: []string{"store.sqlite.pth: unknown key", "store.sqlite.fsnotfy: unknown key"}},
 		{name: "unknown key next to options", yaml: "publisher:\n  options: {anything: 1}\n  nme: webhook\n", want: []string{"publisher.nme: unknown key"}},
-		{name: "bare number duration", yaml: "store:\n  sqlite:\n    poll_interval: 5\n", want: []string{"store.sqlite.poll_interval", "invalid duration 5"}},
-		{name: "bad duration", yaml: "notifications:\n  debounce: 5 parsecs\n", want: []string{"notifications.debounce", `invalid duration "5 parsecs"`}},
+		{name: "bare number duration", yaml: "store:\n  sqlite:\n    poll_interval: 5\n", want: []string{"store.sqlite.poll_interval", "invalid duration 5: " + durationAdvice}},
+		{name: "bad duration", yaml: "notifications:\n  debounce: 5 parsecs\n", want: []string{"notifications.debounce", `invalid duration "5 parsecs": ` + durationAdvice}},
+		{name: "bare number duration in options", yaml: "extensions:\n  search: {timeout: 5}\n", want: []string{`"timeout": invalid duration 5: ` + durationAdvice}},
 		{name: "negative duration", yaml: "store:\n  lag_threshold: -1s\n", want: []string{"store.lag_threshold: must be > 0"}},
 		{name: "wrong type scalar", yaml: "server:\n  max_request_bytes: lots\n", want: []string{"server.max_request_bytes"}},
 		{name: "wrong type section", yaml: "server: 3\n", want: []string{"server"}},
@@ -95,7 +100,8 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "unknown extension", yaml: "extensions:\n  nope: {}\n", want: []string{`extensions.nope: unknown name "nope"`}},
 		{name: "bad notebook name", yaml: "notebooks:\n  \"a b\": x.ipynb\n", want: []string{"notebooks.a b: invalid notebook name"}},
 		{name: "secret file missing", yaml: "server:\n  token_file: /nonexistent/token\n", want: []string{"server.token_file: reading secret"}},
-		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon"`}},
+		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon": ` + durationAdvice}},
+		{name: "bare number env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "5"}, want: []string{"store.lag_threshold", `invalid duration "5": ` + durationAdvice}},
 		{name: "bad env bool", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_SQLITE_FSNOTIFY": "perhaps"}, want: []string{"store.sqlite.fsnotify"}},
 		{name: "bad flag value", args: []string{"--transport", "carrier-pigeon"}, want: []string{"server.transport: must be one of http, stdio"}},
 		{name: "all problems at once", yaml: "log: {level: loud}\nserver: {path: mcp}\n", want: []string{"log.level:", "server.path:"}},
