@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -326,6 +327,37 @@ func TestVersion(t *testing.T) {
 	out, _, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "jupyter-mcp-sidecar ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("version = %q, %v", out, err)
+	}
+	// The test binary, like go run's, has no VCS information: it says so, not "(devel)".
+	if strings.Contains(out, "(devel)") || strings.Contains(out, "commit unknown") {
+		t.Fatalf("version = %q: a placeholder for what the build did not record", out)
+	}
+}
+
+// TestReadStamp reads the version and commit of every kind of build.
+func TestReadStamp(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "59fc1336a1b2"}, {Key: "vcs.modified", Value: "true"}}
+	tests := []struct {
+		name    string
+		b       Build
+		info    *debug.BuildInfo
+		version string
+		source  string
+	}{
+		{"ldflags win", Build{Version: "v1.2.3", Commit: "abc"}, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs}, "v1.2.3", "commit abc"},
+		{"go build in a checkout", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201000000-59fc1336a1b2+dirty"}, Settings: vcs},
+			"v0.0.0-20261201000000-59fc1336a1b2+dirty", "commit 59fc1336a1b2-dirty"},
+		{"go run, -buildvcs=false", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel", "no commit recorded: built without VCS information; stamp it with scripts/build.sh"},
+		{"go install module@version", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0", Sum: "h1:xyz="}}, "v1.4.0", "module h1:xyz="},
+		{"no build info", Build{}, nil, "devel", "no commit recorded: built without VCS information; stamp it with scripts/build.sh"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := readStamp(tt.b, tt.info)
+			if s.version != tt.version || s.source() != tt.source {
+				t.Fatalf("readStamp = %q, %q; want %q, %q", s.version, s.source(), tt.version, tt.source)
+			}
+		})
 	}
 }
 
