@@ -3,12 +3,14 @@ package sidecarcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // inspect lists the rooms of a store written by the demo writer and prints its notebook
@@ -65,4 +67,29 @@ func demoStore(t *testing.T) (*demo.Writer, string) {
 		t.Fatal(err)
 	}
 	return w, dir
+}
+
+// TestInspectWithoutStoreHints checks that inspect, run where there is no store and
+// without --store, says how to name one; with --store the path given is what is wrong.
+func TestInspectWithoutStoreHints(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		hint bool
+	}{
+		{"default path", nil, true},
+		{"--store given", []string{"--store", "elsewhere.db"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(isolate(t))
+			_, _, err := run(t, append([]string{"inspect"}, tt.args...)...)
+			if !errors.Is(err, sqlite.ErrNoStore) {
+				t.Fatalf("inspect = %v, want sqlite.ErrNoStore", err)
+			}
+			if got := strings.Contains(err.Error(), "--store"); got != tt.hint {
+				t.Fatalf("inspect = %v; hint at --store: %v, want %v", err, got, tt.hint)
+			}
+		})
+	}
 }
