@@ -79,6 +79,7 @@ func TestGoldenTranscripts(t *testing.T) {
 		modern("modern-error-unknown-cell", "resources/read", read("notebook://work/cells/nope")),
 		modern("modern-error-withheld", "resources/read", read("notebook://work/cells/c3/outputs/0")),
 		{name: "error-malformed-json", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
+		{name: "error-batch", era: subscribers.Era20251125, body: ` [{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
 		{name: "error-malformed-params", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
 		{name: "error-unauthorized", noAuth: true, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-wrong-token", headers: map[string]string{"Authorization": "Bearer wrong"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
