@@ -173,11 +173,11 @@ func (in *instance) run(ctx context.Context) error {
 func (in *instance) close() { _ = in.closeResolver() }
 
 // Check builds, without I/O, the MCP server Run would build from cfg (its
-// gate, publisher, verifier, hooks and extensions with their options) and
-// returns the error Run would stop with. cfg must be valid with its secrets
-// resolved.
-func Check(cfg config.Config) error {
-	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
+// gate, publisher, verifier, hooks and extensions with their options), logging
+// to log as Run does, and returns the error Run would stop with. cfg must be
+// valid with its secrets resolved.
+func Check(cfg config.Config, log *slog.Logger) error {
+	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithLogger(log), resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil

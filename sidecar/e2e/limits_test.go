@@ -28,17 +28,8 @@ func rawConn(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// keepAliveGet sends GET path on c and reads its response, leaving c open.
-func keepAliveGet(t *testing.T, c net.Conn, path string) int {
-	t.Helper()
-	code, err := tryKeepAliveGet(c, path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return code
-}
-
-// tryKeepAliveGet is keepAliveGet returning the error of a connection the server closed.
+// tryKeepAliveGet sends GET path on c and reads its response, leaving c open; the error
+// is that of a connection the server closed.
 func tryKeepAliveGet(c net.Conn, path string) (int, error) {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
 		return 0, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -86,4 +88,29 @@ func demoStore(t *testing.T) (*demo.Writer, string) {
 		t.Fatal("the demo writer moved to a fresh room before it was stopped")
 	}
 	return w, dir
+}
+
+// TestInspectWithoutStoreHints checks that inspect, run where there is no store and
+// without --store, says how to name one; with --store the path given is what is wrong.
+func TestInspectWithoutStoreHints(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		hint bool
+	}{
+		{"default path", nil, true},
+		{"--store given", []string{"--store", "elsewhere.db"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(isolate(t))
+			_, _, err := run(t, append([]string{"inspect"}, tt.args...)...)
+			if !errors.Is(err, sqlite.ErrNoStore) {
+				t.Fatalf("inspect = %v, want sqlite.ErrNoStore", err)
+			}
+			if got := strings.Contains(err.Error(), "--store"); got != tt.hint {
+				t.Fatalf("inspect = %v; hint at --store: %v, want %v", err, got, tt.hint)
+			}
+		})
+	}
 }

@@ -3,13 +3,16 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -65,6 +68,11 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Stop(context.Background())
+	a := surface.Tools()[0].Tool.Annotations
+	if a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint ||
+		a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Fatalf("notebook_stats reads only, and says so with all four hints: %+v", a)
+	}
 	call := func() string {
 		res, err := surface.Tools()[0].Handler(context.Background(), mcp.CallToolRequest{})
 		if err != nil {
@@ -87,4 +95,13 @@ func TestStats(t *testing.T) {
 		}
 		return len(got.Notebooks) == 2
 	}, func() string { return last })
+}
+
+// TestStatsRefusesUnknownOptions checks that a misspelt option stops the build, by name.
+func TestStatsRefusesUnknownOptions(t *testing.T) {
+	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
+	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(nil), extensions.Deps{Library: lib})
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"lable" (known: label)`) {
+		t.Fatalf("Build = %v, want option.ErrUnknown naming lable", err)
+	}
 }
