@@ -12,8 +12,8 @@ test: ## the whole suite, as CI runs it
 unit: ## the tests with -race, without PostgreSQL (its tests skip)
 	$(GO) test -race -count=1 ./...
 
-test-pg: ## the PostgreSQL tests, on throwaway clusters
-	.ci/postgres.sh $(GO) test -race -count=1 ./ystore/postgres/... ./cmd/... ./sidecar/e2e/ -run 'Postgres|PG|Pg|Ship|Follow|Owner|Tail|Snapshot|Compact'
+test-pg: ## the packages with PostgreSQL tests, on throwaway clusters
+	.ci/postgres.sh $(GO) test -race -count=1 ./ystore/postgres/... ./cmd/...
 
 e2e: ## the end-to-end tests on the built binary (Postgres clusters started for them)
 	.ci/postgres.sh $(GO) test -race -count=1 -timeout 20m ./sidecar/e2e/...
