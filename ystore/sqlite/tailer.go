@@ -218,7 +218,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	}
 	switch {
 	case dv == t.dv && stampOf(fi) == t.seen:
-		t.status.Read(nil, false, len(t.rooms))
+		t.status.Read(nil, len(t.rooms))
 		return nil
 	case dv == t.dv:
 		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
@@ -316,6 +316,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return dv, nil
 		}
 		events := runs(t.decompress(rows))
+		t.status.Pending(events)
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return 0, err
 		}
@@ -327,7 +328,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
-		t.status.Read(events, true, len(t.rooms))
+		t.status.Read(events, len(t.rooms))
 		room, err := t.rewritten(ctx, events)
 		if err != nil {
 			return 0, err
@@ -416,7 +417,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
-	t.status.Read(events, false, len(t.rooms))
+	t.status.Read(events, len(t.rooms))
 	return snap.dv, nil
 }
 

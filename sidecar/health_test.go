@@ -1,0 +1,69 @@
+package sidecar
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+)
+
+// waitFor waits until cond holds, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// tailSQLite runs a SQLite tailer of path, discarding what it delivers, until the test
+// ends, and returns the health over its status.
+func tailSQLite(t *testing.T, path string) (*sqlite.Tailer, *Health) {
+	t.Helper()
+	tl, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, func(context.Context, []ystore.Event) error { return nil }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return tl, NewHealth(tl.Status, func() []string { return nil }, 5*time.Second)
+}
+
+// A row stamped long ago, once applied, keeps no lag: the tailer idle and caught up is
+// ready with a lag of 0.
+func TestHealthOldRowAppliedIsReady(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	w := sqlitetest.Start(t, path)
+	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
+	tl, h := tailSQLite(t, path)
+	waitFor(t, 5*time.Second, "ready", func() bool { return h.Check().Ready })
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6
+	if _, err := db.Exec("INSERT INTO yupdates VALUES ('r', x'6f6c64', x'', ?)", old); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
+	if r := h.Check(); !r.Ready || r.LagSeconds != 0 {
+		t.Fatalf("readiness %+v: want ready with no lag once the old row is applied", r)
+	}
+}
