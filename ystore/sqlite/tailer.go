@@ -156,6 +156,9 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		return ErrRunning
 	}
 	defer t.running.Store(false)
+	if openHookErr != nil {
+		t.log.Warn("SQLite's open is not guarded against a named pipe at the store path", "err", openHookErr)
+	}
 	var x *Watcher
 	switch {
 	case t.cfg.DisableFSNotify:
