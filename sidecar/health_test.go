@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +46,21 @@ func tailSQLite(t *testing.T, path string) (*sqlite.Tailer, *Health) {
 		}
 	})
 	return tl, NewHealth(tl.Status, func() []string { return nil }, 5*time.Second)
+}
+
+// A named pipe at the store path is not ready, and /readyz says why.
+func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, h := tailSQLite(t, path)
+	waitFor(t, 5*time.Second, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
+	r := h.Check()
+	if r.Ready || r.Reachable || !slices.Contains(r.Reasons, "store not reachable") ||
+		!strings.Contains(r.LastError, "not a regular file") || !strings.Contains(r.LastError, "named pipe") {
+		t.Fatalf("readiness %+v: want not reachable, saying the path is a named pipe", r)
+	}
 }
 
 // A row stamped long ago, once applied, keeps no lag: the tailer idle and caught up is
