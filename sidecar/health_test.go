@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,5 +86,37 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 	waitFor(t, 5*time.Second, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
 	if r := h.Check(); !r.Ready || r.LagSeconds != 0 {
 		t.Fatalf("readiness %+v: want ready with no lag once the old row is applied", r)
+	}
+}
+
+// In hub mode a user whose store is unreachable, or who is still loading (or stuck
+// loading), is not counted ready.
+func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tl, broken := tailSQLite(t, fifo)
+	waitFor(t, 5*time.Second, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
+	loaded := make(chan struct{})
+	close(loaded)
+	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
+		func() []string { return nil }, 5*time.Second)
+	h := &hub{tenants: map[string]*tenant{
+		"ok":      {in: &instance{health: good}, loaded: loaded},
+		"fifo":    {in: &instance{health: broken}, loaded: loaded},
+		"loading": {in: &instance{health: good}, loaded: make(chan struct{})},
+	}}
+	rec := httptest.NewRecorder()
+	h.ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var body struct {
+		Active  int `json:"users_active"`
+		Unready int `json:"users_unready"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Active != 3 || body.Unready != 2 {
+		t.Fatalf("hub /readyz %s: want 3 users active, 2 of them unready", rec.Body.String())
 	}
 }
