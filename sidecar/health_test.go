@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -119,4 +121,24 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	if body.Active != 3 || body.Unready != 2 {
 		t.Fatalf("hub /readyz %s: want 3 users active, 2 of them unready", rec.Body.String())
 	}
+}
+
+// drain returns what it waits for, or the drain deadline's error d after ctx is done
+// when what it waits for never returns (a goroutine blocked in a system call).
+func TestDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		boom := errors.New("boom")
+		if err := drain(ctx, time.Second, func() error { return boom }); !errors.Is(err, boom) {
+			t.Fatalf("drain = %v, want what wait returned", err)
+		}
+		stuck := make(chan struct{})
+		defer close(stuck)
+		go func() { time.Sleep(time.Minute); cancel() }()
+		start := time.Now()
+		err := drain(ctx, 3*time.Second, func() error { <-stuck; return nil })
+		if !errors.Is(err, ErrDrainTimeout) || time.Since(start) != time.Minute+3*time.Second {
+			t.Fatalf("drain = %v after %v, want ErrDrainTimeout 3s after ctx ended", err, time.Since(start))
+		}
+	})
 }

@@ -141,7 +141,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mm, reg) })
 	}
 	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
-	err = g.Wait()
+	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
 	log.Info("sidecar stopped", "err", err)
 	return err
 }
