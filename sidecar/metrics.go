@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer, status func() ystore.Status) *Metrics
 			}, func() float64 { return float64(status().RowsTailed) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: namespace, Name: "tail_lag_seconds",
-				Help: "Delay between the newest delivered row's commit and its delivery.",
+				Help: "Age of the oldest row the tailer read and has not yet applied; 0 when caught up.",
 			}, func() float64 { return status().Lag.Seconds() }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: namespace, Name: "store_reachable",
