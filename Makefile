@@ -2,7 +2,8 @@
 # parts, for the edit-test cycle. CONTRIBUTING.md says what each needs.
 
 GO ?= go
-STATICCHECK_VERSION ?= 2026.2.2
+# staticcheck 2026.2.2 is module version v0.8.2.
+STATICCHECK_VERSION ?= v0.8.2
 
 .PHONY: test unit test-pg e2e fuzz lint fixtures bench ci-under-load build
 

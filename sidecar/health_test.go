@@ -19,19 +19,8 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
-
-// waitFor waits until cond holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // tailSQLite runs a SQLite tailer of path, discarding what it delivers, until the test
 // ends, and returns the health over its status.
@@ -60,7 +49,7 @@ func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, h := tailSQLite(t, path)
-	waitFor(t, 5*time.Second, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
+	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
 	r := h.Check()
 	if r.Ready || r.Reachable || !slices.Contains(r.Reasons, "store not reachable") ||
 		!strings.Contains(r.LastError, "not a regular file") || !strings.Contains(r.LastError, "named pipe") {
@@ -75,7 +64,7 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 	w := sqlitetest.Start(t, path)
 	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
 	tl, h := tailSQLite(t, path)
-	waitFor(t, 5*time.Second, "ready", func() bool { return h.Check().Ready })
+	testutil.Eventually(t, testutil.Wait, "ready", func() bool { return h.Check().Ready })
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +74,7 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO yupdates VALUES ('r', x'6f6c64', x'', ?)", old); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
+	testutil.Eventually(t, testutil.Wait, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
 	if r := h.Check(); !r.Ready || r.LagSeconds != 0 {
 		t.Fatalf("readiness %+v: want ready with no lag once the old row is applied", r)
 	}
@@ -99,7 +88,7 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl, broken := tailSQLite(t, fifo)
-	waitFor(t, 5*time.Second, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
+	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
 	loaded := make(chan struct{})
 	close(loaded)
 	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // fifoDrain is the drain deadline of the named-pipe tests' sidecars.
@@ -25,21 +27,19 @@ func startOnFIFO(t *testing.T) (dir string, sc *sidecar) {
 }
 
 // saysFIFO waits until /readyz answers 503 saying that the store path is a named pipe,
-// and reports whether it did within 10 s (failing t if not).
+// and reports whether it did (failing t if not).
 func saysFIFO(t *testing.T, sc *sidecar) bool {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := sc.get("/readyz")
-		if code == http.StatusServiceUnavailable && strings.Contains(body, "not a regular file") && strings.Contains(body, "named pipe") {
-			return true
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("/readyz answered %d %s, want 503 saying the store path is a named pipe", code, body)
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
+	var code int
+	var body string
+	err := testutil.Within(testutil.Wait, func() bool {
+		code, body = sc.get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not a regular file") && strings.Contains(body, "named pipe")
+	})
+	if err != nil {
+		t.Errorf("/readyz answered %d %s, want 503 saying the store path is a named pipe", code, body)
 	}
+	return err == nil
 }
 
 // A named pipe at the store path, which blocked the tailer in open(2) for good, leaves
@@ -81,7 +81,7 @@ func TestFIFOAtStorePathRecovers(t *testing.T) {
 	}
 	steps := session(t)
 	startPreloaded(t, store, steps)
-	waitStatus(t, sc, "/readyz", http.StatusOK, 10*time.Second)
+	waitStatus(t, sc, "/readyz", http.StatusOK)
 	c := dialGo(t, sc.mcpURL(), true)
 	c.bind(nbName, nbPath)
 	jsonEqual(t, "notebook once the store file is back", c.read(nbURI), mustJSON(t, steps[preloaded-1].after))

@@ -74,7 +74,7 @@ func TestScenarios(t *testing.T) {
 			}
 			converge(e.t, e.s, m)
 			// Status is recorded once the sink has returned: caught up, the lag is 0.
-			waitFor(e.t, 5*time.Second, "40 rows tailed", func() bool { return e.tl.Status().RowsTailed == 40 })
+			testutil.Eventually(e.t, testutil.Wait, "40 rows tailed", func() bool { return e.tl.Status().RowsTailed == 40 })
 			st := e.tl.Status()
 			if !st.Reachable || st.RowsTailed != 40 || st.Rooms != 3 || st.LastError != "" ||
 				st.LastRowAt.IsZero() || st.Lag != 0 || st.MaxReadTx <= 0 {
@@ -298,7 +298,7 @@ func TestOldRowAppliedIsNoLag(t *testing.T) {
 	insertRow(t, path, roomA, tokens("old"), time.Now().Add(-time.Hour))
 	m.docs.apply(roomA, tokens("old"))
 	converge(t, s, m)
-	waitFor(t, 5*time.Second, "the old row tailed", func() bool { return tl.Status().RowsTailed == 2 })
+	testutil.Eventually(t, testutil.Wait, "the old row tailed", func() bool { return tl.Status().RowsTailed == 2 })
 	if st := tl.Status(); st.Lag != 0 || !st.Reachable {
 		t.Fatalf("status %+v: want lag 0 once the old row is applied", st)
 	}
