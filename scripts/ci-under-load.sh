@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole CI (.ci/run) RUNS times in a row, each on a fresh clone of HEAD, while
+# Runs the whole CI (.ci/run) RUNS times in a row, each on a fresh clone at HEAD, while
 # LOADERS busy loops keep the machine's cores busy: a suite that passes here does not
 # depend on an idle machine. Prints one line a run and exits non-zero if any failed.
 #
@@ -11,6 +11,7 @@ set -euo pipefail
 runs=${1:-5}
 loaders=${2:-2}
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
+commit=$(git -C "$repo" rev-parse HEAD) # every run tests this commit, whatever lands meanwhile
 out=$(mktemp -d /tmp/ci-under-load.XXXXXX)
 pids=()
 cleanup() { [ "${#pids[@]}" -gt 0 ] && kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null || true; }
@@ -19,11 +20,12 @@ for _ in $(seq "$loaders"); do
 	yes >/dev/null &
 	pids+=($!)
 done
-echo "commit $(git -C "$repo" rev-parse --short HEAD), $runs runs, $loaders busy loops (PIDs ${pids[*]}), logs in $out"
+echo "commit ${commit:0:7}, $runs runs, $loaders busy loops (PIDs ${pids[*]}), logs in $out"
 failures=0
 for i in $(seq "$runs"); do
 	clone=$out/clone-$i
 	git clone -q "$repo" "$clone"
+	git -C "$clone" checkout -q --detach "$commit"
 	t0=$(date +%s)
 	if (cd "$clone" && CI=true bash .ci/run </dev/null >"$out/run-$i.log" 2>&1); then
 		result=PASS
