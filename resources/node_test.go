@@ -278,21 +278,5 @@ func liveSessions(s *Server) int { return s.transport.(*httpTransport).sessions.
 // counterValue is the value of the counter family name with label era in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, era string) float64 {
 	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "era" && l.GetValue() == era {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricValue(t, reg, name, "era", era)
 }
