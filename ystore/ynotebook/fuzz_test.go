@@ -18,6 +18,11 @@ func FuzzApply(f *testing.F) {
 			f.Add(u)
 		}
 	}
+	for _, c := range loadPycrdt(f, pycrdtDir) { // the real writer's rows (yrs)
+		for _, st := range c.Steps {
+			f.Add(st.Update)
+		}
+	}
 	f.Fuzz(func(t *testing.T, update []byte) {
 		nb := applyAll(t, base)
 		before, err := nb.Snapshot().JSON()
