@@ -3,8 +3,10 @@ package fileid
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -178,52 +180,199 @@ func TestDBAfterServerStopped(t *testing.T) {
 	}
 }
 
-func TestREST(t *testing.T) {
+// The answers of a real jupyter_server 2.21 with jupyter_server_fileid 0.10 (the pinned
+// stack, testdata/jupyter/requirements.txt), copied from curl: FilePathHandler's 200 and
+// 404, the 400 without an id, the 403 of a wrong token, and Tornado's HTML 404 for a
+// route that does not exist (the /api/fileid/path/<id> route removed in fileid 0.6).
+const (
+	realPathOK      = `{"id": "6df62b4e-e578-4a2f-b302-7200e73c8190", "path": "sub/b c.ipynb"}`
+	realPathUnknown = `{"message": "The path for file, %s, could not be found.", "reason": "The path for file, %s, could not be found."}`
+	realNoID        = `{"message": "'id' parameter was not provided in the request.", "reason": null}`
+	realForbidden   = `{"message": "Forbidden", "reason": null}`
+	realNoRoute     = "<!DOCTYPE HTML>\n<html>\n<head>\n    <meta charset=\"utf-8\">\n    <title>Jupyter Server</title>\n</head>\n<body>\n<div class=\"error\">\n    <h1>404 : Not Found</h1>\n<p>You are requesting a page that does not exist!</p>\n</div>\n</body>\n</html>"
+	realID          = "6df62b4e-e578-4a2f-b302-7200e73c8190"
+)
+
+// fakeJupyter answers like the real server under base: only GET /api/fileid/path?id=,
+// with token s3cret, knowing realID and rootID (the root directory itself, ".").
+func fakeJupyter(t *testing.T, base string) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("Authorization") != "token s3cret" {
-			http.Error(w, "forbidden", http.StatusForbidden)
+		api := func(status int, body string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}
+		if req.URL.Path != base+"/api/fileid/path" {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, realNoRoute)
 			return
 		}
-		switch req.URL.Path {
-		case "/base/api/fileid/path/" + id1:
-			w.Write([]byte("notebooks/a.ipynb"))
+		if req.Header.Get("Authorization") != "token s3cret" {
+			api(http.StatusForbidden, realForbidden)
+			return
+		}
+		id, ok := req.URL.Query()["id"]
+		switch {
+		case !ok:
+			api(http.StatusBadRequest, realNoID)
+		case id[0] == realID:
+			api(http.StatusOK, realPathOK)
+		case id[0] == rootID:
+			api(http.StatusOK, `{"id": "`+rootID+`", "path": "."}`)
 		default:
-			http.Error(w, "no path", http.StatusNotFound)
+			b, _ := json.Marshal(id[0])
+			msg := string(b[1 : len(b)-1])
+			api(http.StatusNotFound, fmt.Sprintf(realPathUnknown, msg, msg))
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const rootID = "0b9016bc-ff03-4917-a299-ddaf6dcc62c1"
+
+func TestREST(t *testing.T) {
+	srv := fakeJupyter(t, "/base")
 	ctx := context.Background()
 	good, err := NewREST(RESTConfig{BaseURL: srv.URL + "/base/", Token: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := good.Path(ctx, id1); err != nil || p != "notebooks/a.ipynb" {
-		t.Fatalf("Path = %q, %v", p, err)
+	tests := []struct {
+		name, id, want string
+		err            error
+	}{
+		{"known", realID, "sub/b c.ipynb", nil},
+		{"root", rootID, "", nil},
+		{"unknown", "x", "", ErrNotFound},
+		{"query characters", "a/b?c&d=e#f", "", ErrNotFound},
+		{"empty", "", "", ErrNotFound},
 	}
-	if _, err := good.Path(ctx, "missing"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("missing: %v, want ErrNotFound", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := good.Path(ctx, tt.id)
+			if p != tt.want || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Fatalf("Path(%q) = %q, %v; want %q, %v", tt.id, p, err, tt.want, tt.err)
+			}
+		})
 	}
+
 	bad, err := NewREST(RESTConfig{BaseURL: srv.URL + "/base", Token: "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bad.Path(ctx, id1); !errors.Is(err, ErrStatus) || strings.Contains(err.Error(), "wrong") {
+	if _, err := bad.Path(ctx, realID); !errors.Is(err, ErrStatus) || strings.Contains(err.Error(), "wrong") {
 		t.Fatalf("bad token: %v, want ErrStatus without the token", err)
+	}
+	noRoute, err := NewREST(RESTConfig{BaseURL: srv.URL + "/elsewhere", Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noRoute.Path(ctx, realID); !errors.Is(err, ErrStatus) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("no route: %v, want ErrStatus, not ErrNotFound", err)
 	}
 	if _, err := NewREST(RESTConfig{BaseURL: "not a url"}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("bad url: %v", err)
 	}
 
 	chain := Chain{bad, good}
-	if p, err := chain.Path(ctx, id1); err != nil || p != "notebooks/a.ipynb" {
+	if p, err := chain.Path(ctx, realID); err != nil || p != "sub/b c.ipynb" {
 		t.Fatalf("chain: %q, %v", p, err)
 	}
 	if _, err := chain.Path(ctx, "missing"); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrStatus) {
 		t.Fatalf("chain missing: %v, want ErrNotFound and ErrStatus", err)
 	}
-	if _, err := (Chain{}).Path(ctx, id1); !errors.Is(err, ErrNotFound) {
+	if _, err := (Chain{}).Path(ctx, realID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("empty chain: %v", err)
 	}
+}
+
+// TestRESTBoundedAnswer checks that an answer is read to at most MaxRESTAnswer+1 bytes
+// and refused when larger, whatever the server goes on sending.
+func TestRESTBoundedAnswer(t *testing.T) {
+	sent := make(chan int64, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		n, _ := io.Copy(w, io.LimitReader(spaces{}, 1024*MaxRESTAnswer))
+		sent <- n
+	}))
+	defer srv.Close()
+	r, err := NewREST(RESTConfig{BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Path(context.Background(), realID); !errors.Is(err, ErrAnswer) {
+		t.Fatalf("huge answer: %v, want ErrAnswer", err)
+	}
+	if n := testutil.Receive(t, testutil.Wait, "the handler's end", sent); n >= 1024*MaxRESTAnswer {
+		t.Fatalf("the whole answer (%d bytes) was read", n)
+	}
+}
+
+// spaces is an endless reader of spaces (valid JSON whitespace).
+type spaces struct{}
+
+func (spaces) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	return len(p), nil
+}
+
+func TestDecodeAnswer(t *testing.T) {
+	const js = "application/json; charset=UTF-8"
+	tests := []struct {
+		name   string
+		status int
+		ctype  string
+		body   string
+		want   string
+		err    error
+	}{
+		{"real 200", 200, js, realPathOK, "sub/b c.ipynb", nil},
+		{"root", 200, js, `{"id": "` + realID + `", "path": "."}`, "", nil},
+		{"real 404", 404, js, fmt.Sprintf(realPathUnknown, realID, realID), "", ErrNotFound},
+		{"real 400", 400, js, realNoID, "", ErrStatus},
+		{"real 403", 403, js, realForbidden, "", ErrStatus},
+		{"html 404", 404, "text/html", realNoRoute, "", ErrStatus},
+		{"json 404 without message", 404, js, `{}`, "", ErrStatus},
+		{"500", 500, js, `{"message": "boom"}`, "", ErrStatus},
+		{"old text answer", 200, "text/plain", "sub/a.ipynb", "", ErrAnswer},
+		{"other id", 200, js, `{"id": "other", "path": "a.ipynb"}`, "", ErrAnswer},
+		{"no path", 200, js, `{"id": "` + realID + `"}`, "", ErrAnswer},
+		{"null path", 200, js, `{"id": "` + realID + `", "path": null}`, "", ErrAnswer},
+		{"path not a string", 200, js, `{"id": "` + realID + `", "path": 3}`, "", ErrAnswer},
+		{"truncated", 200, js, realPathOK[:20], "", ErrAnswer},
+		{"too large", 200, js, realPathOK + strings.Repeat(" ", MaxRESTAnswer), "", ErrAnswer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeAnswer(tt.status, tt.ctype, []byte(tt.body), realID)
+			if got != tt.want || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Fatalf("decodeAnswer = %q, %v; want %q, %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+func FuzzDecodeAnswer(f *testing.F) {
+	f.Add(200, "application/json", []byte(realPathOK), realID)
+	f.Add(404, "application/json", []byte(fmt.Sprintf(realPathUnknown, "x", "x")), "x")
+	f.Add(404, "text/html", []byte(realNoRoute), "x")
+	f.Fuzz(func(t *testing.T, status int, ctype string, body []byte, id string) {
+		p, err := decodeAnswer(status, ctype, body, id)
+		if err != nil && p != "" {
+			t.Fatalf("path %q with error %v", p, err)
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrStatus) && !errors.Is(err, ErrAnswer) {
+			t.Fatalf("error without a sentinel: %v", err)
+		}
+		if err == nil && status != http.StatusOK {
+			t.Fatalf("status %d answered %q", status, p)
+		}
+	})
 }
 
 func TestDefaultDBPath(t *testing.T) {

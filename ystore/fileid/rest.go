@@ -2,20 +2,31 @@ package fileid
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 )
 
-// ErrStatus is returned when the server answers neither 200 nor 404.
+// ErrStatus is returned when the server's answer is not the file id handler's: a status
+// other than 200 and 404 (403 for a wrong token), or a 404 that is not the handler's JSON
+// (no such route: jupyter_server_fileid not loaded, or a wrong base URL).
 var ErrStatus = errors.New("unexpected http status")
+
+// ErrAnswer is returned when a 200 answer is not the JSON the handler writes for the id
+// asked about, or is larger than MaxRESTAnswer.
+var ErrAnswer = errors.New("malformed file id answer")
 
 // DefaultRESTTimeout bounds one REST lookup when RESTConfig.Timeout is zero.
 const DefaultRESTTimeout = 5 * time.Second
+
+// MaxRESTAnswer bounds the body of one REST answer; a larger one is refused (ErrAnswer).
+const MaxRESTAnswer = 64 << 10
 
 // RESTConfig configures a REST resolver.
 type RESTConfig struct {
@@ -30,8 +41,11 @@ type RESTConfig struct {
 	Client *http.Client
 }
 
-// REST resolves ids with jupyter_server_fileid's GET /api/fileid/path/<id>, which
-// answers the API path as plain text, or 404.
+// REST resolves ids with jupyter_server_fileid's FilePathHandler (0.6 and later):
+// GET /api/fileid/path?id=<id>, which answers 200 with the JSON {"id": …, "path": …}
+// (path relative to the server's root_dir, with either file id manager), or 404 with
+// {"message": …, "reason": …} when the manager knows no such id or its file is outside
+// the root.
 type REST struct {
 	base   *url.URL
 	token  string
@@ -48,6 +62,7 @@ func NewREST(cfg RESTConfig) (*REST, error) {
 		return nil, fmt.Errorf("base url %q: %w", cfg.BaseURL, ErrConfig)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
 	r := &REST{base: u, token: cfg.Token, client: cfg.Client, limit: cfg.Timeout}
 	if r.client == nil {
 		r.client = http.DefaultClient
@@ -62,11 +77,13 @@ func NewREST(cfg RESTConfig) (*REST, error) {
 func (r *REST) Path(ctx context.Context, fileID string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.limit)
 	defer cancel()
-	u := r.base.JoinPath("api", "fileid", "path", fileID)
+	u := r.base.JoinPath("api", "fileid", "path")
+	u.RawQuery = url.Values{"id": {fileID}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", fmt.Errorf("file id %s: %w", fileID, err)
 	}
+	req.Header.Set("Accept", "application/json")
 	if r.token != "" {
 		req.Header.Set("Authorization", "token "+r.token)
 	}
@@ -75,16 +92,64 @@ func (r *REST) Path(ctx context.Context, fileID string) (string, error) {
 		return "", fmt.Errorf("file id %s: %w", fileID, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxRESTAnswer+1))
 	if err != nil {
 		return "", fmt.Errorf("file id %s: read answer: %w", fileID, err)
 	}
-	switch resp.StatusCode {
+	p, err := decodeAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), body, fileID)
+	if err != nil {
+		return "", fmt.Errorf("file id %s from %s: %s: %w", fileID, r.base.Redacted(), resp.Status, err)
+	}
+	return p, nil
+}
+
+// pathAnswer is the JSON FilePathHandler writes: the id asked about and its path.
+type pathAnswer struct {
+	ID   *string `json:"id"`
+	Path *string `json:"path"`
+}
+
+// errorAnswer is the JSON Jupyter's APIHandler.write_error writes for an HTTPError.
+type errorAnswer struct {
+	Message *string `json:"message"`
+}
+
+// decodeAnswer turns one answer of the path handler into the API path of id: for 200 the
+// "path" of the handler's JSON ("." — the root itself — becomes "", as in apiPath), for
+// the handler's JSON 404 ErrNotFound, otherwise ErrStatus or ErrAnswer. It is pure.
+func decodeAnswer(status int, contentType string, body []byte, id string) (string, error) {
+	if len(body) > MaxRESTAnswer {
+		return "", fmt.Errorf("answer over %d bytes: %w", MaxRESTAnswer, ErrAnswer)
+	}
+	isJSON := false
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+		isJSON = mt == "application/json"
+	}
+	switch status {
 	case http.StatusOK:
-		return string(body), nil
+		var a pathAnswer
+		if !isJSON {
+			return "", fmt.Errorf("content type %q: %w", contentType, ErrAnswer)
+		}
+		if err := json.Unmarshal(body, &a); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrAnswer, err)
+		}
+		switch {
+		case a.ID == nil || a.Path == nil:
+			return "", fmt.Errorf("no id or path: %w", ErrAnswer)
+		case *a.ID != id:
+			return "", fmt.Errorf("answer for id %q: %w", *a.ID, ErrAnswer)
+		case *a.Path == ".":
+			return "", nil
+		}
+		return *a.Path, nil
 	case http.StatusNotFound:
-		return "", fmt.Errorf("file id %s from %s: %w", fileID, r.base.Redacted(), ErrNotFound)
+		var a errorAnswer
+		if isJSON && json.Unmarshal(body, &a) == nil && a.Message != nil {
+			return "", ErrNotFound
+		}
+		return "", fmt.Errorf("not the file id handler's 404 (is jupyter_server_fileid >= 0.6 loaded, the base URL right?): %w", ErrStatus)
 	default:
-		return "", fmt.Errorf("file id %s from %s: %s: %w", fileID, r.base.Redacted(), resp.Status, ErrStatus)
+		return "", ErrStatus
 	}
 }

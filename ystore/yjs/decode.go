@@ -222,12 +222,13 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 			break
 		}
 		backing := structs.take(n)
-		refs := make([]*item, n)
+		refs := make([]*item, 0, n)
 		var exts []itemExt
+		stuck := false // a struct of this client that can never integrate was read
 		for i := range backing {
 			it := &backing[i]
 			it.id = ID{client, clock}
-			length := decodeStruct(d, it, texts, &exts, n-i)
+			length, never := decodeStruct(d, it, texts, &exts, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -239,9 +240,15 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 				d.Fail(d.Pos(), "struct length within 2^32", lib0.ErrOverflow)
 				return nil, d.Err()
 			}
-			it.length = uint32(length)
 			clock += length
-			refs[i] = it
+			stuck = stuck || never
+			if length == 0 || stuck {
+				// an empty item (yrs writes them) holds nothing and no clock; a struct
+				// after one that can never integrate could not either
+				continue
+			}
+			it.length = uint32(length)
+			refs = append(refs, it)
 		}
 		u.refs = append(u.refs, structRefs{client: client, refs: refs})
 	}
@@ -276,10 +283,11 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 	return u, nil
 }
 
-// decodeStruct decodes one struct whose id is set and returns its length. An explicit
-// parent goes to an itemExt taken from exts, which is allocated for the remaining structs
-// of the client when empty.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, remaining int) uint64 {
+// decodeStruct decodes one struct whose id is set and returns its length, and never when
+// the struct refers to itself or to a later struct of its client (see earlier). An
+// explicit parent goes to an itemExt taken from exts, which is allocated for the
+// remaining structs of the client when empty.
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, remaining int) (length uint64, never bool) {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -290,21 +298,21 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 		if length == 0 && d.Err() == nil {
 			d.Fail(start, "non-empty struct", lib0.ErrInvalid)
 		}
-		return length
+		return length, false
 	case kind > kindSkip:
 		d.Fail(start, "struct kind 0-10", lib0.ErrInvalid)
-		return 0
+		return 0, false
 	}
 	it.kind = kind
 	if info&infoOrigin != 0 {
 		it.origin = readID(d, "origin client", "origin clock")
 		it.flags |= flagHasOrigin
-		checkEarlier(d, it, it.origin, start)
+		never = !earlier(it, it.origin)
 	}
 	if info&infoRightOrigin != 0 {
 		it.rightOrigin = readID(d, "right origin client", "right origin clock")
 		it.flags |= flagHasRightOrigin
-		checkEarlier(d, it, it.rightOrigin, start)
+		never = never || !earlier(it, it.rightOrigin)
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
 		if len(*exts) == 0 {
@@ -318,7 +326,7 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 		} else {
 			p.isID = true
 			p.id = readID(d, "parent id client", "parent id clock")
-			checkEarlier(d, it, p.id, start)
+			never = never || !earlier(it, p.id)
 		}
 		it.ext = x
 		it.flags |= flagHasPref
@@ -327,14 +335,14 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 			it.flags |= flagHasParentSub
 		}
 	}
-	length := decodeContent(d, it, texts)
-	if length == 0 && d.Err() == nil {
-		d.Fail(start, "non-empty content", lib0.ErrInvalid)
-	}
+	// yrs writes items of no length (an empty string where it split a block at its end,
+	// e.g. after a deletion by UTF-8 offsets inside a character); pycrdt reads them as
+	// nothing, and so does decodeUpdate.
+	length = decodeContent(d, it, texts)
 	if isCountableKind(kind) {
 		it.flags |= flagCountable
 	}
-	return length
+	return length, never
 }
 
 // readKey reads the map key of x, a known one as its shared itemExt (x.shared).
@@ -357,12 +365,14 @@ func readID(d *lib0.Decoder, client, clock string) ID {
 	return ID{c, d.VarUint(clock)}
 }
 
-// checkEarlier rejects a reference to a struct of the same client that is not earlier:
-// Yjs would throw in the middle of integration.
-func checkEarlier(d *lib0.Decoder, it *item, ref ID, start int) {
-	if ref.Client == it.id.Client && ref.Clock >= it.id.Clock && d.Err() == nil {
-		d.Fail(start, "reference to an earlier struct", lib0.ErrInvalid)
-	}
+// earlier reports whether ref, a struct it refers to, can be integrated before it: a
+// struct of another client, or an earlier one of its own. A struct referring to itself or
+// to a later struct of its client waits for itself: yrs writes one (an insert next to an
+// empty item names it, by the id the insert takes, as its right origin) and keeps it
+// pending forever, with every later struct of its client; decodeUpdate drops them, so
+// that reads equal pycrdt's and the client's later updates stay pending as there.
+func earlier(it *item, ref ID) bool {
+	return ref.Client != it.id.Client || ref.Clock < it.id.Clock
 }
 
 // decodeContent decodes the content of an item whose kind is set and returns its length.

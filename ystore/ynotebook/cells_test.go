@@ -84,7 +84,7 @@ func newTreeModel(size int) *treeModel {
 		read[i] = readCell{typ: m.newType(), cell: m.newCell()}
 	}
 	m.n.snap.cells = buildTree(read, 0)
-	m.n.reset(m.n.snap, read)
+	m.n.reset(m.n.snap, rebuilt{all: read, visible: read})
 	for x := range leaves(m.n.snap.cells.root) {
 		m.slots = append(m.slots, x.slots...)
 	}

@@ -3,6 +3,7 @@ package ynotebook
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"testing"
@@ -18,14 +19,15 @@ func parsed(t testing.TB, b []byte) any {
 	return v
 }
 
-// requireJSON fails unless the snapshot equals want (nbformat JSON from YNotebook.toJSON).
+// requireJSON fails unless the snapshot equals want (nbformat JSON from YNotebook.toJSON),
+// its duplicate cell ids settled as YNotebook.get() does (asGet).
 func requireJSON(t testing.TB, what string, s *Snapshot, want []byte) {
 	t.Helper()
 	got, err := s.JSON()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	g, w := parsed(t, got), parsed(t, want)
+	g, w := parsed(t, got), asGet(parsed(t, want))
 	if !reflect.DeepEqual(g, w) {
 		t.Fatalf("%s: snapshot differs from Yjs at %s\n got: %s\nwant: %s", what, firstDiff("$", g, w), got, want)
 	}
@@ -78,4 +80,52 @@ func requireState(t testing.TB, what string, got State, want map[string]any) {
 	if got != w {
 		t.Fatalf("%s: state %+v, want %+v", what, got, w)
 	}
+}
+
+// asGet settles the duplicate cell ids of nb, the parsed JSON of YNotebook.toJSON(), the
+// way jupyter_ydoc's YNotebook.get() does, with the sidecar's stand-in ids for the new
+// uuid4s: a later cell equal to the first with its id is dropped, a differing one renamed.
+// It compares cells by their JSON, which for the fixtures' cells is their whole map.
+func asGet(nb any) any {
+	m, ok := nb.(map[string]any)
+	if !ok {
+		return nb
+	}
+	major, _ := m["nbformat"].(float64)
+	minor, _ := m["nbformat_minor"].(float64)
+	cells, _ := m["cells"].([]any)
+	if major == 4 && minor <= 4 || cells == nil {
+		return nb
+	}
+	type group struct {
+		first map[string]any
+		n     int
+	}
+	groups := map[string]*group{}
+	out := make([]any, 0, len(cells))
+	for _, c := range cells {
+		cell, _ := c.(map[string]any)
+		id, _ := cell["id"].(string)
+		if id == "" {
+			out = append(out, c)
+			continue
+		}
+		g := groups[id]
+		switch {
+		case g == nil:
+			groups[id] = &group{first: cell, n: 1}
+		case reflect.DeepEqual(g.first, cell):
+			g.n++
+			continue
+		default:
+			renamed := maps.Clone(cell)
+			renamed["id"] = standInID(id, g.n)
+			g.n++
+			cell = renamed
+		}
+		out = append(out, cell)
+	}
+	res := maps.Clone(m)
+	res["cells"] = out
+	return res
 }

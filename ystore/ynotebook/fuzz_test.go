@@ -23,6 +23,11 @@ func FuzzApply(f *testing.F) {
 	for _, depth := range []int{3, yjs.MaxDepth + 1} {
 		f.Add(deepMetadata(depth))
 	}
+	for _, c := range loadPycrdt(f, pycrdtDir) { // the real writer's rows (yrs)
+		for _, st := range c.Steps {
+			f.Add(st.Update)
+		}
+	}
 	f.Fuzz(func(t *testing.T, update []byte) {
 		nb := applyAll(t, base)
 		before, err := nb.Snapshot().JSON()

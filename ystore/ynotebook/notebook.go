@@ -26,9 +26,13 @@ type Notebook struct {
 	// its cell tree with it, before an edit.
 	shared bool
 	// bySlot finds the slot of each cell map in snap's cell tree; ids counts the cells of
-	// each key (id and whether there is one).
+	// each key (the stored id and whether there is one), hidden ones included; hidden
+	// holds the cell maps left out as exact duplicates; dups is whether any key of
+	// deduplicated cells is held twice.
 	bySlot map[*yjs.Type]*slot
 	ids    map[cellKey]int
+	hidden map[*yjs.Type]bool
+	dups   bool
 }
 
 // cellKey is what pairs cells across an update (with the number of cells before carrying
@@ -38,7 +42,7 @@ type cellKey struct {
 	hasID bool
 }
 
-func keyOf(c *Cell) cellKey { return cellKey{c.ID, c.hasID} }
+func keyOf(c *Cell) cellKey { return cellKey{c.storedID, c.hasID} }
 
 // State is the document's "state" map: the path fallback and the dirty flag.
 type State struct {
@@ -171,9 +175,9 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 func (n *Notebook) readAll(sc scope) Changes {
 	prev := n.snap
 	before := prev.cells.root.entries()
-	next, read := n.rebuild(prev, sc)
-	n.reset(next, read)
-	ch := reorder(before, read)
+	next, r := n.rebuild(prev, sc)
+	n.reset(next, r)
+	ch := reorder(before, r.visible)
 	ch.Metadata = sc.meta && levelChanged(prev, next)
 	return ch
 }
@@ -217,12 +221,15 @@ func (e *UpdateError) Error() string {
 func (e *UpdateError) Unwrap() error { return e.Err }
 
 // reset makes s, read by rebuild, the current snapshot.
-func (n *Notebook) reset(s *Snapshot, read []readCell) {
+func (n *Notebook) reset(s *Snapshot, r rebuilt) {
 	n.snap, n.shared = s, false
-	n.bySlot = make(map[*yjs.Type]*slot, len(read))
-	n.ids = make(map[cellKey]int, len(read))
-	for _, r := range read {
-		n.ids[keyOf(r.cell)]++
+	n.bySlot = make(map[*yjs.Type]*slot, len(r.visible))
+	n.ids = make(map[cellKey]int, len(r.all))
+	n.hidden, n.dups = r.hidden, false
+	for _, c := range r.all {
+		k := keyOf(c.cell)
+		n.ids[k]++
+		n.dups = n.dups || dupKey(k) && n.ids[k] > 1
 	}
 	for x := range leaves(s.cells.root) {
 		for _, sl := range x.slots {
@@ -260,9 +267,16 @@ type readCell struct {
 	fresh bool
 }
 
+// rebuilt is what rebuild read: every cell YNotebook models, the cells served (dedup)
+// and the cell maps left out as exact duplicates.
+type rebuilt struct {
+	all, visible []readCell
+	hidden       map[*yjs.Type]bool
+}
+
 // rebuild returns a new snapshot of the whole cells array, taking from prev, the current
 // snapshot or an empty one, every cell the update did not touch.
-func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
+func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 	s := &Snapshot{}
 	if sc.meta {
 		readSnapshotMeta(s, n.meta)
@@ -299,8 +313,9 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, []readCell) {
 		}
 		read = append(read, readCell{typ: t, cell: c, fresh: sl == nil || touched})
 	}
-	s.cells = buildTree(read, prev.cells.gen)
-	return s, read
+	visible, hidden := dedup(read, dedupOn(s))
+	s.cells = buildTree(visible, prev.cells.gen)
+	return s, rebuilt{all: read, visible: visible, hidden: hidden}
 }
 
 // reread reads the touched parts of cell map m again, keeping the rest of c.

@@ -19,7 +19,9 @@ const (
 
 // Snapshot is an immutable nbformat view of a notebook at one point in time. Its cells are
 // read with Len, At, All and Cell; snapshots of the same notebook share the cells neither
-// changed.
+// changed. It holds each cell id once, as YNotebook.get() does (dedup.go): a later exact
+// duplicate of a cell is left out, a later differing cell with its id is served under a
+// stand-in id.
 type Snapshot struct {
 	NBFormat      int            // meta.nbformat, 0 when absent or not a number
 	NBFormatMinor int            // meta.nbformat_minor, 0 when absent or not a number
@@ -41,8 +43,9 @@ type Cell struct {
 	Outputs        []map[string]any // code cells: the outputs in order
 	Attachments    map[string]any   // markdown and raw cells: nil when absent
 
-	attachments    any  // the attachments value as stored, for values that are not objects
-	hasID          bool // false for a cell map without an id
+	attachments    any    // the attachments value as stored, for values that are not objects
+	storedID       string // the id in the document; ID is a stand-in for a duplicate (dedup.go)
+	hasID          bool   // false for a cell map without an id (or with one not a string)
 	hasAttachments bool
 }
 
@@ -53,6 +56,7 @@ func NewSnapshot(cells ...Cell) *Snapshot {
 	read := make([]readCell, len(cells))
 	for i := range cells {
 		cells[i].hasID = cells[i].ID != ""
+		cells[i].storedID = cells[i].ID
 		read[i].cell = &cells[i]
 	}
 	return &Snapshot{cells: buildTree(read, 0)}
@@ -203,6 +207,7 @@ func readCellMap(m *yjs.Map) (*Cell, bool) {
 	}
 	if id, ok := get(m, "id"); ok {
 		c.ID, c.hasID = id.(string)
+		c.storedID = c.ID
 	}
 	c.readParts(m, partAll)
 	return c, true

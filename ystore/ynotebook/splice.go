@@ -21,7 +21,9 @@ type spliced struct {
 // edited, so that its cost does not depend on the size of the notebook. It declines (ok
 // false, nothing changed) when the cells array must be read again as a whole: a cell's
 // id or type edited, many cells inserted or deleted, an inserted or deleted cell whose
-// key is not unique on both sides, or more than one cell put in another's place.
+// key is not unique on both sides, more than one cell put in another's place, a cell
+// edited whose id another cell holds too, or meta edited while an id is held twice (which
+// cells get() serves may change: dedup.go).
 func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	removed, inserted, ok := n.splicedCells(txn, sc)
 	if !ok {
@@ -31,6 +33,12 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		if p&partOther != 0 && !slices.ContainsFunc(inserted, func(c spliced) bool { return c.typ == t }) {
 			return Changes{}, false
 		}
+		if n.duplicated(t) {
+			return Changes{}, false
+		}
+	}
+	if sc.meta && n.dups {
+		return Changes{}, false // nbformat decides whether duplicates are dropped
 	}
 	cross, ok := n.uniqueKeys(removed, inserted)
 	if !ok {
@@ -242,4 +250,18 @@ func (n *Notebook) moved(removed, inserted []spliced, oldPos, newPos, cross int)
 	default:
 		return []string{inserted[cross].cell.ID}
 	}
+}
+
+// duplicated reports whether cell map t is one of several cells with its id (dedup.go):
+// hidden as an exact duplicate, or in the snapshot with a key held more than once.
+func (n *Notebook) duplicated(t *yjs.Type) bool {
+	if n.hidden[t] {
+		return true
+	}
+	sl := n.bySlot[t]
+	if sl == nil {
+		return false
+	}
+	k := keyOf(sl.cell())
+	return dupKey(k) && n.ids[k] > 1
 }
