@@ -73,11 +73,13 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	switch {
-	case cfg.Hub.Stores.Backend == "sqlite" && cfg.Store.SQLite.FSNotify:
-		h.shared.watcher = sqlite.NewWatcher(h.log)
-		defer h.shared.watcher.Close()
-	case cfg.Hub.Stores.Backend == "postgres":
+	switch cfg.Hub.Stores.Backend {
+	case config.BackendSQLite:
+		if cfg.Store.SQLite.FSNotify {
+			h.shared.watcher = sqlite.NewWatcher(h.log)
+			defer h.shared.watcher.Close()
+		}
+	case config.BackendPostgres:
 		all := cfg.Store.Postgres.StoreConfig(h.log, nil)
 		all.Owner = "" // every owner's rooms; each user's tailer takes theirs
 		f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
@@ -247,7 +249,7 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg := h.cfg
 	var err error
 	cfg.Store.Backend = cfg.Hub.Stores.Backend
-	if cfg.Store.Backend == "postgres" {
+	if cfg.Store.Backend == config.BackendPostgres {
 		cfg.Store.Postgres.Owner = user // the shared store's rooms that ship recorded as user's
 	} else if cfg.Store.SQLite.Path, err = cfg.Hub.StorePath(user); err != nil {
 		return cfg, err

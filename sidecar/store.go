@@ -42,15 +42,17 @@ func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, 
 		t   ystore.Tailer
 		err error
 	)
-	switch {
-	case cfg.Store.Backend == "sqlite":
+	switch cfg.Store.Backend {
+	case config.BackendSQLite:
 		c := cfg.Store.SQLite.TailerConfig(log, reg)
 		c.Watcher = sh.watcher
 		t, err = newTailer(sqlite.New(c))
-	case cfg.Store.Backend == "postgres" && sh.follower != nil:
-		t, err = sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, reg))
-	case cfg.Store.Backend == "postgres":
-		t, err = newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(log, reg)))
+	case config.BackendPostgres:
+		if sh.follower != nil {
+			t, err = sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, reg))
+		} else {
+			t, err = newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(log, reg)))
+		}
 	default:
 		err = fmt.Errorf("backend %q (have %v): %w", cfg.Store.Backend, config.Backends, config.ErrInvalid)
 	}

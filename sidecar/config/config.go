@@ -42,7 +42,7 @@ type Log struct {
 
 // Store selects and configures the Y-store backend the sidecar tails.
 type Store struct {
-	Backend      string        `mapstructure:"backend" yaml:"backend"`             // sqlite, postgres
+	Backend      Backend       `mapstructure:"backend" yaml:"backend"`             // sqlite, postgres
 	LagThreshold time.Duration `mapstructure:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
 	SQLite       SQLite        `mapstructure:"sqlite" yaml:"sqlite"`
 	Postgres     Postgres      `mapstructure:"postgres" yaml:"postgres"`
@@ -174,7 +174,7 @@ func Default() Config {
 	return Config{
 		Log: Log{Level: "info", Format: "text"},
 		Store: Store{
-			Backend:      "sqlite",
+			Backend:      BackendSQLite,
 			LagThreshold: 5 * time.Second,
 			// The store defaults are the libraries' own, decided there once.
 			SQLite: SQLite{
@@ -224,7 +224,7 @@ func Default() Config {
 // StoreDir is the directory of the SQLite store, or the working directory ("." ) for
 // other backends; default locations of the root dir and the state file derive from it.
 func (c Config) StoreDir() string {
-	if c.Store.Backend == "sqlite" && c.Store.SQLite.Path != "" {
+	if c.Store.Backend == BackendSQLite && c.Store.SQLite.Path != "" {
 		return filepath.Dir(c.Store.SQLite.Path)
 	}
 	return "."

@@ -112,8 +112,8 @@ func TestValidateShip(t *testing.T) {
 
 func TestCheckNames(t *testing.T) {
 	names := Names{
-		Backends: []string{"postgres", "sqlite"}, Publishers: []string{"pgnotify", "webhook"},
-		Gates: []string{"allow"}, Verifiers: []string{"static"}, Extensions: []string{"ext"}, Hooks: []string{"audit", "metrics"},
+		Publishers: []string{"pgnotify", "webhook"},
+		Gates:      []string{"allow"}, Verifiers: []string{"static"}, Extensions: []string{"ext"}, Hooks: []string{"audit", "metrics"},
 	}
 	tests := []struct {
 		name   string
@@ -129,7 +129,6 @@ func TestCheckNames(t *testing.T) {
 		{"verifier", func(c *Config) { c.Server.Verifier.Name = "hub" }, `server.verifier.name: unknown name "hub"`},
 		{"extension", func(c *Config) { c.Extensions["nope"] = nil }, `extensions.nope: unknown name "nope"`},
 		{"hook", func(c *Config) { c.Hooks["nope"] = nil }, `hooks.nope: unknown name "nope"`},
-		{"backend", func(c *Config) { c.Store.Backend = "s3" }, `store.backend: unknown name "s3"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,10 +31,10 @@ type Hub struct {
 
 // HubStores are the templates of each user's files; {username} is the Hub user's name.
 type HubStores struct {
-	Backend    string `mapstructure:"backend" yaml:"backend"`         // sqlite: one file per user; postgres: store.postgres, rooms by owner
-	SQLitePath string `mapstructure:"sqlite_path" yaml:"sqlite_path"` // the user's pycrdt-store file
-	FileIDDB   string `mapstructure:"fileid_db" yaml:"fileid_db"`     // the user's jupyter_server_fileid database
-	RootDir    string `mapstructure:"root_dir" yaml:"root_dir"`       // the user's Jupyter root directory
+	Backend    Backend `mapstructure:"backend" yaml:"backend"`         // sqlite: one file per user; postgres: store.postgres, rooms by owner
+	SQLitePath string  `mapstructure:"sqlite_path" yaml:"sqlite_path"` // the user's pycrdt-store file
+	FileIDDB   string  `mapstructure:"fileid_db" yaml:"fileid_db"`     // the user's jupyter_server_fileid database
+	RootDir    string  `mapstructure:"root_dir" yaml:"root_dir"`       // the user's Jupyter root directory
 }
 
 // Placeholder is what the store templates put a user's name in place of.
@@ -60,7 +60,7 @@ var ErrBadUsername = errors.New("user name not usable in a store path")
 func DefaultHub() Hub {
 	return Hub{
 		Stores: HubStores{
-			Backend:    "sqlite",
+			Backend:    BackendSQLite,
 			SQLitePath: "/home/{username}/.jupyter_ystore.db",
 			FileIDDB:   "/home/{username}/.local/share/jupyter/file_id_manager.db",
 			RootDir:    "/home/{username}",
@@ -140,7 +140,7 @@ func (h Hub) validate(v *validator, transport string) {
 	if h.ServicePrefix != "" && (!strings.HasPrefix(h.ServicePrefix, "/") || !strings.HasSuffix(h.ServicePrefix, "/")) {
 		v.fail("hub.service_prefix", "must start and end with /, e.g. /services/mcp/, got %q", h.ServicePrefix)
 	}
-	v.oneOf("hub.stores.backend", h.Stores.Backend, Backends)
+	v.backend("hub.stores.backend", h.Stores.Backend)
 	for _, t := range []struct{ key, tmpl string }{
 		{"hub.stores.sqlite_path", h.Stores.SQLitePath},
 		{"hub.stores.fileid_db", h.Stores.FileIDDB},

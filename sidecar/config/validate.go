@@ -30,13 +30,32 @@ func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
 // Unwrap returns ErrInvalid.
 func (e *KeyError) Unwrap() error { return ErrInvalid }
 
+// Backend names a store backend: store.backend, hub.stores.backend.
+type Backend string
+
+// The store backends, each with a section of its own in the configuration.
+const (
+	BackendPostgres Backend = "postgres"
+	BackendSQLite   Backend = "sqlite"
+)
+
 // Backends are the store backends the configuration has a section for.
-var Backends = []string{"postgres", "sqlite"}
+var Backends = []Backend{BackendPostgres, BackendSQLite}
+
+// backend fails key unless b is one of Backends.
+func (v *validator) backend(key string, b Backend) {
+	if !slices.Contains(Backends, b) {
+		names := make([]string, len(Backends))
+		for i, n := range Backends {
+			names[i] = string(n)
+		}
+		v.fail(key, "must be one of %s, got %q", strings.Join(names, ", "), b)
+	}
+}
 
 // Names lists the implementations registered for each seam; CheckNames rejects a
 // configured name missing from its list.
 type Names struct {
-	Backends   []string
 	Publishers []string
 	Gates      []string
 	Verifiers  []string
@@ -94,16 +113,16 @@ func (c Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, []string{"text", "json"})
 
 	s := c.Store
-	v.oneOf("store.backend", s.Backend, Backends)
+	v.backend("store.backend", s.Backend)
 	v.positive("store.lag_threshold", s.LagThreshold)
-	if s.Backend == "sqlite" && s.SQLite.Path == "" {
+	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}
 	v.positive("store.sqlite.poll_interval", s.SQLite.PollInterval)
 	if s.SQLite.ChunkRows <= 0 {
 		v.fail("store.sqlite.chunk_rows", "must be > 0, got %d", s.SQLite.ChunkRows)
 	}
-	if (s.Backend == "postgres" || c.Hub.Enabled && c.Hub.Stores.Backend == "postgres") && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
+	if (s.Backend == BackendPostgres || c.Hub.Enabled && c.Hub.Stores.Backend == BackendPostgres) && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
 		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend or hub.stores.backend postgres")
 	}
 	v.exclusive("store.postgres.dsn", s.Postgres.DSN, "store.postgres.dsn_file", s.Postgres.DSNFile)
@@ -196,7 +215,7 @@ func (s Server) validate(v *validator) {
 // Postgres destination.
 func (c Config) ValidateShip() error {
 	v := &validator{}
-	if c.Store.Backend != "sqlite" {
+	if c.Store.Backend != BackendSQLite {
 		v.fail("store.backend", "ship reads a sqlite store, got %q", c.Store.Backend)
 	}
 	if c.Ship.Postgres.DSN == "" && c.Ship.Postgres.DSNFile == "" {
@@ -205,7 +224,7 @@ func (c Config) ValidateShip() error {
 	return errors.Join(v.errs...)
 }
 
-// CheckNames rejects backend, publisher, gate, verifier, extension and hook names that
+// CheckNames rejects publisher, gate, verifier, extension and hook names that
 // are not registered; "" is the default publisher and no gate.
 func (c Config) CheckNames(n Names) error {
 	v := &validator{}
@@ -218,7 +237,6 @@ func (c Config) CheckNames(n Names) error {
 			v.fail(key, "unknown name %q (registered: %s)", name, strings.Join(names, ", "))
 		}
 	}
-	known("store.backend", c.Store.Backend, n.Backends)
 	if c.Publisher.Name != "" {
 		known("publisher.name", c.Publisher.Name, n.Publishers)
 	}

@@ -24,7 +24,6 @@ var errMissingDSN = &config.KeyError{
 // registered lists the names compiled into this binary for each seam.
 func registered() config.Names {
 	return config.Names{
-		Backends:   config.Backends,
 		Publishers: publish.Names(),
 		Gates:      gate.Names(),
 		Verifiers:  auth.Names(),

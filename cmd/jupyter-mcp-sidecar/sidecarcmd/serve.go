@@ -104,7 +104,7 @@ func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger
 
 // demoConfig points cfg at the demo writer's store and binds the name "demo".
 func demoConfig(cfg config.Config, w *demo.Writer, dir string) config.Config {
-	cfg.Store.Backend = "sqlite"
+	cfg.Store.Backend = config.BackendSQLite
 	cfg.Store.SQLite.Path = w.StorePath()
 	cfg.FileID.DBPath = w.FileIDDBPath()
 	cfg.FileID.RootDir = dir
