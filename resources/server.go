@@ -38,6 +38,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -307,11 +308,11 @@ func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
 	ev.RenamedFrom = oldPath
 	for _, name := range s.names.NamesFor(oldPath) {
 		if _, err := s.names.Bind(name, newPath); err != nil {
-			s.log.Info("name stays at its configured path after a rename", "room", newPath, "name", name, "from", oldPath, "err", err)
+			s.log.Info("name stays at its configured path after a rename", ystore.LogKeyPath, newPath, "name", name, "from", oldPath, "err", err)
 			continue
 		}
 		s.subs.ListChanged()
-		s.log.Info("name follows its renamed notebook", "room", newPath, "name", name, "from", oldPath)
+		s.log.Info("name follows its renamed notebook", ystore.LogKeyPath, newPath, "name", name, "from", oldPath)
 		ev.URIs = append(ev.URIs, nbview.NotebookURI(name))
 	}
 	s.publish(ev)
@@ -321,7 +322,7 @@ func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
 func (s *Server) publish(ev publish.Event) {
 	if err := s.publisher.Publish(context.Background(), ev); err != nil {
 		s.metrics.publisherErrors.Inc()
-		s.log.Warn("publisher did not accept a change", "room", ev.Path, "uris", len(ev.URIs), "err", err)
+		s.log.Warn("publisher did not accept a change", ystore.LogKeyPath, ev.Path, "uris", len(ev.URIs), "err", err)
 	}
 }
 

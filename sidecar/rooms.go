@@ -153,7 +153,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 
 	p := r.resolvePath(ctx, rm)
 	r.metrics.setDegraded(r.degradedCount())
-	r.log.Debug("room loaded", "room", info.Key, "path", p, "rows", len(rows), "bad_rows", bad)
+	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", len(rows), "bad_rows", bad)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, originOf(info, rows))
 	}
@@ -219,15 +219,15 @@ func (r *Rooms) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, 
 		for _, e := range joined.Unwrap() {
 			var ue *ynotebook.UpdateError
 			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(rows) {
-				r.log.Error("room load failed", "room", info.Key, "err", e)
+				r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", e)
 				continue
 			}
 			bad++
 			row := rows[ue.Index]
-			r.log.Warn("undecodable row skipped", "room", info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
+			r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
 		}
 	} else if err != nil {
-		r.log.Error("room load failed", "room", info.Key, "err", err)
+		r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", err)
 	}
 	r.metrics.decodeErrors.Add(float64(bad))
 	r.metrics.rowsApplied.Add(float64(len(rows) - bad))
@@ -241,7 +241,7 @@ func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Ro
 	r.metrics.observeApply(start, row.Timestamp)
 	if err != nil {
 		r.metrics.decodeErrors.Inc()
-		r.log.Warn("undecodable row skipped", "room", info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
+		r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
 		return ynotebook.Changes{}, fmt.Errorf("room %s row %d: %w", info.Key, row.ID, err)
 	}
 	r.metrics.rowsApplied.Inc()
@@ -266,7 +266,7 @@ func (r *Rooms) remove(info ystore.Room) {
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
 	r.metrics.setDegraded(r.degradedCount())
-	r.log.Info("room removed from the store", "room", info.Key, "path", p)
+	r.log.Info("room removed from the store", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
 	if p != "" && snap != nil {
 		ch := removedAll(snap)
 		ch.Metadata = true
@@ -310,7 +310,7 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 		case err == nil:
 			p = got
 		case !errors.Is(err, fileid.ErrNotFound):
-			r.log.Warn("file id lookup failed", "room", rm.info.Key, "file_id", rm.info.FileID, "err", err)
+			r.log.Warn("file id lookup failed", ystore.LogKeyRoom, rm.info.Key, "file_id", rm.info.FileID, "err", err)
 			rm.mu.Lock()
 			defer rm.mu.Unlock()
 			return rm.path
@@ -330,7 +330,7 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	}
 	r.mu.Unlock()
 	if old != "" && p != "" && p != old {
-		r.log.Info("notebook path changed", "room", rm.info.Key, "from", old, "to", p)
+		r.log.Info("notebook path changed", ystore.LogKeyRoom, rm.info.Key, "from", old, "to", p)
 		r.notify.Moved(old, p)
 	}
 	return p

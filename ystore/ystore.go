@@ -108,3 +108,9 @@ type Tailer interface {
 	// start); it does not need Run.
 	Load(ctx context.Context) ([]Event, error)
 }
+
+// The log keys every layer uses, each with one meaning.
+const (
+	LogKeyRoom = "room" // a store room key, ".notebook:<file id>.y"
+	LogKeyPath = "path" // a notebook path, relative to the Jupyter root
+)

@@ -25,6 +25,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
 // Publisher delivers change events.
@@ -262,7 +263,7 @@ func (q *queue) send(ctx context.Context, ev Event) {
 		}
 		if attempt >= q.retries || ctx.Err() != nil {
 			q.failed.Inc()
-			q.log.Error("publisher gave up on an event", "publisher", q.name, "room", ev.Path, "seq", ev.Seq, "attempts", attempt+1, "err", err)
+			q.log.Error("publisher gave up on an event", "publisher", q.name, ystore.LogKeyPath, ev.Path, "seq", ev.Seq, "attempts", attempt+1, "err", err)
 			return
 		}
 		q.log.Warn("publisher delivery failed; retrying", "publisher", q.name, "attempt", attempt+1, "backoff", wait, "err", err)

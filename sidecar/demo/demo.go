@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
@@ -171,7 +172,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 	for {
 		room := w.Room()
-		w.log.Info("demo: replaying session", "room", room, "updates", len(w.steps))
+		w.log.Info("demo: replaying session", ystore.LogKeyRoom, room, "updates", len(w.steps))
 		for _, st := range w.steps {
 			if !sleep(ctx, time.Duration(float64(st.Delay)/w.opts.Speed)) {
 				return nil
@@ -215,7 +216,7 @@ func (w *Writer) rebind(ctx context.Context, old string) error {
 	w.fileID = id
 	w.rounds++
 	w.mu.Unlock()
-	w.log.Info("demo: session replayed, restarting in a fresh room", "room", old, "new_room", roomKey(id))
+	w.log.Info("demo: session replayed, restarting in a fresh room", ystore.LogKeyRoom, old, "new_room", roomKey(id))
 	return nil
 }
 

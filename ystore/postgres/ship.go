@@ -252,7 +252,7 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		return fmt.Errorf("commit: %w", err)
 	}
 	for _, e := range resets {
-		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, "room", e.Room, "kind", e.Kind.String(), "rows", len(e.Rows))
+		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "kind", e.Kind.String(), "rows", len(e.Rows))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -376,7 +376,7 @@ func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows [
 	}
 	ok, err := covers(rows, held)
 	if err != nil {
-		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, "room", room, "err", err)
+		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, room, "err", err)
 		return true, nil
 	}
 	return !ok, nil

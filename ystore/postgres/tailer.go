@@ -440,11 +440,11 @@ func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]y
 			return nil, err
 		}
 		if h, ok := history(all); len(all) > 0 && ok {
-			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", "room", room, "rows", len(h))
+			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", ystore.LogKeyRoom, room, "rows", len(h))
 			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
 		} else {
-			t.cfg.Logger.Info("postgres y-store room removed", "room", room)
+			t.cfg.Logger.Info("postgres y-store room removed", ystore.LogKeyRoom, room)
 			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}

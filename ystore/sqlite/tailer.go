@@ -377,7 +377,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return 0, err
 		}
 		if room != "" {
-			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", "room", room)
+			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", ystore.LogKeyRoom, room)
 			return t.resync(ctx, reasonHistory, sink)
 		}
 		if !more {
@@ -477,7 +477,7 @@ func (t *Tailer) decompress(rows []ystore.Row) []ystore.Row {
 		u, err := t.cfg.Decompress(r.Update)
 		if err != nil {
 			t.m.decompressErrors.Inc()
-			t.log.Warn("row does not decompress", "room", r.Room, "row", r.ID, "err", err)
+			t.log.Warn("row does not decompress", ystore.LogKeyRoom, r.Room, "row", r.ID, "err", err)
 			continue
 		}
 		out[i].Update = u
