@@ -123,45 +123,55 @@ func (s *stack) told(t *testing.T, name string) {
 	}
 }
 
-// same waits until the sidecar serves name as the oracle sees path (notebook, every
-// cell, every output), then checks /readyz answered ready.
+// same waits until the sidecar serves name as the oracle sees path — the notebook, every
+// cell and every output at one moment (the oracle's client hears of an edit a little
+// after the store does, so both are compared until they agree) — then checks /readyz.
 func (s *stack) same(t *testing.T, name, path string) {
 	t.Helper()
-	want := s.sameAs(t, name, func() ([]byte, error) { return s.oracle(path) })
-	s.sameCells(t, name, want)
+	s.sameAs(t, name, false, func() ([]byte, error) { return s.oracle(path) })
 	s.probe.ready(t)
 }
 
-// sameAs waits until notebook://name equals what want returns (nbformat JSON),
-// compared as normalised values (normNotebook), and returns the last want.
-func (s *stack) sameAs(t *testing.T, name string, want func() ([]byte, error)) map[string]any {
+// sameAs waits until notebook://name, its cells and their outputs equal what want
+// returns (nbformat JSON), compared as values (key order aside). With disk, want is the
+// file as saved, and only the notebook is compared, both normalised by parseNotebook.
+func (s *stack) sameAs(t *testing.T, name string, disk bool, want func() ([]byte, error)) {
 	t.Helper()
 	reader := s.subs[0]
-	var got string
+	var got, diff string
 	var w []byte
-	var gotErr, wantErr error
+	var err error
 	testutil.Eventually(t, testutil.Wait, "notebook://"+name+" equals the server's view", func() bool {
-		if w, wantErr = want(); wantErr != nil {
+		if w, err = want(); err != nil {
+			diff = "oracle: " + err.Error()
 			return false
 		}
-		got, gotErr = reader.tryRead("notebook://" + name)
-		return gotErr == nil && reflect.DeepEqual(normNotebook([]byte(got)), normNotebook(w))
-	}, func() string {
-		return fmt.Sprintf("read: %v; oracle: %v\n got %s\nwant %s", gotErr, wantErr, got, w)
-	})
-	nb, _ := normNotebook(w).(map[string]any)
-	return nb
+		if got, err = reader.tryRead("notebook://" + name); err != nil {
+			diff = err.Error()
+			return false
+		}
+		wantNB := parseNotebook(w, disk)
+		if !reflect.DeepEqual(parseNotebook([]byte(got), disk), wantNB) {
+			diff = fmt.Sprintf("\n got %s\nwant %s", got, w)
+			return false
+		}
+		if disk {
+			return true
+		}
+		diff = cellsMismatch(reader, name, wantNB)
+		return diff == ""
+	}, func() string { return diff })
 }
 
-// normNotebook parses a notebook and removes what two faithful views may differ in:
-// key order (compared as values), and the cell metadata "trusted", which
-// jupyter_server's contents manager adds to code cells it loads from disk and the
-// saved file does not keep (so a notebook read from disk and one from the room differ
-// in it; the room's own view and the sidecar's do not).
-func normNotebook(b []byte) any {
+// parseNotebook parses a notebook (nil if it is not JSON). With disk it removes the one
+// thing a room and its saved file differ in: the cell metadata "trusted", which
+// jupyter_server's contents manager sets on the cells it loads into a room (false on a
+// first load, true once the server has signed the file it saved) and strips on save. The
+// room's own view and the sidecar's are compared as they are.
+func parseNotebook(b []byte, disk bool) map[string]any {
 	var v map[string]any
-	if json.Unmarshal(b, &v) != nil {
-		return nil
+	if json.Unmarshal(b, &v) != nil || !disk {
+		return v
 	}
 	cells, _ := v["cells"].([]any)
 	for _, c := range cells {
@@ -174,41 +184,41 @@ func normNotebook(b []byte) any {
 	return v
 }
 
-// sameCells checks every cell resource and output resource of name against the
-// oracle's notebook want (already equal to notebook://name).
-func (s *stack) sameCells(t *testing.T, name string, want map[string]any) {
-	t.Helper()
-	reader := s.subs[0]
+// servedCell is the body of a cell resource.
+type servedCell struct {
+	ID             string         `json:"id"`
+	Index          int            `json:"index"`
+	CellType       string         `json:"cell_type"`
+	Source         string         `json:"source"`
+	ExecutionCount any            `json:"execution_count"`
+	Metadata       map[string]any `json:"metadata"`
+	Outputs        []struct {
+		Index    int    `json:"index"`
+		MIMEType string `json:"mimeType"`
+		URI      string `json:"uri"`
+	} `json:"outputs"`
+}
+
+// cellsMismatch compares every cell resource and output resource of name with the
+// oracle's notebook want; "" when they agree, else the first difference.
+func cellsMismatch(reader *goClient, name string, want map[string]any) string {
 	cells, _ := want["cells"].([]any)
 	seen := map[string]bool{}
 	for i, c := range cells {
 		cell, _ := c.(map[string]any)
 		id, _ := cell["id"].(string)
 		if seen[id] {
-			t.Errorf("cell id %q twice in the oracle's notebook", id)
-			continue
+			return fmt.Sprintf("cell id %q twice in the oracle's notebook", id)
 		}
 		seen[id] = true
 		uri := cellURI(name, id)
 		text, err := reader.tryRead(uri)
 		if err != nil {
-			t.Fatal(err)
+			return err.Error()
 		}
-		var doc struct {
-			ID             string         `json:"id"`
-			Index          int            `json:"index"`
-			CellType       string         `json:"cell_type"`
-			Source         string         `json:"source"`
-			ExecutionCount any            `json:"execution_count"`
-			Metadata       map[string]any `json:"metadata"`
-			Outputs        []struct {
-				Index    int    `json:"index"`
-				MIMEType string `json:"mimeType"`
-				URI      string `json:"uri"`
-			} `json:"outputs"`
-		}
+		var doc servedCell
 		if err := json.Unmarshal([]byte(text), &doc); err != nil {
-			t.Fatalf("%s: %v: %s", uri, err, text)
+			return fmt.Sprintf("%s: %v: %s", uri, err, text)
 		}
 		md, _ := cell["metadata"].(map[string]any)
 		if md == nil {
@@ -216,32 +226,31 @@ func (s *stack) sameCells(t *testing.T, name string, want map[string]any) {
 		}
 		if doc.ID != id || doc.Index != i || doc.CellType != cell["cell_type"] || doc.Source != cell["source"] ||
 			!reflect.DeepEqual(doc.ExecutionCount, cell["execution_count"]) || !reflect.DeepEqual(doc.Metadata, md) {
-			t.Errorf("%s: got %s, want cell %d %v", uri, text, i, cell)
+			return fmt.Sprintf("%s: got %s, want cell %d %v", uri, text, i, cell)
 		}
 		outs, _ := cell["outputs"].([]any)
 		if len(doc.Outputs) != len(outs) {
-			t.Errorf("%s: %d outputs, the oracle has %d", uri, len(doc.Outputs), len(outs))
-			continue
+			return fmt.Sprintf("%s: %d outputs, the oracle has %d", uri, len(doc.Outputs), len(outs))
 		}
 		for j, o := range outs {
 			out, _ := o.(map[string]any)
 			e := doc.Outputs[j]
 			if e.Index != j || e.URI != fmt.Sprintf("%s/outputs/%d", uri, j) {
-				t.Errorf("%s: output entry %d is %+v", uri, j, e)
-				continue
+				return fmt.Sprintf("%s: output entry %d is %+v", uri, j, e)
 			}
 			mime, body, err := readOutput(reader, e.URI)
 			if err != nil {
-				t.Fatal(err)
+				return err.Error()
 			}
 			if mime != e.MIMEType {
-				t.Errorf("%s: served as %s, listed as %s", e.URI, mime, e.MIMEType)
+				return fmt.Sprintf("%s: served as %s, listed as %s", e.URI, mime, e.MIMEType)
 			}
 			if msg := outputMatches(out, mime, body); msg != "" {
-				t.Errorf("%s: %s", e.URI, msg)
+				return e.URI + ": " + msg
 			}
 		}
 	}
+	return ""
 }
 
 // readOutput reads an output resource: its MIME type and its text, or its blob.
@@ -411,4 +420,18 @@ func queryStore(t *testing.T, path, query string, args ...any) [][]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// writeStore changes a stopped server's store the way an upgrade or an operator would,
+// waiting out the sidecar's short read transactions.
+func writeStore(t *testing.T, path, stmt string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(stmt); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
 }

@@ -184,8 +184,14 @@ class App:
         return {}
 
     async def op_insert_cell(self, cmd):
+        """Insert a cell as JupyterLab creates one: a code cell has an execution count
+        (null) and outputs."""
         nb = self.conn(cmd).nb
-        nb.ycells.insert(cmd["index"], nb.create_ycell(cmd["cell"]))
+        cell = dict(cmd["cell"])
+        if cell["cell_type"] == "code":
+            cell.setdefault("execution_count", None)
+            cell.setdefault("outputs", [])
+        nb.ycells.insert(cmd["index"], nb.create_ycell(cell))
         return {}
 
     async def op_delete_cell(self, cmd):
