@@ -260,15 +260,21 @@ func TestJupyterStack(t *testing.T) {
 	})
 
 	t.Run("store of the older layout (no ycheckpoints)", func(t *testing.T) {
+		// pycrdt-store 0.1.5 cannot open it: CREATE TABLE yupdates fails (logged,
+		// swallowed), the room's load fails on the missing ycheckpoints and is taken
+		// for "not in the store", so the room is rebuilt from the file with client id 0
+		// and written over a store that already holds another client-0 history. The
+		// sidecar must read that store as pycrdt does.
 		const p = "edit.ipynb"
 		s.forget(t, p, "o", "a")
 		s.srv.Restart(func() { writeStore(t, s.srv.StorePath, "DROP TABLE ycheckpoints") })
-		s.join(t, p, "o", "a")
-		s.same(t, "edit", p)
+		id := s.join(t, p, "o", "a")
 		s.drainSubs()
 		s.edit(t, "a", p, "type", map[string]any{"index": 0, "text": " # old layout"})
-		s.told(t, "edit")
-		s.same(t, "edit", p)
+		s.sameAs(t, "edit", false, s.storeView(id))
+		if s.serverAgrees(t, p, id) {
+			t.Log("the server's view and its store agree")
+		}
 	})
 }
 
@@ -341,17 +347,13 @@ func TestJupyterSquash(t *testing.T) {
 	testutil.Eventually(t, testutil.Wait, "the squash", func() bool {
 		return len(queryStore(t, s.srv.StorePath, "SELECT 1 FROM yupdates WHERE path = ?", jupytertest.RoomKey(id))) < rows
 	})
-	// What pycrdt itself makes of the rows left: does the store still hold the notebook?
-	store := s.do(t, map[string]any{"op": "store", "db": s.srv.StorePath, "room": jupytertest.RoomKey(id)})
-	storeNB, _ := json.Marshal(store["nb"])
-	want, err := s.oracle(p)
-	if err != nil {
-		t.Fatal(err)
+	// pycrdt-store 0.1.5 applies the squashed rows only when it decompresses them, so
+	// without compression the merged row is an empty document: the store loses the
+	// notebook while the server keeps it. The sidecar must read the store as pycrdt does.
+	s.sameAs(t, "sq", false, s.storeView(id))
+	if s.serverAgrees(t, p, id) {
+		t.Log("the squashed store still holds the server's notebook")
 	}
-	if !jsonSame(string(storeNB), want) {
-		t.Logf("the squashed store no longer holds the notebook (pycrdt-store 0.1.5 merges nothing without compression): %s", storeNB)
-	}
-	s.same(t, "sq", p)
 }
 
 // TestJupyterWriterLoad is issue 18's "never in the writer's way": while a Python client
@@ -359,8 +361,12 @@ func TestJupyterSquash(t *testing.T) {
 // through the sidecar, the server logs no lock error, the store holds every update
 // (its state vector covers the oracle's), and the sidecar ends equal to the oracle. It
 // measures commit → notification (p50/p99, default debounce). JUPYTER_LOAD_DURATION
-// (default 30s) makes it a benchmark.
+// (default 30s) makes it a benchmark. It needs a sidecar built without -race (the race
+// detector's slowdown is not what an operator runs), so it skips under -race.
 func TestJupyterWriterLoad(t *testing.T) {
+	if raceBuild {
+		t.Skip("a timing property: .ci/run runs it without -race")
+	}
 	dur := 30 * time.Second
 	if v := os.Getenv("JUPYTER_LOAD_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -447,13 +453,8 @@ func TestJupyterWriterLoad(t *testing.T) {
 	}
 	t.Logf("load: %v edits (%v late) in %v; %d reads by %d readers", res["edits"], res["late"], time.Since(start).Round(time.Millisecond), total, readers)
 
-	for n, p := range names {
-		s.same(t, n, p)
-	}
-	close(stop)
-	all := <-collected
 	if n := s.srv.LockErrors(); n != 0 {
-		t.Errorf("%d lock errors in the server's log", n)
+		t.Errorf("%d store writes lost to SQLite locking in the server's log (sqlite-anyio logs and drops them)", n)
 	}
 	for key, name := range rooms {
 		p := names[name]
@@ -466,8 +467,15 @@ func TestJupyterWriterLoad(t *testing.T) {
 				t.Errorf("%s: the store has client %s up to clock %v, the server's document %v: updates lost", p, client, c, clock)
 			}
 		}
+		// The sidecar reads the store as pycrdt does, lost rows or not …
+		s.sameAs(t, name, false, s.storeView(strings.TrimSuffix(strings.TrimPrefix(key, ".notebook:"), ".y")))
 	}
-
+	// … and, with every update stored, that is the server's view.
+	for n, p := range names {
+		s.same(t, n, p)
+	}
+	close(stop)
+	all := <-collected
 	// Commit → notification: for every row written during the load, the first
 	// notification of its notebook received at or after the row's timestamp.
 	byURI := map[string][]time.Time{}
