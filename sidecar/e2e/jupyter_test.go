@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -361,7 +363,7 @@ func TestJupyterSquash(t *testing.T) {
 // through the sidecar, the server logs no lock error, the store holds every update
 // (its state vector covers the oracle's), and the sidecar ends equal to the oracle. It
 // measures commit → notification (p50/p99, default debounce). JUPYTER_LOAD_DURATION
-// (default 30s) makes it a benchmark. It needs a sidecar built without -race (the race
+// (default 30s) makes it a benchmark, JUPYTER_LOAD_READERS (default 200) a control. It needs a sidecar built without -race (the race
 // detector's slowdown is not what an operator runs), so it skips under -race.
 func TestJupyterWriterLoad(t *testing.T) {
 	if raceBuild {
@@ -375,7 +377,15 @@ func TestJupyterWriterLoad(t *testing.T) {
 		}
 		dur = d
 	}
-	const notebooks, readers, rate = 10, 200, 20
+	const notebooks, rate = 10, 20
+	readers := 200
+	if v := os.Getenv("JUPYTER_LOAD_READERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = n
+	}
 	names := map[string]string{}
 	nbs := map[string]string{}
 	for i := range notebooks {
@@ -453,6 +463,7 @@ func TestJupyterWriterLoad(t *testing.T) {
 	}
 	t.Logf("load: %v edits (%v late) in %v; %d reads by %d readers", res["edits"], res["late"], time.Since(start).Round(time.Millisecond), total, readers)
 
+	t.Logf("sidecar read transactions: %s", s.sc.histogram("jupyter_mcp_sidecar_sqlite_read_tx_seconds"))
 	if n := s.srv.LockErrors(); n != 0 {
 		t.Errorf("%d store writes lost to SQLite locking in the server's log (sqlite-anyio logs and drops them)", n)
 	}
@@ -470,12 +481,14 @@ func TestJupyterWriterLoad(t *testing.T) {
 		// The sidecar reads the store as pycrdt does, lost rows or not …
 		s.sameAs(t, name, false, s.storeView(strings.TrimSuffix(strings.TrimPrefix(key, ".notebook:"), ".y")))
 	}
-	// … and, with every update stored, that is the server's view.
-	for n, p := range names {
-		s.same(t, n, p)
-	}
 	close(stop)
 	all := <-collected
+	defer func() {
+		// … and, with every update stored, that is the server's view.
+		for n, p := range names {
+			s.same(t, n, p)
+		}
+	}()
 	// Commit → notification: for every row written during the load, the first
 	// notification of its notebook received at or after the row's timestamp.
 	byURI := map[string][]time.Time{}
@@ -507,4 +520,20 @@ func TestJupyterWriterLoad(t *testing.T) {
 func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 	slices.Sort(ds)
 	return ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)]
+}
+
+// histogram summarises a Prometheus histogram of the sidecar: count, mean and the
+// count of observations above each bucket bound from 0.1 s up.
+func (s *sidecar) histogram(name string) string {
+	_, body := s.get("/metrics")
+	count := s.metric(name + "_count")
+	out := fmt.Sprintf("%v observations, mean %.4fs", count, s.metric(name+"_sum")/max(count, 1))
+	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$`).FindAllStringSubmatch(body, -1) {
+		le, _ := strconv.ParseFloat(m[1], 64)
+		n, _ := strconv.ParseFloat(m[2], 64)
+		if le >= 0.1 && m[1] != "+Inf" {
+			out += fmt.Sprintf("; >%ss: %v", m[1], count-n)
+		}
+	}
+	return out
 }
