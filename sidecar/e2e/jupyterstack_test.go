@@ -98,6 +98,16 @@ func (s *stack) edit(t *testing.T, who, path, op string, args map[string]any) {
 	s.do(t, cmd)
 }
 
+// step makes one edit as client who on path, then waits until the subscribers were told
+// of notebook://name and the sidecar serves what the oracle sees.
+func (s *stack) step(t *testing.T, name, who, path, op string, args map[string]any) {
+	t.Helper()
+	s.drainSubs()
+	s.edit(t, who, path, op, args)
+	s.told(t, name)
+	s.same(t, name, path)
+}
+
 // oracle is the server's view of path as the oracle client "o" sees it (it must have
 // joined): YNotebook.get().
 func (s *stack) oracle(path string) ([]byte, error) {
@@ -116,6 +126,9 @@ func (s *stack) storeView(fileID string) func() ([]byte, error) {
 		r, err := s.py.Try(map[string]any{"op": "store", "db": s.srv.StorePath, "room": jupytertest.RoomKey(fileID)})
 		if err != nil {
 			return nil, err
+		}
+		if errs, _ := r["errors"].([]any); len(errs) > 0 {
+			return nil, fmt.Errorf("pycrdt cannot read the store's rows: %v", errs)
 		}
 		return json.Marshal(r["nb"])
 	}

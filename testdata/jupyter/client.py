@@ -315,7 +315,7 @@ class App:
 
     async def op_store(self, cmd):
         """Merge every row of room "room" in the SQLite store "db" (read-only) into one
-        pycrdt document: its state vector and YNotebook view."""
+        pycrdt document: its state vector and YNotebook view, and the rows pycrdt refused."""
         db = sqlite3.connect("file:%s?mode=ro" % quote(cmd["db"]), uri=True, timeout=10)
         try:
             rows = db.execute(
@@ -325,9 +325,14 @@ class App:
         finally:
             db.close()
         ydoc = Doc()
-        for (u,) in rows:
-            ydoc.apply_update(u)
-        return {"rows": len(rows), "sv": decode_state_vector(ydoc.get_state()), "nb": view(ydoc)}
+        errors = []
+        for i, (u,) in enumerate(rows):
+            try:
+                ydoc.apply_update(u)
+            except Exception as exc:  # a garbled store: report, as pycrdt-store would fail
+                errors.append("row %d: %s" % (i, exc))
+        return {"rows": len(rows), "errors": errors, "sv": decode_state_vector(ydoc.get_state()),
+                "nb": view(ydoc)}
 
     async def op_close(self, cmd):
         for c in list(self.conns.values()):
