@@ -1,0 +1,63 @@
+package ynotebook
+
+import (
+	"bytes"
+	"maps"
+)
+
+// Diff is what changed from snapshot a to snapshot b, at the granularity of the change
+// sets Apply reports: notebook-level fields, cells added, removed and moved (paired by
+// id as in Changes), and per cell present on both sides the parts and output indexes
+// that differ. A nil snapshot has no cells.
+func Diff(a, b *Snapshot) Changes {
+	a, b = orEmpty(a), orEmpty(b)
+	ch := reorder(readCells(a), readCells(b))
+	ch.Metadata = levelChanged(a, b)
+	return ch
+}
+
+// readCells lists the cells of s, each to be compared (fresh).
+func readCells(s *Snapshot) []readCell {
+	out := make([]readCell, 0, s.Len())
+	for _, c := range s.All() {
+		out = append(out, readCell{cell: c, fresh: true})
+	}
+	return out
+}
+
+func orEmpty(s *Snapshot) *Snapshot {
+	if s == nil {
+		return &Snapshot{}
+	}
+	return s
+}
+
+// Equivalent reports whether a and b serve the same notebook once the fields nbformat
+// treats as transient are left out: the trust mark jupyter_server puts into a loaded
+// code cell's metadata (cell.metadata.trusted), which a saved file never holds.
+func Equivalent(a, b *Snapshot) bool {
+	ja, errA := withoutTransient(orEmpty(a)).JSON()
+	jb, errB := withoutTransient(orEmpty(b)).JSON()
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// withoutTransient is s, or a copy of it whose cells' metadata lack "trusted".
+func withoutTransient(s *Snapshot) *Snapshot {
+	changed := false
+	read := make([]readCell, 0, s.Len())
+	for _, c := range s.All() {
+		if _, ok := c.Metadata["trusted"]; ok {
+			cc := *c
+			cc.Metadata = maps.Clone(c.Metadata)
+			delete(cc.Metadata, "trusted")
+			c, changed = &cc, true
+		}
+		read = append(read, readCell{cell: c})
+	}
+	if !changed {
+		return s
+	}
+	out := *s
+	out.cells = buildTree(read, 0)
+	return &out
+}
