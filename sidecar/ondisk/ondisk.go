@@ -168,19 +168,23 @@ func (r *run) sync() {
 			delete(r.pending, p)
 		}
 	}
-	r.watchDirs(dirs)
+	added := r.watchDirs(dirs)
 	for p := range want {
-		if _, seen := r.known[p]; !seen || !r.watched[filepath.Dir(r.abs(p))] {
+		// Files in a directory watched from now on may have changed before its watch.
+		d := filepath.Dir(r.abs(p))
+		if _, seen := r.known[p]; !seen || !r.watched[d] || added[d] {
 			r.check(p)
 		}
 	}
 }
 
-// watchDirs watches the first MaxWatchedDirs of dirs (sorted) and no other directory.
-func (r *run) watchDirs(dirs map[string]bool) {
+// watchDirs watches the first MaxWatchedDirs of dirs (sorted) and no other directory;
+// it returns the directories it started to watch.
+func (r *run) watchDirs(dirs map[string]bool) map[string]bool {
 	if r.fsw == nil {
-		return
+		return nil
 	}
+	added := map[string]bool{}
 	for d := range r.watched {
 		if !dirs[d] {
 			_ = r.fsw.Remove(d)
@@ -200,7 +204,9 @@ func (r *run) watchDirs(dirs map[string]bool) {
 			continue
 		}
 		r.watched[d] = true
+		added[d] = true
 	}
+	return added
 }
 
 // event notes a file event; it reports whether a known file is now pending.
