@@ -42,7 +42,7 @@ type Event struct {
 	URIs        []string  `json:"uris"` // under every name bound in the sidecar; empty if none
 	User        string    `json:"user,omitempty"`
 	Source      string    `json:"source,omitempty"` // "file": the change came from the .ipynb, not the store
-	Part        *Part     `json:"part,omitempty"` // set on the parts of a split NOTIFY
+	Part        *Part     `json:"part,omitempty"`   // set on the parts of a split NOTIFY
 }
 
 // Changes is what changed, at the granularity of ynotebook.Changes.
