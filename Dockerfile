@@ -11,13 +11,14 @@
 # scripts/docker-build-check.sh runs the builder stage's commands without Docker.
 
 FROM golang:1.26 AS build
-ARG VERSION=devel
-ARG COMMIT=unknown
+# Unset, the binary's version says that no commit was recorded (the context has no .git).
+ARG VERSION=
+ARG COMMIT=
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/jupyter-mcp-sidecar ./cmd/jupyter-mcp-sidecar
+RUN VERSION=${VERSION} COMMIT=${COMMIT} scripts/build.sh /out/jupyter-mcp-sidecar
 RUN /out/jupyter-mcp-sidecar version
 
 FROM gcr.io/distroless/static-debian12:nonroot

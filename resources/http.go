@@ -225,6 +225,10 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		sessionID := r.Header.Get(server.HeaderKeySessionID)
 		var env envelope
 		if body, ok := r.Context().Value(bodyKey{}).([]byte); ok {
+			if isBatch(body) {
+				writeJSON(w, http.StatusBadRequest, errBatch)
+				return
+			}
 			_ = json.Unmarshal(body, &env)
 		}
 		live := sessionID != "" && t.sessions.known(sessionID)

@@ -16,10 +16,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -224,5 +226,40 @@ func waitForNote(t *testing.T, c *goClient, method string) {
 		case <-deadline:
 			t.Fatalf("no %s within %v", method, testutil.Wait)
 		}
+	}
+}
+
+// TestEveryPluginRefusesUnknownOptions builds each compiled-in plugin, of every kind, with
+// a misspelt option: all of them refuse it through the one decoder, naming key and plugin.
+func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
+	lib := newLibrary(t)
+	typo := map[string]any{"max_retry": 3}
+	hub := map[string]any{"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp", "max_retry": 3}
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"publisher subscribers", Config{Publisher: Seam{Name: "subscribers", Options: typo}}},
+		{"publisher webhook", Config{Publisher: Seam{Name: "webhook", Options: map[string]any{"url": "http://x", "max_retry": 3}}}},
+		{"publisher pgnotify", Config{Publisher: Seam{Name: "pgnotify", Options: map[string]any{"dsn": "postgres://x/y", "max_retry": 3}}}},
+		{"gate all", Config{Gate: Seam{Name: "all", Options: typo}}},
+		{"gate withhold", Config{Gate: Seam{Name: "withhold", Options: map[string]any{"templates": []any{}, "max_retry": 3}}}},
+		{"verifier static", Config{Verifier: Seam{Name: "static", Options: typo}}},
+		{"verifier jupyterhub", Config{Verifier: Seam{Name: "jupyterhub", Options: hub}}},
+		{"extension outline", Config{Extensions: map[string]map[string]any{"outline": typo}}},
+		{"extension search", Config{Extensions: map[string]map[string]any{"search": typo}}},
+		{"hook audit", Config{Hooks: map[string]map[string]any{"audit": typo}}},
+		{"hook metrics", Config{Hooks: map[string]map[string]any{"metrics": typo}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Token = "t"
+			tt.cfg.Extensions = onlyExtensions(tt.cfg.Extensions)
+			_, err := New(tt.cfg, lib, WithLogger(quietLog), WithRegisterer(prometheus.NewRegistry()))
+			plugin := strings.Fields(tt.name)[1]
+			if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"max_retry"`) || !strings.Contains(err.Error(), `"`+plugin+`"`) {
+				t.Fatalf("New = %v, want option.ErrUnknown naming \"max_retry\" and %q", err, plugin)
+			}
+		})
 	}
 }

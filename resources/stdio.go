@@ -176,6 +176,10 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 			write(rpcError(mcp.INTERNAL_ERROR, "internal error"))
 		}
 	}()
+	if isBatch(line) {
+		write(errBatch)
+		return
+	}
 	ctx, o := withOutcome(s.mcp.WithContext(ctx, sess))
 	var env struct {
 		ID     any    `json:"id"`

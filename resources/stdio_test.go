@@ -194,3 +194,15 @@ func TestListenAcknowledgesListChanged(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"use_notebook","arguments":{"notebook_name":"work","notebook_path":"`+testPath+`"}}}`)
 	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/resources/list_changed" })
 }
+
+// TestStdioRefusesBatches checks that a JSON-RPC batch is answered as such, not as a
+// parse error.
+func TestStdioRefusesBatches(t *testing.T) {
+	_, p := startStdio(t, Config{}, newLibrary(t))
+	p.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)
+	m := p.await(t, func(m map[string]any) bool { return m["error"] != nil })
+	e, _ := m["error"].(map[string]any)
+	if e["code"] != float64(-32600) || e["message"] != errBatch.Error.Message {
+		t.Fatalf("answer to a batch: %v", m)
+	}
+}

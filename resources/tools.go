@@ -53,21 +53,24 @@ type notebookList struct {
 }
 
 func (s *Server) addCoreTools(t *extensions.Surface) error {
-	readOnly := mcp.WithReadOnlyHintAnnotation(true)
+	// Bindings are the sidecar's own state: a rebind drops the name's old path, an unbind the name.
+	binding := extensions.Hints{Destructive: true, Idempotent: true}.Option()
 	return errors.Join(
 		t.AddTool(mcp.NewTool("use_notebook",
 			mcp.WithDescription("Bind a name to a notebook so it can be read as notebook://{name}. "+
 				"The path is relative to the Jupyter root. Bindings survive restarts."),
 			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("URI-safe name: letters, digits, . _ ~ -")),
 			mcp.WithString("notebook_path", mcp.Required(), mcp.Description("Notebook path relative to the Jupyter root, e.g. work/analysis.ipynb")),
+			binding,
 		), s.useNotebook),
 		t.AddTool(mcp.NewTool("unuse_notebook",
 			mcp.WithDescription("Remove a name bound with use_notebook."),
 			mcp.WithString("notebook_name", mcp.Required(), mcp.Description("A name bound with use_notebook")),
+			binding,
 		), s.unuseNotebook),
 		t.AddTool(mcp.NewTool("list_notebooks",
 			mcp.WithDescription("Bound names with their paths and resource URIs, and the notebooks in the store that have no name yet."),
-			readOnly,
+			extensions.ReadOnlyTool(),
 		), s.listNotebooks),
 	)
 }

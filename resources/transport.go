@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 
@@ -26,6 +27,16 @@ type mcpTransport interface {
 func rpcError(code int, msg string) mcp.JSONRPCError {
 	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
 		Error: mcp.NewJSONRPCErrorDetails(code, msg, nil)}
+}
+
+// errBatch answers a JSON-RPC batch, which MCP dropped in 2025-06-18: the SDK would call
+// it a parse error.
+var errBatch = rpcError(mcp.INVALID_REQUEST, "JSON-RPC batches are not supported: send one message per request")
+
+// isBatch reports whether msg is a JSON array, a JSON-RPC batch.
+func isBatch(msg []byte) bool {
+	trimmed := bytes.TrimLeft(msg, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '['
 }
 
 type endKey struct{}

@@ -20,7 +20,7 @@ want_run=$(grep -c '^RUN ' Dockerfile)
 (
 	cd "$ctx"
 	go mod download
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o out/jupyter-mcp-sidecar ./cmd/jupyter-mcp-sidecar
+	VERSION=${VERSION} COMMIT=${COMMIT} scripts/build.sh out/jupyter-mcp-sidecar
 	out/jupyter-mcp-sidecar version
 )
 bin=$ctx/out/jupyter-mcp-sidecar

@@ -141,7 +141,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mm, reg) })
 	}
 	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
-	err = g.Wait()
+	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
 	log.Info("sidecar stopped", "err", err)
 	return err
 }
@@ -350,9 +350,10 @@ func (h *hub) closeAll() {
 	h.wg.Wait()
 }
 
-// ready answers /readyz in hub mode: the users being served and those whose store is
-// not; 503 while the shared Postgres store (hub.stores.backend postgres) is unreachable,
-// from start until the follower's first read.
+// ready answers /readyz in hub mode: the users being served and those who are not
+// (users_unready: a store not loaded yet, unreachable, behind or degraded); 503 while the
+// shared Postgres store (hub.stores.backend postgres) is unreachable, from start until
+// the follower's first read.
 func (h *hub) ready() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h.mu.Lock()
@@ -361,10 +362,11 @@ func (h *hub) ready() http.Handler {
 		for _, t := range h.tenants {
 			select {
 			case <-t.loaded:
-				if !t.in.health.Check().Ready {
+				if t.err != nil || !t.in.health.Check().Ready {
 					unready++
 				}
 			default:
+				unready++ // still loading, or stuck: not serving yet
 			}
 		}
 		h.mu.Unlock()

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer, status func() ystore.Status) *Metrics
 		}),
 		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "decode_errors_total",
-			Help: "Y-store rows skipped because they did not decode.",
+			Help: "Y-store rows skipped because they did not decode or nested shared types too deep.",
 		}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "apply_seconds",
@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer, status func() ystore.Status) *Metrics
 			}, func() float64 { return float64(status().RowsTailed) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: namespace, Name: "tail_lag_seconds",
-				Help: "Delay between the newest delivered row's commit and its delivery.",
+				Help: "Age of the oldest row the tailer read and has not yet applied; 0 when caught up.",
 			}, func() float64 { return status().Lag.Seconds() }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: namespace, Name: "store_reachable",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -107,32 +110,50 @@ func TestRoomsServeWhatYjsHolds(t *testing.T) {
 	}
 }
 
+// A row that does not decode, or nests types beyond yjs.MaxDepth, degrades its room
+// alone, whether the room is loaded with it (Reset) or it arrives later (Updates).
 func TestRoomsCorruptRowDegradesOnlyItsRoom(t *testing.T) {
 	const good, bad = ".notebook:good.ipynb.y", ".notebook:bad.ipynb.y"
 	updates, want := loadSession(t, "s0002.json.gz")
-	m := NewMetrics(prometheus.NewRegistry(), nil)
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{})
-	corrupt := append(rowsOf(bad, updates[:1]), ystore.Row{Room: bad, ID: 99, Update: []byte{0x01, 0xff, 0xff}})
-	err := r.Sink(t.Context(), []ystore.Event{
-		{Kind: ystore.EventReset, Room: bad, Rows: corrupt},
-		{Kind: ystore.EventReset, Room: good, Rows: rowsOf(good, updates)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r.Degraded(); !reflect.DeepEqual(got, []string{bad}) {
-		t.Fatalf("Degraded() = %v", got)
-	}
-	if got := testutil.ToFloat64(m.decodeErrors); got != 1 {
-		t.Fatalf("decode_errors_total = %v", got)
-	}
-	snap, err := r.Notebook("good.ipynb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameJSON(t, snap, want)
-	if _, err := r.Notebook("bad.ipynb"); err != nil {
-		t.Fatalf("degraded room not served: %v", err)
+	for _, tt := range []struct {
+		name string
+		row  []byte
+	}{
+		{"undecodable", []byte{0x01, 0xff, 0xff}},
+		{"too deep", yjstest.Nested(99, "meta", "metadata", yjs.MaxDepth+1)},
+	} {
+		for _, later := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, later %v", tt.name, later), func(t *testing.T) {
+				m := NewMetrics(prometheus.NewRegistry(), nil)
+				r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{})
+				row := ystore.Row{Room: bad, ID: 99, Update: tt.row}
+				events := []ystore.Event{
+					{Kind: ystore.EventReset, Room: bad, Rows: append(rowsOf(bad, updates[:1]), row)},
+					{Kind: ystore.EventReset, Room: good, Rows: rowsOf(good, updates)},
+				}
+				if later {
+					events[0].Rows = rowsOf(bad, updates[:1])
+					events = append(events, ystore.Event{Kind: ystore.EventUpdates, Room: bad, Rows: []ystore.Row{row}})
+				}
+				if err := r.Sink(t.Context(), events); err != nil {
+					t.Fatal(err)
+				}
+				if got := r.Degraded(); !reflect.DeepEqual(got, []string{bad}) {
+					t.Fatalf("Degraded() = %v", got)
+				}
+				if got := testutil.ToFloat64(m.decodeErrors); got != 1 {
+					t.Fatalf("decode_errors_total = %v", got)
+				}
+				snap, err := r.Notebook("good.ipynb")
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameJSON(t, snap, want)
+				if _, err := r.Notebook("bad.ipynb"); err != nil {
+					t.Fatalf("degraded room not served: %v", err)
+				}
+			})
+		}
 	}
 }
 

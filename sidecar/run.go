@@ -30,6 +30,10 @@ import (
 // pathRefresh is how often room paths are re-resolved, so renames are followed.
 const pathRefresh = 2 * time.Second
 
+// ErrDrainTimeout is returned by Run when what it runs has not stopped within
+// server.drain_timeout of being told to: Run returns anyway, for the process to exit.
+var ErrDrainTimeout = errors.New("not stopped within server.drain_timeout")
+
 // Option adjusts Run.
 type Option func(*runOptions)
 
@@ -52,7 +56,8 @@ func WithStdio(in io.Reader, out io.Writer) Option {
 }
 
 // Run serves until ctx is done or the MCP server ends (its stdio client closed
-// its input), then drains within server.drain_timeout. cfg must be
+// its input), then drains within server.drain_timeout: past it, Run returns
+// ErrDrainTimeout, leaving behind what did not stop. cfg must be
 // valid with its secrets resolved (config.Config.Validate, ResolveSecrets). With
 // hub.enabled it serves every user of a JupyterHub their own notebooks (runHub).
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
@@ -100,7 +105,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mux, reg) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
-	err = g.Wait()
+	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
 	log.Info("sidecar stopped", "err", err)
 	return err
 }
@@ -116,6 +121,7 @@ type instance struct {
 	health        *Health
 	files         *ondisk.Watcher // nil with ondisk.enabled false
 	closeResolver func() error
+	drainTimeout  time.Duration // server.drain_timeout
 }
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
@@ -128,7 +134,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{tailer: tailer, closeResolver: closeResolver}
+	in := &instance{tailer: tailer, closeResolver: closeResolver, drainTimeout: cfg.Server.DrainTimeout}
 	m := NewMetrics(reg, tailer.Status)
 	// Every notebook's changes, bound to a name or not, are debounced per path with
 	// their origin; the server turns each burst into one event for the publisher.
@@ -160,7 +166,8 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	return in, nil
 }
 
-// run tails, debounces and serves until ctx is done or its MCP server ends.
+// run tails, debounces and serves until ctx is done or its MCP server ends, then stops
+// within the drain timeout (or returns ErrDrainTimeout).
 func (in *instance) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
@@ -177,18 +184,39 @@ func (in *instance) run(ctx context.Context) error {
 	if in.files != nil {
 		g.Go(func() error { return in.files.Run(gctx) })
 	}
-	return g.Wait()
+	return drain(gctx, in.drainTimeout, g.Wait)
+}
+
+// drain returns wait's result, or, if wait has not returned d after ctx is done, an
+// error wrapping ErrDrainTimeout. wait's goroutines are then left behind: one blocked
+// in a system call cannot be stopped, and must not keep the process from exiting.
+func drain(ctx context.Context, d time.Duration, wait func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w (%v)", ErrDrainTimeout, d)
+	}
 }
 
 // close releases the file id resolvers.
 func (in *instance) close() { _ = in.closeResolver() }
 
 // Check builds, without I/O, the MCP server Run would build from cfg (its
-// gate, publisher, verifier, hooks and extensions with their options) and
-// returns the error Run would stop with. cfg must be valid with its secrets
-// resolved.
-func Check(cfg config.Config) error {
-	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
+// gate, publisher, verifier, hooks and extensions with their options), logging
+// to log as Run does, and returns the error Run would stop with. cfg must be
+// valid with its secrets resolved.
+func Check(cfg config.Config, log *slog.Logger) error {
+	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithLogger(log), resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil

@@ -79,7 +79,8 @@ type Status struct {
 	LastError string
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
-	// Lag is the delay between the newest delivered row's commit and its delivery.
+	// Lag is the age of the oldest row read from the store and not yet applied: 0 when
+	// the tailer has applied everything it read, however old those rows are.
 	Lag time.Duration
 	// LastRowAt is the commit time of the newest delivered row.
 	LastRowAt time.Time

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // ErrUnauthorized is returned by verifiers for a missing or rejected token.
@@ -86,6 +87,9 @@ func New(name string, s Settings) (Verifier, error) {
 
 func init() {
 	Register(Default, func(s Settings) (Verifier, error) {
+		if err := option.Decode(s.Options, &struct{}{}); err != nil {
+			return nil, err
+		}
 		if s.Token == "" {
 			return nil, errors.New("no token configured (set a token, a token file or the token environment variable, or insecure_no_auth: true)")
 		}

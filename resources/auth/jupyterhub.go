@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 )
@@ -37,27 +37,19 @@ const (
 
 // hubOptions are the "jupyterhub" verifier's options (Settings.Options).
 type hubOptions struct {
-	APIURL        string        `mapstructure:"api_url"`         // e.g. http://127.0.0.1:8081/hub/api (JUPYTERHUB_API_URL)
-	ServiceName   string        `mapstructure:"service_name"`    // this service's name in the Hub (JUPYTERHUB_SERVICE_NAME)
-	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl"` // how long an admitted token's answer is reused
-	CacheSize     int           `mapstructure:"cache_size"`      // entries of the admitted (and of the rejected) cache
-	Timeout       time.Duration `mapstructure:"timeout"`         // of one Hub API call
+	APIURL        string        `option:"api_url"`         // e.g. http://127.0.0.1:8081/hub/api (JUPYTERHUB_API_URL)
+	ServiceName   string        `option:"service_name"`    // this service's name in the Hub (JUPYTERHUB_SERVICE_NAME)
+	TokenCacheTTL time.Duration `option:"token_cache_ttl"` // how long an admitted token's answer is reused
+	CacheSize     int           `option:"cache_size"`      // entries of the admitted (and of the rejected) cache
+	Timeout       time.Duration `option:"timeout"`         // of one Hub API call
 }
 
 // parseHubOptions decodes options strictly (unknown keys and wrong types are
 // errors) and fills defaults.
 func parseHubOptions(options map[string]any) (hubOptions, error) {
 	var o hubOptions
-	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		Result:      &o,
-		ErrorUnused: true,
-		DecodeHook:  mapstructure.StringToTimeDurationHookFunc(),
-	})
-	if err != nil {
+	if err := option.Decode(options, &o); err != nil {
 		return o, err
-	}
-	if err := dec.Decode(options); err != nil {
-		return o, fmt.Errorf("options: %w", err)
 	}
 	o.TokenCacheTTL = cmp.Or(o.TokenCacheTTL, DefaultTokenCacheTTL)
 	o.CacheSize = cmp.Or(o.CacheSize, DefaultCacheSize)

@@ -70,10 +70,12 @@ type slotConn struct {
 	release func()
 }
 
+// Close frees the slot first, then closes the connection: a client that sees the server
+// close its connection can connect again at once (the descriptor of the old one may
+// outlive the new one's accept by a moment).
 func (c *slotConn) Close() error {
-	err := c.Conn.Close()
 	c.release()
-	return err
+	return c.Conn.Close()
 }
 
 // Server returns an http.Server serving h within l: headers within

@@ -143,3 +143,28 @@ func TestTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotFreeWhenClosedSeen: once a client sees the server close its connection (here
+// for idling), the slot is free: a connection made right then is served, not refused.
+func TestSlotFreeWhenClosedSeen(t *testing.T) {
+	addr, refused := serve(t, ok, Limits{MaxConnections: 1, IdleTimeout: 50 * time.Millisecond, ReadTimeout: time.Minute})
+	for i := range 20 {
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("round %d: %v %v (refused %v)", i, resp, err, refused())
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			t.Fatalf("round %d: the idle connection was not closed: %v", i, err)
+		}
+	}
+	if n := refused(); n != 0 {
+		t.Fatalf("%v connections refused after the server had closed the previous one", n)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // APIVersion is the version of the extension API this build provides. An
@@ -160,8 +161,7 @@ func build(reg *registry.Registry[Factory], configured map[string]map[string]any
 		taken[c.Name] = true
 	}
 	for _, n := range reg.Names() {
-		opts := maps.Clone(configured[n])
-		on, err := enabled(opts)
+		opts, on, err := enabled(configured[n])
 		if err != nil {
 			return nil, fmt.Errorf("extension %q: %w", n, err)
 		}
@@ -169,7 +169,6 @@ func build(reg *registry.Registry[Factory], configured map[string]map[string]any
 			deps.Logger.Info("extension disabled by configuration", "extension", n)
 			continue
 		}
-		delete(opts, "enabled")
 		f, _ := reg.Lookup(n)
 		h := &Host{name: n, options: opts, log: deps.Logger.With("extension", n), lib: deps.Library, cfg: cfg, fan: set.fan}
 		ext, err := safeBuild(f, h)
@@ -195,17 +194,16 @@ func build(reg *registry.Registry[Factory], configured map[string]map[string]any
 	return set, nil
 }
 
-// enabled reads the `enabled` option: true when absent.
-func enabled(opts map[string]any) (bool, error) {
-	v, ok := opts["enabled"]
-	if !ok {
-		return true, nil
+// enabled splits the `enabled` option (true when absent) from the extension's own.
+func enabled(configured map[string]any) (map[string]any, bool, error) {
+	var o struct {
+		Enabled *bool          `option:"enabled"`
+		Rest    map[string]any `option:",remain"`
 	}
-	b, ok := v.(bool)
-	if !ok {
-		return false, fmt.Errorf("option enabled must be true or false, got %v", v)
+	if err := option.Decode(configured, &o); err != nil {
+		return nil, false, err
 	}
-	return b, nil
+	return o.Rest, o.Enabled == nil || *o.Enabled, nil
 }
 
 // checkManifest refuses an extension written for another API version.

@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Gate decides whether the resources of one URI template are served.
@@ -72,7 +73,12 @@ func Decide(ctx context.Context, g Gate, uriTemplate string, log *slog.Logger) (
 }
 
 func init() {
-	Register(Default, func(map[string]any) (Gate, error) { return all{}, nil })
+	Register(Default, func(raw map[string]any) (Gate, error) {
+		if err := option.Decode(raw, &struct{}{}); err != nil {
+			return nil, err
+		}
+		return all{}, nil
+	})
 	Register("withhold", newWithhold)
 }
 
@@ -84,27 +90,17 @@ func (all) Serves(context.Context, string) (bool, error) { return true, nil }
 // withhold serves everything except the templates listed in its "templates" option.
 type withhold struct{ templates []string }
 
-func newWithhold(options map[string]any) (Gate, error) {
-	raw, ok := options["templates"]
-	if !ok {
+func newWithhold(raw map[string]any) (Gate, error) {
+	var o struct {
+		Templates *[]string `option:"templates"`
+	}
+	if err := option.Decode(raw, &o); err != nil {
+		return nil, err
+	}
+	if o.Templates == nil {
 		return nil, errors.New(`option "templates" (list of URI templates) is required`)
 	}
-	list, ok := raw.([]any)
-	if !ok {
-		if s, isStrings := raw.([]string); isStrings {
-			return withhold{templates: slices.Clone(s)}, nil
-		}
-		return nil, fmt.Errorf(`option "templates" must be a list of strings, got %T`, raw)
-	}
-	w := withhold{}
-	for _, v := range list {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf(`option "templates" must be a list of strings, got element %T`, v)
-		}
-		w.templates = append(w.templates, s)
-	}
-	return w, nil
+	return withhold{templates: *o.Templates}, nil
 }
 
 func (w withhold) Serves(_ context.Context, tmpl string) (bool, error) {

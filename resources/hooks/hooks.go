@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Kind says what a Call is.
@@ -129,12 +130,14 @@ func newAudit(options map[string]any, deps Deps) (Hook, error) {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	if raw, ok := options["level"]; ok {
-		s, ok := raw.(string)
-		if !ok {
-			return nil, fmt.Errorf(`option "level" must be a string, got %T`, raw)
-		}
-		if err := a.level.UnmarshalText([]byte(s)); err != nil {
+	var o struct {
+		Level string `option:"level"`
+	}
+	if err := option.Decode(options, &o); err != nil {
+		return nil, err
+	}
+	if o.Level != "" {
+		if err := a.level.UnmarshalText([]byte(o.Level)); err != nil {
 			return nil, fmt.Errorf(`option "level": %w`, err)
 		}
 	}
@@ -159,7 +162,10 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-func newMetrics(_ map[string]any, deps Deps) (Hook, error) {
+func newMetrics(options map[string]any, deps Deps) (Hook, error) {
+	if err := option.Decode(options, &struct{}{}); err != nil {
+		return nil, err
+	}
 	m := metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "calls_total",

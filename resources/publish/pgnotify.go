@@ -1,11 +1,15 @@
 package publish
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // MaxNotifyPayload is the largest payload pgnotify sends, below Postgres's
@@ -27,28 +31,27 @@ type pgnotify struct {
 	conn *pgx.Conn
 }
 
+// pgnotifyOptions are the pgnotify publisher's options.
+type pgnotifyOptions struct {
+	DSN     string       `option:"dsn"`
+	Channel string       `option:"channel"`
+	Queue   queueOptions `option:",squash"`
+}
+
 func newPGNotify(raw map[string]any, deps Deps) (Publisher, error) {
-	o := options(raw)
-	dsn, err := o.string("dsn", true)
-	if err != nil {
+	o := pgnotifyOptions{Queue: defaultQueue}
+	if err := option.Decode(raw, &o); err != nil {
 		return nil, err
 	}
-	if _, err := pgx.ParseConfig(dsn); err != nil {
+	if o.DSN == "" {
+		return nil, errors.New(`option "dsn" is required`)
+	}
+	if _, err := pgx.ParseConfig(o.DSN); err != nil {
 		return nil, fmt.Errorf("option \"dsn\": %w", err)
 	}
-	channel, err := o.string("channel", false)
-	if err != nil {
-		return nil, err
-	}
-	if channel == "" {
-		channel = "jupyter_mcp"
-	}
-	p := &pgnotify{dsn: dsn, channel: channel}
-	qo, err := readQueueOptions(o)
-	if err != nil {
-		return nil, err
-	}
-	if p.queue, err = newQueue("pgnotify", qo, deps, p.notify); err != nil {
+	p := &pgnotify{dsn: o.DSN, channel: cmp.Or(o.Channel, "jupyter_mcp")}
+	var err error
+	if p.queue, err = newQueue("pgnotify", o.Queue, deps, p.notify); err != nil {
 		return nil, err
 	}
 	return p, nil

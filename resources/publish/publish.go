@@ -24,6 +24,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Publisher delivers change events.
@@ -92,7 +93,10 @@ func New(name string, options map[string]any, deps Deps) (Publisher, error) {
 }
 
 func init() {
-	Register(Default, func(_ map[string]any, deps Deps) (Publisher, error) {
+	Register(Default, func(raw map[string]any, deps Deps) (Publisher, error) {
+		if err := option.Decode(raw, &struct{}{}); err != nil {
+			return nil, err
+		}
 		if deps.Local == nil {
 			return nil, errors.New("no local subscribers to publish to")
 		}
@@ -148,39 +152,30 @@ type queue struct {
 
 // queueOptions are the options every queued publisher accepts.
 type queueOptions struct {
-	size    int
-	retries int
-	backoff time.Duration
-	scope   string
+	Scope   string        `option:"scope"`
+	Size    int           `option:"queue_size"`
+	Retries int           `option:"max_retries"`
+	Backoff time.Duration `option:"backoff"`
 }
 
-func readQueueOptions(o options) (queueOptions, error) {
-	q := queueOptions{size: 1024, retries: 5, backoff: 100 * time.Millisecond, scope: ScopeAll}
-	var err error
-	if s, err := o.string("scope", false); err != nil {
-		return q, err
-	} else if s != "" {
-		q.scope = s
+// defaultQueue is a queued publisher's options where its configuration sets none.
+var defaultQueue = queueOptions{Scope: ScopeAll, Size: 1024, Retries: 5, Backoff: 100 * time.Millisecond}
+
+// check refuses a scope or a bound out of range.
+func (q queueOptions) check() error {
+	if q.Scope != ScopeAll && q.Scope != ScopeBound {
+		return fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, q.Scope)
 	}
-	if q.scope != ScopeAll && q.scope != ScopeBound {
-		return q, fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, q.scope)
+	if q.Size < 1 || q.Retries < 0 || q.Backoff <= 0 {
+		return errors.New("queue_size must be ≥ 1, max_retries ≥ 0 and backoff > 0")
 	}
-	if q.size, err = o.int("queue_size", q.size); err != nil {
-		return q, err
-	}
-	if q.retries, err = o.int("max_retries", q.retries); err != nil {
-		return q, err
-	}
-	if q.backoff, err = o.duration("backoff", q.backoff); err != nil {
-		return q, err
-	}
-	if q.size < 1 || q.retries < 0 || q.backoff <= 0 {
-		return q, errors.New("queue_size must be ≥ 1, max_retries ≥ 0 and backoff > 0")
-	}
-	return q, nil
+	return nil
 }
 
 func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Context, Event) error) (*queue, error) {
+	if err := qo.check(); err != nil {
+		return nil, err
+	}
 	counter := func(n, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: n, Help: help,
@@ -188,8 +183,8 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 		})
 	}
 	q := &queue{
-		name: name, ch: make(chan Event, qo.size), deliver: deliver, scope: qo.scope,
-		retries: qo.retries, backoff: qo.backoff, log: deps.Logger, seq: map[string]uint64{},
+		name: name, ch: make(chan Event, qo.Size), deliver: deliver, scope: qo.Scope,
+		retries: qo.Retries, backoff: qo.Backoff, log: deps.Logger, seq: map[string]uint64{},
 		delivered: counter("delivered_total", "Events the publisher delivered."),
 		dropped:   counter("dropped_total", "Events dropped because the publisher queue was full."),
 		failed:    counter("failed_total", "Events dropped after the publisher ran out of retries."),
@@ -281,58 +276,4 @@ func (q *queue) send(ctx context.Context, ev Event) {
 		}
 		wait *= 2
 	}
-}
-
-// options reads typed values out of a configuration options map.
-type options map[string]any
-
-func (o options) string(key string, required bool) (string, error) {
-	v, ok := o[key]
-	if !ok {
-		if required {
-			return "", fmt.Errorf("option %q is required", key)
-		}
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok || (required && s == "") {
-		return "", fmt.Errorf("option %q must be a non-empty string, got %T", key, v)
-	}
-	return s, nil
-}
-
-func (o options) int(key string, def int) (int, error) {
-	v, ok := o[key]
-	if !ok {
-		return def, nil
-	}
-	switch n := v.(type) {
-	case int:
-		return n, nil
-	case int64:
-		return int(n), nil
-	case float64:
-		if n == float64(int(n)) {
-			return int(n), nil
-		}
-	}
-	return 0, fmt.Errorf("option %q must be an integer, got %v", key, v)
-}
-
-func (o options) duration(key string, def time.Duration) (time.Duration, error) {
-	v, ok := o[key]
-	if !ok {
-		return def, nil
-	}
-	switch d := v.(type) {
-	case time.Duration:
-		return d, nil
-	case string:
-		parsed, err := time.ParseDuration(d)
-		if err != nil {
-			return 0, fmt.Errorf("option %q: %w", key, err)
-		}
-		return parsed, nil
-	}
-	return 0, fmt.Errorf("option %q must be a duration string like \"250ms\", got %T", key, v)
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // webhook POSTs each event's JSON to a URL, one request at a time, in order.
@@ -22,38 +25,28 @@ type webhook struct {
 	client  *http.Client
 }
 
+// webhookOptions are the webhook publisher's options.
+type webhookOptions struct {
+	URL     string            `option:"url"`
+	Timeout time.Duration     `option:"timeout"`
+	Headers map[string]string `option:"headers"`
+	Queue   queueOptions      `option:",squash"`
+}
+
 func newWebhook(raw map[string]any, deps Deps) (Publisher, error) {
-	o := options(raw)
-	target, err := o.string("url", true)
-	if err != nil {
+	o := webhookOptions{Timeout: 5 * time.Second, Queue: defaultQueue}
+	if err := option.Decode(raw, &o); err != nil {
 		return nil, err
 	}
-	if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("option \"url\" must be an http(s) URL, got %q", target)
+	if o.URL == "" {
+		return nil, errors.New(`option "url" is required`)
 	}
-	timeout, err := o.duration("timeout", 5*time.Second)
-	if err != nil {
-		return nil, err
+	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("option \"url\" must be an http(s) URL, got %q", o.URL)
 	}
-	w := &webhook{url: target, client: &http.Client{Timeout: timeout}, headers: map[string]string{}}
-	if h, ok := raw["headers"]; ok {
-		m, ok := h.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("option \"headers\" must be a map of strings, got %T", h)
-		}
-		for k, v := range m {
-			s, ok := v.(string)
-			if !ok {
-				return nil, fmt.Errorf("option \"headers\": %q must be a string", k)
-			}
-			w.headers[k] = s
-		}
-	}
-	qo, err := readQueueOptions(o)
-	if err != nil {
-		return nil, err
-	}
-	if w.queue, err = newQueue("webhook", qo, deps, w.post); err != nil {
+	w := &webhook{url: o.URL, client: &http.Client{Timeout: o.Timeout}, headers: o.Headers}
+	var err error
+	if w.queue, err = newQueue("webhook", o.Queue, deps, w.post); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -80,11 +80,13 @@ func TestDebouncer(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				done := make(chan struct{})
 				go func() { _ = d.Run(ctx); close(done) }()
+				// In the bubble, time.Sleep advances the fake clock once every goroutine is
+				// blocked: the adds land at exactly a.at, and no real time passes.
 				for _, a := range tt.adds {
 					time.Sleep(a.at - time.Since(start))
 					d.Add(a.key, []int{a.v})
 				}
-				time.Sleep(tt.ceiling + time.Second)
+				time.Sleep(tt.ceiling + time.Second) // past every timer (fake clock)
 				synctest.Wait()
 				cancel()
 				<-done
@@ -113,7 +115,7 @@ func TestStopDropsPending(t *testing.T) {
 		d.Add("a", 1)
 		cancel()
 		<-done
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // past the ceiling (fake clock): the stopped timers would have fired
 		synctest.Wait()
 		if flushed != 0 || d.Pending() != 0 {
 			t.Fatalf("flushed=%d pending=%d after stop", flushed, d.Pending())

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -184,13 +186,8 @@ func TestWriterReplaysForever(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Rounds() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("writer did not replay the session twice within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, testutil.Wait, "writer replays the session twice", func() bool { return w.Rounds() >= 2 },
+		func() string { return fmt.Sprintf("%d rounds", w.Rounds()) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run() = %v", err)
@@ -228,12 +225,10 @@ func TestWriterPace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var rows []storeRow
-	for deadline := time.Now().Add(10 * time.Second); len(rows) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows after 10s, want 2", len(rows))
-		}
+	testutil.Eventually(t, testutil.Wait, "two rows in the store", func() bool {
 		rows, _, _ = readStore(t, w.StorePath())
-	}
+		return len(rows) >= 2
+	}, func() string { return fmt.Sprintf("%d rows", len(rows)) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func getStatus(t *testing.T, url, session string) int {
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Wait)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
@@ -88,7 +88,7 @@ func TestDeliveryIsNeverSilent(t *testing.T) {
 	dir := t.TempDir()
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("notebooks: {%s: %s}\n", nbName, nbPath)})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 
 	t.Run("sessions that are not live are 404", func(t *testing.T) {
 		r := dialRaw(t, sc.mcpURL())
@@ -308,7 +308,7 @@ func TestPublisherHealth(t *testing.T) {
 	dir := t.TempDir()
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{extra: fmt.Sprintf("publisher: {name: webhook, options: {url: %q, max_retries: 1, backoff: 10ms}}\n", hook.URL)})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	next := preloaded
 	edit := func() {
 		for ; next < len(steps); next++ {
@@ -321,7 +321,7 @@ func TestPublisherHealth(t *testing.T) {
 		t.Fatal("no more visible edits")
 	}
 	edit()
-	body := sc.waitHTTP("/readyz", http.StatusServiceUnavailable, 10*time.Second)
+	body := sc.waitHTTP("/readyz", http.StatusServiceUnavailable)
 	if !strings.Contains(body, "publisher") {
 		t.Fatalf("/readyz while the webhook fails: %s", body)
 	}
@@ -330,7 +330,7 @@ func TestPublisherHealth(t *testing.T) {
 	}
 	failing.Store(false)
 	edit()
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	if h := sc.metric("jupyter_mcp_sidecar_publisher_healthy"); h != 1 {
 		t.Fatalf("publisher_healthy = %v after a delivery", h)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // eventFixture is testdata/events.json, made by testdata/mcpclient/gen-events.mjs with
@@ -255,11 +256,11 @@ func TestEventsReachConsumers(t *testing.T) {
 			c := tc.start(t)
 			nbs := notebookRooms(2)
 			a, b := nbs[0], nbs[1]
-			_, w := startEventsSidecar(t, c, nbs, fx)
+			sc, w := startEventsSidecar(t, c, nbs, fx)
 			// Loading the store: each notebook appears with its cells.
 			load := map[string]publish.Event{}
 			for range nbs {
-				r := c.next(t, 15*time.Second)
+				r := c.next(t, testutil.Wait)
 				load[r.ev.Path] = r.ev
 			}
 			for _, nb := range nbs {
@@ -310,7 +311,15 @@ func TestEventsReachConsumers(t *testing.T) {
 					t.Errorf("receiver publishes %v for unbound %s", got[a.path].uri, a.path)
 				}
 			}
-			c.quiet(t, 700*time.Millisecond)
+			// Nothing more arrives: the barrier is one more edit of a, whose event must be
+			// the next one, and the last the publisher delivered (two loads, two edits, it).
+			w.writeRoom(a.room, fx.edits["output-c1-0"])
+			if r := c.next(t, testutil.Wait); r.ev.Path != a.path || r.ev.Seq != 3 {
+				t.Fatalf("unexpected event %s", r.raw)
+			}
+			const delivered = "jupyter_mcp_sidecar_publisher_delivered_total"
+			testutil.Eventually(t, testutil.Wait, "5 events delivered", func() bool { return sc.metric(delivered) == 5 },
+				func() string { return fmt.Sprintf("%v delivered", sc.metric(delivered)) })
 		})
 	}
 }
@@ -346,7 +355,7 @@ func TestEventsAtScale(t *testing.T) {
 			nbs := notebookRooms(notebooks)
 			_, w := startEventsSidecar(t, c, nbs, fx, "source-c1", "output-c1-0", "add-e0")
 			for range nbs {
-				if r := c.next(t, 30*time.Second); r.ev.Seq != 1 || r.ev.Part != nil {
+				if r := c.next(t, testutil.Wait); r.ev.Seq != 1 || r.ev.Part != nil {
 					t.Fatalf("load event %+v", r.ev)
 				}
 			}
@@ -364,7 +373,7 @@ func TestEventsAtScale(t *testing.T) {
 					_, committed[nb.path] = w.writeRoom(nb.room, fx.edits[edit])
 				}
 				for done := 0; done < notebooks; {
-					r := c.next(t, 30*time.Second)
+					r := c.next(t, testutil.Wait)
 					notifications++
 					maxPayload = max(maxPayload, len(r.raw))
 					evs := byPath[r.ev.Path]
@@ -387,6 +396,8 @@ func TestEventsAtScale(t *testing.T) {
 				}
 			}
 			elapsed := time.Since(start)
+			// Nothing more arrives, watched for a bounded window: the session has no edit
+			// left to make a barrier of.
 			c.quiet(t, 700*time.Millisecond)
 			lost, split := 0, 0
 			for _, nb := range nbs {
@@ -464,11 +475,11 @@ publisher: %s
 		t.Fatal(err)
 	}
 	defer g.close()
-	if r := c.next(t, 15*time.Second); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.FileID != nb.fileID || r.ev.Seq != 1 {
+	if r := c.next(t, testutil.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.FileID != nb.fileID || r.ev.Seq != 1 {
 		t.Fatalf("alice's load event = %+v", r.ev)
 	}
 	w.writeRoom(nb.room, fx.edits["source-c1"])
-	if r := c.next(t, delivery); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.Seq != 2 || len(r.ev.Changes.Cells) != 1 {
+	if r := c.next(t, testutil.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.Seq != 2 || len(r.ev.Changes.Cells) != 1 {
 		t.Fatalf("alice's edit event = %+v", r.ev)
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -24,7 +26,7 @@ func (g *goClient) callTool(name string, args map[string]any) string {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	res, err := g.c.CallTool(waitCtx(g.t, 10*time.Second), req)
+	res, err := g.c.CallTool(waitCtx(g.t, testutil.Wait), req)
 	if err != nil {
 		g.t.Fatalf("%s: %v", name, err)
 	}
@@ -99,7 +101,7 @@ func preloadedSidecar(t *testing.T, bin string, o options) (*sidecar, writer, []
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	var sc *sidecar
 	withBinary(bin, func() { sc = startSidecar(t, dir, o) })
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	return sc, w, steps
 }
 
@@ -140,7 +142,7 @@ func TestExtensionsOutlineAndSearch(t *testing.T) {
 		}
 		w.write(steps[insert].update)
 		for _, c := range cs {
-			await(t, c, delivery, outlineURI)
+			await(t, c, testutil.Wait, outlineURI)
 		}
 		jsonEqual(t, "outline after the insert", cs[1].read(outlineURI), outlineJSON(t, steps[insert].after))
 		next = insert + 1
@@ -173,12 +175,9 @@ func TestExtensionsOutlineAndSearch(t *testing.T) {
 			t.Fatalf("%q found before it was typed: %v", query, got)
 		}
 		committed := w.write(steps[i].update)
-		for !slices.Contains(search(), cellURI(nbName, cell)) {
-			if time.Since(committed) > delivery {
-				t.Fatalf("%q (typed in cell %s) not found %v after the write", query, cell, delivery)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// The delivery budget is the property: found within it of the commit.
+		testutil.Eventually(t, delivery-time.Since(committed), fmt.Sprintf("%q (typed in cell %s) found after the write", query, cell),
+			func() bool { return slices.Contains(search(), cellURI(nbName, cell)) })
 		t.Logf("search found %q %v after its write (debounce 250 ms)", query, time.Since(committed).Round(time.Millisecond))
 		next = i + 1
 	})
@@ -225,11 +224,12 @@ func TestExampleExtensionModule(t *testing.T) {
 		}
 	}
 	// The notebook's first change set reaches the extension after the debounce.
-	for deadline := time.Now().Add(delivery); len(got.Notebooks) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testutil.Eventually(t, testutil.Wait, "notebook_stats with a notebook", func() bool {
 		if err := json.Unmarshal([]byte(c.callTool("notebook_stats", nil)), &got); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return len(got.Notebooks) != 0
+	}, func() string { return fmt.Sprintf("notebook_stats = %+v", got) })
 	cells := 0
 	for _, c := range steps[preloaded-1].after.All() {
 		if c.CellType == "code" {

@@ -221,7 +221,7 @@ func launchOn(t testing.TB, dir string, port int, cfg string, args ...string) *s
 		}
 	})
 	if serve {
-		s.waitHTTP("/healthz", http.StatusOK, 30*time.Second)
+		s.waitHTTP("/healthz", http.StatusOK)
 	}
 	return s
 }
@@ -248,7 +248,7 @@ func (s *sidecar) stop() {
 		if err != nil {
 			s.t.Errorf("sidecar exited with %v after SIGINT", err)
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(15 * time.Second): // the drain timeout (10 s) and a margin: a clean exit is one in time
 		_ = s.cmd.Process.Kill()
 		s.t.Error("sidecar did not stop within 15 s of SIGINT")
 	}
@@ -265,37 +265,35 @@ func (s *sidecar) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitHTTP polls path until it answers code.
-func (s *sidecar) waitHTTP(path string, code int, within time.Duration) string {
+// waitHTTP waits until path answers code and returns the body.
+func (s *sidecar) waitHTTP(path string, code int) string {
 	s.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		got, body := s.get(path)
-		if got == code {
-			return body
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s answered %d %q, want %d within %v", path, got, body, code, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitStatus(s.t, s, path, code)
 }
 
 // metric returns the sum of a Prometheus metric's samples over all its labels; 0 when
 // it has none (a labelled metric before its first sample).
 func (s *sidecar) metric(name string) float64 {
 	s.t.Helper()
+	return s.metrics(name)[0]
+}
+
+// metrics returns metric's value for each name, from one scrape.
+func (s *sidecar) metrics(names ...string) []float64 {
+	s.t.Helper()
 	_, body := s.get("/metrics")
-	ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1)
-	sum := 0.0
-	for _, m := range ms {
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			s.t.Fatal(err)
+	out := make([]float64, len(names))
+	for i, name := range names {
+		ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1)
+		for _, m := range ms {
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			out[i] += v
 		}
-		sum += v
 	}
-	return sum
+	return out
 }
 
 func (s *sidecar) mcpURL() string { return s.url + "/mcp" }

@@ -4,30 +4,30 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
-// waitStatus polls path until it answers code, failing t (not the sidecar's test, so
-// that it can run in a subtest) after within.
-func waitStatus(t *testing.T, sc *sidecar, path string, code int, within time.Duration) {
+// waitStatus waits until path answers code and returns the body, failing t (not the
+// sidecar's test, so that it can run in a subtest).
+func waitStatus(t testing.TB, sc *sidecar, path string, code int) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		got, body := sc.get(path)
-		if got == code {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s answered %d %q, want %d within %v", path, got, body, code, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got int
+	var body string
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%s answering %d", path, code), func() bool {
+		got, body = sc.get(path)
+		return got == code
+	}, func() string { return fmt.Sprintf("last answer %d %q", got, body) })
+	return body
 }
 
 // readIn reads uri, failing t (which may be a subtest) if the read fails.
@@ -52,7 +52,7 @@ func startServing(t *testing.T) (steps []step, store string, w writer, sc *sidec
 		w.write(s.update)
 	}
 	sc = startSidecar(t, dir, options{})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	return steps, store, w, sc
 }
 
@@ -90,19 +90,23 @@ func TestDamagedStore(t *testing.T) {
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			// A write in the clock tick of the last read, of the same size and header,
-			// cannot be told from no write by the file's metadata.
+			// cannot be told from no write by the file's metadata: the clock moves on
+			// (elapsing time, not a wait).
 			time.Sleep(20 * time.Millisecond)
 			d.damage()
-			waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable, 5*time.Second)
-			for range 20 { // two seconds: four polls and any file event
+			waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable)
+			// An observation window, not a wait: the sidecar counts none of its polls for
+			// a barrier, so the damaged store is watched for two seconds (four polls at
+			// poll_interval 500ms, and any file event), ten observations a second.
+			for range 20 {
 				if code, body := sc.get("/readyz"); code != http.StatusServiceUnavailable {
 					t.Fatalf("damaged store: /readyz %d %s", code, body)
 				}
 				jsonEqual(t, "notebook while the store is damaged", readIn(t, c, nbURI), want)
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // the pace of the observations
 			}
 			sqlitetest.WriteInPlace(t, store, good)
-			waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+			waitStatus(t, sc, "/readyz", http.StatusOK)
 			jsonEqual(t, "notebook after the restore", readIn(t, c, nbURI), want)
 		})
 	}
@@ -115,14 +119,9 @@ func TestDamagedStore(t *testing.T) {
 		for _, s := range steps[preloaded : i+1] {
 			w.write(s.update)
 		}
-		await(t, c, delivery, nbURI)
-		want := mustJSON(t, steps[i].after)
-		deadline := time.Now().Add(5 * time.Second)
-		for !jsonSame(readIn(t, c, nbURI), want) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		jsonEqual(t, "notebook after the restore and a write", readIn(t, c, nbURI), want)
-		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+		await(t, c, testutil.Wait, nbURI)
+		eventuallyJSON(t, "notebook after the restore and a write", func() string { return readIn(t, c, nbURI) }, mustJSON(t, steps[i].after))
+		waitStatus(t, sc, "/readyz", http.StatusOK)
 	})
 }
 
@@ -136,7 +135,7 @@ func TestDegradedClears(t *testing.T) {
 	corrupt := func(t *testing.T) sqlitetest.Reply {
 		t.Helper()
 		r := w.do(map[string]any{"op": "write", "room": bad, "update": base64.StdEncoding.EncodeToString([]byte{1, 1, 0xff, 0xff, 0xff})})
-		waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable, 5*time.Second)
+		waitStatus(t, sc, "/readyz", http.StatusServiceUnavailable)
 		_, body := sc.get("/readyz")
 		var ready struct {
 			Degraded []string `json:"degraded_rooms"`
@@ -151,16 +150,62 @@ func TestDegradedClears(t *testing.T) {
 		r := corrupt(t)
 		// pycrdt-store's squash: the room's rows up to the cutoff become one merged row.
 		w.do(map[string]any{"op": "squash", "room": bad, "merged": good, "cutoff": r.TS})
-		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+		waitStatus(t, sc, "/readyz", http.StatusOK)
 	})
 	t.Run("deleted", func(t *testing.T) {
 		r := corrupt(t)
 		execSQL(t, "file:"+store+"?_pragma=busy_timeout(5000)", "DELETE FROM yupdates WHERE rowid = ?", r.RowID)
-		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+		waitStatus(t, sc, "/readyz", http.StatusOK)
 	})
 	t.Run("file replaced", func(t *testing.T) {
 		corrupt(t)
 		w.do(map[string]any{"op": "rename"})
-		waitStatus(t, sc, "/readyz", http.StatusOK, 5*time.Second)
+		waitStatus(t, sc, "/readyz", http.StatusOK)
 	})
+}
+
+// One valid store row nesting 1.5M maps in the notebook metadata (13 MB) overflowed the
+// stack on every start (issue 17). Such a row degrades its room alone: the sidecar starts
+// with one in the store, serves the other notebook, and takes a second one while running.
+func TestDeepNestDegradesOnlyItsRoom(t *testing.T) {
+	const deepA = ".notebook:9d1c7a52-0000-4000-8000-00000000dee1.y"
+	const deepB = ".notebook:9d1c7a52-0000-4000-8000-00000000dee2.y"
+	deep := base64.StdEncoding.EncodeToString(yjstest.Nested(7, "meta", "metadata", 1_500_000))
+	steps := session(t)
+	dir := t.TempDir()
+	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
+	w.do(map[string]any{"op": "write", "room": deepA, "update": deep})
+	sc := startSidecar(t, dir, options{})
+	degraded := func(want ...string) {
+		t.Helper()
+		var code int
+		var body string
+		// A 24 MB row takes a while to refuse on a busy machine.
+		testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("the rooms %v degraded", want), func() bool {
+			select {
+			case err := <-sc.done:
+				sc.done <- err // for stop
+				t.Fatalf("sidecar exited: %v", err)
+			default:
+			}
+			code, body = sc.get("/readyz")
+			var ready struct {
+				Degraded []string `json:"degraded_rooms"`
+			}
+			return code == http.StatusServiceUnavailable && json.Unmarshal([]byte(body), &ready) == nil && slices.Equal(ready.Degraded, want)
+		}, func() string { return fmt.Sprintf("readyz = %d %s", code, body) })
+	}
+	want := mustJSON(t, steps[preloaded-1].after)
+
+	degraded(deepA)
+	c := dialGo(t, sc.mcpURL(), true)
+	c.bind(nbName, nbPath)
+	jsonEqual(t, "notebook beside a deep nest loaded at start", c.read(nbURI), want)
+
+	w.do(map[string]any{"op": "write", "room": deepB, "update": deep})
+	degraded(deepA, deepB)
+	jsonEqual(t, "notebook beside a deep nest written later", c.read(nbURI), want)
+	if v := sc.metric("jupyter_mcp_sidecar_decode_errors_total"); v != 2 {
+		t.Fatalf("decode errors = %v, want 2", v)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // hubConfig configures hub mode with the Hub at apiURL for users whose homes (store,
@@ -149,13 +150,8 @@ func TestHubMode(t *testing.T) {
 			t.Fatal("alice's notebook not served directly")
 		}
 		c.close()
-		deadline := time.Now().Add(30 * time.Second)
-		for direct.metric("jupyter_mcp_sidecar_hub_user_releases_total") < 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("alice not released %v after her last request (idle timeout 2s)", 30*time.Second)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testutil.Eventually(t, testutil.Wait, "alice released after her last request (idle timeout 2s)",
+			func() bool { return direct.metric("jupyter_mcp_sidecar_hub_user_releases_total") >= 1 })
 		if _, body := direct.get("/services/mcp/readyz"); !strings.Contains(body, `"users_active":0`) {
 			t.Fatalf("/readyz under the prefix after the release: %s", body)
 		}
@@ -217,12 +213,10 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	ownOK("subscribe", subscribeErr(ctx, a, "notebook://alice-only") == nil)
 	res, err := callToolAs(ctx, a, "list_notebooks", nil)
 	ownOK("list_notebooks", err == nil && strings.Contains(res, "alice-only"))
-	for deadline := time.Now().Add(delivery); ; time.Sleep(50 * time.Millisecond) { // indexed after the debounce
+	_ = testutil.Within(testutil.Wait, func() bool { // indexed after the debounce
 		res, err = callToolAs(ctx, a, "search_notebooks", map[string]any{"query": "import"})
-		if (err == nil && strings.Contains(res, "notebook://alice-only/cells/")) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return err == nil && strings.Contains(res, "notebook://alice-only/cells/")
+	})
 	ownOK("search_notebooks", err == nil && strings.Contains(res, "notebook://alice-only/cells/"))
 
 	// Bob on alice's names, paths and session.
@@ -247,7 +241,9 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	carol := hub.Token(jhubtest.NoAccessUser)
 	revoked := hub.Token(alice.name)
 	hub.Revoke(revoked)
-	time.Sleep(1500 * time.Millisecond) // the token cache TTL
+	// The token cache TTL (1 s) elapses, so that no answer cached before the revocation
+	// still holds: elapsing time, not a wait.
+	time.Sleep(1500 * time.Millisecond)
 	for what, authz := range map[string]string{"no access scope": "token " + carol.Value, "revoked": "token " + revoked.Value, "no token": ""} {
 		for _, modern := range []bool{false, true} {
 			_, err := dialGoAs(t, endpoint, modern, authz)
@@ -268,6 +264,7 @@ func readResource(ctx context.Context, g *goClient, uri string) (*mcp.ReadResour
 func subscribeErr(ctx context.Context, g *goClient, uri string) error {
 	req := mcp.SubscribeRequest{}
 	req.Params.URI = uri
+	//lint:ignore SA1019 the 2025-11-25 era is under test
 	return g.c.Subscribe(ctx, req)
 }
 

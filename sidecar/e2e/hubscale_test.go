@@ -23,6 +23,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
@@ -98,7 +99,7 @@ func TestHubScale(t *testing.T) {
 			sc.metric("go_goroutines"), openFiles(t, sc.cmd.Process.Pid, ".db"), openFiles(t, sc.cmd.Process.Pid, "inotify"))
 	}
 
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the freshly started process settles before the idle sample: a measurement's pace, not a wait
 	baseline := rss()
 	t.Logf("HUBSCALE idle baseline: RSS %.1f MB (%s)", baseline, heap())
 
@@ -142,7 +143,7 @@ func TestHubScale(t *testing.T) {
 	})
 	var activeRSS, activeAnon float64
 	for range 5 {
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the sampling pace
 		activeRSS, activeAnon = max(activeRSS, rss()), max(activeAnon, status(t, sc.cmd.Process.Pid, "RssAnon"))
 	}
 	activeHeap := heap()
@@ -164,16 +165,15 @@ func TestHubScale(t *testing.T) {
 		endSession(t, endpoint, c, tokens[i])
 	}
 	released := time.Now()
-	for sc.metric("jupyter_mcp_sidecar_hub_user_releases_total") < float64(active) {
-		if time.Since(released) > idle+time.Minute {
-			t.Fatalf("%v of %d users released %v after their last request", sc.metric("jupyter_mcp_sidecar_hub_user_releases_total"), active, time.Since(released))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testutil.Eventually(t, idle+time.Minute, fmt.Sprintf("%d users released after their last request", active), func() bool {
+		return sc.metric("jupyter_mcp_sidecar_hub_user_releases_total") >= float64(active)
+	}, func() string {
+		return fmt.Sprintf("%v released", sc.metric("jupyter_mcp_sidecar_hub_user_releases_total"))
+	})
 	t.Logf("HUBSCALE every user released %v after the clients left (idle timeout %v): RSS %.1f MB (%s)",
 		time.Since(released).Round(time.Second), idle, rss(), heap())
 	for at := 15 * time.Second; at <= settle; at *= 2 {
-		time.Sleep(time.Until(released.Add(at)))
+		time.Sleep(time.Until(released.Add(at))) // the sampling schedule
 		t.Logf("HUBSCALE %v after the clients left: RSS %.1f MB (%.2f× the idle baseline; %s)", at, rss(), rss()/baseline, heap())
 	}
 
@@ -216,19 +216,19 @@ func TestHubScale(t *testing.T) {
 // yet (hub mode marks a user loaded when the store's first read is done, while the
 // user's MCP server loads the bindings concurrently); each such answer counts in unbound.
 func readBound(t *testing.T, c *goClient, uri string, unbound *atomic.Int64) string {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		body, err := c.tryRead(uri)
-		if err == nil {
-			return body
-		}
-		if !strings.Contains(err.Error(), "no notebook is bound") || time.Now().After(deadline) {
-			t.Error(err)
-			return ""
+	var body string
+	var err error
+	if testutil.Within(testutil.Wait, func() bool {
+		if body, err = c.tryRead(uri); err == nil || !strings.Contains(err.Error(), "no notebook is bound") {
+			return true
 		}
 		unbound.Add(1)
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) != nil || err != nil {
+		t.Error(err)
+		return ""
 	}
+	return body
 }
 
 // historyPool is the first hubPoolSize recorded sessions with at least one checkpoint
@@ -446,7 +446,7 @@ func notebooksRSS(t *testing.T, root string, users []string) (rss, anon float64)
 		t.Fatalf("the process holding the notebooks said %q, %v", line, err)
 	}
 	for range 5 {
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the sampling pace
 		rss, anon = max(rss, status(t, cmd.Process.Pid, "VmRSS")), max(anon, status(t, cmd.Process.Pid, "RssAnon"))
 	}
 	return rss, anon

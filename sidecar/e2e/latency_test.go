@@ -10,12 +10,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // TestLatency measures store commit → client receipt of notifications/resources/updated
 // through the real binary, debounce off and on, for 1, 100 and 1,000 subscribed sessions
 // (2026-07-28 listen streams and 2025-11-25 sessions, half each). It takes minutes, so it
-// runs only with E2E_LATENCY=1 (E2E_LATENCY_SESSIONS overrides the session counts).
+// runs only with E2E_LATENCY=1 (E2E_LATENCY_SESSIONS overrides the session counts,
+// E2E_LATENCY_EDITS the 30 edits; CI runs a short version). It fails when the p99 is
+// above the 2 s ceiling subscribers are promised.
 func TestLatency(t *testing.T) {
 	if os.Getenv("E2E_LATENCY") != "1" {
 		t.Skip("set E2E_LATENCY=1 to measure")
@@ -35,16 +39,24 @@ func TestLatency(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				p50, p99, samples := measure(t, steps, debounce, n)
 				t.Logf("LATENCY %s: p50 %v p99 %v (%d samples)", name, p50, p99, samples)
+				// The promise to subscribers: told within the debounce's 2 s ceiling.
+				if p99 > latencyCeiling {
+					t.Errorf("p99 %v above the %v ceiling", p99, latencyCeiling)
+				}
 			})
 		}
 	}
 }
 
+// latencyCeiling is notifications.max_delay's default: no subscriber waits longer for
+// a change, debounced or not.
+const latencyCeiling = 2 * time.Second
+
 func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (time.Duration, time.Duration, int) {
 	dir := t.TempDir()
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{debounce: debounce})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	cs := make([]*goClient, sessions)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -68,16 +80,30 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 	for _, c := range cs {
 		c.subscribe(nbURI)
 	}
-	time.Sleep(time.Second)
+	// A first edit, not measured, that every session is told of: every stream is up
+	// (a 2025-11-25 session's GET stream opens in the background after initialize).
+	next := preloaded
+	for !visible(steps[next : next+1]) {
+		next++
+	}
+	w.write(steps[next].update)
+	next++
 	for _, c := range cs {
-		drain(c, 0)
+		await(t, c, testutil.Wait, nbURI)
+	}
+	// The pace of the edits: past the debounce, so that each is its own burst.
+	pace := max(debounce, 0) + 200*time.Millisecond
+	time.Sleep(pace)
+	for _, c := range cs {
 		for len(c.times) > 0 {
 			<-c.times
 		}
+		for len(c.notes) > 0 {
+			<-c.notes
+		}
 	}
-	const edits = 30
+	edits := envInt(t, "E2E_LATENCY_EDITS", 30)
 	var lat []time.Duration
-	next := preloaded
 	for e := 0; e < edits; e++ {
 		for !visible(steps[next : next+1]) {
 			next++
@@ -89,11 +115,11 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 			case at := <-c.times:
 				<-c.notes
 				lat = append(lat, at.Sub(committed))
-			case <-time.After(10 * time.Second):
-				t.Fatalf("edit %d: %s not notified", e, c.name())
+			case <-time.After(testutil.Wait):
+				t.Fatalf("edit %d: %s not notified within %v", e, c.name(), testutil.Wait)
 			}
 		}
-		time.Sleep(max(debounce, 0) + 200*time.Millisecond)
+		time.Sleep(pace)
 		for _, c := range cs {
 			for len(c.times) > 0 {
 				<-c.times

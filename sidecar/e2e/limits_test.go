@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // rawConn opens a TCP connection to addr, closed at the end of the test.
@@ -26,20 +28,20 @@ func rawConn(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// keepAliveGet sends GET path on c and reads its response, leaving c open.
-func keepAliveGet(t *testing.T, c net.Conn, path string) int {
-	t.Helper()
+// tryKeepAliveGet sends GET path on c and reads its response, leaving c open; the error
+// is that of a connection the server closed.
+func tryKeepAliveGet(c net.Conn, path string) (int, error) {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // closedWithin reports whether the server closes c within d.
@@ -63,7 +65,7 @@ func TestConnectionLimits(t *testing.T) {
 	dir := t.TempDir()
 	w := startPreloaded(t, filepath.Join(dir, ".jupyter_ystore.db"), steps)
 	sc := startSidecar(t, dir, options{debounce: -1})
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 	http.DefaultClient.CloseIdleConnections()
 
 	t.Run("idle connections and the cap", func(t *testing.T) {
@@ -80,6 +82,7 @@ func TestConnectionLimits(t *testing.T) {
 			if _, err := io.WriteString(c, partial); err != nil {
 				t.Fatal(err)
 			}
+			// A property: read_timeout (1 s) and a 2 s scheduling margin.
 			if !closedWithin(c, 3*time.Second) {
 				t.Fatalf("a slow %s held its connection 3 s (read_timeout 1s)", name)
 			}
@@ -92,7 +95,8 @@ func TestConnectionLimits(t *testing.T) {
 			c.bind(nbName, nbPath)
 			c.subscribe(nbURI)
 		}
-		time.Sleep(3500 * time.Millisecond) // past idle_timeout and read_timeout
+		// The streams stay open past idle_timeout and read_timeout: elapsing time, not a wait.
+		time.Sleep(3500 * time.Millisecond)
 		for _, c := range cs {
 			drain(c, 100*time.Millisecond)
 		}
@@ -101,7 +105,7 @@ func TestConnectionLimits(t *testing.T) {
 			w.write(s.update)
 		}
 		for _, c := range cs {
-			await(t, c, delivery, nbURI)
+			await(t, c, testutil.Wait, nbURI)
 		}
 	})
 }
@@ -124,14 +128,28 @@ func (r *rawClient) callTool(name string, args map[string]any) (text string, isE
 // counts the refusal for the listener.
 func capAndIdle(t *testing.T, addr string, max int, listener string, metric func(string) float64) {
 	t.Helper()
+	name := `jupyter_mcp_sidecar_http_connections_refused_total{listener="` + listener + `"}`
+	before := metric(name)
 	http.DefaultClient.CloseIdleConnections()
-	held := make([]net.Conn, max)
-	for i := range held {
-		held[i] = rawConn(t, addr)
-		if code := keepAliveGet(t, held[i], "/healthz"); code != http.StatusOK {
-			t.Fatalf("connection %d: /healthz %d", i, code)
+	// The connections the client just closed hold their slots until the server notices
+	// the close: a connection opened before that is refused, and counted. Open until max
+	// are held, counting the refused ones.
+	held := make([]net.Conn, 0, max)
+	early := 0
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d connections held", max), func() bool {
+		c := rawConn(t, addr)
+		if code, err := tryKeepAliveGet(c, "/healthz"); err != nil {
+			early++
+			_ = c.Close()
+		} else if code != http.StatusOK {
+			t.Fatalf("connection %d: /healthz %d", len(held), code)
+		} else {
+			held = append(held, c)
 		}
-	}
+		return len(held) == max
+	})
+	// Properties: one connection over the cap is closed at once (a second's margin), a
+	// held one once idle (idle_timeout 2s and a 2 s scheduling margin).
 	if !closedWithin(rawConn(t, addr), time.Second) {
 		t.Fatalf("connection %d stayed open beyond server.max_connections %d", max+1, max)
 	}
@@ -140,9 +158,8 @@ func capAndIdle(t *testing.T, addr string, max int, listener string, metric func
 			t.Fatalf("idle connection %d still open 4 s after its response (idle_timeout 2s)", i)
 		}
 	}
-	name := `jupyter_mcp_sidecar_http_connections_refused_total{listener="` + listener + `"}`
-	if got := metric(name); got != 1 {
-		t.Fatalf("%s = %v, want 1", name, got)
+	if got := metric(name) - before; got != float64(early+1) {
+		t.Fatalf("%s rose by %v, want 1 (and %d refused before the old connections were seen closed)", name, got, early)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
@@ -185,15 +202,13 @@ func TestMetricsListenerLimits(t *testing.T) {
 		}
 		return 0
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+	testutil.Eventually(t, testutil.Wait, "the metrics listener answering", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
 			resp.Body.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the metrics listener did not answer within 20 s")
-		}
-	}
+		return err == nil
+	})
 	capAndIdle(t, addr, 5, "metrics", metric)
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // TestScaleOut ships a Jupyter server's SQLite store into Postgres with `ship` and serves
@@ -28,23 +30,12 @@ ship: {source_id: jupyter-a, postgres: {dsn: %q, schema: %s}}
   postgres: {dsn: %q, schema: %s, poll_interval: 1s}
 fileid: {db_path: %q, root_dir: %q}
 `, dsn, schema, fileidDB, jupyter), "serve")
-	sc.waitHTTP("/readyz", http.StatusOK, 15*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 
 	c := dialGo(t, sc.mcpURL(), true)
 	c.bind(nbName, nbPath)
 	// Until ship has copied the room, the notebook is not in Postgres yet.
-	deadline := time.Now().Add(15 * time.Second)
-	want := mustJSON(t, steps[preloaded-1].after)
-	for {
-		got, err := c.tryRead(nbURI)
-		if err == nil && jsonSame(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shipped notebook not served within 15 s: %v\n%s", err, got)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventuallyJSON(t, "shipped notebook served", tryReadText(c, nbURI), mustJSON(t, steps[preloaded-1].after))
 
 	i, cell := changedCell(steps, preloaded)
 	for _, s := range steps[preloaded:i] {
@@ -53,6 +44,6 @@ fileid: {db_path: %q, root_dir: %q}
 	c.subscribe(nbURI, cellURI(nbName, cell))
 	drain(c, 700*time.Millisecond)
 	w.write(steps[i].update)
-	await(t, c, delivery, nbURI, cellURI(nbName, cell))
+	await(t, c, testutil.Wait, nbURI, cellURI(nbName, cell))
 	jsonEqual(t, "notebook served from Postgres", c.read(nbURI), mustJSON(t, steps[i].after))
 }

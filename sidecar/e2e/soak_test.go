@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -155,11 +156,11 @@ func (s *soakRun) damage(name string, hold time.Duration, bad func(good []byte))
 	if _, err := os.Stat(s.store + "-journal"); err == nil {
 		s.t.Fatal("the store has a journal while the writer is idle")
 	}
-	time.Sleep(20 * time.Millisecond) // not in the clock tick of the last write
+	time.Sleep(20 * time.Millisecond) // not in the clock tick of the last write: elapsing time, not a wait
 	f := fault{name: name, start: time.Now()}
 	bad(good)
 	s.logf("store %s (writer paused)", name)
-	time.Sleep(hold)
+	time.Sleep(hold) // the fault lasts a while: a stimulus, not a wait
 	sqlitetest.WriteInPlace(s.t, s.store, good)
 	f.end = time.Now()
 	s.faults = append(s.faults, f)
@@ -188,7 +189,7 @@ func (s *soakRun) live(d time.Duration) {
 		if !s.burst(ri) {
 			s.logf("%s: session used up", s.rooms[ri].name)
 		}
-		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rand.IntN(300)) * time.Millisecond) // the pace of the edits
 	}
 }
 
@@ -249,7 +250,7 @@ fileid: {db_path: %q, root_dir: %q}
 notifications: {debounce: 250ms, max_delay: 2s}
 notebooks: {%s}
 `, s.store, fileidDB, dir, strings.Join(names, ", ")), "serve")
-	sc.waitHTTP("/readyz", http.StatusOK, 10*time.Second)
+	sc.waitHTTP("/readyz", http.StatusOK)
 
 	// The sessions: even ids 2025-11-25, odd 2026-07-28, each on two random notebooks.
 	clients := make([]*soakClient, sessions)
@@ -288,7 +289,19 @@ notebooks: {%s}
 			c.run(ctx)
 		}()
 	}
-	time.Sleep(2 * time.Second) // every first stream open
+	testutil.Eventually(t, testutil.Wait, "every client's first stream open", func() bool {
+		return !slices.ContainsFunc(clients, func(c *soakClient) bool { return !c.streaming() })
+	}, func() string {
+		var down []string
+		for _, c := range clients {
+			if !c.streaming() {
+				c.mu.Lock()
+				down = append(down, fmt.Sprintf("client %d (%s): errors %v", c.id, c.era(), c.errs))
+				c.mu.Unlock()
+			}
+		}
+		return strings.Join(down, "; ")
+	})
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	readies := pollReady(watchCtx, sc.url, 100*time.Millisecond)
 	usage := watchProc(watchCtx, sc.cmd.Process.Pid, sc.url, time.Second)
@@ -327,6 +340,10 @@ notebooks: {%s}
 	s.live(time.Until(start.Add(duration)))
 	lastCommit := time.Now()
 	s.logf("writer stops: %d transactions, %d visible changes", s.writes, len(s.commits))
+	// The clients keep running soakSettle past the last commit. No barrier says that
+	// every owed change has arrived: what a 2026-07-28 client is owed is known only once
+	// its streams have stopped. A bounded window, longer than a stream's longest outage
+	// (3 s) and the debounce ceiling.
 	time.Sleep(soakSettle)
 	stopClients()
 	running.Wait()
@@ -339,7 +356,7 @@ notebooks: {%s}
 		want := mustJSON(t, s.steps[room.next-1].after)
 		req := mcp.ReadResourceRequest{}
 		req.Params.URI = room.uri
-		res, err := reader.c.ReadResource(waitCtx(t, 10*time.Second), req)
+		res, err := reader.c.ReadResource(waitCtx(t, testutil.Wait), req)
 		if err != nil {
 			t.Errorf("read %s: %v", room.uri, err)
 			continue

@@ -32,6 +32,7 @@ type soakClient struct {
 	url    string
 	sessID string
 	ack    chan time.Time // 2026-07-28: arrival of each listen acknowledgement
+	acked  atomic.Bool    // 2026-07-28: a first listen stream was acknowledged
 
 	mu      sync.Mutex
 	recv    map[string][]time.Time // uri → arrival times
@@ -68,6 +69,7 @@ func dialSoak(t *testing.T, url string, id int, modern bool, uris []string) (*so
 	c.c.OnNotification(func(n mcp.JSONRPCNotification) {
 		switch n.Method {
 		case string(mcp.MethodNotificationSubscriptionsAcknowledged):
+			c.acked.Store(true)
 			c.ack <- time.Now()
 		case string(mcp.MethodNotificationResourceUpdated):
 			if uri, ok := n.Params.AdditionalFields["uri"].(string); ok {
@@ -90,6 +92,7 @@ func dialSoak(t *testing.T, url string, id int, modern bool, uris []string) (*so
 		for _, u := range uris {
 			req := mcp.SubscribeRequest{}
 			req.Params.URI = u
+			//lint:ignore SA1019 the 2025-11-25 era is under test
 			if err := c.c.Subscribe(ctx, req); err != nil {
 				_ = c.c.Close()
 				return nil, err
@@ -125,6 +128,17 @@ func (c *soakClient) run(ctx context.Context) {
 	} else {
 		c.streamLoop(ctx)
 	}
+}
+
+// streaming reports whether the client's first stream is open: a 2025-11-25 session's
+// GET stream, a 2026-07-28 listen stream acknowledged.
+func (c *soakClient) streaming() bool {
+	if c.modern {
+		return c.acked.Load()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.up) > 0
 }
 
 // upFor is how long a GET stream stays open before the client drops it.

@@ -13,8 +13,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
-const wait = 10 * time.Second
-
 func nbJSON(src string) string {
 	return `{"cells":[{"cell_type":"code","id":"c1","source":"` + src + `","metadata":{},"outputs":[],"execution_count":null}],"metadata":{},"nbformat":4,"nbformat_minor":5}`
 }
@@ -63,7 +61,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := testutil.Receive(t, wait, "watcher stopped", done); err != nil {
+		if err := testutil.Receive(t, testutil.Wait, "watcher stopped", done); err != nil {
 			t.Error(err)
 		}
 	})
@@ -72,7 +70,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 
 func expect(t *testing.T, rec *recorder, p string, want ...string) {
 	t.Helper()
-	testutil.Eventually(t, wait, "reports of "+p, func() bool {
+	testutil.Eventually(t, testutil.Wait, "reports of "+p, func() bool {
 		return strings.Join(rec.sources(p), "|") == strings.Join(want, "|")
 	}, func() string { return strings.Join(rec.sources(p), "|") })
 }

@@ -120,7 +120,7 @@ func NewDB(cfg DBConfig) (*DB, error) {
 	if cfg.Path == "" {
 		cfg.Path = DefaultDBPath()
 	}
-	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir)}, nil
+	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir), idle: dbIdle}, nil
 }
 
 // Path looks fileID up in the Files table, or in the answers given since the database

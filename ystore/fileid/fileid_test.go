@@ -247,8 +247,10 @@ func TestDefaultDBPath(t *testing.T) {
 }
 
 // TestDBQuietDatabase checks that lookups of a database that has not changed are answered
-// without a connection, which closes when idle, and that a change is seen at once.
+// without a connection, which the constructor's resolver closes after dbIdle, and that a
+// change is seen at once.
 func TestDBQuietDatabase(t *testing.T) {
+	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "file_id_manager.db")
 	edit, _ := startManager(t, dbPath, "arbitrary")
 	edit("add", id1, "/r/a.ipynb")
@@ -257,7 +259,6 @@ func TestDBQuietDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.idle = 10 * time.Millisecond
 	ctx := context.Background()
 	lookup := func(want string) {
 		t.Helper()
@@ -274,8 +275,14 @@ func TestDBQuietDatabase(t *testing.T) {
 	// The files settle once their last change is racyWindow old.
 	testutil.Eventually(t, testutil.Wait, "the files to settle", func() bool { _, settled := r.stampFiles(); return settled })
 	lookup("a.ipynb") // settled: asked once more, remembered
-	testutil.Eventually(t, testutil.Wait, "the connection to close after the idle time", func() bool { return open() == 0 },
-		func() string { return fmt.Sprintf("%d connections still open", open()) })
+	returned := time.Now()
+	testutil.Eventually(t, dbIdle+testutil.Wait, "the idle connections to close", func() bool { return r.db.Stats().MaxIdleTimeClosed > 0 && open() == 0 },
+		func() string {
+			return fmt.Sprintf("%d connections still open %v after the last lookup (idle time %v): %+v", open(), time.Since(returned), dbIdle, r.db.Stats())
+		})
+	if waited := time.Since(returned); waited < dbIdle-time.Second {
+		t.Fatalf("the idle connection closed after %v, well before dbIdle (%v)", waited, dbIdle)
+	}
 	for range 3 {
 		lookup("a.ipynb")
 		if n := open(); n != 0 {

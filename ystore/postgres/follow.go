@@ -228,10 +228,11 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 		if len(events) == 0 {
 			continue
 		}
+		o.load.status.Pending(events)
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return err
 		}
 		applyRooms(rooms, events)
-		o.load.status.Read(events, true, len(rooms))
+		o.load.status.Read(events, len(rooms))
 	}
 }

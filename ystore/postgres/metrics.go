@@ -33,7 +33,7 @@ func newTailMetrics() *tailMetrics {
 		read: histogram("jupyter_mcp_sidecar_postgres_read_seconds",
 			"Duration of each catch-up read transaction on the Postgres Y-store, begin to commit."),
 		lag: gauge("jupyter_mcp_sidecar_postgres_tail_lag_seconds",
-			"Delay between the newest delivered update row's timestamp and its delivery."),
+			"Age of the oldest update row read and not yet applied; 0 when caught up."),
 		retries: counter("jupyter_mcp_sidecar_postgres_reconnects_total",
 			"Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect."),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{

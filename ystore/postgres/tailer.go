@@ -76,7 +76,7 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 		return nil, err
 	}
 	events := loadEvents(rows)
-	t.status.Read(nil, false, len(events))
+	t.status.Read(nil, len(events))
 	return events, nil
 }
 
@@ -211,15 +211,18 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		return err
 	}
 	t.m.read.Observe(time.Since(start).Seconds())
+	tailed := st.cursor != nil
+	if tailed {
+		t.status.Pending(events)
+	}
 	if len(events) > 0 {
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return err
 		}
 	}
-	tailed := st.cursor != nil
 	st.cursor, st.progressed = &snap, true
 	applyRooms(st.rooms, events)
-	t.status.Read(events, tailed, len(st.rooms))
+	t.status.Read(events, len(st.rooms))
 	if t.follow != nil {
 		t.follow.read()
 	}

@@ -48,7 +48,7 @@ func newMetrics() *metrics {
 		}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "jupyter_mcp_sidecar_sqlite_tail_lag_seconds",
-			Help: "Delay between the newest delivered row's commit timestamp and its delivery.",
+			Help: "Age of the oldest row read and not yet applied; 0 when caught up.",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jupyter_mcp_sidecar_sqlite_busy_retries_total",

@@ -39,12 +39,13 @@ type store struct {
 	maxBusyWait time.Duration
 }
 
-// openStore opens path read-only and checks that the connection has the file that
-// path names now (a rename between stat and open is retried by the caller).
+// openStore opens path read-only if it is a regular file (statStore), and checks that
+// the connection has the file that path names now (a rename between stat and open is
+// retried by the caller).
 func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx func(wall, cpu time.Duration), onBusy func()) (*store, error) {
-	before, err := os.Stat(path)
+	before, err := statStore(path)
 	if err != nil {
-		return nil, fmt.Errorf("stat store: %w", err)
+		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
@@ -59,6 +60,9 @@ func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx
 	// Opening reads the schema, which the writer's lock can refuse like any read.
 	if err := retryBusy(ctx, maxBusyWait, onBusy, func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
+		if _, serr := statStore(path); serr != nil {
+			return nil, serr // gone, or replaced by what cannot be opened, in between: the reason
+		}
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	after, err := os.Stat(path)

@@ -25,6 +25,11 @@
 //     and every room gone as Removed; the same when PRAGMA user_version changes in place;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
 //     state stays served until the file returns;
+//   - put something other than a regular file at the path (a named pipe, a socket, a
+//     device, a directory): the same, with the reason (ErrNotRegular); it is never
+//     opened, and a regular file at the path is read as a replacement. SQLite's own
+//     opens cannot block on a named pipe either (see nonblock_linux.go), so that one
+//     swapped in after the check fails the read rather than wedging the tailer;
 //   - truncate or corrupt the file, or write over it in place (outside SQLite's locking,
 //     noticed by its size and modification time changing while PRAGMA data_version does
 //     not): a read that fails, or a store without the yupdates table, is reported by
@@ -53,6 +58,10 @@ import (
 
 // ErrNoStore is returned by Load when the store file does not exist.
 var ErrNoStore = errors.New("y-store file does not exist")
+
+// ErrNotRegular is returned by reads of a store path that names something other than a
+// regular file: a named pipe, a socket, a device or a directory, which is never opened.
+var ErrNotRegular = errors.New("y-store path is not a regular file")
 
 // ErrRunning is returned by Run when the tailer is already running.
 var ErrRunning = errors.New("tailer already running")
@@ -133,13 +142,43 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 func (t *Tailer) open(ctx context.Context) (*store, error) {
 	for {
 		st, err := openStore(ctx, t.cfg.Path, t.cfg.MaxBusyWait, t.observeTx, t.m.busy.Inc)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, ErrNoStore
-		}
 		if !errors.Is(err, errReplacedWhileOpening) {
 			return st, err
 		}
 	}
+}
+
+// statStore returns the file at path: ErrNoStore when there is none, an error wrapping
+// ErrNotRegular when path names something else than a regular file (after symbolic
+// links), which must not be opened: opening a named pipe blocks.
+func statStore(path string) (os.FileInfo, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, ErrNoStore
+	case err != nil:
+		return nil, fmt.Errorf("stat store: %w", err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, path, kindOf(fi.Mode()))
+	}
+	return fi, nil
+}
+
+// kindOf names the kind of file of a mode that is not a regular file's.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "a file of mode " + m.Type().String()
 }
 
 func (t *Tailer) observeTx(wall, cpu time.Duration) {
@@ -156,6 +195,9 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		return ErrRunning
 	}
 	defer t.running.Store(false)
+	if openHookErr != nil {
+		t.log.Warn("SQLite's open is not guarded against a named pipe at the store path", "err", openHookErr)
+	}
 	var x *Watcher
 	switch {
 	case t.cfg.DisableFSNotify:
@@ -198,16 +240,17 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 
 // cycle brings the delivered state up to date with the file.
 func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
-	fi, err := os.Stat(t.cfg.Path)
-	if errors.Is(err, fs.ErrNotExist) {
+	fi, err := statStore(t.cfg.Path)
+	if err != nil {
 		if t.st != nil {
-			t.log.Warn("y-store file disappeared; serving the last state until it returns")
+			if errors.Is(err, ErrNotRegular) {
+				t.log.Warn("y-store path no longer names a regular file; serving the last state until one returns", "err", err)
+			} else {
+				t.log.Warn("y-store file disappeared; serving the last state until it returns", "err", err)
+			}
 			t.closeStore()
 		}
-		return ErrNoStore
-	}
-	if err != nil {
-		return fmt.Errorf("stat store: %w", err)
+		return err
 	}
 	if t.st == nil || !os.SameFile(t.st.ident, fi) {
 		return t.reopen(ctx, sink)
@@ -218,7 +261,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	}
 	switch {
 	case dv == t.dv && stampOf(fi) == t.seen:
-		t.status.Read(nil, false, len(t.rooms))
+		t.status.Read(nil, len(t.rooms))
 		return nil
 	case dv == t.dv:
 		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
@@ -316,6 +359,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return dv, nil
 		}
 		events := runs(t.decompress(rows))
+		t.status.Pending(events)
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return 0, err
 		}
@@ -327,7 +371,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
-		t.status.Read(events, true, len(t.rooms))
+		t.status.Read(events, len(t.rooms))
 		room, err := t.rewritten(ctx, events)
 		if err != nil {
 			return 0, err
@@ -416,7 +460,7 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	t.cursor, t.fp = snap.top, snap.fp
 	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
-	t.status.Read(events, false, len(t.rooms))
+	t.status.Read(events, len(t.rooms))
 	return snap.dv, nil
 }
 

@@ -12,6 +12,9 @@
 //     numbers beyond 2^53-1, structs longer than 2^32-1, zero-length structs,
 //     references to a struct of the same client that is not earlier, unknown kinds,
 //     type refs and Any tags, invalid UTF-8 or JSON.
+//   - Shared types nest at most MaxDepth deep (Yjs has no bound): an update that would
+//     nest one deeper is refused before anything is applied, so that no walk over the
+//     types recurses deeper.
 //   - Items keep 32-bit lengths: adjacent structs whose lengths add up to 2^32 or more
 //     are not merged.
 //   - Any objects are Go maps, so re-encoding writes their keys sorted where Yjs keeps
@@ -44,6 +47,10 @@ type Doc struct {
 	lastCS         *clientStructs
 	conflicting    itemSet
 	beforeOrigin   itemSet
+	// failed is set when integration met a type deeper than MaxDepth that the check
+	// before it did not foresee (depth.go): the type was dropped, d no longer follows
+	// Yjs and refuses every later update.
+	failed *DepthError
 	// guid and opts describe a subdocument found in a ContentDoc.
 	guid string
 	opts any
@@ -108,22 +115,32 @@ func (d *Doc) StateVector() map[uint64]uint64 {
 func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
 
 // ApplyUpdate applies a Yjs v1 update. The update is decoded completely first: a
-// malformed update returns a *DecodeError and leaves d unchanged. Structs whose
-// dependencies are missing are kept pending and integrated when those arrive.
+// malformed update returns a *DecodeError and leaves d unchanged, and so does one that
+// would nest a type deeper than MaxDepth, with a *DepthError. Structs whose dependencies
+// are missing are kept pending and integrated when those arrive.
 func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
+	if d.failed != nil {
+		return nil, d.failed
+	}
 	defer d.structs.reset()
 	u, err := decodeUpdate(update, &d.texts, &d.structs)
 	if err != nil {
 		return nil, err
 	}
-	return d.apply(u), nil
+	txn, _, err := d.apply(u)
+	return txn, err
 }
 
 // ApplyUpdates applies Yjs v1 updates in order as one transaction, like Y.applyUpdate
 // for each inside one doc.transact: deleted content is collected and structs are merged
 // once, at the end. All updates are decoded first: a malformed one returns its
-// *DecodeError, wrapped with its index, and leaves d unchanged.
+// *DecodeError, wrapped with its index, and leaves d unchanged. One that would nest a
+// type deeper than MaxDepth returns its *DepthError, wrapped with its index: the updates
+// before it are applied, it and those after it are not.
 func (d *Doc) ApplyUpdates(updates [][]byte) (*Txn, error) {
+	if d.failed != nil {
+		return nil, d.failed
+	}
 	defer d.structs.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
@@ -133,19 +150,34 @@ func (d *Doc) ApplyUpdates(updates [][]byte) (*Txn, error) {
 		}
 		us[i] = u
 	}
-	return d.apply(us...), nil
+	txn, i, err := d.apply(us...)
+	if err != nil {
+		return nil, fmt.Errorf("update %d: %w", i, err)
+	}
+	return txn, nil
 }
 
-// apply integrates decoded updates in one transaction.
-func (d *Doc) apply(us ...*update) *Txn {
+// apply integrates decoded updates in one transaction. It stops before an update that
+// could nest a type deeper than MaxDepth, or after one that did (d.failed), and returns
+// its index and error; the transaction is nil then.
+func (d *Doc) apply(us ...*update) (*Txn, int, error) {
 	txn := newTxn()
 	d.txn = txn
-	for _, u := range us {
+	defer func() {
+		d.cleanup(txn)
+		d.txn = nil
+	}()
+	var check depthCheck
+	for i, u := range us {
+		if err := check.run(d, u); err != nil {
+			return nil, i, err
+		}
 		d.readUpdate(txn, u)
+		if d.failed != nil {
+			return nil, i, d.failed
+		}
 	}
-	d.cleanup(txn)
-	d.txn = nil
-	return txn
+	return txn, 0, nil
 }
 
 // readUpdate integrates a decoded update like Yjs's readUpdateV2.

@@ -3,14 +3,21 @@ package yjs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
 func addSeeds(f *testing.F) {
+	for _, depth := range []int{3, MaxDepth, MaxDepth + 1} {
+		f.Add(yjstest.Nested(1, "m", "k", depth))
+		f.Add(yjstest.Nested(1, "a", "", depth))
+	}
 	for _, c := range loadGolden(f) {
 		f.Add(mustHex(f, c.Update))
 		f.Add(mustHex(f, c.State))
@@ -53,9 +60,18 @@ func FuzzApplyUpdate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := NewDoc()
 		mustApply(t, d, base)
-		var err error
+		before, err := d.EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if n := allocated(func() { _, err = d.ApplyUpdate(b) }); n > allocLimit(len(b)+len(base)) {
 			t.Fatalf("applying %d bytes allocated %d", len(b), n)
+		}
+		checkDepths(t, d)
+		if errors.Is(err, ErrTooDeep) && d.failed == nil {
+			if after, _ := d.EncodeStateAsUpdate(nil); !bytes.Equal(before, after) {
+				t.Fatal("a refused update changed the document")
+			}
 		}
 		if err != nil {
 			return
@@ -108,6 +124,67 @@ func FuzzDeliveryOrder(f *testing.F) {
 		}
 		if got := rootJSON(d, sessionRoots); !reflect.DeepEqual(got, s.JSON) {
 			t.Fatalf("session %d in order %v diverged", s.Seed, order)
+		}
+	})
+}
+
+// FuzzNestedDelivery delivers a nest of up to MaxDepth+8 maps or arrays in up to three
+// updates, in any order, one by one or as one batch: a nest within the bound applies
+// whole, one beyond it is refused somewhere, and the document never holds a type deeper
+// than MaxDepth nor needs integration's own guard.
+func FuzzNestedDelivery(f *testing.F) {
+	f.Add(uint16(MaxDepth), uint32(400|700<<16), uint8(5), false)
+	f.Add(uint16(MaxDepth+1), uint32(1|500<<16), uint8(3), true)
+	f.Add(uint16(MaxDepth+7), uint32(0), uint8(0), false)
+	f.Fuzz(func(t *testing.T, depth uint16, cuts uint32, order uint8, arrays bool) {
+		n := int(depth)%(MaxDepth+8) + 1
+		root, key := "m", "k"
+		if arrays {
+			root, key = "a", ""
+		}
+		u := yjstest.Nested(3, root, key, n)
+		at := []int{0, int(cuts&0xffff) % (n + 1), int(cuts>>16) % (n + 1), n}
+		slices.Sort(at)
+		var parts [][]byte
+		for i := range 3 {
+			if at[i] < at[i+1] {
+				parts = append(parts, part(t, u, at[i], at[i+1]))
+			}
+		}
+		rng := rand.New(rand.NewPCG(uint64(order), 0))
+		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		d := NewDoc()
+		refused := 0
+		apply := func(err error) {
+			if err != nil && !errors.Is(err, ErrTooDeep) {
+				t.Fatal(err)
+			}
+			if err != nil {
+				refused++
+			}
+		}
+		if order&0x80 != 0 {
+			_, err := d.ApplyUpdates(parts)
+			apply(err)
+		}
+		for _, p := range parts {
+			_, err := d.ApplyUpdate(p)
+			apply(err)
+		}
+		checkDepths(t, d)
+		if d.failed != nil {
+			t.Fatalf("integration met %v", d.failed)
+		}
+		var v any = d.Map(root)
+		if arrays {
+			v = d.Array(root)
+		}
+		got := jsonDepth(ToJSON(v))
+		switch {
+		case n <= MaxDepth && (refused > 0 || got != n || d.HasPending()):
+			t.Fatalf("%d levels in %d parts: %d refused, %d applied, pending %v", n, len(parts), refused, got, d.HasPending())
+		case n > MaxDepth && (refused == 0 || got > MaxDepth):
+			t.Fatalf("%d levels in %d parts: %d refused, %d applied", n, len(parts), refused, got)
 		}
 	})
 }

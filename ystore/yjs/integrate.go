@@ -71,6 +71,12 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			}
 		}
 	}
+	if it.kind == kindType && it.parent != nil && it.parent.depth >= MaxDepth {
+		// depthCheck missed it (structs that contradict pending ones at the same clocks):
+		// the type is dropped, as Yjs drops one without a parent, and d fails.
+		d.failed = &DepthError{ID: it.id}
+		it.parent = nil
+	}
 	if it.kind == kindGC || it.parent == nil {
 		it.toGC()
 		d.addStruct(txn, it)
@@ -120,6 +126,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		t := it.typ()
 		t.doc = d
 		t.item = it
+		t.depth = parent.depth + 1
 		if !hasSub {
 			txn.seqTypes = append(txn.seqTypes, t)
 		}

@@ -1,6 +1,11 @@
 package yjs
 
-import "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+)
 
 // Sentinel errors wrapped by *DecodeError.
 var (
@@ -13,6 +18,29 @@ var (
 	// struct of its own client).
 	ErrInvalid = lib0.ErrInvalid
 )
+
+// MaxDepth bounds the nesting of shared types inside each other, as lib0.MaxDepth bounds
+// Any values: a type held by a root has depth 1, and an update that would put a type
+// deeper than MaxDepth is refused. Notebooks nest a handful of levels (cells, a cell, its
+// outputs, an output, its text).
+const MaxDepth = lib0.MaxDepth
+
+// ErrTooDeep reports an update that would nest shared types deeper than MaxDepth.
+var ErrTooDeep = errors.New("shared types nested too deep")
+
+// DepthError names the item of a type that an update would nest deeper than MaxDepth;
+// it wraps ErrTooDeep.
+type DepthError struct {
+	ID ID
+}
+
+// Error implements error.
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("type %d:%d nested more than %d deep: %v", e.ID.Client, e.ID.Clock, MaxDepth, ErrTooDeep)
+}
+
+// Unwrap returns ErrTooDeep.
+func (e *DepthError) Unwrap() error { return ErrTooDeep }
 
 // DecodeError names the byte offset at which an update failed to decode and what was
 // expected there; it wraps one of the sentinel errors.
@@ -56,6 +84,7 @@ func typeRef(k Kind) uint64 { return uint64(k - KindArray) }
 type Type struct {
 	doc    *Doc
 	kind   Kind
+	depth  int32  // nesting below the root: 0 for roots, at most MaxDepth
 	name   string // root name, or XML node / hook name
 	item   *item  // the item holding this type; nil for roots
 	start  *item  // first item of the sequence

@@ -2,6 +2,8 @@ package ynotebook
 
 import (
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
 // FuzzApply applies arbitrary bytes on top of a small notebook: Apply never panics, errors
@@ -17,6 +19,9 @@ func FuzzApply(f *testing.F) {
 		for _, u := range tc.Updates {
 			f.Add(u)
 		}
+	}
+	for _, depth := range []int{3, yjs.MaxDepth + 1} {
+		f.Add(deepMetadata(depth))
 	}
 	f.Fuzz(func(t *testing.T, update []byte) {
 		nb := applyAll(t, base)

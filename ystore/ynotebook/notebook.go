@@ -183,9 +183,10 @@ const loadBatch = 4096
 
 // Load applies updates without reporting changes and reads the notebook once at the end:
 // the fast way to bring a notebook up to date from a store. The updates are integrated in
-// transactions of loadBatch (yjs.Doc.ApplyUpdates). An update that does not decode is
-// skipped, as Apply would leave the notebook unchanged by it: the error joins an
-// *UpdateError for each (errors.Join; nil when every update applied).
+// transactions of loadBatch (yjs.Doc.ApplyUpdates). An update that does not decode, or
+// would nest types deeper than yjs.MaxDepth, is skipped, as Apply would leave the notebook
+// unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
+// update applied).
 func (n *Notebook) Load(updates [][]byte) error {
 	var errs []error
 	for start := 0; start < len(updates); start += loadBatch {
@@ -203,10 +204,10 @@ func (n *Notebook) Load(updates [][]byte) error {
 	return errors.Join(errs...)
 }
 
-// UpdateError is an update Load skipped because it does not decode.
+// UpdateError is an update Load skipped because it does not decode or nests too deep.
 type UpdateError struct {
 	Index int   // its index in the updates given to Load
-	Err   error // the *yjs.DecodeError
+	Err   error // the *yjs.DecodeError or *yjs.DepthError
 }
 
 func (e *UpdateError) Error() string {

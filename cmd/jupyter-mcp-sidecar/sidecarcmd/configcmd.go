@@ -54,11 +54,15 @@ secrets masked. It exits non-zero, naming each offending key, when anything is w
 		if err != nil {
 			return err
 		}
+		log, err := newLogger(cfg.Log.Level, cfg.Log.Format, a.stderr)
+		if err != nil {
+			return err
+		}
 		seams := cfg
 		if needsToken(seams) { // serve would generate one
 			seams.Server.Token = "generated"
 		}
-		if err := sidecar.Check(seams); err != nil {
+		if err := sidecar.Check(seams, log); err != nil {
 			return &configError{file: file, err: err}
 		}
 		if file == "" {

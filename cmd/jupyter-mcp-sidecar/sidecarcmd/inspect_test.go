@@ -2,13 +2,17 @@ package sidecarcmd
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // inspect lists the rooms of a store written by the demo writer and prints its notebook
@@ -45,12 +49,12 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// demoStore writes 300 ms of the demo session, at 100 times its pace, into a fresh store;
-// it returns the writer (closed at cleanup) and the store's directory.
+// demoStore writes the first rows of the demo session, at 20 times its pace, into a
+// fresh store; it returns the writer (closed at cleanup) and the store's directory.
 func demoStore(t *testing.T) (*demo.Writer, string) {
 	t.Helper()
 	dir := t.TempDir()
-	w := demo.New(demo.Options{Dir: dir, Speed: 100, Logger: slog.New(slog.DiscardHandler)})
+	w := demo.New(demo.Options{Dir: dir, Speed: 20, Logger: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := w.Create(ctx); err != nil {
@@ -59,10 +63,54 @@ func demoStore(t *testing.T) (*demo.Writer, string) {
 	t.Cleanup(func() { w.Close() })
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	time.Sleep(300 * time.Millisecond)
+	// The first 50 updates (9 s of the session, under half a second at this pace) make a
+	// notebook with cells; a whole replay, after which the writer moves to a fresh room,
+	// takes 14 s.
+	const rows = 50
+	db, err := sql.Open("sqlite", "file:"+w.StorePath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	room := w.Room()
+	var n int
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d demo updates in the store", rows), func() bool {
+		if err := db.QueryRow(`SELECT count(*) FROM yupdates WHERE path = ?`, room).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n >= rows
+	}, func() string { return fmt.Sprintf("%d rows", n) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if w.Rounds() != 0 {
+		t.Fatal("the demo writer moved to a fresh room before it was stopped")
+	}
 	return w, dir
+}
+
+// TestInspectWithoutStoreHints checks that inspect, run where there is no store and
+// without --store, says how to name one; with --store the path given is what is wrong.
+func TestInspectWithoutStoreHints(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		hint bool
+	}{
+		{"default path", nil, true},
+		{"--store given", []string{"--store", "elsewhere.db"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(isolate(t))
+			_, _, err := run(t, append([]string{"inspect"}, tt.args...)...)
+			if !errors.Is(err, sqlite.ErrNoStore) {
+				t.Fatalf("inspect = %v, want sqlite.ErrNoStore", err)
+			}
+			if got := strings.Contains(err.Error(), "--store"); got != tt.hint {
+				t.Fatalf("inspect = %v; hint at --store: %v, want %v", err, got, tt.hint)
+			}
+		})
+	}
 }

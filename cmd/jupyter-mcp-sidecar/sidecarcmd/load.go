@@ -8,13 +8,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 )
 
@@ -174,8 +174,10 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 		}
 		// Two copies: viper lower-cases the keys of the map it merges, in place.
 		var merged map[string]any
-		if err := errors.Join(yaml.Unmarshal(b, &raw), yaml.Unmarshal(b, &merged)); err != nil {
-			return config.Config{}, fmt.Errorf("parse YAML: %w", err)
+		for _, m := range []*map[string]any{&raw, &merged} {
+			if err := yaml.Unmarshal(b, m); err != nil {
+				return config.Config{}, fmt.Errorf("parse YAML: %w", err)
+			}
 		}
 		if err := v.MergeConfigMap(merged); err != nil {
 			return config.Config{}, fmt.Errorf("merge YAML: %w", err)
@@ -194,35 +196,13 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 	return cfg, cfg.ResolveSecrets()
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
-
-// durationHook parses durations from strings with a unit ("250ms", "5s") and rejects bare
-// numbers, which would silently mean nanoseconds.
-func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
-	if to != durationType {
-		return data, nil
-	}
-	switch d := data.(type) {
-	case string:
-		parsed, err := time.ParseDuration(d)
-		if err != nil {
-			return nil, fmt.Errorf("invalid duration %q: use a number with a unit, such as 250ms, 5s or 1m", d)
-		}
-		return parsed, nil
-	case time.Duration:
-		return d, nil
-	default:
-		return nil, fmt.Errorf("invalid duration %v: use a string with a unit, such as 250ms, 5s or 1m", data)
-	}
-}
-
 // decodeOptions make decoding strict: no unknown keys, no implicit type conversion
 // except from strings (the environment and flags give strings).
 func decodeOptions(dc *mapstructure.DecoderConfig) {
 	dc.ErrorUnused = true
 	dc.WeaklyTypedInput = false
 	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
-		durationHook,
+		option.DurationHook, // the plugins' durations parse the same way
 		mapstructure.StringToSliceHookFunc(","),
 		mapstructure.StringToBasicTypeHookFunc(),
 	)

@@ -3,12 +3,14 @@ package sidecarcmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +69,10 @@ func check(t *testing.T, args ...string) (config.Config, string, error) {
 	return cfg, out, err
 }
 
+// durationAdvice ends every invalid duration's message, from a file, the environment or
+// a plugin's options alike.
+const durationAdvice = "use a number with a unit, such as 250ms, 5s or 1m"
+
 func TestConfigCheckRejects(t *testing.T) {
 	tests := []struct {
 		name string
@@ -79,8 +85,9 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "unknown nested key", yaml: "server:\n  tokn: x\n  listen: 127.0.0.1:1\n", want: []string{"server.tokn: unknown key"}},
 		{name: "unknown deep key", yaml: "store:\n  sqlite:\n    pth: x\n    fsnotfy: true\n", want: []string{"store.sqlite.pth: unknown key", "store.sqlite.fsnotfy: unknown key"}},
 		{name: "unknown key next to options", yaml: "publisher:\n  options: {anything: 1}\n  nme: webhook\n", want: []string{"publisher.nme: unknown key"}},
-		{name: "bare number duration", yaml: "store:\n  sqlite:\n    poll_interval: 5\n", want: []string{"store.sqlite.poll_interval", "invalid duration 5"}},
-		{name: "bad duration", yaml: "notifications:\n  debounce: 5 parsecs\n", want: []string{"notifications.debounce", `invalid duration "5 parsecs"`}},
+		{name: "bare number duration", yaml: "store:\n  sqlite:\n    poll_interval: 5\n", want: []string{"store.sqlite.poll_interval", "invalid duration 5: " + durationAdvice}},
+		{name: "bad duration", yaml: "notifications:\n  debounce: 5 parsecs\n", want: []string{"notifications.debounce", `invalid duration "5 parsecs": ` + durationAdvice}},
+		{name: "bare number duration in options", yaml: "extensions:\n  search: {timeout: 5}\n", want: []string{`"timeout": invalid duration 5: ` + durationAdvice}},
 		{name: "negative duration", yaml: "store:\n  lag_threshold: -1s\n", want: []string{"store.lag_threshold: must be > 0"}},
 		{name: "wrong type scalar", yaml: "server:\n  max_request_bytes: lots\n", want: []string{"server.max_request_bytes"}},
 		{name: "wrong type section", yaml: "server: 3\n", want: []string{"server"}},
@@ -95,13 +102,24 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "unknown extension", yaml: "extensions:\n  nope: {}\n", want: []string{`extensions.nope: unknown name "nope"`}},
 		{name: "bad notebook name", yaml: "notebooks:\n  \"a b\": x.ipynb\n", want: []string{"notebooks.a b: invalid notebook name"}},
 		{name: "secret file missing", yaml: "server:\n  token_file: /nonexistent/token\n", want: []string{"server.token_file: reading secret"}},
-		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon"`}},
+		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon": ` + durationAdvice}},
+		{name: "bare number env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "5"}, want: []string{"store.lag_threshold", `invalid duration "5": ` + durationAdvice}},
 		{name: "bad env bool", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_SQLITE_FSNOTIFY": "perhaps"}, want: []string{"store.sqlite.fsnotify"}},
 		{name: "bad flag value", args: []string{"--transport", "carrier-pigeon"}, want: []string{"server.transport: must be one of http, stdio"}},
 		{name: "all problems at once", yaml: "log: {level: loud}\nserver: {path: mcp}\n", want: []string{"log.level:", "server.path:"}},
 		{name: "invalid yaml", yaml: "server: [\n", want: []string{"parse YAML"}},
 		{name: "gate without its options", yaml: "gate: {name: withhold}\n", want: []string{"mcp server:", `option "templates"`}},
 		{name: "publisher without its options", yaml: "publisher: {name: webhook}\n", want: []string{"mcp server:", "webhook"}},
+		{name: "publisher option typo", yaml: "publisher:\n  name: webhook\n  options: {url: http://127.0.0.1:9/hook, max_retry: 3}\n",
+			want: []string{`build publisher "webhook": unknown option "max_retry" (known: backoff, headers, max_retries,`}},
+		{name: "pgnotify option typo", yaml: "publisher:\n  name: pgnotify\n  options: {dsn: postgres://db/x, chanel: x}\n",
+			want: []string{`build publisher "pgnotify": unknown option "chanel"`}},
+		{name: "gate option typo", yaml: "gate:\n  name: withhold\n  options: {templates: [], template: x}\n",
+			want: []string{`build resource gate "withhold": unknown option "template"`}},
+		{name: "extension option typo", yaml: "extensions:\n  search: {timout: 1s}\n", want: []string{`build extension "search": unknown option "timout" (known: timeout)`}},
+		{name: "hook option typo", yaml: "hooks:\n  audit: {levle: warn}\n", want: []string{`build hook "audit": unknown option "levle" (known: level)`}},
+		{name: "verifier option typo", yaml: "server:\n  token: x\n  verifier: {name: static, options: {tokn: y}}\n",
+			want: []string{`build token verifier "static": unknown option "tokn" (known: none)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +141,40 @@ func TestConfigCheckRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConfigCheckLogsLikeServe checks that the lines config check logs while it builds
+// the plugins (the extensions' "extension active") follow log.format, as serve's do.
+func TestConfigCheckLogsLikeServe(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			dir := isolate(t)
+			_, stderr, err := run(t, "config", "check", "--config", writeConfig(t, dir, "log: {format: "+format+"}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			for _, line := range lines {
+				var rec map[string]any
+				isJSON := json.Unmarshal([]byte(line), &rec) == nil
+				if isJSON != (format == "json") || !isJSON && !strings.HasPrefix(line, "time=") {
+					t.Errorf("a line not in log.format %s: %q", format, line)
+				}
+			}
+			if !strings.Contains(stderr, "extension active") {
+				t.Fatalf("no extension lines in config check's log:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestMalformedYAMLSaidOnce checks that a file that does not parse is reported once.
+func TestMalformedYAMLSaidOnce(t *testing.T) {
+	dir := isolate(t)
+	_, _, err := check(t, "--config", writeConfig(t, dir, "server: [\n"))
+	if err == nil || strings.Count(err.Error(), "did not find expected node content") != 1 {
+		t.Fatalf("error = %v, want the parse error once", err)
 	}
 }
 
@@ -222,10 +274,9 @@ func TestFreeFormKeepsCase(t *testing.T) {
 	file := writeConfig(t, dir, `
 notebooks:
   MyAnalysis: work/Analysis.ipynb
-server:
-  verifier:
-    name: static
-    options: {HeaderName: X-Token, nested: {CamelCase: 1}}
+publisher:
+  name: webhook
+  options: {url: "http://hook", headers: {HeaderName: X-Token}}
 `)
 	cfg, _, err := check(t, "--config", file)
 	if err != nil {
@@ -234,9 +285,9 @@ server:
 	if cfg.Notebooks["MyAnalysis"] != "work/Analysis.ipynb" {
 		t.Errorf("notebooks = %v", cfg.Notebooks)
 	}
-	opts := cfg.Server.Verifier.Options
-	if opts["HeaderName"] != "X-Token" || opts["nested"].(map[string]any)["CamelCase"] != 1 {
-		t.Errorf("verifier options = %v", opts)
+	opts := cfg.Publisher.Options
+	if h, _ := opts["headers"].(map[string]any); h["HeaderName"] != "X-Token" {
+		t.Errorf("publisher options = %v", opts)
 	}
 }
 
@@ -256,7 +307,7 @@ store:
   postgres: {dsn: "postgres://u:pg-pass-789@db/y"}
 publisher:
   name: webhook
-  options: {url: "http://hook", secret: hook-secret-000}
+  options: {url: "http://hook", headers: {X-Api-Key: hook-secret-000}}
 `)
 	t.Setenv("JUPYTER_MCP_SIDECAR_SHIP_POSTGRES_DSN", "host=db password=ship-pass-111")
 	cfg, out, err := check(t, "--config", file)
@@ -277,6 +328,37 @@ func TestVersion(t *testing.T) {
 	out, _, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "jupyter-mcp-sidecar ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("version = %q, %v", out, err)
+	}
+	// The test binary, like go run's, has no VCS information: it says so, not "(devel)".
+	if strings.Contains(out, "(devel)") || strings.Contains(out, "commit unknown") {
+		t.Fatalf("version = %q: a placeholder for what the build did not record", out)
+	}
+}
+
+// TestReadStamp reads the version and commit of every kind of build.
+func TestReadStamp(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "59fc1336a1b2"}, {Key: "vcs.modified", Value: "true"}}
+	tests := []struct {
+		name    string
+		b       Build
+		info    *debug.BuildInfo
+		version string
+		source  string
+	}{
+		{"ldflags win", Build{Version: "v1.2.3", Commit: "abc"}, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs}, "v1.2.3", "commit abc"},
+		{"go build in a checkout", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201000000-59fc1336a1b2+dirty"}, Settings: vcs},
+			"v0.0.0-20261201000000-59fc1336a1b2+dirty", "commit 59fc1336a1b2-dirty"},
+		{"go run, -buildvcs=false", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel", "no commit recorded: built without VCS information; stamp it with scripts/build.sh"},
+		{"go install module@version", Build{}, &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0", Sum: "h1:xyz="}}, "v1.4.0", "module h1:xyz="},
+		{"no build info", Build{}, nil, "devel", "no commit recorded: built without VCS information; stamp it with scripts/build.sh"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := readStamp(tt.b, tt.info)
+			if s.version != tt.version || s.source() != tt.source {
+				t.Fatalf("readStamp = %q, %q; want %q, %q", s.version, s.source(), tt.version, tt.source)
+			}
+		})
 	}
 }
 

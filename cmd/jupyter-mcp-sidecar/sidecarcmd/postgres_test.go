@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // The Postgres commands against the real PostgreSQL .ci/run starts: postgres init (twice:
@@ -46,12 +47,12 @@ func TestPostgresInitShipInspect(t *testing.T) {
 	defer stopShip()
 	shipped := make(chan error, 1)
 	go func() {
-		root := newRoot(&lockedBuffer{}, &lockedBuffer{})
+		root := newRoot(&testutil.LockedBuffer{}, &testutil.LockedBuffer{})
 		root.SetArgs([]string{"ship", "--store", w.StorePath(), "--ship-dsn", dsn, "--source-id", "test-host", "--log-level", "error"})
 		shipped <- root.ExecuteContext(shipCtx)
 	}()
 	inspect := []string{"inspect", "--backend", "postgres", "--fileid-db", w.FileIDDBPath(), "--root-dir", dir, "--dsn", dsn}
-	waitFor(t, "the shipped room visible to inspect", 30*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "the shipped room visible to inspect", func() bool {
 		select {
 		case err := <-shipped:
 			t.Fatalf("ship stopped: %v", err)

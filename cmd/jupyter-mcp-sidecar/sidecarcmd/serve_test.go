@@ -1,7 +1,6 @@
 package sidecarcmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -11,32 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the command and the test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -46,15 +27,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-	}
 }
 
 // readNotebook reads notebook://demo and returns its cells' sources joined.
@@ -89,7 +61,7 @@ func readNotebook(ctx context.Context, t *testing.T, c *client.Client) (string, 
 func TestServeDemo(t *testing.T) {
 	isolate(t)
 	addr := freeAddr(t)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testutil.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -100,7 +72,7 @@ func TestServeDemo(t *testing.T) {
 	}()
 
 	base := "http://" + addr
-	waitFor(t, "GET /readyz = 200", 30*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "GET /readyz = 200", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -126,12 +98,12 @@ func TestServeDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first string
-	waitFor(t, "notebook://demo readable with cells", 20*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "notebook://demo readable with cells", func() bool {
 		var ok bool
 		first, ok = readNotebook(ctx, t, c)
 		return ok
 	})
-	waitFor(t, "notebook://demo changing", 20*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "notebook://demo changing", func() bool {
 		now, ok := readNotebook(ctx, t, c)
 		return ok && now != first
 	})
@@ -142,7 +114,7 @@ func TestServeDemo(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve --demo after cancel: %v\n%s", err, stderr.String())
 		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(15 * time.Second): // the drain timeout (10 s) and a margin: stopping in time is part of stopping cleanly
 		t.Fatal("serve --demo did not stop within 15s of cancellation")
 	}
 }
@@ -151,19 +123,19 @@ func TestServeDemo(t *testing.T) {
 func TestServeGeneratesToken(t *testing.T) {
 	dir := isolate(t)
 	addr := freeAddr(t)
-	var stderr lockedBuffer
+	var stderr testutil.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		root := newRoot(&lockedBuffer{}, &stderr)
+		root := newRoot(&testutil.LockedBuffer{}, &stderr)
 		root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
 			"--listen", addr, "--log-level", "warn"})
 		done <- root.ExecuteContext(ctx)
 	}()
 	re := regexp.MustCompile(`Authorization: Bearer ([0-9a-f]{48})`)
 	var token string
-	waitFor(t, "a generated token on stderr", 10*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "a generated token on stderr", func() bool {
 		m := re.FindStringSubmatch(stderr.String())
 		if m != nil {
 			token = m[1]
@@ -185,7 +157,7 @@ func TestServeGeneratesToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, "the MCP endpoint answering with the token", 10*time.Second, func() bool { return post(token) == http.StatusOK })
+	testutil.Eventually(t, testutil.Wait, "the MCP endpoint answering with the token", func() bool { return post(token) == http.StatusOK })
 	if code := post(""); code != http.StatusUnauthorized {
 		t.Errorf("no token: status %d, want 401", code)
 	}
@@ -212,14 +184,14 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	isolate(t)
 	tmp := t.TempDir()
 	addr := freeAddr(t)
-	var stderr lockedBuffer
+	var stderr testutil.LockedBuffer
 	cmd := exec.Command(os.Args[0], "serve", "--demo", "--listen", addr, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "JMS_TEST_RUN_MAIN=1", "TMPDIR="+tmp)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "GET /healthz = 200", 30*time.Second, func() bool {
+	testutil.Eventually(t, testutil.Wait, "GET /healthz = 200", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false
@@ -237,7 +209,7 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // the drain timeout (10 s) and a margin for a loaded machine
 		_ = cmd.Process.Kill()
 		t.Fatalf("still running 20s after SIGTERM\n%s", stderr.String())
 	}

@@ -2,6 +2,7 @@ package sidecarcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 func (a *app) inspectCmd() *cobra.Command {
@@ -37,7 +39,11 @@ as nbformat JSON, exactly as the sidecar serves it.`,
 		if len(args) == 1 {
 			target = args[0]
 		}
-		return sidecar.Inspect(cmd.Context(), cfg, a.stdout, target)
+		err = sidecar.Inspect(cmd.Context(), cfg, a.stdout, target)
+		if errors.Is(err, sqlite.ErrNoStore) && !cmd.Flags().Changed(storePathFlag.name) {
+			return fmt.Errorf("%w; name the store with --store (jupyter-collaboration's .jupyter_ystore.db, in the Jupyter root) or store.sqlite.path", err)
+		}
+		return err
 	}
 	return cmd
 }

@@ -6,12 +6,12 @@ package stats
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Name is the extension's registered name: its configuration key is extensions.stats.
@@ -39,15 +39,13 @@ type counts struct {
 
 // New builds the extension. Its one option, label, is echoed in answers.
 func New(h *extensions.Host) (extensions.Extension, error) {
-	s := &Stats{host: h, counts: map[string]counts{}, label: "notebook stats"}
-	if v, ok := h.Options()["label"]; ok {
-		label, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("option label: want a string, got %T", v)
-		}
-		s.label = label
+	o := struct {
+		Label string `option:"label"`
+	}{"notebook stats"}
+	if err := option.Decode(h.Options(), &o); err != nil {
+		return nil, err
 	}
-	return s, nil
+	return &Stats{host: h, counts: map[string]counts{}, label: o.Label}, nil
 }
 
 // Manifest says which extension API the extension was written for.
@@ -60,7 +58,7 @@ func (s *Stats) Manifest() extensions.Manifest {
 func (s *Stats) Register(surface *extensions.Surface) error {
 	return surface.AddTool(mcp.NewTool("notebook_stats",
 		mcp.WithDescription("Cells per type and outputs of each of your notebooks."),
-		mcp.WithReadOnlyHintAnnotation(true),
+		extensions.ReadOnlyTool(),
 	), s.answer)
 }
 

@@ -3,14 +3,17 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -65,6 +68,11 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Stop(context.Background())
+	a := surface.Tools()[0].Tool.Annotations
+	if a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint ||
+		a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+		t.Fatalf("notebook_stats reads only, and says so with all four hints: %+v", a)
+	}
 	call := func() string {
 		res, err := surface.Tools()[0].Handler(context.Background(), mcp.CallToolRequest{})
 		if err != nil {
@@ -78,18 +86,22 @@ func TestStats(t *testing.T) {
 	}
 	lib.set("b.ipynb", ynotebook.Cell{ID: "3", CellType: "raw"})
 	set.NotebookChanged("b.ipynb", ynotebook.Changes{Added: []string{"3"}})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var last string
+	testutil.Eventually(t, testutil.Wait, "the change set counted", func() bool {
+		last = call()
 		var got struct{ Notebooks []any }
-		if err := json.Unmarshal([]byte(call()), &got); err != nil {
+		if err := json.Unmarshal([]byte(last), &got); err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Notebooks) == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the change set was not counted: %s", call())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(got.Notebooks) == 2
+	}, func() string { return last })
+}
+
+// TestStatsRefusesUnknownOptions checks that a misspelt option stops the build, by name.
+func TestStatsRefusesUnknownOptions(t *testing.T) {
+	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
+	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(nil), extensions.Deps{Library: lib})
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"lable" (known: label)`) {
+		t.Fatalf("Build = %v, want option.ErrUnknown naming lable", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -41,8 +42,8 @@ type Extension struct {
 
 // New builds the extension; it takes no options.
 func New(h *extensions.Host) (extensions.Extension, error) {
-	if len(h.Options()) > 0 {
-		return nil, fmt.Errorf("outline takes no options, got %v", h.Options())
+	if err := option.Decode(h.Options(), &struct{}{}); err != nil {
+		return nil, err
 	}
 	return &Extension{lib: h.Library(), digests: map[string]uint64{}}, nil
 }

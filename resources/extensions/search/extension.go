@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Name is the extension's registered name.
@@ -45,19 +46,16 @@ type Extension struct {
 // New builds the extension. Options: timeout (a duration, default 2s).
 func New(h *extensions.Host) (extensions.Extension, error) {
 	e := &Extension{lib: h.Library(), log: h.Logger(), host: h, timeout: DefaultTimeout, index: NewIndex(), ready: make(chan struct{})}
-	for k, v := range h.Options() {
-		switch k {
-		case "timeout":
-			s, ok := v.(string)
-			d, err := time.ParseDuration(s)
-			if !ok || err != nil || d <= 0 {
-				return nil, fmt.Errorf("option timeout: want a positive duration such as 2s, got %v", v)
-			}
-			e.timeout = d
-		default:
-			return nil, fmt.Errorf("unknown option %q (known: timeout)", k)
-		}
+	o := struct {
+		Timeout time.Duration `option:"timeout"`
+	}{DefaultTimeout}
+	if err := option.Decode(h.Options(), &o); err != nil {
+		return nil, err
 	}
+	if o.Timeout <= 0 {
+		return nil, fmt.Errorf("option timeout: want a positive duration such as 2s, got %v", o.Timeout)
+	}
+	e.timeout = o.Timeout
 	return e, nil
 }
 
@@ -84,7 +82,7 @@ func (e *Extension) Register(s *extensions.Surface) error {
 		mcp.WithBoolean("regex", mcp.Description("Treat query as a regular expression (default false)")),
 		mcp.WithString("in", mcp.Enum(InSource, InOutputs, InBoth), mcp.Description("Search cell sources, outputs or both (default both)")),
 		mcp.WithNumber("limit", mcp.Description(fmt.Sprintf("Most cells to return (default %d, at most %d)", DefaultLimit, MaxLimit))),
-		mcp.WithReadOnlyHintAnnotation(true),
+		extensions.ReadOnlyTool(),
 	), e.search)
 }
 

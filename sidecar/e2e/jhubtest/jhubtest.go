@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // ServiceName is the Hub's name of the service under test; its proxy prefix is
@@ -201,19 +203,24 @@ func (h *Hub) config(hubAddr string) string {
 
 // waitReady polls until the Hub's API answers and the proxy routes /services/mcp/.
 func (h *Hub) waitReady() error {
-	deadline := time.Now().Add(startTimeout)
 	var last error
-	for time.Now().Before(deadline) {
+	exited := false
+	if testutil.Within(startTimeout, func() bool {
 		select {
 		case <-h.done:
-			return errExited
-		case <-time.After(100 * time.Millisecond):
+			exited = true
+			return true
+		default:
 		}
-		if last = h.ping(); last == nil {
-			return nil
-		}
+		last = h.ping()
+		return last == nil
+	}) != nil {
+		return last
 	}
-	return last
+	if exited {
+		return errExited
+	}
+	return nil
 }
 
 func (h *Hub) ping() error {

@@ -26,8 +26,9 @@ type Metrics struct {
 type Recorder struct {
 	m Metrics
 
-	mu sync.Mutex
-	s  ystore.Status
+	mu      sync.Mutex
+	s       ystore.Status
+	pending time.Time // the commit of the oldest row read and not yet applied; zero: none
 }
 
 // New returns a Recorder of an unread, unreachable store.
@@ -35,11 +36,48 @@ func New(m Metrics) *Recorder {
 	return &Recorder{m: m}
 }
 
-// Status returns the current status.
+// Status returns the current status; its Lag is the age, now, of the oldest row read
+// and not yet applied (0 when none is).
 func (r *Recorder) Status() ystore.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.setLag(time.Now())
 	return r.s
+}
+
+// setLag sets the lag as of now.
+func (r *Recorder) setLag(now time.Time) {
+	r.s.Lag = 0
+	if !r.pending.IsZero() {
+		r.s.Lag = max(now.Sub(r.pending), 0)
+	}
+	r.m.Lag.Set(r.s.Lag.Seconds())
+}
+
+// Pending records the events of a tailed read, before the sink applies them: until the
+// next Read, Lag is the age of the oldest of their Updates rows. A load or a re-read
+// delivers old rows, whose age is not lag: it is not recorded as pending.
+func (r *Recorder) Pending(events []ystore.Event) {
+	var oldest float64
+	for _, e := range events {
+		if e.Kind != ystore.EventUpdates {
+			continue
+		}
+		for _, row := range e.Rows {
+			if row.Timestamp > 0 && (oldest == 0 || row.Timestamp < oldest) {
+				oldest = row.Timestamp
+			}
+		}
+	}
+	if oldest == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at := unixTime(oldest); r.pending.IsZero() || at.Before(r.pending) {
+		r.pending = at
+	}
+	r.setLag(time.Now())
 }
 
 // Fail records a read that failed: the store is unreachable until the next Read.
@@ -52,21 +90,17 @@ func (r *Recorder) Fail(err error) {
 	r.m.Reachable.Set(0)
 }
 
-// Read records a read that succeeded and whose events reached the sink, with the number
-// of rooms the store now has. tailed tells that the events' Updates rows were delivered
-// as they committed, so that their age is lag; a load or a re-read delivers old rows,
-// whose age is not. Lag is that of the newest tailed update, kept until the next one.
-func (r *Recorder) Read(events []ystore.Event, tailed bool, rooms int) {
+// Read records a read that succeeded and whose events the sink applied, with the number
+// of rooms the store now has: nothing read is pending any more, so Lag is 0 until the
+// next Pending. The age of a row once applied is not lag, however old the row.
+func (r *Recorder) Read(events []ystore.Event, rooms int) {
 	now := time.Now()
 	var n int
-	var newest, newestTailed float64
+	var newest float64
 	for _, e := range events {
 		n += len(e.Rows)
 		for _, row := range e.Rows {
 			newest = max(newest, row.Timestamp)
-			if tailed && e.Kind == ystore.EventUpdates {
-				newestTailed = max(newestTailed, row.Timestamp)
-			}
 		}
 	}
 	r.mu.Lock()
@@ -79,11 +113,9 @@ func (r *Recorder) Read(events []ystore.Event, tailed bool, rooms int) {
 	if at := unixTime(newest); newest > 0 && at.After(r.s.LastRowAt) {
 		r.s.LastRowAt = at
 	}
-	if newestTailed > 0 {
-		r.s.Lag = max(now.Sub(unixTime(newestTailed)), 0)
-	}
+	r.pending = time.Time{}
+	r.setLag(now)
 	r.m.Reachable.Set(1)
-	r.m.Lag.Set(r.s.Lag.Seconds())
 	r.m.Rows.Add(float64(n))
 }
 

@@ -3,6 +3,7 @@ package tailstatus
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,27 +37,36 @@ func TestRecorder(t *testing.T) {
 		reachable bool
 		lastError string
 		rows      uint64
-		lagMin    time.Duration // the lag is in [lagMin, lagMin+time.Second)
+		lagMin    time.Duration // the lag is in [lagMin, lagMin+time.Second); 0: exactly 0
 		rooms     int
 	}{
 		{"new", func(*Recorder) {}, false, "", 0, 0, 0},
 		{"failed", func(r *Recorder) { r.Fail(errors.New("boom")) }, false, "boom", 0, 0, 0},
-		{"load is not lag", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), false, 1) }, true, "", 1, 0, 1},
-		{"re-read updates are not lag", func(r *Recorder) { r.Read(events(ystore.EventUpdates, time.Hour), false, 1) }, true, "", 1, 0, 1},
-		{"tailed updates are", func(r *Recorder) {
-			r.Read(events(ystore.EventUpdates, 5*time.Second, 3*time.Second), true, 2)
-		}, true, "", 2, 3 * time.Second, 2},
-		{"a tailed reset is not", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), true, 1) }, true, "", 1, 0, 1},
-		{"lag kept by an empty read", func(r *Recorder) {
-			r.Read(events(ystore.EventUpdates, 3*time.Second), true, 1)
-			r.Read(nil, false, 1)
-		}, true, "", 1, 3 * time.Second, 1},
+		{"load is not lag", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), 1) }, true, "", 1, 0, 1},
+		{"a pending load is not lag", func(r *Recorder) { r.Pending(events(ystore.EventReset, time.Hour)) }, false, "", 0, 0, 0},
+		{"pending updates are, from the oldest", func(r *Recorder) {
+			r.Pending(events(ystore.EventUpdates, 3*time.Second, 5*time.Second))
+		}, false, "", 0, 5 * time.Second, 0},
+		{"applied updates are not", func(r *Recorder) {
+			r.Pending(events(ystore.EventUpdates, 5*time.Second, 3*time.Second))
+			r.Read(events(ystore.EventUpdates, 5*time.Second, 3*time.Second), 2)
+		}, true, "", 2, 0, 2},
+		{"an old row applied is not lag, idle or not", func(r *Recorder) {
+			old := events(ystore.EventUpdates, time.Hour)
+			r.Pending(old)
+			r.Read(old, 1)
+			r.Read(nil, 1)
+		}, true, "", 1, 0, 1},
+		{"a failed read leaves its rows pending", func(r *Recorder) {
+			r.Pending(events(ystore.EventUpdates, 3*time.Second))
+			r.Fail(errors.New("boom"))
+		}, false, "boom", 0, 3 * time.Second, 0},
 		{"read clears the error", func(r *Recorder) {
 			r.Fail(errors.New("boom"))
-			r.Read(nil, false, 4)
+			r.Read(nil, 4)
 		}, true, "", 0, 0, 4},
 		{"error after a read", func(r *Recorder) {
-			r.Read(nil, false, 4)
+			r.Read(nil, 4)
 			r.Fail(errors.New("boom"))
 		}, false, "boom", 0, 0, 4},
 	}
@@ -66,7 +76,7 @@ func TestRecorder(t *testing.T) {
 			tt.run(r)
 			st := r.Status()
 			if st.Reachable != tt.reachable || st.LastError != tt.lastError || st.RowsTailed != tt.rows ||
-				st.Lag < tt.lagMin || st.Lag >= tt.lagMin+time.Second || st.Rooms != tt.rooms {
+				st.Lag < tt.lagMin || st.Lag >= tt.lagMin+time.Second || (tt.lagMin == 0 && st.Lag != 0) || st.Rooms != tt.rooms {
 				t.Fatalf("status %+v", st)
 			}
 			if st.LastError != "" && st.LastErrorAt.IsZero() {
@@ -93,4 +103,28 @@ func TestRecorder(t *testing.T) {
 	if got := r.Status().MaxReadTx; got != 2*time.Millisecond {
 		t.Errorf("MaxReadTx = %v", got)
 	}
+}
+
+// Lag is the age of what is pending now: it grows while the sink has not applied the
+// rows read, and is 0 from the moment it has, however old they were.
+func TestLagIsTheAgeOfWhatIsPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, m := newRecorder()
+		r.Pending(events(ystore.EventUpdates, time.Second))
+		time.Sleep(10 * time.Second) // the sink is slow
+		if got := r.Status().Lag; got != 11*time.Second {
+			t.Fatalf("lag %v while pending, want 11s", got)
+		}
+		if got := testutil.ToFloat64(m.Lag); got != 11 {
+			t.Fatalf("lag gauge %v while pending, want 11", got)
+		}
+		r.Read(events(ystore.EventUpdates, 11*time.Second), 1)
+		time.Sleep(time.Minute) // idle, caught up
+		if got := r.Status().Lag; got != 0 {
+			t.Fatalf("lag %v once applied and idle, want 0", got)
+		}
+		if got := testutil.ToFloat64(m.Lag); got != 0 {
+			t.Fatalf("lag gauge %v once applied, want 0", got)
+		}
+	})
 }

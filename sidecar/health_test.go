@@ -1,0 +1,133 @@
+package sidecar
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+)
+
+// tailSQLite runs a SQLite tailer of path, discarding what it delivers, until the test
+// ends, and returns the health over its status.
+func tailSQLite(t *testing.T, path string) (*sqlite.Tailer, *Health) {
+	t.Helper()
+	tl, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, func(context.Context, []ystore.Event) error { return nil }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return tl, NewHealth(tl.Status, func() []string { return nil }, 5*time.Second)
+}
+
+// A named pipe at the store path is not ready, and /readyz says why.
+func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, h := tailSQLite(t, path)
+	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
+	r := h.Check()
+	if r.Ready || r.Reachable || !slices.Contains(r.Reasons, "store not reachable") ||
+		!strings.Contains(r.LastError, "not a regular file") || !strings.Contains(r.LastError, "named pipe") {
+		t.Fatalf("readiness %+v: want not reachable, saying the path is a named pipe", r)
+	}
+}
+
+// A row stamped long ago, once applied, keeps no lag: the tailer idle and caught up is
+// ready with a lag of 0.
+func TestHealthOldRowAppliedIsReady(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	w := sqlitetest.Start(t, path)
+	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
+	tl, h := tailSQLite(t, path)
+	testutil.Eventually(t, testutil.Wait, "ready", func() bool { return h.Check().Ready })
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := float64(time.Now().Add(-time.Hour).UnixMicro()) / 1e6
+	if _, err := db.Exec("INSERT INTO yupdates VALUES ('r', x'6f6c64', x'', ?)", old); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, testutil.Wait, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
+	if r := h.Check(); !r.Ready || r.LagSeconds != 0 {
+		t.Fatalf("readiness %+v: want ready with no lag once the old row is applied", r)
+	}
+}
+
+// In hub mode a user whose store is unreachable, or who is still loading (or stuck
+// loading), is not counted ready.
+func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tl, broken := tailSQLite(t, fifo)
+	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
+	loaded := make(chan struct{})
+	close(loaded)
+	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
+		func() []string { return nil }, 5*time.Second)
+	h := &hub{tenants: map[string]*tenant{
+		"ok":      {in: &instance{health: good}, loaded: loaded},
+		"fifo":    {in: &instance{health: broken}, loaded: loaded},
+		"loading": {in: &instance{health: good}, loaded: make(chan struct{})},
+	}}
+	rec := httptest.NewRecorder()
+	h.ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var body struct {
+		Active  int `json:"users_active"`
+		Unready int `json:"users_unready"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Active != 3 || body.Unready != 2 {
+		t.Fatalf("hub /readyz %s: want 3 users active, 2 of them unready", rec.Body.String())
+	}
+}
+
+// drain returns what it waits for, or the drain deadline's error d after ctx is done
+// when what it waits for never returns (a goroutine blocked in a system call).
+func TestDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		boom := errors.New("boom")
+		if err := drain(ctx, time.Second, func() error { return boom }); !errors.Is(err, boom) {
+			t.Fatalf("drain = %v, want what wait returned", err)
+		}
+		stuck := make(chan struct{})
+		defer close(stuck)
+		go func() { time.Sleep(time.Minute); cancel() }()
+		start := time.Now()
+		err := drain(ctx, 3*time.Second, func() error { <-stuck; return nil })
+		if !errors.Is(err, ErrDrainTimeout) || time.Since(start) != time.Minute+3*time.Second {
+			t.Fatalf("drain = %v after %v, want ErrDrainTimeout 3s after ctx ended", err, time.Since(start))
+		}
+	})
+}

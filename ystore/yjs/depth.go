@@ -1,0 +1,169 @@
+package yjs
+
+// depthCheck refuses, before anything is integrated, an update that could nest a type
+// deeper than MaxDepth, so that the document never holds one and every walk over its
+// types (ToJSON, String, deleting, garbage collection) recurses at most MaxDepth deep.
+//
+// It follows, from each type the update (and, when they may integrate with it, the
+// pending structs) would add, the chain that gives a struct its parent in getMissing: the
+// origin's struct, else the right origin's, else the explicit parent. The chain ends in
+// the document, which knows its types' depths, or at a root. Where Yjs would drop a struct
+// (its parent is not a type, garbage collected, or missing) the check counts from depth 0
+// instead: the bound only ever overestimates. The depths of structs not integrated yet
+// are kept in memo for the check of one update.
+type depthCheck struct {
+	d       *Doc
+	refs    []structRefs
+	pending bool            // whether d.pending may integrate with the update
+	memo    map[*item]int32 // the parent depth of structs not integrated; -1 on the path
+	path    []depthLink     // the chain being followed
+}
+
+// depthLink is a struct on the chain and how much deeper its parent is than the next
+// one's: 1 when its parent is the type the next one holds, 0 when they share a parent.
+type depthLink struct {
+	it  *item
+	add int32
+}
+
+// run returns a *DepthError when integrating u into d could nest a type deeper than
+// MaxDepth; d is not changed.
+func (c *depthCheck) run(d *Doc, u *update) error {
+	c.d, c.refs = d, u.refs
+	c.pending = d.mayIntegratePending(u)
+	clear(c.memo)
+	for _, r := range u.refs {
+		for _, it := range r.refs {
+			if err := c.checkType(it); err != nil {
+				return err
+			}
+		}
+	}
+	if !c.pending {
+		return nil
+	}
+	for _, list := range d.pending {
+		for _, it := range list {
+			if err := c.checkType(it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkType checks it if it is a type the document does not hold yet.
+func (c *depthCheck) checkType(it *item) error {
+	if it.kind != kindType || it.id.Clock < c.d.state(it.id.Client) {
+		return nil
+	}
+	if c.parentDepth(it) >= MaxDepth {
+		return &DepthError{ID: it.id}
+	}
+	return nil
+}
+
+// parentDepth returns a bound on the depth of the type s would be integrated into (0 for
+// a root), or at least MaxDepth as soon as the chain holds that many types.
+func (c *depthCheck) parentDepth(s *item) int32 {
+	if c.memo == nil {
+		c.memo = make(map[*item]int32)
+	}
+	path := c.path[:0]
+	defer func() { c.path = path[:0] }()
+	var v, types int32
+	for cur := s; ; {
+		if m, seen := c.memo[cur]; seen {
+			v = max(m, 0) // on the path: a cycle of structs, which never integrate
+			break
+		}
+		c.memo[cur] = -1
+		next, up, depth := c.parent(cur)
+		if next == nil {
+			path = append(path, depthLink{cur, 0})
+			v = depth
+			break
+		}
+		add := int32(0)
+		if up {
+			add = 1
+		}
+		path = append(path, depthLink{cur, add})
+		if types += add; types >= MaxDepth {
+			return types
+		}
+		cur = next
+	}
+	for i := len(path) - 1; i >= 0; i-- {
+		v += path[i].add
+		c.memo[path[i].it] = v
+	}
+	return v
+}
+
+// parent returns the struct not integrated yet that the parent of it derives from (next;
+// up when that parent is the type next holds, else next's parent) or, when next is nil,
+// a bound on the depth of the parent of it.
+func (c *depthCheck) parent(it *item) (next *item, up bool, depth int32) {
+	var id ID
+	switch {
+	case it.kind == kindGC:
+		return nil, false, 0
+	case it.hasOrigin():
+		id = it.origin
+	case it.hasRightOrigin():
+		id = it.rightOrigin
+	case it.flags&flagHasPref == 0 || !it.ext.pref.isID:
+		return nil, false, 0 // a root
+	default:
+		id, up = it.ext.pref.id, true
+	}
+	if id.Clock < c.d.state(id.Client) {
+		x := c.d.getItem(id)
+		switch {
+		case up && x.kind == kindType:
+			return nil, false, x.typ().depth
+		case !up && x.kind != kindGC && x.parent != nil:
+			return nil, false, x.parent.depth
+		}
+		return nil, false, 0
+	}
+	x := c.lookup(id)
+	if x == nil || (up && x.kind != kindType) {
+		return nil, false, 0
+	}
+	return x, up, 0
+}
+
+// lookup returns the struct of the update, else the pending one, holding id (beyond the
+// document's state), or nil.
+func (c *depthCheck) lookup(id ID) *item {
+	if r := findRefs(c.refs, id.Client); r != nil {
+		if i := findIndex(r.refs, id.Clock); i >= 0 && r.refs[i].kind != kindSkip {
+			return r.refs[i]
+		}
+	}
+	if c.pending {
+		if list := c.d.pending[id.Client]; len(list) > 0 {
+			if i := findIndex(list, id.Clock); i >= 0 {
+				return list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// mayIntegratePending reports whether applying u could integrate pending structs: whether
+// a clock they wait for is below the state that u could bring its client to.
+func (d *Doc) mayIntegratePending(u *update) bool {
+	for client, clock := range d.pendingMissing {
+		s := d.state(client)
+		if r := findRefs(u.refs, client); r != nil && len(r.refs) > 0 {
+			s = max(s, r.refs[len(r.refs)-1].end())
+		}
+		if clock < s {
+			return true
+		}
+	}
+	return false
+}
