@@ -22,27 +22,37 @@ import (
 func (r *Rooms) ApplyFile(f ondisk.File) {
 	rm := r.find(f.Path)
 	if rm == nil {
+		r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", "none: no room")
 		return
 	}
 	rm.mu.Lock()
 	var ch ynotebook.Changes
+	var served string
 	switch live := rm.nb.Snapshot(); {
 	case ynotebook.Equivalent(f.Snapshot, live):
 		// The file is what the store holds (the server saved it): the store is live.
+		served = "store: the file is the same"
 		if rm.file != nil {
 			ch = ynotebook.Diff(rm.file.Snapshot, live)
 			rm.file = nil
 		}
 	case !f.ModTime.After(rm.lastRow):
 		// The store is newer than the file: it stays live.
+		served = "store: the file is older than the newest row"
+		if rm.file != nil {
+			served = "file: older than the newest row, and the file served is newer"
+		}
 	case rm.file != nil && ynotebook.Equivalent(f.Snapshot, rm.file.Snapshot):
+		served = "file: the same file"
 		rm.file.ModTime = f.ModTime
 	default:
+		served = "file"
 		ch = ynotebook.Diff(rm.served(), f.Snapshot)
 		rm.file = &f
 	}
 	p, info := rm.path, rm.info
 	rm.mu.Unlock()
+	r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", served)
 	if !ch.Empty() && p != "" {
 		r.log.Info("notebook served from its file", "path", p, "room", info.Key, "mtime", f.ModTime)
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
