@@ -153,7 +153,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	if cfg.OnDisk.Enabled {
 		in.files = ondisk.New(ondisk.Config{
 			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
-			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify,
+			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
 		}, log, in.rooms.Paths, in.rooms.ApplyFile)
 	}
 	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
