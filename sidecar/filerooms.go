@@ -12,7 +12,7 @@ import (
 // room, git pull, nbconvert --inplace rewrite it, and the store learns of it only when a
 // room reopens and loads the file). So a room serves its notebook's file instead of its
 // document when the file is different (ynotebook.Equivalent) and its mtime is after the
-// commit time of the room's newest row; subscribers hear the difference (ynotebook.Diff)
+// commit time of the room's newest row; subscribers hear the difference (ynotebook.DiffContent)
 // with the origin marked as the file. The next row committed after the file's mtime makes
 // the store live again; subscribers hear only what that changes in what is served (the
 // room reopened and loaded the file: nothing). A file equal to the document, such as the
@@ -33,7 +33,7 @@ func (r *Rooms) ApplyFile(f ondisk.File) {
 		// The file is what the store holds (the server saved it): the store is live.
 		served = "store: the file is the same"
 		if rm.file != nil {
-			ch = ynotebook.Diff(rm.file.Snapshot, live)
+			ch = ynotebook.DiffContent(rm.file.Snapshot, live)
 			rm.file = nil
 		}
 	case !f.ModTime.After(rm.lastRow):
@@ -47,7 +47,7 @@ func (r *Rooms) ApplyFile(f ondisk.File) {
 		rm.file.ModTime = f.ModTime
 	default:
 		served = "file"
-		ch = ynotebook.Diff(rm.served(), f.Snapshot)
+		ch = ynotebook.DiffContent(rm.served(), f.Snapshot)
 		rm.file = &f
 	}
 	p, info := rm.path, rm.info
@@ -85,5 +85,5 @@ func (rm *room) storeApplied(ch ynotebook.Changes, prev *ynotebook.Snapshot, at 
 		return ynotebook.Changes{} // rows older than the file: the file is still served
 	}
 	rm.file = nil
-	return ynotebook.Diff(prev, rm.nb.Snapshot())
+	return ynotebook.DiffContent(prev, rm.nb.Snapshot())
 }

@@ -86,7 +86,7 @@ func TestRoomsServeNewerFile(t *testing.T) {
 	if log.len() != base+1 || !log.os[base].File || !log.os[base].At.Equal(at(200)) {
 		t.Fatalf("file change not announced as the file's: %+v", log.os)
 	}
-	if want := ynotebook.Diff(live, fileSnap); !sameChanges(log.chs[base], want) {
+	if want := ynotebook.DiffContent(live, fileSnap); !sameChanges(log.chs[base], want) {
 		t.Fatalf("announced %+v, want %+v", log.chs[base], want)
 	}
 	// The same content again, a row older than the file: nothing.
@@ -96,11 +96,14 @@ func TestRoomsServeNewerFile(t *testing.T) {
 		t.Fatalf("file no longer served (%v) or re-announced (%d)", src, log.len()-base)
 	}
 	// The room reopened and loaded the file: the store is live; announced is only what
-	// differs from the file (here: the recorded session's cells lack the metadata {} a
-	// file gives them, which a jupyter_ydoc room always holds).
+	// differs from the file, the trust marks the room holds and the file lacks left out
+	// (here: nothing).
 	sink(ystore.EventUpdates, rowsAt(key, half+2, updates[half+1:], 300))
 	n := base + 1
-	if rest := ynotebook.Diff(fileSnap, full.Snapshot()); !rest.Empty() {
+	if ynotebook.Diff(fileSnap, full.Snapshot()).Empty() {
+		t.Fatal("the file and the room should differ in their trust marks")
+	}
+	if rest := ynotebook.DiffContent(fileSnap, full.Snapshot()); !rest.Empty() {
 		n++
 		if log.len() != n || !sameChanges(log.chs[n-1], rest) || log.os[n-1].File {
 			t.Fatalf("announced %+v, want %+v from the store", log.chs[base+1:], rest)
@@ -121,7 +124,7 @@ func TestRoomsServeNewerFile(t *testing.T) {
 	if _, src, _ := r.SourcedNotebook(p); src.File || log.len() != n+2 || log.os[n+1].File {
 		t.Fatalf("store not live again (%v) or not announced (%d)", src, log.len()-n)
 	}
-	if want := ynotebook.Diff(other, full.Snapshot()); !sameChanges(log.chs[n+1], want) {
+	if want := ynotebook.DiffContent(other, full.Snapshot()); !sameChanges(log.chs[n+1], want) {
 		t.Fatalf("announced %+v, want %+v", log.chs[n+1], want)
 	}
 	// A file of an unknown path is ignored.

@@ -32,6 +32,13 @@ func orEmpty(s *Snapshot) *Snapshot {
 	return s
 }
 
+// DiffContent is Diff of a and b leaving out the fields Equivalent does: what changed
+// for a reader when the same notebook is served from a source that lacks them (its
+// file) instead of one that holds them (its room), or back.
+func DiffContent(a, b *Snapshot) Changes {
+	return Diff(withoutTransient(orEmpty(a)), withoutTransient(orEmpty(b)))
+}
+
 // Equivalent reports whether a and b serve the same notebook once the fields nbformat
 // treats as transient are left out: the trust mark jupyter_server puts into a loaded
 // code cell's metadata (cell.metadata.trusted), which a saved file never holds.

@@ -186,6 +186,9 @@ func TestEquivalentIgnoresTrust(t *testing.T) {
 	if !Equivalent(a, b) || Equivalent(a, c) || Diff(a, b).Empty() {
 		t.Fatal("Equivalent")
 	}
+	if !DiffContent(a, b).Empty() || !DiffContent(b, a).Empty() || !DiffContent(a, c).Cells["x"].Metadata {
+		t.Fatalf("DiffContent: %+v, %+v", DiffContent(a, b), DiffContent(a, c))
+	}
 }
 
 // FuzzParse: Parse never panics, and what it accepts encodes and parses again to the same
