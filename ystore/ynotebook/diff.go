@@ -3,6 +3,7 @@ package ynotebook
 import (
 	"bytes"
 	"maps"
+	"reflect"
 )
 
 // Diff is what changed from snapshot a to snapshot b, at the granularity of the change
@@ -39,18 +40,40 @@ func DiffContent(a, b *Snapshot) Changes {
 	return Diff(withoutTransient(orEmpty(a)), withoutTransient(orEmpty(b)))
 }
 
-// Equivalent reports whether a and b serve the same notebook once the fields nbformat
-// treats as transient are left out: the trust mark jupyter_server puts into a loaded
-// code cell's metadata (cell.metadata.trusted), which a saved file never holds.
+// Equivalent reports whether a and b serve the same notebook once the fields a room
+// holds and a file need not are left out: the trust mark jupyter_server puts into a
+// loaded code cell's metadata (cell.metadata.trusted), which a saved file never holds,
+// and the placeholders jupyter_ydoc gives notebook metadata lacking them
+// (language_info {"name": ""}, kernelspec {"name": "", "display_name": ""}).
 func Equivalent(a, b *Snapshot) bool {
 	ja, errA := withoutTransient(orEmpty(a)).JSON()
 	jb, errB := withoutTransient(orEmpty(b)).JSON()
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// withoutTransient is s, or a copy of it whose cells' metadata lack "trusted".
+// placeholders are the notebook metadata entries jupyter_ydoc sets where a loaded file
+// has none (YNotebook._set).
+var placeholders = map[string]map[string]any{
+	"language_info": {"name": ""},
+	"kernelspec":    {"name": "", "display_name": ""},
+}
+
+// withoutTransient is s, or a copy of it whose cells' metadata lack "trusted" and whose
+// notebook metadata lacks jupyter_ydoc's placeholders.
 func withoutTransient(s *Snapshot) *Snapshot {
 	changed := false
+	meta := s.Metadata
+	for k, v := range placeholders {
+		if m, ok := meta[k].(map[string]any); ok && reflect.DeepEqual(m, v) {
+			if !changed {
+				meta, changed = maps.Clone(meta), true
+			}
+			delete(meta, k)
+		}
+	}
+	if meta != nil && len(meta) == 0 {
+		meta, changed = nil, true // no metadata, as a file without the placeholders has
+	}
 	read := make([]readCell, 0, s.Len())
 	for _, c := range s.All() {
 		if _, ok := c.Metadata["trusted"]; ok {
@@ -65,6 +88,7 @@ func withoutTransient(s *Snapshot) *Snapshot {
 		return s
 	}
 	out := *s
+	out.Metadata = meta
 	out.cells = buildTree(read, 0)
 	return &out
 }

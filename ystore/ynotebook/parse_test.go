@@ -189,6 +189,15 @@ func TestEquivalentIgnoresTrust(t *testing.T) {
 	if !DiffContent(a, b).Empty() || !DiffContent(b, a).Empty() || !DiffContent(a, c).Cells["x"].Metadata {
 		t.Fatalf("DiffContent: %+v, %+v", DiffContent(a, b), DiffContent(a, c))
 	}
+	// jupyter_ydoc's placeholders for metadata a file lacks.
+	room := NewSnapshot(Cell{ID: "x", CellType: CellCode})
+	room.Metadata = map[string]any{"language_info": map[string]any{"name": ""}, "kernelspec": map[string]any{"name": "", "display_name": ""}}
+	file := NewSnapshot(Cell{ID: "x", CellType: CellCode})
+	named := NewSnapshot(Cell{ID: "x", CellType: CellCode})
+	named.Metadata = map[string]any{"language_info": map[string]any{"name": "python"}}
+	if !Equivalent(room, file) || !DiffContent(file, room).Empty() || Equivalent(room, named) || !DiffContent(room, named).Metadata {
+		t.Fatal("placeholders")
+	}
 }
 
 // FuzzParse: Parse never panics, and what it accepts encodes and parses again to the same
