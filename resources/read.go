@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -13,6 +14,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // Errors a read answers with, and the JSON-RPC codes they map to.
@@ -106,6 +108,23 @@ func cacheMeta(ttl time.Duration) map[string]any {
 	return map[string]any{"cacheScope": string(mcp.CacheScopePrivate), "ttlMs": ttl.Milliseconds()}
 }
 
+// notebook is the library's snapshot at path, with its source when the library says.
+func (s *Server) notebook(path string) (*ynotebook.Snapshot, Source, error) {
+	if sl, ok := s.lib.(SourcedLibrary); ok {
+		return sl.SourcedNotebook(path)
+	}
+	snap, err := s.lib.Notebook(path)
+	return snap, Source{}, err
+}
+
+// meta is the _meta entries marking a notebook served from its file; nil otherwise.
+func (src Source) meta() map[string]any {
+	if !src.File {
+		return nil
+	}
+	return map[string]any{SourceKey: "file", ModTimeKey: src.ModTime.UTC().Format(time.RFC3339Nano)}
+}
+
 // read resolves ref against the bindings and the library.
 func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([]mcp.ResourceContents, error) {
 	if !s.serves(ctx, ref.Template()) {
@@ -115,7 +134,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	if !ok {
 		return nil, fmt.Errorf("%w: no notebook is bound to the name %q (use_notebook binds one)", ErrNotFound, ref.Name)
 	}
-	snap, err := s.lib.Notebook(path)
+	snap, src, err := s.notebook(path)
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", ErrNotFound, ref.Name, path, err)
@@ -123,6 +142,8 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return nil, fmt.Errorf("load notebook %q (%s): %w", ref.Name, path, err)
 	}
 	meta := cacheMeta(ttl)
+	mark := src.meta()
+	maps.Copy(meta, mark)
 	uri := ref.String()
 	if ref.CellID == "" {
 		body, err := snap.JSON()
@@ -137,6 +158,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	}
 	if ref.Output < 0 {
 		doc := nbview.NewCellDoc(ref.Name, index, cell)
+		doc.Meta = mark
 		if !s.serves(ctx, nbview.TemplateOutput) {
 			for i := range doc.Outputs {
 				doc.Outputs[i].URI = "" // no link to a withheld output

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -49,6 +50,28 @@ type Library interface {
 	Notebook(path string) (*ynotebook.Snapshot, error)
 	// Paths returns the paths of the notebooks present in the store.
 	Paths() []string
+}
+
+// Source is where the content of a served notebook comes from when it is not the live
+// store: the .ipynb file, newer than the store's last row and different from it.
+type Source struct {
+	File    bool      // served from the file
+	ModTime time.Time // the file's modification time
+}
+
+// The keys a read result's _meta (and a cell document's) carry for a notebook served
+// from its file: SourceKey is "file", ModTimeKey the file's mtime (RFC 3339).
+const (
+	SourceKey  = "io.github.jupyter-mcp-sidecar/source"
+	ModTimeKey = "io.github.jupyter-mcp-sidecar/mtime"
+)
+
+// SourcedLibrary is a Library that also says where each snapshot comes from; reads of
+// a notebook served from its file are marked so.
+type SourcedLibrary interface {
+	Library
+	// SourcedNotebook is Notebook with the snapshot's source, taken together.
+	SourcedNotebook(path string) (*ynotebook.Snapshot, Source, error)
 }
 
 // Server is the MCP surface of the sidecar. It owns the mcp-go server (the tools,

@@ -73,6 +73,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if err := reg.Register(h.m); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
+	h.shared.hub = true
 	switch cfg.Hub.Stores.Backend {
 	case config.BackendSQLite:
 		if cfg.Store.SQLite.FSNotify {

@@ -14,6 +14,7 @@ import (
 type Origin struct {
 	Room ystore.Room
 	At   time.Time // zero when no row is behind the change (a room removed or emptied)
+	File bool      // the change is the notebook's file, served instead of the room (At: its mtime)
 }
 
 // originOf is the origin of a change made by rows of the room info.
@@ -33,7 +34,11 @@ func originOf(info ystore.Room, rows []ystore.Row) Origin {
 // publishOrigin is o as the publisher's events carry it, for the hub user whose store
 // the room is in ("" outside hub mode).
 func (o Origin) publishOrigin(user string) publish.Origin {
-	return publish.Origin{Room: o.Room.Key, FileID: o.Room.FileID, Time: o.At, User: user}
+	po := publish.Origin{Room: o.Room.Key, FileID: o.Room.FileID, Time: o.At, User: user}
+	if o.File {
+		po.Source = "file"
+	}
+	return po
 }
 
 // Origin is the origin of the notebook at path now: its most recently updated room,

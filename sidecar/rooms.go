@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -43,6 +44,10 @@ type room struct {
 	rows    int
 	badRows int
 	updated time.Time
+	lastRow time.Time // commit time of the newest row applied
+	// file is the notebook's .ipynb while it is served instead of the document: newer
+	// than lastRow and different (ondisk.go); nil while the store is live.
+	file *ondisk.File
 }
 
 // RoomInfo describes one room for inspect and health.
@@ -138,6 +143,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 	r.mu.Unlock()
 
 	rm.mu.Lock()
+	prev := rm.served()
 	if rm.nb != nil {
 		// The old document is gone as a whole: whatever it held has changed too, unless
 		// the rebuilt one is the same (a room re-read after a squash or a restore).
@@ -149,13 +155,15 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 	}
 	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
 	rm.updated = time.Now()
+	o := originOf(info, rows)
+	ch = rm.storeApplied(ch, prev, o.At)
 	rm.mu.Unlock()
 
 	p := r.resolvePath(ctx, rm)
 	r.metrics.setDegraded(r.degradedCount())
 	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", len(rows), "bad_rows", bad)
 	if !ch.Empty() && p != "" {
-		r.notify.Changed(p, ch, originOf(info, rows))
+		r.notify.Changed(p, ch, o)
 	}
 }
 
@@ -174,6 +182,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 	if rm.nb == nil {
 		rm.nb = ynotebook.New()
 	}
+	prev := rm.served()
 	rm.rows += len(rows)
 	badBefore := rm.badRows
 	for _, row := range rows {
@@ -185,6 +194,8 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 		ch.Merge(c)
 	}
 	rm.updated = time.Now()
+	o := originOf(info, rows)
+	ch = rm.storeApplied(ch, prev, o.At)
 	p, degraded := rm.path, rm.badRows > badBefore
 	rm.mu.Unlock()
 
@@ -197,7 +208,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 		r.metrics.setDegraded(r.degradedCount())
 	}
 	if !ch.Empty() && p != "" {
-		r.notify.Changed(p, ch, originOf(info, rows))
+		r.notify.Changed(p, ch, o)
 	}
 }
 
@@ -448,15 +459,25 @@ func (r *Rooms) find(p string) *room {
 	return best
 }
 
-// Notebook returns the live notebook at path, as a read sees it now.
+// Notebook returns the notebook at path as a read sees it now: the live document, or
+// its file while that is served instead (ondisk.go).
 func (r *Rooms) Notebook(p string) (*ynotebook.Snapshot, error) {
+	snap, _, err := r.SourcedNotebook(p)
+	return snap, err
+}
+
+// SourcedNotebook is Notebook with where the snapshot comes from (resources.SourcedLibrary).
+func (r *Rooms) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source, error) {
 	rm := r.find(p)
 	if rm == nil {
-		return nil, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
+		return nil, resources.Source{}, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
-	return rm.nb.Snapshot(), nil
+	if rm.file != nil {
+		return rm.file.Snapshot, resources.Source{File: true, ModTime: rm.file.ModTime}, nil
+	}
+	return rm.nb.Snapshot(), resources.Source{}, nil
 }
 
 // Paths lists the paths of the notebooks in the store, sorted and unique.

@@ -22,6 +22,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -118,6 +119,7 @@ type instance struct {
 	deb           *debounce.Debouncer[string, change]
 	srv           *resources.Server
 	health        *Health
+	files         *ondisk.Watcher // nil with ondisk.enabled false
 	closeResolver func() error
 	drainTimeout  time.Duration // server.drain_timeout
 }
@@ -148,6 +150,12 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 			in.srv.NotebookMoved(oldPath, newPath, o.publishOrigin(user))
 		},
 	})
+	if cfg.OnDisk.Enabled {
+		in.files = ondisk.New(ondisk.Config{
+			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
+			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
+		}, log, in.rooms.Paths, in.rooms.ApplyFile)
+	}
 	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
 	in.health.publisher = func() error { return in.srv.PublisherHealth() }
 	opts := append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, srvOpts(in.health)...)
@@ -173,6 +181,9 @@ func (in *instance) run(ctx context.Context) error {
 	g.Go(func() error { return in.deb.Run(gctx) })
 	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
+	if in.files != nil {
+		g.Go(func() error { return in.files.Run(gctx) })
+	}
 	return drain(gctx, in.drainTimeout, g.Wait)
 }
 

@@ -20,6 +20,9 @@ import (
 type shared struct {
 	watcher  *sqlite.Watcher
 	follower *postgres.Follower
+	// hub: the instances are hub mode's users'. Their notebook files are polled (ondisk):
+	// an inotify instance each would exhaust fs.inotify.max_user_instances (128).
+	hub bool
 }
 
 // openStore builds the configured store backend, on sh, and the file id resolvers;

@@ -21,6 +21,9 @@ type Origin struct {
 	// User is, in hub mode, the JupyterHub user whose store the notebook is in (each
 	// user's tenant has its own publisher); "" and "user" omitted outside hub mode.
 	User string
+	// Source is "file" when the change is the notebook's .ipynb rewritten while no room
+	// was open; "" for the store.
+	Source string
 }
 
 // Event is one debounced change of one notebook, bound to a name or not: what the
@@ -38,7 +41,8 @@ type Event struct {
 	Changes     Changes   `json:"changes"`
 	URIs        []string  `json:"uris"` // under every name bound in the sidecar; empty if none
 	User        string    `json:"user,omitempty"`
-	Part        *Part     `json:"part,omitempty"` // set on the parts of a split NOTIFY
+	Source      string    `json:"source,omitempty"` // "file": the change came from the .ipynb, not the store
+	Part        *Part     `json:"part,omitempty"`   // set on the parts of a split NOTIFY
 }
 
 // Changes is what changed, at the granularity of ynotebook.Changes.
@@ -81,7 +85,7 @@ func NewEvent(path string, ch ynotebook.Changes, o Origin) Event {
 	if o.Time.IsZero() {
 		o.Time = time.Now()
 	}
-	ev := Event{V: Version, Path: path, FileID: o.FileID, Room: o.Room, Time: o.Time.UTC(), User: o.User, URIs: []string{}}
+	ev := Event{V: Version, Path: path, FileID: o.FileID, Room: o.Room, Time: o.Time.UTC(), User: o.User, Source: o.Source, URIs: []string{}}
 	ev.Changes = Changes{
 		Metadata: ch.Metadata,
 		Added:    nonNil(ch.Added), Removed: nonNil(ch.Removed), Moved: nonNil(ch.Moved),

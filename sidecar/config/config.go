@@ -14,6 +14,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -32,6 +33,17 @@ type Config struct {
 	Hooks         map[string]map[string]any `mapstructure:"hooks" yaml:"hooks"`
 	Ship          Ship                      `mapstructure:"ship" yaml:"ship"`
 	Hub           Hub                       `mapstructure:"hub" yaml:"hub"`
+	OnDisk        OnDisk                    `mapstructure:"ondisk" yaml:"ondisk"`
+}
+
+// OnDisk configures the watch of the notebooks' .ipynb files (sidecar/ondisk): a file
+// rewritten while no room is open is served from the file until the store is live again.
+type OnDisk struct {
+	Enabled        bool          `mapstructure:"enabled" yaml:"enabled"`
+	FSNotify       bool          `mapstructure:"fsnotify" yaml:"fsnotify"`           // false: poll every file
+	PollInterval   time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"` // polled files, path list
+	MaxWatchedDirs int           `mapstructure:"max_watched_dirs" yaml:"max_watched_dirs"`
+	MaxFileBytes   int64         `mapstructure:"max_file_bytes" yaml:"max_file_bytes"`
 }
 
 // Log configures log/slog output.
@@ -218,6 +230,10 @@ func Default() Config {
 		Hooks:         resources.DefaultHooks(),
 		Ship:          Ship{Postgres: ShipPostgres{Schema: postgres.DefaultSchema, Table: postgres.DefaultTable}},
 		Hub:           DefaultHub(),
+		OnDisk: OnDisk{
+			Enabled: true, FSNotify: true, PollInterval: ondisk.DefaultPollInterval,
+			MaxWatchedDirs: ondisk.DefaultMaxWatchedDirs, MaxFileBytes: ondisk.DefaultMaxFileBytes,
+		},
 	}
 }
 

@@ -139,6 +139,15 @@ func (c Config) Validate() error {
 	}
 	v.exclusive("fileid.api.token", api.Token, "fileid.api.token_file", api.TokenFile)
 
+	if c.OnDisk.Enabled {
+		v.positive("ondisk.poll_interval", c.OnDisk.PollInterval)
+		if c.OnDisk.MaxWatchedDirs <= 0 {
+			v.fail("ondisk.max_watched_dirs", "must be > 0, got %d", c.OnDisk.MaxWatchedDirs)
+		}
+		if c.OnDisk.MaxFileBytes <= 0 {
+			v.fail("ondisk.max_file_bytes", "must be > 0, got %d", c.OnDisk.MaxFileBytes)
+		}
+	}
 	c.Server.validate(v)
 	c.Hub.validate(v, c.Server.Transport)
 

@@ -209,7 +209,13 @@ func (c consumer) quiet(t testing.TB, d time.Duration) {
 // states and then the preloaded edits, with no name bound, publishing through c.
 func startEventsSidecar(t testing.TB, c consumer, nbs []notebookRoom, fx eventFixture, preload ...string) (*sidecar, writer) {
 	t.Helper()
-	dir := t.TempDir()
+	return startEventsSidecarIn(t, t.TempDir(), c, nbs, fx, nil, preload...)
+}
+
+// startEventsSidecarIn is startEventsSidecar in dir, calling beforeLaunch (if not nil)
+// once the store is written, before the binary starts.
+func startEventsSidecarIn(t testing.TB, dir string, c consumer, nbs []notebookRoom, fx eventFixture, beforeLaunch func(), preload ...string) (*sidecar, writer) {
+	t.Helper()
 	fileidDB := filepath.Join(dir, "file_id_manager.db")
 	execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
 	for _, nb := range nbs {
@@ -222,6 +228,9 @@ func startEventsSidecar(t testing.TB, c consumer, nbs []notebookRoom, fx eventFi
 		for _, name := range preload {
 			w.writeRoom(nb.room, fx.edits[name])
 		}
+	}
+	if beforeLaunch != nil {
+		beforeLaunch()
 	}
 	sc := launch(t, dir, fmt.Sprintf(`store:
   backend: sqlite

@@ -176,15 +176,23 @@ func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
 	if s.hasMinor {
 		s.nbformatMinor = plain(s.nbformatMinor)
 	}
+	var md any
+	if v, ok := get(meta, "metadata"); ok {
+		md = copied(v)
+	}
+	s.setLevel(md)
+}
+
+// setLevel derives the typed notebook-level fields of s from the values as stored, and
+// sets its metadata from md (nil when absent; a value that is not an object counts as
+// none).
+func (s *Snapshot) setLevel(md any) {
 	s.NBFormat = intOf(s.nbformat)
 	s.NBFormatMinor = intOf(s.nbformatMinor)
 	major, isNum := s.nbformat.(float64)
 	minor, cmp := number(s.nbformatMinor)
 	s.pruneIDs = isNum && major == 4 && s.hasMinor && cmp && minor <= 4
-	s.Metadata = nil
-	if md, ok := get(meta, "metadata"); ok {
-		s.Metadata, _ = copied(md).(map[string]any)
-	}
+	s.Metadata, _ = md.(map[string]any)
 }
 
 func intOf(v any) int {

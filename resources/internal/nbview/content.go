@@ -165,6 +165,8 @@ type CellDoc struct {
 	ExecutionCount any            `json:"execution_count"`
 	Metadata       map[string]any `json:"metadata"`
 	Outputs        []OutputEntry  `json:"outputs"`
+	// Meta marks a cell of a notebook served from its file rather than the live store.
+	Meta map[string]any `json:"_meta,omitempty"`
 }
 
 // NewCellDoc builds the cell resource body of the cell at index in notebook name.

@@ -1,0 +1,301 @@
+// Package ondisk watches the .ipynb files of the notebooks the rooms know, so that a
+// notebook rewritten while no room is open (jupyter-mcp-server without a room, git pull,
+// nbconvert --inplace, a copy in the file browser) is seen: each changed file is parsed
+// (ynotebook.Parse) and handed on; the sidecar decides whether it serves it. The
+// directories of the files are watched with fsnotify, at most MaxWatchedDirs of them;
+// the files of the others, or all when inotify is unavailable, are polled. Events of one
+// file are coalesced; no file larger than MaxFileBytes is read.
+package ondisk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// Defaults of Config.
+const (
+	DefaultPollInterval   = 2 * time.Second
+	DefaultMaxWatchedDirs = 256
+	DefaultMaxFileBytes   = 32 << 20
+	DefaultCoalesce       = 100 * time.Millisecond
+)
+
+// ErrTooLarge is wrapped by the error of a file larger than Config.MaxFileBytes.
+var ErrTooLarge = errors.New("notebook file too large")
+
+// Config configures a Watcher; zero fields take their defaults.
+type Config struct {
+	Root           string        // the Jupyter root directory the notebook paths are relative to
+	PollInterval   time.Duration // how often polled files are checked and the path list is re-read
+	MaxWatchedDirs int           // most directories watched with fsnotify; the rest are polled
+	MaxFileBytes   int64         // larger files are not read
+	FSNotify       bool          // false: poll every file
+	Coalesce       time.Duration // quiet time after a file's last event before it is read
+}
+
+func (c Config) withDefaults() Config {
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.MaxWatchedDirs <= 0 {
+		c.MaxWatchedDirs = DefaultMaxWatchedDirs
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if c.Coalesce <= 0 {
+		c.Coalesce = DefaultCoalesce
+	}
+	return c
+}
+
+// File is a notebook file as read: its path relative to the root, its content, and its
+// modification time.
+type File struct {
+	Path     string
+	Snapshot *ynotebook.Snapshot
+	ModTime  time.Time
+}
+
+// Watcher reports notebook files that changed. New builds it without I/O; Run watches.
+type Watcher struct {
+	cfg     Config
+	log     *slog.Logger
+	paths   func() []string
+	changed func(File)
+}
+
+// New returns a watcher of the files of paths() (re-read every PollInterval), calling
+// changed with each file that is new to it or changed since it was last read, from Run's
+// goroutine. No I/O.
+func New(cfg Config, log *slog.Logger, paths func() []string, changed func(File)) *Watcher {
+	return &Watcher{cfg: cfg.withDefaults(), log: log, paths: paths, changed: changed}
+}
+
+// stat is what tells a file changed without reading it.
+type stat struct {
+	mtime time.Time
+	size  int64
+}
+
+// run is the state of one Run.
+type run struct {
+	*Watcher
+	fsw     *fsnotify.Watcher // nil: polling only
+	known   map[string]stat   // path → as last read (zero: not readable)
+	watched map[string]bool   // directories watched with fsnotify
+	pending map[string]time.Time
+}
+
+// Run watches until ctx is done; it returns nil then.
+func (w *Watcher) Run(ctx context.Context) error {
+	if root, err := filepath.Abs(w.root()); err == nil {
+		w.cfg.Root = root // event names are absolute
+	}
+	r := &run{Watcher: w, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}}
+	var events chan fsnotify.Event
+	var errs chan error
+	if w.cfg.FSNotify {
+		fsw, err := fsnotify.NewWatcher()
+		if err != nil {
+			w.log.Warn("notebook files are polled: fsnotify unavailable", "err", err, "interval", w.cfg.PollInterval)
+		} else {
+			r.fsw, events, errs = fsw, fsw.Events, fsw.Errors
+			defer func() { _ = fsw.Close() }()
+		}
+	}
+	tick := time.NewTicker(w.cfg.PollInterval)
+	defer tick.Stop()
+	coalesce := time.NewTimer(time.Hour)
+	coalesce.Stop()
+	r.sync()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			r.sync()
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if r.event(ev) {
+				coalesce.Reset(w.cfg.Coalesce)
+			}
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// An overflowed queue lost events: look at every file again.
+			w.log.Warn("notebook file events lost; checking every file", "err", err)
+			for p := range r.known {
+				r.check(p)
+			}
+		case <-coalesce.C:
+			if next, ok := r.flush(time.Now()); ok {
+				coalesce.Reset(next)
+			}
+		}
+	}
+}
+
+// sync reads the path list: new files are read, directories watched or unwatched, and the
+// files outside watched directories polled.
+func (r *run) sync() {
+	want := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, p := range r.paths() {
+		want[p] = true
+		dirs[filepath.Dir(r.abs(p))] = true
+	}
+	for p := range r.known {
+		if !want[p] {
+			delete(r.known, p)
+			delete(r.pending, p)
+		}
+	}
+	added := r.watchDirs(dirs)
+	for p := range want {
+		// Files in a directory watched from now on may have changed before its watch.
+		d := filepath.Dir(r.abs(p))
+		if _, seen := r.known[p]; !seen || !r.watched[d] || added[d] {
+			r.check(p)
+		}
+	}
+}
+
+// watchDirs watches the first MaxWatchedDirs of dirs (sorted) and no other directory;
+// it returns the directories it started to watch.
+func (r *run) watchDirs(dirs map[string]bool) map[string]bool {
+	if r.fsw == nil {
+		return nil
+	}
+	added := map[string]bool{}
+	for d := range r.watched {
+		if !dirs[d] {
+			_ = r.fsw.Remove(d)
+			delete(r.watched, d)
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if r.watched[d] {
+			continue
+		}
+		if len(r.watched) >= r.cfg.MaxWatchedDirs {
+			r.log.Debug("notebook directory polled: watch cap reached", "dir", d, "max_watched_dirs", r.cfg.MaxWatchedDirs)
+			continue
+		}
+		if err := r.fsw.Add(d); err != nil {
+			r.log.Debug("notebook directory polled: watch failed", "dir", d, "err", err)
+			continue
+		}
+		r.watched[d] = true
+		added[d] = true
+	}
+	return added
+}
+
+// event notes a file event; it reports whether a known file is now pending.
+func (r *run) event(ev fsnotify.Event) bool {
+	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Chmod) {
+		return false
+	}
+	rel, err := filepath.Rel(r.root(), ev.Name)
+	if err != nil {
+		return false
+	}
+	p := filepath.ToSlash(rel)
+	if _, ok := r.known[p]; !ok {
+		return false
+	}
+	r.pending[p] = time.Now().Add(r.cfg.Coalesce)
+	return true
+}
+
+// flush checks the pending files whose quiet time is over; it returns how long until the
+// next is due, if any is left.
+func (r *run) flush(now time.Time) (time.Duration, bool) {
+	var next time.Time
+	for p, due := range r.pending {
+		if !due.After(now) {
+			delete(r.pending, p)
+			r.check(p)
+		} else if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return next.Sub(now), !next.IsZero()
+}
+
+// check reads the file of p if it changed since it was last read, and reports it.
+func (r *run) check(p string) {
+	f, st, err := r.read(p)
+	old, seen := r.known[p]
+	r.known[p] = st
+	if err != nil {
+		if seen && old != st || !seen {
+			r.log.Debug("notebook file not read", "path", p, "err", err)
+		}
+		return
+	}
+	if seen && old == st {
+		return
+	}
+	r.changed(f)
+}
+
+// read stats p and, unless unchanged since last read, parses it.
+func (r *run) read(p string) (File, stat, error) {
+	abs := r.abs(p)
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return File{}, stat{}, err
+	}
+	st := stat{mtime: fi.ModTime(), size: fi.Size()}
+	if old, ok := r.known[p]; ok && old == st {
+		return File{}, st, nil
+	}
+	if !fi.Mode().IsRegular() {
+		return File{}, st, fmt.Errorf("%s: not a regular file", p)
+	}
+	if st.size > r.cfg.MaxFileBytes {
+		return File{}, st, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, p, st.size, r.cfg.MaxFileBytes)
+	}
+	fh, err := os.Open(abs)
+	if err != nil {
+		return File{}, st, err
+	}
+	defer func() { _ = fh.Close() }()
+	data, err := io.ReadAll(io.LimitReader(fh, r.cfg.MaxFileBytes+1))
+	if err != nil {
+		return File{}, st, fmt.Errorf("read %s: %w", p, err)
+	}
+	snap, err := ynotebook.Parse(data, ynotebook.Limits{MaxBytes: int(r.cfg.MaxFileBytes)})
+	if err != nil {
+		return File{}, st, fmt.Errorf("%s: %w", p, err)
+	}
+	return File{Path: p, Snapshot: snap, ModTime: st.mtime}, st, nil
+}
+
+func (w *Watcher) root() string {
+	if w.cfg.Root == "" {
+		return "."
+	}
+	return filepath.Clean(w.cfg.Root)
+}
+
+func (r *run) abs(p string) string { return filepath.Join(r.root(), filepath.FromSlash(p)) }

@@ -1,0 +1,120 @@
+package ondisk
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+)
+
+func nbJSON(src string) string {
+	return `{"cells":[{"cell_type":"code","id":"c1","source":"` + src + `","metadata":{},"outputs":[],"execution_count":null}],"metadata":{},"nbformat":4,"nbformat_minor":5}`
+}
+
+// recorder collects the files a watcher reports.
+type recorder struct {
+	mu    sync.Mutex
+	files []File
+}
+
+func (r *recorder) add(f File) { r.mu.Lock(); r.files = append(r.files, f); r.mu.Unlock() }
+
+// sources lists the first cell's source of each report for path p.
+func (r *recorder) sources(p string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, f := range r.files {
+		if f.Path == p && f.Snapshot.Len() > 0 {
+			out = append(out, f.Snapshot.At(0).Source)
+		}
+	}
+	return out
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil { // as nbformat and git write: atomically
+		t.Fatal(err)
+	}
+}
+
+func start(t *testing.T, cfg Config, paths ...string) *recorder {
+	t.Helper()
+	rec := &recorder{}
+	w := New(cfg, slog.New(slog.DiscardHandler), func() []string { return paths }, rec.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := testutil.Receive(t, testutil.Wait, "watcher stopped", done); err != nil {
+			t.Error(err)
+		}
+	})
+	return rec
+}
+
+func expect(t *testing.T, rec *recorder, p string, want ...string) {
+	t.Helper()
+	testutil.Eventually(t, testutil.Wait, "reports of "+p, func() bool {
+		return strings.Join(rec.sources(p), "|") == strings.Join(want, "|")
+	}, func() string { return strings.Join(rec.sources(p), "|") })
+}
+
+// TestWatch: a file is reported when first seen and after each rewrite, with fsnotify,
+// with polling, and with polling beyond the directory cap; an unchanged or invalid file
+// is not reported.
+func TestWatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"fsnotify", Config{FSNotify: true, PollInterval: 50 * time.Millisecond}}, // watched files are not polled
+		{"polling", Config{FSNotify: false, PollInterval: 20 * time.Millisecond}},
+		{"over the cap", Config{FSNotify: true, MaxWatchedDirs: 1, PollInterval: 20 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, filepath.Join(root, "a", "x.ipynb"), nbJSON("one"))
+			write(t, filepath.Join(root, "b", "y.ipynb"), nbJSON("uno"))
+			cfg := tc.cfg
+			cfg.Root, cfg.Coalesce = root, 10*time.Millisecond
+			rec := start(t, cfg, "a/x.ipynb", "b/y.ipynb", "missing/z.ipynb")
+			expect(t, rec, "a/x.ipynb", "one")
+			expect(t, rec, "b/y.ipynb", "uno")
+			write(t, filepath.Join(root, "a", "x.ipynb"), nbJSON("two"))
+			expect(t, rec, "a/x.ipynb", "one", "two")
+			write(t, filepath.Join(root, "b", "y.ipynb"), `{"cells": [`) // a torn write: not reported
+			write(t, filepath.Join(root, "b", "y.ipynb"), nbJSON("dos"))
+			expect(t, rec, "b/y.ipynb", "uno", "dos")
+			write(t, filepath.Join(root, "missing", "z.ipynb"), nbJSON("late"))
+			expect(t, rec, "missing/z.ipynb", "late")
+		})
+	}
+}
+
+// TestTooLarge: a file over MaxFileBytes is never read.
+func TestTooLarge(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "big.ipynb"), nbJSON(strings.Repeat("x", 1000)))
+	write(t, filepath.Join(root, "small.ipynb"), nbJSON("s"))
+	rec := start(t, Config{Root: root, MaxFileBytes: 500, PollInterval: 10 * time.Millisecond}, "big.ipynb", "small.ipynb")
+	expect(t, rec, "small.ipynb", "s")
+	if got := rec.sources("big.ipynb"); len(got) != 0 {
+		t.Fatalf("big file reported: %d", len(got))
+	}
+}
