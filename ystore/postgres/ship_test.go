@@ -217,9 +217,11 @@ func TestShipFromSQLite(t *testing.T) {
 	if resets != 2 {
 		t.Errorf("%d reset rows after the first load, want 2 (one per new room)", resets)
 	}
-	if st := sh.Status(); !st.Reachable || st.RowsShipped != 4 || st.Resets != 2 || !st.Source.Reachable {
-		t.Errorf("status %+v", st)
-	}
+	// The shipper counts a row once Postgres committed it: the count may follow the row.
+	testutil.Eventually(t, testutil.Wait, "the shipper's status to count every row", func() bool {
+		st := sh.Status()
+		return st.Reachable && st.RowsShipped == 4 && st.Resets == 2 && st.Source.Reachable
+	}, func() string { return fmt.Sprintf("status %+v", sh.Status()) })
 	if rows, resets := promtest.ToFloat64(sh.m.rows), promtest.ToFloat64(sh.m.resets); rows != 4 || resets != 2 {
 		t.Errorf("metrics: %v rows, %v resets shipped", rows, resets)
 	}

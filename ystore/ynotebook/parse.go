@@ -123,6 +123,7 @@ func parseCell(obj map[string]any) (*Cell, bool) {
 		return nil, false
 	}
 	c.ID, c.hasID = obj["id"].(string)
+	c.storedID = c.ID
 	c.Source = joined(obj["source"])
 	c.Metadata, _ = obj["metadata"].(map[string]any)
 	c.Metadata = maps.Clone(c.Metadata)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -77,7 +78,12 @@ func TestParseRoundTrip(t *testing.T) {
 		if want.pruneIDs {
 			continue // nbformat 4.0–4.4: the file has no cell ids, so only the JSON matches
 		}
-		requireSnapshotsEqual(t, 0, got, want)
+		// The same JSON (the Go types of numbers differ: a Yjs integer is an int64 in the
+		// store, a JSON number a float64 once parsed, so the structs are not compared).
+		g, _ := got.JSON()
+		if !reflect.DeepEqual(parsed(t, g), parsed(t, b)) {
+			t.Errorf("%s: parsed JSON differs at %s", name, firstDiff("$", parsed(t, g), parsed(t, b)))
+		}
 		if ch := Diff(want, got); !ch.Empty() {
 			t.Errorf("%s: Diff(store, parsed) = %+v", name, ch)
 		}
