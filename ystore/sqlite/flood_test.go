@@ -140,3 +140,51 @@ func storeWithReader(t *testing.T) (*model, *sql.DB) {
 	t.Cleanup(func() { db.Close() })
 	return m, db
 }
+
+// TestBacklogReadTxBudget checks that a backlog of small rows is read in several short
+// transactions: the row and byte bounds alone would read 4,000 rows of 50 B in one.
+func TestBacklogReadTxBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	m := newModel(startWriter(t, path))
+	n := 4000
+	updates := make([]string, n)
+	for i := range updates {
+		updates[i] = b64(tokens(fmt.Sprintf("b%05d-%s", i, strings.Repeat("x", 40))))
+	}
+	if r := m.w.Do(map[string]any{"op": "flood", "room": roomB, "updates": updates}); len(r.Errors) != 0 || len(r.Rows) != n {
+		t.Fatalf("writer: %d rows, errors %v", len(r.Rows), r.Errors)
+	}
+	var cpu, wall []time.Duration
+	st, err := openStore(context.Background(), path, time.Second, func(w, c time.Duration) { wall, cpu = append(wall, w), append(cpu, c) }, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	read, txs := 0, 0
+	for after := int64(0); ; {
+		txs++
+		rows, more, _, _, err := st.rowsAfter(context.Background(), after, -1, 2*n, false, fingerprint{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += len(rows)
+		if len(rows) > 0 {
+			after = rows[len(rows)-1].ID
+		}
+		if !more {
+			break
+		}
+	}
+	if read != n || txs < 2 {
+		t.Fatalf("read %d of %d rows in %d transactions; want all, in more than one", read, n, txs)
+	}
+	t.Logf("%d rows in %d transactions; wall %v, CPU %v", n, txs, wall, cpu)
+	if raceEnabled {
+		t.Skip("read transaction timing not checked under -race: run without -race")
+	}
+	for i, c := range cpu {
+		if c >= 5*time.Millisecond {
+			t.Errorf("transaction %d used %v of CPU; the budget is %v", i, c, txBudget)
+		}
+	}
+}

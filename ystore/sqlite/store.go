@@ -22,6 +22,11 @@ import (
 // checkpoint piece excepted).
 const chunkBytes = 256 << 10
 
+// txBudget bounds the time one read transaction spends reading rows: past it, the rows
+// read so far are returned and the rest wait for the next transaction. The row and byte
+// bounds alone let a backlog of small rows hold the writer's lock for milliseconds.
+const txBudget = 2 * time.Millisecond
+
 // fingerprint identifies one stored row, to notice when its rowid is reused.
 type fingerprint struct {
 	room      string
@@ -267,12 +272,14 @@ func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKe
 }
 
 // rowsAfter returns up to limit rows with after < rowid <= upTo (upTo < 0: no bound) in
-// rowid order, stopping early once chunkBytes of updates are read; more reports whether
+// rowid order, stopping early once chunkBytes of updates are read or the transaction has
+// run for txBudget (after at least one row); more reports whether
 // rows may remain; dv is the data version they were read at. When check is set, it first
 // verifies in the same transaction that the row at after still has fingerprint fp, and
 // reports ok false (and no rows) if not.
 func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, check bool, fp fingerprint) (rows []ystore.Row, more, ok bool, dv int64, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
+		start := time.Now()
 		rows, more, ok = nil, false, true
 		var err error
 		if dv, err = dataVersion(ctx, tx); err != nil {
@@ -314,7 +321,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 				return err
 			}
 			rows = append(rows, r)
-			if size += len(r.Update); size >= chunkBytes {
+			if size += len(r.Update); size >= chunkBytes || time.Since(start) >= txBudget {
 				more = true
 				return nil
 			}
