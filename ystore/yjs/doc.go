@@ -48,9 +48,10 @@ type Doc struct {
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	// failed is set when integration met a type deeper than MaxDepth that the check
-	// before it did not foresee (depth.go): the type was dropped, d no longer follows
-	// Yjs and refuses every later update.
-	failed *DepthError
+	// before it did not foresee (depth.go, a *DepthError), or an item whose parent is not
+	// a type (a *ParentError): the item was dropped, d no longer follows the writer and
+	// refuses every later update.
+	failed error
 	// guid and opts describe a subdocument found in a ContentDoc.
 	guid string
 	opts any
@@ -117,7 +118,9 @@ func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) 
 // ApplyUpdate applies a Yjs v1 update. The update is decoded completely first: a
 // malformed update returns a *DecodeError and leaves d unchanged, and so does one that
 // would nest a type deeper than MaxDepth, with a *DepthError. Structs whose dependencies
-// are missing are kept pending and integrated when those arrive.
+// are missing are kept pending and integrated when those arrive. An item whose parent is
+// not a type returns a *ParentError (yrs refuses such an update; Yjs drops the item):
+// d then refuses every later update.
 func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if d.failed != nil {
 		return nil, d.failed

@@ -189,25 +189,32 @@ func TestAtomic(t *testing.T) {
 // TestOddInput feeds well-formed updates that refer to things that do not exist.
 func TestOddInput(t *testing.T) {
 	tests := []struct {
-		name string
-		in   []byte
+		name   string
+		before []byte // applied first, if any
+		in     []byte
 	}{
-		// Item whose parent ID names a struct that is not a type: becomes GC.
-		{"parent not a type", []byte{2, 1, 1, 0, 4, 1, 1, 'r', 1, 'x', 1, 2, 0, 4, 0, 1, 0, 1, 'y', 0}},
+		// Item whose parent ID names a deleted struct (1:0 "x", deleted): becomes GC (Yjs
+		// and yrs).
+		{"parent deleted", []byte{1, 1, 1, 0, 4, 1, 1, 'r', 1, 'x', 1, 1, 1, 0, 1}, []byte{1, 1, 2, 0, 4, 0, 1, 0, 1, 'y', 0}},
 		// Item whose parent ID is unknown: pending.
-		{"unknown parent", []byte{1, 1, 2, 0, 4, 0, 9, 9, 1, 'y', 0}},
+		{"unknown parent", nil, []byte{1, 1, 2, 0, 4, 0, 9, 9, 1, 'y', 0}},
 		// Item whose origin is far in the future of another client: pending.
-		{"huge origin clock", []byte{1, 1, 2, 0, 0x84, 9, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 'y', 0}},
+		{"huge origin clock", nil, []byte{1, 1, 2, 0, 0x84, 9, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 'y', 0}},
 		// Client starting at a huge clock: pending.
-		{"huge first clock", []byte{1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0x0f, 4, 1, 1, 'r', 1, 'y', 0}},
+		{"huge first clock", nil, []byte{1, 1, 2, 0xff, 0xff, 0xff, 0xff, 0x0f, 4, 1, 1, 'r', 1, 'y', 0}},
 		// Delete set over unknown structs: pending deletes.
-		{"unknown deletes", []byte{0, 1, 5, 1, 0xff, 0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0x0f}},
+		{"unknown deletes", nil, []byte{0, 1, 5, 1, 0xff, 0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0x0f}},
 		// Map entry on a text root and an item both with parentSub and root parent.
-		{"map entry on text", []byte{1, 1, 3, 0, 0x28, 1, 1, 't', 1, 'k', 1, 125, 1, 0}},
+		{"map entry on text", nil, []byte{1, 1, 3, 0, 0x28, 1, 1, 't', 1, 'k', 1, 125, 1, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := NewDoc()
+			if tt.before != nil {
+				if _, err := d.ApplyUpdate(tt.before); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := d.ApplyUpdate(tt.in); err != nil {
 				t.Fatal(err)
 			}
@@ -224,6 +231,23 @@ func TestOddInput(t *testing.T) {
 			_ = d.Text("r").String()
 			_ = ToJSON(d)
 		})
+	}
+}
+
+// TestParentNotAType feeds an item whose parent is a live string: Yjs drops it silently,
+// yrs refuses the update (pycrdt 0.14: "block parent <1#0> must be deleted or shared ref
+// type"), and so does the document, and every update after it: a store rebuilt over its
+// own history under one client id holds such items, and pycrdt-store's server cannot
+// load that room any more.
+func TestParentNotAType(t *testing.T) {
+	d := NewDoc()
+	_, err := d.ApplyUpdate([]byte{2, 1, 1, 0, 4, 1, 1, 'r', 1, 'x', 1, 2, 0, 4, 0, 1, 0, 1, 'y', 0})
+	var pe *ParentError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrBadParent) || pe.ID != (ID{2, 0}) || pe.Parent != (ID{1, 0}) {
+		t.Fatalf("err %v; want a *ParentError of 2:0 in 1:0", err)
+	}
+	if _, err := d.ApplyUpdate([]byte{1, 1, 3, 0, 4, 1, 1, 'r', 1, 'z', 0}); !errors.Is(err, ErrBadParent) {
+		t.Fatalf("the next update: %v; want it refused with ErrBadParent", err)
 	}
 }
 

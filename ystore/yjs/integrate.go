@@ -40,10 +40,19 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 			it.flags = it.flags&^flagHasParentSub | it.right.flags&flagHasParentSub
 		}
 	case it.ext.pref.isID:
-		if p := d.getItem(it.ext.pref.id); p.kind == kindType {
+		switch p := d.getItem(it.ext.pref.id); {
+		case p.kind == kindType:
 			it.parent = p.typ()
-		} else {
+		case p.deleted():
 			it.parent = nil
+		default:
+			// Yjs drops the item silently; yrs (pycrdt, the writer's own reader) refuses
+			// the update: two histories under one client id, as a store rebuilt over
+			// itself holds. The document is not the writer's any more.
+			it.parent = nil
+			if d.failed == nil {
+				d.failed = &ParentError{ID: it.id, Parent: p.id}
+			}
 		}
 	default:
 		it.parent = d.root(it.ext.pref.name)

@@ -42,6 +42,26 @@ func (e *DepthError) Error() string {
 // Unwrap returns ErrTooDeep.
 func (e *DepthError) Unwrap() error { return ErrTooDeep }
 
+// ErrBadParent reports an item whose parent is an item of content other than a type
+// and not deleted: an update that does not belong to the document's history.
+var ErrBadParent = errors.New("item parent is not a shared type")
+
+// ParentError names an item whose parent is not a type, and that parent; it wraps
+// ErrBadParent.
+type ParentError struct {
+	ID     ID
+	Parent ID
+}
+
+// Error implements error.
+func (e *ParentError) Error() string {
+	return fmt.Sprintf("item %d:%d has parent %d:%d, neither deleted nor a type: %v",
+		e.ID.Client, e.ID.Clock, e.Parent.Client, e.Parent.Clock, ErrBadParent)
+}
+
+// Unwrap returns ErrBadParent.
+func (e *ParentError) Unwrap() error { return ErrBadParent }
+
 // DecodeError names the byte offset at which an update failed to decode and what was
 // expected there; it wraps one of the sentinel errors.
 type DecodeError = lib0.DecodeError

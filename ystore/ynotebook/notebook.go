@@ -211,7 +211,7 @@ func (n *Notebook) Load(updates [][]byte) error {
 // UpdateError is an update Load skipped because it does not decode or nests too deep.
 type UpdateError struct {
 	Index int   // its index in the updates given to Load
-	Err   error // the *yjs.DecodeError or *yjs.DepthError
+	Err   error // the *yjs.DecodeError, *yjs.DepthError or *yjs.ParentError
 }
 
 func (e *UpdateError) Error() string {
