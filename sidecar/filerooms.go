@@ -1,9 +1,11 @@
 package sidecar
 
 import (
+	"context"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -16,24 +18,35 @@ import (
 // with the origin marked as the file. The next row committed after the file's mtime makes
 // the store live again; subscribers hear only what that changes in what is served (the
 // room reopened and loaded the file: nothing). A file equal to the document, such as the
-// server's own save, changes nothing.
+// server's own save, changes nothing. A room that leaves the store (pycrdt-store moved
+// the store aside and started a new file) stays served from its file; a notebook whose
+// file is gone (deleted) is not served, and its subscribers hear it removed.
 
-// ApplyFile takes a notebook file the ondisk watcher read.
-func (r *Rooms) ApplyFile(f ondisk.File) {
-	rm := r.find(f.Path)
+// ApplyFile takes a notebook file the ondisk watcher read, or found gone.
+func (r *Rooms) ApplyFile(ctx context.Context, f ondisk.File) {
+	rm := r.findAt(f.Path, true)
 	if rm == nil {
 		r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", "none: no room")
+		return
+	}
+	if f.Gone {
+		r.fileGone(ctx, rm, f.Path)
 		return
 	}
 	rm.mu.Lock()
 	var ch ynotebook.Changes
 	var served string
-	switch live := rm.nb.Snapshot(); {
-	case ynotebook.Equivalent(f.Snapshot, live):
+	switch {
+	case rm.detached:
+		// The store no longer has the room: the file is all there is.
+		served = "file: the room is not in the store"
+		ch = ynotebook.DiffContent(rm.served(), f.Snapshot)
+		rm.file = &f
+	case ynotebook.Equivalent(f.Snapshot, rm.nb.Snapshot()):
 		// The file is what the store holds (the server saved it): the store is live.
 		served = "store: the file is the same"
 		if rm.file != nil {
-			ch = ynotebook.DiffContent(rm.file.Snapshot, live)
+			ch = ynotebook.DiffContent(rm.file.Snapshot, rm.nb.Snapshot())
 			rm.file = nil
 		}
 	case !f.ModTime.After(rm.lastRow):
@@ -50,6 +63,12 @@ func (r *Rooms) ApplyFile(f ondisk.File) {
 		ch = ynotebook.DiffContent(rm.served(), f.Snapshot)
 		rm.file = &f
 	}
+	if rm.gone {
+		// The file is back (re-created, or restored): the notebook appears whole.
+		rm.gone = false
+		served += ", the file is back"
+		ch = addedAll(rm.served())
+	}
 	p, info := rm.path, rm.info
 	rm.mu.Unlock()
 	r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", served)
@@ -57,6 +76,68 @@ func (r *Rooms) ApplyFile(f ondisk.File) {
 		r.log.Info("notebook served from its file", "path", p, "room", info.Key, "mtime", f.ModTime)
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}
+}
+
+// fileGone takes the news that the file of rm at path p does not exist: unless the
+// notebook moved (a rename shows as the old path gone), it is not served any more, and
+// a room no longer in the store is forgotten.
+func (r *Rooms) fileGone(ctx context.Context, rm *room, p string) {
+	if r.resolvePath(ctx, rm) != p {
+		return
+	}
+	r.markGone(rm, p)
+}
+
+// markGone stops serving rm, whose file at p does not exist; a room no longer in the
+// store is forgotten.
+func (r *Rooms) markGone(rm *room, p string) {
+	rm.mu.Lock()
+	if rm.path != p || rm.gone {
+		rm.mu.Unlock()
+		return
+	}
+	if rm.detached {
+		rm.mu.Unlock()
+		r.drop(rm, "notebook file gone; room not in the store: forgotten")
+		return
+	}
+	snap, info := rm.served(), rm.info
+	rm.gone, rm.file = true, nil
+	rm.mu.Unlock()
+	r.log.Info("notebook file gone: not served", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+	if snap != nil {
+		ch := removedAll(snap)
+		r.notify.Changed(p, ch, Origin{Room: info, At: time.Now().UTC(), File: true})
+	}
+}
+
+// detach keeps a room that left the store served from its file, if the file can be read
+// now; it reports whether it did.
+func (r *Rooms) detach(rm *room) bool {
+	rm.mu.Lock()
+	p := rm.path
+	rm.mu.Unlock()
+	if r.readFile == nil || p == "" {
+		return false
+	}
+	f, err := r.readFile(p)
+	if err != nil {
+		r.log.Debug("notebook file not read", "path", p, "err", err)
+		return false
+	}
+	rm.mu.Lock()
+	prev := rm.served()
+	rm.detached, rm.file, rm.gone = true, &f, false
+	rm.rows, rm.badRows = 0, 0
+	ch := ynotebook.DiffContent(prev, f.Snapshot)
+	info := rm.info
+	rm.mu.Unlock()
+	r.metrics.setDegraded(r.degradedCount())
+	r.log.Info("room left the store; notebook served from its file", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "mtime", f.ModTime)
+	if !ch.Empty() {
+		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
+	}
+	return true
 }
 
 // served is the snapshot a read of rm gets now; rm.mu is held.

@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"log/slog"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +38,17 @@ func rowsAt(key string, first int, updates [][]byte, at float64) []ystore.Row {
 	return rows
 }
 
+// logged returns rooms telling log, and a sink of events of the room key.
+func logged(t *testing.T, log *originLog, key string) (*Rooms, func(ystore.EventKind, []ystore.Row)) {
+	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(prometheus.NewRegistry(), nil), Notify{Changed: log.add})
+	return r, func(kind ystore.EventKind, rows []ystore.Row) {
+		t.Helper()
+		if err := r.Sink(t.Context(), []ystore.Event{{Kind: kind, Room: key, Rows: rows}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRoomsServeNewerFile: a file newer than the room's rows and different is served,
 // marked, and announced with its diff; an older file, the same file again and rows older
 // than the file change nothing; a row after the file makes the store live again without
@@ -59,13 +72,7 @@ func TestRoomsServeNewerFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log originLog
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(prometheus.NewRegistry(), nil), Notify{Changed: log.add})
-	sink := func(kind ystore.EventKind, rows []ystore.Row) {
-		t.Helper()
-		if err := r.Sink(t.Context(), []ystore.Event{{Kind: kind, Room: key, Rows: rows}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, sink := logged(t, &log, key)
 	half := len(updates) / 2
 	sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
 	live, _ := r.Notebook(p)
@@ -73,12 +80,12 @@ func TestRoomsServeNewerFile(t *testing.T) {
 	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
 
 	// Older than the last row: the store stays live.
-	r.ApplyFile(ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(90)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(90)})
 	if _, src, _ := r.SourcedNotebook(p); src.File || log.len() != base {
 		t.Fatalf("older file served (%v) or announced", src)
 	}
 	// Newer and different: served from the file, announced with the diff.
-	r.ApplyFile(ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(200)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(200)})
 	snap, src, err := r.SourcedNotebook(p)
 	if err != nil || !src.File || !src.ModTime.Equal(at(200)) || snap != fileSnap {
 		t.Fatalf("file not served: %v %v", src, err)
@@ -90,7 +97,7 @@ func TestRoomsServeNewerFile(t *testing.T) {
 		t.Fatalf("announced %+v, want %+v", log.chs[base], want)
 	}
 	// The same content again, a row older than the file: nothing.
-	r.ApplyFile(ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(201)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(201)})
 	sink(ystore.EventUpdates, rowsAt(key, half+1, updates[half:half+1], 150))
 	if _, src, _ := r.SourcedNotebook(p); !src.File || log.len() != base+1 {
 		t.Fatalf("file no longer served (%v) or re-announced (%d)", src, log.len()-base)
@@ -113,13 +120,13 @@ func TestRoomsServeNewerFile(t *testing.T) {
 		t.Fatalf("still from the file (%v) or announced again (%+v)", src, log.chs[base+1:])
 	}
 	// The server's own save: equal to the document, ignored.
-	r.ApplyFile(ondisk.File{Path: p, Snapshot: full.Snapshot(), ModTime: at(400)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: full.Snapshot(), ModTime: at(400)})
 	if _, src, _ := r.SourcedNotebook(p); src.File || log.len() != n {
 		t.Fatal("own save served from the file or announced")
 	}
 	// A later store row while a different file is served: told what changed from the file.
 	other := ynotebook.NewSnapshot(ynotebook.Cell{ID: "only", CellType: ynotebook.CellCode})
-	r.ApplyFile(ondisk.File{Path: p, Snapshot: other, ModTime: at(500)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: other, ModTime: at(500)})
 	sink(ystore.EventReset, rowsAt(key, 1, updates, 600))
 	if _, src, _ := r.SourcedNotebook(p); src.File || log.len() != n+2 || log.os[n+1].File {
 		t.Fatalf("store not live again (%v) or not announced (%d)", src, log.len()-n)
@@ -128,7 +135,7 @@ func TestRoomsServeNewerFile(t *testing.T) {
 		t.Fatalf("announced %+v, want %+v", log.chs[n+1], want)
 	}
 	// A file of an unknown path is ignored.
-	r.ApplyFile(ondisk.File{Path: "nowhere.ipynb", Snapshot: other, ModTime: at(700)})
+	r.ApplyFile(t.Context(), ondisk.File{Path: "nowhere.ipynb", Snapshot: other, ModTime: at(700)})
 }
 
 func sameChanges(a, b ynotebook.Changes) bool {
@@ -137,4 +144,84 @@ func sameChanges(a, b ynotebook.Changes) bool {
 	y.Merge(b)
 	return x.Metadata == y.Metadata && len(x.Added) == len(y.Added) && len(x.Removed) == len(y.Removed) &&
 		len(x.Moved) == len(y.Moved) && len(x.Cells) == len(y.Cells)
+}
+
+// TestRoomsFileGoneOrRoomLeft: a notebook whose file is gone is not served (its
+// subscribers hear every cell removed, once) until the file is back; a room that leaves
+// the store stays served from its file, until the store has it again or the file is gone
+// too; without a file it is forgotten at once.
+func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
+	const key = "json:notebook:work/a.ipynb"
+	const p = "work/a.ipynb"
+	updates, _ := loadSession(t, "s0001.json.gz")
+	var log originLog
+	r, sink := logged(t, &log, key)
+	served := func(want bool, file bool) {
+		t.Helper()
+		_, src, err := r.SourcedNotebook(p)
+		if (err == nil) != want || want && src.File != file || slices.Contains(r.Paths(), p) != want {
+			t.Fatalf("served: %v (from the file: %v), listed %v; want served %v, from the file %v", err, src.File, r.Paths(), want, file)
+		}
+	}
+	sink(ystore.EventReset, rowsAt(key, 1, updates, 100))
+	live, _ := r.Notebook(p)
+	body, err := live.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileSnap, err := ynotebook.Parse(body, ynotebook.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
+
+	// Deleted: not served, not listed, still watched; told once.
+	base := log.len()
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Gone: true})
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Gone: true})
+	served(false, false)
+	if !slices.Contains(r.WatchPaths(), p) {
+		t.Fatal("a notebook whose file is gone is no longer watched")
+	}
+	if log.len() != base+1 || !sameChanges(log.chs[base], removedAll(live)) || !log.os[base].File {
+		t.Fatalf("told %+v; want every cell removed, once, from the file", log.chs[base:])
+	}
+	// Back: served again, whole.
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(50)})
+	served(true, false)
+	if log.len() != base+2 || !sameChanges(log.chs[base+1], addedAll(live)) {
+		t.Fatalf("told %+v; want every cell added", log.chs[base+1:])
+	}
+
+	// The room leaves the store: served from its file, listed; its rows, when the store has
+	// it again, start a new document.
+	r.readFile = func(string) (ondisk.File, error) {
+		return ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(150)}, nil
+	}
+	sink(ystore.EventRemoved, nil)
+	served(true, true)
+	if d := r.Degraded(); len(d) != 0 {
+		t.Fatalf("degraded: %v", d)
+	}
+	sink(ystore.EventUpdates, rowsAt(key, 1, updates, 200))
+	served(true, false)
+	if got, _ := r.Notebook(p); !sameNotebook(got, live) {
+		t.Fatal("the rows of the new store were not applied to a new document")
+	}
+	// Left again, then the file is gone: forgotten.
+	sink(ystore.EventRemoved, nil)
+	base = log.len()
+	r.ApplyFile(t.Context(), ondisk.File{Path: p, Gone: true})
+	served(false, false)
+	if slices.Contains(r.WatchPaths(), p) || log.len() != base+1 || !sameChanges(log.chs[base], removedAll(fileSnap)) {
+		t.Fatalf("a detached room whose file is gone: watched %v, told %+v", r.WatchPaths(), log.chs[base:])
+	}
+	// No file when the room leaves: forgotten at once.
+	sink(ystore.EventReset, rowsAt(key, 1, updates, 300))
+	r.readFile = func(string) (ondisk.File, error) { return ondisk.File{}, os.ErrNotExist }
+	sink(ystore.EventRemoved, nil)
+	served(false, false)
+	if slices.Contains(r.WatchPaths(), p) {
+		t.Fatal("a room without a file still watched after it left the store")
+	}
 }

@@ -29,6 +29,13 @@ type Rooms struct {
 	notify   Notify
 
 	// mu guards the maps; a room's own lock, when both are held, is taken after it.
+	// readFile reads a notebook's .ipynb now (ondisk.Watcher.Read); nil without the
+	// watcher. A room that leaves the store stays served from its file, if there is one.
+	readFile func(path string) (ondisk.File, error)
+	// exists reports whether a notebook's file exists (ondisk.Watcher.Exists); nil
+	// without the watcher.
+	exists func(path string) bool
+
 	mu     sync.RWMutex
 	rooms  map[string]*room              // notebook rooms by key
 	byPath map[string]map[*room]struct{} // loaded rooms with a path, by path
@@ -46,8 +53,14 @@ type room struct {
 	updated time.Time
 	lastRow time.Time // commit time of the newest row applied
 	// file is the notebook's .ipynb while it is served instead of the document: newer
-	// than lastRow and different (ondisk.go); nil while the store is live.
+	// than lastRow and different, or the room left the store (filerooms.go); nil while
+	// the store is live.
 	file *ondisk.File
+	// detached: the room is no longer in the store (pycrdt-store started a new file);
+	// its file is served.
+	detached bool
+	// gone: the file at path does not exist (the notebook was deleted): not served.
+	gone bool
 }
 
 // RoomInfo describes one room for inspect and health.
@@ -154,6 +167,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 		}
 	}
 	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
+	rm.detached = false
 	rm.updated = time.Now()
 	o := originOf(info, rows)
 	ch = rm.storeApplied(ch, prev, o.At)
@@ -179,8 +193,9 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 
 	var ch ynotebook.Changes
 	rm.mu.Lock()
-	if rm.nb == nil {
-		rm.nb = ynotebook.New()
+	if rm.nb == nil || rm.detached {
+		// A detached room's document is of the store it left: the rows are of a new one.
+		rm.nb, rm.detached = ynotebook.New(), false
 	}
 	prev := rm.served()
 	rm.rows += len(rows)
@@ -259,25 +274,38 @@ func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Ro
 	return ch, nil
 }
 
+// remove takes a room out of the store: its notebook stays served from its file if that
+// exists (filerooms.go), and is gone otherwise.
 func (r *Rooms) remove(info ystore.Room) {
-	r.mu.Lock()
+	r.mu.RLock()
 	rm, ok := r.rooms[info.Key]
+	r.mu.RUnlock()
 	if !ok {
+		return
+	}
+	if r.detach(rm) {
+		return
+	}
+	r.drop(rm, "room removed from the store")
+}
+
+// drop forgets a room, telling the subscribers of its notebook it is gone.
+func (r *Rooms) drop(rm *room, why string) {
+	info := rm.info
+	r.mu.Lock()
+	if r.rooms[info.Key] != rm {
 		r.mu.Unlock()
 		return
 	}
 	delete(r.rooms, info.Key)
 	rm.mu.Lock()
 	p := rm.path
-	var snap *ynotebook.Snapshot // taken under rm.mu: a read may take one at the same time
-	if rm.nb != nil {
-		snap = rm.nb.Snapshot()
-	}
+	snap := rm.served() // taken under rm.mu: a read may take one at the same time
 	rm.mu.Unlock()
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
 	r.metrics.setDegraded(r.degradedCount())
-	r.log.Info("room removed from the store", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+	r.log.Info(why, ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
 	if p != "" && snap != nil {
 		ch := removedAll(snap)
 		ch.Metadata = true
@@ -312,14 +340,18 @@ func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 
 // resolvePath finds a room's notebook path: the key's own path, the file id database,
 // then the document's state.path. It records and returns the path, and reports a
-// notebook whose path changed as moved. A failed lookup keeps the known path.
+// notebook whose path changed as moved, and one whose file id and file are both gone as
+// gone. A failed lookup keeps the known path.
 func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	p := rm.info.Path
+	idGone := false
 	if p == "" && rm.info.FileID != "" && r.resolver != nil {
 		got, err := r.resolver.Path(ctx, rm.info.FileID)
 		switch {
 		case err == nil:
 			p = got
+		case errors.Is(err, fileid.ErrNotFound):
+			idGone = true
 		case !errors.Is(err, fileid.ErrNotFound):
 			r.log.Warn("file id lookup failed", ystore.LogKeyRoom, rm.info.Key, "file_id", rm.info.FileID, "err", err)
 			rm.mu.Lock()
@@ -335,6 +367,9 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	p = cleanPath(p)
 	old, loaded := rm.path, rm.nb != nil
 	rm.path = p
+	if p != old {
+		rm.gone = false // the file at the new path is read again (WatchPaths)
+	}
 	rm.mu.Unlock()
 	if r.rooms[rm.info.Key] == rm && loaded { // not removed meanwhile, and servable
 		r.reindex(rm, old, p)
@@ -343,6 +378,11 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	if old != "" && p != "" && p != old {
 		r.log.Info("notebook path changed", ystore.LogKeyRoom, rm.info.Key, "from", old, "to", p)
 		r.notify.Moved(old, p)
+	}
+	if idGone && p != "" && r.exists != nil && !r.exists(p) {
+		// Deleted through Jupyter: its file id and its file are gone, maybe before the
+		// file watcher ever read the file.
+		r.markGone(rm, p)
 	}
 	return p
 }
@@ -439,9 +479,12 @@ func (r *Rooms) Infos() []RoomInfo {
 	return out
 }
 
-// find returns the most recently updated notebook room at path, through the path index:
-// only the rooms at path are locked.
-func (r *Rooms) find(p string) *room {
+// find returns the most recently updated served notebook room at path.
+func (r *Rooms) find(p string) *room { return r.findAt(p, false) }
+
+// findAt returns the most recently updated notebook room at path, through the path index
+// (only the rooms at path are locked), including those whose file is gone if gone is set.
+func (r *Rooms) findAt(p string, gone bool) *room {
 	p = cleanPath(p)
 	r.mu.RLock()
 	at := slices.Collect(maps.Keys(r.byPath[p]))
@@ -450,7 +493,7 @@ func (r *Rooms) find(p string) *room {
 	var bestAt time.Time
 	for _, rm := range at {
 		rm.mu.Lock()
-		match, updated := rm.path == p, rm.updated
+		match, updated := rm.path == p && (gone || !rm.gone), rm.updated
 		rm.mu.Unlock()
 		if match && (best == nil || updated.After(bestAt)) {
 			best, bestAt = rm, updated
@@ -480,8 +523,29 @@ func (r *Rooms) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source
 	return rm.nb.Snapshot(), resources.Source{}, nil
 }
 
-// Paths lists the paths of the notebooks in the store, sorted and unique.
+// Paths lists the paths of the notebooks served, sorted and unique.
 func (r *Rooms) Paths() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for p, set := range r.byPath {
+		for rm := range set {
+			rm.mu.Lock()
+			gone := rm.gone
+			rm.mu.Unlock()
+			if !gone {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// WatchPaths lists the paths whose files the ondisk watcher reads: every path of a room,
+// served or gone, sorted and unique.
+func (r *Rooms) WatchPaths() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return slices.Sorted(maps.Keys(r.byPath))

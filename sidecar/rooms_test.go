@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -250,6 +251,20 @@ func TestRoomsFollowRenames(t *testing.T) {
 	sameJSON(t, snap, want)
 	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, resources.ErrNotFound) {
 		t.Fatalf("old path still served: %v", err)
+	}
+	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
+	// document's state.path), not once the file is gone too.
+	exists := true
+	r.exists = func(string) bool { return exists }
+	res.set("", fileid.ErrNotFound)
+	r.RefreshPaths(t.Context())
+	if len(r.Paths()) != 1 {
+		t.Fatalf("file id gone, file there: paths %v; want it served", r.Paths())
+	}
+	exists = false
+	r.RefreshPaths(t.Context())
+	if got := r.Paths(); len(got) != 0 {
+		t.Fatalf("file id and file gone: paths %v; want none", got)
 	}
 }
 

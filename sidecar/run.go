@@ -140,8 +140,8 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	// their origin; the server turns each burst into one event for the publisher.
 	in.deb = debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay, mergeChange,
 		func(path string, c change) {
-			m.changesFlushed.Inc()
 			in.srv.NotebookChanged(path, c.ch, c.origin.publishOrigin(user))
+			m.changesFlushed.Inc() // after: a count seen means the change's URIs are settled
 		})
 	in.rooms = NewRooms(log, resolver, m, Notify{
 		Changed: func(path string, ch ynotebook.Changes, o Origin) { in.deb.Add(path, change{ch, o}) },
@@ -154,7 +154,8 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		in.files = ondisk.New(ondisk.Config{
 			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
 			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
-		}, log, in.rooms.Paths, in.rooms.ApplyFile)
+		}, log, in.rooms.WatchPaths, in.rooms.ApplyFile)
+		in.rooms.readFile, in.rooms.exists = in.files.Read, in.files.Exists
 	}
 	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
 	in.health.publisher = func() error { return in.srv.PublisherHealth() }

@@ -125,6 +125,10 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	const name = "nb"
 	nbU, c1U, c2U := "notebook://"+name, cellURI(name, "c1"), cellURI(name, "c2")
 	out0U := c1U + "/outputs/0"
+	// The load's announcement is made before any name is bound, so no subscriber hears
+	// it as if it were a later change's.
+	const flushed = "jupyter_mcp_sidecar_changes_flushed_total"
+	testutil.Eventually(t, testutil.Wait, "the load announced", func() bool { return sc.metric(flushed) >= 1 })
 	gs := []*goClient{dialGo(t, sc.mcpURL(), false), dialGo(t, sc.mcpURL(), true)}
 	for _, g := range gs {
 		g.bind(name, nb.path)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -62,11 +63,12 @@ func (c Config) withDefaults() Config {
 }
 
 // File is a notebook file as read: its path relative to the root, its content, and its
-// modification time.
+// modification time; or, with Gone set (and no content), a file that does not exist.
 type File struct {
 	Path     string
 	Snapshot *ynotebook.Snapshot
 	ModTime  time.Time
+	Gone     bool
 }
 
 // Watcher reports notebook files that changed. New builds it without I/O; Run watches.
@@ -74,13 +76,13 @@ type Watcher struct {
 	cfg     Config
 	log     *slog.Logger
 	paths   func() []string
-	changed func(File)
+	changed func(context.Context, File)
 }
 
 // New returns a watcher of the files of paths() (re-read every PollInterval), calling
-// changed with each file that is new to it or changed since it was last read, from Run's
-// goroutine. No I/O.
-func New(cfg Config, log *slog.Logger, paths func() []string, changed func(File)) *Watcher {
+// changed with each file that is new to it, changed since it was last read, or gone, from
+// Run's goroutine with Run's context. No I/O.
+func New(cfg Config, log *slog.Logger, paths func() []string, changed func(context.Context, File)) *Watcher {
 	return &Watcher{cfg: cfg.withDefaults(), log: log, paths: paths, changed: changed}
 }
 
@@ -93,6 +95,8 @@ type stat struct {
 // run is the state of one Run.
 type run struct {
 	*Watcher
+	ctx     context.Context
+	rootDir string            // the root, absolute
 	fsw     *fsnotify.Watcher // nil: polling only
 	known   map[string]stat   // path → as last read (zero: not readable)
 	watched map[string]bool   // directories watched with fsnotify
@@ -101,10 +105,11 @@ type run struct {
 
 // Run watches until ctx is done; it returns nil then.
 func (w *Watcher) Run(ctx context.Context) error {
-	if root, err := filepath.Abs(w.root()); err == nil {
-		w.cfg.Root = root // event names are absolute
+	root := w.root()
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs // event names are absolute
 	}
-	r := &run{Watcher: w, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}}
+	r := &run{Watcher: w, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}}
 	var events chan fsnotify.Event
 	var errs chan error
 	if w.cfg.FSNotify {
@@ -211,7 +216,7 @@ func (r *run) watchDirs(dirs map[string]bool) map[string]bool {
 
 // event notes a file event; it reports whether a known file is now pending.
 func (r *run) event(ev fsnotify.Event) bool {
-	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Chmod) {
+	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Remove) {
 		return false
 	}
 	rel, err := filepath.Rel(r.root(), ev.Name)
@@ -241,50 +246,78 @@ func (r *run) flush(now time.Time) (time.Duration, bool) {
 	return next.Sub(now), !next.IsZero()
 }
 
-// check reads the file of p if it changed since it was last read, and reports it.
+// check reads the file of p if it changed since it was last read, and reports it; a file
+// read before that no longer exists is reported gone, once. One never seen is not: a
+// sidecar that cannot see the notebooks' files serves the store alone.
 func (r *run) check(p string) {
-	f, st, err := r.read(p)
 	old, seen := r.known[p]
+	f, st, err := r.read(p, old, seen)
 	r.known[p] = st
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if seen && old != (stat{}) && old != gone {
+			r.changed(r.ctx, File{Path: p, Gone: true})
+		}
+		if seen && old != (stat{}) {
+			r.known[p] = gone
+		}
+	case err != nil:
 		if seen && old != st || !seen {
 			r.log.Debug("notebook file not read", "path", p, "err", err)
 		}
-		return
+	case !seen || old != st:
+		r.changed(r.ctx, f)
 	}
-	if seen && old == st {
-		return
-	}
-	r.changed(f)
 }
 
-// read stats p and, unless unchanged since last read, parses it.
-func (r *run) read(p string) (File, stat, error) {
-	abs := r.abs(p)
+// gone is the stat of a file known not to exist.
+var gone = stat{size: -1}
+
+// Read reads and parses the notebook file at p (relative to the root) now.
+func (w *Watcher) Read(p string) (File, error) {
+	f, _, err := readFile(w.root(), p, w.cfg.MaxFileBytes, stat{}, false)
+	return f, err
+}
+
+// Exists reports whether the file at p (relative to the root) exists now.
+func (w *Watcher) Exists(p string) bool {
+	_, err := os.Stat(filepath.Join(w.root(), filepath.FromSlash(p)))
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// read stats p and, unless unchanged since last read (old, if seen), parses it.
+func (r *run) read(p string, old stat, seen bool) (File, stat, error) {
+	return readFile(r.root(), p, r.cfg.MaxFileBytes, old, seen)
+}
+
+// readFile stats p under root and, unless its stat is old (if seen), parses it; a file
+// of more than maxBytes is not read.
+func readFile(root, p string, maxBytes int64, old stat, seen bool) (File, stat, error) {
+	abs := filepath.Join(root, filepath.FromSlash(p))
 	fi, err := os.Stat(abs)
 	if err != nil {
 		return File{}, stat{}, err
 	}
 	st := stat{mtime: fi.ModTime(), size: fi.Size()}
-	if old, ok := r.known[p]; ok && old == st {
+	if seen && old == st {
 		return File{}, st, nil
 	}
 	if !fi.Mode().IsRegular() {
 		return File{}, st, fmt.Errorf("%s: not a regular file", p)
 	}
-	if st.size > r.cfg.MaxFileBytes {
-		return File{}, st, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, p, st.size, r.cfg.MaxFileBytes)
+	if st.size > maxBytes {
+		return File{}, st, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, p, st.size, maxBytes)
 	}
 	fh, err := os.Open(abs)
 	if err != nil {
 		return File{}, st, err
 	}
 	defer func() { _ = fh.Close() }()
-	data, err := io.ReadAll(io.LimitReader(fh, r.cfg.MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(fh, maxBytes+1))
 	if err != nil {
 		return File{}, st, fmt.Errorf("read %s: %w", p, err)
 	}
-	snap, err := ynotebook.Parse(data, ynotebook.Limits{MaxBytes: int(r.cfg.MaxFileBytes)})
+	snap, err := ynotebook.Parse(data, ynotebook.Limits{MaxBytes: int(maxBytes)})
 	if err != nil {
 		return File{}, st, fmt.Errorf("%s: %w", p, err)
 	}
@@ -297,5 +330,7 @@ func (w *Watcher) root() string {
 	}
 	return filepath.Clean(w.cfg.Root)
 }
+
+func (r *run) root() string { return r.rootDir }
 
 func (r *run) abs(p string) string { return filepath.Join(r.root(), filepath.FromSlash(p)) }

@@ -23,15 +23,22 @@ type recorder struct {
 	files []File
 }
 
-func (r *recorder) add(f File) { r.mu.Lock(); r.files = append(r.files, f); r.mu.Unlock() }
+func (r *recorder) add(_ context.Context, f File) {
+	r.mu.Lock()
+	r.files = append(r.files, f)
+	r.mu.Unlock()
+}
 
-// sources lists the first cell's source of each report for path p.
+// sources lists the first cell's source of each report for path p, "-" for a file gone.
 func (r *recorder) sources(p string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	for _, f := range r.files {
-		if f.Path == p && f.Snapshot.Len() > 0 {
+		switch {
+		case f.Path == p && f.Gone:
+			out = append(out, "-")
+		case f.Path == p && f.Snapshot.Len() > 0:
 			out = append(out, f.Snapshot.At(0).Source)
 		}
 	}
@@ -75,9 +82,9 @@ func expect(t *testing.T, rec *recorder, p string, want ...string) {
 	}, func() string { return strings.Join(rec.sources(p), "|") })
 }
 
-// TestWatch: a file is reported when first seen and after each rewrite, with fsnotify,
-// with polling, and with polling beyond the directory cap; an unchanged or invalid file
-// is not reported.
+// TestWatch: a file is reported when first seen, after each rewrite, and once when it is
+// gone after it was seen, with fsnotify, with polling, and with polling beyond the directory cap; an
+// unchanged or invalid file is not reported.
 func TestWatch(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -102,7 +109,13 @@ func TestWatch(t *testing.T) {
 			write(t, filepath.Join(root, "b", "y.ipynb"), nbJSON("dos"))
 			expect(t, rec, "b/y.ipynb", "uno", "dos")
 			write(t, filepath.Join(root, "missing", "z.ipynb"), nbJSON("late"))
-			expect(t, rec, "missing/z.ipynb", "late")
+			expect(t, rec, "missing/z.ipynb", "late") // never seen before: not gone
+			if err := os.Remove(filepath.Join(root, "a", "x.ipynb")); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, rec, "a/x.ipynb", "one", "two", "-")
+			write(t, filepath.Join(root, "a", "x.ipynb"), nbJSON("three"))
+			expect(t, rec, "a/x.ipynb", "one", "two", "-", "three")
 		})
 	}
 }

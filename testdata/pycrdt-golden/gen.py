@@ -81,6 +81,15 @@ class Case:
         self.name, self.note, self.rows, self.steps = name, doc_note, [], []
         self.get_uuid = Counter(0xFFFF)
 
+    def refused(self, update, what):
+        """A row pycrdt refuses: its error is recorded, and it ends the case."""
+        try:
+            read(self.rows + [bytes(update)], self.get_uuid)
+        except Exception as e:  # pycrdt raises a bare Exception
+            self.steps.append({"what": what, "update": base64.b64encode(bytes(update)).decode(), "refused": str(e)})
+            return
+        raise AssertionError(what + ": pycrdt accepted the row")
+
     def row(self, update, what):
         self.rows.append(bytes(update))
         roots, got, reid = read(self.rows, self.get_uuid)
@@ -248,6 +257,19 @@ def case_load(out):
     case.dump(out)
 
 
+def case_rebuilt_over_itself(out):
+    """A store pycrdt-store cannot open (the older layout without ycheckpoints) makes the
+    server rebuild the room from the file, with client id 0, over the client-0 history
+    the store already holds: the two histories share ids for different structs, and
+    pycrdt refuses the store's rows from then on."""
+    case = Case("rebuilt-over-itself", "two loads from disk (client id 0) of different files in one room: pycrdt refuses the second")
+    changed = json.loads(json.dumps(CONTENT))
+    changed["cells"][1]["source"], changed["cells"][1]["outputs"] = "changed on disk", []
+    case.row(load_from_disk(changed, 6), "load from disk")
+    case.refused(load_from_disk(CONTENT, 6), "loaded again from another file")
+    case.dump(out)
+
+
 def case_duplicates(out, name, content, note):
     """A stale client reconnects to a room rebuilt with another history: its cells come
     back next to the room's, with the same ids."""
@@ -369,6 +391,7 @@ def main():
     case_full_state(args.out, doc)
     case_load(args.out)
     case_empty_block(args.out)
+    case_rebuilt_over_itself(args.out)
     case_duplicates(args.out, "duplicates", CONTENT,
                     "a stale client reconnects to a room rebuilt with another history: exact duplicates, one differing copy, the server's re-id, a hidden copy edited, a first copy deleted")
     legacy = dict(CONTENT, nbformat_minor=4)

@@ -42,6 +42,8 @@ type pycrdtStep struct {
 	Doc    json.RawMessage `json:"doc"`  // pycrdt's to_py of the roots cells, meta, state
 	Get    json.RawMessage `json:"get"`  // jupyter_ydoc's YNotebook.get()
 	Reid   []int           `json:"reid"` // indexes of get()'s cells with a new uuid4
+	// Refused is pycrdt's error for a row it refuses (the last of its case; no reads).
+	Refused string `json:"refused"`
 }
 
 func loadPycrdt(t testing.TB, dir string) []pycrdtCase {
@@ -78,6 +80,10 @@ func runPycrdt(t *testing.T, cases []pycrdtCase) {
 			nb := New()
 			var rows [][]byte
 			for i, st := range c.Steps {
+				if st.Refused != "" {
+					requireRefused(t, nb, rows, st)
+					return
+				}
 				before := peek(nb)
 				ch, err := nb.Apply(st.Update)
 				if err != nil {
@@ -132,6 +138,25 @@ func TestPycrdtRegenerated(t *testing.T) {
 		t.Fatalf("gen.py reads differently from the committed fixtures: regenerate them (see %s)", pycrdtDir)
 	}
 	runPycrdt(t, fresh)
+}
+
+// requireRefused checks that a row pycrdt refuses for a parent that is not a type is
+// refused by Apply and by a cold Load of the rows so far and it, and that nb, which
+// applied the rows so far, then refuses every row.
+func requireRefused(t *testing.T, nb *Notebook, rows [][]byte, st pycrdtStep) {
+	t.Helper()
+	if !strings.Contains(st.Refused, "must be deleted or shared ref type") {
+		t.Fatalf("%s: pycrdt refused it for another reason than its parent: %s", st.What, st.Refused)
+	}
+	if _, err := nb.Apply(st.Update); !errors.Is(err, yjs.ErrBadParent) {
+		t.Fatalf("%s: Apply %v; pycrdt refuses it (%s)", st.What, err, st.Refused)
+	}
+	if _, err := nb.Apply(rows[0]); !errors.Is(err, yjs.ErrBadParent) {
+		t.Fatalf("%s: the next row applied (%v): the document is no longer the writer's", st.What, err)
+	}
+	if err := New().Load(append(slices.Clone(rows), st.Update)); !errors.Is(err, yjs.ErrBadParent) {
+		t.Fatalf("%s: cold Load %v; pycrdt refuses it (%s)", st.What, err, st.Refused)
+	}
 }
 
 // requirePyDoc compares the roots of doc with pycrdt's to_py, types included: a Yjs
