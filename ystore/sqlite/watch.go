@@ -3,6 +3,7 @@ package sqlite
 import (
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -176,13 +177,20 @@ func (x *Watcher) loop(w *fsnotify.Watcher) {
 }
 
 // event wakes the tailers of the file ev names, and notes a watched directory that
-// went away (it is watched again at its tailers' next poll).
+// went away (it is watched again at its tailers' next poll). A rollback journal created
+// or written means a writer is inside its transaction, holding the RESERVED lock: a read
+// now sees nothing new and makes the writer's COMMIT wait for its SHARED lock (and sleep
+// in SQLite's busy handler), so only the journal's removal, the commit of the default
+// journal mode, wakes; every mode's commit also writes the store file itself.
 func (x *Watcher) event(ev fsnotify.Event) {
 	name := filepath.Clean(ev.Name)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if d := x.dirs[name]; d != nil && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
 		d.watched = false
+	}
+	if strings.HasSuffix(name, "-journal") && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+		return
 	}
 	for _, k := range x.byName[name] {
 		select {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -96,5 +97,40 @@ func TestSharedWatcherRelease(t *testing.T) {
 	case <-k1.wake:
 		t.Fatal("a tailer that left was woken")
 	default:
+	}
+}
+
+// TestWatcherWakesOnCommits: the store file's events and the journal's removal wake its
+// tailer; a journal created or written (a writer inside its transaction) does not.
+func TestWatcherWakesOnCommits(t *testing.T) {
+	x := NewWatcher(nil)
+	path := filepath.Join(t.TempDir(), "y.db")
+	k := newWaker(x, path)
+	t.Cleanup(k.close)
+	for _, tt := range []struct {
+		file string
+		op   fsnotify.Op
+		wake bool
+	}{
+		{"-journal", fsnotify.Create, false},
+		{"-journal", fsnotify.Write, false},
+		{"-journal", fsnotify.Chmod, false},
+		{"", fsnotify.Write, true},
+		{"-journal", fsnotify.Remove, true},
+		{"-journal", fsnotify.Rename, true},
+		{"-wal", fsnotify.Write, true},
+		{"", fsnotify.Create, true},
+	} {
+		x.event(fsnotify.Event{Name: path + tt.file, Op: tt.op})
+		select {
+		case <-k.wake:
+			if !tt.wake {
+				t.Errorf("%s %v woke the tailer", "y.db"+tt.file, tt.op)
+			}
+		default:
+			if tt.wake {
+				t.Errorf("%s %v did not wake the tailer", "y.db"+tt.file, tt.op)
+			}
+		}
 	}
 }
