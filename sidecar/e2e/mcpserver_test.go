@@ -322,6 +322,15 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 				}
 				return h.n(uris[0])-m.heard[i][uris[0]] == tap.count(nbPath)-m.events
 			}, h.String)
+			// The feed's event reaches the tap a moment before jupyter-mcp-server's
+			// announcement of it reaches the listener: a second announcement of the same
+			// change would show within that moment as more than the feed sent.
+			if testutil.Within(time.Second, func() bool {
+				return h.n(uris[0])-m.heard[i][uris[0]] > tap.count(nbPath)-m.events
+			}) == nil {
+				t.Fatalf("%s: %s heard %s more often than the feed sent events (%d): %s", what, listeners[i].name(),
+					uris[0], tap.count(nbPath)-m.events, h.String())
+			}
 		}
 	}
 
