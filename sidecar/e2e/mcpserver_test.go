@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,6 +58,59 @@ func readRecipe(t *testing.T) recipe {
 	return recipe{yaml: block("yaml"), sh: strings.Split(strings.TrimSpace(block("sh")), "\n")}
 }
 
+// feedStack is a real Jupyter server, the built sidecar on its store serving the sse
+// feed as docs/EVENTS.md's recipe configures it, and the test's own tap on that feed.
+type feedStack struct {
+	srv       *jupytertest.Server
+	py        string // jupyter-mcp-server's environment's python
+	rc        recipe
+	feedAddr  string
+	feedToken string
+	tap       *feedTap
+	clients   string // testdata/mcpclient
+}
+
+// startFeedStack starts the stack with notebooks (API path → nbformat JSON); it skips
+// (fails on CI) without the jupyter-mcp-server environment or the TypeScript clients.
+func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
+	t.Helper()
+	jupytertest.Need(t)
+	venv := os.Getenv(mcpServerVenvEnv)
+	var err error
+	if venv == "" {
+		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
+	}
+	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
+	fs := &feedStack{py: filepath.Join(venv, "bin", "python"), rc: readRecipe(t),
+		clients: filepath.Join(repoRoot, "testdata", "mcpclient"), feedToken: "e2e-feed-token-0123456789"}
+	if fs.rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
+		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", fs.rc.sh[0])
+	}
+	if out, err := exec.Command(fs.py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
+		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
+	} else {
+		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
+	}
+	if _, err := os.Stat(filepath.Join(fs.clients, "node_modules")); err != nil {
+		testutil.Need(t, err, "npm ci in testdata/mcpclient")
+	}
+	fs.srv = jupytertest.Start(t, jupytertest.Options{Notebooks: notebooks})
+	fs.feedAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	pub := strings.ReplaceAll(strings.ReplaceAll(fs.rc.yaml, "127.0.0.1:8766", fs.feedAddr), "a-long-random-secret", fs.feedToken)
+	cfg := fmt.Sprintf("store:\n  backend: sqlite\n  sqlite: {path: %q}\nfileid: {db_path: %q, root_dir: %q}\n%s",
+		fs.srv.StorePath, fs.srv.FileIDPath, fs.srv.Root, pub)
+	launch(t, t.TempDir(), cfg, "serve")
+	fs.tap = tapFeed(t, "http://"+fs.feedAddr+"/events", fs.feedToken)
+	return fs
+}
+
+// startJMS starts one jupyter-mcp-server replica with the recipe's environment, plus
+// extra variables (later ones win).
+func (fs *feedStack) startJMS(t *testing.T, extra []string) *jmsProcess {
+	t.Helper()
+	return startJMS(t, fs.py, fs.srv, fs.rc, fs.feedAddr, fs.feedToken, extra...)
+}
+
 // jmsProcess is one running jupyter-mcp-server.
 type jmsProcess struct {
 	url  string // its MCP endpoint
@@ -66,7 +120,7 @@ type jmsProcess struct {
 
 // startJMS starts the real jupyter-mcp-server on jupyter with the recipe's environment
 // (feed at feedAddr), waiting until it serves and its feed stream is open.
-func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, feedAddr, feedToken string) *jmsProcess {
+func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, feedAddr, feedToken string, extra ...string) *jmsProcess {
 	t.Helper()
 	env := os.Environ()
 	for _, line := range rc.sh {
@@ -87,7 +141,14 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--mcp-token", mcpServerToken,
 		"--document-url", jupyter.URL, "--document-token", jupytertest.Token,
 		"--code-sandbox-url", jupyter.URL, "--code-sandbox-token", jupytertest.Token)
-	p.cmd.Env = append(env, "COLUMNS=400", "PYTHONUNBUFFERED=1")
+	p.cmd.Env = append(append(env, "COLUMNS=400", "PYTHONUNBUFFERED=1"), extra...)
+	// The last value of a key is the one used (os/exec); an empty feed URL turns the package off.
+	feedOn := false
+	for _, kv := range p.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "JUPYTER_MCP_SIDECAR_FEED_URL="); ok {
+			feedOn = v != ""
+		}
+	}
 	p.cmd.Dir = t.TempDir()
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -113,7 +174,7 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 		if err == nil {
 			conn.Close()
 		}
-		return err == nil && p.logs.Contains("sidecar feed: stream open")
+		return err == nil && (p.logs.Contains("sidecar feed: stream open") || !feedOn)
 	}, p.logs.String)
 	return p
 }
@@ -239,42 +300,13 @@ func cellsOf(t *testing.T, text string) (ids, sources []string) {
 // jupyter-mcp-server, and a .ipynb rewritten on disk with no room open; its
 // resources/read returns the new content.
 func TestJupyterMCPServerFeed(t *testing.T) {
-	jupytertest.Need(t)
-	venv := os.Getenv(mcpServerVenvEnv)
-	var err error
-	if venv == "" {
-		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
-	}
-	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
-	py := filepath.Join(venv, "bin", "python")
-	rc := readRecipe(t)
-	if rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
-		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", rc.sh[0])
-	}
-	if out, err := exec.Command(py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
-		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
-	} else {
-		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
-	}
-
 	const path, diskPath = "team/a.ipynb", "disk.ipynb"
-	srv := jupytertest.Start(t, jupytertest.Options{Notebooks: map[string]string{
+	fs := startFeedStack(t, map[string]string{
 		path:     jupytertest.NotebookJSON([2]string{"c1", "x = 1"}, [2]string{"c2", "print(x)"}),
 		diskPath: jupytertest.NotebookJSON([2]string{"d1", "y = 1"}),
-	}})
-	feedAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	const feedToken = "e2e-feed-token-0123456789"
-	pub := strings.ReplaceAll(strings.ReplaceAll(rc.yaml, "127.0.0.1:8766", feedAddr), "a-long-random-secret", feedToken)
-	cfg := fmt.Sprintf("store:\n  backend: sqlite\n  sqlite: {path: %q}\nfileid: {db_path: %q, root_dir: %q}\n%s",
-		srv.StorePath, srv.FileIDPath, srv.Root, pub)
-	launch(t, t.TempDir(), cfg, "serve")
-	tap := tapFeed(t, "http://"+feedAddr+"/events", feedToken)
-	jms := startJMS(t, py, srv, rc, feedAddr, feedToken)
-
-	if _, err := os.Stat(filepath.Join(repoRoot, "testdata", "mcpclient", "node_modules")); err != nil {
-		testutil.Need(t, err, "npm ci in testdata/mcpclient")
-	}
-	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
+	})
+	srv, tap, dir := fs.srv, fs.tap, fs.clients
+	jms := fs.startJMS(t, nil)
 	agent := startTS(t, dir, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
 	// "work" last: execute_cell runs in the current notebook.
 	callTool(t, agent, "use_notebook", map[string]any{"notebook_name": "disk", "notebook_path": diskPath})
@@ -388,3 +420,145 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	}
 }
 
+// settled waits until the feed has sent nothing for a second: the writes of a setup
+// (rooms opened, notebooks loaded) are all announced before a test counts.
+func (f *feedTap) settled(t *testing.T) {
+	t.Helper()
+	total := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := 0
+		for _, c := range f.events {
+			n += c
+		}
+		return n
+	}
+	testutil.Eventually(t, 2*testutil.Wait, "the feed quiet for a second", func() bool {
+		n := total()
+		return testutil.Within(time.Second, func() bool { return total() != n }) != nil
+	})
+}
+
+// startKernel starts one kernel on the Jupyter server for use_notebook to bind notebooks
+// to (instead of a kernel per notebook).
+func startKernel(t *testing.T, srv *jupytertest.Server) string {
+	t.Helper()
+	code, body := srv.REST(http.MethodPost, "/api/kernels", map[string]any{"name": "python3"})
+	var k struct{ ID string }
+	if code != http.StatusCreated || json.Unmarshal(body, &k) != nil || k.ID == "" {
+		t.Fatalf("start a kernel: %d %s", code, body)
+	}
+	return k.ID
+}
+
+// TestJupyterMCPServerFeedReplicas: two jupyter-mcp-server replicas on one sidecar feed,
+// 20 notebooks bound on each, a client of each era on each replica subscribed to all of
+// them; 500 edits across the 20 by four writers over the websocket (two per notebook).
+// Every client hears each notebook's URI exactly as often as the feed sent events of it
+// (0 lost, 0 duplicates; the sidecar's debounce is the only coalescing) and reads the
+// last edit through its replica.
+func TestJupyterMCPServerFeedReplicas(t *testing.T) {
+	const notebooks, edits, writers = 20, 500, 4
+	nbs := map[string]string{}
+	for n := range notebooks {
+		nbs[fmt.Sprintf("nb%02d.ipynb", n)] = jupytertest.NotebookJSON([2]string{"c0", "v = 0"})
+	}
+	fs := startFeedStack(t, nbs)
+	kernel := startKernel(t, fs.srv)
+	var clients []*tsClient
+	var hs []*heard
+	for r := range 2 {
+		jms := fs.startJMS(t, nil)
+		agent := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
+		var uris []string
+		for n := range notebooks {
+			name := fmt.Sprintf("nb%02d", n)
+			callTool(t, agent, "use_notebook", map[string]any{"notebook_name": name, "notebook_path": name + ".ipynb", "kernel_id": kernel})
+			uris = append(uris, "notebook://"+name)
+		}
+		for _, era := range [][2]string{{"sdk1.mjs", "2025-11-25"}, {"sdk2.mjs", "2026-07-28"}} {
+			c := startTS(t, fs.clients, era[0], jms.url, era[1], mcpServerToken)
+			c.subscribe(uris...)
+			clients = append(clients, c)
+			hs = append(hs, listenTo(c))
+		}
+		t.Logf("replica %d: %s", r, jms.url)
+	}
+	py := fs.srv.Client()
+	for w := range writers {
+		for n := w % 2; n < notebooks; n += 2 {
+			py.Do(map[string]any{"op": "join", "client": fmt.Sprintf("w%d", w), "path": fmt.Sprintf("nb%02d.ipynb", n)})
+		}
+	}
+	fs.tap.settled(t)
+	base := make([]map[string]int, len(hs))
+	tapBase := map[string]int{}
+	for n := range notebooks {
+		tapBase[fmt.Sprintf("nb%02d.ipynb", n)] = fs.tap.count(fmt.Sprintf("nb%02d.ipynb", n))
+	}
+	for i, h := range hs {
+		base[i] = map[string]int{}
+		for n := range notebooks {
+			base[i][fmt.Sprintf("nb%02d", n)] = h.n(fmt.Sprintf("notebook://nb%02d", n))
+		}
+	}
+
+	// Paced (stimulus pacing, not a wait): 20 ms apart, a notebook's edits come 400 ms
+	// apart, past the sidecar's 250 ms debounce, so most are events of their own.
+	pace := time.NewTicker(20 * time.Millisecond)
+	defer pace.Stop()
+	start := time.Now()
+	for i := range edits {
+		<-pace.C
+		n := i % notebooks
+		w := n%2 + 2*((i/notebooks)%2) // the notebook's two writers in turn
+		py.Do(map[string]any{"op": "set_source", "client": fmt.Sprintf("w%d", w), "path": fmt.Sprintf("nb%02d.ipynb", n),
+			"index": 0, "source": fmt.Sprintf("v = %d", i)})
+	}
+	t.Logf("%d edits in %v", edits, time.Since(start))
+
+	// diff is, per notebook, what a client heard beyond the feed's events since the base.
+	diff := func(i int) (short, over []string) {
+		for n := range notebooks {
+			name := fmt.Sprintf("nb%02d", n)
+			heardN := hs[i].n("notebook://"+name) - base[i][name]
+			sent := fs.tap.count(name+".ipynb") - tapBase[name+".ipynb"]
+			switch {
+			case heardN < sent || sent == 0:
+				short = append(short, fmt.Sprintf("%s heard %d of %d", name, heardN, sent))
+			case heardN > sent:
+				over = append(over, fmt.Sprintf("%s heard %d, %d sent", name, heardN, sent))
+			}
+		}
+		return short, over
+	}
+	events := 0
+	for i, c := range clients {
+		testutil.Eventually(t, 2*testutil.Wait, c.name()+" heard every event", func() bool {
+			short, over := diff(i)
+			return len(short) == 0 && len(over) == 0
+		}, func() string { short, over := diff(i); return fmt.Sprint(short, over) })
+	}
+	for i, c := range clients {
+		if testutil.Within(time.Second, func() bool { _, over := diff(i); return len(over) > 0 }) == nil {
+			_, over := diff(i)
+			t.Fatalf("%s heard more than the feed sent: %v", c.name(), over)
+		}
+	}
+	for n := range notebooks {
+		events += fs.tap.count(fmt.Sprintf("nb%02d.ipynb", n)) - tapBase[fmt.Sprintf("nb%02d.ipynb", n)]
+	}
+	t.Logf("%d edits → %d feed events (debounced), heard exactly by each of %d clients on 2 replicas", edits, events, len(clients))
+	// Each notebook, read through each replica (its sdk2 client), is what its writers see
+	// (two writers replacing one source concurrently may merge: the CRDT's answer).
+	for _, c := range []*tsClient{clients[1], clients[3]} {
+		for n := range notebooks {
+			path := fmt.Sprintf("nb%02d.ipynb", n)
+			_, want := cellsOf(t, string(py.Notebook(fmt.Sprintf("w%d", n%2), path)))
+			_, got := cellsOf(t, c.read(fmt.Sprintf("notebook://nb%02d", n)))
+			if !slices.Equal(got, want) || !strings.HasPrefix(got[0], "v = ") {
+				t.Fatalf("%s reads %s as %q; its writer sees %q", c.name(), path, got, want)
+			}
+		}
+	}
+}
