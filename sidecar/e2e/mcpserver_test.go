@@ -68,6 +68,9 @@ type feedStack struct {
 	feedToken string
 	tap       *feedTap
 	clients   string // testdata/mcpclient
+	sc        *sidecar
+	scDir     string // the sidecar's directory and configuration, for a restart
+	scCfg     string
 }
 
 // startFeedStack starts the stack with notebooks (API path → nbformat JSON); it skips
@@ -99,9 +102,18 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	pub := strings.ReplaceAll(strings.ReplaceAll(fs.rc.yaml, "127.0.0.1:8766", fs.feedAddr), "a-long-random-secret", fs.feedToken)
 	cfg := fmt.Sprintf("store:\n  backend: sqlite\n  sqlite: {path: %q}\nfileid: {db_path: %q, root_dir: %q}\n%s",
 		fs.srv.StorePath, fs.srv.FileIDPath, fs.srv.Root, pub)
-	launch(t, t.TempDir(), cfg, "serve")
+	fs.scDir, fs.scCfg = t.TempDir(), cfg
+	fs.sc = launch(t, fs.scDir, cfg, "serve")
 	fs.tap = tapFeed(t, "http://"+fs.feedAddr+"/events", fs.feedToken)
 	return fs
+}
+
+// restartSidecar stops the sidecar and starts it again on the same store and feed
+// address (a new run: the feed's ids of the old one are a gap).
+func (fs *feedStack) restartSidecar(t *testing.T) {
+	t.Helper()
+	fs.sc.stop()
+	fs.sc = launch(t, fs.scDir, fs.scCfg, "serve")
 }
 
 // startJMS starts one jupyter-mcp-server replica with the recipe's environment, plus
@@ -414,6 +426,19 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 		testutil.Eventually(t, testutil.Wait, l.name()+" reads the file's content", func() bool {
 			return strings.Contains(l.read(cellURI("disk", "d1")), "y = 2")
 		})
+	}
+
+	// The sidecar restarts: jupyter-mcp-server's feed reconnects (with backoff), is told
+	// of the gap (Last-Event-ID of the old run) and announces every bound notebook whole.
+	m = snapshot(path, "notebook://work", "notebook://disk")
+	fs.restartSidecar(t)
+	for i, h := range hs {
+		testutil.Eventually(t, 2*testutil.Wait, listeners[i].name()+" told of every bound notebook after the gap", func() bool {
+			return h.n("notebook://work") > m.heard[i]["notebook://work"] && h.n("notebook://disk") > m.heard[i]["notebook://disk"]
+		}, h.String)
+	}
+	if !jms.logs.Contains(`events lost ({"v":1,"reason":"restart"`) {
+		t.Errorf("jupyter-mcp-server's feed was not told of the restart as a gap")
 	}
 	if !jms.logs.Contains("sidecar feed") || strings.Contains(jms.logs.String(), "Watching notebook") {
 		t.Errorf("jupyter-mcp-server watched a notebook itself (or never read the feed)")
