@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
@@ -191,10 +193,12 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 	return p
 }
 
-// feedTap is the test's own consumer of the sse feed: the events per path.
+// feedTap is the test's own consumer of the sse feed: the events per path, and the
+// first of them for the schema check at the end of the test.
 type feedTap struct {
-	mu     sync.Mutex
-	events map[string]int
+	mu       sync.Mutex
+	events   map[string]int
+	payloads [][]byte
 }
 
 func tapFeed(t *testing.T, url, tok string) *feedTap {
@@ -212,6 +216,14 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	f := &feedTap{events: map[string]int{}}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, p := range f.payloads {
+			var ev publish.Event
+			publishtest.Validate(t, p, &ev)
+		}
+	})
 	go func() {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -226,6 +238,9 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 				if json.Unmarshal([]byte(line[6:]), &ev) == nil {
 					f.mu.Lock()
 					f.events[ev.Path]++
+					if len(f.payloads) < 2000 {
+						f.payloads = append(f.payloads, []byte(line[6:]))
+					}
 					f.mu.Unlock()
 				}
 			}
