@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prints the path of a Python virtual environment holding the real Jupyter stack of
-# testdata/jupyter/requirements.txt, creating it first if needed.
+# testdata/jupyter/requirements.txt (or of the pinned requirements file given as the first
+# argument, e.g. testdata/jupyter-mcp-server/requirements.txt), creating it first if needed.
 #
 # The environment lives in a cache directory keyed by the requirements' SHA-256, so a
 # second run (or a second CI run on a machine that keeps its cache) reuses it, a changed
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-req=testdata/jupyter/requirements.txt
+req=${1:-testdata/jupyter/requirements.txt}
 python=${PYTHON:-python3}
 cache=${JUPYTER_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter-mcp-sidecar}
 hash=$(sha256sum "$req" | cut -c1-16)

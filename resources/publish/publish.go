@@ -6,8 +6,9 @@
 // the sidecar). The default publisher, "subscribers", is this server's own MCP
 // subscribers (the resources package hands them in as Deps.Local): it tells them
 // the event's URIs and ignores events without any. Built in besides are
-// "webhook" (POST the event's JSON to a URL) and "pgnotify" (Postgres NOTIFY on
-// a channel), for deployments where subscribers live elsewhere; they send every
+// "webhook" (POST the event's JSON to a URL), "pgnotify" (Postgres NOTIFY on
+// a channel) and "sse" (a resumable Server-Sent Events stream any number of
+// consumers read), for deployments where subscribers live elsewhere; they send every
 // event (scope "all", the default) or only those with URIs (scope "bound"). A
 // configured publisher replaces the default rather than adding to it.
 package publish
@@ -105,6 +106,7 @@ func init() {
 	})
 	Register("webhook", newWebhook)
 	Register("pgnotify", newPGNotify)
+	Register("sse", newSSE)
 }
 
 // subscribers is the default publisher: the server's own subscribers hear the

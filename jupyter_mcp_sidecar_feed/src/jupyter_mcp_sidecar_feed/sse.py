@@ -1,0 +1,156 @@
+"""The sidecar's change feed, read as a Server-Sent Events stream.
+
+One thread holds one HTTP connection to the sidecar's ``sse`` publisher (docs/EVENTS.md,
+"The sse feed") and hands every frame to a callback: ``hello`` (the stream starts, or
+resumes without loss), ``change`` (one event), ``gap`` (events were lost). It resumes
+with ``Last-Event-ID`` after any disconnect, waiting with exponential backoff and jitter
+between attempts; a stream silent for longer than ``read_timeout`` (the sidecar sends a
+heartbeat every 15 s) is treated as disconnected.
+
+Nothing here imports jupyter-mcp-server: the thread only reads and parses.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+#: The largest frame accepted; a longer data line ends the connection (and resumes).
+MAX_FRAME_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One SSE frame: its type (``event:``), its ``id:`` and its ``data:``."""
+
+    event: str
+    id: str
+    data: str
+
+
+def frames(lines: Iterable[str]) -> Iterator[Frame]:
+    """Parse SSE lines (without their line ends) into frames; comments are skipped."""
+    event, ident, data, size = "", "", [], 0
+    for line in lines:
+        if line == "":
+            if data or event:
+                yield Frame(event or "message", ident, "\n".join(data))
+            event, ident, data, size = "", "", [], 0
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            event = value
+        elif field == "id":
+            ident = value
+        elif field == "data":
+            size += len(value)
+            if size > MAX_FRAME_BYTES:
+                raise ValueError(f"an SSE frame is larger than {MAX_FRAME_BYTES} bytes")
+            data.append(value)
+
+
+class FeedClient:
+    """Reads the feed in a daemon thread until :meth:`stop`.
+
+    ``on_frame`` is called in the thread for every frame; ``on_state`` with ``True``
+    when a stream is open and ``False`` when it is lost.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        on_frame: Callable[[Frame], None],
+        on_state: Callable[[bool], None] = lambda _live: None,
+        *,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        read_timeout: float = 45.0,
+    ) -> None:
+        self.url = url
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        self._on_frame = on_frame
+        self._on_state = on_state
+        self._backoff, self._max_backoff = backoff, max_backoff
+        self._timeout = httpx.Timeout(10.0, read=read_timeout)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: httpx.Response | None = None
+        #: The id of the last frame received: where a reconnect resumes.
+        self.last_event_id = ""
+        #: How many streams were opened, for the logs and the tests.
+        self.connections = 0
+
+    def start(self) -> None:
+        """Start the thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="sidecar-feed", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop reading: closes the stream and waits for the thread."""
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            try:
+                response.close()
+            except Exception:  # noqa: BLE001 - closing a broken stream
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        wait = self._backoff
+        with httpx.Client(timeout=self._timeout) as client:
+            while not self._stopping.is_set():
+                opened = self._stream(client)
+                if self._stopping.is_set():
+                    return
+                if opened:
+                    wait = self._backoff
+                # Jitter, so replicas that lost the sidecar together do not come back together.
+                delay = wait * (0.5 + random.random())  # noqa: S311 - not cryptographic
+                logger.info("sidecar feed: reconnecting in %.1fs", delay)
+                self._stopping.wait(delay)
+                wait = min(wait * 2, self._max_backoff)
+
+    def _stream(self, client: httpx.Client) -> bool:
+        """One connection; answers whether a stream was opened."""
+        headers = dict(self._headers)
+        if self.last_event_id:
+            headers["Last-Event-ID"] = self.last_event_id
+        live = False
+        try:
+            with client.stream("GET", self.url, headers=headers) as response:
+                self._response = response
+                if response.status_code != 200:
+                    logger.error("sidecar feed %s answered %s", self.url, response.status_code)
+                    return False
+                self.connections += 1
+                live = True
+                self._on_state(True)
+                for frame in frames(response.iter_lines()):
+                    if frame.id:
+                        self.last_event_id = frame.id
+                    try:
+                        self._on_frame(frame)
+                    except Exception:  # noqa: BLE001 - one bad frame must not end the feed
+                        logger.exception("sidecar feed: a frame could not be handled")
+        except (httpx.HTTPError, ValueError, OSError) as error:
+            if not self._stopping.is_set():
+                logger.warning("sidecar feed %s: %s", self.url, error)
+        finally:
+            self._response = None
+            if live:
+                self._on_state(False)
+        return live

@@ -1,0 +1,239 @@
+"""Unit tests of jupyter-mcp-sidecar-feed, run against the installed jupyter-mcp-server.
+
+python -m unittest discover -s jupyter_mcp_sidecar_feed/tests (from .ci/run, in the
+jupyter-mcp-server virtual environment). The end-to-end test with the real sidecar, Jupyter
+server and jupyter-mcp-server is sidecar/e2e/mcpserver_test.go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+os.environ["JUPYTER_MCP_WATCH_NOTEBOOKS"] = "false"
+
+from jupyter_mcp_server import notifications  # noqa: E402
+from jupyter_mcp_server.notebook_manager import NotebookManager  # noqa: E402
+
+from jupyter_mcp_sidecar_feed import compat, extension  # noqa: E402
+from jupyter_mcp_sidecar_feed.announce import Announcer, normalize  # noqa: E402
+from jupyter_mcp_sidecar_feed.sse import FeedClient, Frame, frames  # noqa: E402
+
+TOKEN = "0123456789abcdef-test"
+
+
+def wait_for(cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("not within %ss" % timeout)
+        time.sleep(0.01)
+
+
+def change(path, seq, **changes):
+    body = {"added": [], "removed": [], "moved": [], "cells": {}, "metadata": False}
+    body.update(changes)
+    return Frame("change", f"e-{seq}", json.dumps({"v": 1, "seq": seq, "path": path, "changes": body}))
+
+
+class FramesTest(unittest.TestCase):
+    def test_parse(self):
+        lines = ["retry: 1000", "", ": ping", "", "id: e-1", "event: hello", 'data: {"v":1}', "",
+                 "id: e-2", "event: change", "data: a", "data: b", ""]
+        self.assertEqual(list(frames(lines)), [Frame("hello", "e-1", '{"v":1}'), Frame("change", "e-2", "a\nb")])
+
+
+class StubFeed:
+    """An SSE endpoint in this process that scripts what each connection gets."""
+
+    def __init__(self, scripts):
+        self.scripts = list(scripts)
+        self.requests = []
+        feed = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                feed.requests.append(dict(self.headers))
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                script = feed.scripts.pop(0) if feed.scripts else []
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for ident, event, data in script:
+                    self.wfile.write(f"id: {ident}\nevent: {event}\ndata: {data}\n\n".encode())
+                    self.wfile.flush()
+                # Then the connection ends: the client must resume.
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/events"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FeedClientTest(unittest.TestCase):
+    def test_resume_after_disconnect(self):
+        feed = StubFeed([
+            [("r-0", "hello", '{"v":1,"resumed":false}'), ("r-1", "change", "one"), ("r-2", "change", "two")],
+            [("r-2", "hello", '{"v":1,"resumed":true}'), ("r-3", "change", "three")],
+        ])
+        self.addCleanup(feed.close)
+        got, states = [], []
+        client = FeedClient(feed.url, TOKEN, got.append, states.append, backoff=0.05)
+        client.start()
+        self.addCleanup(client.stop)
+        wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one", "two", "three"])
+        self.assertNotIn("Last-Event-ID", feed.requests[0])
+        self.assertEqual(feed.requests[1].get("Last-Event-ID"), "r-2")
+        self.assertEqual(states[:3], [True, False, True])
+
+    def test_refused_token_retries_with_backoff(self):
+        feed = StubFeed([])
+        self.addCleanup(feed.close)
+        got = []
+        client = FeedClient(feed.url, "wrong-token", got.append, backoff=0.05, max_backoff=0.2)
+        client.start()
+        self.addCleanup(client.stop)
+        wait_for(lambda: len(feed.requests) >= 3)
+        self.assertEqual(got, [])
+        self.assertEqual(client.connections, 0)
+
+
+class AnnouncerTest(unittest.TestCase):
+    def setUp(self):
+        self.bound = [("work", "team/a.ipynb"), ("again", "/team/./a.ipynb"), ("other", "b.ipynb")]
+        self.announcer = Announcer(lambda: list(self.bound))
+
+    def test_change(self):
+        frame = change("team/a.ipynb", 1, added=["e0"], cells={"c1": {"parts": ["outputs"], "output_indexes": [0, 2]}})
+        want = ("e0", "c1", "c1/outputs/0", "c1/outputs/2")
+        self.assertEqual(self.announcer.handle(frame), [("work", want), ("again", want)])
+
+    def test_unbound_and_unknown(self):
+        self.assertEqual(self.announcer.handle(change("nobody.ipynb", 1)), [])
+        self.assertEqual(self.announcer.handle(Frame("change", "x", json.dumps({"v": 2, "path": "b.ipynb"}))), [])
+        self.assertEqual(self.announcer.handle(Frame("change", "x", "not json")), [])
+        self.assertEqual(self.announcer.handle(Frame("hello", "x", "{}")), [])
+
+    def test_gap_seq_rename_incomplete(self):
+        self.assertEqual(self.announcer.handle(Frame("gap", "x", '{"reason":"evicted"}')),
+                         [("work", ()), ("again", ()), ("other", ())])
+        self.assertEqual(self.announcer.handle(change("b.ipynb", 1, removed=["c1"])), [("other", ("c1",))])
+        self.assertEqual(self.announcer.handle(change("b.ipynb", 1, removed=["c1"])), [], "a repeat")
+        self.assertEqual(self.announcer.handle(change("b.ipynb", 5, moved=["c2"])), [("other", ())], "a lost seq")
+        self.assertEqual(self.announcer.handle(change("b.ipynb", 6, incomplete=True)), [("other", ())])
+        renamed = Frame("change", "x", json.dumps({"v": 1, "seq": 1, "path": "c.ipynb", "renamed_from": "b.ipynb", "changes": {}}))
+        self.assertEqual(self.announcer.handle(renamed), [("other", ())])
+
+    def test_unbound_names_are_gone(self):
+        self.bound = [("other", "b.ipynb")]
+        self.assertEqual(self.announcer.handle(change("team/a.ipynb", 1, added=["x"])), [])
+
+    def test_normalize(self):
+        for raw, want in [("a.ipynb", "a.ipynb"), ("/a.ipynb", "a.ipynb"), ("./d/../a.ipynb", "a.ipynb"), ("", "")]:
+            self.assertEqual(normalize(raw), want)
+
+
+class Recorder:
+    """A JUPYTER_MCP_PUBLISHER_CLASS: what the server's own publishing path hands on."""
+
+    def __init__(self):
+        self.uris = []
+
+    async def publish(self, uri):
+        self.uris.append(uri)
+        return True
+
+
+class BridgeTest(unittest.TestCase):
+    """The bridge on the real jupyter-mcp-server modules: its notebook manager, its
+    publish_notebook_updated (with a configured publisher recording the URIs)."""
+
+    def setUp(self):
+        self.recorder = Recorder()
+        notifications.use_publisher(self.recorder)
+        self.addCleanup(notifications.use_publisher, None)
+        self.manager = NotebookManager()
+        self.manager.add_notebook("work", {}, server_url="http://jupyter", token="t", path="a.ipynb")
+        server = SimpleNamespace(mcp=None, notebook_manager=self.manager)
+        self.bridge = extension.Bridge("http://127.0.0.1:1/events", TOKEN, server, notifications)
+        self.watchers = extension.FeedWatchers(self.bridge)
+
+    def test_frames_published_through_the_server(self):
+        async def run():
+            self.watchers.watch("work", self.manager)  # a binding: the loop is known
+            self.bridge._from_thread(change("a.ipynb", 1, cells={"c1": {"parts": ["outputs"], "output_indexes": [0]}}))
+            self.bridge._from_thread(change("other.ipynb", 1, added=["x"]))
+            await asyncio.sleep(0.2)
+            self.manager.remove_notebook("work")  # unuse_notebook: its binding is gone
+            self.bridge._from_thread(change("a.ipynb", 2, added=["y"]))
+            await asyncio.sleep(0.2)
+
+        asyncio.run(run())
+        self.assertEqual(self.recorder.uris,
+                         ["notebook://work", "notebook://work/cells/c1", "notebook://work/cells/c1/outputs/0"])
+
+    def test_own_edit_suppressed_only_while_live(self):
+        async def run():
+            self.bridge.live = False
+            down = self.watchers.fold("work", ["c1"])
+            self.bridge.live = True
+            live = self.watchers.fold("work", ["c1"])
+            unbound = self.watchers.fold("nobody", [])
+            return down, live, unbound
+
+        self.assertEqual(asyncio.run(run()), (False, True, False))
+        self.assertEqual(self.bridge.suppressed, 1)
+
+
+class StartTest(unittest.TestCase):
+    def test_installed_version_fits(self):
+        self.assertEqual(compat.check(), [])
+
+    def test_mismatch_names_both_versions(self):
+        message = compat.mismatch(compat.check("2.3.1"), "2.3.1")
+        self.assertIn("jupyter-mcp-server 2.3.1", message)
+        self.assertIn(f"jupyter-mcp-sidecar-feed {compat.own_version()}", message)
+
+    def test_refusals(self):
+        env = {extension.URL_ENV: "http://127.0.0.1:1/events", extension.TOKEN_ENV: ""}
+        for name, value, want in [
+            ("JUPYTER_MCP_WATCH_NOTEBOOKS", "true", "JUPYTER_MCP_WATCH_NOTEBOOKS"),
+            ("JUPYTER_MCP_WATCH_NOTEBOOKS", "false", extension.TOKEN_ENV),
+        ]:
+            saved = {k: os.environ.get(k) for k in [*env, name]}
+            os.environ.update(env)
+            os.environ[name] = value
+            try:
+                with self.assertRaises(extension.StartRefused) as refused:
+                    extension.start_feed()
+                self.assertIn(want, str(refused.exception))
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        self.assertIsNone(extension.bridge())
+
+    def test_off_without_url(self):
+        os.environ.pop(extension.URL_ENV, None)
+        self.assertIsNone(extension.start_feed())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,383 @@
+package publish
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+)
+
+// SSE frame types of the sse publisher's stream (docs/EVENTS.md, "The sse feed").
+const (
+	SSEHello  = "hello"  // first frame of a stream that resumes or starts without loss
+	SSEChange = "change" // one event; data is the Event JSON
+	SSEGap    = "gap"    // events were lost before this point: treat every notebook as changed
+)
+
+// Gap reasons, the "reason" of a gap frame.
+const (
+	GapEvicted = "evicted" // the events after Last-Event-ID are no longer in the buffer
+	GapRestart = "restart" // Last-Event-ID is of another run of the sidecar
+	GapUnknown = "unknown" // Last-Event-ID is not an id this stream gave
+)
+
+// ErrNoToken is the sse publisher's refusal to serve without a token.
+var ErrNoToken = errors.New(`option "token" is required (a bearer token of at least 16 characters)`)
+
+// sse serves every event to any number of consumers as one Server-Sent Events stream
+// on its own listener: authenticated by a bearer token, resumable with Last-Event-ID
+// from a bounded buffer of the latest events, and saying so with a gap frame when
+// events a consumer asked for are gone. Every consumer reads the same buffer through
+// its own cursor, so memory is the buffer's whatever the number or speed of the
+// consumers; one that falls behind the buffer is told of the gap and goes on live.
+// Options: listen (required, host:port), token (required), path ("/events"), scope,
+// buffer (events kept, 1024), buffer_bytes (8 MiB), max_consumers (64), heartbeat
+// (15s, a comment line), write_timeout (10s, per write; a consumer that stalls longer
+// is disconnected and resumes).
+type sse struct {
+	o     sseOptions
+	log   *slog.Logger
+	epoch string // names this run: an id of another run is a gap
+
+	mu        sync.Mutex
+	seq       map[string]uint64
+	ring      []sseEntry // circular, len o.Buffer
+	start, n  int        // the oldest entry's index, the number held
+	bytes     int        // data bytes held
+	next      uint64     // id of the next event; ids are 1, 2, 3, …
+	consumers map[chan struct{}]struct{}
+	failing   error
+	stop      chan struct{} // closed when Run ends: streams end
+
+	events, gaps, skipped, refused prometheus.Counter
+}
+
+// sseEntry is one buffered event, its JSON immutable once held.
+type sseEntry struct {
+	id   uint64
+	data []byte
+}
+
+// sseOptions are the sse publisher's options.
+type sseOptions struct {
+	Listen       string        `option:"listen"`
+	Token        string        `option:"token"`
+	Path         string        `option:"path"`
+	Scope        string        `option:"scope"`
+	Buffer       int           `option:"buffer"`
+	BufferBytes  int           `option:"buffer_bytes"`
+	MaxConsumers int           `option:"max_consumers"`
+	Heartbeat    time.Duration `option:"heartbeat"`
+	WriteTimeout time.Duration `option:"write_timeout"`
+}
+
+func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
+	o := sseOptions{Path: "/events", Scope: ScopeAll, Buffer: 1024, BufferBytes: 8 << 20,
+		MaxConsumers: 64, Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second}
+	if err := option.Decode(raw, &o); err != nil {
+		return nil, err
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		return nil, fmt.Errorf("option \"listen\" must be host:port, got %q", o.Listen)
+	}
+	if len(o.Token) < 16 {
+		return nil, ErrNoToken
+	}
+	if !strings.HasPrefix(o.Path, "/") {
+		return nil, fmt.Errorf("option \"path\" must start with /, got %q", o.Path)
+	}
+	if o.Scope != ScopeAll && o.Scope != ScopeBound {
+		return nil, fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, o.Scope)
+	}
+	if o.Buffer < 1 || o.Buffer > 1<<20 || o.BufferBytes < 1 || o.MaxConsumers < 1 || o.Heartbeat <= 0 || o.WriteTimeout <= 0 {
+		return nil, errors.New("buffer must be 1..1048576, buffer_bytes and max_consumers ≥ 1, heartbeat and write_timeout > 0")
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	s := &sse{o: o, log: deps.Logger, epoch: hex.EncodeToString(b[:]), seq: map[string]uint64{},
+		ring: make([]sseEntry, o.Buffer), next: 1, consumers: map[chan struct{}]struct{}{}, stop: make(chan struct{})}
+	counter := func(n, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher",
+			Name: n, Help: help, ConstLabels: prometheus.Labels{"publisher": "sse"}})
+	}
+	s.events = counter("delivered_total", "Events the publisher delivered.")
+	s.skipped = counter("skipped_total", "Events outside the publisher's scope (scope: bound, no name bound).")
+	s.gaps = counter("sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered.")
+	s.refused = counter("sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers.")
+	consumers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher",
+		Name: "sse_consumers", Help: "Consumers connected to the sse feed.", ConstLabels: prometheus.Labels{"publisher": "sse"}},
+		func() float64 { return float64(s.Consumers()) })
+	if err := promreg.Register(deps.Registerer, s.events, s.skipped, s.gaps, s.refused, consumers); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	return s, nil
+}
+
+// Publish numbers ev, buffers its JSON (evicting the oldest beyond the bounds) and
+// wakes every consumer; it never blocks on a consumer.
+func (s *sse) Publish(_ context.Context, ev Event) error {
+	if s.o.Scope == ScopeBound && len(ev.URIs) == 0 {
+		s.skipped.Inc()
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq[ev.Path]++
+	ev.Seq = s.seq[ev.Path]
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	for s.n > 0 && (s.n == len(s.ring) || s.bytes+len(data) > s.o.BufferBytes) {
+		s.bytes -= len(s.ring[s.start].data)
+		s.ring[s.start] = sseEntry{}
+		s.start = (s.start + 1) % len(s.ring)
+		s.n--
+	}
+	s.ring[(s.start+s.n)%len(s.ring)] = sseEntry{id: s.next, data: data}
+	s.n++
+	s.bytes += len(data)
+	s.next++
+	s.events.Inc()
+	for wake := range s.consumers {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Buffered is the number of events and data bytes the buffer holds.
+func (s *sse) Buffered() (events, bytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n, s.bytes
+}
+
+// Consumers is the number of connected consumers.
+func (s *sse) Consumers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.consumers)
+}
+
+// Run listens and serves the stream until ctx is done; a listen failure is returned
+// (the server stops: a configured feed that cannot be reached tells nobody).
+func (s *sse) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.o.Listen)
+	if err != nil {
+		s.mu.Lock()
+		s.failing = err
+		s.mu.Unlock()
+		return fmt.Errorf("sse feed: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(s.o.Path, s)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-done:
+		return fmt.Errorf("sse feed: %w", err)
+	}
+	close(s.stop)
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	return nil
+}
+
+// Health is the listen error, if the listener could not be opened.
+func (s *sse) Health() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing != nil {
+		return fmt.Errorf("publisher sse: %w", s.failing)
+	}
+	return nil
+}
+
+// authorized compares the bearer token in constant time.
+func (s *sse) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
+}
+
+// gapFrame is the data of a gap frame.
+type gapFrame struct {
+	V           int    `json:"v"`
+	Reason      string `json:"reason"`
+	LastEventID string `json:"last_event_id"` // what the consumer asked to resume after
+}
+
+// helloFrame is the data of a hello frame.
+type helloFrame struct {
+	V       int  `json:"v"`
+	Resumed bool `json:"resumed"` // the stream continues after Last-Event-ID without loss
+}
+
+// id is the SSE id of event number n of this run.
+func (s *sse) id(n uint64) string { return s.epoch + "-" + strconv.FormatUint(n, 10) }
+
+// oldest is the id of the oldest buffered event (next when none is). Under s.mu.
+func (s *sse) oldest() uint64 {
+	if s.n == 0 {
+		return s.next
+	}
+	return s.ring[s.start].id
+}
+
+// resume is where a stream asking for the events after last starts, and the gap
+// reason if it cannot start there ("" when it can). Under s.mu.
+func (s *sse) resume(last string) (cursor uint64, gap string) {
+	if last == "" {
+		return s.next, ""
+	}
+	epoch, num, ok := strings.Cut(last, "-")
+	n, err := strconv.ParseUint(num, 10, 64)
+	switch {
+	case !ok || err != nil:
+		return s.next, GapUnknown
+	case epoch != s.epoch:
+		return s.next, GapRestart
+	case n >= s.next:
+		return s.next, GapUnknown
+	case n+1 < s.oldest():
+		return s.next, GapEvicted
+	}
+	return n + 1, ""
+}
+
+// since copies the references of the entries from cursor on; evicted reports that
+// entries before the oldest were asked for. Under s.mu.
+func (s *sse) since(cursor uint64) (out []sseEntry, evicted bool) {
+	if cursor < s.oldest() {
+		return nil, true
+	}
+	for i := int(cursor - s.oldest()); i < s.n; i++ {
+		out = append(out, s.ring[(s.start+i)%len(s.ring)])
+	}
+	return out, false
+}
+
+// ServeHTTP is one consumer's stream.
+func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		s.refused.Inc()
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !s.authorized(r) {
+		s.refused.Inc()
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if len(last) > 64 {
+		last = "?"
+	}
+	wake := make(chan struct{}, 1)
+	s.mu.Lock()
+	if len(s.consumers) >= s.o.MaxConsumers {
+		s.mu.Unlock()
+		s.refused.Inc()
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many consumers", http.StatusServiceUnavailable)
+		return
+	}
+	cursor, gap := s.resume(last)
+	s.consumers[wake] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.consumers, wake)
+		s.mu.Unlock()
+	}()
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	write := func(frame string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+		if _, err := w.Write([]byte(frame)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	first := s.frame(SSEHello, cursor-1, helloFrame{V: Version, Resumed: last != ""})
+	if gap != "" {
+		first = s.gapFrame(gap, last, cursor-1)
+	}
+	if !write("retry: 1000\n\n" + first) {
+		return
+	}
+	beat := time.NewTicker(s.o.Heartbeat)
+	defer beat.Stop()
+	for {
+		s.mu.Lock()
+		entries, evicted := s.since(cursor)
+		if evicted {
+			cursor = s.next
+		}
+		s.mu.Unlock()
+		if evicted {
+			if !write(s.gapFrame(GapEvicted, s.id(cursor-1), cursor-1)) {
+				return
+			}
+		}
+		var b strings.Builder
+		for _, e := range entries {
+			fmt.Fprintf(&b, "id: %s\nevent: %s\ndata: %s\n\n", s.id(e.id), SSEChange, e.data)
+			cursor = e.id + 1
+		}
+		if b.Len() > 0 && !write(b.String()) {
+			return
+		}
+		select {
+		case <-wake:
+		case <-beat.C:
+			if !write(": ping\n\n") {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// frame is one SSE frame with an id (the last event before it).
+func (s *sse) frame(kind string, id uint64, data any) string {
+	b, _ := json.Marshal(data) // plain structs: never fails
+	return fmt.Sprintf("id: %s\nevent: %s\ndata: %s\n\n", s.id(id), kind, b)
+}
+
+// gapFrame says that the events after last are lost; the stream goes on from id.
+func (s *sse) gapFrame(reason, last string, id uint64) string {
+	s.gaps.Inc()
+	s.log.Warn("sse feed: consumer missed events", "reason", reason, "last_event_id", last)
+	return s.frame(SSEGap, id, gapFrame{V: Version, Reason: reason, LastEventID: last})
+}
