@@ -245,6 +245,7 @@ func (h *Hub) config(hubAddr string) string {
 		`c.SimpleLocalProcessSpawner.home_dir_template = ` + py(filepath.Join(h.Homes, "{username}")),
 		`c.Spawner.cmd = [` + py(h.python) + `, "-m", "jupyterhub.singleuser"]`,
 		`c.Spawner.args = ["--allow-root", "--YDocExtension.document_cleanup_delay=5", "--YDocExtension.document_save_delay=0.5"]`,
+		`c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}`, // POST …/server answers at once; Spawn waits for ready
 		`c.Spawner.start_timeout = ` + fmt.Sprint(int(spawnTimeout.Seconds())),
 		`c.Spawner.http_timeout = ` + fmt.Sprint(int(spawnTimeout.Seconds())),
 		`c.JupyterHub.services = [{"name": ` + py(ServiceName) + `, "url": ` + py(h.ServiceURL) +
