@@ -208,20 +208,20 @@ func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	i := s.cfg.Issuer
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                i,
-		"authorization_endpoint":                i + "/oauth/authorize",
-		"token_endpoint":                        i + "/oauth/token",
-		"registration_endpoint":                 i + "/oauth/register",
-		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none"},
-		"scopes_supported":                      []string{},
+		"issuer":                                         i,
+		"authorization_endpoint":                         i + "/oauth/authorize",
+		"token_endpoint":                                 i + "/oauth/token",
+		"registration_endpoint":                          i + "/oauth/register",
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"scopes_supported":                               []string{},
 		"authorization_response_iss_parameter_supported": true,
 		"client_id_metadata_document_supported":          false,
-		"jwks_uri":                              i + "/.well-known/jwks.json",
-		"subject_types_supported":               []string{"public"},
-		"id_token_signing_alg_values_supported": []string{"none"},
+		"jwks_uri":                                       i + "/.well-known/jwks.json",
+		"subject_types_supported":                        []string{"public"},
+		"id_token_signing_alg_values_supported":          []string{"none"},
 	})
 }
 
