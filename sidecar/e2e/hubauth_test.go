@@ -172,7 +172,7 @@ func statErr(p string) error { _, err := os.Stat(p); return err }
 // state or PKCE, a missing or wrong verifier and a reused code are refused; the token
 // is its user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
-	hub, users, _ := startHubAuth(t)
+	hub, users, sc := startHubAuth(t)
 	alice, bob := users["alice"], users["bob"]
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
@@ -356,6 +356,15 @@ func TestHubLogin(t *testing.T) {
 		// Hub API tokens keep working.
 		if _, err := dialGoAs(t, endpoint, true, "token "+bob.tok.Value); err != nil {
 			t.Errorf("bob's Hub API token: %v", err)
+		}
+		// No token or code in the sidecar's log.
+		sc.logsMu.Lock()
+		logs := sc.logs.String()
+		sc.logsMu.Unlock()
+		for what, secret := range map[string]string{"the access token": tok, "a code": c, "the service's token": hub.ServiceToken} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the sidecar's log holds %s", what)
+			}
 		}
 	})
 }
