@@ -38,6 +38,11 @@ c.JupyterHub.services = [
             # Each user's use_notebook bindings, one file a user.
             "JUPYTER_MCP_SIDECAR_HUB_STATE_DIR": "/var/lib/jupyter-mcp-sidecar",
             "JUPYTER_MCP_SIDECAR_LOG_FORMAT": "json",
+            # Log in with the Hub (docs/HUB.md, "Log in with the Hub"): MCP clients that
+            # speak OAuth (VS Code, claude.ai, the MCP Inspector) need no token; the user
+            # logs in and approves at the Hub. Hub API tokens keep working.
+            # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_ENABLED": "true",
+            # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_PUBLIC_URL": "https://hub.example.org",
             # The Go runtime's soft memory limit: the heap stays near what is live
             # (docs/HUB.md, "Memory"); size it for the users active at once.
             "GOMEMLIMIT": "1800MiB",

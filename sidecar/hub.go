@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -94,8 +96,12 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
 	mux := http.NewServeMux()
+	challenge, err := mountHubAuth(mux, cfg, verifier, h.log)
+	if err != nil {
+		return err
+	}
 	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
-		resources.CORS(cfg.Server.AllowedOrigins, auth.RequireBearer(verifier, h)))
+		resources.CORS(cfg.Server.AllowedOrigins, auth.RequireBearerWith(verifier, challenge, h)))
 	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
 	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {
@@ -396,4 +402,41 @@ func tenantID(user string) string {
 		return user
 	}
 	return fmt.Sprintf("x%x", user)
+}
+
+// mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under
+// the service prefix and returns the challenge parameter a 401 carries; "" when off.
+func mountHubAuth(mux *http.ServeMux, cfg config.Config, verifier auth.Verifier, log *slog.Logger) (string, error) {
+	o := cfg.Hub.OAuth
+	if !o.Enabled {
+		return "", nil
+	}
+	api, err := url.Parse(cfg.Hub.APIURL)
+	if err != nil {
+		return "", fmt.Errorf("hub.api_url: %w", err)
+	}
+	origin := strings.TrimRight(o.PublicURL, "/")
+	issuer := origin + strings.TrimRight(cfg.Hub.ServicePrefix, "/")
+	srv, err := hubauth.New(hubauth.Config{
+		Issuer:          issuer,
+		Resource:        origin + cfg.Hub.PrefixedPath(cfg.Server.Path),
+		HubAuthorizeURL: origin + strings.TrimRight(api.Path, "/") + "/oauth2/authorize",
+		HubTokenURL:     strings.TrimRight(cfg.Hub.APIURL, "/") + "/oauth2/token",
+		HubClientID:     cfg.Hub.OAuthClientID(),
+		HubClientSecret: cfg.Hub.APIToken,
+		HubRedirectURI:  cfg.Hub.ServicePrefix + "oauth_callback",
+		Verify: func(ctx context.Context, token string) (string, error) {
+			p, err := verifier.Verify(ctx, token)
+			return p.User, err
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return "", err
+	}
+	h := srv.Handler()
+	for _, p := range hubauth.Paths {
+		mux.Handle(cfg.Hub.PrefixedPath(p), h)
+	}
+	return srv.Challenge(), nil
 }

@@ -131,10 +131,19 @@ const Realm = "jupyter-mcp-sidecar"
 // "Authorization: token …". A missing or rejected token gets 401 with a
 // WWW-Authenticate challenge; a verifier that cannot decide, 503.
 func RequireBearer(v Verifier, next http.Handler) http.Handler {
+	return RequireBearerWith(v, "", next)
+}
+
+// RequireBearerWith is RequireBearer whose challenges carry the auth-params params too,
+// e.g. resource_metadata="https://…/.well-known/oauth-protected-resource" (RFC 9728).
+func RequireBearerWith(v Verifier, params string, next http.Handler) http.Handler {
+	if params != "" {
+		params = ", " + params
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q", Realm))
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q", Realm)+params)
 			http.Error(w, "missing bearer token", http.StatusUnauthorized)
 			return
 		}
@@ -143,7 +152,7 @@ func RequireBearer(v Verifier, next http.Handler) http.Handler {
 		case err == nil:
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		case errors.Is(err, ErrUnauthorized):
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm))
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm)+params)
 			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
 		default:
 			w.Header().Set("Retry-After", "5")

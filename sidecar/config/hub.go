@@ -27,6 +27,23 @@ type Hub struct {
 	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
 	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
 	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory
+	OAuth         HubOAuth      `mapstructure:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
+}
+
+// HubOAuth configures the MCP authorization flow with the Hub as the login (docs/HUB.md,
+// "Log in with the Hub").
+type HubOAuth struct {
+	Enabled   bool   `mapstructure:"enabled" yaml:"enabled"`
+	PublicURL string `mapstructure:"public_url" yaml:"public_url"` // the Hub's origin as browsers reach it, e.g. https://hub.example.org
+	ClientID  string `mapstructure:"client_id" yaml:"client_id"`   // the service's OAuth client id at the Hub; "" = service-{service_name}
+}
+
+// OAuthClientID is the service's OAuth client id at the Hub. Call it after WithServiceEnv.
+func (h Hub) OAuthClientID() string {
+	if h.OAuth.ClientID != "" {
+		return h.OAuth.ClientID
+	}
+	return "service-" + h.ServiceName
 }
 
 // HubStores are the templates of each user's files; {username} is the Hub user's name.
@@ -152,6 +169,15 @@ func (h Hub) validate(v *validator, transport string) {
 	}
 	v.positive("hub.token_cache_ttl", h.TokenCacheTTL)
 	v.positive("hub.idle_timeout", h.IdleTimeout)
+	if h.OAuth.Enabled {
+		if u, err := url.Parse(h.OAuth.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			v.fail("hub.oauth.public_url", "must be the Hub's origin as browsers reach it, e.g. https://hub.example.org, got %q", h.OAuth.PublicURL)
+		}
+		if h.APIToken == "" && h.APITokenFile == "" {
+			v.fail("hub.oauth.enabled", "needs the service's API token (hub.api_token, hub.api_token_file or $%s): it is the service's OAuth client secret", EnvHubAPIToken)
+		}
+	}
 }
 
 // templateBase checks a store template and returns its directory: the fixed part

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -21,73 +23,114 @@ import (
 // fileid database, root directory) are root/home/{username}, their bindings in
 // root/state, and more keys of hub: such as "idle_timeout: 2s".
 func hubConfig(apiURL, root string, more ...string) string {
+	return hubConfigFiles(apiURL, root, ".jupyter_ystore.db", "file_id_manager.db", more...)
+}
+
+// hubConfigFiles is hubConfig with the store and the fileid database at the given paths
+// in each user's home.
+func hubConfigFiles(apiURL, root, store, fileid string, more ...string) string {
 	home := filepath.Join(root, "home", "{username}")
 	cfg := fmt.Sprintf("hub:\n  enabled: true\n  api_url: %q\n  service_name: %s\n  state_dir: %q\n  stores:\n    sqlite_path: %q\n    fileid_db: %q\n    root_dir: %q\n",
-		apiURL, jhubtest.ServiceName, filepath.Join(root, "state"), filepath.Join(home, ".jupyter_ystore.db"), filepath.Join(home, "file_id_manager.db"), home)
+		apiURL, jhubtest.ServiceName, filepath.Join(root, "state"), filepath.Join(home, store), filepath.Join(home, fileid), home)
 	for _, m := range more {
 		cfg += "  " + m + "\n"
 	}
 	return cfg
 }
 
-// hubUser is one Hub user with a live store of their own.
+// hubUser is one Hub user with a live store of their own, written by their real
+// single-user server (py edits through it).
 type hubUser struct {
 	name string
 	home string
-	w    writer
+	py   *jupytertest.Client // a collaboration client on the user's own server, with their token
+	room string              // the store's room of the user's notebook (py's)
 	tok  jhubtest.Token
-	next int // the next session step to write
+	next int // edits made so far
+}
+
+// hubCell is the id of the first cell of every user's notebook in the real-server tests.
+const hubCell = "c0ffee00-0000-4000-8000-000000000001"
+
+// spawnUsers writes each user's notebook (nbPath) into their home under hub.Homes,
+// starts their real single-user server through the Hub and joins a collaboration client
+// with the user's own token to the notebook's room, so that the server writes the room
+// into its Y-store.
+func spawnUsers(t *testing.T, hub *jhubtest.Hub, names ...string) map[string]*hubUser {
+	t.Helper()
+	users := map[string]*hubUser{}
+	for _, name := range names {
+		u := &hubUser{name: name, home: filepath.Join(hub.Homes, name), tok: hub.Token(name)}
+		nb := jupytertest.NotebookJSON([2]string{hubCell, "import numpy as np\nprint(" + strconv.Quote(name) + ")"})
+		if err := os.MkdirAll(filepath.Join(u.home, filepath.Dir(nbPath)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(u.home, nbPath), []byte(nb), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		u.py = jupytertest.Connect(t, hub.Spawn(name), u.tok.Value)
+		fileID, _ := u.py.Do(map[string]any{"op": "join", "path": nbPath})["file_id"].(string)
+		u.room = jupytertest.RoomKey(fileID)
+		users[name] = u
+	}
+	return users
+}
+
+// editReal types into the first cell of u's notebook through u's own server, as the
+// user would in JupyterLab, and returns the server's view of the notebook after it.
+func editReal(t *testing.T, u *hubUser) []byte {
+	t.Helper()
+	u.next++
+	u.py.Do(map[string]any{"op": "type", "path": nbPath, "index": 0, "text": fmt.Sprintf("\n# %s's edit %d", u.name, u.next)})
+	return u.py.Notebook("a", nbPath)
+}
+
+// sameNotebook waits until c serves uri as want (nbformat JSON, compared as values).
+func sameNotebook(t *testing.T, c mcpClient, uri string, want []byte) {
+	t.Helper()
+	var got string
+	testutil.Eventually(t, testutil.Wait, c.name()+" serves "+uri+" as its user's server has it",
+		func() bool { got = c.read(uri); return jsonSame(got, want) },
+		func() string { return fmt.Sprintf("got %.2000s\nwant %.2000s", got, want) })
 }
 
 // TestHubMode runs the binary in hub mode as a JupyterHub service behind a real Hub and
-// its proxy: users' clients (mcp-go and the official TypeScript SDKs, both eras) connect
-// at /services/mcp/mcp with their own Hub tokens while a writer edits each user's store.
-// Each user hears of their own notebook's changes within the delivery bound and nothing
-// of the other's; every cross-user and unauthorized attempt on every surface is refused,
-// every own access served; an idle user is released.
+// its proxy, the Hub running each user's real single-user server: users' clients (mcp-go
+// and the official TypeScript SDKs, both eras) connect at /services/mcp/mcp with their
+// own Hub tokens while each user edits their notebook through their own server (a
+// collaboration client on its room), which writes the user's Y-store and file id
+// database where the store templates find them. Each user hears of their own notebook's
+// changes and nothing of the other's; every cross-user and unauthorized attempt on every
+// surface is refused, every own access served; an idle user is released.
 func TestHubMode(t *testing.T) {
-	steps := session(t)
 	root := t.TempDir()
 	port := freePort(t)
-	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
-	users := map[string]*hubUser{}
-	for _, name := range []string{"alice", "bob"} {
-		u := &hubUser{name: name, home: filepath.Join(root, "home", name), next: preloaded}
-		if err := os.MkdirAll(filepath.Join(u.home, "work"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		createFileIDDB(t, filepath.Join(u.home, "file_id_manager.db"), filepath.Join(u.home, nbPath))
-		u.w = startWriter(t, filepath.Join(u.home, ".jupyter_ystore.db"))
-		for _, s := range steps[:preloaded] {
-			u.w.write(s.update)
-		}
-		u.tok = hub.Token(name)
-		users[name] = u
-	}
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
-	hubCfg := hubConfig(hub.APIURL, root, "token_cache_ttl: 1s", "idle_timeout: 2s") + "notifications: {debounce: 250ms, max_delay: 2s}\n"
+	hubCfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s", "idle_timeout: 2s") +
+		"notifications: {debounce: 250ms, max_delay: 2s}\n"
 	sc := launchOn(t, root, port, hubCfg, "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
-
-	// edit writes the next visible session step of u's notebook.
-	edit := func(u *hubUser) {
-		for ; u.next < len(steps); u.next++ {
-			u.w.write(steps[u.next].update)
-			if !steps[u.next].changes.Empty() {
-				u.next++
-				return
-			}
-		}
-		t.Fatal("the session has no more visible edits")
-	}
 
 	t.Run("each user hears of their own notebook only", func(t *testing.T) {
 		aliceClients := []mcpClient{mustGoAs(t, endpoint, false, alice.tok), mustGoAs(t, endpoint, true, alice.tok)}
 		aliceClients = append(aliceClients, dialTSAs(t, endpoint, alice.tok.Value)...)
 		bobClients := []mcpClient{mustGoAs(t, endpoint, false, bob.tok), mustGoAs(t, endpoint, true, bob.tok)}
+		bobClients = append(bobClients, dialTSAs(t, endpoint, bob.tok.Value)...)
 		for _, c := range append(aliceClients, bobClients...) {
 			c.bind(nbName, nbPath)
 			c.subscribe(nbURI)
+		}
+		// Each serves its user's notebook as the user's server has it.
+		for _, tt := range []struct {
+			who     *hubUser
+			clients []mcpClient
+		}{{alice, aliceClients}, {bob, bobClients}} {
+			want := tt.who.py.Notebook("a", nbPath)
+			for _, c := range tt.clients {
+				sameNotebook(t, c, nbURI, want)
+			}
 		}
 		for _, c := range append(aliceClients, bobClients...) {
 			drain(c, 700*time.Millisecond)
@@ -95,10 +138,12 @@ func TestHubMode(t *testing.T) {
 		for _, tt := range []struct {
 			who          *hubUser
 			told, silent []mcpClient
-		}{{alice, aliceClients, bobClients}, {bob, bobClients, aliceClients}} {
-			edit(tt.who)
+		}{{alice, aliceClients, bobClients}, {bob, bobClients, aliceClients}, {alice, aliceClients, bobClients}} {
+			want := editReal(t, tt.who)
+			// The path from the user's server to its store is the real stack's: waited
+			// for, not bounded (the sidecar's own bound is TestEndToEnd's).
 			for _, c := range tt.told {
-				await(t, c, delivery, nbURI)
+				await(t, c, testutil.Wait, nbURI)
 			}
 			for _, c := range tt.silent {
 				if n := drain(c, time.Second); n != 0 {
@@ -106,12 +151,8 @@ func TestHubMode(t *testing.T) {
 				}
 			}
 			// What a user reads is their own notebook.
-			want, err := steps[tt.who.next-1].after.JSON()
-			if err != nil {
-				t.Fatal(err)
-			}
 			for _, c := range tt.told {
-				jsonEqual(t, c.name()+" reads its user's notebook", c.read(nbURI), want)
+				sameNotebook(t, c, nbURI, want)
 			}
 		}
 	})
@@ -124,7 +165,7 @@ func TestHubMode(t *testing.T) {
 	})
 
 	t.Run("isolation matrix", func(t *testing.T) {
-		m := isolationMatrix(t, sc, endpoint, hub, alice, bob)
+		m := isolationMatrix(t, sc, endpoint, hub, alice, bob, hubCell)
 		t.Logf("isolation matrix: %d own accesses served of %d; %d cross-user or unauthorized attempts refused of %d",
 			m.served, m.own, m.refused, m.foreign)
 		if m.served != m.own || m.refused != m.foreign {
@@ -179,7 +220,8 @@ type matrix struct{ own, served, foreign, refused int }
 // isolationMatrix tries every surface with alice's own token, with bob's token on
 // alice's notebooks and session, and with a token without the access scope, a revoked
 // token and none at all.
-func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.Hub, alice, bob *hubUser) matrix {
+// cell is the id of a cell of alice's notebook.
+func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.Hub, alice, bob *hubUser, cell string) matrix {
 	var m matrix
 	ownOK := func(what string, ok bool) {
 		m.own++
@@ -205,7 +247,6 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	// Own: every surface.
 	list, err := a.c.ListResources(ctx, mcp.ListResourcesRequest{})
 	ownOK("resources/list", err == nil && strings.Contains(fmt.Sprint(list), "notebook://alice-only"))
-	_, cell := changedCell(session(t), preloaded)
 	for _, uri := range []string{"notebook://alice-only", cellURI("alice-only", cell), "capabilities://"} {
 		_, err := readResource(ctx, a, uri)
 		ownOK("read "+uri, err == nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // initPostgres creates a fresh schema on the test cluster with `postgres init` and
@@ -25,60 +26,37 @@ func initPostgres(t *testing.T) (dsn, schema string) {
 	return dsn, schema
 }
 
-// TestHubModePostgres ships two users' SQLite stores into one Postgres store, alice's
-// with her name from $JUPYTERHUB_USER (as in her single-user server) and bob's with
-// ship.owner, next to a store shipped without an owner; a hub-mode sidecar on that
-// Postgres store serves them behind a real JupyterHub and its proxy, and a second replica
-// on the same store serves them directly. Each user, on either replica, reads
-// only their own notebook (both are work/analysis.ipynb, in rooms of their own), hears
-// only their own writer's edits within the delivery bound, and neither the ownerless
-// room nor the other user's is served, even under a path the user's fileid database
-// gives it.
+// TestHubModePostgres ships two users' SQLite stores, written by their real single-user
+// servers that a real JupyterHub runs, into one Postgres store, alice's with her name
+// from $JUPYTERHUB_USER (as in her single-user server) and bob's with ship.owner, next
+// to a store shipped without an owner; a hub-mode sidecar on that Postgres store serves
+// them behind the Hub and its proxy, and a second replica on the same store serves them
+// directly. Each user, on either replica, reads only their own notebook (both are
+// work/analysis.ipynb, in rooms of their own), hears only the edits made through their
+// own server, and neither the ownerless room nor the other user's is served, even under
+// a path the user's fileid database gives it.
 func TestHubModePostgres(t *testing.T) {
 	dsn, schema := initPostgres(t)
 	steps := session(t)
 	root := t.TempDir()
 	port := freePort(t)
-	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
-
-	type pgUser struct {
-		hubUser
-		room string
-	}
-	// Alice's store holds more of the session than bob's, so their notebooks differ.
-	users := map[string]*pgUser{
-		"alice": {hubUser: hubUser{name: "alice", next: preloaded}, room: ".notebook:a11ce000-6a57-4d55-9d4c-1f6f0c3b8a11.y"},
-		"bob":   {hubUser: hubUser{name: "bob", next: preloaded / 2}, room: ".notebook:b0b00000-6a57-4d55-9d4c-1f6f0c3b8a11.y"},
-	}
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
-	for _, u := range []*pgUser{alice, bob} {
-		u.home = filepath.Join(root, "home", u.name)
-		if err := os.MkdirAll(filepath.Join(u.home, "work"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		fileidDB := filepath.Join(u.home, "file_id_manager.db")
-		execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
-		execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, u.room[len(".notebook:"):len(u.room)-len(".y")],
-			filepath.Join(u.home, nbPath))
-		u.w = startWriter(t, filepath.Join(u.home, ".jupyter_ystore.db"))
-		for _, s := range steps[:u.next] {
-			u.w.writeRoom(u.room, s.update)
-		}
-		u.tok = hub.Token(u.name)
-	}
-	if jsonSame(string(mustJSON(t, steps[alice.next-1].after)), mustJSON(t, steps[bob.next-1].after)) {
+	if alice.room == bob.room || jsonSame(string(alice.py.Notebook("a", nbPath)), bob.py.Notebook("a", nbPath)) {
 		t.Fatal("alice's and bob's notebooks are the same; the test could not tell them apart")
 	}
+	aliceFileIDs := filepath.Join(alice.home, jhubtest.FileIDFile)
 	// A store shipped before rooms had owners: a notebook alice's fileid database names.
 	legacyDir := filepath.Join(root, "legacy")
 	if err := os.MkdirAll(legacyDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	legacyRoom := ".notebook:1e9ac000-6a57-4d55-9d4c-1f6f0c3b8a11.y"
-	execSQL(t, filepath.Join(alice.home, "file_id_manager.db"), `INSERT INTO Files(id, path) VALUES (?, ?)`,
+	execSQL(t, aliceFileIDs, `INSERT INTO Files(id, path) VALUES (?, ?)`,
 		legacyRoom[len(".notebook:"):len(legacyRoom)-len(".y")], filepath.Join(alice.home, "work/legacy.ipynb"))
 	// And bob's room, as if alice's server had a file with its id: still bob's only.
-	execSQL(t, filepath.Join(alice.home, "file_id_manager.db"), `INSERT INTO Files(id, path) VALUES (?, ?)`,
+	execSQL(t, aliceFileIDs, `INSERT INTO Files(id, path) VALUES (?, ?)`,
 		bob.room[len(".notebook:"):len(bob.room)-len(".y")], filepath.Join(alice.home, "work/bobs.ipynb"))
 	lw := startWriter(t, filepath.Join(legacyDir, ".jupyter_ystore.db"))
 	for _, s := range steps[:preloaded] {
@@ -96,9 +74,9 @@ ship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}
 	}
 	ship(filepath.Join(legacyDir, ".jupyter_ystore.db"), "legacy", "")
 	t.Setenv("JUPYTERHUB_USER", "alice") // what JupyterHub sets in alice's server
-	ship(filepath.Join(alice.home, ".jupyter_ystore.db"), "alice-server", "")
+	ship(filepath.Join(alice.home, jhubtest.StoreFile), "alice-server", "")
 	t.Setenv("JUPYTERHUB_USER", "")
-	ship(filepath.Join(bob.home, ".jupyter_ystore.db"), "bob-server", "bob")
+	ship(filepath.Join(bob.home, jhubtest.StoreFile), "bob-server", "bob")
 
 	home := filepath.Join(root, "home", "{username}")
 	hubCfg := fmt.Sprintf(`hub:
@@ -112,7 +90,7 @@ ship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}
 store:
   postgres: {dsn: %q, schema: %s, poll_interval: 1s}
 notifications: {debounce: 250ms, max_delay: 2s}
-`, hub.APIURL, jhubtest.ServiceName, filepath.Join(home, "file_id_manager.db"), home, filepath.Join(root, "state"),
+`, hub.APIURL, jhubtest.ServiceName, filepath.Join(home, jhubtest.FileIDFile), home, filepath.Join(root, "state"),
 		dsn, schema)
 	sc := launchOn(t, root, port, hubCfg, "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
@@ -134,15 +112,15 @@ notifications: {debounce: 250ms, max_delay: 2s}
 	}
 
 	clients := map[string][]mcpClient{}
-	for _, u := range []*pgUser{alice, bob} {
+	for _, u := range []*hubUser{alice, bob} {
 		g := mustGoAs(t, endpoint, false, u.tok)
 		clients[u.name] = []mcpClient{g, mustGoAs(t, endpoint, true, u.tok)}
 		g.bind(nbName, nbPath)
 		// Until ship has copied the user's room, the notebook is not in Postgres yet.
-		eventuallyJSON(t, u.name+"'s shipped notebook served", tryReadText(g, nbURI), mustJSON(t, steps[u.next-1].after))
+		eventuallyJSON(t, u.name+"'s shipped notebook served", tryReadText(g, nbURI), u.py.Notebook("a", nbPath))
 	}
 	clients["alice"] = append(clients["alice"], dialTSAs(t, endpoint, alice.tok.Value)...)
-	for _, u := range []*pgUser{alice, bob} {
+	for _, u := range []*hubUser{alice, bob} {
 		clients[u.name] = append(clients[u.name], mustGoAs(t, replica.url+"/services/mcp/mcp", true, u.tok))
 	}
 	for _, cs := range clients {
@@ -167,17 +145,12 @@ notifications: {debounce: 250ms, max_delay: 2s}
 		}
 	}
 
-	for _, tt := range []struct{ who, other *pgUser }{{alice, bob}, {bob, alice}} {
+	for _, tt := range []struct{ who, other *hubUser }{{alice, bob}, {bob, alice}} {
 		u := tt.who
-		for ; u.next < len(steps); u.next++ {
-			u.w.writeRoom(u.room, steps[u.next].update)
-			if !steps[u.next].changes.Empty() {
-				u.next++
-				break
-			}
-		}
+		editReal(t, u)
+		// Through the user's server, its store, ship and Postgres: waited for.
 		for _, c := range clients[u.name] {
-			await(t, c, delivery, nbURI)
+			await(t, c, testutil.Wait, nbURI)
 		}
 		for _, c := range clients[tt.other.name] {
 			if n := drain(c, time.Second); n != 0 {
@@ -185,9 +158,9 @@ notifications: {debounce: 250ms, max_delay: 2s}
 			}
 		}
 		for _, name := range []string{u.name, tt.other.name} {
-			want := mustJSON(t, steps[users[name].next-1].after)
+			want := users[name].py.Notebook("a", nbPath)
 			for _, c := range clients[name] {
-				jsonEqual(t, c.name()+" reads "+name+"'s notebook", c.read(nbURI), want)
+				sameNotebook(t, c, nbURI, want)
 			}
 		}
 	}

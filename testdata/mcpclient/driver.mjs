@@ -12,6 +12,7 @@
 //   {"id":1,"op":"read","uri":U}
 //   {"id":2,"op":"subscribe","uri":U}   {"id":3,"op":"unsubscribe","uri":U}
 //   {"id":4,"op":"call","name":TOOL,"arguments":{...}}
+//   {"id":5,"op":"list"}                 resources/list (sdk1oauth.mjs)
 //   {"op":"close"}
 import readline from 'node:readline';
 
@@ -70,6 +71,7 @@ export async function run(session, args) {
       let result;
       switch (cmd.op) {
         case 'read': result = await session.read(cmd.uri); break;
+        case 'list': result = await session.list(); break; // sdk1oauth.mjs
         case 'subscribe': result = await session.subscribe(cmd.uri); break;
         case 'unsubscribe': result = await session.unsubscribe(cmd.uri); break;
         case 'call': result = await session.call(cmd.name, cmd.arguments ?? {}); break;

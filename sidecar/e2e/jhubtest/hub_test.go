@@ -6,6 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -323,5 +327,46 @@ func TestAddUsers(t *testing.T) {
 		if status, body := get(t, srv.URL, "token "+hub.Token(name).Value); status != http.StatusOK || body != name {
 			t.Errorf("%s: %d %q, want 200 %q", name, status, body, name)
 		}
+	}
+}
+
+// TestSpawn checks the users' real servers: each user's server, started through the
+// Hub, serves its user's notebook to a collaboration client with that user's token,
+// writes its Y-store and file id database where the hub-mode store templates look
+// (Homes/{username}/StoreFile and FileIDFile), and refuses the other user's token.
+func TestSpawn(t *testing.T) {
+	hub := jhubtest.Start(t, "http://"+jhubtest.FreeAddr(t))
+	tokens := map[string]jhubtest.Token{}
+	for _, u := range jhubtest.Users {
+		nb := filepath.Join(hub.Homes, u, "work", "analysis.ipynb")
+		if err := os.MkdirAll(filepath.Dir(nb), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(nb, []byte(jupytertest.NotebookJSON([2]string{"c1", "print('" + u + "')"})), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tokens[u] = hub.Token(u)
+	}
+	for _, u := range jhubtest.Users {
+		srv := hub.Spawn(u)
+		c := jupytertest.Connect(t, srv, tokens[u].Value)
+		c.Do(map[string]any{"op": "join", "path": "work/analysis.ipynb"})
+		c.Do(map[string]any{"op": "type", "path": "work/analysis.ipynb", "index": 0, "text": "\n# edited"})
+		if got := string(c.Notebook("a", "work/analysis.ipynb")); !strings.Contains(got, "print('"+u+"')\\n# edited") {
+			t.Fatalf("%s's notebook through their server: %s", u, got)
+		}
+		for _, f := range []string{jhubtest.StoreFile, jhubtest.FileIDFile} {
+			testutil.Eventually(t, testutil.Wait, u+"'s "+f, func() bool {
+				_, err := os.Stat(filepath.Join(hub.Homes, u, f))
+				return err == nil
+			})
+		}
+	}
+	// Alice's token on bob's server.
+	if status, _ := get(t, hub.UserURL("bob")+"/api/contents/work", "token "+tokens["alice"].Value); status != http.StatusForbidden {
+		t.Errorf("alice's token on bob's server: %d, want 403", status)
+	}
+	if status, _ := get(t, hub.UserURL("bob")+"/api/contents/work", "token "+tokens["bob"].Value); status != http.StatusOK {
+		t.Errorf("bob's token on bob's server: %d, want 200", status)
 	}
 }

@@ -1,11 +1,17 @@
-// Package jhubtest starts, for the tests of any package, a throwaway JupyterHub (the
-// `jupyterhub` command, Debian's package or pip's, with configurable-http-proxy) on free
-// loopback ports in a temporary directory: DummyAuthenticator, users alice and bob who
-// may use the service "mcp" and carol who may not, and "mcp" as an external service
-// whose URL the test gives. The service's API token may create and revoke user tokens
-// and add more users who may use the service (AddUsers).
-// Without jupyterhub the test is skipped, or fails on CI (CI=true), where .ci/run
-// installs it.
+// Package jhubtest starts, for the tests of any package, a throwaway JupyterHub 6 (the
+// pinned `jupyterhub` of testdata/jupyter/requirements.txt, in the virtual environment
+// of the real Jupyter stack, with the pinned configurable-http-proxy of
+// testdata/jupyterhub) on free loopback ports in a temporary directory:
+// DummyAuthenticator, users alice and bob who may use the service "mcp" and carol who may
+// not, and "mcp" as an external service whose URL the test gives. The service's API
+// token may create and revoke user tokens, add more users who may use the service
+// (AddUsers) and start users' servers (Spawn): real single-user servers
+// (jupyterhub-singleuser with jupyter-collaboration) run by SimpleLocalProcessSpawner as
+// the test's own user, each in its home directory Homes/{username}, where it writes its
+// Y-store (.jupyter_ystore.db) and file id database
+// (.local/share/jupyter/file_id_manager.db) at their default places.
+// Without the environment or the proxy the test is skipped, or fails on CI (CI=true),
+// where .ci/run provides both.
 package jhubtest
 
 import (
@@ -23,11 +29,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -47,12 +55,24 @@ const AccessGroup = "mcp-users"
 // NoAccessUser is a Hub user who may not use the service.
 const NoAccessUser = "carol"
 
-// nodePath is where Debian's node-* packages live; Debian's configurable-http-proxy
-// finds its modules there only when NODE_PATH says so under another Node.js.
-const nodePath = "/usr/share/nodejs"
-
 // startTimeout bounds the Hub's start, proxy routes included.
 const startTimeout = 60 * time.Second
+
+// serviceProbe bounds the Hub's wait at start for the service's URL to answer (its
+// default, 30 s, is every test's wait when the service starts after the Hub).
+const serviceProbe = 2 * time.Second
+
+// spawnTimeout bounds a user's server start (5-30 s on a loaded 2-core machine).
+const spawnTimeout = 120 * time.Second
+
+// Store paths in a user's home directory: where a single-user server started by Spawn
+// writes its Y-store (jupyter_server_ydoc's default, relative to the server's working
+// directory, the home) and its file id database (jupyter_server_fileid's default,
+// jupyter_data_dir()/file_id_manager.db).
+const (
+	StoreFile  = ".jupyter_ystore.db"
+	FileIDFile = ".local/share/jupyter/file_id_manager.db"
+)
 
 // Hub is a running throwaway JupyterHub.
 type Hub struct {
@@ -61,12 +81,21 @@ type Hub struct {
 	APIURL       string // the Hub's REST API, e.g. http://127.0.0.1:40003/hub/api (JUPYTERHUB_API_URL)
 	ServiceURL   string // where the proxy sends /services/mcp/ (as given to Start)
 	ServiceToken string // the service's API token (JUPYTERHUB_API_TOKEN): role with "tokens"
+	Homes        string // users' home directories, Homes/{username}: their servers' roots
 
 	t        testing.TB
+	python   string
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when the process has exited
 	proxyAPI string
 	proxyKey string
+	spawned  []int // process ids of the users' servers Spawn started
+}
+
+// Options configure a Hub.
+type Options struct {
+	ServiceURL string // where the proxy sends /services/mcp/ (see Start)
+	Homes      string // users' home directories, Homes/{username}; "": Dir/home
 }
 
 // Token is a user's API token.
@@ -76,25 +105,36 @@ type Token struct {
 	Value string // what a client sends: Authorization: token <Value> (or Bearer)
 }
 
-// Available reports whether jupyterhub and configurable-http-proxy are on PATH.
-func Available() error {
-	for _, bin := range []string{"jupyterhub", "configurable-http-proxy"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return fmt.Errorf("%s not found (apt-get install jupyterhub)", bin)
-		}
-	}
-	return nil
+// Proxy returns the path of the pinned configurable-http-proxy (testdata/jupyterhub's
+// node_modules, filled by npm ci).
+func Proxy() string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "jupyterhub", "node_modules", ".bin", "configurable-http-proxy")
 }
 
-// require skips the test without JupyterHub, or fails it on CI.
-func require(t testing.TB) {
-	t.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v on CI; .ci/run installs it", err)
-		}
-		t.Skipf("%v; .ci/run installs it", err)
+// Available returns the virtual environment's Python if it holds jupyterhub and the
+// pinned configurable-http-proxy is installed, or why not.
+func Available() (string, error) {
+	py, err := jupytertest.Python()
+	if err != nil {
+		return "", err
 	}
+	if err := exec.Command(py, "-c", "import jupyterhub.singleuser").Run(); err != nil {
+		return "", fmt.Errorf("no jupyterhub in %s (rebuild it: scripts/jupyter-venv.sh): %w", py, err)
+	}
+	if _, err := os.Stat(Proxy()); err != nil {
+		return "", fmt.Errorf("configurable-http-proxy: %w (npm ci in testdata/jupyterhub)", err)
+	}
+	return py, nil
+}
+
+// require returns the environment's Python; it skips the test without JupyterHub, or
+// fails it on CI.
+func require(t testing.TB) string {
+	t.Helper()
+	py, err := Available()
+	testutil.Need(t, err, "export "+jupytertest.VenvEnv+"=$(scripts/jupyter-venv.sh); npm ci in testdata/jupyterhub")
+	return py
 }
 
 // FreeAddr returns a loopback host:port nothing listens on right now.
@@ -112,15 +152,21 @@ func FreeAddr(t testing.TB) string {
 // http://127.0.0.1:41234), waits until the Hub and the service's route are up, and stops
 // it when the test ends. At start the Hub probes serviceURL: serve there before Start,
 // or have nothing listen there yet; a listener that accepts without answering delays the
-// start by the probe's timeout. A Hub that exits while starting (another process took
+// start by the probe's timeout (serviceProbe). A Hub that exits while starting (another process took
 // one of its free ports) is started again on new ports, up to three times.
 func Start(t testing.TB, serviceURL string) *Hub {
 	t.Helper()
-	require(t)
+	return StartWith(t, Options{ServiceURL: serviceURL})
+}
+
+// StartWith runs a Hub configured by o, as Start does.
+func StartWith(t testing.TB, o Options) *Hub {
+	t.Helper()
+	py := require(t)
 	var err error
 	for range 3 {
 		var h *Hub
-		if h, err = start(t, serviceURL); err == nil {
+		if h, err = start(t, py, o); err == nil {
 			return h
 		}
 		if !errors.Is(err, errExited) {
@@ -134,10 +180,13 @@ func Start(t testing.TB, serviceURL string) *Hub {
 // errExited is the Hub process ending before it was ready.
 var errExited = errors.New("jupyterhub exited")
 
-func start(t testing.TB, serviceURL string) (*Hub, error) {
+func start(t testing.TB, python string, o Options) (*Hub, error) {
 	h := &Hub{
-		Dir: t.TempDir(), ServiceURL: strings.TrimRight(serviceURL, "/"), ServiceToken: randomHex(t),
-		t: t, done: make(chan struct{}), proxyKey: randomHex(t),
+		Dir: t.TempDir(), ServiceURL: strings.TrimRight(o.ServiceURL, "/"), ServiceToken: randomHex(t),
+		Homes: o.Homes, t: t, python: python, done: make(chan struct{}), proxyKey: randomHex(t),
+	}
+	if h.Homes == "" {
+		h.Homes = filepath.Join(h.Dir, "home")
 	}
 	hubAddr := FreeAddr(t)
 	h.ProxyURL = "http://" + FreeAddr(t)
@@ -152,9 +201,8 @@ func start(t testing.TB, serviceURL string) (*Hub, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	h.cmd = exec.Command("jupyterhub", "-f", cfg)
+	h.cmd = exec.Command(python, "-m", "jupyterhub", "-f", cfg)
 	h.cmd.Dir = h.Dir
-	h.cmd.Env = append(os.Environ(), "NODE_PATH="+joinPath(nodePath, os.Getenv("NODE_PATH")))
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the proxy is its child: stop both
 	if err := h.cmd.Start(); err != nil {
@@ -190,12 +238,22 @@ func (h *Hub) config(hubAddr string) string {
 		`c.JupyterHub.cookie_secret_file = "jupyterhub_cookie_secret"`,
 		`c.JupyterHub.pid_file = "jupyterhub.pid"`,
 		`c.JupyterHub.cleanup_servers = True`,
+		`c.ConfigurableHTTPProxy.command = [` + py(Proxy()) + `]`,
+		// Users' servers: the stack's jupyterhub-singleuser as the test's user (root on
+		// CI), each in its home, with jupytertest's short collaboration delays.
+		`c.JupyterHub.spawner_class = "jupyterhub.spawner.SimpleLocalProcessSpawner"`,
+		`c.SimpleLocalProcessSpawner.home_dir_template = ` + py(filepath.Join(h.Homes, "{username}")),
+		`c.Spawner.cmd = [` + py(h.python) + `, "-m", "jupyterhub.singleuser"]`,
+		`c.Spawner.args = ["--allow-root", "--YDocExtension.document_cleanup_delay=5", "--YDocExtension.document_save_delay=0.5"]`,
+		`c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}`, // POST …/server answers at once; Spawn waits for ready
+		`c.Spawner.start_timeout = ` + fmt.Sprint(int(spawnTimeout.Seconds())),
+		`c.Spawner.http_timeout = ` + fmt.Sprint(int(spawnTimeout.Seconds())),
 		`c.JupyterHub.services = [{"name": ` + py(ServiceName) + `, "url": ` + py(h.ServiceURL) +
-			`, "api_token": ` + py(h.ServiceToken) + `}]`,
+			`, "api_token": ` + py(h.ServiceToken) + `, "timeout": ` + fmt.Sprint(int(serviceProbe.Seconds())) + `}]`,
 		`c.JupyterHub.load_groups = {` + py(AccessGroup) + `: []}`,
 		`c.JupyterHub.load_roles = [`,
 		`    {"name": "mcp-users", "scopes": [` + py(AccessScope) + `], "users": ` + py(Users) + `, "groups": [` + py(AccessGroup) + `]},`,
-		`    {"name": "mcp-service", "scopes": ["tokens", "admin:users", "admin:groups"], "services": [` + py(ServiceName) + `]},`,
+		`    {"name": "mcp-service", "scopes": ["tokens", "admin:users", "admin:groups", "servers", "admin:server_state"], "services": [` + py(ServiceName) + `]},`,
 		`]`,
 		``,
 	}, "\n")
@@ -273,6 +331,45 @@ func (h *Hub) AddUsers(names ...string) {
 	}
 }
 
+// UserURL is user's server through the proxy, e.g. http://127.0.0.1:40001/user/alice
+// (no trailing slash).
+func (h *Hub) UserURL(user string) string { return h.ProxyURL + "/user/" + url.PathEscape(user) }
+
+// Spawn starts user's server through the Hub's API with the service's token, waits until
+// the Hub reports it ready, and returns its URL through the proxy (UserURL). Its home,
+// Homes/{user}, is created if missing; write notebooks there before Spawn to have them
+// served. The server stops with the Hub.
+func (h *Hub) Spawn(user string) string {
+	h.t.Helper()
+	if _, err := h.call(http.MethodPost, h.APIURL+"/users/"+url.PathEscape(user)+"/server", "token "+h.ServiceToken,
+		nil, http.StatusCreated, http.StatusAccepted); err != nil {
+		h.t.Fatalf("start %s's server: %v", user, err)
+	}
+	var model struct {
+		Servers map[string]struct {
+			Ready bool
+			State struct{ PID int }
+		}
+	}
+	var last error
+	if testutil.Within(spawnTimeout, func() bool {
+		body, err := h.call(http.MethodGet, h.APIURL+"/users/"+url.PathEscape(user), "token "+h.ServiceToken, nil, http.StatusOK)
+		if last = err; err != nil {
+			return false
+		}
+		if last = json.Unmarshal(body, &model); last != nil {
+			return false
+		}
+		return model.Servers[""].Ready
+	}) != nil {
+		h.t.Fatalf("%s's server not ready within %v: %v\n%s", user, spawnTimeout, last, h.Log())
+	}
+	if pid := model.Servers[""].State.PID; pid > 0 {
+		h.spawned = append(h.spawned, pid)
+	}
+	return h.UserURL(user)
+}
+
 // Revoke deletes a user token through the Hub's API.
 func (h *Hub) Revoke(tok Token) {
 	h.t.Helper()
@@ -296,8 +393,13 @@ func (h *Hub) Stop() {
 			<-h.done
 		}
 	}
-	// A proxy that outlived the Hub is in the same group.
+	// A proxy that outlived the Hub is in the same group; a user's server that did (the
+	// Hub stops them on SIGTERM) leads a session of its own, kernels included.
 	_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+	for _, pid := range h.spawned {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	h.spawned = nil
 }
 
 // Log returns what the Hub and its proxy wrote so far.
@@ -349,11 +451,4 @@ func randomHex(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b[:])
-}
-
-func joinPath(first, rest string) string {
-	if rest == "" {
-		return first
-	}
-	return first + string(os.PathListSeparator) + rest
 }

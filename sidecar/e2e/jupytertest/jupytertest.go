@@ -330,39 +330,47 @@ type Reply map[string]any
 // Client starts a client process of the server; it ends when the test ends.
 func (s *Server) Client() *Client {
 	s.t.Helper()
+	return Connect(s.t, s.URL, Token)
+}
+
+// Connect starts a client process of the Jupyter server at url (e.g. a JupyterHub
+// user's server, http://proxy/user/alice) that sends token in every request and
+// websocket; it ends when the test ends.
+func Connect(t testing.TB, url, token string) *Client {
+	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "jupyter", "client.py")
-	c := &Client{t: s.t, cmd: exec.Command(s.python, script, "--url", s.URL, "--token", Token)}
+	c := &Client{t: t, cmd: exec.Command(Need(t), script, "--url", url, "--token", token)}
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	stderr := &testutil.LockedBuffer{}
 	c.cmd.Stderr = stderr
 	if err := c.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	c.out = bufio.NewScanner(out)
 	c.out.Buffer(make([]byte, 1<<20), 256<<20)
 	if !c.out.Scan() {
-		s.t.Fatalf("client did not start: %s", stderr.String())
+		t.Fatalf("client did not start: %s", stderr.String())
 	}
-	s.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = c.in.Close()
 		done := make(chan error, 1)
 		go func() { done <- c.cmd.Wait() }()
 		select {
 		case err := <-done:
 			if err != nil {
-				s.t.Errorf("client exited: %v\n%s", err, stderr.String())
+				t.Errorf("client exited: %v\n%s", err, stderr.String())
 			}
 		case <-time.After(stopTimeout):
 			_ = c.cmd.Process.Kill()
-			s.t.Errorf("client did not exit within %v of its stdin closing\n%s", stopTimeout, stderr.String())
+			t.Errorf("client did not exit within %v of its stdin closing\n%s", stopTimeout, stderr.String())
 		}
 	})
 	return c

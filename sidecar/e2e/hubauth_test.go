@@ -1,0 +1,467 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+)
+
+// browser is a person's browser at the Hub: cookies, and redirects followed until the
+// one to the MCP client's redirect URI, which is where the client takes over.
+type browser struct {
+	t        *testing.T
+	c        *http.Client
+	redirect string // the client's redirect URI
+}
+
+func newBrowser(t *testing.T, redirect string) *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, redirect: redirect}
+	b.c = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), redirect) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	return b
+}
+
+// hiddenInput matches a form's hidden inputs in the Hub's templates.
+var hiddenInput = regexp.MustCompile(`<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"`)
+
+// login opens the authorization URL, fills the Hub's login form as user and approves
+// on the Hub's authorization page, and returns where the browser was sent back to
+// (the client's redirect URI with code and state, or error).
+func (b *browser) login(authorizeURL, user string) string {
+	b.t.Helper()
+	resp := b.do(http.MethodGet, authorizeURL, nil)
+	for range 5 {
+		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusFound && strings.HasPrefix(loc, b.redirect) {
+			return loc
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.t.Fatalf("%s: %d %.500s", resp.Request.URL, resp.StatusCode, body)
+		}
+		form := url.Values{}
+		for _, m := range hiddenInput.FindAllStringSubmatch(string(body), -1) {
+			form.Add(m[1], m[2])
+		}
+		if strings.Contains(string(body), `name="username"`) { // the Hub's login page
+			form.Set("username", user)
+			form.Set("password", "any") // DummyAuthenticator
+		}
+		resp = b.do(http.MethodPost, resp.Request.URL.String(), form) // both forms post to their own URL
+	}
+	b.t.Fatalf("no redirect to %s after the Hub's login and approval", b.redirect)
+	return ""
+}
+
+func (b *browser) do(method, u string, form url.Values) *http.Response {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Referer", u)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return resp
+}
+
+// startHubAuth starts a Hub running alice's and bob's servers and a hub-mode sidecar
+// behind it with hub.oauth on.
+func startHubAuth(t *testing.T) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
+	t.Helper()
+	root := t.TempDir()
+	port := freePort(t)
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	users := spawnUsers(t, hub, "alice", "bob")
+	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
+		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q}", hub.ProxyURL)) +
+		"notifications: {debounce: 250ms, max_delay: 2s}\n"
+	return hub, users, launchOn(t, root, port, cfg, "serve")
+}
+
+// startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client
+// logs in as user through b, then binds notebook://analysis and subscribes to it.
+func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
+	testutil.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
+	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", freePort(t))
+	c := &tsClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
+	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
+		"--name", nbName, "--path", nbPath, "--subscribe", nbURI)
+	c.cmd.Stderr = os.Stderr
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	br := bufio.NewReader(out)
+	line, err := br.ReadBytes('\n')
+	var ev struct{ Event, URL, Error string }
+	if err != nil || json.Unmarshal(line, &ev) != nil || ev.Event != "authorize" {
+		t.Fatalf("sdk1oauth.mjs did not ask for the authorization: %q %v", line, err)
+	}
+	back := newBrowser(t, redirect).login(ev.URL, user)
+	cb, _ := json.Marshal(map[string]string{"callback": back})
+	if _, err := c.in.Write(append(cb, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan tsEvent, 1)
+	go c.readLoop(br, ready)
+	select {
+	case ev := <-ready:
+		if ev.Event != "ready" {
+			t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
+		}
+	case <-time.After(testutil.Wait):
+		t.Fatalf("sdk1oauth.mjs did not connect after the login as %s", user)
+	}
+	return c
+}
+
+func statErr(p string) error { _, err := os.Stat(p); return err }
+
+// TestHubLogin runs the MCP authorization flow with the Hub as the login against a real
+// JupyterHub and real users' servers: a request without a token gets 401 naming the
+// protected-resource metadata, which names the sidecar's authorization server; the
+// official TypeScript SDK's OAuth client registers, sends the user (a browser filling
+// the Hub's own login form and approving on its authorization page) and exchanges the
+// code; it then lists only its user's notebooks and hears its user's edits made through
+// the user's server, and nothing of the other user's. Tampered redirect URIs, missing
+// state or PKCE, a missing or wrong verifier and a reused code are refused; the token
+// is its user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
+func TestHubLogin(t *testing.T) {
+	hub, users, sc := startHubAuth(t)
+	alice, bob := users["alice"], users["bob"]
+	endpoint := hub.ServicePrefix() + "mcp"
+	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
+
+	t.Run("discovery from the 401", func(t *testing.T) {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := fmt.Sprintf(`resource_metadata=%q`, issuer+"/.well-known/oauth-protected-resource")
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), want) {
+			t.Fatalf("no token: %d %q, want 401 with %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
+		}
+		var prm struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		getJSON(t, issuer+"/.well-known/oauth-protected-resource", &prm)
+		if prm.Resource != endpoint || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != issuer {
+			t.Fatalf("protected-resource metadata: %+v", prm)
+		}
+		for _, p := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+			var asm map[string]any
+			getJSON(t, issuer+p, &asm)
+			if asm["issuer"] != issuer || fmt.Sprint(asm["code_challenge_methods_supported"]) != "[S256]" || asm["registration_endpoint"] != issuer+"/oauth/register" {
+				t.Fatalf("%s: %v", p, asm)
+			}
+		}
+	})
+
+	t.Run("the official SDK logs in as each user", func(t *testing.T) {
+		clients := map[string]*tsClient{}
+		for _, u := range []*hubUser{alice, bob} {
+			c := startOAuthTS(t, endpoint, u.name)
+			clients[u.name] = c
+			var list struct{ Resources []struct{ URI, Name string } }
+			if err := json.Unmarshal(c.do(map[string]any{"op": "list"}), &list); err != nil {
+				t.Fatal(err)
+			}
+			var uris []string
+			for _, r := range list.Resources {
+				if strings.HasPrefix(r.URI, "notebook://") {
+					uris = append(uris, r.URI)
+				}
+			}
+			if fmt.Sprint(uris) != "["+nbURI+"]" {
+				t.Fatalf("%s's resources/list: %v, want only their notebook", u.name, uris)
+			}
+			sameNotebook(t, c, nbURI, u.py.Notebook("a", nbPath))
+		}
+		for _, c := range clients {
+			drain(c, 700*time.Millisecond)
+		}
+		for _, tt := range []struct{ who, other *hubUser }{{alice, bob}, {bob, alice}} {
+			want := editReal(t, tt.who)
+			await(t, clients[tt.who.name], testutil.Wait, nbURI)
+			if n := drain(clients[tt.other.name], time.Second); n != 0 {
+				t.Fatalf("%s's client heard %d notifications of %s's edit", tt.other.name, n, tt.who.name)
+			}
+			sameNotebook(t, clients[tt.who.name], nbURI, want)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		redirect := fmt.Sprintf("http://127.0.0.1:%d/cb", freePort(t))
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none"}, http.StatusCreated, &reg)
+		for _, bad := range []string{"http://evil.example/cb", "javascript:alert(1)", "https://x.example/cb#frag"} {
+			postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{bad}}, http.StatusBadRequest, nil)
+		}
+		verifier, challenge := pkcePair(t)
+		authz := func(mod func(url.Values)) string {
+			q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect}, "state": {"s1"},
+				"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "resource": {endpoint}}
+			if mod != nil {
+				mod(q)
+			}
+			return issuer + "/oauth/authorize?" + q.Encode()
+		}
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for name, tt := range map[string]struct {
+			mod    func(url.Values)
+			status int
+			error  string // in the redirect to the client
+		}{
+			"tampered redirect_uri": {func(q url.Values) { q.Set("redirect_uri", redirect+"/x") }, http.StatusBadRequest, ""},
+			"another host":          {func(q url.Values) { q.Set("redirect_uri", "http://evil.example/cb") }, http.StatusBadRequest, ""},
+			"unknown client":        {func(q url.Values) { q.Set("client_id", "nobody") }, http.StatusBadRequest, ""},
+			"no PKCE":               {func(q url.Values) { q.Del("code_challenge") }, http.StatusFound, "invalid_request"},
+			"PKCE plain":            {func(q url.Values) { q.Set("code_challenge_method", "plain") }, http.StatusFound, "invalid_request"},
+			"no state":              {func(q url.Values) { q.Del("state") }, http.StatusFound, "invalid_request"},
+			"another resource":      {func(q url.Values) { q.Set("resource", "http://evil.example/mcp") }, http.StatusFound, "invalid_target"},
+		} {
+			resp, err := noFollow.Get(authz(tt.mod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("Location")
+			if resp.StatusCode != tt.status || (tt.error == "" && loc != "") || (tt.error != "" && (!strings.HasPrefix(loc, redirect+"?") || !strings.Contains(loc, "error="+tt.error))) {
+				t.Errorf("%s: %d Location %q, want %d %s", name, resp.StatusCode, loc, tt.status, tt.error)
+			}
+		}
+
+		// A code for alice, redeemed once, by its client, with its redirect URI and
+		// verifier only.
+		code := func() string {
+			back, err := url.Parse(newBrowser(t, redirect).login(authz(nil), "alice"))
+			if err != nil || back.Query().Get("state") != "s1" || back.Query().Get("code") == "" || back.Query().Get("iss") != issuer {
+				t.Fatalf("back from the login: %v %v", back, err)
+			}
+			return back.Query().Get("code")
+		}
+		tokenReq := func(f url.Values) (int, map[string]any) {
+			resp, err := http.PostForm(issuer+"/oauth/token", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			return resp.StatusCode, out
+		}
+		form := func(code string, mod func(url.Values)) url.Values {
+			f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirect}, "client_id": {reg.ClientID}, "code_verifier": {verifier}}
+			if mod != nil {
+				mod(f)
+			}
+			return f
+		}
+		for name, mod := range map[string]func(url.Values){
+			"no verifier":           func(f url.Values) { f.Del("code_verifier") },
+			"wrong verifier":        func(f url.Values) { f.Set("code_verifier", verifier[:len(verifier)-1]+"x") },
+			"tampered redirect_uri": func(f url.Values) { f.Set("redirect_uri", redirect+"/x") },
+			"another client":        func(f url.Values) { f.Set("client_id", "nobody") },
+		} {
+			c := code()
+			if status, out := tokenReq(form(c, mod)); status != http.StatusBadRequest || out["access_token"] != nil {
+				t.Errorf("token request with %s: %d %v", name, status, out["error"])
+			}
+			if status, out := tokenReq(form(c, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+				t.Errorf("the code after a failed request (%s): %d %v, want it gone", name, status, out["error"])
+			}
+		}
+		c := code()
+		status, out := tokenReq(form(c, nil))
+		tok, _ := out["access_token"].(string)
+		if status != http.StatusOK || tok == "" || out["token_type"] != "Bearer" {
+			t.Fatalf("token request: %d %v", status, out["error"])
+		}
+		if status, out := tokenReq(form(c, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Errorf("reused code: %d %v, want invalid_grant", status, out["error"])
+		}
+
+		// The token is alice's: her notebook, not bob's.
+		g, err := dialGoAs(t, endpoint, true, "Bearer "+tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.bind(nbName, nbPath)
+		sameNotebook(t, g, nbURI, alice.py.Notebook("a", nbPath))
+		ctx := waitCtx(t, time.Minute)
+		res, err := callToolAs(ctx, g, "use_notebook", map[string]any{"notebook_name": "bobs", "notebook_path": "../bob/" + nbPath})
+		if err == nil && !strings.Contains(res, `"isError":true`) {
+			t.Errorf("alice's OAuth token bound bob's notebook: %s", res)
+		}
+		if _, err := g.tryRead("notebook://bobs"); err == nil {
+			t.Error("alice's OAuth token read bob's notebook")
+		}
+		g.close()
+
+		// Revoked at the Hub: refused within the token cache's TTL (1 s here).
+		revokeOAuthTokens(t, hub, "alice")
+		testutil.Eventually(t, testutil.Wait, "alice's revoked OAuth token refused", func() bool {
+			status, _ := rpcStatusAs(t, endpoint, "", "Bearer "+tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
+			return status == http.StatusUnauthorized
+		})
+		// Hub API tokens keep working.
+		if _, err := dialGoAs(t, endpoint, true, "token "+bob.tok.Value); err != nil {
+			t.Errorf("bob's Hub API token: %v", err)
+		}
+		// No token or code in the sidecar's log.
+		sc.logsMu.Lock()
+		logs := sc.logs.String()
+		sc.logsMu.Unlock()
+		for what, secret := range map[string]string{"the access token": tok, "a code": c, "the service's token": hub.ServiceToken} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the sidecar's log holds %s", what)
+			}
+		}
+	})
+}
+
+// pkcePair is an RFC 7636 verifier and its S256 challenge.
+func pkcePair(t *testing.T) (string, string) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	v := base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(v))
+	return v, base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// revokeOAuthTokens deletes user's tokens that a service's OAuth client got, through
+// the Hub's API with the service's token (the Hub may revoke a client's other tokens of
+// the user with one: the list is read again after each).
+func revokeOAuthTokens(t *testing.T, hub *jhubtest.Hub, user string) {
+	t.Helper()
+	for n := 0; ; n++ {
+		var list struct {
+			APITokens []struct {
+				ID          string `json:"id"`
+				OAuthClient string `json:"oauth_client"`
+			} `json:"api_tokens"`
+		}
+		hubAPI(t, hub, http.MethodGet, "/users/"+user+"/tokens", http.StatusOK, &list)
+		id := ""
+		for _, tok := range list.APITokens {
+			if tok.OAuthClient != "" && tok.OAuthClient != "JupyterHub" {
+				id = tok.ID
+			}
+		}
+		switch {
+		case id != "":
+			hubAPI(t, hub, http.MethodDelete, "/users/"+user+"/tokens/"+id, http.StatusNoContent, nil)
+		case n == 0:
+			t.Fatalf("%s has no OAuth token of a service: %+v", user, list)
+		default:
+			return
+		}
+	}
+}
+
+func hubAPI(t *testing.T, hub *jhubtest.Hub, method, path string, want int, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, hub.APIURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token "+hub.ServiceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func getJSON(t *testing.T, u string, out any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", u, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+func postJSON(t *testing.T, u string, body any, want int, out any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(u, "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s %s: %d, want %d", u, b, resp.StatusCode, want)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,636 @@
+// Package hubauth lets MCP clients log in with the JupyterHub in hub mode: the MCP
+// authorization of 2025-11-25 (OAuth 2.1 with PKCE S256, RFC 9728 protected-resource
+// metadata, RFC 8414 authorization-server metadata, RFC 7591 dynamic client
+// registration), with the Hub as the identity behind it.
+//
+// JupyterHub is an OAuth 2 provider for its services, but an MCP client cannot use it
+// as it is: the Hub publishes no authorization-server metadata, registers no clients and
+// redirects only to the service's own oauth_callback. The Server fills those pieces and
+// relays the rest to the Hub:
+//
+//   - /.well-known/oauth-protected-resource names the service prefix as the
+//     authorization server; /.well-known/oauth-authorization-server and
+//     /.well-known/openid-configuration under it describe the endpoints below;
+//   - oauth/register registers public clients (token_endpoint_auth_method none), each
+//     with its exact redirect URIs;
+//   - oauth/authorize checks the client, its redirect URI (exactly), state and the PKCE
+//     S256 challenge, then sends the browser to the Hub's own authorize endpoint as the
+//     service's OAuth client: the user logs in at the Hub's login page and approves
+//     there;
+//   - oauth_callback (the service's oauth_redirect_uri at the Hub) exchanges the Hub's
+//     code for the Hub's access token of that user, checks the token with Verify, and
+//     redirects to the client with a code of its own, single-use and short-lived;
+//   - oauth/token gives that token to the client holding the code, the redirect URI and
+//     the PKCE verifier.
+//
+// The access token is the Hub's own OAuth token for the user, scoped to the service
+// (access:services!service={name}), with the Hub's expiry: the sidecar's token verifier
+// admits it for that user only, and a token revoked at the Hub stops working within
+// hub.token_cache_ttl. Every store is bounded in memory, every endpoint rate-limited, and
+// no token or code is logged.
+package hubauth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrConfig is wrapped by New's errors for an unusable Config.
+var ErrConfig = errors.New("hubauth: bad configuration")
+
+// Config configures a Server. Every URL is absolute unless said otherwise.
+type Config struct {
+	Issuer          string // the authorization server: the service prefix as clients reach it, e.g. https://hub.example.org/services/mcp (no trailing slash)
+	Resource        string // the protected MCP endpoint, e.g. https://hub.example.org/services/mcp/mcp
+	HubAuthorizeURL string // the Hub's authorize endpoint as browsers reach it: https://hub.example.org/hub/api/oauth2/authorize
+	HubTokenURL     string // the Hub's token endpoint as the sidecar reaches it: {hub.api_url}/oauth2/token
+	HubClientID     string // the service's OAuth client at the Hub: service-{name}
+	HubClientSecret string // its secret: the service's API token
+	HubRedirectURI  string // the service's oauth_redirect_uri as the Hub registered it (the Hub compares it as a string): /services/{name}/oauth_callback
+
+	// Verify resolves a Hub token to its user, refusing tokens the service does not admit.
+	Verify func(ctx context.Context, token string) (user string, err error)
+
+	CodeTTL    time.Duration // how long a code given to a client is valid; 0: 60 s
+	FlowTTL    time.Duration // how long a login at the Hub may take; 0: 10 min
+	MaxClients int           // registered clients kept (the oldest forgotten first); 0: 10000
+	MaxPending int           // logins in progress and codes not redeemed, each; 0: 10000
+	Rate       float64       // requests a second to the flow's endpoints, all clients together; 0: 20
+	Burst      int           // and the burst above it; 0: 100
+
+	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// Server is the authorization front of hub mode. Construct it with New.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	base    string // the issuer's path, e.g. /services/mcp
+	clients *bounded[client]
+	flows   *bounded[flow]
+	codes   *bounded[grant]
+	limit   *bucket
+	now     func() time.Time
+}
+
+// client is a registered OAuth client.
+type client struct {
+	name         string
+	redirectURIs []string
+}
+
+// flow is a login in progress at the Hub: what the client asked for.
+type flow struct {
+	clientID, redirectURI, state, challenge, hubVerifier string
+}
+
+// grant is a code given to a client: what the token request must match, and the token.
+type grant struct {
+	clientID, redirectURI, challenge string
+	token                            string
+	expiresIn                        int
+}
+
+// New checks cfg and returns a Server; it does no I/O.
+func New(cfg Config) (*Server, error) {
+	for name, u := range map[string]string{"Issuer": cfg.Issuer, "Resource": cfg.Resource, "HubAuthorizeURL": cfg.HubAuthorizeURL, "HubTokenURL": cfg.HubTokenURL} {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			return nil, fmt.Errorf("%w: %s must be an absolute http(s) URL without query, got %q", ErrConfig, name, u)
+		}
+	}
+	if strings.HasSuffix(cfg.Issuer, "/") {
+		return nil, fmt.Errorf("%w: Issuer must not end with /, got %q", ErrConfig, cfg.Issuer)
+	}
+	if cfg.HubClientID == "" || cfg.HubClientSecret == "" || cfg.HubRedirectURI == "" || cfg.Verify == nil {
+		return nil, fmt.Errorf("%w: HubClientID, HubClientSecret (the service's API token), HubRedirectURI and Verify are required", ErrConfig)
+	}
+	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.Rate < 0 || cfg.Burst < 0 {
+		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if cfg.CodeTTL == 0 {
+		cfg.CodeTTL = time.Minute
+	}
+	if cfg.FlowTTL == 0 {
+		cfg.FlowTTL = 10 * time.Minute
+	}
+	def(&cfg.MaxClients, 10000)
+	def(&cfg.MaxPending, 10000)
+	def(&cfg.Burst, 100)
+	if cfg.Rate == 0 {
+		cfg.Rate = 20
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	iss, _ := url.Parse(cfg.Issuer)
+	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, now: time.Now}
+	s.clients = newBounded[client](cfg.MaxClients, true)
+	s.flows = newBounded[flow](cfg.MaxPending, false)
+	s.codes = newBounded[grant](cfg.MaxPending, false)
+	s.limit = &bucket{rate: cfg.Rate, burst: float64(cfg.Burst), tokens: float64(cfg.Burst)}
+	return s, nil
+}
+
+// ResourceMetadataURL is the protected-resource metadata's URL, named in the 401's
+// WWW-Authenticate challenge.
+func (s *Server) ResourceMetadataURL() string {
+	return s.cfg.Issuer + "/.well-known/oauth-protected-resource"
+}
+
+// Challenge is the parameter a 401's WWW-Authenticate carries: resource_metadata="…".
+func (s *Server) Challenge() string {
+	return fmt.Sprintf("resource_metadata=%q", s.ResourceMetadataURL())
+}
+
+// Paths are the paths the Server answers, under the issuer's path.
+var Paths = []string{
+	"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/",
+	"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration", "/.well-known/jwks.json",
+	"/oauth/register", "/oauth/authorize", "/oauth/token", "/oauth_callback",
+}
+
+// Handler serves the metadata and the flow's endpoints at the issuer's path (the
+// service prefix) + Paths; the caller mounts it there.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	b := s.base
+	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource", s.resourceMetadata)
+	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource/", s.resourceMetadata) // RFC 9728's path suffix
+	mux.HandleFunc("GET "+b+"/.well-known/oauth-authorization-server", s.serverMetadata)
+	mux.HandleFunc("GET "+b+"/.well-known/openid-configuration", s.serverMetadata)
+	mux.HandleFunc("GET "+b+"/.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
+	})
+	mux.Handle("POST "+b+"/oauth/register", s.limited(s.register))
+	mux.Handle("GET "+b+"/oauth/authorize", s.limited(s.authorize))
+	mux.Handle("GET "+b+"/oauth_callback", s.limited(s.callback))
+	mux.Handle("POST "+b+"/oauth/token", s.limited(s.token))
+	return mux
+}
+
+func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"resource":                 s.cfg.Resource,
+		"authorization_servers":    []string{s.cfg.Issuer},
+		"bearer_methods_supported": []string{"header"},
+		"resource_name":            "Jupyter notebooks (JupyterHub)",
+	})
+}
+
+// serverMetadata is RFC 8414's document; at openid-configuration too, where MCP clients
+// look when the Hub owns the origin's /.well-known/ (hence the OpenID fields it
+// requires: no ID token is ever issued, the scope openid is not offered).
+func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
+	i := s.cfg.Issuer
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                         i,
+		"authorization_endpoint":                         i + "/oauth/authorize",
+		"token_endpoint":                                 i + "/oauth/token",
+		"registration_endpoint":                          i + "/oauth/register",
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"scopes_supported":                               []string{},
+		"authorization_response_iss_parameter_supported": true,
+		"client_id_metadata_document_supported":          false,
+		"jwks_uri":                                       i + "/.well-known/jwks.json",
+		"subject_types_supported":                        []string{"public"},
+		"id_token_signing_alg_values_supported":          []string{"none"},
+	})
+}
+
+// limited answers 429 beyond the rate.
+func (s *Server) limited(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.limit.take(s.now()) {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusTooManyRequests, oauthError{"temporarily_unavailable", "too many requests"})
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r)
+	})
+}
+
+// Bounds of a registration.
+const (
+	maxBody         = 16 << 10
+	maxRedirectURIs = 10
+	maxURILen       = 2048
+	maxNameLen      = 200
+)
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RedirectURIs  []string `json:"redirect_uris"`
+		ClientName    string   `json:"client_name"`
+		GrantTypes    []string `json:"grant_types"`
+		ResponseTypes []string `json:"response_types"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody || json.Unmarshal(body, &req) != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "a JSON object of at most 16 KiB"})
+		return
+	}
+	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_redirect_uri", fmt.Sprintf("1 to %d redirect_uris", maxRedirectURIs)})
+		return
+	}
+	for _, u := range req.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_redirect_uri", err.Error()})
+			return
+		}
+	}
+	for _, g := range req.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" { // refresh_token asked for, never issued
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "grant_types: authorization_code only"})
+			return
+		}
+	}
+	for _, t := range req.ResponseTypes {
+		if t != "code" {
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "response_types: code only"})
+			return
+		}
+	}
+	if len(req.ClientName) > maxNameLen {
+		req.ClientName = req.ClientName[:maxNameLen]
+	}
+	id := random()
+	s.clients.put(id, client{name: req.ClientName, redirectURIs: req.RedirectURIs}, 0)
+	s.log.Info("oauth client registered", "redirect_uris", len(req.RedirectURIs))
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"client_id":                  id,
+		"client_id_issued_at":        s.now().Unix(),
+		"client_name":                req.ClientName,
+		"redirect_uris":              req.RedirectURIs,
+		"grant_types":                []string{"authorization_code"},
+		"response_types":             []string{"code"},
+		"token_endpoint_auth_method": "none",
+	})
+}
+
+// checkRedirectURI admits https URLs, http on a loopback host (RFC 8252's native
+// apps) and private-use schemes (vscode://…), none with a fragment or user info.
+func checkRedirectURI(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case len(raw) > maxURILen:
+		return fmt.Errorf("redirect URI longer than %d bytes", maxURILen)
+	case err != nil || !u.IsAbs():
+		return fmt.Errorf("redirect URI must be absolute: %q", raw)
+	case u.Fragment != "" || strings.Contains(raw, "#") || u.User != nil:
+		return fmt.Errorf("redirect URI must have no fragment or user info: %q", raw)
+	}
+	switch scheme := strings.ToLower(u.Scheme); scheme {
+	case "https":
+		if u.Host == "" {
+			return fmt.Errorf("redirect URI without a host: %q", raw)
+		}
+	case "http":
+		if h := u.Hostname(); h != "localhost" && !isLoopback(h) {
+			return fmt.Errorf("http redirect URIs must be on a loopback host: %q", raw)
+		}
+	case "javascript", "data", "file", "vbscript", "blob", "about":
+		return fmt.Errorf("redirect URI scheme %q refused", scheme)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// pkceValue checks an RFC 7636 challenge or verifier: 43 to 128 unreserved characters.
+func pkceValue(v string) bool {
+	if len(v) < 43 || len(v) > 128 {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// authorize is the client's entry: errors about the client or its redirect URI are
+// shown (never redirected), others redirect to the client with error and state.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	clientID, redirectURI := q.Get("client_id"), q.Get("redirect_uri")
+	c, ok := s.clients.get(clientID)
+	if !ok {
+		http.Error(w, "unknown client_id: register the client first", http.StatusBadRequest)
+		return
+	}
+	if !exactlyOneOf(redirectURI, c.redirectURIs) {
+		http.Error(w, "redirect_uri is not one the client registered", http.StatusBadRequest)
+		return
+	}
+	state := q.Get("state")
+	fail := func(code, desc string) { s.redirectError(w, r, redirectURI, state, code, desc) }
+	switch {
+	case q.Get("response_type") != "code":
+		fail("unsupported_response_type", "response_type must be code")
+	case state == "" || len(state) > 512:
+		fail("invalid_request", "state is required (at most 512 bytes)")
+	case q.Get("code_challenge_method") != "S256" || !pkceValue(q.Get("code_challenge")):
+		fail("invalid_request", "PKCE is required: code_challenge with code_challenge_method S256")
+	case q.Get("resource") != "" && strings.TrimRight(q.Get("resource"), "/") != strings.TrimRight(s.cfg.Resource, "/"):
+		fail("invalid_target", "resource must be "+s.cfg.Resource)
+	default:
+		f := flow{clientID: clientID, redirectURI: redirectURI, state: state, challenge: q.Get("code_challenge"), hubVerifier: random() + random()}
+		id := random()
+		if !s.flows.put(id, f, s.cfg.FlowTTL) {
+			fail("temporarily_unavailable", "too many logins in progress")
+			return
+		}
+		hub := url.Values{
+			"client_id": {s.cfg.HubClientID}, "redirect_uri": {s.cfg.HubRedirectURI}, "response_type": {"code"},
+			"state": {id}, "code_challenge": {s256(f.hubVerifier)}, "code_challenge_method": {"S256"},
+		}
+		http.Redirect(w, r, s.cfg.HubAuthorizeURL+"?"+hub.Encode(), http.StatusFound)
+	}
+}
+
+// callback is where the Hub sends the browser back: the Hub's code is exchanged for the
+// user's token, and the client gets a code of its own.
+func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, ok := s.flows.take(q.Get("state"))
+	if !ok {
+		http.Error(w, "unknown or expired login: start again from your MCP client", http.StatusBadRequest)
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		s.redirectError(w, r, f.redirectURI, f.state, "access_denied", "the Hub did not authorize: "+truncate(e, 64))
+		return
+	}
+	tok, expiresIn, err := s.exchange(r.Context(), q.Get("code"), f.hubVerifier)
+	if err != nil {
+		s.log.Warn("hub token exchange failed", "err", err)
+		s.redirectError(w, r, f.redirectURI, f.state, "server_error", "the Hub's token exchange failed")
+		return
+	}
+	if _, err := s.cfg.Verify(r.Context(), tok); err != nil {
+		s.log.Info("hub token not admitted", "err", err)
+		s.redirectError(w, r, f.redirectURI, f.state, "access_denied", "this Hub user may not use the service")
+		return
+	}
+	code := random()
+	if !s.codes.put(hash(code), grant{clientID: f.clientID, redirectURI: f.redirectURI, challenge: f.challenge, token: tok, expiresIn: expiresIn}, s.cfg.CodeTTL) {
+		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many codes outstanding")
+		return
+	}
+	s.redirectTo(w, r, f.redirectURI, url.Values{"code": {code}, "state": {f.state}, "iss": {s.cfg.Issuer}})
+}
+
+// exchange trades the Hub's code for the Hub's access token.
+func (s *Server) exchange(ctx context.Context, code, verifier string) (string, int, error) {
+	if code == "" || len(code) > 512 {
+		return "", 0, errors.New("no code from the Hub")
+	}
+	form := url.Values{
+		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {s.cfg.HubRedirectURI},
+		"client_id": {s.cfg.HubClientID}, "client_secret": {s.cfg.HubClientSecret}, "code_verifier": {verifier},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.HubTokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("hub token endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return "", 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e oauthError
+		_ = json.Unmarshal(body, &e)
+		return "", 0, fmt.Errorf("hub token endpoint: status %d %s", resp.StatusCode, truncate(e.Error, 64))
+	}
+	var t struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	if err := json.Unmarshal(body, &t); err != nil || t.AccessToken == "" {
+		return "", 0, errors.New("hub token endpoint: no access_token in its answer")
+	}
+	return t.AccessToken, t.ExpiresIn, nil
+}
+
+// token redeems a code: once, by the client it was given to, with the redirect URI and
+// the PKCE verifier of its authorization request.
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "a form body of at most 16 KiB"})
+		return
+	}
+	f := r.PostForm
+	if f.Get("grant_type") != "authorization_code" {
+		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "authorization_code only"})
+		return
+	}
+	g, ok := s.codes.take(hash(f.Get("code"))) // single-use: gone whatever follows
+	switch {
+	case !ok:
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "unknown, used or expired code"})
+	case f.Get("client_id") != g.clientID:
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "the code was issued to another client"})
+	case f.Get("redirect_uri") != g.redirectURI:
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "redirect_uri differs from the authorization request's"})
+	case f.Get("code_verifier") == "":
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "code_verifier is required"})
+	case subtle.ConstantTimeCompare([]byte(s256(f.Get("code_verifier"))), []byte(g.challenge)) != 1:
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "code_verifier does not match the code_challenge"})
+	default:
+		resp := map[string]any{"access_token": g.token, "token_type": "Bearer"}
+		if g.expiresIn > 0 {
+			resp["expires_in"] = g.expiresIn
+		}
+		w.Header().Set("Pragma", "no-cache")
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirectURI, state, code, desc string) {
+	v := url.Values{"error": {code}, "error_description": {desc}, "iss": {s.cfg.Issuer}}
+	if state != "" {
+		v.Set("state", state)
+	}
+	s.redirectTo(w, r, redirectURI, v)
+}
+
+func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, redirectURI string, v url.Values) {
+	sep := "?"
+	if strings.Contains(redirectURI, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, redirectURI+sep+v.Encode(), http.StatusFound)
+}
+
+func exactlyOneOf(v string, list []string) bool {
+	for _, l := range list {
+		if v == l {
+			return true
+		}
+	}
+	return false
+}
+
+type oauthError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// random is 256 bits, base64url.
+func random() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func s256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// hash keys codes, so the store holds no code a client could redeem.
+func hash(code string) string { return s256(code) }
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// bounded is a map of at most max entries with optional expiry. Full, it drops the
+// expired; then, when evict, the oldest, else it refuses the new entry.
+type bounded[V any] struct {
+	mu    sync.Mutex
+	max   int
+	evict bool
+	m     map[string]entry[V]
+	order []string // insertion order, for eviction (may hold removed keys)
+	now   func() time.Time
+}
+
+type entry[V any] struct {
+	v       V
+	expires time.Time // zero: never
+}
+
+func newBounded[V any](max int, evict bool) *bounded[V] {
+	return &bounded[V]{max: max, evict: evict, m: map[string]entry[V]{}, now: time.Now}
+}
+
+func (b *bounded[V]) put(k string, v V, ttl time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if len(b.m) >= b.max {
+		for key, e := range b.m {
+			if !e.expires.IsZero() && now.After(e.expires) {
+				delete(b.m, key)
+			}
+		}
+	}
+	for b.evict && len(b.m) >= b.max && len(b.order) > 0 {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
+	}
+	if len(b.m) >= b.max {
+		return false
+	}
+	e := entry[V]{v: v}
+	if ttl > 0 {
+		e.expires = now.Add(ttl)
+	}
+	b.m[k] = e
+	if b.evict {
+		b.order = append(b.order, k)
+	}
+	return true
+}
+
+func (b *bounded[V]) lookup(k string, remove bool) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.m[k]
+	if ok && remove {
+		delete(b.m, k)
+	}
+	var zero V
+	if !ok || (!e.expires.IsZero() && b.now().After(e.expires)) {
+		return zero, false
+	}
+	return e.v, true
+}
+
+func (b *bounded[V]) get(k string) (V, bool)  { return b.lookup(k, false) }
+func (b *bounded[V]) take(k string) (V, bool) { return b.lookup(k, true) }
+
+// bucket is a token bucket: rate a second, up to burst.
+type bucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func (b *bucket) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,150 @@
+package hubauth
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testConfig() Config {
+	return Config{
+		Issuer: "https://hub.example.org/services/mcp", Resource: "https://hub.example.org/services/mcp/mcp",
+		HubAuthorizeURL: "https://hub.example.org/hub/api/oauth2/authorize", HubTokenURL: "http://127.0.0.1:8081/hub/api/oauth2/token",
+		HubClientID: "service-mcp", HubClientSecret: "secret", HubRedirectURI: "/services/mcp/oauth_callback",
+		Verify: func(context.Context, string) (string, error) { return "alice", nil },
+	}
+}
+
+// TestNew checks that New refuses every unusable configuration.
+func TestNew(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"relative issuer":     func(c *Config) { c.Issuer = "/services/mcp" },
+		"issuer with slash":   func(c *Config) { c.Issuer += "/" },
+		"ftp resource":        func(c *Config) { c.Resource = "ftp://x/mcp" },
+		"authorize query":     func(c *Config) { c.HubAuthorizeURL += "?x=1" },
+		"no secret":           func(c *Config) { c.HubClientSecret = "" },
+		"no verify":           func(c *Config) { c.Verify = nil },
+		"no redirect":         func(c *Config) { c.HubRedirectURI = "" },
+		"negative code ttl":   func(c *Config) { c.CodeTTL = -time.Second },
+		"negative max client": func(c *Config) { c.MaxClients = -1 },
+	} {
+		c := testConfig()
+		mod(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := New(testConfig()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckRedirectURI checks which redirect URIs a client may register.
+func TestCheckRedirectURI(t *testing.T) {
+	for _, tt := range []struct {
+		uri string
+		ok  bool
+	}{
+		{"https://claude.ai/api/mcp/auth_callback", true},
+		{"http://127.0.0.1:33418/", true},
+		{"http://localhost:8080/cb", true},
+		{"http://[::1]:8080/cb", true},
+		{"vscode://vscode.mcp/callback", true},
+		{"http://evil.example/cb", false},
+		{"https://x.example/cb#f", false},
+		{"https://user@x.example/cb", false},
+		{"javascript:alert(1)", false},
+		{"data:text/html,x", false},
+		{"/relative", false},
+		{"https:///nohost", false},
+		{"https://x.example/" + strings.Repeat("a", maxURILen), false},
+	} {
+		if err := checkRedirectURI(tt.uri); (err == nil) != tt.ok {
+			t.Errorf("%q: %v, want ok %v", tt.uri, err, tt.ok)
+		}
+	}
+}
+
+// TestBounded checks the stores' bounds: full, an expiring store refuses new entries
+// (after dropping the expired), the clients' store forgets the oldest.
+func TestBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := newBounded[int](2, false)
+	b.now = func() time.Time { return now }
+	if !b.put("a", 1, time.Second) || !b.put("b", 2, time.Minute) || b.put("c", 3, time.Minute) {
+		t.Fatal("a store of 2 took a third entry")
+	}
+	now = now.Add(2 * time.Second) // a expires
+	if _, ok := b.get("a"); ok {
+		t.Fatal("an expired entry was returned")
+	}
+	if !b.put("c", 3, time.Minute) {
+		t.Fatal("an expired entry still took a place")
+	}
+	if v, ok := b.take("c"); !ok || v != 3 {
+		t.Fatal("take")
+	}
+	if _, ok := b.take("c"); ok {
+		t.Fatal("taken twice")
+	}
+	e := newBounded[int](2, true)
+	e.put("a", 1, 0)
+	e.put("b", 2, 0)
+	e.put("c", 3, 0)
+	if _, ok := e.get("a"); ok {
+		t.Fatal("the oldest client was kept")
+	}
+	if _, ok := e.get("c"); !ok || len(e.m) != 2 {
+		t.Fatal("the newest client was not kept")
+	}
+}
+
+// TestLimits checks the rate limit and the bound on logins in progress over HTTP.
+func TestLimits(t *testing.T) {
+	c := testConfig()
+	c.MaxPending, c.Burst, c.Rate = 2, 5, 0.001
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	s.clients.put("c1", client{redirectURIs: []string{"http://127.0.0.1:1/cb"}}, 0)
+	q := url.Values{"response_type": {"code"}, "client_id": {"c1"}, "redirect_uri": {"http://127.0.0.1:1/cb"}, "state": {"s"},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var locs []string
+	for range 6 {
+		resp, err := noFollow.Get(srv.URL + "/services/mcp/oauth/authorize?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		locs = append(locs, resp.Status+" "+resp.Header.Get("Location"))
+	}
+	for i, l := range locs {
+		switch {
+		case i < 2 && !strings.Contains(l, c.HubAuthorizeURL+"?") || i < 2 && !strings.Contains(l, "code_challenge_method=S256"):
+			t.Errorf("login %d: %s, want the Hub's authorize with PKCE", i, l)
+		case i >= 2 && i < 5 && !strings.Contains(l, "error=temporarily_unavailable"):
+			t.Errorf("login %d beyond MaxPending: %s", i, l)
+		case i == 5 && !strings.HasPrefix(l, "429"):
+			t.Errorf("request %d beyond the burst: %s", i, l)
+		}
+	}
+	// The metadata is not rate-limited and names the endpoints.
+	resp, err := http.Get(srv.URL + "/services/mcp/.well-known/oauth-authorization-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m["token_endpoint"] != c.Issuer+"/oauth/token" {
+		t.Fatalf("metadata: %v %v", m, err)
+	}
+}
