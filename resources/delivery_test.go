@@ -310,7 +310,7 @@ func TestGateGovernsEverySurface(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"), noOrigin)
-		c.waitUpdated(t, 2500*time.Millisecond, "notebook://work/cells/c1")
+		c.waitUpdated(t, testutil.Wait, "notebook://work/cells/c1")
 	})
 }
 
