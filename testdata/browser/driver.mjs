@@ -9,6 +9,8 @@
 // cookies, its own tab); a notebook is named by its path relative to the server's root.
 import { chromium } from 'playwright-core';
 import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 function arg(name, dflt) {
   const i = process.argv.indexOf('--' + name);
@@ -111,16 +113,21 @@ const ops = {
     if (dir) await page.evaluate((dir) => window.jupyterapp.commands.execute('filebrowser:go-to-path', { path: dir }), dir);
     const item = page.locator('.jp-DirListing-item', { has: page.locator('.jp-DirListing-itemName', { hasText: new RegExp('^' + escapeRe(base) + '$') }) });
     await item.first().dblclick();
-    await page.waitForFunction((path) => {
-      const app = window.jupyterapp;
-      for (const w of app.shell.widgets('main')) {
+    // A notebook without a kernelspec asks for a kernel: the person takes the default.
+    const ready = (path) => {
+      if (document.querySelector('.jp-Dialog')) return 'dialog';
+      for (const w of window.jupyterapp.shell.widgets('main')) {
         if (w.context && w.context.path === path && w.context.isReady && w.content && w.content.widgets.length > 0) {
           const k = w.sessionContext.session && w.sessionContext.session.kernel;
-          return k && k.status === 'idle';
+          if (k && k.status === 'idle') return 'ready';
         }
       }
       return false;
-    }, path);
+    };
+    while ((await (await page.waitForFunction(ready, path, { polling: 100 })).jsonValue()) === 'dialog') {
+      await page.locator('.jp-Dialog .jp-mod-accept').first().click();
+      await page.locator('.jp-Dialog').waitFor({ state: 'detached' });
+    }
     return { cells: await evalPanel(page, path, cellsView) };
   },
 
@@ -273,6 +280,20 @@ async function typeInto(page, path, index, text, delay, at) {
   return times;
 }
 
+// failureShots saves a screenshot of every page, for the test's log on a failure.
+let failures = 0;
+async function failureShots() {
+  const files = [];
+  for (const [name, p] of contexts) {
+    const file = join(tmpdir(), `sidecar-browser-${process.pid}-${++failures}-${name}.png`);
+    try {
+      await p.page.screenshot({ path: file, timeout: 10000 });
+      files.push(file);
+    } catch {}
+  }
+  return files;
+}
+
 async function shutdown(code) {
   try {
     await browser.close();
@@ -293,7 +314,7 @@ rl.on('line', (line) => {
       if (!op) throw new Error('unknown op ' + cmd.op);
       reply = { ok: true, ...(await op(cmd)) };
     } catch (e) {
-      reply = { ok: false, error: String(e && e.message || e), trace: e && e.stack };
+      reply = { ok: false, error: String(e && e.message || e) + " (screenshots: " + (await failureShots()).join(", ") + ")", trace: e && e.stack };
     }
     process.stdout.write(JSON.stringify(reply) + '\n');
   });
