@@ -387,14 +387,13 @@ func TestJupyterLab(t *testing.T) {
 		const p = "run.ipynb"
 		l.do(t, map[string]any{"op": "open", "page": "ann", "path": p})
 		l.samePage(t, "run", "ann", p)
-		l.do(t, map[string]any{"op": "select", "page": "ann", "path": p, "index": 0})
-		l.do(t, map[string]any{"op": "keys", "page": "ann", "keys": []string{"Enter"}}) // edit mode: Shift+Enter runs from there
-		keys := make([]string, len(labCells))
-		for i := range keys {
-			keys[i] = "Shift+Enter"
+		// One at a time: JupyterLab cancels the cells queued after one that fails.
+		var cs []pageCell
+		for i := range labCells {
+			cs = l.step(t, "run", "ann", p, map[string]any{"op": "select", "page": "ann", "path": p, "index": i},
+				map[string]any{"op": "keys", "page": "ann", "keys": []string{"Enter", "Shift+Enter"}},
+				map[string]any{"op": "wait_idle", "page": "ann", "path": p})
 		}
-		cs := l.step(t, "run", "ann", p, map[string]any{"op": "keys", "page": "ann", "keys": keys},
-			map[string]any{"op": "wait_idle", "page": "ann", "path": p})
 		var mimes []string
 		for _, c := range cs[:len(labCells)] {
 			if len(c.Outputs) == 0 {
