@@ -575,3 +575,164 @@ func types(cs []pageCell, want ...string) string {
 	}
 	return fmt.Sprintf("cell types %v, want %v", got, want)
 }
+
+// TestJupyterLabTypingLatency measures a person typing continuously in JupyterLab (issue
+// 20, docs/BENCHMARKS.md): keystroke → notifications/resources/updated with the default
+// debounce (250 ms / 2 s) and with it off (a second sidecar on the same store), keystroke
+// → a resources/read that contains it, keystroke → the store's row (the lower bound: the
+// commit every reader of the store waits for), and Ctrl+Enter → the output readable.
+// BROWSER_BENCH=1 runs it (BROWSER_BENCH_DURATION, default 60s, of typing); it needs a
+// sidecar built without -race.
+func TestJupyterLabTypingLatency(t *testing.T) {
+	if os.Getenv("BROWSER_BENCH") != "1" {
+		t.Skip("a benchmark: BROWSER_BENCH=1 runs it")
+	}
+	if raceBuild {
+		t.Skip("a timing measurement: run it without -race")
+	}
+	dur := 60 * time.Second
+	if v := os.Getenv("BROWSER_BENCH_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dur = d
+	}
+	const p, runs, delay = "bench.ipynb", 10, 120 // delay: ms between keys, about 6 keys/s with the key itself
+	nb := jupytertest.NotebookJSON([2]string{"b-1", ""}, [2]string{"b-2", "n = globals().get('n', 0) + 1\nprint(n)"})
+	l := startLab(t, map[string]string{p: nb}, map[string]string{"bench": p}, "")
+	off := l.watch(t, "notebooks: {bench: \""+p+"\"}\nnotifications: {debounce: 0s}\n")
+	subs := map[string]*goClient{"default": l.subs[0], "off": dialGo(t, off.mcpURL(), true)}
+	subs["off"].subscribe("notebook://bench")
+	l.do(t, map[string]any{"op": "open", "page": "ann", "path": p})
+	l.samePage(t, "bench", "ann", p)
+	room := l.roomKey(t, p)
+
+	// What the agents see while the person types: every notification, and reads of the
+	// cell back to back.
+	stop := make(chan struct{})
+	type collected struct {
+		name  string
+		notes []note
+	}
+	notesCh := make(chan collected)
+	for name, c := range subs {
+		flushNotes(c)
+		go func() {
+			var all []note
+			for {
+				select {
+				case <-stop:
+					notesCh <- collected{name, all}
+					return
+				default:
+				}
+				if n, ok := timedNote(c, 100*time.Millisecond); ok && n.uri == "notebook://bench" {
+					all = append(all, n)
+				}
+			}
+		}()
+	}
+	type read struct {
+		at     time.Time
+		source string
+	}
+	readsCh := make(chan []read)
+	reader := dialGo(t, l.sc.mcpURL(), true)
+	go func() {
+		var all []read
+		tick := time.NewTicker(10 * time.Millisecond) // the reads' sampling interval: the measure's resolution
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				readsCh <- all
+				return
+			case <-tick.C:
+			}
+			text, err := reader.tryRead(cellURI("bench", "b-1"))
+			var c servedCell
+			if err == nil && json.Unmarshal([]byte(text), &c) == nil {
+				all = append(all, read{time.Now(), c.Source})
+			}
+		}
+	}()
+
+	line := "total = total + 1  # the quick brown fox, é 日本 🎉\n"
+	per := time.Duration(delay+30) * time.Millisecond
+	n := int(dur / per)
+	text := string([]rune(strings.Repeat(line, n/len([]rune(line))+1))[:n])
+	start := time.Now()
+	keys := typed(l.do(t, map[string]any{"op": "type", "page": "ann", "path": p, "index": 0, "text": text, "delay": delay}))
+	typing := time.Since(start)
+	l.samePage(t, "bench", "ann", p)
+
+	// Ctrl+Enter on the second cell, runs times: until its output reads the run's number.
+	var exec []time.Duration
+	for i := 1; i <= runs; i++ {
+		l.do(t, map[string]any{"op": "select", "page": "ann", "path": p, "index": 1})
+		at := typed(l.do(t, map[string]any{"op": "keys", "page": "ann", "keys": []string{"Control+Enter"}}))[0]
+		want := fmt.Sprintf("%d\n", i)
+		testutil.Eventually(t, testutil.Wait, "the run's output readable", func() bool {
+			_, body, err := readOutput(reader, cellURI("bench", "b-2")+"/outputs/0")
+			return err == nil && body == want
+		})
+		exec = append(exec, time.Since(at))
+		l.do(t, map[string]any{"op": "wait_idle", "page": "ann", "path": p})
+	}
+	time.Sleep(3 * time.Second) // observation window: the last flush (max_delay 2 s) arrives
+	close(stop)
+	got := map[string][]note{}
+	for range subs {
+		c := <-notesCh
+		got[c.name] = c.notes
+	}
+	reads := <-readsCh
+
+	// Keystroke i is in a read (or a row, or announced) once it came at or after it.
+	typedText := []rune(text)
+	after := func(times []time.Time) []time.Duration {
+		var lags []time.Duration
+		for _, k := range keys {
+			for _, at := range times {
+				if !at.Before(k) {
+					lags = append(lags, at.Sub(k))
+					break
+				}
+			}
+		}
+		return lags
+	}
+	var readLags []time.Duration
+	j := 0
+	for i, k := range keys {
+		prefix := string(typedText[:i+1])
+		for j < len(reads) && !strings.HasPrefix(reads[j].source, prefix) {
+			j++
+		}
+		if j == len(reads) {
+			t.Fatalf("no read contains key %d", i)
+		}
+		readLags = append(readLags, reads[j].at.Sub(k))
+	}
+	rowTimes := l.rowsSince(t, room, keys[0])
+	report := func(what string, lags []time.Duration) {
+		if len(lags) == 0 {
+			t.Errorf("%s: nothing measured", what)
+			return
+		}
+		p50, p99 := percentiles(lags)
+		t.Logf("LAG %s: p50 %v p99 %v max %v (%d)", what, p50.Round(time.Millisecond), p99.Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
+	}
+	t.Logf("typed %d keys in %v (%.1f keys/s); %d reads", len(keys), typing.Round(time.Millisecond), float64(len(keys))/typing.Seconds(), len(reads))
+	report("keystroke → store row (commit, the lower bound)", after(rowTimes))
+	for _, name := range []string{"default", "off"} {
+		var ts []time.Time
+		for _, n := range got[name] {
+			ts = append(ts, n.at)
+		}
+		report(fmt.Sprintf("keystroke → notifications/resources/updated (debounce %s, %d notifications)", name, len(ts)), after(ts))
+	}
+	report("keystroke → resources/read containing it", readLags)
+	report("Ctrl+Enter → output resource readable", exec)
+}
