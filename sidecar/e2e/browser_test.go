@@ -590,14 +590,7 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 	if raceBuild {
 		t.Skip("a timing measurement: run it without -race")
 	}
-	dur := 60 * time.Second
-	if v := os.Getenv("BROWSER_BENCH_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dur = d
-	}
+	dur := envDuration(t, "BROWSER_BENCH_DURATION", 60*time.Second)
 	const p, runs, delay = "bench.ipynb", 10, 120 // delay: ms between keys, about 6 keys/s with the key itself
 	nb := jupytertest.NotebookJSON([2]string{"b-1", ""}, [2]string{"b-2", "n = globals().get('n', 0) + 1\nprint(n)"})
 	l := startLab(t, map[string]string{p: nb}, map[string]string{"bench": p}, "")
@@ -735,4 +728,18 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 	}
 	report("keystroke → resources/read containing it", readLags)
 	report("Ctrl+Enter → output resource readable", exec)
+}
+
+// envDuration is the duration the environment variable name holds, or dflt.
+func envDuration(t *testing.T, name string, dflt time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return dflt
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
 }
