@@ -756,3 +756,35 @@ func eventsOf(c consumer, path string) string {
 	}
 	return b.String()
 }
+
+// TestRenderedMatches holds the comparison of an output resource with what JupyterLab
+// rendered: each kind agrees with itself and disagrees with a changed copy.
+func TestRenderedMatches(t *testing.T) {
+	png := "data:image/png;base64," + tinyPNG
+	other := "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("not the png"))
+	cases := []struct {
+		name, pageMime, text string
+		img                  *string
+		mime, body           string
+		ok                   bool
+	}{
+		{"stream", "application/vnd.jupyter.stdout", "héllo\n", nil, "text/plain", "héllo\n", true},
+		{"stream differs", "application/vnd.jupyter.stdout", "héllo\n", nil, "text/plain", "hello\n", false},
+		{"error", "application/vnd.jupyter.stderr", "ZeroDivisionError: division by zero", nil, "application/vnd.jupyter.error+json",
+			`{"ename":"ZeroDivisionError","evalue":"division by zero","traceback":[]}`, true},
+		{"error differs", "application/vnd.jupyter.stderr", "ZeroDivisionError: division by zero", nil, "application/vnd.jupyter.error+json",
+			`{"ename":"ValueError","evalue":"division by zero","traceback":[]}`, false},
+		{"value", "text/plain", "42", nil, "text/plain", "42", true},
+		{"value differs", "text/plain", "42", nil, "text/plain", "43", false},
+		{"image", "image/png", "", &png, "image/png", tinyPNG, true},
+		{"image bytes differ", "image/png", "", &other, "image/png", tinyPNG, false},
+		{"other type than JupyterLab's", "text/html", "bold", nil, "text/plain", "bold", false},
+		{"html", "text/html", "bold", nil, "text/html", "<b>bold</b>", true},
+	}
+	for _, c := range cases {
+		msg := renderedMatches(c.pageMime, c.text, c.img, c.mime, c.body)
+		if (msg == "") != c.ok {
+			t.Errorf("%s: %q, want agreement %v", c.name, msg, c.ok)
+		}
+	}
+}
