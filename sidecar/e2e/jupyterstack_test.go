@@ -34,6 +34,13 @@ type stack struct {
 // store, file id database, root directory and names.
 func startStack(t *testing.T, o jupytertest.Options, names map[string]string) *stack {
 	t.Helper()
+	return startStackWith(t, o, names, "")
+}
+
+// startStackWith is startStack with more sidecar configuration (YAML, top-level keys
+// other than store, fileid, notebooks and server).
+func startStackWith(t *testing.T, o jupytertest.Options, names map[string]string, extra string) *stack {
+	t.Helper()
 	srv := jupytertest.Start(t, o)
 	var nbs []string
 	for n, p := range names {
@@ -45,7 +52,7 @@ func startStack(t *testing.T, o jupytertest.Options, names map[string]string) *s
   sqlite: {path: %q}
 fileid: {db_path: %q, root_dir: %q}
 notebooks: {%s}
-`, srv.StorePath, srv.FileIDPath, srv.Root, strings.Join(nbs, ", "))
+%s`, srv.StorePath, srv.FileIDPath, srv.Root, strings.Join(nbs, ", "), extra)
 	s := &stack{srv: srv, sc: launch(t, t.TempDir(), cfg, "serve"), py: srv.Client(), names: names}
 	var uris []string
 	for n := range names {

@@ -115,6 +115,9 @@ func Start(t testing.TB, o Options) *Server {
 	for p, nb := range o.Notebooks {
 		s.WriteFile(p, nb)
 	}
+	if o.Lab {
+		s.labSettings()
+	}
 	if o.CheckpointInterval > 0 {
 		py := fmt.Sprintf("from jupyter_server_ydoc.stores import SQLiteYStore\n\n\n"+
 			"class Store(SQLiteYStore):\n    checkpoint_interval = %d\n", o.CheckpointInterval)
@@ -177,6 +180,9 @@ func (s *Server) args() []string {
 	}
 	if o.CheckpointInterval > 0 {
 		a = append(a, "--YDocExtension.ystore_class=jupytertest_ystore.Store")
+	}
+	if o.Lab {
+		a = append(a, "--LabApp.expose_app_in_browser=True") // window.jupyterapp, for the browser driver
 	}
 	return a
 }
@@ -338,9 +344,20 @@ func (s *Server) Client() *Client {
 // websocket; it ends when the test ends.
 func Connect(t testing.TB, url, token string) *Client {
 	t.Helper()
+	return process(t, exec.Command(Need(t), testdata("jupyter", "client.py"), "--url", url, "--token", token))
+}
+
+// testdata is the path of a file under the repository's testdata/.
+func testdata(elem ...string) string {
 	_, self, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "jupyter", "client.py")
-	c := &Client{t: t, cmd: exec.Command(Need(t), script, "--url", url, "--token", token)}
+	return filepath.Join(append([]string{filepath.Dir(self), "..", "..", "..", "testdata"}, elem...)...)
+}
+
+// process starts cmd, a client speaking JSON lines whose first line says it is ready;
+// it ends when the test ends.
+func process(t testing.TB, cmd *exec.Cmd) *Client {
+	t.Helper()
+	c := &Client{t: t, cmd: cmd}
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
