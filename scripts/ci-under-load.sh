@@ -6,7 +6,7 @@
 #   scripts/ci-under-load.sh [RUNS] [LOADERS]    # defaults: 5 runs, 2 busy loops
 #
 # The busy loops are this script's own children, ended by PID when it exits. Each run's
-# log is kept in the printed directory.
+# log is kept in the printed directory, and a failed run's clone too.
 set -euo pipefail
 runs=${1:-5}
 loaders=${2:-2}
@@ -34,7 +34,8 @@ for i in $(seq "$runs"); do
 		failures=$((failures + 1))
 	fi
 	echo "run $i: $result in $(($(date +%s) - t0))s (load average $(cut -d' ' -f1-3 /proc/loadavg); $(grep -E '^packages:' "$out/run-$i.log" || true))"
-	rm -rf "$clone"
+	# A failed run's clone stays (a fuzz target's failing input is written into it).
+	[ "$result" = FAIL ] || rm -rf "$clone"
 done
 echo "$((runs - failures)) passed, $failures failed"
 [ "$failures" = 0 ]
