@@ -28,8 +28,7 @@ type Stats struct {
 	mu      sync.Mutex
 	counts  map[string]counts // path → counts
 	changes int               // change sets seen since start
-	cancel  context.CancelFunc
-	done    chan struct{}
+	worker  extensions.Worker
 }
 
 type counts struct {
@@ -70,13 +69,10 @@ func (s *Stats) Capabilities() ([]extensions.Capability, error) {
 // Start counts every notebook, then follows change sets until Stop.
 func (s *Stats) Start(ctx context.Context) error {
 	sub := s.host.Subscribe() // subscribe first: no change between the count and the loop is missed
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
 	for _, nb := range s.host.Library().Notebooks() {
 		s.count(nb.Path)
 	}
-	go func() {
-		defer close(s.done)
+	s.worker.Go(ctx, func(ctx context.Context) {
 		defer sub.Close()
 		for {
 			changes, err := sub.Next(ctx)
@@ -93,24 +89,13 @@ func (s *Stats) Start(ctx context.Context) error {
 			s.changes += len(changes)
 			s.mu.Unlock()
 		}
-	}()
+	})
 	s.host.Logger().Info("stats started", "notebooks", len(s.counts))
 	return nil
 }
 
 // Stop ends the goroutine Start started.
-func (s *Stats) Stop(ctx context.Context) error {
-	if s.cancel == nil {
-		return nil
-	}
-	s.cancel()
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Stats) Stop(ctx context.Context) error { return s.worker.Stop(ctx) }
 
 // count recounts the notebook at path from an immutable snapshot.
 func (s *Stats) count(path string) {

@@ -39,9 +39,7 @@ type Extension struct {
 	timeout time.Duration
 	index   *Index
 	ready   chan struct{} // closed once every notebook was indexed at start
-
-	cancel context.CancelFunc
-	done   chan struct{}
+	worker  extensions.Worker
 }
 
 // New builds the extension. Options: timeout (a duration, default 2s).
@@ -91,29 +89,15 @@ func (e *Extension) Register(s *extensions.Surface) error {
 // sets, until Stop or the server stops.
 func (e *Extension) Start(ctx context.Context) error {
 	sub := e.host.Subscribe() // before the first scan: nothing changes unseen
-	ctx, e.cancel = context.WithCancel(ctx)
-	e.done = make(chan struct{})
-	go func() {
-		defer close(e.done)
+	e.worker.Go(ctx, func(ctx context.Context) {
 		defer sub.Close()
 		e.run(ctx, sub)
-	}()
+	})
 	return nil
 }
 
 // Stop ends the indexing goroutine.
-func (e *Extension) Stop(ctx context.Context) error {
-	if e.cancel == nil {
-		return nil
-	}
-	e.cancel()
-	select {
-	case <-e.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (e *Extension) Stop(ctx context.Context) error { return e.worker.Stop(ctx) }
 
 func (e *Extension) run(ctx context.Context, sub *extensions.Subscription) {
 	start, cells := time.Now(), 0
