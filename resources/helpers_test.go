@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -179,6 +180,23 @@ func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running
 	})
 	t.Cleanup(r.stop)
 	return r
+}
+
+// serving returns once the server answers HTTP: Run has started serving (a request
+// waits for its accept), so its goroutines are counted in a baseline taken next.
+func (r *running) serving(t testing.TB) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Close = true // no idle connection left behind
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the server does not answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 }
 
 // goClient is an mcp-go client with every notification it receives.

@@ -170,6 +170,7 @@ func TestNodeDrivers(t *testing.T) {
 			lib := newLibrary(t, testPath)
 			reg := prometheus.NewRegistry()
 			r := startServer(t, Config{SessionGrace: 200 * time.Millisecond}, lib, WithRegisterer(reg))
+			r.serving(t) // a baseline taken before Run started its goroutines would be too low
 			baseGoroutines := settledGoroutines()
 			n := startNode(t, d.script, r.url, "--name", "work", "--path", testPath,
 				"--subscribe", "notebook://work", "--subscribe", "notebook://work/cells/c1")

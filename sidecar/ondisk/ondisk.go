@@ -31,6 +31,7 @@ const (
 	DefaultMaxWatchedDirs = 256
 	DefaultMaxFileBytes   = 32 << 20
 	DefaultCoalesce       = 100 * time.Millisecond
+	DefaultGoneAfter      = 2 * time.Second
 )
 
 // ErrTooLarge is wrapped by the error of a file larger than Config.MaxFileBytes.
@@ -44,6 +45,7 @@ type Config struct {
 	MaxFileBytes   int64         // larger files are not read
 	FSNotify       bool          // false: poll every file
 	Coalesce       time.Duration // quiet time after a file's last event before it is read
+	GoneAfter      time.Duration // how long a file stays missing before it is reported gone
 }
 
 func (c Config) withDefaults() Config {
@@ -58,6 +60,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Coalesce <= 0 {
 		c.Coalesce = DefaultCoalesce
+	}
+	if c.GoneAfter <= 0 {
+		c.GoneAfter = DefaultGoneAfter
 	}
 	return c
 }
@@ -96,11 +101,12 @@ type stat struct {
 type run struct {
 	*Watcher
 	ctx     context.Context
-	rootDir string            // the root, absolute
-	fsw     *fsnotify.Watcher // nil: polling only
-	known   map[string]stat   // path → as last read (zero: not readable)
-	watched map[string]bool   // directories watched with fsnotify
-	pending map[string]time.Time
+	rootDir string               // the root, absolute
+	fsw     *fsnotify.Watcher    // nil: polling only
+	known   map[string]stat      // path → as last read (zero: not readable)
+	watched map[string]bool      // directories watched with fsnotify
+	pending map[string]time.Time // path → when to check it
+	missing map[string]time.Time // path → when it was first found missing, not yet reported gone
 }
 
 // Run watches until ctx is done; it returns nil then.
@@ -109,7 +115,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs // event names are absolute
 	}
-	r := &run{Watcher: w, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}}
+	r := &run{Watcher: w, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}}
 	var events chan fsnotify.Event
 	var errs chan error
 	if w.cfg.FSNotify {
@@ -132,6 +138,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			r.sync()
+			if next, ok := r.flush(time.Now()); ok {
+				coalesce.Reset(next)
+			}
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -149,6 +158,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.log.Warn("notebook file events lost; checking every file", "err", err)
 			for p := range r.known {
 				r.check(p)
+			}
+			if next, ok := r.flush(time.Now()); ok {
+				coalesce.Reset(next)
 			}
 		case <-coalesce.C:
 			if next, ok := r.flush(time.Now()); ok {
@@ -171,6 +183,7 @@ func (r *run) sync() {
 		if !want[p] {
 			delete(r.known, p)
 			delete(r.pending, p)
+			delete(r.missing, p)
 		}
 	}
 	added := r.watchDirs(dirs)
@@ -234,28 +247,51 @@ func (r *run) event(ev fsnotify.Event) bool {
 // flush checks the pending files whose quiet time is over; it returns how long until the
 // next is due, if any is left.
 func (r *run) flush(now time.Time) (time.Duration, bool) {
-	var next time.Time
-	for p, due := range r.pending {
-		if !due.After(now) {
-			delete(r.pending, p)
-			r.check(p)
-		} else if next.IsZero() || due.Before(next) {
-			next = due
+	var due []string
+	for p, at := range r.pending {
+		if !at.After(now) {
+			due = append(due, p)
 		}
 	}
-	return next.Sub(now), !next.IsZero()
+	for _, p := range due {
+		delete(r.pending, p)
+		r.check(p) // may pend p again: a file missing for less than GoneAfter
+	}
+	var next time.Time
+	for _, at := range r.pending {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return max(next.Sub(now), 0), !next.IsZero()
 }
 
 // check reads the file of p if it changed since it was last read, and reports it; a file
-// read before that no longer exists is reported gone, once. One never seen is not: a
-// sidecar that cannot see the notebooks' files serves the store alone.
+// read before that no longer exists is reported gone, once, when it has stayed missing
+// for GoneAfter (a rename shows the old path missing until the room's path follows, and
+// some editors delete a file before writing it again). One never seen is not: a sidecar
+// that cannot see the notebooks' files serves the store alone.
 func (r *run) check(p string) {
 	old, seen := r.known[p]
 	f, st, err := r.read(p, old, seen)
 	r.known[p] = st
+	if !errors.Is(err, fs.ErrNotExist) {
+		delete(r.missing, p)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if seen && old != (stat{}) && old != gone {
+			now := time.Now()
+			since, ok := r.missing[p]
+			if !ok {
+				since, r.missing[p] = now, now
+			}
+			if now.Sub(since) < r.cfg.GoneAfter {
+				r.known[p] = old // still the file last read, until GoneAfter is over
+				r.pending[p] = since.Add(r.cfg.GoneAfter)
+				return
+			}
+			delete(r.missing, p)
 			r.changed(r.ctx, File{Path: p, Gone: true})
 		}
 		if seen && old != (stat{}) {

@@ -21,12 +21,27 @@ func nbJSON(src string) string {
 type recorder struct {
 	mu    sync.Mutex
 	files []File
+	at    []time.Time // when each was reported
 }
 
 func (r *recorder) add(_ context.Context, f File) {
 	r.mu.Lock()
 	r.files = append(r.files, f)
+	r.at = append(r.at, time.Now())
 	r.mu.Unlock()
+}
+
+// goneAt is when path p was last reported gone (zero: never).
+func (r *recorder) goneAt(p string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var at time.Time
+	for i, f := range r.files {
+		if f.Path == p && f.Gone {
+			at = r.at[i]
+		}
+	}
+	return at
 }
 
 // sources lists the first cell's source of each report for path p, "-" for a file gone.
@@ -116,6 +131,47 @@ func TestWatch(t *testing.T) {
 			expect(t, rec, "a/x.ipynb", "one", "two", "-")
 			write(t, filepath.Join(root, "a", "x.ipynb"), nbJSON("three"))
 			expect(t, rec, "a/x.ipynb", "one", "two", "-", "three")
+		})
+	}
+}
+
+// TestGoneAfter: a file is reported gone only once it has stayed missing for GoneAfter,
+// so a file deleted and written again meanwhile (an editor's save, the moment of a
+// rename) is never reported gone; with fsnotify and with polling.
+func TestGoneAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"fsnotify", Config{FSNotify: true, PollInterval: time.Hour}},
+		{"polling", Config{FSNotify: false, PollInterval: 20 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			x, y := filepath.Join(root, "x.ipynb"), filepath.Join(root, "y.ipynb")
+			write(t, x, nbJSON("one"))
+			write(t, y, nbJSON("uno"))
+			cfg := tc.cfg
+			cfg.Root, cfg.Coalesce, cfg.GoneAfter = root, 10*time.Millisecond, 500*time.Millisecond
+			rec := start(t, cfg, "x.ipynb", "y.ipynb")
+			expect(t, rec, "x.ipynb", "one")
+			expect(t, rec, "y.ipynb", "uno")
+
+			removed := time.Now()
+			if err := os.Remove(x); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, rec, "x.ipynb", "one", "-")
+			if d := rec.goneAt("x.ipynb").Sub(removed); d < cfg.GoneAfter {
+				t.Errorf("gone reported %v after the removal, before GoneAfter (%v)", d, cfg.GoneAfter)
+			}
+
+			if err := os.Remove(y); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // stimulus: the file stays missing for longer than Coalesce
+			write(t, y, nbJSON("dos"))
+			expect(t, rec, "y.ipynb", "uno", "dos") // and never "-" before "dos"
 		})
 	}
 }
