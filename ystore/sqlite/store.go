@@ -27,6 +27,12 @@ const chunkBytes = 256 << 10
 // bounds alone let a backlog of small rows hold the writer's lock for milliseconds.
 const txBudget = 2 * time.Millisecond
 
+// minTxRows is how many rows a read transaction reads before txBudget can end it: on a
+// starved machine the scheduler alone can use up the budget, and one row per transaction
+// (two queries and a delivery each) left a flood of 1,500 rows unread after 30 s. 64 small
+// rows are a fraction of a millisecond of the reader's own work.
+const minTxRows = 64
+
 // fingerprint identifies one stored row, to notice when its rowid is reused.
 type fingerprint struct {
 	room      string
@@ -273,7 +279,7 @@ func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKe
 
 // rowsAfter returns up to limit rows with after < rowid <= upTo (upTo < 0: no bound) in
 // rowid order, stopping early once chunkBytes of updates are read or the transaction has
-// run for txBudget (after at least one row); more reports whether
+// run for txBudget (after at least minTxRows rows); more reports whether
 // rows may remain; dv is the data version they were read at. When check is set, it first
 // verifies in the same transaction that the row at after still has fingerprint fp, and
 // reports ok false (and no rows) if not.
@@ -321,7 +327,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 				return err
 			}
 			rows = append(rows, r)
-			if size += len(r.Update); size >= chunkBytes || time.Since(start) >= txBudget {
+			if size += len(r.Update); size >= chunkBytes || len(rows) >= minTxRows && time.Since(start) >= txBudget {
 				more = true
 				return nil
 			}
