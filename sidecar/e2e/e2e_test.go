@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -94,7 +95,22 @@ func eventuallyJSON(t *testing.T, what string, read func() string, want []byte) 
 	t.Helper()
 	var got string
 	testutil.Eventually(t, testutil.Wait, what, func() bool { got = read(); return jsonSame(got, want) },
-		func() string { return fmt.Sprintf("got %.2000s\nwant %.2000s", got, want) })
+		func() string { return jsonDiff(got, want) })
+}
+
+// jsonDiff shows where got and want (compact JSON) first differ, with some context.
+func jsonDiff(got string, want []byte) string {
+	var g, w bytes.Buffer
+	if json.Compact(&g, []byte(got)) != nil || json.Compact(&w, want) != nil {
+		return fmt.Sprintf("got %.2000s\nwant %.2000s", got, want)
+	}
+	a, b := g.String(), w.String()
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(i-300, 0)
+	return fmt.Sprintf("%d and %d bytes, first difference at byte %d:\n got …%.1500s\nwant …%.1500s", len(a), len(b), i, a[from:], b[from:])
 }
 
 // tryReadText returns a read of uri by g for eventuallyJSON: the text, or what went wrong.
