@@ -57,8 +57,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"},
 		resources.WithListener(ln),
 		resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		resources.WithRegisterer(reg),
-		resources.WithHandler("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })))
+		resources.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,8 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
+	healthz := resources.Route{Pattern: "GET /healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	go func() { done <- srv.Run(ctx, healthz) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -76,7 +76,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	}()
 	base := "http://" + ln.Addr().String()
 
-	// The extra handler is mounted outside the endpoint's authentication.
+	// The route given to Run is mounted outside the endpoint's authentication.
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)

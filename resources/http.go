@@ -40,14 +40,13 @@ const codeTooManySessions = -32011
 const postDrainWait = time.Second
 
 // httpTransport serves Streamable HTTP: the SDK's handler wrapped in the
-// endpoint's middleware, the extra handlers beside it (/healthz, /readyz,
+// endpoint's middleware, the routes Run puts beside it (/healthz, /readyz,
 // /metrics), and the bookkeeping of 2025-11-25 sessions and long-lived streams.
 type httpTransport struct {
 	s        *Server
 	sdk      *server.StreamableHTTPServer
 	endpoint http.Handler
 	listener net.Listener // nil: listen on Config.Listen
-	extra    map[string]http.Handler
 	sessions *sessionIDs
 	streams  *streamSet
 	orphans  *orphanTimers
@@ -57,9 +56,9 @@ type httpTransport struct {
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
 // recover → origin → CORS → bearer auth → body limit → stream/POST tracking →
 // resources/read patching → mcp-go.
-func newHTTP(s *Server, ln net.Listener, extra map[string]http.Handler, reg prometheus.Registerer) (*httpTransport, error) {
+func newHTTP(s *Server, ln net.Listener, reg prometheus.Registerer) (*httpTransport, error) {
 	t := &httpTransport{
-		s: s, listener: ln, extra: extra,
+		s: s, listener: ln,
 		sessions: newSessionIDs(s.cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
@@ -105,8 +104,9 @@ func (t *httpTransport) sessionStarted(sess server.ClientSession) {
 
 func (t *httpTransport) sessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
 
-// serve serves the endpoint and the extra handlers until ctx is done.
-func (t *httpTransport) serve(ctx context.Context) error {
+// serve serves the endpoint and the routes beside it until ctx is done; mounted,
+// it has no listener: it ends the sessions once ctx is done.
+func (t *httpTransport) serve(ctx context.Context, beside []Route) error {
 	cfg := t.s.cfg
 	if cfg.Transport == TransportMounted {
 		<-ctx.Done()
@@ -117,8 +117,8 @@ func (t *httpTransport) serve(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(cfg.Path, t.endpoint)
-	for pattern, h := range t.extra {
-		mux.Handle(pattern, h)
+	for _, r := range beside {
+		mux.Handle(r.Pattern, r.Handler)
 	}
 	ln := t.listener
 	if ln == nil {

@@ -103,7 +103,6 @@ type options struct {
 	log        *slog.Logger
 	registerer prometheus.Registerer
 	listener   net.Listener
-	extra      map[string]http.Handler
 	stdin      io.Reader
 	stdout     io.Writer
 }
@@ -121,12 +120,6 @@ func WithRegisterer(r prometheus.Registerer) Option {
 
 // WithListener serves HTTP on l instead of listening on Config.Listen.
 func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
-
-// WithHandler mounts h at pattern on the HTTP listener, outside the MCP
-// endpoint's authentication (for /healthz, /readyz, /metrics).
-func WithHandler(pattern string, h http.Handler) Option {
-	return func(o *options) { o.extra[pattern] = h }
-}
 
 // WithStdio sets the streams of the stdio transport (default os.Stdin, os.Stdout).
 func WithStdio(in io.Reader, out io.Writer) Option {
@@ -146,7 +139,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid mcp config: %w", err)
 	}
-	o := options{log: slog.Default(), extra: map[string]http.Handler{}, stdin: os.Stdin, stdout: os.Stdout}
+	o := options{log: slog.Default(), stdin: os.Stdin, stdout: os.Stdout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -179,7 +172,7 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	s.mcp = s.newMCP(surface)
 	if cfg.Transport == TransportStdio {
 		s.transport = newStdio(s, o.stdin, o.stdout)
-	} else if s.transport, err = newHTTP(s, o.listener, o.extra, o.registerer); err != nil {
+	} else if s.transport, err = newHTTP(s, o.listener, o.registerer); err != nil {
 		return nil, err
 	}
 	if err := promreg.Register(o.registerer, append(s.subs.Collectors(), s.metrics.collectors()...)...); err != nil {
@@ -349,10 +342,20 @@ func (s *Server) publish(ev publish.Event) {
 	}
 }
 
+// Route is a handler the HTTP listener serves at Pattern beside the MCP endpoint,
+// outside its authentication (/healthz, /readyz, /metrics).
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
 // Run loads the bindings, starts the publisher and extensions, and serves the
-// configured transport until ctx is done or the transport ends (the stdio
-// client closed its input), then drains within DrainTimeout.
-func (s *Server) Run(ctx context.Context) error {
+// configured transport, with beside on its HTTP listener (the stdio and mounted
+// transports have none), until ctx is done or the transport ends (the stdio
+// client closed its input), then drains within DrainTimeout. The routes are
+// given here rather than to New so that they can read the server (/readyz: its
+// publisher's health).
+func (s *Server) Run(ctx context.Context, beside ...Route) error {
 	defer s.markLoaded()
 	switch err := s.names.Load(); {
 	case errors.Is(err, names.ErrStateFile):
@@ -377,7 +380,7 @@ func (s *Server) Run(ctx context.Context) error {
 	gctx, served := context.WithCancel(gctx) // the transport done (stdio input closed), the rest stops
 	defer served()
 	g.Go(func() error { return s.publisher.Run(gctx) })
-	g.Go(func() error { defer served(); return s.transport.serve(gctx) })
+	g.Go(func() error { defer served(); return s.transport.serve(gctx, beside) })
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

@@ -60,11 +60,11 @@ func (t *stdioTransport) sessionStarted(sess server.ClientSession) {
 
 func (*stdioTransport) sessionEnded(string) {}
 
-// serve serves newline-delimited JSON-RPC on the stdio streams until ctx is
-// done or the input ends. Each message is handled concurrently (a
+// serve serves newline-delimited JSON-RPC on the stdio streams (no listener:
+// nothing beside) until ctx is done or the input ends. Each message is handled concurrently (a
 // subscriptions/listen request lasts as long as its stream); responses and
 // notifications are written whole, one per line.
-func (t *stdioTransport) serve(ctx context.Context) error {
+func (t *stdioTransport) serve(ctx context.Context, _ []Route) error {
 	s := t.s
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

@@ -12,8 +12,9 @@ import (
 // mcpTransport serves the MCP server to its clients: Streamable HTTP (httpTransport)
 // or newline-delimited JSON-RPC on stdio (stdioTransport).
 type mcpTransport interface {
-	// serve serves until ctx is done, then drains within Config.DrainTimeout.
-	serve(ctx context.Context) error
+	// serve serves, with beside on an HTTP listener of its own, until ctx is done,
+	// then drains within Config.DrainTimeout.
+	serve(ctx context.Context, beside []Route) error
 	// sessionStarted records a new SDK session with the subscriber registry.
 	sessionStarted(sess server.ClientSession)
 	// sessionEnded is told that the SDK dropped a session.

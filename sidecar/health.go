@@ -12,8 +12,14 @@ import (
 type Health struct {
 	status       func() ystore.Status
 	degraded     func() []string
+	publisher    Publisher // nil: none
 	lagThreshold time.Duration
-	publisher    func() error // nil while the configured publisher delivers; nil func: none
+}
+
+// Publisher reports the health of the configured publisher; resources.Server is one.
+type Publisher interface {
+	// PublisherHealth is nil while the publisher delivers changes.
+	PublisherHealth() error
 }
 
 // Readiness is the body of /readyz.
@@ -28,9 +34,10 @@ type Readiness struct {
 	Reasons       []string `json:"reasons,omitempty"`
 }
 
-// NewHealth returns probes over the tailer's status and the degraded rooms.
-func NewHealth(status func() ystore.Status, degraded func() []string, lagThreshold time.Duration) *Health {
-	return &Health{status: status, degraded: degraded, lagThreshold: lagThreshold}
+// NewHealth returns probes over the tailer's status, the degraded rooms and the
+// publisher (nil for none).
+func NewHealth(status func() ystore.Status, degraded func() []string, publisher Publisher, lagThreshold time.Duration) *Health {
+	return &Health{status: status, degraded: degraded, publisher: publisher, lagThreshold: lagThreshold}
 }
 
 // Check computes readiness now.
@@ -56,7 +63,7 @@ func (h *Health) Check() Readiness {
 		r.Reasons = append(r.Reasons, "rooms degraded by undecodable rows")
 	}
 	if h.publisher != nil {
-		if err := h.publisher(); err != nil {
+		if err := h.publisher.PublisherHealth(); err != nil {
 			r.Publisher = err.Error()
 			r.Reasons = append(r.Reasons, "the publisher is failing every delivery: nobody is being told of changes")
 		}

@@ -53,7 +53,7 @@ type hub struct {
 
 	mu      sync.Mutex
 	tenants map[string]*tenant
-	wg      sync.WaitGroup // tenants' goroutines
+	wg      sync.WaitGroup // tenants' goroutines and releases
 }
 
 // tenant is one active user's instance.
@@ -208,7 +208,7 @@ func (h *hub) start(user string) (*tenant, error) {
 	begin := time.Now()
 	log := h.log.With("tenant", tenantID(user))
 	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, func(*Health) []resources.Option { return nil }, h.shared); err != nil {
+	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, h.shared); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -220,33 +220,23 @@ func (h *hub) start(user string) (*tenant, error) {
 		defer h.wg.Done()
 		defer close(t.done)
 		defer t.in.close()
-		if err := t.in.run(ctx); err != nil {
+		if err := t.in.run(ctx, nil); err != nil {
 			log.Error("user instance stopped", "err", err)
 		}
 	}()
 	go func() {
 		defer h.wg.Done()
 		defer close(t.loaded)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			// Served once the store's first read is done and the user's names are loaded.
-			st := t.in.tailer.Status()
+		// Served once the user's names are loaded and the store's first read is done.
+		for _, ready := range []<-chan struct{}{t.in.srv.Loaded(), t.in.tailer.FirstRead()} {
 			select {
-			case <-t.in.srv.Loaded():
-				if !st.LastReadAt.IsZero() || !st.LastErrorAt.IsZero() {
-					h.m.loadSeconds.Observe(time.Since(begin).Seconds())
-					return
-				}
-			default:
-			}
-			select {
-			case <-tick.C:
+			case <-ready:
 			case <-t.done:
 				t.err = errors.New("the user's instance stopped while loading")
 				return
 			}
 		}
+		h.m.loadSeconds.Observe(time.Since(begin).Seconds())
 	}()
 	return t, nil
 }
@@ -339,7 +329,9 @@ func (h *hub) release(ts []*tenant) {
 	for _, t := range ts {
 		t.cancel()
 	}
+	h.wg.Add(1) // closeAll waits for it
 	go func() {
+		defer h.wg.Done()
 		for _, t := range ts {
 			<-t.done
 			h.m.retire(t.reg)
@@ -348,7 +340,7 @@ func (h *hub) release(ts []*tenant) {
 	}()
 }
 
-// closeAll stops every tenant and waits for them.
+// closeAll stops every tenant and waits for them and for the releases under way.
 func (h *hub) closeAll() {
 	h.mu.Lock()
 	for user, t := range h.tenants {

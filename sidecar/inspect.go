@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 )
@@ -28,7 +29,7 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
-	rooms := NewRooms(log, resolver, NewMetrics(nil, nil), Notify{})
+	rs := rooms.New(rooms.Config{Log: log, Resolver: resolver}).Writer(nil)
 	if target != "" {
 		// Decode only the room the target names, when its key or the file id database
 		// says which one it is; else every room (the path is in the document itself).
@@ -36,19 +37,19 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 			events = one
 		}
 	}
-	if err := rooms.Sink(ctx, events); err != nil {
+	if err := rs.Sink(ctx, events); err != nil {
 		return err
 	}
 	if target == "" {
-		return writeRooms(w, rooms.Infos())
+		return writeRooms(w, rs.Infos())
 	}
 	p := target
-	for _, ri := range rooms.Infos() {
+	for _, ri := range rs.Infos() {
 		if ri.FileID == target && ri.Kind == ystore.KindNotebook.String() {
 			p = ri.Path
 		}
 	}
-	snap, err := rooms.Notebook(p)
+	snap, err := rs.Notebook(p)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func roomOf(ctx context.Context, events []ystore.Event, target string, resolver 
 	return nil
 }
 
-func writeRooms(w io.Writer, infos []RoomInfo) error {
+func writeRooms(w io.Writer, infos []rooms.Info) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROOM\tKIND\tFILE ID\tPATH\tROWS\tBAD ROWS")
 	for _, ri := range infos {

@@ -23,8 +23,8 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // pathRefresh is how often room paths are re-resolved, so renames are followed.
@@ -79,29 +79,31 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.stdin != nil || o.stdout != nil {
 		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
 	}
-	in, err := newInstance(cfg, log, reg, o.version, "", func(h *Health) []resources.Option {
-		if cfg.Server.MetricsListen != "" {
-			return extra
-		}
-		return append(extra,
-			resources.WithHandler("GET /healthz", h.Live()),
-			resources.WithHandler("GET /readyz", h.Ready()),
-			resources.WithHandler("GET /metrics", metricsHandler))
-	}, shared{})
+	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, extra...)
 	if err != nil {
 		return err
 	}
 	defer in.close()
 
+	// The probes are served by the MCP listener, or by a listener of their own.
+	probes := []resources.Route{
+		{Pattern: "GET /healthz", Handler: in.health.Live()},
+		{Pattern: "GET /readyz", Handler: in.health.Ready()},
+		{Pattern: "GET /metrics", Handler: metricsHandler},
+	}
+	var beside []resources.Route
+	if cfg.Server.MetricsListen == "" {
+		beside = probes
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
 	defer stop()
-	g.Go(func() error { defer stop(); return in.run(gctx) }) // the instance done (stdio input closed), all stops
+	g.Go(func() error { defer stop(); return in.run(gctx, beside) }) // the instance done (stdio input closed), all stops
 	if cfg.Server.MetricsListen != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /healthz", in.health.Live())
-		mux.Handle("GET /readyz", in.health.Ready())
-		mux.Handle("GET /metrics", metricsHandler)
+		for _, r := range probes {
+			mux.Handle(r.Pattern, r.Handler)
+		}
 		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mux, reg) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
@@ -115,7 +117,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 // one; hub mode one per active user.
 type instance struct {
 	tailer        ystore.Tailer
-	rooms         *Rooms
+	rooms         *rooms.Writer
 	deb           *debounce.Debouncer[string, change]
 	srv           *resources.Server
 	health        *Health
@@ -125,51 +127,57 @@ type instance struct {
 }
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
-// reg; srvOpts adds server options that need the instance's health. user is the hub
-// user the store belongs to ("" outside hub mode), named in every change event; sh is
-// what hub mode's users' tailers share. No I/O.
+// reg; opts are more server options (its listener, its stdio). user is the hub user
+// the store belongs to ("" outside hub mode), named in every change event; sh is what
+// hub mode's users' tailers share. No I/O. Each part is built from parts built before
+// it: the store, the file reader, the rooms (the server's library), the server, the
+// debouncer and the rooms' writer that tells them (docs/ARCHITECTURE.md, "Wiring").
 func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
-	srvOpts func(*Health) []resources.Option, sh shared) (*instance, error) {
+	sh shared, opts ...resources.Option) (*instance, error) {
 	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh)
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{tailer: tailer, closeResolver: closeResolver, drainTimeout: cfg.Server.DrainTimeout}
 	m := NewMetrics(reg, tailer.Status)
-	// Every notebook's changes, bound to a name or not, are debounced per path with
-	// their origin; the server turns each burst into one event for the publisher.
-	in.deb = debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay, mergeChange,
-		func(path string, c change) {
-			in.srv.NotebookChanged(path, c.ch, c.origin.publishOrigin(user))
-			m.changesFlushed.Inc() // after: a count seen means the change's URIs are settled
-		})
-	in.rooms = NewRooms(log, resolver, m, Notify{
-		Changed: func(path string, ch ynotebook.Changes, o Origin) { in.deb.Add(path, change{ch, o}) },
-		Moved: func(oldPath, newPath string) {
-			o, _ := in.rooms.Origin(newPath)
-			in.srv.NotebookMoved(oldPath, newPath, o.publishOrigin(user))
-		},
-	})
+	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: roomsMetrics{m}}
+	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
-		in.files = ondisk.New(ondisk.Config{
+		files = ondisk.New(ondisk.Config{
 			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
 			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
-		}, log, in.rooms.WatchPaths, in.rooms.ApplyFile)
-		in.rooms.readFile, in.rooms.exists = in.files.Read, in.files.Exists
+		}, log)
+		rc.Files = files
 	}
-	in.health = NewHealth(tailer.Status, in.rooms.Degraded, cfg.Store.LagThreshold)
-	in.health.publisher = func() error { return in.srv.PublisherHealth() }
-	opts := append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, srvOpts(in.health)...)
-	if in.srv, err = resources.New(serverConfig(cfg, version), in.rooms, opts...); err != nil {
+	set := rooms.New(rc)
+	opts = append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, opts...)
+	srv, err := resources.New(serverConfig(cfg, version), set, opts...)
+	if err != nil {
 		_ = closeResolver()
 		return nil, fmt.Errorf("mcp server: %w", err)
 	}
-	return in, nil
+	// Every notebook's changes, bound to a name or not, are debounced per path with
+	// their origin; the server turns each burst into one event for the publisher.
+	deb := debounce.New(cfg.Notifications.Debounce, cfg.Notifications.MaxDelay, mergeChange,
+		func(path string, c change) {
+			srv.NotebookChanged(path, c.ch, publishOrigin(c.origin, user))
+			m.changesFlushed.Inc() // after: a count seen means the change's URIs are settled
+		})
+	return &instance{
+		tailer:        tailer,
+		rooms:         set.Writer(announcer{deb: deb, srv: srv, user: user}),
+		deb:           deb,
+		srv:           srv,
+		health:        NewHealth(tailer.Status, set.Degraded, srv, cfg.Store.LagThreshold),
+		files:         files,
+		closeResolver: closeResolver,
+		drainTimeout:  cfg.Server.DrainTimeout,
+	}, nil
 }
 
-// run tails, debounces and serves until ctx is done or its MCP server ends, then stops
-// within the drain timeout (or returns ErrDrainTimeout).
-func (in *instance) run(ctx context.Context) error {
+// run tails, debounces and serves, with beside on the MCP server's HTTP listener, until
+// ctx is done or its MCP server ends, then stops within the drain timeout (or returns
+// ErrDrainTimeout).
+func (in *instance) run(ctx context.Context, beside []resources.Route) error {
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
 	defer stop()
@@ -180,10 +188,10 @@ func (in *instance) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return in.deb.Run(gctx) })
-	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
+	g.Go(func() error { defer stop(); return in.srv.Run(gctx, beside...) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
 	if in.files != nil {
-		g.Go(func() error { return in.files.Run(gctx) })
+		g.Go(func() error { return in.files.Run(gctx, in.rooms) })
 	}
 	return drain(gctx, in.drainTimeout, g.Wait)
 }
@@ -260,7 +268,7 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 }
 
 // refreshPaths re-resolves room paths until ctx is done.
-func refreshPaths(ctx context.Context, rooms *Rooms) {
+func refreshPaths(ctx context.Context, w *rooms.Writer) {
 	t := time.NewTicker(pathRefresh)
 	defer t.Stop()
 	for {
@@ -268,7 +276,7 @@ func refreshPaths(ctx context.Context, rooms *Rooms) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			rooms.RefreshPaths(ctx)
+			w.RefreshPaths(ctx)
 		}
 	}
 }

@@ -104,6 +104,10 @@ type Tailer interface {
 	Run(ctx context.Context, sink func(context.Context, []Event) error) error
 	// Status reports reachability, the last error and the lag.
 	Status() Status
+	// FirstRead is closed once the first read of the store has finished, whether it
+	// succeeded (its events applied by the sink, or returned by Load) or failed: what
+	// a caller waits on for the store to be loaded.
+	FirstRead() <-chan struct{}
 	// Load reads every room once, as Reset events in room order (for inspect and cold
 	// start); it does not need Run.
 	Load(ctx context.Context) ([]Event, error)

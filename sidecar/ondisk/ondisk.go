@@ -76,19 +76,25 @@ type File struct {
 	Gone     bool
 }
 
-// Watcher reports notebook files that changed. New builds it without I/O; Run watches.
-type Watcher struct {
-	cfg     Config
-	log     *slog.Logger
-	paths   func() []string
-	changed func(context.Context, File)
+// Notebooks are what a Watcher watches the files of.
+type Notebooks interface {
+	// WatchPaths lists the paths to watch, relative to the root; re-read every PollInterval.
+	WatchPaths() []string
+	// ApplyFile takes a file that is new to the watcher, changed since it was last read,
+	// or gone; it is called from Run's goroutine with Run's context.
+	ApplyFile(ctx context.Context, f File)
 }
 
-// New returns a watcher of the files of paths() (re-read every PollInterval), calling
-// changed with each file that is new to it, changed since it was last read, or gone, from
-// Run's goroutine with Run's context. No I/O.
-func New(cfg Config, log *slog.Logger, paths func() []string, changed func(context.Context, File)) *Watcher {
-	return &Watcher{cfg: cfg.withDefaults(), log: log, paths: paths, changed: changed}
+// Watcher reports notebook files that changed, and reads one on demand (Read, Exists).
+// New builds it without I/O; Run watches.
+type Watcher struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a watcher of the notebook files under cfg.Root. No I/O.
+func New(cfg Config, log *slog.Logger) *Watcher {
+	return &Watcher{cfg: cfg.withDefaults(), log: log}
 }
 
 // stat is what tells a file changed without reading it.
@@ -100,6 +106,7 @@ type stat struct {
 // run is the state of one Run.
 type run struct {
 	*Watcher
+	nbs     Notebooks
 	ctx     context.Context
 	rootDir string               // the root, absolute
 	fsw     *fsnotify.Watcher    // nil: polling only
@@ -109,13 +116,13 @@ type run struct {
 	missing map[string]time.Time // path → when it was first found missing, not yet reported gone
 }
 
-// Run watches until ctx is done; it returns nil then.
-func (w *Watcher) Run(ctx context.Context) error {
+// Run watches the files of nbs until ctx is done; it returns nil then.
+func (w *Watcher) Run(ctx context.Context, nbs Notebooks) error {
 	root := w.root()
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs // event names are absolute
 	}
-	r := &run{Watcher: w, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}}
+	r := &run{Watcher: w, nbs: nbs, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}}
 	var events chan fsnotify.Event
 	var errs chan error
 	if w.cfg.FSNotify {
@@ -175,7 +182,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (r *run) sync() {
 	want := map[string]bool{}
 	dirs := map[string]bool{}
-	for _, p := range r.paths() {
+	for _, p := range r.nbs.WatchPaths() {
 		want[p] = true
 		dirs[filepath.Dir(r.abs(p))] = true
 	}
@@ -292,7 +299,7 @@ func (r *run) check(p string) {
 				return
 			}
 			delete(r.missing, p)
-			r.changed(r.ctx, File{Path: p, Gone: true})
+			r.nbs.ApplyFile(r.ctx, File{Path: p, Gone: true})
 		}
 		if seen && old != (stat{}) {
 			r.known[p] = gone
@@ -302,7 +309,7 @@ func (r *run) check(p string) {
 			r.log.Debug("notebook file not read", "path", p, "err", err)
 		}
 	case !seen || old != st:
-		r.changed(r.ctx, f)
+		r.nbs.ApplyFile(r.ctx, f)
 	}
 }
 

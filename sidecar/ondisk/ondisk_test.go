@@ -17,14 +17,17 @@ func nbJSON(src string) string {
 	return `{"cells":[{"cell_type":"code","id":"c1","source":"` + src + `","metadata":{},"outputs":[],"execution_count":null}],"metadata":{},"nbformat":4,"nbformat_minor":5}`
 }
 
-// recorder collects the files a watcher reports.
+// recorder is the notebooks of paths; it collects the files a watcher reports.
 type recorder struct {
+	paths []string
 	mu    sync.Mutex
 	files []File
 	at    []time.Time // when each was reported
 }
 
-func (r *recorder) add(_ context.Context, f File) {
+func (r *recorder) WatchPaths() []string { return r.paths }
+
+func (r *recorder) ApplyFile(_ context.Context, f File) {
 	r.mu.Lock()
 	r.files = append(r.files, f)
 	r.at = append(r.at, time.Now())
@@ -76,11 +79,11 @@ func write(t *testing.T, path, body string) {
 
 func start(t *testing.T, cfg Config, paths ...string) *recorder {
 	t.Helper()
-	rec := &recorder{}
-	w := New(cfg, slog.New(slog.DiscardHandler), func() []string { return paths }, rec.add)
+	rec := &recorder{paths: paths}
+	w := New(cfg, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	go func() { done <- w.Run(ctx, rec) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := testutil.Receive(t, testutil.Wait, "watcher stopped", done); err != nil {

@@ -102,7 +102,7 @@ func (f *Follower) Tailer(cfg Config) (ystore.Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ownerTailer{f: f, load: load, wake: make(chan struct{}, 1)}, nil
+	return &ownerTailer{f: f, load: load, wake: make(chan struct{}, 1), first: make(chan struct{})}, nil
 }
 
 // ownerTailer is one owner's Tailer on a Follower.
@@ -114,7 +114,18 @@ type ownerTailer struct {
 	queue  []ystore.Event
 	loaded bool // the rooms were loaded: the Follower's reads count as this owner's
 	wake   chan struct{}
+
+	first     chan struct{} // FirstRead
+	firstOnce sync.Once
 }
+
+// FirstRead is closed once the owner's rooms have been loaded and delivered, or their
+// load failed, or the Follower's first read failed: what Status then says is the
+// owner's first answer.
+func (o *ownerTailer) FirstRead() <-chan struct{} { return o.first }
+
+// read marks the first read finished.
+func (o *ownerTailer) read() { o.firstOnce.Do(func() { close(o.first) }) }
 
 var _ ystore.Tailer = (*ownerTailer)(nil)
 
@@ -191,10 +202,21 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 		}
 		o.f.mu.Unlock()
 	}()
-	select {
-	case <-o.f.ready:
-	case <-ctx.Done():
-		return nil
+	// Waiting for the Follower's cursor: its first read failing is the owner's first
+	// answer too (Status reports it); the owner's rooms still load once it reads.
+	followerRead := o.f.tail.FirstRead()
+	for waiting := true; waiting; {
+		select {
+		case <-o.f.ready:
+			waiting = false
+		case <-followerRead:
+			if !o.f.Status().Reachable {
+				o.read()
+			}
+			followerRead = nil
+		case <-ctx.Done():
+			return nil
+		}
 	}
 	rooms := map[string]bool{}
 	for attempt := 0; ; attempt++ {
@@ -211,8 +233,10 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			o.mu.Lock()
 			o.loaded = true
 			o.mu.Unlock()
+			o.read()
 			break
 		}
+		o.read()
 		o.load.m.retries.Inc()
 		if o.load.cfg.pause(ctx, attempt, "postgres y-store unreachable, retrying the owner's load", "err", err) != nil {
 			return nil

@@ -308,3 +308,37 @@ func TestFollowerServerRestart(t *testing.T) {
 	testutil.Eventually(t, testutil.Wait, "alice's tailer reachable after the restart", func() bool { return alice.Status().Reachable },
 		func() string { return fmt.Sprintf("status %+v", alice.Status()) })
 }
+
+// An owner's FirstRead is closed once the owner's load is delivered, and, when the
+// Follower cannot read the store, once its first read failed (Status then says why).
+func TestFollowerOwnerFirstRead(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	setOwner(t, conn, cfg, "a1", "alice")
+	insert(t, conn, cfg, "a1", []byte("a1-0"))
+	alice, ca := runOwner(t, runFollower(t, cfg, 1), cfg, "alice")
+	testutil.Eventually(t, testutil.Wait, "alice's first read", closed(alice.FirstRead()))
+	if ev := ca.snapshot(); len(ev) != 1 || ev[0].Kind != ystore.EventReset || ev[0].Room != "a1" {
+		t.Fatalf("delivered by alice's first read:%s; want the reset of a1", describe(ev))
+	}
+
+	down := cfg
+	down.DSN = "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	bob, _ := runOwner(t, runFollower(t, down, 1), down, "bob")
+	testutil.Eventually(t, testutil.Wait, "bob's first read", closed(bob.FirstRead()))
+	if st := bob.Status(); st.Reachable || st.LastError == "" || !st.LastReadAt.IsZero() {
+		t.Fatalf("bob's status after his first read, the store unreachable: %+v", st)
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}

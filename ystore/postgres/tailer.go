@@ -59,6 +59,9 @@ func (t *Tailer) Status() ystore.Status {
 	return t.status.Status()
 }
 
+// FirstRead is closed once the first read of the store has finished, succeeded or failed.
+func (t *Tailer) FirstRead() <-chan struct{} { return t.status.FirstRead() }
+
 // Load reads every room once, as Reset events in room order.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 	conn, err := connect(ctx, t.cfg.DSN)

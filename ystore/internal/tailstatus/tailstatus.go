@@ -28,13 +28,22 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	s       ystore.Status
-	pending time.Time // the commit of the oldest row read and not yet applied; zero: none
+	pending time.Time     // the commit of the oldest row read and not yet applied; zero: none
+	first   chan struct{} // closed by the first Read or Fail
+	once    sync.Once
 }
 
 // New returns a Recorder of an unread, unreachable store.
 func New(m Metrics) *Recorder {
-	return &Recorder{m: m}
+	return &Recorder{m: m, first: make(chan struct{})}
 }
+
+// FirstRead is closed once the first read is recorded, whether it succeeded (Read) or
+// failed (Fail).
+func (r *Recorder) FirstRead() <-chan struct{} { return r.first }
+
+// read marks the first read recorded.
+func (r *Recorder) read() { r.once.Do(func() { close(r.first) }) }
 
 // Status returns the current status; its Lag is the age, now, of the oldest row read
 // and not yet applied (0 when none is).
@@ -88,6 +97,7 @@ func (r *Recorder) Fail(err error) {
 	r.s.LastError = err.Error()
 	r.s.LastErrorAt = time.Now()
 	r.m.Reachable.Set(0)
+	r.read()
 }
 
 // Read records a read that succeeded and whose events the sink applied, with the number
@@ -117,6 +127,7 @@ func (r *Recorder) Read(events []ystore.Event, rooms int) {
 	r.setLag(now)
 	r.m.Reachable.Set(1)
 	r.m.Rows.Add(float64(n))
+	r.read()
 }
 
 // ReadTx records the duration of one read transaction (Status.MaxReadTx).

@@ -128,3 +128,28 @@ func TestLagIsTheAgeOfWhatIsPending(t *testing.T) {
 		}
 	})
 }
+
+// FirstRead is closed by the first read recorded, failed or not, and by nothing before.
+func TestFirstRead(t *testing.T) {
+	for name, first := range map[string]func(r *Recorder){
+		"read":   func(r *Recorder) { r.Read(nil, 0) },
+		"failed": func(r *Recorder) { r.Fail(errors.New("unreachable")) },
+	} {
+		r, _ := newRecorder()
+		r.Pending(events(ystore.EventUpdates, time.Second))
+		r.ReadTx(time.Millisecond)
+		select {
+		case <-r.FirstRead():
+			t.Fatalf("%s: closed before any read", name)
+		default:
+		}
+		first(r)
+		select {
+		case <-r.FirstRead():
+		default:
+			t.Fatalf("%s: not closed by the first read", name)
+		}
+		r.Read(nil, 0) // and later reads leave it closed
+		r.Fail(errors.New("again"))
+	}
+}

@@ -1,4 +1,4 @@
-package sidecar
+package rooms
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // file is gone (deleted) is not served, and its subscribers hear it removed.
 
 // ApplyFile takes a notebook file the ondisk watcher read, or found gone.
-func (r *Rooms) ApplyFile(ctx context.Context, f ondisk.File) {
+func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	rm := r.findAt(f.Path, true)
 	if rm == nil {
 		r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", "none: no room")
@@ -81,7 +81,7 @@ func (r *Rooms) ApplyFile(ctx context.Context, f ondisk.File) {
 // fileGone takes the news that the file of rm at path p does not exist: unless the
 // notebook moved (a rename shows as the old path gone), it is not served any more, and
 // a room no longer in the store is forgotten.
-func (r *Rooms) fileGone(ctx context.Context, rm *room, p string) {
+func (r *Writer) fileGone(ctx context.Context, rm *room, p string) {
 	if r.resolvePath(ctx, rm) != p {
 		return
 	}
@@ -90,7 +90,7 @@ func (r *Rooms) fileGone(ctx context.Context, rm *room, p string) {
 
 // markGone stops serving rm, whose file at p does not exist; a room no longer in the
 // store is forgotten.
-func (r *Rooms) markGone(rm *room, p string) {
+func (r *Writer) markGone(rm *room, p string) {
 	rm.mu.Lock()
 	if rm.path != p || rm.gone {
 		rm.mu.Unlock()
@@ -113,14 +113,14 @@ func (r *Rooms) markGone(rm *room, p string) {
 
 // detach keeps a room that left the store served from its file, if the file can be read
 // now; it reports whether it did.
-func (r *Rooms) detach(rm *room) bool {
+func (r *Writer) detach(rm *room) bool {
 	rm.mu.Lock()
 	p := rm.path
 	rm.mu.Unlock()
-	if r.readFile == nil || p == "" {
+	if r.files == nil || p == "" {
 		return false
 	}
-	f, err := r.readFile(p)
+	f, err := r.files.Read(p)
 	if err != nil {
 		r.log.Debug("notebook file not read", "path", p, "err", err)
 		return false
@@ -132,7 +132,7 @@ func (r *Rooms) detach(rm *room) bool {
 	ch := ynotebook.DiffContent(prev, f.Snapshot)
 	info := rm.info
 	rm.mu.Unlock()
-	r.metrics.setDegraded(r.degradedCount())
+	r.metrics.SetDegraded(r.degradedCount())
 	r.log.Info("room left the store; notebook served from its file", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "mtime", f.ModTime)
 	if !ch.Empty() {
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})

@@ -1,34 +1,17 @@
-package sidecar
+package rooms
 
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
-
-// originLog records every change with its origin.
-type originLog struct {
-	mu  sync.Mutex
-	chs []ynotebook.Changes
-	os  []Origin
-}
-
-func (l *originLog) add(_ string, ch ynotebook.Changes, o Origin) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.chs, l.os = append(l.chs, ch), append(l.os, o)
-}
-
-func (l *originLog) len() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.chs) }
 
 func rowsAt(key string, first int, updates [][]byte, at float64) []ystore.Row {
 	rows := rowsOf(key, updates)
@@ -38,9 +21,10 @@ func rowsAt(key string, first int, updates [][]byte, at float64) []ystore.Row {
 	return rows
 }
 
-// logged returns rooms telling log, and a sink of events of the room key.
-func logged(t *testing.T, log *originLog, key string) (*Rooms, func(ystore.EventKind, []ystore.Row)) {
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(prometheus.NewRegistry(), nil), Notify{Changed: log.add})
+// logged returns rooms reading files (nil: none) and telling log, and a sink of events
+// of the room key.
+func logged(t *testing.T, log *told, files Files, key string) (*Writer, func(ystore.EventKind, []ystore.Row)) {
+	r := writer(nil, files, log)
 	return r, func(kind ystore.EventKind, rows []ystore.Row) {
 		t.Helper()
 		if err := r.Sink(t.Context(), []ystore.Event{{Kind: kind, Room: key, Rows: rows}}); err != nil {
@@ -71,8 +55,8 @@ func TestRoomsServeNewerFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log originLog
-	r, sink := logged(t, &log, key)
+	var log told
+	r, sink := logged(t, &log, nil, key)
 	half := len(updates) / 2
 	sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
 	live, _ := r.Notebook(p)
@@ -154,8 +138,9 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 	const key = "json:notebook:work/a.ipynb"
 	const p = "work/a.ipynb"
 	updates, _ := loadSession(t, "s0001.json.gz")
-	var log originLog
-	r, sink := logged(t, &log, key)
+	var log told
+	root := t.TempDir()
+	r, sink := logged(t, &log, ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler)), key)
 	served := func(want bool, file bool) {
 		t.Helper()
 		_, src, err := r.SourcedNotebook(p)
@@ -195,8 +180,15 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 
 	// The room leaves the store: served from its file, listed; its rows, when the store has
 	// it again, start a new document.
-	r.readFile = func(string) (ondisk.File, error) {
-		return ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(150)}, nil
+	file := filepath.Join(root, filepath.FromSlash(p))
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, at(150), at(150)); err != nil {
+		t.Fatal(err)
 	}
 	sink(ystore.EventRemoved, nil)
 	served(true, true)
@@ -218,7 +210,9 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 	}
 	// No file when the room leaves: forgotten at once.
 	sink(ystore.EventReset, rowsAt(key, 1, updates, 300))
-	r.readFile = func(string) (ondisk.File, error) { return ondisk.File{}, os.ErrNotExist }
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
 	sink(ystore.EventRemoved, nil)
 	served(false, false)
 	if slices.Contains(r.WatchPaths(), p) {

@@ -1,4 +1,4 @@
-package sidecar
+package rooms
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -55,27 +55,44 @@ func sameJSON(t *testing.T, got *ynotebook.Snapshot, want json.RawMessage) {
 	}
 }
 
-type changeLog struct {
+// told is a Notifier that records what it is told.
+type told struct {
 	mu    sync.Mutex
 	paths []string
+	chs   []ynotebook.Changes
+	os    []Origin
+	moves [][2]string
+	moved []Origin
 }
 
-func (c *changeLog) add(p string, ch ynotebook.Changes, _ Origin) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (l *told) Changed(p string, ch ynotebook.Changes, o Origin) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if ch.Empty() {
 		panic("empty change reported")
 	}
-	c.paths = append(c.paths, p)
+	l.paths, l.chs, l.os = append(l.paths, p), append(l.chs, ch), append(l.os, o)
+}
+
+func (l *told) Moved(from, to string, o Origin) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.moves, l.moved = append(l.moves, [2]string{from, to}), append(l.moved, o)
+}
+
+func (l *told) len() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.chs) }
+
+// writer returns the writer of a new set of rooms with resolver res (nil: none) and
+// files (nil: none), telling n (nil: nobody).
+func writer(res fileid.Resolver, files Files, n Notifier) *Writer {
+	return New(Config{Log: slog.New(slog.DiscardHandler), Resolver: res, Files: files}).Writer(n)
 }
 
 func TestRoomsServeWhatYjsHolds(t *testing.T) {
 	const key = "work/.notebook:analysis.ipynb.y"
 	updates, want := loadSession(t, "s0001.json.gz")
-	var log changeLog
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, nil)
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{Changed: log.add})
+	var log told
+	r := writer(nil, nil, &log)
 
 	half := len(updates) / 2
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:half])}}); err != nil {
@@ -106,9 +123,6 @@ func TestRoomsServeWhatYjsHolds(t *testing.T) {
 	if len(log.paths) != before {
 		t.Fatalf("re-applied rows reported %d changes", len(log.paths)-before)
 	}
-	if got := testutil.ToFloat64(m.rowsApplied); got != float64(2*len(updates)) {
-		t.Fatalf("rows_applied_total = %v, want %d", got, 2*len(updates))
-	}
 }
 
 // A row that does not decode, or nests types beyond yjs.MaxDepth, degrades its room
@@ -125,8 +139,7 @@ func TestRoomsCorruptRowDegradesOnlyItsRoom(t *testing.T) {
 	} {
 		for _, later := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, later %v", tt.name, later), func(t *testing.T) {
-				m := NewMetrics(prometheus.NewRegistry(), nil)
-				r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{})
+				r := writer(nil, nil, nil)
 				row := ystore.Row{Room: bad, ID: 99, Update: tt.row}
 				events := []ystore.Event{
 					{Kind: ystore.EventReset, Room: bad, Rows: append(rowsOf(bad, updates[:1]), row)},
@@ -141,9 +154,6 @@ func TestRoomsCorruptRowDegradesOnlyItsRoom(t *testing.T) {
 				}
 				if got := r.Degraded(); !reflect.DeepEqual(got, []string{bad}) {
 					t.Fatalf("Degraded() = %v", got)
-				}
-				if got := testutil.ToFloat64(m.decodeErrors); got != 1 {
-					t.Fatalf("decode_errors_total = %v", got)
 				}
 				snap, err := r.Notebook("good.ipynb")
 				if err != nil {
@@ -162,8 +172,8 @@ func TestRoomsResetAndRemove(t *testing.T) {
 	const key = ".notebook:n.ipynb.y"
 	first, _ := loadSession(t, "s0003.json.gz")
 	second, want := loadSession(t, "s0004.json.gz")
-	var log changeLog
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), Notify{Changed: log.add})
+	var log told
+	r := writer(nil, nil, &log)
 	for _, rows := range [][][]byte{first, second} {
 		if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, rows)}}); err != nil {
 			t.Fatal(err)
@@ -189,7 +199,7 @@ func TestRoomsResetAndRemove(t *testing.T) {
 }
 
 func TestRoomsTrackButDoNotServeOtherDocuments(t *testing.T) {
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, NewMetrics(nil, nil), Notify{})
+	r := writer(nil, nil, nil)
 	err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: ".file:readme.md.y", Rows: []ystore.Row{{ID: 1, Update: []byte{0, 0}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -227,22 +237,21 @@ func TestRoomsFollowRenames(t *testing.T) {
 	const key = ".notebook:3f1e0c1a-7d2b-4c55-9a61-0d3f4b8e2c10.y"
 	updates, want := loadSession(t, "s0005.json.gz")
 	res := &renames{path: "drafts/a.ipynb"}
-	var moves [][2]string
-	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{
-		Moved: func(from, to string) { moves = append(moves, [2]string{from, to}) },
-	})
+	root := t.TempDir()
+	var log told
+	r := writer(res, ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler)), &log)
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
 		t.Fatal(err)
 	}
 	res.set("", errors.New("database is locked"))
 	r.RefreshPaths(t.Context())
-	if got := r.Paths(); !reflect.DeepEqual(got, []string{"drafts/a.ipynb"}) || len(moves) != 0 {
-		t.Fatalf("after a failed lookup: paths %v, moves %v; want the known path kept", got, moves)
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{"drafts/a.ipynb"}) || len(log.moves) != 0 {
+		t.Fatalf("after a failed lookup: paths %v, moves %v; want the known path kept", got, log.moves)
 	}
 	res.set("final/b.ipynb", nil)
 	r.RefreshPaths(t.Context())
-	if !reflect.DeepEqual(moves, [][2]string{{"drafts/a.ipynb", "final/b.ipynb"}}) {
-		t.Fatalf("moves = %v", moves)
+	if !reflect.DeepEqual(log.moves, [][2]string{{"drafts/a.ipynb", "final/b.ipynb"}}) || log.moved[0].Room.Key != key {
+		t.Fatalf("moves = %v, from %+v; want one, from room %s", log.moves, log.moved, key)
 	}
 	snap, err := r.Notebook("final/b.ipynb")
 	if err != nil {
@@ -254,14 +263,22 @@ func TestRoomsFollowRenames(t *testing.T) {
 	}
 	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
 	// document's state.path), not once the file is gone too.
-	exists := true
-	r.exists = func(string) bool { return exists }
+	statePath := cleanPath(r.rooms[key].nb.State().Path)
+	file := filepath.Join(root, filepath.FromSlash(statePath))
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	res.set("", fileid.ErrNotFound)
 	r.RefreshPaths(t.Context())
-	if len(r.Paths()) != 1 {
-		t.Fatalf("file id gone, file there: paths %v; want it served", r.Paths())
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{statePath}) {
+		t.Fatalf("file id gone, file there: paths %v; want it served at %q", got, statePath)
 	}
-	exists = false
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
 	r.RefreshPaths(t.Context())
 	if got := r.Paths(); len(got) != 0 {
 		t.Fatalf("file id and file gone: paths %v; want none", got)
@@ -269,7 +286,7 @@ func TestRoomsFollowRenames(t *testing.T) {
 }
 
 // checkIndex fails unless the path index holds exactly the loaded rooms with a path.
-func checkIndex(t *testing.T, r *Rooms) {
+func checkIndex(t *testing.T, r *Writer) {
 	t.Helper()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -299,7 +316,7 @@ func TestRoomsPathIndex(t *testing.T) {
 	first, wantFirst := loadSession(t, "s0003.json.gz")
 	second, wantSecond := loadSession(t, "s0004.json.gz")
 	res := &renames{path: "shared/n.ipynb"}
-	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{})
+	r := writer(res, nil, nil)
 	sink := func(events ...ystore.Event) {
 		t.Helper()
 		if err := r.Sink(t.Context(), events); err != nil {
@@ -346,7 +363,7 @@ func TestRoomsPathIndexConcurrent(t *testing.T) {
 	const key = ".notebook:3f1e0c1a-7d2b-4c55-9a61-0d3f4b8e2c10.y"
 	updates, _ := loadSession(t, "s0003.json.gz")
 	res := &renames{path: "a.ipynb"}
-	r := NewRooms(slog.New(slog.DiscardHandler), res, NewMetrics(nil, nil), Notify{})
+	r := writer(res, nil, nil)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range 50 {
@@ -376,9 +393,8 @@ func TestRoomsPathIndexConcurrent(t *testing.T) {
 func TestRoomsResetClearsDegraded(t *testing.T) {
 	const key = ".notebook:n.ipynb.y"
 	updates, want := loadSession(t, "s0002.json.gz")
-	var log changeLog
-	m := NewMetrics(prometheus.NewRegistry(), nil)
-	r := NewRooms(slog.New(slog.DiscardHandler), nil, m, Notify{Changed: log.add})
+	var log told
+	r := writer(nil, nil, &log)
 	corrupt := append(rowsOf(key, updates), ystore.Row{Room: key, ID: 999, Update: []byte{0x01, 0xff, 0xff}})
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: corrupt}}); err != nil {
 		t.Fatal(err)
@@ -392,9 +408,6 @@ func TestRoomsResetClearsDegraded(t *testing.T) {
 	}
 	if got := r.Degraded(); len(got) != 0 {
 		t.Fatalf("Degraded() after the rebuild = %v", got)
-	}
-	if got := testutil.ToFloat64(m.degradedRooms); got != 0 {
-		t.Fatalf("degraded rooms gauge = %v", got)
 	}
 	if len(log.paths) != notified {
 		t.Fatalf("a rebuild to the same notebook notified %v", log.paths[notified:])

@@ -1,4 +1,10 @@
-package sidecar
+// Package rooms keeps one live notebook per notebook room of a Y-store and serves them
+// by path: a Set is the resources.Library of the MCP server; its Writer is the sink of a
+// ystore.Tailer and the Notebooks of an ondisk.Watcher, and tells a Notifier every change
+// it applies (with its Origin) and every rename. A room's path comes from its key, the
+// file id resolver, or the document's state.path; its notebook is served from its .ipynb
+// file instead when the file is newer and different (filerooms.go).
+package rooms
 
 import (
 	"bytes"
@@ -20,22 +26,63 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// Rooms keeps one live notebook per notebook room of the store and serves them by path.
-// It is the sink of a ystore.Tailer and the resources.Library of the MCP server.
-type Rooms struct {
+// Config is what a Set is built from; nil fields are none.
+type Config struct {
+	Log *slog.Logger
+	// Resolver maps file ids to paths; nil: paths come from the room key or the
+	// document's state.
+	Resolver fileid.Resolver
+	// Files reads the notebooks' .ipynb files now (an ondisk.Watcher); nil: no file is
+	// read, and a room that leaves the store is forgotten.
+	Files Files
+	// Metrics counts the rows applied and the rooms held; nil: nothing is counted.
+	Metrics Metrics
+}
+
+// Files reads notebook files now; ondisk.Watcher is one.
+type Files interface {
+	// Read reads and parses the notebook file at path.
+	Read(path string) (ondisk.File, error)
+	// Exists reports whether the file at path exists.
+	Exists(path string) bool
+}
+
+// Notifier is told what happens to the notebooks, by the goroutine that applied it.
+type Notifier interface {
+	// Changed is called after every applied change, with the notebook's path and where
+	// the change comes from.
+	Changed(path string, ch ynotebook.Changes, o Origin)
+	// Moved is called when a notebook's path changes (its file was renamed), with the
+	// room that moved.
+	Moved(oldPath, newPath string, o Origin)
+}
+
+// Metrics observes what the rooms do.
+type Metrics interface {
+	// ObserveApply observes one apply begun at start, of rows the newest of which was
+	// committed at committed (seconds since the epoch; 0 when unknown).
+	ObserveApply(start time.Time, committed float64)
+	// RowsApplied counts rows applied to live documents.
+	RowsApplied(n int)
+	// DecodeErrors counts rows skipped because they did not decode.
+	DecodeErrors(n int)
+	// SetRooms sets the number of notebook rooms held.
+	SetRooms(n int)
+	// SetDegraded sets the number of rooms degraded by an undecodable row.
+	SetDegraded(n int)
+}
+
+// Set keeps one live notebook per notebook room of the store and serves them by path
+// (a resources.SourcedLibrary). Its Writer changes it.
+type Set struct {
 	log      *slog.Logger
 	resolver fileid.Resolver
-	metrics  *Metrics
-	notify   Notify
+	metrics  Metrics
+	// files reads a notebook's .ipynb now; nil without the watcher. A room that leaves
+	// the store stays served from its file, if there is one.
+	files Files
 
 	// mu guards the maps; a room's own lock, when both are held, is taken after it.
-	// readFile reads a notebook's .ipynb now (ondisk.Watcher.Read); nil without the
-	// watcher. A room that leaves the store stays served from its file, if there is one.
-	readFile func(path string) (ondisk.File, error)
-	// exists reports whether a notebook's file exists (ondisk.Watcher.Exists); nil
-	// without the watcher.
-	exists func(path string) bool
-
 	mu     sync.RWMutex
 	rooms  map[string]*room              // notebook rooms by key
 	byPath map[string]map[*room]struct{} // loaded rooms with a path, by path
@@ -63,8 +110,8 @@ type room struct {
 	gone bool
 }
 
-// RoomInfo describes one room for inspect and health.
-type RoomInfo struct {
+// Info describes one room for inspect and health.
+type Info struct {
 	Key      string
 	Kind     string
 	FileID   string
@@ -74,37 +121,57 @@ type RoomInfo struct {
 	Degraded bool
 }
 
-// Notify receives what happens to the notebooks; nil fields are ignored.
-type Notify struct {
-	// Changed is called after every applied change, with the notebook's path and
-	// where the change comes from (roominfo.go).
-	Changed func(path string, ch ynotebook.Changes, o Origin)
-	// Moved is called when a notebook's path changes (its file was renamed).
-	Moved func(oldPath, newPath string)
-}
-
-// NewRooms returns an empty set of rooms. resolver may be nil (paths then come from the
-// room key or the document's state).
-func NewRooms(log *slog.Logger, resolver fileid.Resolver, m *Metrics, notify Notify) *Rooms {
-	if notify.Changed == nil {
-		notify.Changed = func(string, ynotebook.Changes, Origin) {}
+// New returns an empty set of rooms. No I/O.
+func New(cfg Config) *Set {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if notify.Moved == nil {
-		notify.Moved = func(string, string) {}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
-	return &Rooms{
-		log:      log,
-		resolver: resolver,
-		metrics:  m,
-		notify:   notify,
+	return &Set{
+		log:      cfg.Log,
+		resolver: cfg.Resolver,
+		files:    cfg.Files,
+		metrics:  cfg.Metrics,
 		rooms:    make(map[string]*room),
 		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
 	}
 }
 
+// Writer applies what the store and the notebook files say to a Set, telling its
+// Notifier; it serves what its Set serves.
+type Writer struct {
+	*Set
+	notify Notifier
+}
+
+// Writer returns the writer of s that tells n; nil n tells nobody (inspect).
+func (s *Set) Writer(n Notifier) *Writer {
+	if n == nil {
+		n = nobody{}
+	}
+	return &Writer{Set: s, notify: n}
+}
+
+// nobody is the Notifier of a Writer that tells nobody.
+type nobody struct{}
+
+func (nobody) Changed(string, ynotebook.Changes, Origin) {}
+func (nobody) Moved(string, string, Origin)              {}
+
+// noMetrics counts nothing.
+type noMetrics struct{}
+
+func (noMetrics) ObserveApply(time.Time, float64) {}
+func (noMetrics) RowsApplied(int)                 {}
+func (noMetrics) DecodeErrors(int)                {}
+func (noMetrics) SetRooms(int)                    {}
+func (noMetrics) SetDegraded(int)                 {}
+
 // Sink applies a tailer's events; it never fails on a bad row, only on ctx.
-func (r *Rooms) Sink(ctx context.Context, events []ystore.Event) error {
+func (r *Writer) Sink(ctx context.Context, events []ystore.Event) error {
 	for _, ev := range events {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -123,11 +190,11 @@ func (r *Rooms) Sink(ctx context.Context, events []ystore.Event) error {
 			r.remove(info)
 		}
 	}
-	r.metrics.setRooms(r.count())
+	r.metrics.SetRooms(r.count())
 	return nil
 }
 
-func (r *Rooms) trackOther(ev ystore.Event) {
+func (r *Set) trackOther(ev ystore.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch ev.Kind {
@@ -141,7 +208,7 @@ func (r *Rooms) trackOther(ev ystore.Event) {
 }
 
 // reset replaces a room's document by one built from rows alone.
-func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) {
+func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) {
 	nb, bad := r.load(info, rows)
 	var ch ynotebook.Changes
 	if bad < len(rows) {
@@ -174,7 +241,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 	rm.mu.Unlock()
 
 	p := r.resolvePath(ctx, rm)
-	r.metrics.setDegraded(r.degradedCount())
+	r.metrics.SetDegraded(r.degradedCount())
 	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", len(rows), "bad_rows", bad)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
@@ -182,7 +249,7 @@ func (r *Rooms) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) 
 }
 
 // update applies rows on top of a room's document.
-func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row) {
+func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row) {
 	r.mu.Lock()
 	rm, ok := r.rooms[info.Key]
 	if !ok {
@@ -220,7 +287,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 		p = r.resolvePath(ctx, rm)
 	}
 	if degraded {
-		r.metrics.setDegraded(r.degradedCount())
+		r.metrics.SetDegraded(r.degradedCount())
 	}
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
@@ -229,7 +296,7 @@ func (r *Rooms) update(ctx context.Context, info ystore.Room, rows []ystore.Row)
 
 // load builds a room's document from its rows in one pass (ynotebook.Load: no change
 // sets, one read at the end), logging and counting the rows that do not decode.
-func (r *Rooms) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, int) {
+func (r *Set) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, int) {
 	nb := ynotebook.New()
 	updates := make([][]byte, len(rows))
 	for i, row := range rows {
@@ -238,7 +305,7 @@ func (r *Rooms) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, 
 	start := time.Now()
 	err := nb.Load(updates)
 	if len(rows) > 0 {
-		r.metrics.observeApply(start, rows[len(rows)-1].Timestamp)
+		r.metrics.ObserveApply(start, rows[len(rows)-1].Timestamp)
 	}
 	bad := 0
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
@@ -255,28 +322,28 @@ func (r *Rooms) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, 
 	} else if err != nil {
 		r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", err)
 	}
-	r.metrics.decodeErrors.Add(float64(bad))
-	r.metrics.rowsApplied.Add(float64(len(rows) - bad))
+	r.metrics.DecodeErrors(bad)
+	r.metrics.RowsApplied(len(rows) - bad)
 	return nb, bad
 }
 
 // applyRow applies one row, logging and counting a row that does not decode.
-func (r *Rooms) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row) (ynotebook.Changes, error) {
+func (r *Set) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row) (ynotebook.Changes, error) {
 	start := time.Now()
 	ch, err := nb.Apply(row.Update)
-	r.metrics.observeApply(start, row.Timestamp)
+	r.metrics.ObserveApply(start, row.Timestamp)
 	if err != nil {
-		r.metrics.decodeErrors.Inc()
+		r.metrics.DecodeErrors(1)
 		r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
 		return ynotebook.Changes{}, fmt.Errorf("room %s row %d: %w", info.Key, row.ID, err)
 	}
-	r.metrics.rowsApplied.Inc()
+	r.metrics.RowsApplied(1)
 	return ch, nil
 }
 
 // remove takes a room out of the store: its notebook stays served from its file if that
 // exists (filerooms.go), and is gone otherwise.
-func (r *Rooms) remove(info ystore.Room) {
+func (r *Writer) remove(info ystore.Room) {
 	r.mu.RLock()
 	rm, ok := r.rooms[info.Key]
 	r.mu.RUnlock()
@@ -290,7 +357,7 @@ func (r *Rooms) remove(info ystore.Room) {
 }
 
 // drop forgets a room, telling the subscribers of its notebook it is gone.
-func (r *Rooms) drop(rm *room, why string) {
+func (r *Writer) drop(rm *room, why string) {
 	info := rm.info
 	r.mu.Lock()
 	if r.rooms[info.Key] != rm {
@@ -304,7 +371,7 @@ func (r *Rooms) drop(rm *room, why string) {
 	rm.mu.Unlock()
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
-	r.metrics.setDegraded(r.degradedCount())
+	r.metrics.SetDegraded(r.degradedCount())
 	r.log.Info(why, ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
 	if p != "" && snap != nil {
 		ch := removedAll(snap)
@@ -342,7 +409,7 @@ func removedAll(s *ynotebook.Snapshot) ynotebook.Changes {
 // then the document's state.path. It records and returns the path, and reports a
 // notebook whose path changed as moved, and one whose file id and file are both gone as
 // gone. A failed lookup keeps the known path.
-func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
+func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 	p := rm.info.Path
 	idGone := false
 	if p == "" && rm.info.FileID != "" && r.resolver != nil {
@@ -377,9 +444,9 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 	r.mu.Unlock()
 	if old != "" && p != "" && p != old {
 		r.log.Info("notebook path changed", ystore.LogKeyRoom, rm.info.Key, "from", old, "to", p)
-		r.notify.Moved(old, p)
+		r.notify.Moved(old, p, Origin{Room: rm.info})
 	}
-	if idGone && p != "" && r.exists != nil && !r.exists(p) {
+	if idGone && p != "" && r.files != nil && !r.files.Exists(p) {
 		// Deleted through Jupyter: its file id and its file are gone, maybe before the
 		// file watcher ever read the file.
 		r.markGone(rm, p)
@@ -388,7 +455,7 @@ func (r *Rooms) resolvePath(ctx context.Context, rm *room) string {
 }
 
 // reindex moves rm from path old to path p ("" for none) in the path index; r.mu is held.
-func (r *Rooms) reindex(rm *room, old, p string) {
+func (r *Set) reindex(rm *room, old, p string) {
 	if set := r.byPath[old]; set != nil && old != p {
 		delete(set, rm)
 		if len(set) == 0 {
@@ -405,7 +472,7 @@ func (r *Rooms) reindex(rm *room, old, p string) {
 }
 
 // RefreshPaths re-resolves every room's path, so renames are followed.
-func (r *Rooms) RefreshPaths(ctx context.Context) {
+func (r *Writer) RefreshPaths(ctx context.Context) {
 	for _, rm := range r.snapshotRooms() {
 		r.resolvePath(ctx, rm)
 	}
@@ -419,7 +486,7 @@ func cleanPath(p string) string {
 	return strings.TrimPrefix(path.Clean("/"+p), "/")
 }
 
-func (r *Rooms) snapshotRooms() []*room {
+func (r *Set) snapshotRooms() []*room {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]*room, 0, len(r.rooms))
@@ -429,13 +496,13 @@ func (r *Rooms) snapshotRooms() []*room {
 	return out
 }
 
-func (r *Rooms) count() int {
+func (r *Set) count() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.rooms)
 }
 
-func (r *Rooms) degradedCount() int {
+func (r *Set) degradedCount() int {
 	n := 0
 	for _, rm := range r.snapshotRooms() {
 		rm.mu.Lock()
@@ -448,7 +515,7 @@ func (r *Rooms) degradedCount() int {
 }
 
 // Degraded lists the keys of rooms that skipped an undecodable row, sorted.
-func (r *Rooms) Degraded() []string {
+func (r *Set) Degraded() []string {
 	var out []string
 	for _, ri := range r.Infos() {
 		if ri.Degraded {
@@ -459,11 +526,11 @@ func (r *Rooms) Degraded() []string {
 }
 
 // Infos describes every room, notebooks and others, sorted by key.
-func (r *Rooms) Infos() []RoomInfo {
-	var out []RoomInfo
+func (r *Set) Infos() []Info {
+	var out []Info
 	for _, rm := range r.snapshotRooms() {
 		rm.mu.Lock()
-		out = append(out, RoomInfo{
+		out = append(out, Info{
 			Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
 			Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Degraded: rm.badRows > 0,
 		})
@@ -472,19 +539,19 @@ func (r *Rooms) Infos() []RoomInfo {
 	r.mu.RLock()
 	for key, n := range r.others {
 		info, _ := ystore.ParseRoom(key)
-		out = append(out, RoomInfo{Key: key, Kind: info.Kind.String(), FileID: info.FileID, Path: info.Path, Rows: n})
+		out = append(out, Info{Key: key, Kind: info.Kind.String(), FileID: info.FileID, Path: info.Path, Rows: n})
 	}
 	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b RoomInfo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
 // find returns the most recently updated served notebook room at path.
-func (r *Rooms) find(p string) *room { return r.findAt(p, false) }
+func (r *Set) find(p string) *room { return r.findAt(p, false) }
 
 // findAt returns the most recently updated notebook room at path, through the path index
 // (only the rooms at path are locked), including those whose file is gone if gone is set.
-func (r *Rooms) findAt(p string, gone bool) *room {
+func (r *Set) findAt(p string, gone bool) *room {
 	p = cleanPath(p)
 	r.mu.RLock()
 	at := slices.Collect(maps.Keys(r.byPath[p]))
@@ -503,14 +570,14 @@ func (r *Rooms) findAt(p string, gone bool) *room {
 }
 
 // Notebook returns the notebook at path as a read sees it now: the live document, or
-// its file while that is served instead (ondisk.go).
-func (r *Rooms) Notebook(p string) (*ynotebook.Snapshot, error) {
+// its file while that is served instead (filerooms.go).
+func (r *Set) Notebook(p string) (*ynotebook.Snapshot, error) {
 	snap, _, err := r.SourcedNotebook(p)
 	return snap, err
 }
 
 // SourcedNotebook is Notebook with where the snapshot comes from (resources.SourcedLibrary).
-func (r *Rooms) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source, error) {
+func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source, error) {
 	rm := r.find(p)
 	if rm == nil {
 		return nil, resources.Source{}, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
@@ -524,7 +591,7 @@ func (r *Rooms) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source
 }
 
 // Paths lists the paths of the notebooks served, sorted and unique.
-func (r *Rooms) Paths() []string {
+func (r *Set) Paths() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []string
@@ -545,7 +612,7 @@ func (r *Rooms) Paths() []string {
 
 // WatchPaths lists the paths whose files the ondisk watcher reads: every path of a room,
 // served or gone, sorted and unique.
-func (r *Rooms) WatchPaths() []string {
+func (r *Set) WatchPaths() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return slices.Sorted(maps.Keys(r.byPath))
