@@ -49,7 +49,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	cfg := resources.Config{
-		Token:     "secret",
+		Endpoint:  resources.Endpoint{Token: "secret"},
 		StateFile: t.TempDir() + "/names.json",
 		Notebooks: map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
 		Publisher: resources.Seam{Name: "subscribers"},
@@ -159,7 +159,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 func TestPublicAPIOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	srv, err := resources.New(resources.Config{Transport: resources.TransportStdio}, oneNotebook{path: "a.ipynb"},
+	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}}, oneNotebook{path: "a.ipynb"},
 		resources.WithStdio(inR, outW), resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)

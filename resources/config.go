@@ -56,42 +56,55 @@ type Seam struct {
 // Config is the typed configuration of the MCP server. The zero value of a
 // field means its default (see Defaults).
 type Config struct {
-	Transport       string                    // "http" (default) or "stdio"
-	Listen          string                    // HTTP listen address; default 127.0.0.1:4040
-	Path            string                    // HTTP endpoint path; default /mcp
-	Token           string                    // resolved bearer token (config, file or environment)
-	InsecureNoAuth  bool                      // serve HTTP without a token; must be explicit
-	AllowedOrigins  []string                  // browser origins admitted besides loopback ones; "*" admits all
-	Verifier        Seam                      // token verifier; default "static" (constant-time compare with Token)
-	MaxRequestBytes int64                     // request body limit; default 4 MiB
-	StateFile       string                    // where use_notebook bindings persist; "" keeps them in memory
-	Notebooks       map[string]string         // configured bindings: name → path relative to the Jupyter root
-	Publisher       Seam                      // default "subscribers"
-	Gate            Seam                      // default "all"
-	Extensions      map[string]map[string]any // name → options; compiled-in extensions are on unless `enabled: false`
-	Effective       any                       // the daemon's effective configuration, secrets masked, shown to extensions (YAML-encodable)
-	Hooks           map[string]map[string]any // nil enables DefaultHooks; an empty map enables none
+	Endpoint                             // how the server is reached
+	Limits                               // what one client can make the server hold
+	StateFile  string                    // where use_notebook bindings persist; "" keeps them in memory
+	Notebooks  map[string]string         // configured bindings: name → path relative to the Jupyter root
+	Publisher  Seam                      // default "subscribers"
+	Gate       Seam                      // default "all"
+	Extensions map[string]map[string]any // name → options; compiled-in extensions are on unless `enabled: false`
+	Effective  any                       // the daemon's effective configuration, secrets masked, shown to extensions (YAML-encodable)
+	Hooks      map[string]map[string]any // nil enables DefaultHooks; an empty map enables none
 
-	NotebookTTL          time.Duration // cache hint for notebook and cell reads; default 5 s
-	OutputTTL            time.Duration // cache hint for output reads; default 60 s
-	DrainTimeout         time.Duration // graceful shutdown deadline; default 10 s
-	HeartbeatInterval    time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
-	SessionIdleTimeout   time.Duration // 2025-11-25 sessions idle this long are closed; default 30 min
-	SessionGrace         time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
-	SendTimeout          time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
-	ReplayEvents         int           // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
-	ReplayBytes          int           // and at most this many bytes of them; default 1 MiB
-	MaxURIBytes          int           // longest URI a subscription or listen filter may name; default 2 KiB
-	MaxSubscriptions     int           // resources/subscribe URIs per 2025-11-25 session; default 4096
-	MaxSubscriptionBytes int           // bytes of the URIs one 2025-11-25 session subscribes to, summed; default 256 KiB
-	MaxSessions          int           // live 2025-11-25 sessions at most; an initialize beyond is refused (503); default 1024
-	MaxListenURIs        int           // resource URIs one subscriptions/listen filter may name; default 4096
-	IdleTimeout          time.Duration // idle keep-alive HTTP connections are closed after it; default 30 s
-	ReadTimeout          time.Duration // an HTTP request's header, then its body, must arrive within it; default 10 s
-	MaxConnections       int           // open HTTP connections at most; more are closed at once; default 1024
-	MaxNames             int           // names bound with use_notebook at most; default 1000
-	MaxPathBytes         int           // longest notebook path a name is bound to; default 1024
-	Version              string        // reported in serverInfo; default "dev"
+	NotebookTTL       time.Duration // cache hint for notebook and cell reads; default 5 s
+	OutputTTL         time.Duration // cache hint for output reads; default 60 s
+	HeartbeatInterval time.Duration // ping on idle 2025-11-25 GET streams; default 25 s
+	SessionGrace      time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
+	SendTimeout       time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
+	Version           string        // reported in serverInfo; default "dev"
+}
+
+// Endpoint is how the server is reached: its transport, address and path, who is
+// admitted, and the limits of its HTTP connections. The tags are the keys of the
+// daemon's server section, which holds it as is.
+type Endpoint struct {
+	Transport       string        `mapstructure:"transport" yaml:"transport"`                 // "http" (default) or "stdio"
+	Listen          string        `mapstructure:"listen" yaml:"listen"`                       // HTTP listen address; default 127.0.0.1:4040
+	Path            string        `mapstructure:"path" yaml:"path"`                           // HTTP endpoint path; default /mcp
+	Token           string        `mapstructure:"token" yaml:"token"`                         // resolved bearer token (config, file or environment)
+	InsecureNoAuth  bool          `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`   // serve HTTP without a token; must be explicit
+	AllowedOrigins  []string      `mapstructure:"allowed_origins" yaml:"allowed_origins"`     // browser origins admitted besides loopback ones; "*" admits all
+	Verifier        Seam          `mapstructure:"verifier" yaml:"verifier"`                   // token verifier; default "static" (constant-time compare with Token)
+	MaxRequestBytes int64         `mapstructure:"max_request_bytes" yaml:"max_request_bytes"` // request body limit; default 4 MiB
+	DrainTimeout    time.Duration `mapstructure:"drain_timeout" yaml:"drain_timeout"`         // graceful shutdown deadline; default 10 s
+	IdleTimeout     time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`           // idle keep-alive HTTP connections are closed after it; default 30 s
+	ReadTimeout     time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`           // an HTTP request's header, then its body, must arrive within it; default 10 s
+	MaxConnections  int           `mapstructure:"max_connections" yaml:"max_connections"`     // open HTTP connections at most; more are closed at once; default 1024
+}
+
+// Limits bound what one client can make the server hold. The tags are the keys of
+// the daemon's server.limits section, which holds it as is.
+type Limits struct {
+	MaxURIBytes          int           `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`                   // longest URI a subscription or listen filter may name; default 2 KiB
+	MaxSubscriptions     int           `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`           // resources/subscribe URIs per 2025-11-25 session; default 4096
+	MaxSubscriptionBytes int           `mapstructure:"max_subscription_bytes" yaml:"max_subscription_bytes"` // bytes of the URIs one 2025-11-25 session subscribes to, summed; default 256 KiB
+	MaxSessions          int           `mapstructure:"max_sessions" yaml:"max_sessions"`                     // live 2025-11-25 sessions at most; an initialize beyond is refused (503); default 1024
+	SessionIdleTimeout   time.Duration `mapstructure:"session_idle_timeout" yaml:"session_idle_timeout"`     // 2025-11-25 sessions idle this long are closed; default 30 min
+	MaxListenURIs        int           `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`               // resource URIs one subscriptions/listen filter may name; default 4096
+	ReplayEvents         int           `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"`     // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
+	ReplayBytes          int           `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`       // and at most this many bytes of them; default 1 MiB
+	MaxNames             int           `mapstructure:"max_names" yaml:"max_names"`                           // names bound with use_notebook at most; default 1000
+	MaxPathBytes         int           `mapstructure:"max_path_bytes" yaml:"max_path_bytes"`                 // longest notebook path a name is bound to; default 1024
 }
 
 // Defaults returns c with every zero field set to its default.

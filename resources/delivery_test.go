@@ -144,7 +144,7 @@ func waitStreams(t *testing.T, r *running, n int) {
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, ReplayEvents: 3}, lib)
+	r := startServer(t, Config{Limits: Limits{ReplayEvents: 3}, Notebooks: map[string]string{"work": testPath}}, lib)
 	session := initialize(t, r.url)
 	for _, uri := range []string{"notebook://work", "capabilities://"} {
 		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
@@ -188,9 +188,10 @@ func TestGetStreamResumesWithLastEventID(t *testing.T) {
 }
 
 func TestSubscriptionLimits(t *testing.T) {
-	r := startServer(t, Config{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3,
-		Gate: Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}}},
-		newLibrary(t, testPath))
+	r := startServer(t, Config{
+		Limits: Limits{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3},
+		Gate:   Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}},
+	}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	subscribe := func(uri string) map[string]any {
 		_, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":%q}}`, uri))
@@ -318,8 +319,11 @@ func TestGateGovernsEverySurface(t *testing.T) {
 // client's next request is 404, and /metrics counts it.
 func TestUndeliverableSessionIsEnded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, SendTimeout: 300 * time.Millisecond,
-		MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, Config{
+		Limits:      Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
+		Notebooks:   map[string]string{"work": testPath},
+		SendTimeout: 300 * time.Millisecond,
+	}, newLibrary(t, testPath), WithRegisterer(reg))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
 	var uris []string

@@ -89,7 +89,7 @@ func TestGoldenTranscripts(t *testing.T) {
 	lib := newLibrary(t, testPath)
 	withheld := func(name string) bool { return strings.Contains(name, "withheld") }
 	for _, gated := range []bool{false, true} {
-		cfg := Config{Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}, MaxRequestBytes: 4096}
+		cfg := Config{Endpoint: Endpoint{MaxRequestBytes: 4096}, Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}}
 		if gated {
 			cfg.Gate = Seam{Name: "withhold", Options: map[string]any{"templates": []any{nbview.TemplateOutput}}}
 		}

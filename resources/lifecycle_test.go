@@ -40,7 +40,7 @@ func TestPanicsNeverReachTheClient(t *testing.T) {
 
 func TestRunDrainsOpenStreams(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, DrainTimeout: 2 * time.Second}, lib)
+	r := startServer(t, Config{Endpoint: Endpoint{DrainTimeout: 2 * time.Second}, Notebooks: map[string]string{"work": testPath}}, lib)
 	legacyClient := dialGo(t, r.url, false)
 	modernClient := dialGo(t, r.url, true)
 	stop, err := modernClient.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{"notebook://work"}}, nil)

@@ -75,15 +75,15 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Token: "t", Publisher: Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
-		{Config{Token: "t", Publisher: Seam{Name: "webhook"}}, `"webhook"`},
-		{Config{Token: "t", Gate: Seam{Name: "bouncer"}}, `"bouncer"`},
-		{Config{Token: "t", Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{Config{Token: "t", Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{Config{Token: "t", Verifier: Seam{Name: "hub"}}, `"hub"`},
+		{Config{Endpoint: Endpoint{Token: "t"}, Publisher: Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
+		{Config{Endpoint: Endpoint{Token: "t"}, Publisher: Seam{Name: "webhook"}}, `"webhook"`},
+		{Config{Endpoint: Endpoint{Token: "t"}, Gate: Seam{Name: "bouncer"}}, `"bouncer"`},
+		{Config{Endpoint: Endpoint{Token: "t"}, Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{Config{Endpoint: Endpoint{Token: "t"}, Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{Config{Endpoint: Endpoint{Token: "t", Verifier: Seam{Name: "hub"}}}, `"hub"`},
 		{Config{}, "no token configured"},
-		{Config{Token: "t", Transport: "carrier"}, "transport"},
-		{Config{Token: "t", Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
+		{Config{Endpoint: Endpoint{Token: "t", Transport: "carrier"}}, "transport"},
+		{Config{Endpoint: Endpoint{Token: "t"}, Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.cfg, lib, WithLogger(quietLog))
@@ -91,7 +91,7 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
 		}
 	}
-	if _, err := New(Config{InsecureNoAuth: true}, lib, WithLogger(quietLog)); err != nil {
+	if _, err := New(Config{Endpoint: Endpoint{InsecureNoAuth: true}}, lib, WithLogger(quietLog)); err != nil {
 		t.Errorf("explicit insecure_no_auth: %v", err)
 	}
 }
@@ -244,8 +244,8 @@ func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
 		{"publisher pgnotify", Config{Publisher: Seam{Name: "pgnotify", Options: map[string]any{"dsn": "postgres://x/y", "max_retry": 3}}}},
 		{"gate all", Config{Gate: Seam{Name: "all", Options: typo}}},
 		{"gate withhold", Config{Gate: Seam{Name: "withhold", Options: map[string]any{"templates": []any{}, "max_retry": 3}}}},
-		{"verifier static", Config{Verifier: Seam{Name: "static", Options: typo}}},
-		{"verifier jupyterhub", Config{Verifier: Seam{Name: "jupyterhub", Options: hub}}},
+		{"verifier static", Config{Endpoint: Endpoint{Verifier: Seam{Name: "static", Options: typo}}}},
+		{"verifier jupyterhub", Config{Endpoint: Endpoint{Verifier: Seam{Name: "jupyterhub", Options: hub}}}},
 		{"extension outline", Config{Extensions: map[string]map[string]any{"outline": typo}}},
 		{"extension search", Config{Extensions: map[string]map[string]any{"search": typo}}},
 		{"hook audit", Config{Hooks: map[string]map[string]any{"audit": typo}}},

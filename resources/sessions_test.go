@@ -58,7 +58,7 @@ func sdkSessions(s *Server) int {
 func TestSessionCap(t *testing.T) {
 	const max = 3
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{MaxSessions: max}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, Config{Limits: Limits{MaxSessions: max}}, newLibrary(t, testPath), WithRegisterer(reg))
 	refusals := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
 	}
@@ -115,8 +115,11 @@ func TestSessionCap(t *testing.T) {
 func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, MaxSessions: 1,
-		SessionIdleTimeout: 300 * time.Millisecond, SessionGrace: time.Hour}, lib, WithRegisterer(reg))
+	r := startServer(t, Config{
+		Limits:       Limits{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond},
+		Notebooks:    map[string]string{"work": testPath},
+		SessionGrace: time.Hour,
+	}, lib, WithRegisterer(reg))
 	gauge := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", subscribers.Era20251125)
 	}
@@ -163,7 +166,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 // number; a refusal is counted under its limit.
 func TestSubscriptionByteBudget(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{MaxSubscriptionBytes: 64}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, Config{Limits: Limits{MaxSubscriptionBytes: 64}}, newLibrary(t, testPath), WithRegisterer(reg))
 	session := initialize(t, r.url)
 	for _, tt := range []struct {
 		method, uri string
@@ -190,7 +193,7 @@ func TestSubscriptionByteBudget(t *testing.T) {
 // An initialize whose client is gone before the SDK registers its session
 // leaves no id behind to hold a slot.
 func TestAbandonedInitializeFreesItsSlot(t *testing.T) {
-	r := startServer(t, Config{MaxSessions: 1}, newLibrary(t, testPath))
+	r := startServer(t, Config{Limits: Limits{MaxSessions: 1}}, newLibrary(t, testPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(initializeBody))

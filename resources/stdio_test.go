@@ -93,7 +93,7 @@ func updated(uri string) func(map[string]any) bool {
 
 func TestStdioBothEras(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	srv, p := startStdio(t, Config{Notebooks: map[string]string{"work": testPath}, MaxRequestBytes: 2048}, lib)
+	srv, p := startStdio(t, Config{Endpoint: Endpoint{MaxRequestBytes: 2048}, Notebooks: map[string]string{"work": testPath}}, lib)
 
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	p.await(t, byID(1))

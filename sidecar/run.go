@@ -231,39 +231,20 @@ func Check(cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-// serverConfig maps the sidecar's configuration onto the MCP server's.
+// serverConfig maps the sidecar's configuration onto the MCP server's: the server
+// section's Endpoint and Limits are the server's own.
 func serverConfig(cfg config.Config, version string) resources.Config {
 	return resources.Config{
-		Transport:            cfg.Server.Transport,
-		Listen:               cfg.Server.Listen,
-		Path:                 cfg.Server.Path,
-		Token:                cfg.Server.Token,
-		InsecureNoAuth:       cfg.Server.InsecureNoAuth,
-		AllowedOrigins:       cfg.Server.AllowedOrigins,
-		Verifier:             cfg.Server.Verifier,
-		MaxRequestBytes:      cfg.Server.MaxRequestBytes,
-		StateFile:            cfg.StateFilePath(),
-		Notebooks:            cfg.Notebooks,
-		Publisher:            cfg.Publisher,
-		Gate:                 cfg.Gate,
-		Extensions:           cfg.Extensions,
-		Effective:            cfg.Masked(),
-		Hooks:                cfg.Hooks,
-		DrainTimeout:         cfg.Server.DrainTimeout,
-		MaxURIBytes:          cfg.Server.Limits.MaxURIBytes,
-		MaxSubscriptions:     cfg.Server.Limits.MaxSubscriptions,
-		MaxSubscriptionBytes: cfg.Server.Limits.MaxSubscriptionBytes,
-		MaxSessions:          cfg.Server.Limits.MaxSessions,
-		SessionIdleTimeout:   cfg.Server.Limits.SessionIdleTimeout,
-		MaxListenURIs:        cfg.Server.Limits.MaxListenURIs,
-		ReplayEvents:         cfg.Server.Limits.ReplayBufferEvents,
-		ReplayBytes:          cfg.Server.Limits.ReplayBufferBytes,
-		IdleTimeout:          cfg.Server.IdleTimeout,
-		ReadTimeout:          cfg.Server.ReadTimeout,
-		MaxConnections:       cfg.Server.MaxConnections,
-		MaxNames:             cfg.Server.Limits.MaxNames,
-		MaxPathBytes:         cfg.Server.Limits.MaxPathBytes,
-		Version:              version,
+		Endpoint:   cfg.Server.Endpoint,
+		Limits:     cfg.Server.Limits,
+		StateFile:  cfg.StateFilePath(),
+		Notebooks:  cfg.Notebooks,
+		Publisher:  cfg.Publisher,
+		Gate:       cfg.Gate,
+		Extensions: cfg.Extensions,
+		Effective:  cfg.Masked(),
+		Hooks:      cfg.Hooks,
+		Version:    version,
 	}
 }
 

@@ -121,38 +121,14 @@ type FileIDAPI struct {
 	TokenFile string `mapstructure:"token_file" yaml:"token_file"`
 }
 
-// Server configures the MCP server and its HTTP listeners.
+// Server configures the MCP server and its HTTP listeners: the server's own Endpoint
+// and Limits, as the MCP server takes them, and what the daemon does around it.
 type Server struct {
-	Transport       string         `mapstructure:"transport" yaml:"transport"` // http, stdio
-	Listen          string         `mapstructure:"listen" yaml:"listen"`
-	Path            string         `mapstructure:"path" yaml:"path"`
-	Token           string         `mapstructure:"token" yaml:"token"`
-	TokenFile       string         `mapstructure:"token_file" yaml:"token_file"`
-	InsecureNoAuth  bool           `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`
-	AllowedOrigins  []string       `mapstructure:"allowed_origins" yaml:"allowed_origins"`
-	Verifier        resources.Seam `mapstructure:"verifier" yaml:"verifier"`
-	MaxRequestBytes int64          `mapstructure:"max_request_bytes" yaml:"max_request_bytes"`
-	StateFile       string         `mapstructure:"state_file" yaml:"state_file"`
-	DrainTimeout    time.Duration  `mapstructure:"drain_timeout" yaml:"drain_timeout"`
-	MetricsListen   string         `mapstructure:"metrics_listen" yaml:"metrics_listen"`
-	IdleTimeout     time.Duration  `mapstructure:"idle_timeout" yaml:"idle_timeout"`
-	ReadTimeout     time.Duration  `mapstructure:"read_timeout" yaml:"read_timeout"`
-	MaxConnections  int            `mapstructure:"max_connections" yaml:"max_connections"`
-	Limits          Limits         `mapstructure:"limits" yaml:"limits"`
-}
-
-// Limits bound what one client can make the server hold.
-type Limits struct {
-	MaxURIBytes          int           `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`                   // longest subscribable URI
-	MaxSubscriptions     int           `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`           // per 2025-11-25 session
-	MaxSubscriptionBytes int           `mapstructure:"max_subscription_bytes" yaml:"max_subscription_bytes"` // subscribed URIs' bytes per 2025-11-25 session
-	MaxSessions          int           `mapstructure:"max_sessions" yaml:"max_sessions"`                     // live 2025-11-25 sessions
-	SessionIdleTimeout   time.Duration `mapstructure:"session_idle_timeout" yaml:"session_idle_timeout"`     // a 2025-11-25 session without a GET stream idle this long ends
-	MaxListenURIs        int           `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`               // per subscriptions/listen filter
-	ReplayBufferEvents   int           `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"`     // per session, for Last-Event-ID
-	ReplayBufferBytes    int           `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
-	MaxNames             int           `mapstructure:"max_names" yaml:"max_names"`           // names bound with use_notebook
-	MaxPathBytes         int           `mapstructure:"max_path_bytes" yaml:"max_path_bytes"` // longest path use_notebook binds
+	resources.Endpoint `mapstructure:",squash" yaml:",inline"`
+	TokenFile          string           `mapstructure:"token_file" yaml:"token_file"`
+	StateFile          string           `mapstructure:"state_file" yaml:"state_file"`
+	MetricsListen      string           `mapstructure:"metrics_listen" yaml:"metrics_listen"`
+	Limits             resources.Limits `mapstructure:"limits" yaml:"limits"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -199,25 +175,27 @@ func Default() Config {
 			},
 		},
 		Server: Server{
-			Transport:       resources.DefaultTransport,
-			Listen:          resources.DefaultListen,
-			Path:            resources.DefaultPath,
-			AllowedOrigins:  []string{},
-			Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
-			MaxRequestBytes: resources.DefaultMaxRequestBytes,
-			DrainTimeout:    resources.DefaultDrainTimeout,
-			IdleTimeout:     resources.DefaultIdleTimeout,
-			ReadTimeout:     resources.DefaultReadTimeout,
-			MaxConnections:  resources.DefaultMaxConnections,
-			Limits: Limits{
+			Endpoint: resources.Endpoint{
+				Transport:       resources.DefaultTransport,
+				Listen:          resources.DefaultListen,
+				Path:            resources.DefaultPath,
+				AllowedOrigins:  []string{},
+				Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
+				MaxRequestBytes: resources.DefaultMaxRequestBytes,
+				DrainTimeout:    resources.DefaultDrainTimeout,
+				IdleTimeout:     resources.DefaultIdleTimeout,
+				ReadTimeout:     resources.DefaultReadTimeout,
+				MaxConnections:  resources.DefaultMaxConnections,
+			},
+			Limits: resources.Limits{
 				MaxURIBytes:          resources.DefaultMaxURIBytes,
 				MaxSubscriptions:     resources.DefaultMaxSubscriptions,
 				MaxSubscriptionBytes: resources.DefaultMaxSubscriptionBytes,
 				MaxSessions:          resources.DefaultMaxSessions,
 				SessionIdleTimeout:   resources.DefaultSessionIdleTimeout,
 				MaxListenURIs:        resources.DefaultMaxListenURIs,
-				ReplayBufferEvents:   resources.DefaultReplayEvents,
-				ReplayBufferBytes:    resources.DefaultReplayBytes,
+				ReplayEvents:         resources.DefaultReplayEvents,
+				ReplayBytes:          resources.DefaultReplayBytes,
 				MaxNames:             resources.DefaultMaxNames,
 				MaxPathBytes:         resources.DefaultMaxPathBytes,
 			},

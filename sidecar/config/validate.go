@@ -206,8 +206,8 @@ func (s Server) validate(v *validator) {
 	v.positive("server.limits.session_idle_timeout", s.Limits.SessionIdleTimeout)
 	for key, n := range map[string]int{
 		"server.limits.max_uri_bytes": s.Limits.MaxURIBytes, "server.limits.max_subscriptions": s.Limits.MaxSubscriptions,
-		"server.limits.max_listen_uris": s.Limits.MaxListenURIs, "server.limits.replay_buffer_events": s.Limits.ReplayBufferEvents,
-		"server.limits.replay_buffer_bytes": s.Limits.ReplayBufferBytes, "server.max_connections": s.MaxConnections,
+		"server.limits.max_listen_uris": s.Limits.MaxListenURIs, "server.limits.replay_buffer_events": s.Limits.ReplayEvents,
+		"server.limits.replay_buffer_bytes": s.Limits.ReplayBytes, "server.max_connections": s.MaxConnections,
 		"server.limits.max_names": s.Limits.MaxNames, "server.limits.max_path_bytes": s.Limits.MaxPathBytes,
 		"server.limits.max_subscription_bytes": s.Limits.MaxSubscriptionBytes, "server.limits.max_sessions": s.Limits.MaxSessions,
 	} {

@@ -256,18 +256,30 @@ func lookup(tree map[string]any, key string) (any, bool) {
 	return cur, true
 }
 
-// fieldByKey walks the mapstructure tags of v along a dotted key.
+// fieldByKey walks the mapstructure tags of v along a dotted key, into squashed
+// embedded structs too.
 func fieldByKey(v reflect.Value, key string) reflect.Value {
 	for part := range strings.SplitSeq(key, ".") {
-		t := v.Type()
-		for i := range t.NumField() {
-			if t.Field(i).Tag.Get("mapstructure") == part {
-				v = v.Field(i)
-				break
+		v, _ = fieldByTag(v, part)
+	}
+	return v
+}
+
+// fieldByTag is the field of struct v whose mapstructure tag is tag, looked for in
+// its squashed embedded structs too.
+func fieldByTag(v reflect.Value, tag string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := range t.NumField() {
+		switch got := t.Field(i).Tag.Get("mapstructure"); {
+		case got == tag:
+			return v.Field(i), true
+		case got == ",squash":
+			if f, ok := fieldByTag(v.Field(i), tag); ok {
+				return f, true
 			}
 		}
 	}
-	return v
+	return v, false
 }
 
 // keyErrors turns mapstructure's errors into KeyErrors: "'server' has invalid keys: a, b"
