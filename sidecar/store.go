@@ -74,7 +74,7 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 }
 
 // openResolver builds the file id resolvers: the fileid database, then the REST
-// endpoint when configured. Paths the document records are the fallback (see Rooms).
+// endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
 // The returned close releases the database.
 func openResolver(cfg config.Config) (fileid.Resolver, func() error, error) {
 	root, err := filepath.Abs(cfg.RootDirPath())
