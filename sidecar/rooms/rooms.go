@@ -486,14 +486,11 @@ func cleanPath(p string) string {
 	return strings.TrimPrefix(path.Clean("/"+p), "/")
 }
 
+// snapshotRooms lists the notebook rooms now.
 func (r *Set) snapshotRooms() []*room {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*room, 0, len(r.rooms))
-	for _, rm := range r.rooms {
-		out = append(out, rm)
-	}
-	return out
+	return slices.Collect(maps.Values(r.rooms))
 }
 
 func (r *Set) count() int {
