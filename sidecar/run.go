@@ -144,7 +144,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 			m.changesFlushed.Inc() // after: a count seen means the change's URIs are settled
 		})
 	in.rooms = NewRooms(log, resolver, m, Notify{
-		Changed: func(path string, ch ynotebook.Changes, o Origin) { in.deb.Add(path, change{ch, o}) },
+		Changed: func(path string, ch ynotebook.Changes, o Origin) { in.deb.Add(path, change{ch, o}, o.At) },
 		Moved: func(oldPath, newPath string) {
 			o, _ := in.rooms.Origin(newPath)
 			in.srv.NotebookMoved(oldPath, newPath, o.publishOrigin(user))
