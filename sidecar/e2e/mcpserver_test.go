@@ -193,13 +193,23 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 	return p
 }
 
-// feedTap is the test's own consumer of the sse feed: the events per path, and the
-// first of them for the schema check at the end of the test.
+// feedTap is the test's own consumer of the sse feed: the events per path, when each
+// arrived, and the first of them for the schema check at the end of the test.
 type feedTap struct {
 	mu       sync.Mutex
 	events   map[string]int
+	arrivals map[string][]tapArrival
 	payloads [][]byte
 }
+
+// tapArrival is one change event as the tap received it.
+type tapArrival struct {
+	at     time.Time // received
+	commit time.Time // the event's time: the commit time of the newest row behind it
+}
+
+// maxArrivals bounds the arrivals kept per path.
+const maxArrivals = 10000
 
 func tapFeed(t *testing.T, url, tok string) *feedTap {
 	t.Helper()
@@ -215,7 +225,7 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 		t.Fatalf("tap the feed: %s", resp.Status)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	f := &feedTap{events: map[string]int{}}
+	f := &feedTap{events: map[string]int{}, arrivals: map[string][]tapArrival{}}
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -234,10 +244,17 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 			case strings.HasPrefix(line, "event: "):
 				kind = line[7:]
 			case strings.HasPrefix(line, "data: ") && kind == "change":
-				var ev struct{ Path string }
+				at := time.Now()
+				var ev struct {
+					Path string
+					Time time.Time
+				}
 				if json.Unmarshal([]byte(line[6:]), &ev) == nil {
 					f.mu.Lock()
 					f.events[ev.Path]++
+					if len(f.arrivals[ev.Path]) < maxArrivals {
+						f.arrivals[ev.Path] = append(f.arrivals[ev.Path], tapArrival{at, ev.Time})
+					}
 					if len(f.payloads) < 2000 {
 						f.payloads = append(f.payloads, []byte(line[6:]))
 					}
@@ -253,6 +270,25 @@ func (f *feedTap) count(path string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.events[path]
+}
+
+// arrival waits for the first event of path whose newest row was committed at or after
+// from, and returns it.
+func (f *feedTap) arrival(t *testing.T, path string, from time.Time) tapArrival {
+	t.Helper()
+	var got tapArrival
+	testutil.Eventually(t, testutil.Wait, "the feed's event of "+path, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, a := range f.arrivals[path] {
+			if !a.commit.Before(from) {
+				got = a
+				return true
+			}
+		}
+		return false
+	})
+	return got
 }
 
 // heard counts what a client was told, per URI, as it arrives.
