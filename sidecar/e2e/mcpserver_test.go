@@ -80,21 +80,10 @@ type feedStack struct {
 func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	t.Helper()
 	jupytertest.Need(t)
-	venv := os.Getenv(mcpServerVenvEnv)
-	var err error
-	if venv == "" {
-		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
-	}
-	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
-	fs := &feedStack{py: filepath.Join(venv, "bin", "python"), rc: readRecipe(t),
+	fs := &feedStack{py: needMCPServer(t), rc: readRecipe(t),
 		clients: filepath.Join(repoRoot, "testdata", "mcpclient"), feedToken: "e2e-feed-token-0123456789"}
 	if fs.rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
 		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", fs.rc.sh[0])
-	}
-	if out, err := exec.Command(fs.py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
-		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
-	} else {
-		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
 	}
 	if _, err := os.Stat(filepath.Join(fs.clients, "node_modules")); err != nil {
 		testutil.Need(t, err, "npm ci in testdata/mcpclient")
@@ -108,6 +97,25 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	fs.sc = launch(t, fs.scDir, cfg, "serve")
 	fs.tap = tapFeed(t, "http://"+fs.feedAddr+"/events", fs.feedToken)
 	return fs
+}
+
+// needMCPServer is the python of the jupyter-mcp-server environment, with this
+// repository's jupyter_mcp_sidecar_feed installed; it skips (fails on CI) without it.
+func needMCPServer(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv(mcpServerVenvEnv)
+	var err error
+	if venv == "" {
+		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
+	}
+	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
+	py := filepath.Join(venv, "bin", "python")
+	if out, err := exec.Command(py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
+		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
+	} else {
+		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
+	}
+	return py
 }
 
 // restartSidecar stops the sidecar and starts it again on the same store and feed
