@@ -19,7 +19,7 @@ type announcer struct {
 
 // Changed debounces a change of the notebook at path.
 func (a announcer) Changed(path string, ch ynotebook.Changes, o rooms.Origin) {
-	a.deb.Add(path, change{ch, o})
+	a.deb.Add(path, change{ch, o}, o.At)
 }
 
 // Moved tells the server the notebook at oldPath is now at newPath.

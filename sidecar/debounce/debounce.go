@@ -1,6 +1,8 @@
 // Package debounce coalesces bursts of changes per key: a burst is flushed once it has
 // been quiet for a while, and never later than a ceiling after its first change, so a
-// document edited without pause still announces itself at a steady rate.
+// document edited without pause still announces itself at a steady rate. Both count
+// from when a change happened (its commit time) when it is known and recent, so the
+// time it took to read the change is not added to the quiet period.
 package debounce
 
 import (
@@ -26,9 +28,9 @@ type firing[K comparable, V any] struct {
 }
 
 type burst[V any] struct {
-	value V
-	first time.Time
-	timer *time.Timer
+	value       V
+	first, last time.Time // when the burst's first and latest changes happened
+	timer       *time.Timer
 }
 
 // New returns a debouncer that flushes a key quiet after its last Add and at most ceiling
@@ -48,20 +50,29 @@ func New[K comparable, V any](quiet, ceiling time.Duration, merge func(old, add 
 	}
 }
 
-// Add records v for key and (re)arms the key's timer.
-func (d *Debouncer[K, V]) Add(key K, v V) {
+// Add records v for key, a change that happened at, and (re)arms the key's timer: the
+// burst is flushed quiet after its latest change and at most ceiling after its first.
+// An at that is zero, later than now or a quiet period or more before now (a late read,
+// a writer's clock apart) counts as now.
+func (d *Debouncer[K, V]) Add(key K, v V, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
+	if at.IsZero() || at.After(now) || now.Sub(at) >= d.quiet {
+		at = now
+	}
 	b, ok := d.pending[key]
 	if !ok {
-		b = &burst[V]{value: v, first: now}
+		b = &burst[V]{value: v, first: at, last: at}
 		d.pending[key] = b
-		b.timer = time.AfterFunc(d.quiet, func() { d.fire(key, b) })
+		b.timer = time.AfterFunc(d.quiet-now.Sub(at), func() { d.fire(key, b) })
 		return
 	}
 	b.value = d.merge(b.value, v)
-	wait := d.quiet
+	if at.After(b.last) {
+		b.last = at
+	}
+	wait := d.quiet - now.Sub(b.last)
 	if deadline := b.first.Add(d.ceiling); now.Add(wait).After(deadline) {
 		wait = deadline.Sub(now)
 	}

@@ -20,11 +20,12 @@ func TestDebouncer(t *testing.T) {
 		at  time.Duration
 		key string
 		v   int
+		ago time.Duration // the change happened this long before it was added (its commit time); 0: now
 	}
 	steady := func(key string, every, until time.Duration) []add {
 		var out []add
 		for at := time.Duration(0); at < until; at += every {
-			out = append(out, add{at, key, int(at / every)})
+			out = append(out, add{at, key, int(at / every), 0})
 		}
 		return out
 	}
@@ -36,12 +37,12 @@ func TestDebouncer(t *testing.T) {
 	}{
 		{
 			name: "single change flushes after the quiet period", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
-			adds: []add{{0, "a", 1}},
+			adds: []add{{0, "a", 1, 0}},
 			want: []flushRec{{"a", 250 * time.Millisecond, []int{1}}},
 		},
 		{
 			name: "a burst is one flush after it pauses", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
-			adds: []add{{0, "a", 1}, {100 * time.Millisecond, "a", 2}, {300 * time.Millisecond, "a", 3}},
+			adds: []add{{0, "a", 1, 0}, {100 * time.Millisecond, "a", 2, 0}, {300 * time.Millisecond, "a", 3, 0}},
 			want: []flushRec{{"a", 550 * time.Millisecond, []int{1, 2, 3}}},
 		},
 		{
@@ -55,12 +56,37 @@ func TestDebouncer(t *testing.T) {
 		},
 		{
 			name: "keys are independent", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
-			adds: []add{{0, "a", 1}, {100 * time.Millisecond, "b", 2}, {200 * time.Millisecond, "a", 3}},
+			adds: []add{{0, "a", 1, 0}, {100 * time.Millisecond, "b", 2, 0}, {200 * time.Millisecond, "a", 3, 0}},
 			want: []flushRec{{"b", 350 * time.Millisecond, []int{2}}, {"a", 450 * time.Millisecond, []int{1, 3}}},
 		},
 		{
+			name: "the quiet period counts from the change's time", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{100 * time.Millisecond, "a", 1, 40 * time.Millisecond}},
+			want: []flushRec{{"a", 310 * time.Millisecond, []int{1}}},
+		},
+		{
+			name: "and from the latest change's, not from an older one added after it", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{100 * time.Millisecond, "a", 1, 10 * time.Millisecond}, {150 * time.Millisecond, "a", 2, 200 * time.Millisecond}},
+			want: []flushRec{{"a", 340 * time.Millisecond, []int{1, 2}}},
+		},
+		{
+			name: "the ceiling counts from the first change's time", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: append([]add{{0, "a", 0, 50 * time.Millisecond}}, steady("a", 90*time.Millisecond, 2100*time.Millisecond)[1:]...),
+			want: []flushRec{{"a", 1950 * time.Millisecond, seq(0, 22)}, {"a", 2320 * time.Millisecond, seq(22, 24)}},
+		},
+		{
+			name: "a change added a quiet period or more after its time counts from now", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{100 * time.Millisecond, "a", 1, 250 * time.Millisecond}, {1000 * time.Millisecond, "b", 2, 5 * time.Second}},
+			want: []flushRec{{"a", 350 * time.Millisecond, []int{1}}, {"b", 1250 * time.Millisecond, []int{2}}},
+		},
+		{
+			name: "a change's time after now counts as now", quiet: 250 * time.Millisecond, ceiling: 2 * time.Second,
+			adds: []add{{100 * time.Millisecond, "a", 1, -time.Second}},
+			want: []flushRec{{"a", 350 * time.Millisecond, []int{1}}},
+		},
+		{
 			name: "zero quiet flushes every change", quiet: 0, ceiling: 0,
-			adds: []add{{0, "a", 1}, {10 * time.Millisecond, "a", 2}},
+			adds: []add{{0, "a", 1, 0}, {10 * time.Millisecond, "a", 2, 0}},
 			want: []flushRec{{"a", 0, []int{1}}, {"a", 10 * time.Millisecond, []int{2}}},
 		},
 	}
@@ -84,7 +110,11 @@ func TestDebouncer(t *testing.T) {
 				// blocked: the adds land at exactly a.at, and no real time passes.
 				for _, a := range tt.adds {
 					time.Sleep(a.at - time.Since(start))
-					d.Add(a.key, []int{a.v})
+					at := time.Time{}
+					if a.ago != 0 {
+						at = time.Now().Add(-a.ago)
+					}
+					d.Add(a.key, []int{a.v}, at)
 				}
 				time.Sleep(tt.ceiling + time.Second) // past every timer (fake clock)
 				synctest.Wait()
@@ -112,7 +142,7 @@ func TestStopDropsPending(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { _ = d.Run(ctx); close(done) }()
-		d.Add("a", 1)
+		d.Add("a", 1, time.Now())
 		cancel()
 		<-done
 		time.Sleep(3 * time.Second) // past the ceiling (fake clock): the stopped timers would have fired

@@ -585,8 +585,11 @@ func types(cs []pageCell, want ...string) string {
 // debounce (250 ms / 2 s) and with it off (a second sidecar on the same store), keystroke
 // → a resources/read that contains it, keystroke → the store's row (the lower bound: the
 // commit every reader of the store waits for), and Ctrl+Enter → the output readable.
+// The anchor, in the same run for the same keys: the real jupyter-mcp-server with its own
+// watcher (JUPYTER_MCP_WATCH_NOTEBOOKS=true: a document websocket per bound notebook,
+// 250 ms / 2 s debounce), its subscriber's notifications and its resources/read.
 // BROWSER_BENCH=1 runs it (BROWSER_BENCH_DURATION, default 60s, of typing); it needs a
-// sidecar built without -race.
+// sidecar built without -race and the jupyter-mcp-server environment.
 func TestJupyterLabTypingLatency(t *testing.T) {
 	if os.Getenv("BROWSER_BENCH") != "1" {
 		t.Skip("a benchmark: BROWSER_BENCH=1 runs it")
@@ -597,6 +600,7 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 	dur := envDuration(t, "BROWSER_BENCH_DURATION", 60*time.Second)
 	const p, runs, delay = "bench.ipynb", 10, 120 // delay: ms between keys, about 6 keys/s with the key itself
 	nb := jupytertest.NotebookJSON([2]string{"b-1", ""}, [2]string{"b-2", "n = globals().get('n', 0) + 1\nprint(n)"})
+	py := needMCPServer(t)
 	l := startLab(t, map[string]string{p: nb}, map[string]string{"bench": p}, "")
 	off := l.watch(t, "notebooks: {bench: \""+p+"\"}\nnotifications: {debounce: 0s}\n")
 	subs := map[string]*goClient{"default": l.subs[0], "off": dialGo(t, off.mcpURL(), true)}
@@ -604,6 +608,21 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 	l.do(t, map[string]any{"op": "open", "page": "ann", "path": p})
 	l.samePage(t, "bench", "ann", p)
 	room := l.roomKey(t, p)
+	// The anchor: jupyter-mcp-server watching the notebook itself (no feed), bound by an
+	// agent with use_notebook (it attaches to the page's kernel session), and a 2026-07-28
+	// subscriber of its own.
+	jms := startJMS(t, py, l.srv, readRecipe(t), "", "", "JUPYTER_MCP_WATCH_NOTEBOOKS=true", "JUPYTER_MCP_SIDECAR_FEED_URL=",
+		"START_NEW_CODE_SANDBOX=false") // no kernel of its own: use_notebook attaches to the page's
+	watcher, err := dialGoAs(t, jms.url, true, "Bearer "+mcpServerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher.bind("bench", p)
+	testutil.Eventually(t, testutil.Wait, "jupyter-mcp-server watching the notebook", func() bool {
+		return jms.logs.Contains("Watching notebook [bench]")
+	}, jms.logs.String)
+	watcher.subscribe("notebook://bench")
+	subs["watcher"] = watcher
 
 	// What the agents see while the person types: every notification, and reads of the
 	// cell back to back.
@@ -634,26 +653,42 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 		at     time.Time
 		source string
 	}
-	readsCh := make(chan []read)
+	// reads reads the cell through c back to back, at most one read every 10 ms (the
+	// sidecar's reads: the measure's resolution; jupyter-mcp-server opens a document
+	// websocket per read, which sets its own).
+	reads := func(c *goClient) chan []read {
+		ch := make(chan []read)
+		go func() {
+			var all []read
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					ch <- all
+					return
+				case <-tick.C:
+				}
+				text, err := c.tryRead(cellURI("bench", "b-1"))
+				var cell struct{ Source any } // jupyter-mcp-server's is a list of lines
+				if err == nil {
+					err = json.Unmarshal([]byte(text), &cell)
+				}
+				if err != nil {
+					t.Errorf("%s: %v", c.name(), err)
+					continue
+				}
+				all = append(all, read{time.Now(), multiline(cell.Source)})
+			}
+		}()
+		return ch
+	}
 	reader := dialGo(t, l.sc.mcpURL(), true)
-	go func() {
-		var all []read
-		tick := time.NewTicker(10 * time.Millisecond) // the reads' sampling interval: the measure's resolution
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				readsCh <- all
-				return
-			case <-tick.C:
-			}
-			text, err := reader.tryRead(cellURI("bench", "b-1"))
-			var c servedCell
-			if err == nil && json.Unmarshal([]byte(text), &c) == nil {
-				all = append(all, read{time.Now(), c.Source})
-			}
-		}
-	}()
+	watcherReader, err := dialGoAs(t, jms.url, true, "Bearer "+mcpServerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readsCh, watcherReadsCh := reads(reader), reads(watcherReader)
 
 	line := "total = total + 1  # the quick brown fox, é 日本 🎉\n"
 	per := time.Duration(delay+30) * time.Millisecond
@@ -684,7 +719,7 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 		c := <-notesCh
 		got[c.name] = c.notes
 	}
-	reads := <-readsCh
+	sidecarReads, watcherReads := <-readsCh, <-watcherReadsCh
 
 	// Keystroke i is in a read (or a row, or announced) once it came at or after it.
 	typedText := []rune(text)
@@ -700,38 +735,58 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 		}
 		return lags
 	}
-	var readLags []time.Duration
-	j := 0
-	for i, k := range keys {
-		prefix := string(typedText[:i+1])
-		for j < len(reads) && !strings.HasPrefix(reads[j].source, prefix) {
-			j++
+	// Key i is in the first read (from the one holding key i-1 on) whose source starts
+	// with the text typed up to it.
+	readLags := func(what string, rs []read) []time.Duration {
+		var lags []time.Duration
+		j := 0
+		for i, k := range keys {
+			prefix := string(typedText[:i+1])
+			for j < len(rs) && !strings.HasPrefix(rs[j].source, prefix) {
+				j++
+			}
+			if j == len(rs) {
+				t.Fatalf("%s: no read contains key %d (%d reads)", what, i, len(rs))
+			}
+			lags = append(lags, rs[j].at.Sub(k))
 		}
-		if j == len(reads) {
-			t.Fatalf("no read contains key %d", i)
-		}
-		readLags = append(readLags, reads[j].at.Sub(k))
+		return lags
 	}
 	rowTimes := l.rowsSince(t, room, keys[0])
-	report := func(what string, lags []time.Duration) {
+	report := func(what string, lags []time.Duration) (p50, p99 time.Duration) {
 		if len(lags) == 0 {
 			t.Errorf("%s: nothing measured", what)
-			return
+			return 0, 0
 		}
-		p50, p99 := percentiles(lags)
+		p50, p99 = percentiles(lags)
 		t.Logf("LAG %s: p50 %v p99 %v max %v (%d)", what, p50.Round(time.Millisecond), p99.Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags))
+		return p50, p99
 	}
-	t.Logf("typed %d keys in %v (%.1f keys/s); %d reads", len(keys), typing.Round(time.Millisecond), float64(len(keys))/typing.Seconds(), len(reads))
-	report("keystroke → store row (commit, the lower bound)", after(rowTimes))
-	for _, name := range []string{"default", "off"} {
+	t.Logf("typed %d keys in %v (%.1f keys/s); %d reads through the sidecar, %d through jupyter-mcp-server", len(keys),
+		typing.Round(time.Millisecond), float64(len(keys))/typing.Seconds(), len(sidecarReads), len(watcherReads))
+	report(fmt.Sprintf("keystroke → store row (commit, the lower bound; %d rows)", len(rowTimes)), after(rowTimes))
+	notified := map[string][2]time.Duration{}
+	for _, name := range []string{"watcher", "default", "off"} {
 		var ts []time.Time
 		for _, n := range got[name] {
 			ts = append(ts, n.at)
 		}
-		report(fmt.Sprintf("keystroke → notifications/resources/updated (debounce %s, %d notifications)", name, len(ts)), after(ts))
+		what := "sidecar, debounce " + name
+		if name == "watcher" {
+			what = "jupyter-mcp-server's watcher, JUPYTER_MCP_WATCH_NOTEBOOKS=true"
+		}
+		p50, p99 := report(fmt.Sprintf("keystroke → notifications/resources/updated (%s, %d notifications)", what, len(ts)), after(ts))
+		notified[name] = [2]time.Duration{p50, p99}
 	}
-	report("keystroke → resources/read containing it", readLags)
+	sp50, sp99 := report("keystroke → resources/read containing it (sidecar)", readLags("sidecar", sidecarReads))
+	wp50, wp99 := report("keystroke → resources/read containing it (jupyter-mcp-server)", readLags("jupyter-mcp-server", watcherReads))
 	report("Ctrl+Enter → output resource readable", exec)
+	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2f×", float64(a)/float64(max(b, 1))) }
+	for _, name := range []string{"default", "off"} {
+		t.Logf("RATIO notification, sidecar (debounce %s) ÷ the watcher: p50 %s, p99 %s", name,
+			ratio(notified[name][0], notified["watcher"][0]), ratio(notified[name][1], notified["watcher"][1]))
+	}
+	t.Logf("RATIO resources/read containing the key, sidecar ÷ jupyter-mcp-server: p50 %s, p99 %s", ratio(sp50, wp50), ratio(sp99, wp99))
 }
 
 // envDuration is the duration the environment variable name holds, or dflt.

@@ -80,21 +80,10 @@ type feedStack struct {
 func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	t.Helper()
 	jupytertest.Need(t)
-	venv := os.Getenv(mcpServerVenvEnv)
-	var err error
-	if venv == "" {
-		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
-	}
-	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
-	fs := &feedStack{py: filepath.Join(venv, "bin", "python"), rc: readRecipe(t),
+	fs := &feedStack{py: needMCPServer(t), rc: readRecipe(t),
 		clients: filepath.Join(repoRoot, "testdata", "mcpclient"), feedToken: "e2e-feed-token-0123456789"}
 	if fs.rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
 		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", fs.rc.sh[0])
-	}
-	if out, err := exec.Command(fs.py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
-		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
-	} else {
-		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
 	}
 	if _, err := os.Stat(filepath.Join(fs.clients, "node_modules")); err != nil {
 		testutil.Need(t, err, "npm ci in testdata/mcpclient")
@@ -108,6 +97,25 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	fs.sc = launch(t, fs.scDir, cfg, "serve")
 	fs.tap = tapFeed(t, "http://"+fs.feedAddr+"/events", fs.feedToken)
 	return fs
+}
+
+// needMCPServer is the python of the jupyter-mcp-server environment, with this
+// repository's jupyter_mcp_sidecar_feed installed; it skips (fails on CI) without it.
+func needMCPServer(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv(mcpServerVenvEnv)
+	var err error
+	if venv == "" {
+		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
+	}
+	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
+	py := filepath.Join(venv, "bin", "python")
+	if out, err := exec.Command(py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
+		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
+	} else {
+		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
+	}
+	return py
 }
 
 // restartSidecar stops the sidecar and starts it again on the same store and feed
@@ -193,13 +201,23 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 	return p
 }
 
-// feedTap is the test's own consumer of the sse feed: the events per path, and the
-// first of them for the schema check at the end of the test.
+// feedTap is the test's own consumer of the sse feed: the events per path, when each
+// arrived, and the first of them for the schema check at the end of the test.
 type feedTap struct {
 	mu       sync.Mutex
 	events   map[string]int
+	arrivals map[string][]tapArrival
 	payloads [][]byte
 }
+
+// tapArrival is one change event as the tap received it.
+type tapArrival struct {
+	at     time.Time // received
+	commit time.Time // the event's time: the commit time of the newest row behind it
+}
+
+// maxArrivals bounds the arrivals kept per path.
+const maxArrivals = 10000
 
 func tapFeed(t *testing.T, url, tok string) *feedTap {
 	t.Helper()
@@ -215,7 +233,7 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 		t.Fatalf("tap the feed: %s", resp.Status)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	f := &feedTap{events: map[string]int{}}
+	f := &feedTap{events: map[string]int{}, arrivals: map[string][]tapArrival{}}
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -234,10 +252,17 @@ func tapFeed(t *testing.T, url, tok string) *feedTap {
 			case strings.HasPrefix(line, "event: "):
 				kind = line[7:]
 			case strings.HasPrefix(line, "data: ") && kind == "change":
-				var ev struct{ Path string }
+				at := time.Now()
+				var ev struct {
+					Path string
+					Time time.Time
+				}
 				if json.Unmarshal([]byte(line[6:]), &ev) == nil {
 					f.mu.Lock()
 					f.events[ev.Path]++
+					if len(f.arrivals[ev.Path]) < maxArrivals {
+						f.arrivals[ev.Path] = append(f.arrivals[ev.Path], tapArrival{at, ev.Time})
+					}
 					if len(f.payloads) < 2000 {
 						f.payloads = append(f.payloads, []byte(line[6:]))
 					}
@@ -253,6 +278,25 @@ func (f *feedTap) count(path string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.events[path]
+}
+
+// arrival waits for the first event of path whose newest row was committed at or after
+// from, and returns it.
+func (f *feedTap) arrival(t *testing.T, path string, from time.Time) tapArrival {
+	t.Helper()
+	var got tapArrival
+	testutil.Eventually(t, testutil.Wait, "the feed's event of "+path, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, a := range f.arrivals[path] {
+			if !a.commit.Before(from) {
+				got = a
+				return true
+			}
+		}
+		return false
+	})
+	return got
 }
 
 // heard counts what a client was told, per URI, as it arrives.

@@ -1,10 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,20 @@ func connsTo(t *testing.T, pid, port int) int {
 	return n
 }
 
+// commitToApplied is the sidecar's histogram of a row's commit → its application.
+const commitToApplied = "jupyter_mcp_sidecar_commit_to_applied_seconds"
+
+// kernelConnections is the number of websockets Jupyter counts on kernel id.
+func kernelConnections(t *testing.T, srv *jupytertest.Server, id string) int {
+	t.Helper()
+	code, body := srv.REST(http.MethodGet, "/api/kernels/"+id, nil)
+	var k struct{ Connections int }
+	if code != http.StatusOK || json.Unmarshal(body, &k) != nil {
+		t.Fatalf("kernel %s: %d %s", id, code, body)
+	}
+	return k.Connections
+}
+
 // TestJupyterMCPServerBench (E2E_MCPSERVER_BENCH=1) runs the same edits against the real
 // jupyter-mcp-server twice: with its own watchers (JUPYTER_MCP_WATCH_NOTEBOOKS=true, a
 // websocket per bound notebook) and with JUPYTER_MCP_WATCH_NOTEBOOKS=false fed by the
@@ -89,63 +104,103 @@ func TestJupyterMCPServerBench(t *testing.T) {
 		py.Do(map[string]any{"op": "join", "client": "p", "path": fmt.Sprintf("nb%03d.ipynb", n)})
 	}
 	fs.tap.settled(t)
-	modes := []struct {
-		name  string
-		extra []string
-	}{
-		{"watchers (JUPYTER_MCP_WATCH_NOTEBOOKS=true)", []string{"JUPYTER_MCP_WATCH_NOTEBOOKS=true", "JUPYTER_MCP_SIDECAR_FEED_URL="}},
-		{"sidecar feed (JUPYTER_MCP_WATCH_NOTEBOOKS=false)", nil},
+	type run struct {
+		short, name string
+		bound       int
+		watch       bool // JUPYTER_MCP_WATCH_NOTEBOOKS=true, no feed
+		kernel      bool // use_notebook binds each notebook to the kernel: a kernel client per notebook
 	}
-	var rows []string
-	seq := 0
+	// Bound without a kernel first: a binding to the kernel leaves a Jupyter session for
+	// the notebook, which a later use_notebook without kernel_id would attach to.
+	var runs []run
 	for _, bound := range []int{1, 20, 100} {
-		for _, mode := range modes {
-			t.Run(fmt.Sprintf("%d/%s", bound, mode.name[:7]), func(t *testing.T) {
-				jms := fs.startJMS(t, mode.extra)
-				pid := jms.cmd.Process.Pid
-				agent := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
-				var uris []string
-				for n := range bound {
-					name := fmt.Sprintf("nb%03d", n)
-					callTool(t, agent, "use_notebook", map[string]any{"notebook_name": name, "notebook_path": name + ".ipynb", "kernel_id": kernel})
-					uris = append(uris, "notebook://"+name)
-				}
-				listener := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
-				listener.subscribe(uris...)
-				if mode.extra != nil {
-					testutil.Eventually(t, 2*testutil.Wait, "a watcher per bound notebook", func() bool {
-						return strings.Count(jms.logs.String(), "Watching notebook") >= bound
-					})
-				}
-				conns := connsTo(t, pid, port)
-				cpu0, _ := procStat(t, pid)
-				start := time.Now()
-				var lat []time.Duration
-				for i := range edits {
-					n := i % min(bound, edited)
-					uri := fmt.Sprintf("notebook://nb%03d", n)
-					seq++
-					t0 := time.Now()
-					py.Do(map[string]any{"op": "set_source", "client": "p", "path": fmt.Sprintf("nb%03d.ipynb", n), "index": 0, "source": fmt.Sprintf("v = %d", seq)})
-					for {
-						got := testutil.Receive(t, testutil.Wait, "the notification of "+uri, listener.updates())
-						if got == uri {
-							break
-						}
-					}
-					lat = append(lat, time.Since(t0))
-					time.Sleep(300 * time.Millisecond) // stimulus pacing: past both debounces, one edit per burst
-				}
-				wall := time.Since(start)
-				cpu1, rss := procStat(t, pid)
-				slices.Sort(lat)
-				row := fmt.Sprintf("| %s | %d | %d | %v | %v | %d | %.0f MB | %.1f %% |", mode.name, bound, len(lat),
-					lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), conns,
-					float64(rss)/1024, 100*float64(cpu1-cpu0)/float64(wall))
-				t.Log(row)
-				rows = append(rows, row)
-			})
-		}
+		runs = append(runs, run{"nokernel", "sidecar feed, no kernel (START_NEW_CODE_SANDBOX=false, no kernel_id)", bound, false, false})
 	}
-	t.Logf("\n| mode | bound notebooks | edits | p50 | p99 | connections to Jupyter | RSS | CPU during the edits |\n|---|---|---|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
+	for _, bound := range []int{1, 20, 100} {
+		runs = append(runs, run{"watchers", "watchers (JUPYTER_MCP_WATCH_NOTEBOOKS=true)", bound, true, true},
+			run{"feed", "sidecar feed (JUPYTER_MCP_WATCH_NOTEBOOKS=false)", bound, false, true})
+	}
+	var rows, hops []string
+	seq := 0
+	for _, mode := range runs {
+		bound := mode.bound
+		t.Run(fmt.Sprintf("%d/%s", bound, mode.short), func(t *testing.T) {
+			var extra []string
+			if mode.watch {
+				extra = []string{"JUPYTER_MCP_WATCH_NOTEBOOKS=true", "JUPYTER_MCP_SIDECAR_FEED_URL="}
+			}
+			if !mode.kernel {
+				extra = append(extra, "START_NEW_CODE_SANDBOX=false")
+			}
+			jms := fs.startJMS(t, extra)
+			pid := jms.cmd.Process.Pid
+			agent := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
+			var uris []string
+			for n := range bound {
+				name := fmt.Sprintf("nb%03d", n)
+				args := map[string]any{"notebook_name": name, "notebook_path": name + ".ipynb"}
+				if mode.kernel {
+					args["kernel_id"] = kernel
+				}
+				callTool(t, agent, "use_notebook", args)
+				uris = append(uris, "notebook://"+name)
+			}
+			listener := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
+			listener.subscribe(uris...)
+			if mode.watch {
+				testutil.Eventually(t, 2*testutil.Wait, "a watcher per bound notebook", func() bool {
+					return strings.Count(jms.logs.String(), "Watching notebook") >= bound
+				})
+			}
+			conns := connsTo(t, pid, port)
+			kconns := kernelConnections(t, fs.srv, kernel)
+			applied0 := fs.sc.metrics(commitToApplied+"_sum", commitToApplied+"_count")
+			cpu0, _ := procStat(t, pid)
+			start := time.Now()
+			var lat, toRow, rowToFeed, feedToNote, rowToNote []time.Duration
+			for i := range edits {
+				n := i % min(bound, edited)
+				path, uri := fmt.Sprintf("nb%03d.ipynb", n), fmt.Sprintf("notebook://nb%03d", n)
+				seq++
+				t0 := time.Now()
+				py.Do(map[string]any{"op": "set_source", "client": "p", "path": path, "index": 0, "source": fmt.Sprintf("v = %d", seq)})
+				for {
+					got := testutil.Receive(t, testutil.Wait, "the notification of "+uri, listener.updates())
+					if got == uri {
+						break
+					}
+				}
+				heard := time.Now()
+				// The sidecar's event of the same edit (it tails the store in both modes):
+				// the row's commit time and when the event left the feed.
+				ev := fs.tap.arrival(t, path, t0)
+				lat = append(lat, heard.Sub(t0))
+				toRow = append(toRow, ev.commit.Sub(t0))
+				rowToFeed = append(rowToFeed, ev.at.Sub(ev.commit))
+				feedToNote = append(feedToNote, heard.Sub(ev.at))
+				rowToNote = append(rowToNote, heard.Sub(ev.commit))
+				time.Sleep(300 * time.Millisecond) // stimulus pacing: past both debounces, one edit per burst
+			}
+			wall := time.Since(start)
+			cpu1, rss := procStat(t, pid)
+			applied1 := fs.sc.metrics(commitToApplied+"_sum", commitToApplied+"_count")
+			applied := time.Duration((applied1[0] - applied0[0]) / max(applied1[1]-applied0[1], 1) * float64(time.Second))
+			ms := func(ds []time.Duration) string {
+				p50, p99 := percentiles(ds)
+				return fmt.Sprintf("%v / %v", p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+			}
+			p50, p99 := percentiles(lat)
+			row := fmt.Sprintf("| %s | %d | %d | %v | %v | %d (%d kernel) | %.0f MB | %.1f %% |", mode.name, bound, len(lat),
+				p50.Round(time.Millisecond), p99.Round(time.Millisecond), conns, kconns,
+				float64(rss)/1024, 100*float64(cpu1-cpu0)/float64(wall))
+			hop := fmt.Sprintf("| %s | %d | %s | %s | %v | %s | %s |", mode.name, bound, ms(toRow), ms(rowToFeed),
+				applied.Round(100*time.Microsecond), ms(feedToNote), ms(rowToNote))
+			t.Log(row)
+			t.Log(hop)
+			rows = append(rows, row)
+			hops = append(hops, hop)
+		})
+	}
+	t.Logf("\n| mode | bound notebooks | edits | p50 | p99 | connections to Jupyter (of which kernel websockets) | RSS | CPU during the edits |\n|---|---|---|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
+	t.Logf("\nhops, p50 / p99:\n| mode | bound notebooks | edit sent → store row | row → sidecar's feed event | row → applied (mean) | feed event → notification | row → notification |\n|---|---|---|---|---|---|---|\n%s", strings.Join(hops, "\n"))
 }
