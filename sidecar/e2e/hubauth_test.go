@@ -8,95 +8,69 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
-// browser is a person's browser at the Hub: cookies, and redirects followed until the
-// one to the MCP client's redirect URI, which is where the client takes over.
-type browser struct {
-	t        *testing.T
-	c        *http.Client
-	redirect string // the client's redirect URI
-}
-
-func newBrowser(t *testing.T, redirect string) *browser {
-	jar, err := cookiejar.New(nil)
+// listenRedirect is an OAuth client's loopback redirect URI, http://127.0.0.1:PORT/cb:
+// it answers each request to it and hands over the query (the authorization response).
+func listenRedirect(t *testing.T) (string, <-chan url.Values) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &browser{t: t, redirect: redirect}
-	b.c = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), redirect) {
-			return http.ErrUseLastResponse
+	got := make(chan url.Values, 16)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cb" {
+			http.NotFound(w, r)
+			return
 		}
-		return nil
-	}}
-	return b
+		select {
+		case got <- r.URL.Query():
+		default:
+		}
+		_, _ = io.WriteString(w, "Logged in: you may close this page.")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/cb", got
 }
 
-// hiddenInput matches a form's hidden inputs in the Hub's templates.
-var hiddenInput = regexp.MustCompile(`<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"`)
+// loginWait bounds a person's login in Chromium: the browser's start and four pages of
+// the Hub and the sidecar, each 1-10 s on a loaded 2-core machine.
+const loginWait = 2 * time.Minute
 
-// login opens the authorization URL, fills the Hub's login form as user and approves
-// on the Hub's authorization page, and returns where the browser was sent back to
-// (the client's redirect URI with code and state, or error).
-func (b *browser) login(authorizeURL, user string) string {
-	b.t.Helper()
-	resp := b.do(http.MethodGet, authorizeURL, nil)
-	for range 5 {
-		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusFound && strings.HasPrefix(loc, b.redirect) {
-			return loc
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.t.Fatalf("%s: %d %.500s", resp.Request.URL, resp.StatusCode, body)
-		}
-		form := url.Values{}
-		for _, m := range hiddenInput.FindAllStringSubmatch(string(body), -1) {
-			form.Add(m[1], m[2])
-		}
-		if strings.Contains(string(body), `name="username"`) { // the Hub's login page
-			form.Set("username", user)
-			form.Set("password", "any") // DummyAuthenticator
-		}
-		resp = b.do(http.MethodPost, resp.Request.URL.String(), form) // both forms post to their own URL
-	}
-	b.t.Fatalf("no redirect to %s after the Hub's login and approval", b.redirect)
-	return ""
+// hubLogin is where a person's login in Chromium ended (hublogin.mjs's reply).
+type hubLogin struct {
+	URL    string   `json:"url"`
+	Seen   []string `json:"seen"` // the Hub's pages the person filled: "login", "authorize"
+	Status int      `json:"status"`
+	Text   string   `json:"text"`
 }
 
-func (b *browser) do(method, u string, form url.Values) *http.Response {
-	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
+// logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
+// user, approving there, until the browser leaves for until.
+func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until string) hubLogin {
+	t.Helper()
+	r := people.Do(map[string]any{"op": "login", "url": authorizeURL, "user": user, "until": until})
+	b, _ := json.Marshal(r)
+	var l hubLogin
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
 	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Referer", u)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return resp
+	return l
 }
 
 // startHubAuth starts a Hub running alice's and bob's servers and a hub-mode sidecar
@@ -113,16 +87,19 @@ func startHubAuth(t *testing.T) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
 	return hub, users, launchOn(t, root, port, cfg, "serve")
 }
 
-// startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client
-// logs in as user through b, then binds notebook://analysis and subscribes to it.
+// startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client,
+// listening on its loopback redirect URI, has Chromium open the authorization URL, where
+// user logs in at the Hub and approves; it then binds notebook://analysis and subscribes
+// to it.
 func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	t.Helper()
+	chromium := jupytertest.NeedBrowser(t)
 	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
 	testutil.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", freePort(t))
 	c := &tsClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
 	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
-		"--name", nbName, "--path", nbPath, "--subscribe", nbURI)
+		"--chromium", chromium, "--user", user, "--name", nbName, "--path", nbPath, "--subscribe", nbURI)
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
@@ -137,25 +114,21 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	}
 	t.Cleanup(c.close)
 	br := bufio.NewReader(out)
-	line, err := br.ReadBytes('\n')
-	var ev struct{ Event, URL, Error string }
-	if err != nil || json.Unmarshal(line, &ev) != nil || ev.Event != "authorize" {
-		t.Fatalf("sdk1oauth.mjs did not ask for the authorization: %q %v", line, err)
+	first := make(chan []byte, 1)
+	go func() { line, _ := br.ReadBytes('\n'); first <- line }()
+	var login struct {
+		Event, Error string
+		Seen         []string
+		Status       int
 	}
-	back := newBrowser(t, redirect).login(ev.URL, user)
-	cb, _ := json.Marshal(map[string]string{"callback": back})
-	if _, err := c.in.Write(append(cb, '\n')); err != nil {
-		t.Fatal(err)
+	line := testutil.Receive(t, loginWait, "sdk1oauth.mjs's login as "+user, first)
+	if json.Unmarshal(line, &login) != nil || login.Event != "login" || fmt.Sprint(login.Seen) != "[login authorize]" || login.Status != http.StatusOK {
+		t.Fatalf("sdk1oauth.mjs's login as %s: %s, want the Hub's login form and authorization page filled, then the callback page", user, line)
 	}
 	ready := make(chan tsEvent, 1)
 	go c.readLoop(br, ready)
-	select {
-	case ev := <-ready:
-		if ev.Event != "ready" {
-			t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
-		}
-	case <-time.After(testutil.Wait):
-		t.Fatalf("sdk1oauth.mjs did not connect after the login as %s", user)
+	if ev := testutil.Receive(t, testutil.Wait, "sdk1oauth.mjs connected as "+user, ready); ev.Event != "ready" {
+		t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
 	}
 	return c
 }
@@ -238,7 +211,8 @@ func TestHubLogin(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
-		redirect := fmt.Sprintf("http://127.0.0.1:%d/cb", freePort(t))
+		people := jupytertest.HubLogin(t)
+		redirect, delivered := listenRedirect(t)
 		var reg struct {
 			ClientID string `json:"client_id"`
 		}
@@ -283,11 +257,18 @@ func TestHubLogin(t *testing.T) {
 		// A code for alice, redeemed once, by its client, with its redirect URI and
 		// verifier only.
 		code := func() string {
-			back, err := url.Parse(newBrowser(t, redirect).login(authz(nil), "alice"))
-			if err != nil || back.Query().Get("state") != "s1" || back.Query().Get("code") == "" || back.Query().Get("iss") != issuer {
-				t.Fatalf("back from the login: %v %v", back, err)
+			l := logIn(t, people, authz(nil), "alice", redirect)
+			back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
+			// The Hub shows its authorization page only until the user has approved
+			// the service once (alice did, with the SDK).
+			if (fmt.Sprint(l.Seen) != "[login]" && fmt.Sprint(l.Seen) != "[login authorize]") || !strings.HasPrefix(l.URL, redirect+"?") || back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != issuer {
+				t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
 			}
-			return back.Query().Get("code")
+			return back.Get("code")
+		}
+		// carol logs in at the Hub but may not use the service: no code for her.
+		if l := logIn(t, people, authz(nil), jhubtest.NoAccessUser, redirect); l.Status != http.StatusForbidden || len(delivered) != 0 {
+			t.Errorf("%s's login: %+v, %d authorization responses; want the Hub's 403 and none", jhubtest.NoAccessUser, l, len(delivered))
 		}
 		tokenReq := func(f url.Values) (int, map[string]any) {
 			resp, err := http.PostForm(issuer+"/oauth/token", f)

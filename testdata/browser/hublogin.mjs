@@ -1,0 +1,89 @@
+// A person logging in with JupyterHub in headless Chromium (Debian's chromium, through
+// playwright-core), for the OAuth tests of hub mode. See README.md here.
+//
+// As a module: launch(chromium) starts the browser; logIn(browser, url, {user, until})
+// opens url in a new browser context (a person with no Hub session yet), fills the Hub's
+// login form as user, approves on the Hub's authorization page if it is shown, and
+// returns when the page has left the Hub for a URL starting with until (the OAuth
+// client's redirect URI, which some listener of the client's answers) or stopped on a
+// page that is neither form.
+//
+// As a driver: node hublogin.mjs --chromium /usr/bin/chromium
+//   stdin: {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"}
+//   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
+//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} or {"ok":false,"error":…}.
+import { chromium } from 'playwright-core';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
+
+// The flags of driver.mjs: no network of Chromium's own, no sandbox (root on CI).
+export async function launch(executablePath) {
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+// logIn returns where the person ended: url (the page's URL), seen (the Hub's pages
+// filled, in order: "login", "authorize"), status (the last document's HTTP status)
+// and text (the start of what the page shows).
+export async function logIn(browser, url, { user, password = 'any', until, timeout = 60000 }) {
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    page.setDefaultTimeout(timeout); // one page on a loaded 2-core machine
+    const seen = [];
+    let status = 0; // the last document's, not a redirect's
+    page.on('response', (r) => {
+      if (r.request().isNavigationRequest() && r.frame() === page.mainFrame() && (r.status() < 300 || r.status() >= 400)) status = r.status();
+    });
+    await page.goto(url);
+    for (let step = 0; step < 4 && !page.url().startsWith(until); step++) {
+      let submit;
+      if (await page.locator('#username_input').count() > 0) { // the Hub's /hub/login
+        seen.push('login');
+        await page.locator('#username_input').fill(user);
+        await page.locator('#password_input').fill(password); // DummyAuthenticator takes any
+        submit = page.locator('#login_submit');
+      } else if (await page.locator('form button[type=submit]', { hasText: 'Authorize' }).count() > 0) { // the Hub's oauth.html
+        seen.push('authorize');
+        submit = page.locator('form button[type=submit]', { hasText: 'Authorize' });
+      } else {
+        break;
+      }
+      // The form's POST and its redirects end in one document.
+      const loaded = page.waitForEvent('load');
+      await submit.click();
+      await loaded;
+    }
+    const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 500);
+    return { url: page.url(), seen, status, text };
+  } finally {
+    await context.close();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const i = process.argv.indexOf('--chromium');
+  if (i < 0) throw new Error('--chromium is required');
+  const browser = await launch(process.argv[i + 1]);
+  process.stdout.write(JSON.stringify({ ok: true, ready: true, version: browser.version() }) + '\n');
+  const rl = createInterface({ input: process.stdin });
+  let queue = Promise.resolve();
+  rl.on('line', (line) => {
+    queue = queue.then(async () => {
+      let reply;
+      try {
+        const cmd = JSON.parse(line);
+        if (cmd.op !== 'login') throw new Error('unknown op ' + cmd.op);
+        reply = { ok: true, ...(await logIn(browser, cmd.url, cmd)) };
+      } catch (e) {
+        reply = { ok: false, error: String(e && e.message || e), trace: e && e.stack };
+      }
+      process.stdout.write(JSON.stringify(reply) + '\n');
+    });
+  });
+  rl.on('close', () => { queue.then(async () => { await browser.close().catch(() => {}); process.exit(0); }); });
+}
