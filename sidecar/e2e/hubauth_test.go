@@ -73,18 +73,18 @@ func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until s
 	return l
 }
 
-// startHubAuth starts a Hub running alice's and bob's servers and a hub-mode sidecar
-// behind it with hub.oauth on.
-func startHubAuth(t *testing.T) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
+// startHubAuth starts a Hub running the servers of users and a hub-mode sidecar behind
+// it with hub.oauth on.
+func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
 	t.Helper()
 	root := t.TempDir()
 	port := freePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
-	users := spawnUsers(t, hub, "alice", "bob")
+	spawned := spawnUsers(t, hub, users...)
 	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
 		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q}", hub.ProxyURL)) +
 		"notifications: {debounce: 250ms, max_delay: 2s}\n"
-	return hub, users, launchOn(t, root, port, cfg, "serve")
+	return hub, spawned, launchOn(t, root, port, cfg, "serve")
 }
 
 // startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client,
@@ -145,7 +145,7 @@ func statErr(p string) error { _, err := os.Stat(p); return err }
 // state or PKCE, a missing or wrong verifier and a reused code are refused; the token
 // is its user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
-	hub, users, sc := startHubAuth(t)
+	hub, users, sc := startHubAuth(t, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
