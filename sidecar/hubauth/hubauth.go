@@ -13,7 +13,8 @@
 //     /.well-known/openid-configuration under it describe the endpoints below;
 //   - oauth/register registers public clients (token_endpoint_auth_method none), each
 //     with its exact redirect URIs;
-//   - oauth/authorize checks the client, its redirect URI (exactly), state and the PKCE
+//   - oauth/authorize checks the client, its redirect URI (exactly; for http on a
+//     loopback IP, any port, as RFC 8252 asks), state and the PKCE
 //     S256 challenge, then sends the browser to the Hub's own authorize endpoint as the
 //     service's OAuth client: the user logs in at the Hub's login page and approves
 //     there;
@@ -352,7 +353,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown client_id: register the client first", http.StatusBadRequest)
 		return
 	}
-	if !exactlyOneOf(redirectURI, c.redirectURIs) {
+	if !registered(redirectURI, c.redirectURIs) {
 		http.Error(w, "redirect_uri is not one the client registered", http.StatusBadRequest)
 		return
 	}
@@ -504,13 +505,26 @@ func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, redirectURI 
 	http.Redirect(w, r, redirectURI+sep+v.Encode(), http.StatusFound)
 }
 
-func exactlyOneOf(v string, list []string) bool {
+// registered reports whether redirectURI is one of the client's redirect URIs: the
+// same string, or, for http on a loopback IP literal, the same but for the port (RFC
+// 8252 section 7.3, OAuth 2.1: a native app such as VS Code listens on whatever port
+// the system gives it when the login starts).
+func registered(redirectURI string, list []string) bool {
 	for _, l := range list {
-		if v == l {
+		if redirectURI == l || sameButPort(redirectURI, l) {
 			return true
 		}
 	}
 	return false
+}
+
+func sameButPort(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.Scheme == "http" && ub.Scheme == "http" &&
+		isLoopback(ua.Hostname()) && ua.Hostname() == ub.Hostname() &&
+		ua.User == nil && ua.Opaque == "" && !strings.Contains(a, "#") &&
+		ua.EscapedPath() == ub.EscapedPath() && ua.RawQuery == ub.RawQuery
 }
 
 type oauthError struct {
