@@ -73,6 +73,79 @@ func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until s
 	return l
 }
 
+// oauthClient is a client registered at the sidecar, with one PKCE pair: the
+// authorization request and the token request it makes.
+type oauthClient struct {
+	issuer, resource, id, redirect, verifier, challenge string
+}
+
+func newOAuthClient(t *testing.T, issuer, resource, id, redirect string) oauthClient {
+	v, c := pkcePair(t)
+	return oauthClient{issuer: issuer, resource: resource, id: id, redirect: redirect, verifier: v, challenge: c}
+}
+
+// authorizeURL is the authorization request (state s1), changed by mod.
+func (c oauthClient) authorizeURL(mod func(url.Values)) string {
+	q := url.Values{"response_type": {"code"}, "client_id": {c.id}, "redirect_uri": {c.redirect}, "state": {"s1"},
+		"code_challenge": {c.challenge}, "code_challenge_method": {"S256"}, "resource": {c.resource}}
+	if mod != nil {
+		mod(q)
+	}
+	return c.issuer + "/oauth/authorize?" + q.Encode()
+}
+
+// tokenForm is the token request for code, changed by mod.
+func (c oauthClient) tokenForm(code string, mod func(url.Values)) url.Values {
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {c.redirect}, "client_id": {c.id}, "code_verifier": {c.verifier}}
+	if mod != nil {
+		mod(f)
+	}
+	return f
+}
+
+// code logs user in through people's Chromium and returns the code the redirect URI
+// got (delivered: listenRedirect's), after checking the authorization response.
+func (c oauthClient) code(t *testing.T, people *jupytertest.Client, user string, delivered <-chan url.Values) string {
+	t.Helper()
+	l := logIn(t, people, c.authorizeURL(nil), user, c.redirect)
+	back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
+	// The Hub shows its authorization page only until the user has approved the
+	// service once.
+	if (fmt.Sprint(l.Seen) != "[login]" && fmt.Sprint(l.Seen) != "[login authorize]") || !strings.HasPrefix(l.URL, c.redirect+"?") ||
+		back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != c.issuer {
+		t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
+	}
+	return back.Get("code")
+}
+
+// fetchRequest is one fetch of a page's script (hublogin.mjs's "fetch").
+type fetchRequest struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// fetchAnswer is what the page could read of the answer, or the browser's error.
+type fetchAnswer struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Error   string            `json:"error"`
+}
+
+// fetchFrom runs requests in people's Chromium from a page at pageURL, one after the
+// other.
+func fetchFrom(t *testing.T, people *jupytertest.Client, pageURL string, requests ...fetchRequest) []fetchAnswer {
+	t.Helper()
+	b, _ := json.Marshal(people.Do(map[string]any{"op": "fetch", "page": pageURL, "requests": requests})["answers"])
+	var out []fetchAnswer
+	if err := json.Unmarshal(b, &out); err != nil || len(out) != len(requests) {
+		t.Fatalf("fetch answers %s: %v", b, err)
+	}
+	return out
+}
+
 // startHubAuth starts a Hub running the servers of users and a hub-mode sidecar behind
 // it with hub.oauth on.
 func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
@@ -136,15 +209,25 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 func statErr(p string) error { _, err := os.Stat(p); return err }
 
 // TestHubLogin runs the MCP authorization flow with the Hub as the login against a real
-// JupyterHub and real users' servers: a request without a token gets 401 naming the
-// protected-resource metadata, which names the sidecar's authorization server; the
-// official TypeScript SDK's OAuth client registers, sends the user (a browser filling
-// the Hub's own login form and approving on its authorization page) and exchanges the
-// code; it then lists only its user's notebooks and hears its user's edits made through
-// the user's server, and nothing of the other user's. Tampered redirect URIs, missing
-// state or PKCE, a missing or wrong verifier and a reused code are refused; the token
-// is its user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
+// JupyterHub and real users' servers, people logging in at the Hub in headless Chromium:
+// a request without a token gets 401 naming the protected-resource metadata, which
+// names the sidecar's authorization server; the official TypeScript SDK's OAuth client
+// registers, its redirect handler opens the authorization URL in Chromium, where the
+// user fills the Hub's own login form and approves on its authorization page, and the
+// browser's redirect to the client's loopback listener delivers the code; the client
+// exchanges it, lists only its user's notebooks and hears its user's edits made through
+// the user's server, and nothing of the other user's. A client in a web page of an
+// allowed origin does the same through CORS; a page of another origin cannot read the
+// endpoint. Tampered redirect URIs, missing state or PKCE, a missing or wrong verifier,
+// another client's code and a reused code are refused, and a Hub user without the
+// service's scope gets no code; the token is its user's only; revoked at the Hub, it is
+// refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
+	people := jupytertest.HubLogin(t)
+	// A web page's origin allowed to use the MCP endpoint (the MCP Inspector's).
+	page, pageDelivered := listenRedirect(t)
+	origin := strings.TrimSuffix(page, "/cb")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", origin)
 	hub, users, sc := startHubAuth(t, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
 	endpoint := hub.ServicePrefix() + "mcp"
@@ -210,8 +293,48 @@ func TestHubLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("a client in a web page", func(t *testing.T) {
+		// What a client running in a page of another origin (the MCP Inspector) fetches,
+		// in Chromium, which enforces CORS: the 401's challenge, both metadata documents,
+		// the registration, then, after alice's login, the token and MCP with it.
+		const version = "2025-11-25"
+		initialize := fetchRequest{URL: endpoint, Method: http.MethodPost, Body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`,
+			Headers: map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}}
+		meta := map[string]string{"MCP-Protocol-Version": version} // the SDK's discovery sends it: a preflight
+		a := fetchFrom(t, people, origin+"/", initialize,
+			fetchRequest{URL: issuer + "/.well-known/oauth-protected-resource", Headers: meta},
+			fetchRequest{URL: issuer + "/.well-known/oauth-authorization-server", Headers: meta},
+			fetchRequest{URL: issuer + "/oauth/register", Method: http.MethodPost, Headers: map[string]string{"Content-Type": "application/json"},
+				Body: `{"client_name":"page","redirect_uris":["` + page + `"],"token_endpoint_auth_method":"none"}`})
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		if a[0].Status != http.StatusUnauthorized || !strings.Contains(a[0].Headers["www-authenticate"], `resource_metadata="`+issuer+`/.well-known/oauth-protected-resource"`) ||
+			a[1].Status != http.StatusOK || a[2].Status != http.StatusOK || a[3].Status != http.StatusCreated || json.Unmarshal([]byte(a[3].Body), &reg) != nil {
+			t.Fatalf("the page's discovery and registration: %+v", a)
+		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, page)
+		code := oc.code(t, people, "alice", pageDelivered)
+		b := fetchFrom(t, people, origin+"/", fetchRequest{URL: issuer + "/oauth/token", Method: http.MethodPost,
+			Headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: oc.tokenForm(code, nil).Encode()})
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if b[0].Status != http.StatusOK || json.Unmarshal([]byte(b[0].Body), &tok) != nil || tok.AccessToken == "" {
+			t.Fatalf("the page's token request: %+v", b[0])
+		}
+		initialize.Headers["Authorization"] = "Bearer " + tok.AccessToken
+		if c := fetchFrom(t, people, origin+"/", initialize)[0]; c.Status != http.StatusOK || c.Headers["mcp-session-id"] == "" {
+			t.Fatalf("the page's initialize with alice's token: %+v", c)
+		}
+		// A page of an origin not allowed may not read the endpoint's answers.
+		other, _ := listenRedirect(t)
+		if c := fetchFrom(t, people, strings.TrimSuffix(other, "cb"), initialize)[0]; c.Error == "" {
+			t.Fatalf("a page of an origin not in server.allowed_origins read the endpoint: %+v", c)
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
-		people := jupytertest.HubLogin(t)
 		redirect, delivered := listenRedirect(t)
 		var reg struct {
 			ClientID string `json:"client_id"`
@@ -220,15 +343,8 @@ func TestHubLogin(t *testing.T) {
 		for _, bad := range []string{"http://evil.example/cb", "javascript:alert(1)", "https://x.example/cb#frag"} {
 			postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{bad}}, http.StatusBadRequest, nil)
 		}
-		verifier, challenge := pkcePair(t)
-		authz := func(mod func(url.Values)) string {
-			q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect}, "state": {"s1"},
-				"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "resource": {endpoint}}
-			if mod != nil {
-				mod(q)
-			}
-			return issuer + "/oauth/authorize?" + q.Encode()
-		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, redirect)
+		authz, form, verifier := oc.authorizeURL, oc.tokenForm, oc.verifier
 		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		for name, tt := range map[string]struct {
 			mod    func(url.Values)
@@ -256,16 +372,7 @@ func TestHubLogin(t *testing.T) {
 
 		// A code for alice, redeemed once, by its client, with its redirect URI and
 		// verifier only.
-		code := func() string {
-			l := logIn(t, people, authz(nil), "alice", redirect)
-			back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
-			// The Hub shows its authorization page only until the user has approved
-			// the service once (alice did, with the SDK).
-			if (fmt.Sprint(l.Seen) != "[login]" && fmt.Sprint(l.Seen) != "[login authorize]") || !strings.HasPrefix(l.URL, redirect+"?") || back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != issuer {
-				t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
-			}
-			return back.Get("code")
-		}
+		code := func() string { return oc.code(t, people, "alice", delivered) }
 		// carol logs in at the Hub but may not use the service: no code for her.
 		if l := logIn(t, people, authz(nil), jhubtest.NoAccessUser, redirect); l.Status != http.StatusForbidden || len(delivered) != 0 {
 			t.Errorf("%s's login: %+v, %d authorization responses; want the Hub's 403 and none", jhubtest.NoAccessUser, l, len(delivered))
@@ -279,13 +386,6 @@ func TestHubLogin(t *testing.T) {
 			var out map[string]any
 			_ = json.NewDecoder(resp.Body).Decode(&out)
 			return resp.StatusCode, out
-		}
-		form := func(code string, mod func(url.Values)) url.Values {
-			f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirect}, "client_id": {reg.ClientID}, "code_verifier": {verifier}}
-			if mod != nil {
-				mod(f)
-			}
-			return f
 		}
 		for name, mod := range map[string]func(url.Values){
 			"no verifier":           func(f url.Values) { f.Del("code_verifier") },

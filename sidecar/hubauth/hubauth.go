@@ -180,18 +180,52 @@ var Paths = []string{
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	b := s.base
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource", s.resourceMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource/", s.resourceMetadata) // RFC 9728's path suffix
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-authorization-server", s.serverMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/openid-configuration", s.serverMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
-	})
-	mux.Handle("POST "+b+"/oauth/register", s.limited(s.register))
+	// What a client's code fetches, from a browser page too (the MCP Inspector):
+	// readable from any origin, as nothing there rests on cookies.
+	for method, routes := range map[string]map[string]http.Handler{
+		http.MethodGet: {
+			"/.well-known/oauth-protected-resource":   http.HandlerFunc(s.resourceMetadata),
+			"/.well-known/oauth-protected-resource/":  http.HandlerFunc(s.resourceMetadata), // RFC 9728's path suffix
+			"/.well-known/oauth-authorization-server": http.HandlerFunc(s.serverMetadata),
+			"/.well-known/openid-configuration":       http.HandlerFunc(s.serverMetadata),
+			"/.well-known/jwks.json": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
+			}),
+		},
+		http.MethodPost: {"/oauth/register": s.limited(s.register), "/oauth/token": s.limited(s.token)},
+	} {
+		for p, h := range routes {
+			mux.Handle(method+" "+b+p, anyOrigin(h))
+			mux.Handle(http.MethodOptions+" "+b+p, anyOrigin(h))
+		}
+	}
+	// Where the browser goes: no cross-origin reads.
 	mux.Handle("GET "+b+"/oauth/authorize", s.limited(s.authorize))
 	mux.Handle("GET "+b+"/oauth_callback", s.limited(s.callback))
-	mux.Handle("POST "+b+"/oauth/token", s.limited(s.token))
 	return mux
+}
+
+// CORS of the endpoints clients fetch: the request headers the official SDKs send.
+const (
+	corsMethods = "GET, POST"
+	corsHeaders = "Content-Type, Authorization, MCP-Protocol-Version"
+	corsMaxAge  = "600"
+)
+
+// anyOrigin lets a page of any origin read h's answers (no credentials) and answers
+// its preflights itself.
+func anyOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", corsMethods)
+			w.Header().Set("Access-Control-Allow-Headers", corsHeaders)
+			w.Header().Set("Access-Control-Max-Age", corsMaxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {

@@ -8,10 +8,16 @@
 // client's redirect URI, which some listener of the client's answers) or stopped on a
 // page that is neither form.
 //
+// fetchFrom(browser, page, requests) runs fetches from a page of another origin, as a
+// browser-based client (the MCP Inspector) does.
+//
 // As a driver: node hublogin.mjs --chromium /usr/bin/chromium
-//   stdin: {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"}
+//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"}
+//           {"op":"fetch","page":URL,"requests":[{"url":…,"method":…,"headers":{…},"body":…}]}
 //   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
-//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} or {"ok":false,"error":…}.
+//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} (login),
+//           {"ok":true,"answers":[{"status":…,"headers":{…},"body":…} or {"error":…}]} (fetch),
+//           or {"ok":false,"error":…}.
 import { chromium } from 'playwright-core';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
@@ -65,6 +71,33 @@ export async function logIn(browser, url, { user, password = 'any', until, timeo
   }
 }
 
+// fetchFrom opens page (a URL of the origin to fetch from) in a new browser context and
+// runs requests ({url, method, headers, body}) there one after the other, as a page's
+// script does: per request what the page may read of the answer (status, the headers
+// CORS lets it see, the body) or the error the browser gave it (a CORS refusal is a
+// TypeError).
+async function fetchFrom(browser, page, requests) {
+  const context = await browser.newContext();
+  try {
+    const p = await context.newPage();
+    await p.goto(page);
+    return await p.evaluate(async (requests) => {
+      const out = [];
+      for (const r of requests) {
+        try {
+          const resp = await fetch(r.url, { method: r.method || 'GET', headers: r.headers || {}, body: r.body });
+          out.push({ status: resp.status, headers: Object.fromEntries(resp.headers), body: await resp.text() });
+        } catch (e) {
+          out.push({ error: String(e) });
+        }
+      }
+      return out;
+    }, requests);
+  } finally {
+    await context.close();
+  }
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--chromium');
   if (i < 0) throw new Error('--chromium is required');
@@ -77,8 +110,11 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
       let reply;
       try {
         const cmd = JSON.parse(line);
-        if (cmd.op !== 'login') throw new Error('unknown op ' + cmd.op);
-        reply = { ok: true, ...(await logIn(browser, cmd.url, cmd)) };
+        switch (cmd.op) {
+          case 'login': reply = { ok: true, ...(await logIn(browser, cmd.url, cmd)) }; break;
+          case 'fetch': reply = { ok: true, answers: await fetchFrom(browser, cmd.page, cmd.requests) }; break;
+          default: throw new Error('unknown op ' + cmd.op);
+        }
       } catch (e) {
         reply = { ok: false, error: String(e && e.message || e), trace: e && e.stack };
       }
