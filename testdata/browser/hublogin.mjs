@@ -1,7 +1,7 @@
 // A person logging in with JupyterHub in headless Chromium (Debian's chromium, through
 // playwright-core), for the OAuth tests of hub mode. See README.md here.
 //
-// As a module: launch(chromium) starts the browser; logIn(browser, url, {user, until})
+// As a module: logIn(browser, url, {user, until}) (browser: chromium.mjs's launch)
 // opens url in a new browser context (a person with no Hub session yet), fills the Hub's
 // login form as user, approves on the Hub's authorization page if it is shown, and
 // returns when the page has left the Hub for a URL starting with until (the OAuth
@@ -18,19 +18,8 @@
 //           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} (login),
 //           {"ok":true,"answers":[{"status":…,"headers":{…},"body":…} or {"error":…}]} (fetch),
 //           or {"ok":false,"error":…}.
-import { chromium } from 'playwright-core';
-import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-
-// The flags of driver.mjs: no network of Chromium's own, no sandbox (root on CI).
-export async function launch(executablePath) {
-  return chromium.launch({
-    executablePath,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-}
+import { launch, serve } from './chromium.mjs';
 
 // logIn returns where the person ended: url (the page's URL), seen (the Hub's pages
 // filled, in order: "login", "authorize"), status (the last document's HTTP status)
@@ -102,24 +91,8 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--chromium');
   if (i < 0) throw new Error('--chromium is required');
   const browser = await launch(process.argv[i + 1]);
-  process.stdout.write(JSON.stringify({ ok: true, ready: true, version: browser.version() }) + '\n');
-  const rl = createInterface({ input: process.stdin });
-  let queue = Promise.resolve();
-  rl.on('line', (line) => {
-    queue = queue.then(async () => {
-      let reply;
-      try {
-        const cmd = JSON.parse(line);
-        switch (cmd.op) {
-          case 'login': reply = { ok: true, ...(await logIn(browser, cmd.url, cmd)) }; break;
-          case 'fetch': reply = { ok: true, answers: await fetchFrom(browser, cmd.page, cmd.requests) }; break;
-          default: throw new Error('unknown op ' + cmd.op);
-        }
-      } catch (e) {
-        reply = { ok: false, error: String(e && e.message || e), trace: e && e.stack };
-      }
-      process.stdout.write(JSON.stringify(reply) + '\n');
-    });
+  serve(browser, {
+    login: (cmd) => logIn(browser, cmd.url, cmd),
+    fetch: async (cmd) => ({ answers: await fetchFrom(browser, cmd.page, cmd.requests) }),
   });
-  rl.on('close', () => { queue.then(async () => { await browser.close().catch(() => {}); process.exit(0); }); });
 }

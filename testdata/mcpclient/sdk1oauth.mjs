@@ -17,7 +17,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { launch, logIn } from '../browser/hublogin.mjs';
+import { launch } from '../browser/chromium.mjs';
+import { logIn } from '../browser/hublogin.mjs';
 import { parseArgs, emit, now, run } from './driver.mjs';
 
 const argv = process.argv.slice(2);
