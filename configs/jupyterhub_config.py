@@ -43,6 +43,8 @@ c.JupyterHub.services = [
             # logs in and approves at the Hub. Hub API tokens keep working.
             # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_ENABLED": "true",
             # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_PUBLIC_URL": "https://hub.example.org",
+            # The MCP Inspector runs in a browser page: let that origin use the endpoint.
+            # "JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS": "http://localhost:6274",
             # The Go runtime's soft memory limit: the heap stays near what is live
             # (docs/HUB.md, "Memory"); size it for the users active at once.
             "GOMEMLIMIT": "1800MiB",

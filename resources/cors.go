@@ -15,7 +15,9 @@ var (
 	corsHeaders = strings.Join([]string{
 		"Authorization", "Content-Type", server.HeaderKeySessionID, server.HeaderKeyProtocolVersion, "Last-Event-ID", "Mcp-Method",
 	}, ", ")
-	corsExposed = server.HeaderKeySessionID
+	// WWW-Authenticate: a 401's challenge names the protected-resource metadata
+	// (MCP authorization), which a browser client reads to log in.
+	corsExposed = server.HeaderKeySessionID + ", WWW-Authenticate"
 )
 
 // corsMaxAge is how long, in seconds, a browser may cache a preflight answer.

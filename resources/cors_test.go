@@ -43,7 +43,7 @@ func TestCORS(t *testing.T) {
 			if rec.Code == http.StatusNoContent && (h.Get("Access-Control-Allow-Methods") != corsMethods || h.Get("Access-Control-Allow-Headers") != corsHeaders) {
 				t.Fatalf("preflight headers %v", h)
 			}
-			if rec.Code == http.StatusTeapot && tt.wantOrigin != "" && h.Get("Access-Control-Expose-Headers") != "Mcp-Session-Id" {
+			if rec.Code == http.StatusTeapot && tt.wantOrigin != "" && h.Get("Access-Control-Expose-Headers") != "Mcp-Session-Id, WWW-Authenticate" {
 				t.Fatalf("Access-Control-Expose-Headers = %q", h.Get("Access-Control-Expose-Headers"))
 			}
 		})

@@ -8,121 +8,171 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
-// browser is a person's browser at the Hub: cookies, and redirects followed until the
-// one to the MCP client's redirect URI, which is where the client takes over.
-type browser struct {
-	t        *testing.T
-	c        *http.Client
-	redirect string // the client's redirect URI
-}
-
-func newBrowser(t *testing.T, redirect string) *browser {
-	jar, err := cookiejar.New(nil)
+// listenRedirect is an OAuth client's loopback redirect URI, http://127.0.0.1:PORT/cb:
+// it answers each request to it and hands over the query (the authorization response).
+func listenRedirect(t *testing.T) (string, <-chan url.Values) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &browser{t: t, redirect: redirect}
-	b.c = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), redirect) {
-			return http.ErrUseLastResponse
+	got := make(chan url.Values, 16)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cb" {
+			http.NotFound(w, r)
+			return
 		}
-		return nil
-	}}
-	return b
+		select {
+		case got <- r.URL.Query():
+		default:
+		}
+		_, _ = io.WriteString(w, "Logged in: you may close this page.")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/cb", got
 }
 
-// hiddenInput matches a form's hidden inputs in the Hub's templates.
-var hiddenInput = regexp.MustCompile(`<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"`)
+// loginWait bounds a person's login in Chromium: the browser's start and four pages of
+// the Hub and the sidecar, each 1-10 s on a loaded 2-core machine.
+const loginWait = 2 * time.Minute
 
-// login opens the authorization URL, fills the Hub's login form as user and approves
-// on the Hub's authorization page, and returns where the browser was sent back to
-// (the client's redirect URI with code and state, or error).
-func (b *browser) login(authorizeURL, user string) string {
-	b.t.Helper()
-	resp := b.do(http.MethodGet, authorizeURL, nil)
-	for range 5 {
-		if loc := resp.Header.Get("Location"); resp.StatusCode == http.StatusFound && strings.HasPrefix(loc, b.redirect) {
-			return loc
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.t.Fatalf("%s: %d %.500s", resp.Request.URL, resp.StatusCode, body)
-		}
-		form := url.Values{}
-		for _, m := range hiddenInput.FindAllStringSubmatch(string(body), -1) {
-			form.Add(m[1], m[2])
-		}
-		if strings.Contains(string(body), `name="username"`) { // the Hub's login page
-			form.Set("username", user)
-			form.Set("password", "any") // DummyAuthenticator
-		}
-		resp = b.do(http.MethodPost, resp.Request.URL.String(), form) // both forms post to their own URL
-	}
-	b.t.Fatalf("no redirect to %s after the Hub's login and approval", b.redirect)
-	return ""
+// hubLogin is where a person's login in Chromium ended (hublogin.mjs's reply).
+type hubLogin struct {
+	URL    string   `json:"url"`
+	Seen   []string `json:"seen"` // the Hub's pages the person filled: "login", "authorize"
+	Status int      `json:"status"`
+	Text   string   `json:"text"`
 }
 
-func (b *browser) do(method, u string, form url.Values) *http.Response {
-	b.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
+// logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
+// user, approving there, until the browser leaves for until.
+func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until string) hubLogin {
+	t.Helper()
+	r := people.Do(map[string]any{"op": "login", "url": authorizeURL, "user": user, "until": until})
+	b, _ := json.Marshal(r)
+	var l hubLogin
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
 	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Referer", u)
-	}
-	resp, err := b.c.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return resp
+	return l
 }
 
-// startHubAuth starts a Hub running alice's and bob's servers and a hub-mode sidecar
-// behind it with hub.oauth on.
-func startHubAuth(t *testing.T) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
+// oauthClient is a client registered at the sidecar, with one PKCE pair: the
+// authorization request and the token request it makes.
+type oauthClient struct {
+	issuer, resource, id, redirect, verifier, challenge string
+}
+
+func newOAuthClient(t *testing.T, issuer, resource, id, redirect string) oauthClient {
+	v, c := pkcePair(t)
+	return oauthClient{issuer: issuer, resource: resource, id: id, redirect: redirect, verifier: v, challenge: c}
+}
+
+// authorizeURL is the authorization request (state s1), changed by mod.
+func (c oauthClient) authorizeURL(mod func(url.Values)) string {
+	q := url.Values{"response_type": {"code"}, "client_id": {c.id}, "redirect_uri": {c.redirect}, "state": {"s1"},
+		"code_challenge": {c.challenge}, "code_challenge_method": {"S256"}, "resource": {c.resource}}
+	if mod != nil {
+		mod(q)
+	}
+	return c.issuer + "/oauth/authorize?" + q.Encode()
+}
+
+// tokenForm is the token request for code, changed by mod.
+func (c oauthClient) tokenForm(code string, mod func(url.Values)) url.Values {
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {c.redirect}, "client_id": {c.id}, "code_verifier": {c.verifier}}
+	if mod != nil {
+		mod(f)
+	}
+	return f
+}
+
+// code logs user in through people's Chromium and returns the code the redirect URI
+// got (delivered: listenRedirect's), after checking the authorization response.
+func (c oauthClient) code(t *testing.T, people *jupytertest.Client, user string, delivered <-chan url.Values) string {
+	t.Helper()
+	l := logIn(t, people, c.authorizeURL(nil), user, c.redirect)
+	back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
+	// The Hub shows its authorization page only until the user has approved the
+	// service once.
+	if (fmt.Sprint(l.Seen) != "[login]" && fmt.Sprint(l.Seen) != "[login authorize]") || !strings.HasPrefix(l.URL, c.redirect+"?") ||
+		back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != c.issuer {
+		t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
+	}
+	return back.Get("code")
+}
+
+// fetchRequest is one fetch of a page's script (hublogin.mjs's "fetch").
+type fetchRequest struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// fetchAnswer is what the page could read of the answer, or the browser's error.
+type fetchAnswer struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Error   string            `json:"error"`
+}
+
+// fetchFrom runs requests in people's Chromium from a page at pageURL, one after the
+// other.
+func fetchFrom(t *testing.T, people *jupytertest.Client, pageURL string, requests ...fetchRequest) []fetchAnswer {
+	t.Helper()
+	b, _ := json.Marshal(people.Do(map[string]any{"op": "fetch", "page": pageURL, "requests": requests})["answers"])
+	var out []fetchAnswer
+	if err := json.Unmarshal(b, &out); err != nil || len(out) != len(requests) {
+		t.Fatalf("fetch answers %s: %v", b, err)
+	}
+	return out
+}
+
+// startHubAuth starts a Hub running the servers of users and a hub-mode sidecar behind
+// it with hub.oauth on.
+func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
 	t.Helper()
 	root := t.TempDir()
 	port := freePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
-	users := spawnUsers(t, hub, "alice", "bob")
+	spawned := spawnUsers(t, hub, users...)
 	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
 		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q}", hub.ProxyURL)) +
 		"notifications: {debounce: 250ms, max_delay: 2s}\n"
-	return hub, users, launchOn(t, root, port, cfg, "serve")
+	return hub, spawned, launchOn(t, root, port, cfg, "serve")
 }
 
-// startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client
-// logs in as user through b, then binds notebook://analysis and subscribes to it.
+// startOAuthTS runs testdata/mcpclient/sdk1oauth.mjs: the official SDK's OAuth client,
+// listening on its loopback redirect URI, has Chromium open the authorization URL, where
+// user logs in at the Hub and approves; it then binds notebook://analysis and subscribes
+// to it.
 func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	t.Helper()
+	chromium := jupytertest.NeedBrowser(t)
 	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
 	testutil.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", freePort(t))
 	c := &tsClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
 	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
-		"--name", nbName, "--path", nbPath, "--subscribe", nbURI)
+		"--chromium", chromium, "--user", user, "--name", nbName, "--path", nbPath, "--subscribe", nbURI)
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
@@ -137,25 +187,21 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	}
 	t.Cleanup(c.close)
 	br := bufio.NewReader(out)
-	line, err := br.ReadBytes('\n')
-	var ev struct{ Event, URL, Error string }
-	if err != nil || json.Unmarshal(line, &ev) != nil || ev.Event != "authorize" {
-		t.Fatalf("sdk1oauth.mjs did not ask for the authorization: %q %v", line, err)
+	first := make(chan []byte, 1)
+	go func() { line, _ := br.ReadBytes('\n'); first <- line }()
+	var login struct {
+		Event, Error string
+		Seen         []string
+		Status       int
 	}
-	back := newBrowser(t, redirect).login(ev.URL, user)
-	cb, _ := json.Marshal(map[string]string{"callback": back})
-	if _, err := c.in.Write(append(cb, '\n')); err != nil {
-		t.Fatal(err)
+	line := testutil.Receive(t, loginWait, "sdk1oauth.mjs's login as "+user, first)
+	if json.Unmarshal(line, &login) != nil || login.Event != "login" || fmt.Sprint(login.Seen) != "[login authorize]" || login.Status != http.StatusOK {
+		t.Fatalf("sdk1oauth.mjs's login as %s: %s, want the Hub's login form and authorization page filled, then the callback page", user, line)
 	}
 	ready := make(chan tsEvent, 1)
 	go c.readLoop(br, ready)
-	select {
-	case ev := <-ready:
-		if ev.Event != "ready" {
-			t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
-		}
-	case <-time.After(testutil.Wait):
-		t.Fatalf("sdk1oauth.mjs did not connect after the login as %s", user)
+	if ev := testutil.Receive(t, testutil.Wait, "sdk1oauth.mjs connected as "+user, ready); ev.Event != "ready" {
+		t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
 	}
 	return c
 }
@@ -163,16 +209,26 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 func statErr(p string) error { _, err := os.Stat(p); return err }
 
 // TestHubLogin runs the MCP authorization flow with the Hub as the login against a real
-// JupyterHub and real users' servers: a request without a token gets 401 naming the
-// protected-resource metadata, which names the sidecar's authorization server; the
-// official TypeScript SDK's OAuth client registers, sends the user (a browser filling
-// the Hub's own login form and approving on its authorization page) and exchanges the
-// code; it then lists only its user's notebooks and hears its user's edits made through
-// the user's server, and nothing of the other user's. Tampered redirect URIs, missing
-// state or PKCE, a missing or wrong verifier and a reused code are refused; the token
-// is its user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
+// JupyterHub and real users' servers, people logging in at the Hub in headless Chromium:
+// a request without a token gets 401 naming the protected-resource metadata, which
+// names the sidecar's authorization server; the official TypeScript SDK's OAuth client
+// registers, its redirect handler opens the authorization URL in Chromium, where the
+// user fills the Hub's own login form and approves on its authorization page, and the
+// browser's redirect to the client's loopback listener delivers the code; the client
+// exchanges it, lists only its user's notebooks and hears its user's edits made through
+// the user's server, and nothing of the other user's. A client in a web page of an
+// allowed origin does the same through CORS; a page of another origin cannot read the
+// endpoint. Tampered redirect URIs, missing state or PKCE, a missing or wrong verifier,
+// another client's code and a reused code are refused, and a Hub user without the
+// service's scope gets no code; the token is its user's only; revoked at the Hub, it is
+// refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
-	hub, users, sc := startHubAuth(t)
+	people := jupytertest.HubLogin(t)
+	// A web page's origin allowed to use the MCP endpoint (the MCP Inspector's).
+	page, pageDelivered := listenRedirect(t)
+	origin := strings.TrimSuffix(page, "/cb")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", origin)
+	hub, users, sc := startHubAuth(t, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
@@ -237,8 +293,49 @@ func TestHubLogin(t *testing.T) {
 		}
 	})
 
+	t.Run("a client in a web page", func(t *testing.T) {
+		// What a client running in a page of another origin (the MCP Inspector) fetches,
+		// in Chromium, which enforces CORS: the 401's challenge, both metadata documents,
+		// the registration, then, after alice's login, the token and MCP with it.
+		const version = "2025-11-25"
+		initialize := fetchRequest{URL: endpoint, Method: http.MethodPost, Body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`,
+			Headers: map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}}
+		meta := map[string]string{"MCP-Protocol-Version": version} // the SDK's discovery sends it: a preflight
+		a := fetchFrom(t, people, origin+"/", initialize,
+			fetchRequest{URL: issuer + "/.well-known/oauth-protected-resource", Headers: meta},
+			fetchRequest{URL: issuer + "/.well-known/oauth-authorization-server", Headers: meta},
+			fetchRequest{URL: issuer + "/oauth/register", Method: http.MethodPost, Headers: map[string]string{"Content-Type": "application/json"},
+				Body: `{"client_name":"page","redirect_uris":["` + page + `"],"token_endpoint_auth_method":"none"}`})
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		if a[0].Status != http.StatusUnauthorized || !strings.Contains(a[0].Headers["www-authenticate"], `resource_metadata="`+issuer+`/.well-known/oauth-protected-resource"`) ||
+			a[1].Status != http.StatusOK || a[2].Status != http.StatusOK || a[3].Status != http.StatusCreated || json.Unmarshal([]byte(a[3].Body), &reg) != nil {
+			t.Fatalf("the page's discovery and registration: %+v", a)
+		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, page)
+		code := oc.code(t, people, "alice", pageDelivered)
+		b := fetchFrom(t, people, origin+"/", fetchRequest{URL: issuer + "/oauth/token", Method: http.MethodPost,
+			Headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: oc.tokenForm(code, nil).Encode()})
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if b[0].Status != http.StatusOK || json.Unmarshal([]byte(b[0].Body), &tok) != nil || tok.AccessToken == "" {
+			t.Fatalf("the page's token request: %+v", b[0])
+		}
+		initialize.Headers["Authorization"] = "Bearer " + tok.AccessToken
+		if c := fetchFrom(t, people, origin+"/", initialize)[0]; c.Status != http.StatusOK || c.Headers["mcp-session-id"] == "" {
+			t.Fatalf("the page's initialize with alice's token: %+v", c)
+		}
+		// A page of an origin not allowed may not read the endpoint's answers.
+		other, _ := listenRedirect(t)
+		if c := fetchFrom(t, people, strings.TrimSuffix(other, "cb"), initialize)[0]; c.Error == "" {
+			t.Fatalf("a page of an origin not in server.allowed_origins read the endpoint: %+v", c)
+		}
+	})
+
 	t.Run("refusals", func(t *testing.T) {
-		redirect := fmt.Sprintf("http://127.0.0.1:%d/cb", freePort(t))
+		redirect, delivered := listenRedirect(t)
 		var reg struct {
 			ClientID string `json:"client_id"`
 		}
@@ -246,15 +343,8 @@ func TestHubLogin(t *testing.T) {
 		for _, bad := range []string{"http://evil.example/cb", "javascript:alert(1)", "https://x.example/cb#frag"} {
 			postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{bad}}, http.StatusBadRequest, nil)
 		}
-		verifier, challenge := pkcePair(t)
-		authz := func(mod func(url.Values)) string {
-			q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect}, "state": {"s1"},
-				"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "resource": {endpoint}}
-			if mod != nil {
-				mod(q)
-			}
-			return issuer + "/oauth/authorize?" + q.Encode()
-		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, redirect)
+		authz, form, verifier := oc.authorizeURL, oc.tokenForm, oc.verifier
 		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		for name, tt := range map[string]struct {
 			mod    func(url.Values)
@@ -282,12 +372,10 @@ func TestHubLogin(t *testing.T) {
 
 		// A code for alice, redeemed once, by its client, with its redirect URI and
 		// verifier only.
-		code := func() string {
-			back, err := url.Parse(newBrowser(t, redirect).login(authz(nil), "alice"))
-			if err != nil || back.Query().Get("state") != "s1" || back.Query().Get("code") == "" || back.Query().Get("iss") != issuer {
-				t.Fatalf("back from the login: %v %v", back, err)
-			}
-			return back.Query().Get("code")
+		code := func() string { return oc.code(t, people, "alice", delivered) }
+		// carol logs in at the Hub but may not use the service: no code for her.
+		if l := logIn(t, people, authz(nil), jhubtest.NoAccessUser, redirect); l.Status != http.StatusForbidden || len(delivered) != 0 {
+			t.Errorf("%s's login: %+v, %d authorization responses; want the Hub's 403 and none", jhubtest.NoAccessUser, l, len(delivered))
 		}
 		tokenReq := func(f url.Values) (int, map[string]any) {
 			resp, err := http.PostForm(issuer+"/oauth/token", f)
@@ -298,13 +386,6 @@ func TestHubLogin(t *testing.T) {
 			var out map[string]any
 			_ = json.NewDecoder(resp.Body).Decode(&out)
 			return resp.StatusCode, out
-		}
-		form := func(code string, mod func(url.Values)) url.Values {
-			f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {redirect}, "client_id": {reg.ClientID}, "code_verifier": {verifier}}
-			if mod != nil {
-				mod(f)
-			}
-			return f
 		}
 		for name, mod := range map[string]func(url.Values){
 			"no verifier":           func(f url.Values) { f.Del("code_verifier") },

@@ -13,7 +13,8 @@
 //     /.well-known/openid-configuration under it describe the endpoints below;
 //   - oauth/register registers public clients (token_endpoint_auth_method none), each
 //     with its exact redirect URIs;
-//   - oauth/authorize checks the client, its redirect URI (exactly), state and the PKCE
+//   - oauth/authorize checks the client, its redirect URI (exactly; for http on a
+//     loopback IP, any port, as RFC 8252 asks), state and the PKCE
 //     S256 challenge, then sends the browser to the Hub's own authorize endpoint as the
 //     service's OAuth client: the user logs in at the Hub's login page and approves
 //     there;
@@ -179,18 +180,52 @@ var Paths = []string{
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	b := s.base
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource", s.resourceMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-protected-resource/", s.resourceMetadata) // RFC 9728's path suffix
-	mux.HandleFunc("GET "+b+"/.well-known/oauth-authorization-server", s.serverMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/openid-configuration", s.serverMetadata)
-	mux.HandleFunc("GET "+b+"/.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
-	})
-	mux.Handle("POST "+b+"/oauth/register", s.limited(s.register))
+	// What a client's code fetches, from a browser page too (the MCP Inspector):
+	// readable from any origin, as nothing there rests on cookies.
+	for method, routes := range map[string]map[string]http.Handler{
+		http.MethodGet: {
+			"/.well-known/oauth-protected-resource":   http.HandlerFunc(s.resourceMetadata),
+			"/.well-known/oauth-protected-resource/":  http.HandlerFunc(s.resourceMetadata), // RFC 9728's path suffix
+			"/.well-known/oauth-authorization-server": http.HandlerFunc(s.serverMetadata),
+			"/.well-known/openid-configuration":       http.HandlerFunc(s.serverMetadata),
+			"/.well-known/jwks.json": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
+			}),
+		},
+		http.MethodPost: {"/oauth/register": s.limited(s.register), "/oauth/token": s.limited(s.token)},
+	} {
+		for p, h := range routes {
+			mux.Handle(method+" "+b+p, anyOrigin(h))
+			mux.Handle(http.MethodOptions+" "+b+p, anyOrigin(h))
+		}
+	}
+	// Where the browser goes: no cross-origin reads.
 	mux.Handle("GET "+b+"/oauth/authorize", s.limited(s.authorize))
 	mux.Handle("GET "+b+"/oauth_callback", s.limited(s.callback))
-	mux.Handle("POST "+b+"/oauth/token", s.limited(s.token))
 	return mux
+}
+
+// CORS of the endpoints clients fetch: the request headers the official SDKs send.
+const (
+	corsMethods = "GET, POST"
+	corsHeaders = "Content-Type, Authorization, MCP-Protocol-Version"
+	corsMaxAge  = "600"
+)
+
+// anyOrigin lets a page of any origin read h's answers (no credentials) and answers
+// its preflights itself.
+func anyOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", corsMethods)
+			w.Header().Set("Access-Control-Allow-Headers", corsHeaders)
+			w.Header().Set("Access-Control-Max-Age", corsMaxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
@@ -352,7 +387,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown client_id: register the client first", http.StatusBadRequest)
 		return
 	}
-	if !exactlyOneOf(redirectURI, c.redirectURIs) {
+	if !registered(redirectURI, c.redirectURIs) {
 		http.Error(w, "redirect_uri is not one the client registered", http.StatusBadRequest)
 		return
 	}
@@ -504,13 +539,26 @@ func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, redirectURI 
 	http.Redirect(w, r, redirectURI+sep+v.Encode(), http.StatusFound)
 }
 
-func exactlyOneOf(v string, list []string) bool {
+// registered reports whether redirectURI is one of the client's redirect URIs: the
+// same string, or, for http on a loopback IP literal, the same but for the port (RFC
+// 8252 section 7.3, OAuth 2.1: a native app such as VS Code listens on whatever port
+// the system gives it when the login starts).
+func registered(redirectURI string, list []string) bool {
 	for _, l := range list {
-		if v == l {
+		if redirectURI == l || sameButPort(redirectURI, l) {
 			return true
 		}
 	}
 	return false
+}
+
+func sameButPort(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.Scheme == "http" && ub.Scheme == "http" &&
+		isLoopback(ua.Hostname()) && ua.Hostname() == ub.Hostname() &&
+		ua.User == nil && ua.Opaque == "" && !strings.Contains(a, "#") &&
+		ua.EscapedPath() == ub.EscapedPath() && ua.RawQuery == ub.RawQuery
 }
 
 type oauthError struct {

@@ -70,6 +70,40 @@ func TestCheckRedirectURI(t *testing.T) {
 	}
 }
 
+// TestRegistered checks which redirect URIs of an authorization request match the
+// client's registered ones: the same string, or a loopback IP literal over http on
+// another port (VS Code registers http://127.0.0.1:33418/ and http://127.0.0.1/, and
+// listens on another port when that one is taken).
+func TestRegistered(t *testing.T) {
+	list := []string{"http://127.0.0.1:33418/", "http://127.0.0.1/", "http://[::1]:8080/cb?x=1", "http://localhost:3000/cb",
+		"https://vscode.dev/redirect", "vscode://vscode.mcp/cb"}
+	for _, tt := range []struct {
+		uri string
+		ok  bool
+	}{
+		{"http://127.0.0.1:33418/", true},
+		{"http://127.0.0.1:59656/", true},
+		{"http://[::1]:9/cb?x=1", true},
+		{"https://vscode.dev/redirect", true},
+		{"vscode://vscode.mcp/cb", true},
+		{"http://127.0.0.1:59656/other", false},
+		{"http://127.0.0.1:59656", false},
+		{"http://[::1]:9/cb?x=2", false},
+		{"http://[::1]:9/cb", false},
+		{"http://127.0.0.2:33418/", false},
+		{"http://u@127.0.0.1:59656/", false},
+		{"http://127.0.0.1:59656/#f", false},
+		{"http://localhost:3001/cb", false}, // a name, not a loopback IP: exactly only
+		{"https://vscode.dev:8443/redirect", false},
+		{"vscode://vscode.mcp:1/cb", false},
+		{"http://evil.example:33418/", false},
+	} {
+		if got := registered(tt.uri, list); got != tt.ok {
+			t.Errorf("%q: %v, want %v", tt.uri, got, tt.ok)
+		}
+	}
+}
+
 // TestBounded checks the stores' bounds: full, an expiring store refuses new entries
 // (after dropping the expired), the clients' store forgets the oldest.
 func TestBounded(t *testing.T) {

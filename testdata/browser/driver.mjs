@@ -7,10 +7,9 @@
 // {"ok":false,"error":...}; the first line, {"ok":true,"ready":true}, once Chromium runs.
 // Every command names its browser context with "page" (one person each: its own
 // cookies, its own tab); a notebook is named by its path relative to the server's root.
-import { chromium } from 'playwright-core';
-import { createInterface } from 'node:readline';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { launch, serve } from './chromium.mjs';
 
 function arg(name, dflt) {
   const i = process.argv.indexOf('--' + name);
@@ -23,17 +22,9 @@ function arg(name, dflt) {
 
 const url = arg('url').replace(/\/$/, '');
 const token = arg('token');
-const executablePath = arg('chromium');
 const timeout = Number(arg('timeout-ms', '60000')); // one UI step on a loaded 2-core machine
 
-// playwright-core's launch gives Chromium a fresh temporary --user-data-dir of its own
-// (it refuses the flag) and removes it on close.
-const browser = await chromium.launch({
-  executablePath,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch(arg('chromium'));
 const contexts = new Map(); // page name → {context, page, errors}
 
 // person returns the browser context named name, opening it (a new person) if needed.
@@ -294,29 +285,4 @@ async function failureShots() {
   return files;
 }
 
-async function shutdown(code) {
-  try {
-    await browser.close();
-  } catch {}
-  process.exit(code);
-}
-
-process.stdout.write(JSON.stringify({ ok: true, ready: true, version: browser.version() }) + '\n');
-
-const rl = createInterface({ input: process.stdin });
-let queue = Promise.resolve();
-rl.on('line', (line) => {
-  queue = queue.then(async () => {
-    let reply;
-    try {
-      const cmd = JSON.parse(line);
-      const op = ops[cmd.op];
-      if (!op) throw new Error('unknown op ' + cmd.op);
-      reply = { ok: true, ...(await op(cmd)) };
-    } catch (e) {
-      reply = { ok: false, error: String(e && e.message || e) + " (screenshots: " + (await failureShots()).join(", ") + ")", trace: e && e.stack };
-    }
-    process.stdout.write(JSON.stringify(reply) + '\n');
-  });
-});
-rl.on('close', () => { queue.then(() => shutdown(0)); });
+serve(browser, ops, async () => ' (screenshots: ' + (await failureShots()).join(', ') + ')');

@@ -65,3 +65,14 @@ func (s *Server) labSettings() {
 		s.t.Fatal(err)
 	}
 }
+
+// HubLogin starts testdata/browser/hublogin.mjs: people logging in with a JupyterHub in
+// headless Chromium, one fresh browser context a login (its "login" command, in the
+// script's header); it ends when the test ends.
+func HubLogin(t testing.TB) *Client {
+	t.Helper()
+	chromium := NeedBrowser(t)
+	cmd := exec.Command("node", testdata("browser", "hublogin.mjs"), "--chromium", chromium)
+	cmd.Dir = testdata("browser")
+	return process(t, cmd)
+}

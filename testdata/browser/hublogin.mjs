@@ -1,0 +1,98 @@
+// A person logging in with JupyterHub in headless Chromium (Debian's chromium, through
+// playwright-core), for the OAuth tests of hub mode. See README.md here.
+//
+// As a module: logIn(browser, url, {user, until}) (browser: chromium.mjs's launch)
+// opens url in a new browser context (a person with no Hub session yet), fills the Hub's
+// login form as user, approves on the Hub's authorization page if it is shown, and
+// returns when the page has left the Hub for a URL starting with until (the OAuth
+// client's redirect URI, which some listener of the client's answers) or stopped on a
+// page that is neither form.
+//
+// fetchFrom(browser, page, requests) runs fetches from a page of another origin, as a
+// browser-based client (the MCP Inspector) does.
+//
+// As a driver: node hublogin.mjs --chromium /usr/bin/chromium
+//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"}
+//           {"op":"fetch","page":URL,"requests":[{"url":…,"method":…,"headers":{…},"body":…}]}
+//   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
+//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} (login),
+//           {"ok":true,"answers":[{"status":…,"headers":{…},"body":…} or {"error":…}]} (fetch),
+//           or {"ok":false,"error":…}.
+import { pathToFileURL } from 'node:url';
+import { launch, serve } from './chromium.mjs';
+
+// logIn returns where the person ended: url (the page's URL), seen (the Hub's pages
+// filled, in order: "login", "authorize"), status (the last document's HTTP status)
+// and text (the start of what the page shows).
+export async function logIn(browser, url, { user, password = 'any', until, timeout = 60000 }) {
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    page.setDefaultTimeout(timeout); // one page on a loaded 2-core machine
+    const seen = [];
+    let status = 0; // the last document's, not a redirect's
+    page.on('response', (r) => {
+      if (r.request().isNavigationRequest() && r.frame() === page.mainFrame() && (r.status() < 300 || r.status() >= 400)) status = r.status();
+    });
+    await page.goto(url);
+    for (let step = 0; step < 4 && !page.url().startsWith(until); step++) {
+      let submit;
+      if (await page.locator('#username_input').count() > 0) { // the Hub's /hub/login
+        seen.push('login');
+        await page.locator('#username_input').fill(user);
+        await page.locator('#password_input').fill(password); // DummyAuthenticator takes any
+        submit = page.locator('#login_submit');
+      } else if (await page.locator('form button[type=submit]', { hasText: 'Authorize' }).count() > 0) { // the Hub's oauth.html
+        seen.push('authorize');
+        submit = page.locator('form button[type=submit]', { hasText: 'Authorize' });
+      } else {
+        break;
+      }
+      // The form's POST and its redirects end in one document.
+      const loaded = page.waitForEvent('load');
+      await submit.click();
+      await loaded;
+    }
+    const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 500);
+    return { url: page.url(), seen, status, text };
+  } finally {
+    await context.close();
+  }
+}
+
+// fetchFrom opens page (a URL of the origin to fetch from) in a new browser context and
+// runs requests ({url, method, headers, body}) there one after the other, as a page's
+// script does: per request what the page may read of the answer (status, the headers
+// CORS lets it see, the body) or the error the browser gave it (a CORS refusal is a
+// TypeError).
+async function fetchFrom(browser, page, requests) {
+  const context = await browser.newContext();
+  try {
+    const p = await context.newPage();
+    await p.goto(page);
+    return await p.evaluate(async (requests) => {
+      const out = [];
+      for (const r of requests) {
+        try {
+          const resp = await fetch(r.url, { method: r.method || 'GET', headers: r.headers || {}, body: r.body });
+          out.push({ status: resp.status, headers: Object.fromEntries(resp.headers), body: await resp.text() });
+        } catch (e) {
+          out.push({ error: String(e) });
+        }
+      }
+      return out;
+    }, requests);
+  } finally {
+    await context.close();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const i = process.argv.indexOf('--chromium');
+  if (i < 0) throw new Error('--chromium is required');
+  const browser = await launch(process.argv[i + 1]);
+  serve(browser, {
+    login: (cmd) => logIn(browser, cmd.url, cmd),
+    fetch: async (cmd) => ({ answers: await fetchFrom(browser, cmd.page, cmd.requests) }),
+  });
+}
