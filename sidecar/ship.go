@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("ship source: %w", err)
 	}
+	defer source.Close()
 	id := cfg.Ship.SourceID
 	if id == "" {
 		if id, err = os.Hostname(); err != nil {
@@ -28,10 +30,8 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	dest := cfg.Ship.Postgres.StoreConfig(log)
-	// JupyterHub sets JUPYTERHUB_USER in every single-user server.
-	if dest.Owner = cfg.Ship.Owner; dest.Owner == "" {
-		dest.Owner = os.Getenv(envHubUser)
-	}
+	dest.Owner = cmp.Or(cfg.Ship.Owner, os.Getenv(envHubUser)) // JupyterHub sets JUPYTERHUB_USER in every single-user server
+
 	s, err := postgres.NewShipper(dest, source, id)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)

@@ -111,6 +111,9 @@ type Tailer interface {
 	// Load reads every room once, as Reset events in room order (for inspect and cold
 	// start); it does not need Run.
 	Load(ctx context.Context) ([]Event, error)
+	// Close takes the tailer out of the status series its Registerer serves (its rows
+	// stay counted); call it once Run has returned.
+	Close()
 }
 
 // The log keys every layer uses, each with one meaning.

@@ -5,6 +5,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,33 +59,21 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Logger receives the logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics (jupyter_mcp_sidecar_postgres_*); nil means none are registered.
+	// Registerer receives the metrics (the postgres_* series and the status series every
+	// tailer shares, ystore/internal/tailstatus); tailers and shippers on one Registerer
+	// feed the same series. nil means none are registered.
 	Registerer prometheus.Registerer
 }
 
 // withDefaults fills the zero fields and validates the result.
 func (c Config) withDefaults() (Config, error) {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	if c.Table == "" {
-		c.Table = DefaultTable
-	}
-	if c.Channel == "" {
-		c.Channel = DefaultChannel
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = DefaultBackoffMin
-	}
-	if c.BackoffMax == 0 {
-		c.BackoffMax = DefaultBackoffMax
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Schema = cmp.Or(c.Schema, DefaultSchema)
+	c.Table = cmp.Or(c.Table, DefaultTable)
+	c.Channel = cmp.Or(c.Channel, DefaultChannel)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.BackoffMin = cmp.Or(c.BackoffMin, DefaultBackoffMin)
+	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	for _, f := range []struct{ name, v string }{{"schema", c.Schema}, {"table", c.Table}, {"channel", c.Channel}} {
 		if !identRe.MatchString(f.v) {
 			return c, fmt.Errorf("%s %q: must match %s: %w", f.name, f.v, identRe, ErrConfig)

@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
 // DefaultLoadConcurrency is how many owners a Follower loads at once when
@@ -46,9 +48,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if cfg.LoadConcurrency < 0 {
 		return nil, fmt.Errorf("load concurrency %d: %w", cfg.LoadConcurrency, ErrConfig)
 	}
-	if cfg.LoadConcurrency == 0 {
-		cfg.LoadConcurrency = DefaultLoadConcurrency
-	}
+	cfg.LoadConcurrency = cmp.Or(cfg.LoadConcurrency, DefaultLoadConcurrency)
 	store := cfg.Store
 	store.Registerer = nil
 	t, err := New(store)
@@ -93,16 +93,21 @@ func (f *Follower) dispatch(_ context.Context, events []ystore.Event) error {
 
 // Tailer returns the Tailer of cfg.Owner's rooms on this Follower: it loads them and
 // then delivers what the Follower hears of them. cfg names the same store as the
-// Follower's; its metrics are registered on cfg.Registerer. No I/O.
+// Follower's; its metrics are registered on cfg.Registerer, its status series counting
+// the owner's Status. No I/O.
 func (f *Follower) Tailer(cfg Config) (ystore.Tailer, error) {
 	if cfg.Owner == "" {
 		return nil, fmt.Errorf("an owner's tailer needs the owner: %w", ErrConfig)
 	}
-	load, err := New(cfg)
+	load, err := newTailer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &ownerTailer{f: f, load: load, wake: make(chan struct{}, 1), first: make(chan struct{})}, nil
+	o := &ownerTailer{f: f, load: load, wake: make(chan struct{}, 1), first: make(chan struct{})}
+	if o.untrack, err = tailstatus.Track(cfg.Registerer, subsystem, o.Status); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // ownerTailer is one owner's Tailer on a Follower.
@@ -117,7 +122,13 @@ type ownerTailer struct {
 
 	first     chan struct{} // FirstRead
 	firstOnce sync.Once
+
+	untrack func() // the status series stop counting this owner's tailer
 }
+
+// Close takes the owner's tailer out of the status series (its rows stay counted); call
+// it once Run has returned.
+func (o *ownerTailer) Close() { o.untrack() }
 
 // FirstRead is closed once the owner's rooms have been loaded and delivered, or their
 // load failed, or the Follower's first read failed: what Status then says is the

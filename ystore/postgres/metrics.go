@@ -4,9 +4,14 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
-// Wake-up causes, the values of the by label of jupyter_mcp_sidecar_postgres_wakeups_total.
+// subsystem names the Postgres Y-store's series (postgres_*).
+const subsystem = "postgres"
+
+// Wake-up causes, the values of the by label of postgres_wakeups_total.
 const (
 	wakeNotify = "notify"
 	wakePoll   = "poll"
@@ -15,43 +20,44 @@ const (
 // readBuckets resolve catch-up reads from sub-millisecond polls to multi-second loads.
 var readBuckets = []float64{100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1, 10}
 
-// tailMetrics are the Tailer's Prometheus collectors.
+// tailMetrics are the Tailer's Prometheus collectors, shared by the tailers on one
+// Registerer; its status series are tailstatus's.
 type tailMetrics struct {
-	rows      prometheus.Counter
-	read      prometheus.Histogram
-	lag       prometheus.Gauge
-	retries   prometheus.Counter
-	wakeups   *prometheus.CounterVec
-	rebuilds  prometheus.Counter
-	reachable prometheus.Gauge
+	read     prometheus.Histogram
+	retries  prometheus.Counter
+	wakeups  *prometheus.CounterVec
+	rebuilds prometheus.Counter
 }
 
-func newTailMetrics() *tailMetrics {
+// newTailMetrics returns the Tailer's collectors registered on reg (nil: none).
+func newTailMetrics(reg prometheus.Registerer) (*tailMetrics, error) {
+	r := promreg.On(reg)
 	m := &tailMetrics{
-		rows: counter("jupyter_mcp_sidecar_postgres_rows_tailed_total",
-			"Rows delivered by the Postgres Y-store tailer, loads included."),
-		read: histogram("jupyter_mcp_sidecar_postgres_read_seconds",
-			"Duration of each catch-up read transaction on the Postgres Y-store, begin to commit."),
-		lag: gauge("jupyter_mcp_sidecar_postgres_tail_lag_seconds",
-			"Age of the oldest update row read and not yet applied; 0 when caught up."),
-		retries: counter("jupyter_mcp_sidecar_postgres_reconnects_total",
-			"Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect."),
-		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jupyter_mcp_sidecar_postgres_wakeups_total",
+		read: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_seconds",
+			Help:    "Duration of each catch-up read transaction on the Postgres Y-store, begin to commit.",
+			Buckets: readBuckets,
+		})),
+		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "reconnects_total",
+			Help: "Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect.",
+		})),
+		wakeups: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "wakeups_total",
 			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval.",
-		}, []string{"by"}),
-		rebuilds: counter("jupyter_mcp_sidecar_postgres_room_rebuilds_total",
-			"Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards."),
-		reachable: gauge("jupyter_mcp_sidecar_postgres_reachable", "1 while the Postgres Y-store can be read."),
+		}, []string{"by"})),
+		rebuilds: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "room_rebuilds_total",
+			Help: "Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards.",
+		})),
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register postgres y-store metrics: %w", err)
 	}
 	for _, by := range []string{wakeNotify, wakePoll} {
 		m.wakeups.WithLabelValues(by)
 	}
-	return m
-}
-
-func (m *tailMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.read, m.lag, m.retries, m.wakeups, m.rebuilds, m.reachable}
+	return m, nil
 }
 
 // shipMetrics are the Shipper's Prometheus collectors.
@@ -62,47 +68,30 @@ type shipMetrics struct {
 	retries prometheus.Counter
 }
 
-func newShipMetrics() *shipMetrics {
-	return &shipMetrics{
-		rows: counter("jupyter_mcp_sidecar_postgres_shipped_rows_total",
-			"Rows appended to the Postgres Y-store by ship mode."),
-		resets: counter("jupyter_mcp_sidecar_postgres_shipped_resets_total",
-			"Room histories replaced or removed in the Postgres Y-store by ship mode."),
-		batch: histogram("jupyter_mcp_sidecar_postgres_ship_batch_seconds",
-			"Duration of each committed ship transaction."),
-		retries: counter("jupyter_mcp_sidecar_postgres_ship_retries_total",
-			"Ship transactions that failed and were retried."),
+// newShipMetrics returns the Shipper's collectors registered on reg (nil: none).
+func newShipMetrics(reg prometheus.Registerer) (*shipMetrics, error) {
+	r := promreg.On(reg)
+	m := &shipMetrics{
+		rows: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_rows_total",
+			Help: "Rows appended to the Postgres Y-store by ship mode.",
+		})),
+		resets: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_resets_total",
+			Help: "Room histories replaced or removed in the Postgres Y-store by ship mode.",
+		})),
+		batch: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_batch_seconds",
+			Help:    "Duration of each committed ship transaction.",
+			Buckets: readBuckets,
+		})),
+		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_retries_total",
+			Help: "Ship transactions that failed and were retried.",
+		})),
 	}
-}
-
-func (m *shipMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.resets, m.batch, m.retries}
-}
-
-// counter returns a new counter.
-func counter(name, help string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-}
-
-// gauge returns a new gauge.
-func gauge(name, help string) prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-}
-
-// histogram returns a new histogram with readBuckets.
-func histogram(name, help string) prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: readBuckets})
-}
-
-// register adds collectors to reg, if any.
-func register(reg prometheus.Registerer, cs []prometheus.Collector) error {
-	if reg == nil {
-		return nil
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register postgres y-store metrics: %w", err)
 	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register postgres y-store metrics: %w", err)
-		}
-	}
-	return nil
+	return m, nil
 }

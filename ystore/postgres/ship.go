@@ -95,8 +95,8 @@ func NewShipper(cfg Config, source ystore.Tailer, sourceID string) (*Shipper, er
 	if sourceID == "" {
 		return nil, ErrSourceID
 	}
-	m := newShipMetrics()
-	if err := register(cfg.Registerer, m.collectors()); err != nil {
+	m, err := newShipMetrics(cfg.Registerer)
+	if err != nil {
 		return nil, err
 	}
 	return &Shipper{cfg: cfg, n: namesOf(cfg), source: source, id: sourceID, m: m, cursors: map[string]shipCursor{}}, nil

@@ -25,8 +25,9 @@ const (
 type Tailer struct {
 	cfg    Config
 	n      names
-	m      *tailMetrics
-	status *tailstatus.Recorder
+	m       *tailMetrics
+	status  *tailstatus.Recorder
+	untrack func() // the status series stop counting this tailer
 	// follow is set for a Follower's tailer: it starts from the snapshot it first
 	// takes (rows before it are the owners' loads), tags events with their room's
 	// owner, and calls read after each successful read.
@@ -40,19 +41,35 @@ type following struct {
 
 var _ ystore.Tailer = (*Tailer)(nil)
 
-// New validates cfg, registers the metrics and returns a Tailer; it does no I/O.
+// New validates cfg, registers the metrics on cfg.Registerer and returns a Tailer; it
+// does no I/O.
 func New(cfg Config) (*Tailer, error) {
+	t, err := newTailer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if t.untrack, err = tailstatus.Track(cfg.Registerer, subsystem, t.Status); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTailer is New but for the status series: the caller tracks the status it reports.
+func newTailer(cfg Config) (*Tailer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := newTailMetrics()
-	if err := register(cfg.Registerer, m.collectors()); err != nil {
+	m, err := newTailMetrics(cfg.Registerer)
+	if err != nil {
 		return nil, err
 	}
-	status := tailstatus.New(tailstatus.Metrics{Reachable: m.reachable, Lag: m.lag, Rows: m.rows})
-	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m, status: status}, nil
+	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m, status: tailstatus.New(), untrack: func() {}}, nil
 }
+
+// Close takes the tailer out of the status series (its rows stay counted); call it once
+// Run has returned.
+func (t *Tailer) Close() { t.untrack() }
 
 // Status reports reachability, the last error and the lag.
 func (t *Tailer) Status() ystore.Status {

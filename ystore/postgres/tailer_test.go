@@ -190,12 +190,15 @@ func TestTailSteady(t *testing.T) {
 	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
 		t.Errorf("status %+v", st)
 	}
-	if got := promtest.ToFloat64(tl.m.rows); got != 3+n {
-		t.Errorf("jupyter_mcp_sidecar_postgres_rows_tailed_total = %v, want %d", got, 3+n)
+	for _, name := range []string{"jupyter_mcp_sidecar_rows_tailed_total", "jupyter_mcp_sidecar_postgres_rows_tailed_total"} {
+		if got := testutil.Metric(t, reg, name); got != 3+n {
+			t.Errorf("%s = %v, want %d", name, got, 3+n)
+		}
 	}
-	if promtest.ToFloat64(tl.m.reachable) != 1 || promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
+	reachable := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable") + testutil.Metric(t, reg, "jupyter_mcp_sidecar_postgres_reachable")
+	if reachable != 2 || promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
 		promtest.CollectAndCount(tl.m.read) != 1 {
-		t.Errorf("metrics: reachable %v, notify wake-ups %v", promtest.ToFloat64(tl.m.reachable),
+		t.Errorf("metrics: store_reachable + postgres_reachable %v, notify wake-ups %v", reachable,
 			promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)))
 	}
 	if _, err := New(cfg); err == nil {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +45,9 @@ type Config struct {
 	Decompress func([]byte) ([]byte, error)
 	// Logger receives the tailer's logs; slog.Default() if nil.
 	Logger *slog.Logger
-	// Registerer receives the tailer's metrics; none are registered if nil.
+	// Registerer receives the tailer's metrics (the sqlite_* series and the status series
+	// every tailer shares, ystore/internal/tailstatus); tailers on one Registerer feed
+	// the same series. None are registered if nil.
 	Registerer prometheus.Registerer
 }
 
@@ -56,17 +59,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PollInterval < 0 || c.ChunkRows < 0 || c.MaxBusyWait < 0 {
 		return c, fmt.Errorf("negative poll interval, chunk rows or max busy wait: %w", ErrConfig)
 	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.ChunkRows == 0 {
-		c.ChunkRows = DefaultChunkRows
-	}
-	if c.MaxBusyWait == 0 {
-		c.MaxBusyWait = DefaultMaxBusyWait
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.ChunkRows = cmp.Or(c.ChunkRows, DefaultChunkRows)
+	c.MaxBusyWait = cmp.Or(c.MaxBusyWait, DefaultMaxBusyWait)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c, nil
 }

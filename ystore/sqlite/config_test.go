@@ -42,12 +42,20 @@ func TestConfig(t *testing.T) {
 			}
 		})
 	}
-	reg := prometheus.NewRegistry()
-	if _, err := New(Config{Path: "x.db", Registerer: reg}); err != nil {
+	// A second tailer on the same registry (hub mode's next user) feeds the same series.
+	reg := prometheus.NewPedanticRegistry()
+	x, err := New(Config{Path: "x.db", Registerer: reg})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Config{Path: "y.db", Registerer: reg}); err == nil {
-		t.Fatal("a second tailer registered the same metrics")
+	y, err := New(Config{Path: "y.db", Registerer: reg})
+	if err != nil {
+		t.Fatalf("a second tailer on the registry: %v", err)
+	}
+	x.m.busy.Inc()
+	y.m.busy.Inc()
+	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_busy_retries_total"); got != 2 {
+		t.Fatalf("busy retries of both tailers %v, want 2 in one series", got)
 	}
 }
 

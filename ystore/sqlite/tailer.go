@@ -72,6 +72,7 @@ type Tailer struct {
 	log     *slog.Logger
 	m       *metrics
 	status  *tailstatus.Recorder
+	untrack func() // the status series stop counting this tailer
 	running atomic.Bool
 
 	// Owned by Run.
@@ -96,24 +97,27 @@ func stampOf(fi os.FileInfo) stamp { return stamp{fi.Size(), fi.ModTime()} }
 
 var _ ystore.Tailer = (*Tailer)(nil)
 
-// New returns a Tailer for cfg.Path; it does no I/O.
+// New returns a Tailer for cfg.Path, its metrics registered on cfg.Registerer; it does
+// no I/O.
 func New(cfg Config) (*Tailer, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := newMetrics()
-	t := &Tailer{
-		cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, rooms: map[string]summary{},
-		status: tailstatus.New(tailstatus.Metrics{Reachable: m.reachable, Lag: m.lag, Rows: m.rows}),
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Registerer != nil {
-		if err := t.m.register(cfg.Registerer); err != nil {
-			return nil, err
-		}
+	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, status: tailstatus.New(), rooms: map[string]summary{}}
+	if t.untrack, err = tailstatus.Track(cfg.Registerer, subsystem, t.Status); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
+
+// Close takes the tailer out of the status series (its rows stay counted); call it once
+// Run has returned.
+func (t *Tailer) Close() { t.untrack() }
 
 // Status reports whether the file is readable, the last error, the lag and counters.
 func (t *Tailer) Status() ystore.Status {

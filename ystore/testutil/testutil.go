@@ -1,5 +1,5 @@
 // Package testutil holds the helpers every package's tests share: waiting for a
-// condition, a buffer safe for concurrent writers, and the rule that a missing test
+// condition, a buffer safe for concurrent writers, a metric's value, and the rule that a missing test
 // dependency skips a test on a developer's machine but fails it on CI.
 //
 // It lives in ystore, the lowest layer, so that the tests of every layer can import it
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Wait is the deadline tests use when they have no reason to choose another: long
@@ -111,3 +113,33 @@ func (b *LockedBuffer) String() string {
 
 // Contains reports whether what was written so far contains s.
 func (b *LockedBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }
+
+// Metric is the value of the counter, gauge or untyped sample of family name on g whose
+// labels include labels (name, value pairs); it fails the test when g serves none.
+func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue samples
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	t.Fatalf("no sample of %s%v", name, labels)
+	return 0
+}

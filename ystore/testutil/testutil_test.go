@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // recorder is a testing.TB whose Fatal and Skip record instead of stopping the test.
@@ -86,5 +88,28 @@ func TestLockedBuffer(t *testing.T) {
 	<-done
 	if s := b.String(); len(s) != 2 || !b.Contains("a") || !b.Contains("b") {
 		t.Fatalf("buffer %q", s)
+	}
+}
+
+func TestMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "rows_total", Help: "rows"})
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sessions", Help: "sessions"}, []string{"era"})
+	reg.MustRegister(c, v)
+	c.Add(3)
+	v.WithLabelValues("a").Set(1)
+	v.WithLabelValues("b").Set(2)
+	if got := Metric(t, reg, "rows_total"); got != 3 {
+		t.Errorf("rows_total %v, want 3", got)
+	}
+	if got := Metric(t, reg, "sessions", "era", "b"); got != 2 {
+		t.Errorf("sessions{era=b} %v, want 2", got)
+	}
+	for _, missing := range [][]string{{"nothing"}, {"sessions", "era", "c"}} {
+		r := &recorder{TB: t}
+		Metric(r, reg, missing[0], missing[1:]...)
+		if r.fatal == "" {
+			t.Errorf("%v: no failure", missing)
+		}
 	}
 }

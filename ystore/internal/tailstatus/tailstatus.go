@@ -1,31 +1,17 @@
-// Package tailstatus keeps a tailer's ystore.Status and its status metrics, the one
-// bookkeeping every store backend shares, so that all of them report to /readyz the same
-// way.
+// Package tailstatus keeps a tailer's ystore.Status and the status series of every
+// tailer, the one bookkeeping every store backend shares, so that all of them report to
+// /readyz and /metrics the same way.
 package tailstatus
 
 import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
-// Metrics are a backend's collectors the Recorder keeps up to date.
-type Metrics struct {
-	// Reachable is 1 while the store can be read.
-	Reachable prometheus.Gauge
-	// Lag is Status.Lag in seconds.
-	Lag prometheus.Gauge
-	// Rows counts the rows delivered.
-	Rows prometheus.Counter
-}
-
 // Recorder is a tailer's status; it is safe for concurrent use.
 type Recorder struct {
-	m Metrics
-
 	mu      sync.Mutex
 	s       ystore.Status
 	pending time.Time     // the commit of the oldest row read and not yet applied; zero: none
@@ -34,8 +20,8 @@ type Recorder struct {
 }
 
 // New returns a Recorder of an unread, unreachable store.
-func New(m Metrics) *Recorder {
-	return &Recorder{m: m, first: make(chan struct{})}
+func New() *Recorder {
+	return &Recorder{first: make(chan struct{})}
 }
 
 // FirstRead is closed once the first read is recorded, whether it succeeded (Read) or
@@ -60,7 +46,6 @@ func (r *Recorder) setLag(now time.Time) {
 	if !r.pending.IsZero() {
 		r.s.Lag = max(now.Sub(r.pending), 0)
 	}
-	r.m.Lag.Set(r.s.Lag.Seconds())
 }
 
 // Pending records the events of a tailed read, before the sink applies them: until the
@@ -96,7 +81,6 @@ func (r *Recorder) Fail(err error) {
 	r.s.Reachable = false
 	r.s.LastError = err.Error()
 	r.s.LastErrorAt = time.Now()
-	r.m.Reachable.Set(0)
 	r.read()
 }
 
@@ -125,8 +109,6 @@ func (r *Recorder) Read(events []ystore.Event, rooms int) {
 	}
 	r.pending = time.Time{}
 	r.setLag(now)
-	r.m.Reachable.Set(1)
-	r.m.Rows.Add(float64(n))
 	r.read()
 }
 

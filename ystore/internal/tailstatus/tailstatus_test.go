@@ -7,18 +7,24 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
-func newRecorder() (*Recorder, Metrics) {
-	m := Metrics{
-		Reachable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "reachable"}),
-		Lag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "lag"}),
-		Rows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "rows"}),
+// newRecorder returns a Recorder tracked, as backend "test", on the registry returned.
+func newRecorder(t *testing.T) (*Recorder, *prometheus.Registry) {
+	r, reg := New(), prometheus.NewPedanticRegistry()
+	if _, err := Track(reg, "test", r.Status); err != nil {
+		t.Fatal(err)
 	}
-	return New(m), m
+	return r, reg
+}
+
+// value is the value of the series name (without the namespace) on reg.
+func value(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return testutil.Metric(t, reg, "jupyter_mcp_sidecar_"+name)
 }
 
 // events returns one event of kind with rows committed ago before now.
@@ -72,7 +78,7 @@ func TestRecorder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, m := newRecorder()
+			r, reg := newRecorder(t)
 			tt.run(r)
 			st := r.Status()
 			if st.Reachable != tt.reachable || st.LastError != tt.lastError || st.RowsTailed != tt.rows ||
@@ -86,18 +92,21 @@ func TestRecorder(t *testing.T) {
 			if tt.reachable {
 				want = 1
 			}
-			if got := testutil.ToFloat64(m.Reachable); got != want {
-				t.Errorf("reachable gauge %v, want %v", got, want)
-			}
-			if got := testutil.ToFloat64(m.Rows); got != float64(tt.rows) {
-				t.Errorf("rows counter %v, want %v", got, tt.rows)
-			}
-			if got := testutil.ToFloat64(m.Lag); got != st.Lag.Seconds() {
-				t.Errorf("lag gauge %v, want %v", got, st.Lag.Seconds())
+			for _, prefix := range []string{"", "test_"} { // the shared series and the backend's twins
+				reachable := map[string]string{"": "store_reachable", "test_": "test_reachable"}[prefix]
+				if got := value(t, reg, reachable); got != want {
+					t.Errorf("%s %v, want %v", reachable, got, want)
+				}
+				if got := value(t, reg, prefix+"rows_tailed_total"); got != float64(tt.rows) {
+					t.Errorf("%srows_tailed_total %v, want %v", prefix, got, tt.rows)
+				}
+				if got := value(t, reg, prefix+"tail_lag_seconds"); got < tt.lagMin.Seconds() || got >= (tt.lagMin+time.Second).Seconds() || (tt.lagMin == 0 && got != 0) {
+					t.Errorf("%stail_lag_seconds %v, want the status's %v", prefix, got, st.Lag.Seconds())
+				}
 			}
 		})
 	}
-	r, _ := newRecorder()
+	r := New()
 	r.ReadTx(2 * time.Millisecond)
 	r.ReadTx(time.Millisecond)
 	if got := r.Status().MaxReadTx; got != 2*time.Millisecond {
@@ -109,13 +118,13 @@ func TestRecorder(t *testing.T) {
 // rows read, and is 0 from the moment it has, however old they were.
 func TestLagIsTheAgeOfWhatIsPending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, m := newRecorder()
+		r, reg := newRecorder(t)
 		r.Pending(events(ystore.EventUpdates, time.Second))
 		time.Sleep(10 * time.Second) // the sink is slow
 		if got := r.Status().Lag; got != 11*time.Second {
 			t.Fatalf("lag %v while pending, want 11s", got)
 		}
-		if got := testutil.ToFloat64(m.Lag); got != 11 {
+		if got := value(t, reg, "tail_lag_seconds"); got != 11 {
 			t.Fatalf("lag gauge %v while pending, want 11", got)
 		}
 		r.Read(events(ystore.EventUpdates, 11*time.Second), 1)
@@ -123,7 +132,7 @@ func TestLagIsTheAgeOfWhatIsPending(t *testing.T) {
 		if got := r.Status().Lag; got != 0 {
 			t.Fatalf("lag %v once applied and idle, want 0", got)
 		}
-		if got := testutil.ToFloat64(m.Lag); got != 0 {
+		if got := value(t, reg, "tail_lag_seconds"); got != 0 {
 			t.Fatalf("lag gauge %v once applied, want 0", got)
 		}
 	})
@@ -135,7 +144,7 @@ func TestFirstRead(t *testing.T) {
 		"read":   func(r *Recorder) { r.Read(nil, 0) },
 		"failed": func(r *Recorder) { r.Fail(errors.New("unreachable")) },
 	} {
-		r, _ := newRecorder()
+		r := New()
 		r.Pending(events(ystore.EventUpdates, time.Second))
 		r.ReadTx(time.Millisecond)
 		select {
@@ -152,4 +161,61 @@ func TestFirstRead(t *testing.T) {
 		r.Read(nil, 0) // and later reads leave it closed
 		r.Fail(errors.New("again"))
 	}
+}
+
+// The tailers on one registry share one set of series: rows summed (an untracked
+// tailer's rows stay counted), the largest lag, reachable only while every store is;
+// each backend's deprecated twins are over its own tailers.
+func TestSeriesOverTailers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		track := func(backend string) (*Recorder, func()) {
+			r := New()
+			untrack, err := Track(reg, backend, r.Status)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, untrack
+		}
+		a, _ := track("one")
+		b, untrackB := track("one")
+		c, untrackC := track("two")
+		a.Read(events(ystore.EventReset, time.Hour, time.Hour), 1)
+		b.Read(events(ystore.EventReset, time.Hour), 1)
+		c.Read(events(ystore.EventReset, time.Hour, time.Hour, time.Hour), 1)
+		b.Pending(events(ystore.EventUpdates, 4*time.Second))
+		c.Pending(events(ystore.EventUpdates, 2*time.Second))
+		check := func(what string, want map[string]float64) {
+			t.Helper()
+			for name, v := range want {
+				if got := value(t, reg, name); got != v {
+					t.Errorf("%s: %s %v, want %v", what, name, got, v)
+				}
+			}
+		}
+		check("all reachable", map[string]float64{
+			"rows_tailed_total": 6, "tail_lag_seconds": 4, "store_reachable": 1,
+			"one_rows_tailed_total": 3, "one_tail_lag_seconds": 4, "one_reachable": 1,
+			"two_rows_tailed_total": 3, "two_tail_lag_seconds": 2, "two_reachable": 1,
+		})
+		c.Fail(errors.New("boom"))
+		check("one unreachable", map[string]float64{"store_reachable": 0, "one_reachable": 1, "two_reachable": 0})
+		untrackC()
+		untrackC() // once is enough
+		untrackB()
+		check("untracked", map[string]float64{
+			"rows_tailed_total": 6, "tail_lag_seconds": 0, "store_reachable": 1,
+			"one_rows_tailed_total": 3, "one_tail_lag_seconds": 0, "one_reachable": 1,
+			"two_rows_tailed_total": 3, "two_tail_lag_seconds": 0, "two_reachable": 1,
+		})
+	})
+}
+
+// Untracked, a nil registry: nothing registered, nothing to undo.
+func TestTrackNil(t *testing.T) {
+	untrack, err := Track(nil, "one", New().Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrack()
 }
