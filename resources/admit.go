@@ -12,7 +12,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
-// Limits refused, as the limit label of jupyter_mcp_sidecar_mcp_limit_refusals_total.
+// Limits refused, as the limit label of mcp_limit_refusals_total.
 const (
 	limitURIBytes          = "uri_bytes"
 	limitNotAResource      = "not_a_resource"

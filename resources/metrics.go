@@ -1,13 +1,16 @@
 package resources
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
-// metrics are the server's own collectors; the subscriber registry, the
-// publisher and the hooks register theirs.
+// metrics are the server's own collectors, shared by the servers on one Registerer;
+// the subscriber registry, the publisher and the hooks register theirs.
 type metrics struct {
 	publisherErrors    prometheus.Counter
 	refusals           *prometheus.CounterVec
@@ -16,28 +19,30 @@ type metrics struct {
 	connectionsRefused prometheus.Counter
 }
 
-func newMetrics() metrics {
-	return metrics{
-		publisherErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "publisher_errors_total",
+// newMetrics returns the collectors registered on reg (nil: none).
+func newMetrics(reg prometheus.Registerer) (metrics, error) {
+	r := promreg.On(reg)
+	m := metrics{
+		publisherErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "publisher_errors_total",
 			Help: "changes the configured publisher did not accept.",
-		}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "limit_refusals_total",
+		})),
+		refusals: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "limit_refusals_total",
 			Help: "2025-11-25 sessions, subscriptions, listen filter URIs and use_notebook bindings refused, by limit: sessions (initialize beyond max_sessions), uri_bytes, not_a_resource, withheld, subscriptions and subscription_bytes (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path.",
-		}, []string{"limit"}),
-		resumed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resumed_total",
+		}, []string{"limit"})),
+		resumed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "streams_resumed_total",
 			Help: "2025-11-25 GET streams resumed with Last-Event-ID.",
-		}),
-		resumeRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "streams_resume_refused_total",
+		})),
+		resumeRefused: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "streams_resume_refused_total",
 			Help: "GET streams whose Last-Event-ID was past the replay buffer: their session was ended (404).",
-		}),
-		connectionsRefused: conns.RefusedCounter("mcp"),
+		})),
+		connectionsRefused: promreg.Register(r, conns.RefusedCounter("mcp")),
 	}
-}
-
-func (m metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.publisherErrors, m.refusals, m.resumed, m.resumeRefused, m.connectionsRefused}
+	if err := r.Err(); err != nil {
+		return metrics{}, fmt.Errorf("register mcp metrics: %w", err)
+	}
+	return m, nil
 }

@@ -35,7 +35,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
@@ -113,7 +112,8 @@ type Option func(*options)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRegisterer registers the server's, publisher's and hooks' metrics on r.
+// WithRegisterer registers the server's, publisher's and hooks' metrics on r; servers
+// on one Registerer feed the same series.
 func WithRegisterer(r prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = r }
 }
@@ -143,15 +143,20 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), metrics: newMetrics(), loaded: make(chan struct{})}
+	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), loaded: make(chan struct{})}
 	var err error
+	if s.metrics, err = newMetrics(o.registerer); err != nil {
+		return nil, err
+	}
 	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks, names.Limits{MaxNames: cfg.MaxNames, MaxPathBytes: cfg.MaxPathBytes}); err != nil {
 		return nil, err
 	}
 	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
 		return nil, err
 	}
-	s.subs = subscribers.New(s.log, cfg.SendTimeout)
+	if s.subs, err = subscribers.New(s.log, cfg.SendTimeout, o.registerer); err != nil {
+		return nil, err
+	}
 	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
 		publish.Deps{Local: s.subs, Logger: s.log, Registerer: o.registerer}); err != nil {
 		return nil, err
@@ -174,9 +179,6 @@ func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
 		s.transport = newStdio(s, o.stdin, o.stdout)
 	} else if s.transport, err = newHTTP(s, o.listener, o.registerer); err != nil {
 		return nil, err
-	}
-	if err := promreg.Register(o.registerer, append(s.subs.Collectors(), s.metrics.collectors()...)...); err != nil {
-		return nil, fmt.Errorf("register mcp metrics: %w", err)
 	}
 	return s, nil
 }

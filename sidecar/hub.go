@@ -25,6 +25,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
@@ -34,7 +35,9 @@ import (
 // and an MCP server of their own, mounted behind one listener) and released after
 // hub.idle_timeout without a session or request. Isolation is by construction: a
 // user's server knows only that user's store and name bindings, so another user's
-// notebook, session or subscription is not found rather than refused.
+// notebook, session or subscription is not found rather than refused. Every instance
+// registers its metrics on the process's registry, so the users feed one set of
+// series (ystore/promreg) and /metrics names no user.
 
 // errNoUser answers a token that names no Hub user.
 var errNoUser = errors.New("the token names no JupyterHub user")
@@ -44,6 +47,7 @@ type hub struct {
 	cfg     config.Config
 	log     *slog.Logger
 	version string
+	reg     prometheus.Registerer // the process's, shared by the users' instances
 	m       *hubMetrics
 
 	// shared is what every active user's tailer shares: the file watcher of their
@@ -60,7 +64,6 @@ type hub struct {
 type tenant struct {
 	user     string
 	in       *instance
-	reg      *prometheus.Registry
 	cancel   context.CancelFunc
 	done     chan struct{}
 	loaded   chan struct{} // closed when the store's first read has finished
@@ -70,10 +73,10 @@ type tenant struct {
 
 // runHub serves hub mode until ctx is done.
 func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry, metrics http.Handler, o runOptions) error {
-	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, tenants: map[string]*tenant{}}
-	h.m = newHubMetrics(h.registries)
-	if err := reg.Register(h.m); err != nil {
-		return fmt.Errorf("register hub metrics: %w", err)
+	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, reg: reg, tenants: map[string]*tenant{}}
+	var err error
+	if h.m, err = newHubMetrics(reg); err != nil {
+		return err
 	}
 	h.shared.hub = true
 	switch cfg.Hub.Stores.Backend {
@@ -119,8 +122,9 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 			return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
 		}
 	}
-	refused := conns.RefusedCounter("hub") // "mcp" is the users' servers' own, summed
-	if err := reg.Register(refused); err != nil {
+	r := promreg.On(reg)
+	refused := promreg.Register(r, conns.RefusedCounter("hub")) // "mcp" is the users' servers' own, shared
+	if err := r.Err(); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
 	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
@@ -207,8 +211,8 @@ func (h *hub) start(user string) (*tenant, error) {
 	}
 	begin := time.Now()
 	log := h.log.With("tenant", tenantID(user))
-	t := &tenant{user: user, reg: prometheus.NewRegistry(), done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, t.reg, h.version, user, h.shared); err != nil {
+	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
+	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -276,17 +280,6 @@ func (h *hub) stateDir() string {
 	return "."
 }
 
-// registries are the active tenants' metric registries.
-func (h *hub) registries() []*prometheus.Registry {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	regs := make([]*prometheus.Registry, 0, len(h.tenants))
-	for _, t := range h.tenants {
-		regs = append(regs, t.reg)
-	}
-	return regs
-}
-
 // reap releases tenants idle for hub.idle_timeout until ctx is done.
 func (h *hub) reap(ctx context.Context) {
 	idle := h.cfg.Hub.IdleTimeout
@@ -321,8 +314,8 @@ func (h *hub) reap(ctx context.Context) {
 	}
 }
 
-// release stops tenants, folds their counters into the hub's totals and, once they
-// have stopped, returns their memory to the OS: left to itself the runtime of a
+// release stops tenants (their instances take their share out of the gauges as they
+// close) and, once they have stopped, returns their memory to the OS: left to itself the runtime of a
 // quiet process collects only at its forced GC (every 2 minutes) and then returns
 // the freed heap at the scavenger's pace, so RSS stayed at its peak for minutes.
 func (h *hub) release(ts []*tenant) {
@@ -334,7 +327,6 @@ func (h *hub) release(ts []*tenant) {
 		defer h.wg.Done()
 		for _, t := range ts {
 			<-t.done
-			h.m.retire(t.reg)
 		}
 		debug.FreeOSMemory()
 	}()

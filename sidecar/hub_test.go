@@ -3,22 +3,27 @@ package sidecar
 import (
 	"encoding/base64"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
-// testHub is a hub of the SQLite stores {dir}/{username}/.jupyter_ystore.db, closed
-// when the test ends.
+// testHub is a hub of the SQLite stores {dir}/{username}/.jupyter_ystore.db, its
+// metrics on a registry of its own (h.reg), closed when the test ends.
 func testHub(t *testing.T, dir string) *hub {
 	cfg := config.Default()
 	cfg.Hub.Enabled = true
@@ -27,10 +32,25 @@ func testHub(t *testing.T, dir string) *hub {
 		FileIDDB:   filepath.Join(dir, config.Placeholder, "file_id_manager.db"),
 		RootDir:    filepath.Join(dir, config.Placeholder)}
 	cfg.Hub.StateDir = dir
-	h := &hub{cfg: cfg, log: slog.New(slog.DiscardHandler), tenants: map[string]*tenant{}, shared: shared{hub: true}}
-	h.m = newHubMetrics(h.registries)
+	h := &hub{cfg: cfg, log: slog.New(slog.DiscardHandler), reg: prometheus.NewPedanticRegistry(), tenants: map[string]*tenant{}, shared: shared{hub: true}}
+	var err error
+	if h.m, err = newHubMetrics(h.reg); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.closeAll)
 	return h
+}
+
+// writeStore writes updates into the room of notebook path in user's store, as Jupyter does.
+func writeStore(t *testing.T, dir, user, path string, updates [][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, user), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := sqlitetest.Start(t, filepath.Join(dir, user, ".jupyter_ystore.db"))
+	for _, u := range updates {
+		w.Do(map[string]any{"op": "write", "room": "json:notebook:" + path, "update": base64.StdEncoding.EncodeToString(u)})
+	}
 }
 
 // A user's first request is answered once the store's first read is done: the
@@ -39,13 +59,7 @@ func testHub(t *testing.T, dir string) *hub {
 func TestHubTenantWaitsForTheFirstRead(t *testing.T) {
 	dir := t.TempDir()
 	h := testHub(t, dir)
-	if err := os.MkdirAll(filepath.Join(dir, "ada"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	w := sqlitetest.Start(t, filepath.Join(dir, "ada", ".jupyter_ystore.db"))
-	for _, u := range ysessions.Load(t, "s0001.json.gz").UpdateBytes() {
-		w.Do(map[string]any{"op": "write", "room": "json:notebook:a.ipynb", "update": base64.StdEncoding.EncodeToString(u)})
-	}
+	writeStore(t, dir, "ada", "a.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
 	ada, err := h.tenant(t.Context(), "ada")
 	if err != nil {
 		t.Fatal(err)
@@ -70,18 +84,13 @@ func TestHubTenantWaitsForTheFirstRead(t *testing.T) {
 }
 
 // closeAll returns only once the releases under way have finished: the released
-// tenants stopped and their counters folded into the hub's.
+// tenants stopped (and took their share out of the shared gauges).
 func TestHubCloseWaitsForRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &hub{tenants: map[string]*tenant{}}
-		h.m = newHubMetrics(h.registries)
-		reg := prometheus.NewRegistry()
-		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "rows_total", Help: "rows"})
-		c.Add(3)
-		reg.MustRegister(c)
 		// A released tenant whose instance stops when the test says.
 		stopped := make(chan struct{})
-		h.release([]*tenant{{reg: reg, done: stopped, cancel: func() {}}})
+		h.release([]*tenant{{done: stopped, cancel: func() {}}})
 		closed := make(chan struct{})
 		go func() { h.closeAll(); close(closed) }()
 		synctest.Wait()
@@ -92,10 +101,63 @@ func TestHubCloseWaitsForRelease(t *testing.T) {
 		}
 		close(stopped)
 		<-closed
-		h.m.mu.Lock()
-		defer h.m.mu.Unlock()
-		if s := h.m.retired["rows_total"]; s == nil || s.value != 3 {
-			t.Fatalf("retired %v: want the released tenant's counter", h.m.retired)
+	})
+}
+
+// Hub mode's users share one set of series on the process's registry: the store is
+// reachable (1, not one per user), rows tailed add up, the room gauges are the sums and
+// a released user's share of them goes back to 0 (their counters stay counted), and
+// /metrics names no user.
+func TestHubMetrics(t *testing.T) {
+	dir := t.TempDir()
+	h := testHub(t, dir)
+	const ada, bob = "user-ada-7f3e", "user-bob-91c2"
+	writeStore(t, dir, ada, "a.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
+	writeStore(t, dir, bob, "b.ipynb", append(ysessions.Load(t, "s0002.json.gz").UpdateBytes(), []byte{0x01, 0xff, 0xff})) // degraded
+	var tenants []*tenant
+	for _, user := range []string{ada, bob} {
+		tn, err := h.tenant(t.Context(), user)
+		if err != nil {
+			t.Fatal(err)
 		}
+		tenants = append(tenants, tn)
+	}
+	rows := float64(tenants[0].in.tailer.Status().RowsTailed + tenants[1].in.tailer.Status().RowsTailed)
+	reg := h.reg.(prometheus.Gatherer)
+	series := func(name string) float64 { t.Helper(); return testutil.Metric(t, reg, "jupyter_mcp_sidecar_"+name) }
+	check := func(what string, want map[string]float64) {
+		t.Helper()
+		for name, v := range want {
+			if got := series(name); got != v {
+				t.Errorf("%s: %s = %v, want %v", what, name, got, v)
+			}
+		}
+	}
+	// The rooms are applied before the first read is recorded: the gauges are settled.
+	check("two users", map[string]float64{
+		"store_reachable": 1, "sqlite_reachable": 1, "rows_tailed_total": rows, "sqlite_rows_tailed_total": rows,
+		"live_rooms": 2, "degraded_rooms": 1, "hub_user_loads_total": 2,
+	})
+	if rows == 0 || series("rows_applied_total") != rows-1 || series("decode_errors_total") != 1 {
+		t.Errorf("rows tailed %v, applied %v, decode errors %v: want every row but the bad one applied",
+			rows, series("rows_applied_total"), series("decode_errors_total"))
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, user := range []string{ada, bob, tenantID(ada), tenantID(bob)} {
+		if strings.Contains(rec.Body.String(), user) {
+			t.Fatalf("/metrics names %q:\n%s", user, rec.Body.String())
+		}
+	}
+
+	// bob is released as the reaper does; ada stays.
+	h.mu.Lock()
+	delete(h.tenants, bob)
+	h.mu.Unlock()
+	h.release(tenants[1:])
+	<-tenants[1].done
+	check("bob released", map[string]float64{
+		"store_reachable": 1, "rows_tailed_total": rows, "sqlite_rows_tailed_total": rows,
+		"live_rooms": 1, "degraded_rooms": 0, "tail_lag_seconds": 0,
 	})
 }

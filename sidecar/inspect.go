@@ -24,7 +24,7 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = closeResolver() }()
+	defer func() { tailer.Close(); _ = closeResolver() }()
 	events, err := tailer.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)

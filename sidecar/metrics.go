@@ -1,89 +1,66 @@
 package sidecar
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
-// Metrics are the sidecar's own Prometheus collectors: rows applied, decode errors,
-// apply latency, rooms, and the tailer's progress.
+// Metrics are the sidecar's own Prometheus collectors, shared by the instances on one
+// Registerer (hub mode's users): rows applied, decode errors, apply latency, rooms and
+// changes flushed. The tailers' progress is the store's (ystore/internal/tailstatus).
 type Metrics struct {
 	rowsApplied     prometheus.Counter
 	decodeErrors    prometheus.Counter
 	applySeconds    prometheus.Histogram
 	commitToApplied prometheus.Histogram
-	liveRooms       prometheus.Gauge
-	degradedRooms   prometheus.Gauge
+	liveRooms       prometheus.Gauge // moved by each instance's changes: the sum over them
+	degradedRooms   prometheus.Gauge // the same
 	changesFlushed  prometheus.Counter
 }
 
-const namespace = "jupyter_mcp_sidecar"
-
-// NewMetrics creates the collectors and registers them, with gauges that read the
-// tailer's status, on reg (which may be nil for none).
-func NewMetrics(reg prometheus.Registerer, status func() ystore.Status) *Metrics {
+// NewMetrics returns the collectors registered on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	r := promreg.On(reg)
 	m := &Metrics{
-		rowsApplied: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "rows_applied_total",
+		rowsApplied: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Name: "rows_applied_total",
 			Help: "Y-store rows applied to live documents.",
-		}),
-		decodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "decode_errors_total",
+		})),
+		decodeErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Name: "decode_errors_total",
 			Help: "Y-store rows skipped because they did not decode or nested shared types too deep.",
-		}),
-		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "apply_seconds",
+		})),
+		applySeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Name: "apply_seconds",
 			Help:    "Time to apply one row to its live document.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
-		}),
-		commitToApplied: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "commit_to_applied_seconds",
+		})),
+		commitToApplied: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Name: "commit_to_applied_seconds",
 			Help:    "Delay from a row's commit in the store to its application.",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 2.5, 14),
-		}),
-		liveRooms: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "live_rooms",
+		})),
+		liveRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Name: "live_rooms",
 			Help: "Notebook rooms held as live documents.",
-		}),
-		degradedRooms: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "degraded_rooms",
+		})),
+		degradedRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Name: "degraded_rooms",
 			Help: "Notebook rooms that skipped an undecodable row.",
-		}),
-		changesFlushed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "changes_flushed_total",
+		})),
+		changesFlushed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Name: "changes_flushed_total",
 			Help: "Debounced notebook changes handed to the publisher.",
-		}),
+		})),
 	}
-	if reg == nil {
-		return m
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register sidecar metrics: %w", err)
 	}
-	reg.MustRegister(m.rowsApplied, m.decodeErrors, m.applySeconds, m.commitToApplied,
-		m.liveRooms, m.degradedRooms, m.changesFlushed)
-	if status != nil {
-		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Namespace: namespace, Name: "rows_tailed_total",
-				Help: "Rows the tailer read from the Y-store.",
-			}, func() float64 { return float64(status().RowsTailed) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Namespace: namespace, Name: "tail_lag_seconds",
-				Help: "Age of the oldest row the tailer read and has not yet applied; 0 when caught up.",
-			}, func() float64 { return status().Lag.Seconds() }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Namespace: namespace, Name: "store_reachable",
-				Help: "1 while the Y-store can be read.",
-			}, func() float64 {
-				if status().Reachable {
-					return 1
-				}
-				return 0
-			}),
-		)
-	}
-	return m
+	return m, nil
 }
 
 func (m *Metrics) observeApply(start time.Time, committed float64) {
@@ -96,5 +73,32 @@ func (m *Metrics) observeApply(start time.Time, committed float64) {
 	}
 }
 
-func (m *Metrics) setRooms(n int)    { m.liveRooms.Set(float64(n)) }
-func (m *Metrics) setDegraded(n int) { m.degradedRooms.Set(float64(n)) }
+// hubMetrics are hub mode's own collectors; its users' instances feed the shared ones.
+type hubMetrics struct {
+	loads, releases prometheus.Counter
+	loadSeconds     prometheus.Histogram
+}
+
+// newHubMetrics returns the collectors registered on reg (nil: none).
+func newHubMetrics(reg prometheus.Registerer) (*hubMetrics, error) {
+	r := promreg.On(reg)
+	m := &hubMetrics{
+		loads: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_loads_total",
+			Help: "Users whose store was loaded because they made a request while not active.",
+		})),
+		releases: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_releases_total",
+			Help: "Users released after hub.idle_timeout without a session or request.",
+		})),
+		loadSeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_load_seconds",
+			Help:    "Time from a user's first request to their store's first read.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		})),
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register hub metrics: %w", err)
+	}
+	return m, nil
+}

@@ -1,14 +1,30 @@
 package sidecar
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
-// roomsMetrics is the rooms' view of the sidecar's collectors (rooms.Metrics).
-type roomsMetrics struct{ m *Metrics }
+// roomsMetrics is one instance's view of the sidecar's collectors (rooms.Metrics). The
+// room gauges, shared with the other instances on the Registerer, move by this
+// instance's changes, so that their series is the sum; release takes its share out.
+type roomsMetrics struct {
+	m               *Metrics
+	rooms, degraded atomic.Int64 // this instance's share of liveRooms and degradedRooms
+}
 
-func (r roomsMetrics) ObserveApply(start time.Time, committed float64) {
+func (r *roomsMetrics) ObserveApply(start time.Time, committed float64) {
 	r.m.observeApply(start, committed)
 }
-func (r roomsMetrics) RowsApplied(n int)  { r.m.rowsApplied.Add(float64(n)) }
-func (r roomsMetrics) DecodeErrors(n int) { r.m.decodeErrors.Add(float64(n)) }
-func (r roomsMetrics) SetRooms(n int)     { r.m.setRooms(n) }
-func (r roomsMetrics) SetDegraded(n int)  { r.m.setDegraded(n) }
+func (r *roomsMetrics) RowsApplied(n int)  { r.m.rowsApplied.Add(float64(n)) }
+func (r *roomsMetrics) DecodeErrors(n int) { r.m.decodeErrors.Add(float64(n)) }
+func (r *roomsMetrics) SetRooms(n int)     { r.m.liveRooms.Add(float64(int64(n) - r.rooms.Swap(int64(n)))) }
+func (r *roomsMetrics) SetDegraded(n int) {
+	r.m.degradedRooms.Add(float64(int64(n) - r.degraded.Swap(int64(n))))
+}
+
+// release takes the instance's rooms out of the gauges.
+func (r *roomsMetrics) release() {
+	r.SetRooms(0)
+	r.SetDegraded(0)
+}

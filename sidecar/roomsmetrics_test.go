@@ -27,8 +27,12 @@ func TestRoomsMetrics(t *testing.T) {
 		}
 		return out
 	}
-	m := NewMetrics(prometheus.NewRegistry(), nil)
-	w := rooms.New(rooms.Config{Metrics: roomsMetrics{m}}).Writer(nil)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := &roomsMetrics{m: m}
+	w := rooms.New(rooms.Config{Metrics: rm}).Writer(nil)
 	check := func(what string, applied, decodeErrors, degraded float64) {
 		t.Helper()
 		got := []float64{testutil.ToFloat64(m.rowsApplied), testutil.ToFloat64(m.decodeErrors),
@@ -50,4 +54,11 @@ func TestRoomsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("rebuilt without it", 2*n+1, 1, 0)
+	if err := w.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rows(true)}}); err != nil {
+		t.Fatal(err)
+	}
+	rm.release() // the instance closed: its rooms leave the shared gauges
+	if live, degraded := testutil.ToFloat64(m.liveRooms), testutil.ToFloat64(m.degradedRooms); live != 0 || degraded != 0 {
+		t.Fatalf("released: live rooms %v, degraded rooms %v; want 0", live, degraded)
+	}
 }

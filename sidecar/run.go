@@ -25,6 +25,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // pathRefresh is how often room paths are re-resolved, so renames are followed.
@@ -66,7 +67,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		opt(&o)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := promreg.On(reg)
+	promreg.Register(r, collectors.NewGoCollector())
+	promreg.Register(r, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("register process metrics: %w", err)
+	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	if cfg.Hub.Enabled {
 		return runHub(ctx, cfg, log, reg, metricsHandler, o)
@@ -121,13 +127,14 @@ type instance struct {
 	deb           *debounce.Debouncer[string, change]
 	srv           *resources.Server
 	health        *Health
+	metrics       *roomsMetrics
 	files         *ondisk.Watcher // nil with ondisk.enabled false
 	closeResolver func() error
 	drainTimeout  time.Duration // server.drain_timeout
 }
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
-// reg; opts are more server options (its listener, its stdio). user is the hub user
+// reg (the instances on one reg feed the same series); opts are more server options (its listener, its stdio). user is the hub user
 // the store belongs to ("" outside hub mode), named in every change event; sh is what
 // hub mode's users' tailers share. No I/O. Each part is built from parts built before
 // it: the store, the file reader, the rooms (the server's library), the server, the
@@ -138,8 +145,14 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	if err != nil {
 		return nil, err
 	}
-	m := NewMetrics(reg, tailer.Status)
-	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: roomsMetrics{m}}
+	closeStore := func() { tailer.Close(); _ = closeResolver() }
+	m, err := NewMetrics(reg)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	rm := &roomsMetrics{m: m}
+	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: rm}
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
 		files = ondisk.New(ondisk.Config{
@@ -152,7 +165,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	opts = append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, opts...)
 	srv, err := resources.New(serverConfig(cfg, version), set, opts...)
 	if err != nil {
-		_ = closeResolver()
+		closeStore()
 		return nil, fmt.Errorf("mcp server: %w", err)
 	}
 	// Every notebook's changes, bound to a name or not, are debounced per path with
@@ -168,6 +181,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		deb:           deb,
 		srv:           srv,
 		health:        NewHealth(tailer.Status, set.Degraded, srv, cfg.Store.LagThreshold),
+		metrics:       rm,
 		files:         files,
 		closeResolver: closeResolver,
 		drainTimeout:  cfg.Server.DrainTimeout,
@@ -217,8 +231,13 @@ func drain(ctx context.Context, d time.Duration, wait func() error) error {
 	}
 }
 
-// close releases the file id resolvers.
-func (in *instance) close() { _ = in.closeResolver() }
+// close takes the instance out of the metrics (its rooms and its tailer's status; its
+// counters stay counted) and releases the file id resolvers; run has returned.
+func (in *instance) close() {
+	in.metrics.release()
+	in.tailer.Close()
+	_ = in.closeResolver()
+}
 
 // Check builds, without I/O, the MCP server Run would build from cfg (its
 // gate, publisher, verifier, hooks and extensions with their options), logging
@@ -266,8 +285,9 @@ func refreshPaths(ctx context.Context, w *rooms.Writer) {
 // the MCP listener (its refusals counted on reg), until ctx is done.
 func serveMetrics(ctx context.Context, s config.Server, mux http.Handler, reg prometheus.Registerer) error {
 	addr := s.MetricsListen
-	refused := conns.RefusedCounter("metrics")
-	if err := reg.Register(refused); err != nil {
+	r := promreg.On(reg)
+	refused := promreg.Register(r, conns.RefusedCounter("metrics"))
+	if err := r.Err(); err != nil {
 		return fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	ln, err := net.Listen("tcp", addr)

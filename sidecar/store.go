@@ -26,7 +26,7 @@ type shared struct {
 }
 
 // openStore builds the configured store backend, on sh, and the file id resolvers;
-// close releases the resolvers.
+// close releases the resolvers. The caller closes the tailer.
 func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, fileid.Resolver, func() error, error) {
 	tailer, err := openTailer(cfg, log, reg, sh)
 	if err != nil {
@@ -34,6 +34,7 @@ func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, s
 	}
 	resolver, closeResolver, err := openResolver(cfg)
 	if err != nil {
+		tailer.Close()
 		return nil, nil, nil, err
 	}
 	return tailer, resolver, closeResolver, nil

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
@@ -105,30 +105,31 @@ func newJupyterHub(s Settings) (Verifier, error) {
 		log:  s.Logger,
 		good: newLRU[Principal](o.CacheSize),
 		bad:  newLRU[struct{}](o.CacheSize),
-		metrics: hubMetrics{
-			cache: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "jupyter_mcp_sidecar", Subsystem: "auth_jupyterhub", Name: "cache_total",
-				Help: "Token verifications by cache result: hit (admitted), negative_hit (rejected), miss (asked the Hub).",
-			}, []string{"result"}),
-			errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "jupyter_mcp_sidecar", Subsystem: "auth_jupyterhub", Name: "hub_errors_total",
-				Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode.",
-			}, []string{"kind"}),
-			lookup: prometheus.NewHistogram(prometheus.HistogramOpts{
-				Namespace: "jupyter_mcp_sidecar", Subsystem: "auth_jupyterhub", Name: "lookup_seconds",
-				Help:    "Duration of the Hub API calls resolving a token.",
-				Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
-			}),
-		},
 	}
-	for _, r := range []string{"hit", "negative_hit", "miss"} {
-		h.metrics.cache.WithLabelValues(r)
+	r := promreg.On(s.Registerer)
+	h.metrics = hubMetrics{
+		cache: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "cache_total",
+			Help: "Token verifications by cache result: hit (admitted), negative_hit (rejected), miss (asked the Hub).",
+		}, []string{"result"})),
+		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "hub_errors_total",
+			Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode.",
+		}, []string{"kind"})),
+		lookup: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "lookup_seconds",
+			Help:    "Duration of the Hub API calls resolving a token.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		})),
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	for _, res := range []string{"hit", "negative_hit", "miss"} {
+		h.metrics.cache.WithLabelValues(res)
 	}
 	for _, k := range []string{"timeout", "network", "status", "decode"} {
 		h.metrics.errors.WithLabelValues(k)
-	}
-	if err := promreg.Register(s.Registerer, h.metrics.cache, h.metrics.errors, h.metrics.lookup); err != nil {
-		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return h, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // Limits are the bounds of one listener.
@@ -25,7 +27,7 @@ type Limits struct {
 // ("mcp", "metrics") closed.
 func RefusedCounter(listener string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "jupyter_mcp_sidecar", Subsystem: "http", Name: "connections_refused_total",
+		Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total",
 		Help:        "connections closed on accept because the listener had server.max_connections open.",
 		ConstLabels: prometheus.Labels{"listener": listener},
 	})

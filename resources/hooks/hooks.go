@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // Kind says what a Call is.
@@ -166,22 +166,23 @@ func newMetrics(options map[string]any, deps Deps) (Hook, error) {
 	if err := option.Decode(options, &struct{}{}); err != nil {
 		return nil, err
 	}
+	r := promreg.On(deps.Registerer)
 	m := metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "calls_total",
+		calls: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "calls_total",
 			Help: "Tool calls and resource reads served.",
-		}, []string{"kind", "name"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "call_errors_total",
+		}, []string{"kind", "name"})),
+		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_errors_total",
 			Help: "Tool calls and resource reads that returned an error.",
-		}, []string{"kind", "name"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "mcp", Name: "call_duration_seconds",
+		}, []string{"kind", "name"})),
+		duration: promreg.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_duration_seconds",
 			Help:    "Duration of tool calls and resource reads.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"kind", "name"}),
+		}, []string{"kind", "name"})),
 	}
-	if err := promreg.Register(deps.Registerer, m.calls, m.errors, m.duration); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return m, nil

@@ -23,10 +23,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // Publisher delivers change events.
@@ -149,8 +149,11 @@ type queue struct {
 	mu      sync.Mutex
 	seq     map[string]uint64 // last number given per path
 	failing error             // the last delivery error while no attempt has succeeded since
+	running bool              // Run has not returned
+	counted bool              // the publisher's 1 is in the healthy gauge
 
 	delivered, dropped, failed, skipped prometheus.Counter
+	healthy                             prometheus.Gauge // shared by the publishers of this name on one Registerer
 }
 
 // queueOptions are the options every queued publisher accepts.
@@ -179,34 +182,45 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 	if err := qo.check(); err != nil {
 		return nil, err
 	}
-	counter := func(n, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: n, Help: help,
-			ConstLabels: prometheus.Labels{"publisher": name},
-		})
-	}
+	r := promreg.On(deps.Registerer)
 	q := &queue{
 		name: name, ch: make(chan Event, qo.Size), deliver: deliver, scope: qo.Scope,
 		retries: qo.Retries, backoff: qo.Backoff, log: deps.Logger, seq: map[string]uint64{},
-		delivered: counter("delivered_total", "Events the publisher delivered."),
-		dropped:   counter("dropped_total", "Events dropped because the publisher queue was full."),
-		failed:    counter("failed_total", "Events dropped after the publisher ran out of retries."),
-		skipped:   counter("skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."),
+		delivered: promreg.Register(r, publisherCounter(name, "delivered_total", "Events the publisher delivered.")),
+		dropped:   promreg.Register(r, publisherCounter(name, "dropped_total", "Events dropped because the publisher queue was full.")),
+		failed:    promreg.Register(r, publisherCounter(name, "failed_total", "Events dropped after the publisher ran out of retries.")),
+		skipped:   promreg.Register(r, publisherCounter(name, "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound).")),
+		healthy: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Subsystem: "publisher", Name: "healthy",
+			Help:        "1 while the publisher delivers, 0 while every attempt since its last success has failed (in hub mode, the users' publishers delivering).",
+			ConstLabels: prometheus.Labels{"publisher": name},
+		})),
 	}
-	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher", Name: "healthy",
-		Help:        "1 while the publisher delivers, 0 while every attempt since its last success has failed.",
-		ConstLabels: prometheus.Labels{"publisher": name},
-	}, func() float64 {
-		if q.Health() != nil {
-			return 0
-		}
-		return 1
-	})
-	if err := promreg.Register(deps.Registerer, q.delivered, q.dropped, q.failed, q.skipped, healthy); err != nil {
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return q, nil
+}
+
+// publisherCounter is the counter name of the publisher of that name.
+func publisherCounter(publisher, name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: promreg.Namespace, Subsystem: "publisher", Name: name, Help: help,
+		ConstLabels: prometheus.Labels{"publisher": publisher},
+	})
+}
+
+// countLocked keeps the publisher's share of the healthy gauge: 1 while it runs and
+// delivers, else 0; q.mu is held.
+func (q *queue) countLocked() {
+	healthy := q.running && q.failing == nil
+	switch {
+	case healthy && !q.counted:
+		q.healthy.Inc()
+	case !healthy && q.counted:
+		q.healthy.Dec()
+	}
+	q.counted = healthy
 }
 
 // Publish numbers ev and enqueues it, or drops it with ErrQueueFull; an event
@@ -232,6 +246,8 @@ func (q *queue) Publish(_ context.Context, ev Event) error {
 
 // Run delivers queued changes until ctx is done.
 func (q *queue) Run(ctx context.Context) error {
+	q.setRunning(true)
+	defer q.setRunning(false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,6 +256,13 @@ func (q *queue) Run(ctx context.Context) error {
 			q.send(ctx, ev)
 		}
 	}
+}
+
+func (q *queue) setRunning(running bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.running = running
+	q.countLocked()
 }
 
 // Health is the last delivery error while no attempt has succeeded since.
@@ -258,6 +281,7 @@ func (q *queue) send(ctx context.Context, ev Event) {
 		err := q.deliver(ctx, ev)
 		q.mu.Lock()
 		q.failing = err
+		q.countLocked()
 		q.mu.Unlock()
 		if err == nil {
 			q.delivered.Inc()

@@ -18,8 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // SSE frame types of the sse publisher's stream (docs/EVENTS.md, "The sse feed").
@@ -65,6 +65,7 @@ type sse struct {
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, skipped, refused prometheus.Counter
+	consumersGauge                 prometheus.Gauge // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -111,18 +112,14 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	s := &sse{o: o, log: deps.Logger, epoch: hex.EncodeToString(b[:]), seq: map[string]uint64{},
 		ring: make([]sseEntry, o.Buffer), next: 1, consumers: map[chan struct{}]struct{}{}, stop: make(chan struct{})}
-	counter := func(n, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher",
-			Name: n, Help: help, ConstLabels: prometheus.Labels{"publisher": "sse"}})
-	}
-	s.events = counter("delivered_total", "Events the publisher delivered.")
-	s.skipped = counter("skipped_total", "Events outside the publisher's scope (scope: bound, no name bound).")
-	s.gaps = counter("sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered.")
-	s.refused = counter("sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers.")
-	consumers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "jupyter_mcp_sidecar", Subsystem: "publisher",
-		Name: "sse_consumers", Help: "Consumers connected to the sse feed.", ConstLabels: prometheus.Labels{"publisher": "sse"}},
-		func() float64 { return float64(s.Consumers()) })
-	if err := promreg.Register(deps.Registerer, s.events, s.skipped, s.gaps, s.refused, consumers); err != nil {
+	r := promreg.On(deps.Registerer)
+	s.events = promreg.Register(r, publisherCounter("sse", "delivered_total", "Events the publisher delivered."))
+	s.skipped = promreg.Register(r, publisherCounter("sse", "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."))
+	s.gaps = promreg.Register(r, publisherCounter("sse", "sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered."))
+	s.refused = promreg.Register(r, publisherCounter("sse", "sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers."))
+	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher",
+		Name: "sse_consumers", Help: "Consumers connected to the sse feed.", ConstLabels: prometheus.Labels{"publisher": "sse"}}))
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return s, nil
@@ -307,10 +304,12 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cursor, gap := s.resume(last)
 	s.consumers[wake] = struct{}{}
 	s.mu.Unlock()
+	s.consumersGauge.Inc()
 	defer func() {
 		s.mu.Lock()
 		delete(s.consumers, wake)
 		s.mu.Unlock()
+		s.consumersGauge.Dec()
 	}()
 
 	rc := http.NewResponseController(w)

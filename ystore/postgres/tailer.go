@@ -23,8 +23,8 @@ const (
 // Tailer follows the Postgres Y-store. Its cursor is the pg_snapshot of its last read
 // (see Snapshot), which survives reconnects and server restarts.
 type Tailer struct {
-	cfg    Config
-	n      names
+	cfg     Config
+	n       names
 	m       *tailMetrics
 	status  *tailstatus.Recorder
 	untrack func() // the status series stop counting this tailer

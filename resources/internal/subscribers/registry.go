@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Eras label sessions and subscribers: the protocol revisions.
@@ -64,10 +65,15 @@ type Registry struct {
 	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
 }
 
-// New returns an empty registry; a subscriber whose SDK channel stays full for
-// sendTimeout loses its pending notifications and subscriptions.
-func New(log *slog.Logger, sendTimeout time.Duration) *Registry {
-	return &Registry{log: log, m: newMetrics(), sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}
+// New returns an empty registry, its metrics registered on reg (nil: none); a
+// subscriber whose SDK channel stays full for sendTimeout loses its pending
+// notifications and subscriptions.
+func New(log *slog.Logger, sendTimeout time.Duration, reg prometheus.Registerer) (*Registry, error) {
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{log: log, m: m, sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}, nil
 }
 
 // SessionKey is the registry key of a 2025-11-25 session.
@@ -99,9 +105,27 @@ func (r *Registry) add(s *subscriber) {
 		s.uris = map[string]struct{}{}
 	}
 	s.pendingSet = map[string]struct{}{}
+	r.m.sessions.WithLabelValues(s.era).Inc()
+	r.m.subscriptions.Add(float64(len(s.uris)))
 	r.mu.Lock()
+	old := r.subs[s.key]
 	r.subs[s.key] = s
 	r.mu.Unlock()
+	if old != nil {
+		old.mu.Lock()
+		r.forgetLocked(old)
+		old.mu.Unlock()
+	}
+}
+
+// forgetLocked marks s removed and takes it out of the gauges, once; s.mu is held.
+func (r *Registry) forgetLocked(s *subscriber) {
+	if s.removed {
+		return
+	}
+	s.removed = true
+	r.m.sessions.WithLabelValues(s.era).Dec()
+	r.m.subscriptions.Sub(float64(len(s.uris)))
 }
 
 // Remove forgets a subscriber and its subscriptions.
@@ -112,7 +136,7 @@ func (r *Registry) Remove(key string) {
 	r.mu.Unlock()
 	if s != nil {
 		s.mu.Lock()
-		s.removed = true
+		r.forgetLocked(s)
 		if s.retry != nil {
 			s.retry.Stop()
 			s.retry = nil
@@ -175,7 +199,7 @@ func (r *Registry) Admit(key, uri string, maxN, maxBytes int) error {
 	if s.uriBytes+len(uri) > maxBytes {
 		return fmt.Errorf("%w: %d bytes held, %d more, at most %d per session", ErrSubscriptionBytes, s.uriBytes, len(uri), maxBytes)
 	}
-	s.addURI(uri)
+	r.addURI(s, uri)
 	return nil
 }
 
@@ -183,7 +207,7 @@ func (r *Registry) Admit(key, uri string, maxN, maxBytes int) error {
 func (r *Registry) Subscribe(key, uri string) {
 	if s := r.get(key); s != nil {
 		s.mu.Lock()
-		s.addURI(uri)
+		r.addURI(s, uri)
 		s.mu.Unlock()
 	}
 }
@@ -195,16 +219,22 @@ func (r *Registry) Unsubscribe(key, uri string) {
 		if _, has := s.uris[uri]; has {
 			delete(s.uris, uri)
 			s.uriBytes -= len(uri)
+			if !s.removed {
+				r.m.subscriptions.Dec()
+			}
 		}
 		s.mu.Unlock()
 	}
 }
 
 // addURI adds uri to s's subscriptions once; s.mu is held.
-func (s *subscriber) addURI(uri string) {
+func (r *Registry) addURI(s *subscriber, uri string) {
 	if _, has := s.uris[uri]; !has {
 		s.uris[uri] = struct{}{}
 		s.uriBytes += len(uri)
+		if !s.removed {
+			r.m.subscriptions.Inc()
+		}
 	}
 }
 
@@ -320,7 +350,7 @@ func (r *Registry) flushLocked(s *subscriber) {
 		r.m.ended.WithLabelValues(s.era).Inc()
 		r.log.Warn("session not taking notifications; ending it",
 			"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", len(s.pending), "blocked", now.Sub(s.blockedSince))
-		s.removed = true
+		r.forgetLocked(s)
 		clear(s.uris)
 		s.uriBytes = 0
 		s.pending, s.pendingSet, s.blockedSince = nil, map[string]struct{}{}, time.Time{}

@@ -6,13 +6,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
+
+// newRegistry is a Registry with a 1 s send timeout, its metrics on reg.
+func newRegistry(t *testing.T, reg prometheus.Registerer) *Registry {
+	t.Helper()
+	r, err := New(quietLog, time.Second, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
 
 func drain(ch chan mcp.JSONRPCNotification) []string {
 	var out []string
@@ -28,7 +40,7 @@ func drain(ch chan mcp.JSONRPCNotification) []string {
 
 func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := New(quietLog, time.Second)
+		r := newRegistry(t, nil)
 		ch := make(chan mcp.JSONRPCNotification, 2)
 		ended := make(chan struct{})
 		r.AddSession("s1", ch, false, func() { close(ended) })
@@ -71,12 +83,60 @@ func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
 			t.Fatalf("ended = %v, want 1", e)
 		}
 		r.Remove(SessionKey("s1")) // the session's own unregistration comes later: harmless
+		if n, subs := testutil.ToFloat64(r.m.sessions.WithLabelValues(Era20251125)), testutil.ToFloat64(r.m.subscriptions); n != 0 || subs != 0 {
+			t.Fatalf("gauges: %v sessions, %v subscriptions after ending a stuck session; want 0", n, subs)
+		}
 	})
+}
+
+// Two registries on one Registerer (hub mode's users) move the same gauges: the series
+// are the sums of what each registry's Stats reports, and go back to 0 as each is left.
+func TestRegistryGaugesAreShared(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	a, b := newRegistry(t, reg), newRegistry(t, reg)
+	check := func(what string, sessions, listens, subscriptions float64) {
+		t.Helper()
+		for _, r := range []*Registry{a, b} {
+			got := []float64{testutil.ToFloat64(r.m.sessions.WithLabelValues(Era20251125)),
+				testutil.ToFloat64(r.m.sessions.WithLabelValues(Era20260728)), testutil.ToFloat64(r.m.subscriptions)}
+			if want := []float64{sessions, listens, subscriptions}; !slices.Equal(got, want) {
+				t.Fatalf("%s: sessions, listen streams, subscriptions = %v, want %v", what, got, want)
+			}
+		}
+		var sum [3]int
+		for _, r := range []*Registry{a, b} {
+			perEra, subs, _ := r.Stats()
+			sum[0], sum[1], sum[2] = sum[0]+perEra[Era20251125], sum[1]+perEra[Era20260728], sum[2]+subs
+		}
+		if got := [3]float64{float64(sum[0]), float64(sum[1]), float64(sum[2])}; got != [3]float64{sessions, listens, subscriptions} {
+			t.Fatalf("%s: the registries' Stats sum to %v", what, got)
+		}
+	}
+	ch := make(chan mcp.JSONRPCNotification, 8)
+	a.AddSession("s1", ch, false, nil)
+	b.AddSession("s1", ch, false, nil)
+	for _, u := range []string{"notebook://a", "notebook://b", "notebook://a"} { // once each
+		a.Subscribe(SessionKey("s1"), u)
+	}
+	b.Subscribe(SessionKey("s1"), "notebook://c")
+	l := b.AddListen(ch, 1, []string{"notebook://x", "notebook://y"}, false, false, nil)
+	check("opened", 2, 1, 5)
+	a.Unsubscribe(SessionKey("s1"), "notebook://b")
+	a.Unsubscribe(SessionKey("s1"), "notebook://never")
+	check("unsubscribed", 2, 1, 4)
+	a.AddSession("s1", ch, false, nil) // the same id again replaces the session
+	check("replaced", 2, 1, 3)
+	b.Remove(l)
+	b.Remove(l)
+	a.Remove(SessionKey("s1"))
+	check("one session left", 1, 0, 1)
+	b.Remove(SessionKey("s1"))
+	check("all gone", 0, 0, 0)
 }
 
 // A held listen stream queues its changes, coalesced, until it is released.
 func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
-	r := New(quietLog, time.Second)
+	r := newRegistry(t, nil)
 	ch := make(chan mcp.JSONRPCNotification, 10)
 	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true, nil)
 	for range 3 {
@@ -94,7 +154,7 @@ func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 
 // The registry fills at most three quarters of an SDK channel.
 func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
-	r := New(quietLog, time.Second)
+	r := newRegistry(t, nil)
 	ch := make(chan mcp.JSONRPCNotification, 8)
 	key := r.AddListen(ch, 1.0, nil, false, false, nil)
 	var uris []string
@@ -110,7 +170,7 @@ func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 }
 
 func TestRegistryGatedCoalesces(t *testing.T) {
-	r := New(quietLog, time.Second)
+	r := newRegistry(t, nil)
 	ch := make(chan mcp.JSONRPCNotification, 100)
 	r.AddSession("s1", ch, true, nil)
 	r.Subscribe(SessionKey("s1"), "notebook://w")
@@ -145,7 +205,7 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 }
 
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
-	r := New(quietLog, time.Second)
+	r := newRegistry(t, nil)
 	ch := make(chan mcp.JSONRPCNotification, 10)
 	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false, nil)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
@@ -170,7 +230,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // already held is admitted again, and an unsubscribe frees its bytes.
 func TestRegistryAdmitLimits(t *testing.T) {
 	const maxN, maxBytes = 3, 10
-	r := New(quietLog, time.Second)
+	r := newRegistry(t, nil)
 	r.AddSession("s1", make(chan mcp.JSONRPCNotification, 1), true, nil)
 	key := SessionKey("s1")
 	for i, tt := range []struct {
