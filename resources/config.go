@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -109,41 +110,34 @@ type Limits struct {
 
 // Defaults returns c with every zero field set to its default.
 func (c Config) Defaults() Config {
-	orDefault(&c.Transport, DefaultTransport)
-	orDefault(&c.Listen, DefaultListen)
-	orDefault(&c.Path, DefaultPath)
-	orDefault(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	c.Transport = cmp.Or(c.Transport, DefaultTransport)
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
+	c.Path = cmp.Or(c.Path, DefaultPath)
+	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, DefaultMaxRequestBytes)
 	if c.Hooks == nil {
 		c.Hooks = DefaultHooks()
 	}
-	orDefault(&c.NotebookTTL, DefaultNotebookTTL)
-	orDefault(&c.OutputTTL, DefaultOutputTTL)
-	orDefault(&c.DrainTimeout, DefaultDrainTimeout)
-	orDefault(&c.HeartbeatInterval, DefaultHeartbeatInterval)
-	orDefault(&c.SessionIdleTimeout, DefaultSessionIdleTimeout)
-	orDefault(&c.SendTimeout, DefaultSendTimeout)
-	orDefault(&c.SessionGrace, DefaultSessionGrace)
-	orDefault(&c.ReplayEvents, DefaultReplayEvents)
-	orDefault(&c.ReplayBytes, DefaultReplayBytes)
-	orDefault(&c.MaxURIBytes, DefaultMaxURIBytes)
-	orDefault(&c.MaxSubscriptions, DefaultMaxSubscriptions)
-	orDefault(&c.MaxSubscriptionBytes, DefaultMaxSubscriptionBytes)
-	orDefault(&c.MaxSessions, DefaultMaxSessions)
-	orDefault(&c.MaxListenURIs, DefaultMaxListenURIs)
-	orDefault(&c.IdleTimeout, DefaultIdleTimeout)
-	orDefault(&c.ReadTimeout, DefaultReadTimeout)
-	orDefault(&c.MaxConnections, DefaultMaxConnections)
-	orDefault(&c.MaxNames, DefaultMaxNames)
-	orDefault(&c.MaxPathBytes, DefaultMaxPathBytes)
-	orDefault(&c.Version, "dev")
+	c.NotebookTTL = cmp.Or(c.NotebookTTL, DefaultNotebookTTL)
+	c.OutputTTL = cmp.Or(c.OutputTTL, DefaultOutputTTL)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.SessionIdleTimeout = cmp.Or(c.SessionIdleTimeout, DefaultSessionIdleTimeout)
+	c.SendTimeout = cmp.Or(c.SendTimeout, DefaultSendTimeout)
+	c.SessionGrace = cmp.Or(c.SessionGrace, DefaultSessionGrace)
+	c.ReplayEvents = cmp.Or(c.ReplayEvents, DefaultReplayEvents)
+	c.ReplayBytes = cmp.Or(c.ReplayBytes, DefaultReplayBytes)
+	c.MaxURIBytes = cmp.Or(c.MaxURIBytes, DefaultMaxURIBytes)
+	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, DefaultMaxSubscriptions)
+	c.MaxSubscriptionBytes = cmp.Or(c.MaxSubscriptionBytes, DefaultMaxSubscriptionBytes)
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxListenURIs = cmp.Or(c.MaxListenURIs, DefaultMaxListenURIs)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxNames = cmp.Or(c.MaxNames, DefaultMaxNames)
+	c.MaxPathBytes = cmp.Or(c.MaxPathBytes, DefaultMaxPathBytes)
+	c.Version = cmp.Or(c.Version, "dev")
 	return c
-}
-
-func orDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 // Validate reports configuration errors (after Defaults).

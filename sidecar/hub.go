@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,13 +272,7 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 // stateDir is where users' name bindings persist: hub.state_dir, else the directory of
 // server.state_file, else the working directory.
 func (h *hub) stateDir() string {
-	if h.cfg.Hub.StateDir != "" {
-		return h.cfg.Hub.StateDir
-	}
-	if h.cfg.Server.StateFile != "" {
-		return filepath.Dir(h.cfg.Server.StateFile)
-	}
-	return "."
+	return cmp.Or(h.cfg.Hub.StateDir, filepath.Dir(h.cfg.Server.StateFile)) // filepath.Dir("") is "."
 }
 
 // reap releases tenants idle for hub.idle_timeout until ctx is done.

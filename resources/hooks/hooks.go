@@ -5,6 +5,7 @@
 package hooks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -71,10 +72,7 @@ type Chain struct {
 // Build builds the hooks named in enabled (name → options), in name order.
 // An unknown name or a factory error is returned naming the hook.
 func Build(enabled map[string]map[string]any, deps Deps) (*Chain, error) {
-	c := &Chain{log: deps.Logger}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
+	c := &Chain{log: cmp.Or(deps.Logger, slog.Default())}
 	for _, n := range slices.Sorted(maps.Keys(enabled)) {
 		f, err := factories.Lookup(n)
 		if err != nil {
@@ -126,10 +124,7 @@ type audit struct {
 }
 
 func newAudit(options map[string]any, deps Deps) (Hook, error) {
-	a := audit{log: deps.Logger, level: slog.LevelInfo}
-	if a.log == nil {
-		a.log = slog.Default()
-	}
+	a := audit{log: cmp.Or(deps.Logger, slog.Default()), level: slog.LevelInfo}
 	var o struct {
 		Level string `option:"level"`
 	}

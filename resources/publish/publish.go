@@ -14,6 +14,7 @@
 package publish
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,12 +78,8 @@ func Names() []string { return factories.Names() }
 
 // New builds the publisher registered as name ("" means Default).
 func New(name string, options map[string]any, deps Deps) (Publisher, error) {
-	if name == "" {
-		name = Default
-	}
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
+	name = cmp.Or(name, Default)
+	deps.Logger = cmp.Or(deps.Logger, slog.Default())
 	f, err := factories.Lookup(name)
 	if err != nil {
 		return nil, err
