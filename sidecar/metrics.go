@@ -26,36 +26,20 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	r := promreg.On(reg)
 	m := &Metrics{
-		rowsApplied: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Name: "rows_applied_total",
-			Help: "Y-store rows applied to live documents.",
-		})),
-		decodeErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Name: "decode_errors_total",
-			Help: "Y-store rows skipped because they did not decode or nested shared types too deep.",
-		})),
-		applySeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Name: "apply_seconds",
-			Help:    "Time to apply one row to its live document.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
-		})),
-		commitToApplied: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Name: "commit_to_applied_seconds",
-			Help:    "Delay from a row's commit in the store to its application.",
-			Buckets: prometheus.ExponentialBuckets(1e-4, 2.5, 14),
-		})),
-		liveRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Name: "live_rooms",
-			Help: "Notebook rooms held as live documents.",
-		})),
-		degradedRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Name: "degraded_rooms",
-			Help: "Notebook rooms that skipped an undecodable row.",
-		})),
-		changesFlushed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Name: "changes_flushed_total",
-			Help: "Debounced notebook changes handed to the publisher.",
-		})),
+		rowsApplied: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "rows_applied_total",
+			Help: "Y-store rows applied to live documents."})),
+		decodeErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "decode_errors_total",
+			Help: "Y-store rows skipped because they did not decode or nested shared types too deep."})),
+		applySeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Name: "apply_seconds",
+			Help: "Time to apply one row to its live document.", Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)})),
+		commitToApplied: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Name: "commit_to_applied_seconds",
+			Help: "Delay from a row's commit in the store to its application.", Buckets: prometheus.ExponentialBuckets(1e-4, 2.5, 14)})),
+		liveRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "live_rooms",
+			Help: "Notebook rooms held as live documents."})),
+		degradedRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "degraded_rooms",
+			Help: "Notebook rooms that skipped an undecodable row."})),
+		changesFlushed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "changes_flushed_total",
+			Help: "Debounced notebook changes handed to the publisher."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sidecar metrics: %w", err)
@@ -83,19 +67,12 @@ type hubMetrics struct {
 func newHubMetrics(reg prometheus.Registerer) (*hubMetrics, error) {
 	r := promreg.On(reg)
 	m := &hubMetrics{
-		loads: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_loads_total",
-			Help: "Users whose store was loaded because they made a request while not active.",
-		})),
-		releases: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_releases_total",
-			Help: "Users released after hub.idle_timeout without a session or request.",
-		})),
-		loadSeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_load_seconds",
-			Help:    "Time from a user's first request to their store's first read.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
-		})),
+		loads: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_loads_total",
+			Help: "Users whose store was loaded because they made a request while not active."})),
+		releases: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_releases_total",
+			Help: "Users released after hub.idle_timeout without a session or request."})),
+		loadSeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_load_seconds",
+			Help: "Time from a user's first request to their store's first read.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register hub metrics: %w", err)

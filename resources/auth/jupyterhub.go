@@ -108,19 +108,12 @@ func newJupyterHub(s Settings) (Verifier, error) {
 	}
 	r := promreg.On(s.Registerer)
 	h.metrics = hubMetrics{
-		cache: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "cache_total",
-			Help: "Token verifications by cache result: hit (admitted), negative_hit (rejected), miss (asked the Hub).",
-		}, []string{"result"})),
-		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "hub_errors_total",
-			Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode.",
-		}, []string{"kind"})),
-		lookup: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "lookup_seconds",
-			Help:    "Duration of the Hub API calls resolving a token.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
-		})),
+		cache: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "cache_total",
+			Help: "Token verifications by cache result: hit (admitted), negative_hit (rejected), miss (asked the Hub)."}, []string{"result"})),
+		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "hub_errors_total",
+			Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode."}, []string{"kind"})),
+		lookup: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "lookup_seconds",
+			Help: "Duration of the Hub API calls resolving a token.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)

@@ -26,11 +26,8 @@ type Limits struct {
 // RefusedCounter is the counter of connections the cap of the named listener
 // ("mcp", "metrics") closed.
 func RefusedCounter(listener string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total",
-		Help:        "connections closed on accept because the listener had server.max_connections open.",
-		ConstLabels: prometheus.Labels{"listener": listener},
-	})
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
+		Help: "connections closed on accept because the listener had server.max_connections open."})
 }
 
 // Listen wraps ln so that at most max connections are open at once; a

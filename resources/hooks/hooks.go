@@ -163,19 +163,12 @@ func newMetrics(options map[string]any, deps Deps) (Hook, error) {
 	}
 	r := promreg.On(deps.Registerer)
 	m := metrics{
-		calls: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "calls_total",
-			Help: "Tool calls and resource reads served.",
-		}, []string{"kind", "name"})),
-		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_errors_total",
-			Help: "Tool calls and resource reads that returned an error.",
-		}, []string{"kind", "name"})),
-		duration: promreg.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_duration_seconds",
-			Help:    "Duration of tool calls and resource reads.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"kind", "name"})),
+		calls: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "calls_total",
+			Help: "Tool calls and resource reads served."}, []string{"kind", "name"})),
+		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_errors_total",
+			Help: "Tool calls and resource reads that returned an error."}, []string{"kind", "name"})),
+		duration: promreg.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "call_duration_seconds",
+			Help: "Duration of tool calls and resource reads.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"kind", "name"})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)

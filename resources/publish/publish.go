@@ -187,11 +187,8 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 		dropped:   promreg.Register(r, publisherCounter(name, "dropped_total", "Events dropped because the publisher queue was full.")),
 		failed:    promreg.Register(r, publisherCounter(name, "failed_total", "Events dropped after the publisher ran out of retries.")),
 		skipped:   promreg.Register(r, publisherCounter(name, "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound).")),
-		healthy: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "publisher", Name: "healthy",
-			Help:        "1 while the publisher delivers, 0 while every attempt since its last success has failed (in hub mode, the users' publishers delivering).",
-			ConstLabels: prometheus.Labels{"publisher": name},
-		})),
+		healthy: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "healthy", ConstLabels: prometheus.Labels{"publisher": name},
+			Help: "1 while the publisher delivers, 0 while every attempt since its last success has failed (in hub mode, the users' publishers delivering)."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
@@ -199,12 +196,10 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 	return q, nil
 }
 
-// publisherCounter is the counter name of the publisher of that name.
+// publisherCounter is the counter publisher_<name> of the publisher named publisher.
 func publisherCounter(publisher, name, help string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: promreg.Namespace, Subsystem: "publisher", Name: name, Help: help,
-		ConstLabels: prometheus.Labels{"publisher": publisher},
-	})
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: name, ConstLabels: prometheus.Labels{"publisher": publisher},
+		Help: help})
 }
 
 // countLocked keeps the publisher's share of the healthy gauge: 1 while it runs and

@@ -117,8 +117,8 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	s.skipped = promreg.Register(r, publisherCounter("sse", "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."))
 	s.gaps = promreg.Register(r, publisherCounter("sse", "sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered."))
 	s.refused = promreg.Register(r, publisherCounter("sse", "sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers."))
-	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher",
-		Name: "sse_consumers", Help: "Consumers connected to the sse feed.", ConstLabels: prometheus.Labels{"publisher": "sse"}}))
+	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "sse_consumers", ConstLabels: prometheus.Labels{"publisher": "sse"},
+		Help: "Consumers connected to the sse feed."}))
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}

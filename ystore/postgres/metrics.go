@@ -33,23 +33,14 @@ type tailMetrics struct {
 func newTailMetrics(reg prometheus.Registerer) (*tailMetrics, error) {
 	r := promreg.On(reg)
 	m := &tailMetrics{
-		read: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_seconds",
-			Help:    "Duration of each catch-up read transaction on the Postgres Y-store, begin to commit.",
-			Buckets: readBuckets,
-		})),
-		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "reconnects_total",
-			Help: "Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect.",
-		})),
-		wakeups: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "wakeups_total",
-			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval.",
-		}, []string{"by"})),
-		rebuilds: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "room_rebuilds_total",
-			Help: "Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards.",
-		})),
+		read: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_seconds",
+			Help: "Duration of each catch-up read transaction on the Postgres Y-store, begin to commit.", Buckets: readBuckets})),
+		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "reconnects_total",
+			Help: "Connection or read failures of the Postgres Y-store tailer, each followed by a reconnect."})),
+		wakeups: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "wakeups_total",
+			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval."}, []string{"by"})),
+		rebuilds: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "room_rebuilds_total",
+			Help: "Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register postgres y-store metrics: %w", err)
@@ -72,23 +63,14 @@ type shipMetrics struct {
 func newShipMetrics(reg prometheus.Registerer) (*shipMetrics, error) {
 	r := promreg.On(reg)
 	m := &shipMetrics{
-		rows: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_rows_total",
-			Help: "Rows appended to the Postgres Y-store by ship mode.",
-		})),
-		resets: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_resets_total",
-			Help: "Room histories replaced or removed in the Postgres Y-store by ship mode.",
-		})),
-		batch: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_batch_seconds",
-			Help:    "Duration of each committed ship transaction.",
-			Buckets: readBuckets,
-		})),
-		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_retries_total",
-			Help: "Ship transactions that failed and were retried.",
-		})),
+		rows: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_rows_total",
+			Help: "Rows appended to the Postgres Y-store by ship mode."})),
+		resets: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "shipped_resets_total",
+			Help: "Room histories replaced or removed in the Postgres Y-store by ship mode."})),
+		batch: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_batch_seconds",
+			Help: "Duration of each committed ship transaction.", Buckets: readBuckets})),
+		retries: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "ship_retries_total",
+			Help: "Ship transactions that failed and were retried."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register postgres y-store metrics: %w", err)

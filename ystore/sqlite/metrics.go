@@ -25,9 +25,9 @@ type metrics struct {
 	readTx    prometheus.Histogram
 	readTxCPU prometheus.Histogram
 	busy      prometheus.Counter
-	resyncs   *prometheus.CounterVec
 
 	decompressErrors prometheus.Counter
+	resyncs          *prometheus.CounterVec
 }
 
 // txBuckets resolve read transactions around the 5 ms budget.
@@ -37,28 +37,16 @@ var txBuckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	r := promreg.On(reg)
 	m := &metrics{
-		readTx: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_tx_seconds",
-			Help:    "Wall-clock duration of each read transaction on the SQLite Y-store, begin to commit.",
-			Buckets: txBuckets,
-		})),
-		readTxCPU: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_tx_cpu_seconds",
-			Help:    "Thread CPU time of each read transaction on the SQLite Y-store (its own work, without scheduling delays).",
-			Buckets: txBuckets,
-		})),
-		busy: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "busy_retries_total",
-			Help: "Read transactions retried because the writer held its lock.",
-		})),
-		resyncs: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "resyncs_total",
-			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite).",
-		}, []string{"reason"})),
-		decompressErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: subsystem, Name: "decompress_errors_total",
-			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored).",
-		})),
+		readTx: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_tx_seconds",
+			Help: "Wall-clock duration of each read transaction on the SQLite Y-store, begin to commit.", Buckets: txBuckets})),
+		readTxCPU: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "read_tx_cpu_seconds",
+			Help: "Thread CPU time of each read transaction on the SQLite Y-store (its own work, without scheduling delays).", Buckets: txBuckets})),
+		busy: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "busy_retries_total",
+			Help: "Read transactions retried because the writer held its lock."})),
+		decompressErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "decompress_errors_total",
+			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored)."})),
+		resyncs: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "resyncs_total",
+			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite)."}, []string{"reason"})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sqlite tailer metrics: %w", err)

@@ -21,26 +21,16 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	r := promreg.On(reg)
 	m := &metrics{
-		sent: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "notifications_sent_total",
-			Help: "notifications handed to client sessions, by protocol era.",
-		}, []string{"era"})),
-		dropped: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "notifications_dropped_total",
-			Help: "notifications dropped because a session or listen stream could not take them (it is ended too).",
-		}, []string{"era"})),
-		ended: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "undeliverable_ended_total",
-			Help: "sessions (2025-11-25) and listen streams (2026-07-28) ended because they stopped taking notifications.",
-		}, []string{"era"})),
-		sessions: promreg.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "sessions",
-			Help: "2025-11-25 sessions and 2026-07-28 subscription streams open.",
-		}, []string{"era"})),
-		subscriptions: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "mcp", Name: "subscriptions",
-			Help: "resource URIs subscribed, over all sessions.",
-		})),
+		sent: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "notifications_sent_total",
+			Help: "notifications handed to client sessions, by protocol era."}, []string{"era"})),
+		dropped: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "notifications_dropped_total",
+			Help: "notifications dropped because a session or listen stream could not take them (it is ended too)."}, []string{"era"})),
+		ended: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "undeliverable_ended_total",
+			Help: "sessions (2025-11-25) and listen streams (2026-07-28) ended because they stopped taking notifications."}, []string{"era"})),
+		sessions: promreg.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "sessions",
+			Help: "2025-11-25 sessions and 2026-07-28 subscription streams open."}, []string{"era"})),
+		subscriptions: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "subscriptions",
+			Help: "resource URIs subscribed, over all sessions."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register mcp subscriber metrics: %w", err)
