@@ -201,8 +201,21 @@ func TestTailSteady(t *testing.T) {
 		t.Errorf("metrics: store_reachable + postgres_reachable %v, notify wake-ups %v", reachable,
 			promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)))
 	}
-	if _, err := New(cfg); err == nil {
-		t.Errorf("a second tailer registered the same metrics")
+	// A second tailer on the registry (hub mode's next user) feeds the same series: not
+	// read yet, it makes the store unreachable; closed, it no longer counts.
+	second, err := New(cfg)
+	if err != nil {
+		t.Fatalf("a second tailer on the registry: %v", err)
+	}
+	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 0 {
+		t.Errorf("store_reachable %v with a tailer not read yet, want 0", got)
+	}
+	second.Close()
+	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 1 {
+		t.Errorf("store_reachable %v once it is closed, want 1", got)
+	}
+	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_rows_tailed_total"); got != 3+n {
+		t.Errorf("rows_tailed_total %v, want %d", got, 3+n)
 	}
 }
 
