@@ -310,9 +310,10 @@ func (h *hub) reap(ctx context.Context) {
 }
 
 // release stops tenants (their instances take their share out of the gauges as they
-// close) and, once they have stopped, returns their memory to the OS: left to itself the runtime of a
-// quiet process collects only at its forced GC (every 2 minutes) and then returns
-// the freed heap at the scavenger's pace, so RSS stayed at its peak for minutes.
+// close) and, once they have stopped, returns their memory to the OS: left to itself
+// the runtime of a quiet process collects only at its forced GC (every 2 minutes) and
+// then returns the freed heap at the scavenger's pace, so RSS stayed at its peak for
+// minutes.
 func (h *hub) release(ts []*tenant) {
 	for _, t := range ts {
 		t.cancel()

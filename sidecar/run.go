@@ -134,11 +134,12 @@ type instance struct {
 }
 
 // newInstance builds an instance of cfg's store and server, registering its metrics on
-// reg (the instances on one reg feed the same series); opts are more server options (its listener, its stdio). user is the hub user
-// the store belongs to ("" outside hub mode), named in every change event; sh is what
-// hub mode's users' tailers share. No I/O. Each part is built from parts built before
-// it: the store, the file reader, the rooms (the server's library), the server, the
-// debouncer and the rooms' writer that tells them (docs/ARCHITECTURE.md, "Wiring").
+// reg (the instances on one reg feed the same series); opts are more server options
+// (its listener, its stdio). user is the hub user the store belongs to ("" outside hub
+// mode), named in every change event; sh is what hub mode's users' tailers share. No
+// I/O. Each part is built from parts built before it: the store, the file reader, the
+// rooms (the server's library), the server, the debouncer and the rooms' writer that
+// tells them (docs/ARCHITECTURE.md, "Wiring").
 func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
 	sh shared, opts ...resources.Option) (*instance, error) {
 	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh)
