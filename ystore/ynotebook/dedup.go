@@ -109,19 +109,12 @@ func pyCell(t *yjs.Type) map[string]any {
 	return m
 }
 
-// pyTruthy is Python's bool() of a value as pycrdt's to_py yields it.
+// pyTruthy is Python's bool() of a value as pycrdt's to_py yields it: JavaScript's
+// truthiness but for NaN (true) and empty bytes, lists and dicts (false).
 func pyTruthy(v any) bool {
 	switch x := v.(type) {
-	case nil, yjs.UndefinedType:
-		return false
-	case bool:
-		return x
 	case float64:
 		return x != 0
-	case int64:
-		return x != 0
-	case string:
-		return x != ""
 	case []byte:
 		return len(x) > 0
 	case []any:
@@ -129,7 +122,7 @@ func pyTruthy(v any) bool {
 	case map[string]any:
 		return len(x) > 0
 	}
-	return true
+	return truthy(v)
 }
 
 // pyNumber is the number Python compares v as (bool is an int there).
