@@ -7,6 +7,7 @@ package demo
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -72,9 +73,7 @@ func New(o Options) *Writer {
 	if o.Session == nil {
 		o.Session = session
 	}
-	if o.Speed <= 0 {
-		o.Speed = 1
-	}
+	o.Speed = cmp.Or(max(o.Speed, 0), 1)
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()

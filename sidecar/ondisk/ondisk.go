@@ -8,6 +8,7 @@
 package ondisk
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,22 +49,13 @@ type Config struct {
 	GoneAfter      time.Duration // how long a file stays missing before it is reported gone
 }
 
+// withDefaults is c with each field that is not positive set to its default.
 func (c Config) withDefaults() Config {
-	if c.PollInterval <= 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.MaxWatchedDirs <= 0 {
-		c.MaxWatchedDirs = DefaultMaxWatchedDirs
-	}
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if c.Coalesce <= 0 {
-		c.Coalesce = DefaultCoalesce
-	}
-	if c.GoneAfter <= 0 {
-		c.GoneAfter = DefaultGoneAfter
-	}
+	c.PollInterval = cmp.Or(max(c.PollInterval, 0), DefaultPollInterval)
+	c.MaxWatchedDirs = cmp.Or(max(c.MaxWatchedDirs, 0), DefaultMaxWatchedDirs)
+	c.MaxFileBytes = cmp.Or(max(c.MaxFileBytes, 0), DefaultMaxFileBytes)
+	c.Coalesce = cmp.Or(max(c.Coalesce, 0), DefaultCoalesce)
+	c.GoneAfter = cmp.Or(max(c.GoneAfter, 0), DefaultGoneAfter)
 	return c
 }
 

@@ -2,6 +2,7 @@ package ynotebook
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,16 +41,11 @@ const (
 	defaultNBFormatMinor = 5
 )
 
+// withDefaults is l with each field that is not positive set to its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultMaxBytes
-	}
-	if l.MaxCells <= 0 {
-		l.MaxCells = DefaultMaxCells
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = DefaultMaxDepth
-	}
+	l.MaxBytes = cmp.Or(max(l.MaxBytes, 0), DefaultMaxBytes)
+	l.MaxCells = cmp.Or(max(l.MaxCells, 0), DefaultMaxCells)
+	l.MaxDepth = cmp.Or(max(l.MaxDepth, 0), DefaultMaxDepth)
 	return l
 }
 
