@@ -138,19 +138,18 @@ type queue struct {
 	name    string
 	ch      chan Event
 	deliver func(ctx context.Context, ev Event) error
-	scope   string
 	retries int
 	backoff time.Duration
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	seq     map[string]uint64 // last number given per path
-	failing error             // the last delivery error while no attempt has succeeded since
-	running bool              // Run has not returned
-	counted bool              // the publisher's 1 is in the healthy gauge
+	mu sync.Mutex
+	numbering
+	failing error // the last delivery error while no attempt has succeeded since
+	running bool  // Run has not returned
+	counted bool  // the publisher's 1 is in the healthy gauge
 
-	delivered, dropped, failed, skipped prometheus.Counter
-	healthy                             prometheus.Gauge // shared by the publishers of this name on one Registerer
+	delivered, dropped, failed prometheus.Counter
+	healthy                    prometheus.Gauge // shared by the publishers of this name on one Registerer
 }
 
 // queueOptions are the options every queued publisher accepts.
@@ -166,8 +165,8 @@ var defaultQueue = queueOptions{Scope: ScopeAll, Size: 1024, Retries: 5, Backoff
 
 // check refuses a scope or a bound out of range.
 func (q queueOptions) check() error {
-	if q.Scope != ScopeAll && q.Scope != ScopeBound {
-		return fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, q.Scope)
+	if err := checkScope(q.Scope); err != nil {
+		return err
 	}
 	if q.Size < 1 || q.Retries < 0 || q.Backoff <= 0 {
 		return errors.New("queue_size must be ≥ 1, max_retries ≥ 0 and backoff > 0")
@@ -181,19 +180,51 @@ func newQueue(name string, qo queueOptions, deps Deps, deliver func(context.Cont
 	}
 	r := promreg.On(deps.Registerer)
 	q := &queue{
-		name: name, ch: make(chan Event, qo.Size), deliver: deliver, scope: qo.Scope,
-		retries: qo.Retries, backoff: qo.Backoff, log: deps.Logger, seq: map[string]uint64{},
+		name: name, ch: make(chan Event, qo.Size), deliver: deliver, retries: qo.Retries, backoff: qo.Backoff, log: deps.Logger,
 		delivered: promreg.Register(r, publisherCounter(name, "delivered_total", "Events the publisher delivered.")),
 		dropped:   promreg.Register(r, publisherCounter(name, "dropped_total", "Events dropped because the publisher queue was full.")),
 		failed:    promreg.Register(r, publisherCounter(name, "failed_total", "Events dropped after the publisher ran out of retries.")),
-		skipped:   promreg.Register(r, publisherCounter(name, "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound).")),
 		healthy: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "healthy", ConstLabels: prometheus.Labels{"publisher": name},
 			Help: "1 while the publisher delivers, 0 while every attempt since its last success has failed (in hub mode, the users' publishers delivering)."})),
 	}
+	q.numbering = newNumbering(r, name, qo.Scope)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	return q, nil
+}
+
+// numbering is what every publisher does to an event first: it skips one outside its
+// scope, counting it, and numbers the others per notebook path. Its owner locks it.
+type numbering struct {
+	scope   string
+	skipped prometheus.Counter
+	seq     map[string]uint64 // last number given per path
+}
+
+func newNumbering(r *promreg.Registrar, publisher, scope string) numbering {
+	return numbering{scope: scope, seq: map[string]uint64{},
+		skipped: promreg.Register(r, publisherCounter(publisher, "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."))}
+}
+
+// checkScope refuses a scope that is neither ScopeAll nor ScopeBound.
+func checkScope(scope string) error {
+	if scope != ScopeAll && scope != ScopeBound {
+		return fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, scope)
+	}
+	return nil
+}
+
+// number gives ev the next number of its path, or counts it skipped and reports false
+// when it is outside the scope.
+func (n *numbering) number(ev *Event) bool {
+	if n.scope == ScopeBound && len(ev.URIs) == 0 {
+		n.skipped.Inc()
+		return false
+	}
+	n.seq[ev.Path]++
+	ev.Seq = n.seq[ev.Path]
+	return true
 }
 
 // publisherCounter is the counter publisher_<name> of the publisher named publisher.
@@ -218,15 +249,12 @@ func (q *queue) countLocked() {
 // Publish numbers ev and enqueues it, or drops it with ErrQueueFull; an event
 // outside the scope is skipped.
 func (q *queue) Publish(_ context.Context, ev Event) error {
-	if q.scope == ScopeBound && len(ev.URIs) == 0 {
-		q.skipped.Inc()
-		return nil
-	}
 	// Numbered and enqueued under one lock, so numbers follow the queue's order.
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.seq[ev.Path]++
-	ev.Seq = q.seq[ev.Path]
+	if !q.number(&ev) {
+		return nil
+	}
 	select {
 	case q.ch <- ev:
 		return nil

@@ -54,8 +54,8 @@ type sse struct {
 	log   *slog.Logger
 	epoch string // names this run: an id of another run is a gap
 
-	mu        sync.Mutex
-	seq       map[string]uint64
+	mu sync.Mutex
+	numbering
 	ring      []sseEntry // circular, len o.Buffer
 	start, n  int        // the oldest entry's index, the number held
 	bytes     int        // data bytes held
@@ -64,8 +64,8 @@ type sse struct {
 	failing   error
 	stop      chan struct{} // closed when Run ends: streams end
 
-	events, gaps, skipped, refused prometheus.Counter
-	consumersGauge                 prometheus.Gauge // moved by each consumer: the sum over the feeds on one Registerer
+	events, gaps, refused prometheus.Counter
+	consumersGauge        prometheus.Gauge // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -102,19 +102,19 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	if !strings.HasPrefix(o.Path, "/") {
 		return nil, fmt.Errorf("option \"path\" must start with /, got %q", o.Path)
 	}
-	if o.Scope != ScopeAll && o.Scope != ScopeBound {
-		return nil, fmt.Errorf("option \"scope\" must be %q or %q, got %q", ScopeAll, ScopeBound, o.Scope)
+	if err := checkScope(o.Scope); err != nil {
+		return nil, err
 	}
 	if o.Buffer < 1 || o.Buffer > 1<<20 || o.BufferBytes < 1 || o.MaxConsumers < 1 || o.Heartbeat <= 0 || o.WriteTimeout <= 0 {
 		return nil, errors.New("buffer must be 1..1048576, buffer_bytes and max_consumers ≥ 1, heartbeat and write_timeout > 0")
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	s := &sse{o: o, log: deps.Logger, epoch: hex.EncodeToString(b[:]), seq: map[string]uint64{},
+	s := &sse{o: o, log: deps.Logger, epoch: hex.EncodeToString(b[:]),
 		ring: make([]sseEntry, o.Buffer), next: 1, consumers: map[chan struct{}]struct{}{}, stop: make(chan struct{})}
 	r := promreg.On(deps.Registerer)
 	s.events = promreg.Register(r, publisherCounter("sse", "delivered_total", "Events the publisher delivered."))
-	s.skipped = promreg.Register(r, publisherCounter("sse", "skipped_total", "Events outside the publisher's scope (scope: bound, no name bound)."))
+	s.numbering = newNumbering(r, "sse", o.Scope)
 	s.gaps = promreg.Register(r, publisherCounter("sse", "sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered."))
 	s.refused = promreg.Register(r, publisherCounter("sse", "sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers."))
 	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "sse_consumers", ConstLabels: prometheus.Labels{"publisher": "sse"},
@@ -128,14 +128,11 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 // Publish numbers ev, buffers its JSON (evicting the oldest beyond the bounds) and
 // wakes every consumer; it never blocks on a consumer.
 func (s *sse) Publish(_ context.Context, ev Event) error {
-	if s.o.Scope == ScopeBound && len(ev.URIs) == 0 {
-		s.skipped.Inc()
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq[ev.Path]++
-	ev.Seq = s.seq[ev.Path]
+	if !s.number(&ev) {
+		return nil
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
