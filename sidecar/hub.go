@@ -278,14 +278,7 @@ func (h *hub) stateDir() string {
 // reap releases tenants idle for hub.idle_timeout until ctx is done.
 func (h *hub) reap(ctx context.Context) {
 	idle := h.cfg.Hub.IdleTimeout
-	tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, max(idle/4, 10*time.Millisecond), func() {
 		now := time.Now()
 		var gone []*tenant
 		h.mu.Lock()
@@ -306,7 +299,7 @@ func (h *hub) reap(ctx context.Context) {
 		if len(gone) > 0 {
 			h.release(gone)
 		}
-	}
+	})
 }
 
 // release stops tenants (their instances take their share out of the gauges as they

@@ -270,14 +270,19 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 
 // refreshPaths re-resolves room paths until ctx is done.
 func refreshPaths(ctx context.Context, w *rooms.Writer) {
-	t := time.NewTicker(pathRefresh)
+	every(ctx, pathRefresh, func() { w.RefreshPaths(ctx) })
+}
+
+// every calls f every d until ctx is done.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.RefreshPaths(ctx)
+			f()
 		}
 	}
 }
