@@ -398,7 +398,7 @@ func TestJupyterWriterLoad(t *testing.T) {
 		}
 		readers = n
 	}
-	knownDefect(t, "on a busy 2-core machine the real server loses writes (sqlite-anyio lock timeouts): 2-24 a run with 200 readers, sometimes one with none; the sidecar's read transactions stay under 5 ms on average: docs/COMPATIBILITY.md")
+	knownDefect(t, "upstream: a starved Jupyter server loses store writes to SQLite lock timeouts (pycrdt-store holds the write lock across worker-thread hops; sqlite-anyio logs and drops), with no sidecar running too (JUPYTER_LOAD_SIDECAR=off): docs/COMPATIBILITY.md")
 	names := map[string]string{}
 	nbs := map[string]string{}
 	for i := range notebooks {
