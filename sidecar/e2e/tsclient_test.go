@@ -99,11 +99,11 @@ func (c *tsClient) readLoop(out io.Reader, ready chan<- tsEvent) {
 			continue
 		}
 		switch {
+		case ev.Event == "updated": // also before ready: a subscription may hear a change at once
+			c.notes <- ev.URI
 		case first:
 			first = false
 			ready <- ev
-		case ev.Event == "updated":
-			c.notes <- ev.URI
 		case ev.ID != nil:
 			c.mu.Lock()
 			ch := c.replies[*ev.ID]
