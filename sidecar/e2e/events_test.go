@@ -470,7 +470,7 @@ func TestEventsAtScale(t *testing.T) {
 func TestEventsInHubMode(t *testing.T) {
 	fx := loadEventFixture(t)
 	root := t.TempDir()
-	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
 	home := filepath.Join(root, "home", "alice")
 	if err := os.MkdirAll(filepath.Join(home, "team"), 0o755); err != nil {
 		t.Fatal(err)

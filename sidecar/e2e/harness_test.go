@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -182,7 +182,7 @@ notifications: {debounce: %s, max_delay: 2s}
 // token) as the config of a new process of the binary running args in dir.
 func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
 	t.Helper()
-	return launchOn(t, dir, freePort(t), cfg, args...)
+	return launchOn(t, dir, testutil.FreePort(t), cfg, args...)
 }
 
 // launchOn is launch with serve listening on the given loopback port.
@@ -321,16 +321,6 @@ func execSQL(t testing.TB, dbPath, stmt string, args ...any) {
 	if _, err := db.Exec(stmt, args...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitCtx is a context bounded by d and the test.

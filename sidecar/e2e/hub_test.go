@@ -104,7 +104,7 @@ func sameNotebook(t *testing.T, c mcpClient, uri string, want []byte) {
 // surface is refused, every own access served; an idle user is released.
 func TestHubMode(t *testing.T) {
 	root := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]

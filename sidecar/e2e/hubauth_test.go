@@ -151,7 +151,7 @@ func fetchFrom(t *testing.T, people *jupytertest.Client, pageURL string, request
 func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
 	t.Helper()
 	root := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	spawned := spawnUsers(t, hub, users...)
 	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
@@ -169,7 +169,7 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	chromium := jupytertest.NeedBrowser(t)
 	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
 	testutil.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
-	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", freePort(t))
+	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", testutil.FreePort(t))
 	c := &tsClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
 	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
 		"--chromium", chromium, "--user", user, "--name", nbName, "--path", nbPath, "--subscribe", nbURI)

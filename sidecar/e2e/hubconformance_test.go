@@ -46,7 +46,7 @@ func TestHubConformance(t *testing.T) {
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
 
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", port)
 	var reg struct {
 		ClientID string `json:"client_id"`

@@ -39,7 +39,7 @@ func TestHubModePostgres(t *testing.T) {
 	dsn, schema := initPostgres(t)
 	steps := session(t)
 	root := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
@@ -106,7 +106,7 @@ notifications: {debounce: 250ms, max_delay: 2s}
 	if err := os.MkdirAll(offlineDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	offline := launch(t, offlineDir, strings.Replace(hubCfg, dsn, fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?connect_timeout=1", freePort(t)), 1), "serve")
+	offline := launch(t, offlineDir, strings.Replace(hubCfg, dsn, fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?connect_timeout=1", testutil.FreePort(t)), 1), "serve")
 	if code, body := offline.get("/services/mcp/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "store not reachable") {
 		t.Fatalf("/readyz of a replica whose store is unreachable: %d %s", code, body)
 	}

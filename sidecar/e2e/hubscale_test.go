@@ -76,7 +76,7 @@ func TestHubScale(t *testing.T) {
 	t.Logf("HUBSCALE stores: %d users × %d notebooks from %d recorded sessions (%d templates, %d–%d rows a notebook, one checkpoint every %d rows), %.1f MB a store, built in %v",
 		users, hubNotebooks, len(pool), len(tpls), lo, hi, checkpointInterval, fileMB(t, filepath.Join(root, "home", names[0], ".jupyter_ystore.db")), time.Since(begin).Round(time.Second))
 
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
 	// Only the users who make requests need to be Hub users; a busy Hub creates a
 	// few dozen a second, so in batches.

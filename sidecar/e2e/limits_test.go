@@ -167,9 +167,9 @@ func capAndIdle(t *testing.T, addr string, max int, listener string, metric func
 // TestMetricsListenerLimits: the separate metrics listener has the same limits.
 func TestMetricsListenerLimits(t *testing.T) {
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := testutil.FreeAddr(t)
 	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true, metrics_listen: %q, max_connections: 5, idle_timeout: 2s, read_timeout: 1s}\n",
-		freePort(t), addr)
+		testutil.FreePort(t), addr)
 	cfg := filepath.Join(dir, "serve.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)), 0o600); err != nil {
 		t.Fatal(err)
@@ -301,7 +301,7 @@ func TestStateFile(t *testing.T) {
 	})
 
 	t.Run("unusable file stops serve at start", func(t *testing.T) {
-		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", freePort(t))
+		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", testutil.FreePort(t))
 		out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 15*time.Second, "--state-file", "/dev/full")
 		if !exited {
 			t.Fatalf("serve --state-file /dev/full still running after 15 s:\n%s", out)
@@ -348,7 +348,7 @@ func TestStdioExitsOnEOF(t *testing.T) {
 // TestBlankTokenRefused: serve refuses a token of white space only, as it refuses a
 // token file of white space only, naming the key.
 func TestBlankTokenRefused(t *testing.T) {
-	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", freePort(t))
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", testutil.FreePort(t))
 	out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 10*time.Second)
 	if !exited {
 		t.Fatalf("serve with server.token \"   \" still running after 10 s:\n%s", out)
@@ -442,7 +442,7 @@ func TestHubFrontLimits(t *testing.T) {
   service_name: mcp
   stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
   state_dir: %q
-`, freePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
+`, testutil.FreePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
 		filepath.Join(root, "{username}"), filepath.Join(root, "state")), "serve")
 	req, _ := http.NewRequest(http.MethodOptions, sc.url+"/services/mcp/mcp", nil)
 	req.Header.Set("Origin", page)
@@ -470,7 +470,7 @@ type limitsServer struct {
 func serveLimits(t *testing.T, limits string) *limitsServer {
 	t.Helper()
 	dir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := testutil.FreeAddr(t)
 	cfg := filepath.Join(dir, "serve.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\nserver:\n  listen: %s\n  insecure_no_auth: true\n  state_file: %q\n  limits:\n%s",
 		filepath.Join(dir, "store.db"), addr, filepath.Join(dir, "names.json"), limits)), 0o600); err != nil {

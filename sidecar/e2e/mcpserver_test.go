@@ -89,7 +89,7 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 		testutil.Need(t, err, "npm ci in testdata/mcpclient")
 	}
 	fs.srv = jupytertest.Start(t, jupytertest.Options{Notebooks: notebooks})
-	fs.feedAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	fs.feedAddr = testutil.FreeAddr(t)
 	pub := strings.ReplaceAll(strings.ReplaceAll(fs.rc.yaml, "127.0.0.1:8766", fs.feedAddr), "a-long-random-secret", fs.feedToken)
 	cfg := fmt.Sprintf("store:\n  backend: sqlite\n  sqlite: {path: %q}\nfileid: {db_path: %q, root_dir: %q}\n%s",
 		fs.srv.StorePath, fs.srv.FileIDPath, fs.srv.Root, pub)
@@ -157,7 +157,7 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 		assign = strings.ReplaceAll(assign, "a-long-random-secret", feedToken)
 		env = append(env, assign)
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	p := &jmsProcess{url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), logs: &testutil.LockedBuffer{}}
 	p.cmd = exec.Command(py, "-m", "jupyter_mcp_server", "--transport", "streamable-http",
 		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--mcp-token", mcpServerToken,

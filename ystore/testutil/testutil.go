@@ -1,5 +1,5 @@
 // Package testutil holds the helpers every package's tests share: waiting for a
-// condition, a buffer safe for concurrent writers, a metric's value, and the rule that a missing test
+// condition, a buffer safe for concurrent writers, a metric's value, a free loopback port, and the rule that a missing test
 // dependency skips a test on a developer's machine but fails it on CI.
 //
 // It lives in ystore, the lowest layer, so that the tests of every layer can import it
@@ -9,7 +9,9 @@ package testutil
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +144,23 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 	}
 	t.Fatalf("no sample of %s%v", name, labels)
 	return 0
+}
+
+// FreeAddr returns a loopback host:port nothing listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// FreePort is the port of FreeAddr.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(FreeAddr(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }

@@ -61,7 +61,7 @@ func get(t *testing.T, url, authz string, header ...string) (int, string) {
 // admitted by name with either scheme, a user without the access scope and unknown
 // tokens refused, a revoked token refused within the cache TTL, a stopped Hub 503.
 func TestJupyterHubVerifier(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+jhubtest.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
 	const ttl = time.Second
 	reg := prometheus.NewPedanticRegistry()
 	v, err := auth.New("jupyterhub", auth.Settings{Registerer: reg, Options: map[string]any{
@@ -312,7 +312,7 @@ func TestPrincipalInMCPHandlers(t *testing.T) {
 // TestAddUsers checks that users added through the Hub's API may use the service: their
 // tokens are admitted under their own names.
 func TestAddUsers(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+jhubtest.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
 	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{
 		"api_url": hub.APIURL, "service_name": jhubtest.ServiceName,
 	}})
@@ -335,7 +335,7 @@ func TestAddUsers(t *testing.T) {
 // writes its Y-store and file id database where the hub-mode store templates look
 // (Homes/{username}/StoreFile and FileIDFile), and refuses the other user's token.
 func TestSpawn(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+jhubtest.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
 	tokens := map[string]jhubtest.Token{}
 	for _, u := range jhubtest.Users {
 		nb := filepath.Join(hub.Homes, u, "work", "analysis.ipynb")

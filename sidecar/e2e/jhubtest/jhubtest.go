@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -137,17 +136,6 @@ func require(t testing.TB) string {
 	return py
 }
 
-// FreeAddr returns a loopback host:port nothing listens on right now.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // Start runs a Hub whose proxy sends /services/mcp/… to serviceURL (e.g.
 // http://127.0.0.1:41234), waits until the Hub and the service's route are up, and stops
 // it when the test ends. At start the Hub probes serviceURL: serve there before Start,
@@ -188,9 +176,9 @@ func start(t testing.TB, python string, o Options) (*Hub, error) {
 	if h.Homes == "" {
 		h.Homes = filepath.Join(h.Dir, "home")
 	}
-	hubAddr := FreeAddr(t)
-	h.ProxyURL = "http://" + FreeAddr(t)
-	h.proxyAPI = "http://" + FreeAddr(t)
+	hubAddr := testutil.FreeAddr(t)
+	h.ProxyURL = "http://" + testutil.FreeAddr(t)
+	h.proxyAPI = "http://" + testutil.FreeAddr(t)
 	h.APIURL = "http://" + hubAddr + "/hub/api"
 	cfg := filepath.Join(h.Dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfg, []byte(h.config(hubAddr)), 0o600); err != nil {

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -127,7 +126,7 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	var err error
 	for range 3 { // a port taken between choosing and binding: choose again
-		s.port = freePort(t)
+		s.port = testutil.FreePort(t)
 		s.URL = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 		if err = s.start(); !errors.Is(err, errExited) {
 			break
@@ -452,13 +451,3 @@ func NotebookJSON(cells ...[2]string) string {
 
 // RoomKey is pycrdt-store's row path of a notebook's room: .notebook:{fileId}.y.
 func RoomKey(fileID string) string { return ".notebook:" + fileID + ".y" }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
