@@ -138,7 +138,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 			t.Fatalf("updated %s", uri)
 		}
 	case <-time.After(15 * time.Second): // the client opens its GET stream on its own time
-		t.Fatal("no notifications/resources/updated after NotebookChanged")
+		t.Fatalf("no notifications/resources/updated after NotebookChanged; the server's delivery series: %s", deliverySeries(t, reg))
 	}
 
 	fams, err := reg.Gather()
@@ -198,3 +198,24 @@ func TestPublicAPIOverStdio(t *testing.T) {
 
 // CORS wraps any MCP endpoint (the hub front uses it).
 var _ func([]string, http.Handler) http.Handler = resources.CORS
+
+// deliverySeries is what the server's metrics say of its sessions and notifications,
+// for a failure message.
+func deliverySeries(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, f := range fams {
+		if !strings.Contains(f.GetName(), "_mcp_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			out = append(out, fmt.Sprintf("%s%v=%v", f.GetName(), m.GetLabel(), v))
+		}
+	}
+	return strings.Join(out, " ")
+}
