@@ -3,7 +3,6 @@ package sidecarcmd
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,16 +17,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // readNotebook reads notebook://demo and returns its cells' sources joined.
 func readNotebook(ctx context.Context, t *testing.T, c *client.Client) (string, bool) {
@@ -60,7 +49,7 @@ func readNotebook(ctx context.Context, t *testing.T, c *client.Client) (string, 
 // keeps changing; SIGTERM-like cancellation stops it cleanly.
 func TestServeDemo(t *testing.T) {
 	isolate(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	var stdout, stderr testutil.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -122,7 +111,7 @@ func TestServeDemo(t *testing.T) {
 // serve with no token configured generates one, prints it, and requires it.
 func TestServeGeneratesToken(t *testing.T) {
 	dir := isolate(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	var stderr testutil.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -183,7 +172,7 @@ func TestMain(m *testing.M) {
 func TestServeStopsOnSIGTERM(t *testing.T) {
 	isolate(t)
 	tmp := t.TempDir()
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	var stderr testutil.LockedBuffer
 	cmd := exec.Command(os.Args[0], "serve", "--demo", "--listen", addr, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "JMS_TEST_RUN_MAIN=1", "TMPDIR="+tmp)
