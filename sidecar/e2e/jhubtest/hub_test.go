@@ -3,14 +3,17 @@ package jhubtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,4 +372,31 @@ func TestSpawn(t *testing.T) {
 	if status, _ := get(t, hub.UserURL("bob")+"/api/contents/work", "token "+tokens["bob"].Value); status != http.StatusOK {
 		t.Errorf("bob's token on bob's server: %d, want 200", status)
 	}
+}
+
+// TestStopEndsTheProxyOfAKilledHub kills the Hub alone, as Stop does to a Hub that has
+// not exited 10 s after SIGTERM: JupyterHub starts its proxy in a session of its own, so
+// only Stop's pid-file step ends it (a CI run under load left one running).
+func TestStopEndsTheProxyOfAKilledHub(t *testing.T) {
+	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	pid := func(file string) int {
+		b, err := os.ReadFile(filepath.Join(hub.Dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	hubPID, proxyPID := pid("jupyterhub.pid"), pid(jhubtest.ProxyPIDFile)
+	if err := syscall.Kill(hubPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	hub.Stop()
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("the proxy (pid %d) ended", proxyPID), func() bool {
+		// It is not this process's child: once killed, init reaps it.
+		return syscall.Kill(proxyPID, 0) == syscall.ESRCH
+	})
 }

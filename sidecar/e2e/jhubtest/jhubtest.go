@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,7 +193,7 @@ func start(t testing.TB, python string, o Options) (*Hub, error) {
 	h.cmd = exec.Command(python, "-m", "jupyterhub", "-f", cfg)
 	h.cmd.Dir = h.Dir
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the proxy is its child: stop both
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group Stop can end; the proxy leads a session of its own
 	if err := h.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start jupyterhub: %w", err)
 	}
@@ -381,13 +382,40 @@ func (h *Hub) Stop() {
 			<-h.done
 		}
 	}
-	// A proxy that outlived the Hub is in the same group; a user's server that did (the
-	// Hub stops them on SIGTERM) leads a session of its own, kernels included.
+	// What outlived the Hub (it stops them on SIGTERM, not when killed): its group; the
+	// proxy, which JupyterHub starts in a session of its own (start_new_session); a
+	// user's server, which leads one too, kernels included.
 	_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+	if pid := h.proxyPID(); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
 	for _, pid := range h.spawned {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	h.spawned = nil
+}
+
+// ProxyPIDFile is the file, in Dir, where the Hub writes its proxy's process id.
+const ProxyPIDFile = "jupyterhub-proxy.pid"
+
+// proxyPID is the process id in ProxyPIDFile while that process is still this Hub's
+// proxy (its command line names this Hub's proxy API port), else 0: a pid the system
+// has since given to another process is never signalled.
+func (h *Hub) proxyPID() int {
+	b, err := os.ReadFile(filepath.Join(h.Dir, ProxyPIDFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	u, uerr := url.Parse(h.proxyAPI)
+	if err != nil || uerr != nil || !bytes.Contains(cmdline, []byte("--api-port\x00"+u.Port()+"\x00")) {
+		return 0
+	}
+	return pid
 }
 
 // Log returns what the Hub and its proxy wrote so far.
