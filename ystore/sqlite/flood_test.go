@@ -84,15 +84,17 @@ func over(t *testing.T, h prometheus.Histogram, bound float64) (uint64, uint64) 
 // buckets prints h's non-empty buckets as "≤bound:count", to say how far a failing
 // observation was over.
 func buckets(t *testing.T, h prometheus.Histogram) string {
+	t.Helper()
+	hist := histogram(t, h)
 	var out []string
 	prev := uint64(0)
-	for _, b := range histogram(t, h).GetBucket() {
+	for _, b := range hist.GetBucket() {
 		if n := b.GetCumulativeCount() - prev; n > 0 {
 			out = append(out, fmt.Sprintf("≤%gs:%d", b.GetUpperBound(), n))
 		}
 		prev = b.GetCumulativeCount()
 	}
-	if n := histogram(t, h).GetSampleCount() - prev; n > 0 {
+	if n := hist.GetSampleCount() - prev; n > 0 {
 		out = append(out, fmt.Sprintf("more:%d", n))
 	}
 	return strings.Join(out, " ")
