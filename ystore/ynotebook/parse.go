@@ -120,7 +120,7 @@ func parseCell(obj map[string]any) (*Cell, bool) {
 	}
 	c.ID, c.hasID = obj["id"].(string)
 	c.storedID = c.ID
-	c.Source = joined(obj["source"])
+	c.Source = Multiline(obj["source"])
 	c.Metadata, _ = obj["metadata"].(map[string]any)
 	c.Metadata = maps.Clone(c.Metadata)
 	if c.Metadata == nil {
@@ -153,7 +153,7 @@ func parseOutput(o map[string]any) map[string]any {
 	switch o["output_type"] {
 	case "stream":
 		if t, ok := o["text"]; ok {
-			o["text"] = joined(t)
+			o["text"] = Multiline(t)
 		}
 	case "display_data", "execute_result":
 		if d, ok := o["data"].(map[string]any); ok {
@@ -185,7 +185,7 @@ func joinBundle(d map[string]any) map[string]any {
 	out := make(map[string]any, len(d))
 	for mime, v := range d {
 		if _, isList := v.([]any); isList && !isJSONMIME(mime) {
-			v = joined(v)
+			v = Multiline(v)
 		}
 		out[mime] = v
 	}
@@ -198,8 +198,9 @@ func isJSONMIME(mime string) bool {
 		len(mime) > len("application/+json") && mime[:len("application/")] == "application/" && mime[len(mime)-len("+json"):] == "+json"
 }
 
-// joined is a multi-line string: a string, or a list of strings concatenated ("" else).
-func joined(v any) string {
+// Multiline joins one of nbformat's multi-line strings: a string, or a list of strings
+// concatenated ("" for anything else).
+func Multiline(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x

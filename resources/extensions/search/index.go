@@ -21,7 +21,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -173,12 +172,12 @@ func (ix *Index) publish(old map[string]*notebook, edit func(map[string]*noteboo
 func outputText(o map[string]any) string {
 	switch o["output_type"] {
 	case "stream":
-		return nbview.Multiline(o["text"])
+		return ynotebook.Multiline(o["text"])
 	case "error":
-		parts := []string{nbview.Multiline(o["ename"]) + ": " + nbview.Multiline(o["evalue"])}
+		parts := []string{ynotebook.Multiline(o["ename"]) + ": " + ynotebook.Multiline(o["evalue"])}
 		if tb, ok := o["traceback"].([]any); ok {
 			for _, l := range tb {
-				parts = append(parts, nbview.Multiline(l))
+				parts = append(parts, ynotebook.Multiline(l))
 			}
 		}
 		return strings.Join(parts, "\n")
@@ -186,7 +185,7 @@ func outputText(o map[string]any) string {
 	data, _ := o["data"].(map[string]any)
 	var parts []string
 	for _, m := range []string{"text/markdown", "text/plain"} {
-		if s := nbview.Multiline(data[m]); s != "" {
+		if s := ynotebook.Multiline(data[m]); s != "" {
 			parts = append(parts, s)
 		}
 	}

@@ -90,7 +90,7 @@ func RenderOutput(out map[string]any) (OutputBody, error) {
 	body := OutputBody{MIME: mime}
 	switch out["output_type"] {
 	case "stream":
-		body.Text = Multiline(out["text"])
+		body.Text = ynotebook.Multiline(out["text"])
 		return body, nil
 	case "error":
 		b, err := json.Marshal(map[string]any{"ename": out["ename"], "evalue": out["evalue"], "traceback": out["traceback"]})
@@ -103,7 +103,7 @@ func RenderOutput(out map[string]any) (OutputBody, error) {
 	data, _ := out["data"].(map[string]any)
 	v := data[mime]
 	if binaryMIME[mime] {
-		s := Multiline(v)
+		s := ynotebook.Multiline(v)
 		body.Blob = strings.Join(strings.Fields(s), "")
 		return body, nil
 	}
@@ -112,7 +112,7 @@ func RenderOutput(out map[string]any) (OutputBody, error) {
 		return body, nil
 	}
 	if list, ok := v.([]any); ok && allStrings(list) {
-		body.Text = Multiline(list)
+		body.Text = ynotebook.Multiline(list)
 		return body, nil
 	}
 	b, err := json.Marshal(v)
@@ -121,23 +121,6 @@ func RenderOutput(out map[string]any) (OutputBody, error) {
 	}
 	body.Text = string(b)
 	return body, nil
-}
-
-// Multiline joins nbformat's multiline strings (a string or a list of strings).
-func Multiline(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case []any:
-		var b strings.Builder
-		for _, s := range t {
-			if str, ok := s.(string); ok {
-				b.WriteString(str)
-			}
-		}
-		return b.String()
-	}
-	return ""
 }
 
 func allStrings(list []any) bool {
