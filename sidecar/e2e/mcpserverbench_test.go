@@ -80,6 +80,23 @@ func kernelConnections(t *testing.T, srv *jupytertest.Server, id string) int {
 	return k.Connections
 }
 
+// broadcastArrival is when the server's broadcast of the edit sent at t0 to path reached
+// the listening client w of the room (the first transaction w took at or after t0),
+// clearing w's earlier arrivals.
+func broadcastArrival(t *testing.T, py *jupytertest.Client, path string, t0 time.Time) time.Time {
+	t.Helper()
+	times, _ := py.Do(map[string]any{"op": "arrivals", "client": "w", "path": path})["times"].([]any)
+	for _, at := range times {
+		if f, ok := at.(float64); ok {
+			if ts := time.UnixMicro(int64(f * 1e6)); !ts.Before(t0) {
+				return ts
+			}
+		}
+	}
+	t.Fatalf("client w of %s took no transaction after the edit sent at %v (%v)", path, t0, times)
+	return time.Time{}
+}
+
 // TestJupyterMCPServerBench (E2E_MCPSERVER_BENCH=1) runs the same edits against the real
 // jupyter-mcp-server twice: with its own watchers (JUPYTER_MCP_WATCH_NOTEBOOKS=true, a
 // websocket per bound notebook) and with JUPYTER_MCP_WATCH_NOTEBOOKS=false fed by the
@@ -101,7 +118,11 @@ func TestJupyterMCPServerBench(t *testing.T) {
 	port, _ := strconv.Atoi(fs.srv.URL[strings.LastIndexByte(fs.srv.URL, ':')+1:])
 	py := fs.srv.Client()
 	for n := range edited {
-		py.Do(map[string]any{"op": "join", "client": "p", "path": fmt.Sprintf("nb%03d.ipynb", n)})
+		// p edits; w only listens, as a watcher's websocket does: when the server's
+		// broadcast of p's update reaches a client of the room.
+		for _, client := range []string{"p", "w"} {
+			py.Do(map[string]any{"op": "join", "client": client, "path": fmt.Sprintf("nb%03d.ipynb", n)})
+		}
 	}
 	fs.tap.settled(t)
 	type run struct {
@@ -157,7 +178,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 			applied0 := fs.sc.metrics(commitToApplied+"_sum", commitToApplied+"_count")
 			cpu0, _ := procStat(t, pid)
 			start := time.Now()
-			var lat, toRow, rowToFeed, feedToNote, rowToNote []time.Duration
+			var lat, toRow, toWS, wsToRow, rowToFeed, feedToNote, rowToNote []time.Duration
 			for i := range edits {
 				n := i % min(bound, edited)
 				path, uri := fmt.Sprintf("nb%03d.ipynb", n), fmt.Sprintf("notebook://nb%03d", n)
@@ -174,8 +195,11 @@ func TestJupyterMCPServerBench(t *testing.T) {
 				// The sidecar's event of the same edit (it tails the store in both modes):
 				// the row's commit time and when the event left the feed.
 				ev := fs.tap.arrival(t, path, t0)
+				ws := broadcastArrival(t, py, path, t0)
 				lat = append(lat, heard.Sub(t0))
 				toRow = append(toRow, ev.commit.Sub(t0))
+				toWS = append(toWS, ws.Sub(t0))
+				wsToRow = append(wsToRow, ev.commit.Sub(ws))
 				rowToFeed = append(rowToFeed, ev.at.Sub(ev.commit))
 				feedToNote = append(feedToNote, heard.Sub(ev.at))
 				rowToNote = append(rowToNote, heard.Sub(ev.commit))
@@ -193,7 +217,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 			row := fmt.Sprintf("| %s | %d | %d | %v | %v | %d (%d kernel) | %.0f MB | %.1f %% |", mode.name, bound, len(lat),
 				p50.Round(time.Millisecond), p99.Round(time.Millisecond), conns, kconns,
 				float64(rss)/1024, 100*float64(cpu1-cpu0)/float64(wall))
-			hop := fmt.Sprintf("| %s | %d | %s | %s | %v | %s | %s |", mode.name, bound, ms(toRow), ms(rowToFeed),
+			hop := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %v | %s | %s |", mode.name, bound, ms(toWS), ms(wsToRow), ms(toRow), ms(rowToFeed),
 				applied.Round(100*time.Microsecond), ms(feedToNote), ms(rowToNote))
 			t.Log(row)
 			t.Log(hop)
@@ -202,5 +226,5 @@ func TestJupyterMCPServerBench(t *testing.T) {
 		})
 	}
 	t.Logf("\n| mode | bound notebooks | edits | p50 | p99 | connections to Jupyter (of which kernel websockets) | RSS | CPU during the edits |\n|---|---|---|---|---|---|---|---|\n%s", strings.Join(rows, "\n"))
-	t.Logf("\nhops, p50 / p99:\n| mode | bound notebooks | edit sent → store row | row → sidecar's feed event | row → applied (mean) | feed event → notification | row → notification |\n|---|---|---|---|---|---|---|\n%s", strings.Join(hops, "\n"))
+	t.Logf("\nhops, p50 / p99:\n| mode | bound notebooks | edit sent → broadcast at a client | broadcast → store row | edit sent → store row | row → sidecar's feed event | row → applied (mean) | feed event → notification | row → notification |\n|---|---|---|---|---|---|---|---|---|\n%s", strings.Join(hops, "\n"))
 }

@@ -31,6 +31,7 @@ from pycrdt import Provider
 from pycrdt.websocket.websocket import HttpxWebsocket
 
 TIMEOUT = 30  # seconds any one wait on the server may take
+MAX_ARRIVALS = 1000  # transaction times kept per client and notebook (arrivals)
 
 
 def decode_state_vector(sv):
@@ -74,6 +75,14 @@ class Conn:
         self.nb = YNotebook()
         self.stop = None
         self.closed = None
+        # When each transaction reached this document (time.time()): for a client that
+        # does not edit, when the server's broadcast of somebody's update arrived.
+        self.arrivals = []
+        self.observer = self.nb.ydoc.observe(self.arrived)
+
+    def arrived(self, _event):
+        if len(self.arrivals) < MAX_ARRIVALS:
+            self.arrivals.append(time.time())
 
     async def connect(self):
         r = await self.app.http.put(
@@ -156,6 +165,12 @@ class App:
     async def op_get(self, cmd):
         """The oracle: the notebook as YNotebook.get() sees this client's document."""
         return {"nb": view(self.conn(cmd).nb.ydoc)}
+
+    async def op_arrivals(self, cmd):
+        """When this client's document took each transaction since the last call, and clears."""
+        c = self.conn(cmd)
+        times, c.arrivals = c.arrivals, []
+        return {"times": times}
 
     async def op_state(self, cmd):
         """The document's state vector ({client: clock}) and its full update (base64)."""
