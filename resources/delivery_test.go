@@ -187,6 +187,30 @@ func TestGetStreamResumesWithLastEventID(t *testing.T) {
 	}
 }
 
+// TestChangeBeforeTheFirstGetStream: a change after resources/subscribe and before the
+// session's GET stream opens reaches that stream. The SDK starts a session's stream pump
+// before it attaches the first connection, and a notification the pump takes in between
+// is recorded for replay only: handed to the SDK before the stream answered 200, the
+// change was lost (under -race within a few rounds).
+func TestChangeBeforeTheFirstGetStream(t *testing.T) {
+	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+	for round := range 200 {
+		session := initialize(t, r.url)
+		if _, msg := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"notebook://work"}}`); msg["error"] != nil {
+			t.Fatalf("subscribe: %v", msg["error"])
+		}
+		r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, noOrigin)
+		resp, events := openStream(t, r.url, session, "")
+		if ev := next(t, events); ev.uri != "notebook://work" {
+			t.Fatalf("round %d: %+v, want notebook://work", round, ev)
+		}
+		resp.Body.Close()
+		if resp := do(t, http.MethodDelete, r.url, session, legacyHeaders); resp.StatusCode != http.StatusOK {
+			t.Fatalf("round %d: DELETE: %s", round, resp.Status)
+		}
+	}
+}
+
 func TestSubscriptionLimits(t *testing.T) {
 	r := startServer(t, Config{
 		Limits: Limits{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3},

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -251,13 +252,23 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			ctx, _, done := t.streams.add(r.Context(), w, sessionID)
 			defer done()
 			t.orphans.cancel(sessionID)
-			subs.StreamOpened(sessionID)
+			// The stream counts as open, and the session's notifications flow into the
+			// SDK, only once the SDK answers 200: it attaches the connection to the
+			// session's stream before that, while a notification it takes earlier (its
+			// pump starts first) is recorded for replay and written nowhere, lost to a
+			// client that opens a fresh stream.
+			var opened atomic.Bool
+			started := func(status int) {
+				if status == http.StatusOK && opened.CompareAndSwap(false, true) {
+					subs.StreamOpened(sessionID)
+				}
+			}
 			defer func() {
-				if subs.StreamClosed(sessionID) == 0 {
+				if opened.Load() && subs.StreamClosed(sessionID) == 0 || !opened.Load() && !subs.Streaming(sessionID) {
 					t.expireSession(sessionID, cfg.SessionGrace)
 				}
 			}()
-			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r.WithContext(ctx))
+			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }, started: started}, r.WithContext(ctx))
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
 			ctx, st, done := t.streams.add(r.Context(), w, "")
 			defer done()
@@ -371,7 +382,15 @@ func (t *httpTransport) endSession(sessionID string) {
 // acknowledgement (the SDK's first write) is out.
 type sessionWriter struct {
 	http.ResponseWriter
-	wrote func()
+	wrote   func()
+	started func(status int) // the response's status is written; may be nil
+}
+
+func (a *sessionWriter) WriteHeader(status int) {
+	a.ResponseWriter.WriteHeader(status)
+	if a.started != nil {
+		a.started(status)
+	}
 }
 
 func (a *sessionWriter) Write(p []byte) (int, error) {
