@@ -25,9 +25,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // Hub mode serves every user of a JupyterHub their own notebooks from one process.
@@ -79,22 +77,17 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if h.m, err = newHubMetrics(reg); err != nil {
 		return err
 	}
-	h.shared.hub = true
-	switch cfg.Hub.Stores.Backend {
-	case config.BackendSQLite:
-		if cfg.Store.SQLite.FSNotify {
-			h.shared.watcher = sqlite.NewWatcher(h.log)
-			defer h.shared.watcher.Close()
-		}
-	case config.BackendPostgres:
-		all := cfg.Store.Postgres.StoreConfig(h.log, nil)
-		all.Owner = "" // every owner's rooms; each user's tailer takes theirs
-		f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
-		if err != nil {
-			return fmt.Errorf("hub postgres follower: %w", err)
-		}
-		h.shared.follower = f
+	b, err := backendOf(cfg.Hub.Stores.Backend)
+	if err != nil {
+		return fmt.Errorf("hub stores: %w", err)
 	}
+	sh, release, err := b.share(cfg, h.log)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sh.hub = true
+	h.shared = sh
 	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("hub token verifier: %w", err)
@@ -249,11 +242,12 @@ func (h *hub) start(user string) (*tenant, error) {
 // userConfig is the single-server configuration of user's store.
 func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg := h.cfg
-	var err error
 	cfg.Store.Backend = cfg.Hub.Stores.Backend
-	if cfg.Store.Backend == config.BackendPostgres {
-		cfg.Store.Postgres.Owner = user // the shared store's rooms that ship recorded as user's
-	} else if cfg.Store.SQLite.Path, err = cfg.Hub.StorePath(user); err != nil {
+	b, err := backendOf(cfg.Store.Backend)
+	if err == nil {
+		err = b.forUser(&cfg, user)
+	}
+	if err != nil {
 		return cfg, err
 	}
 	if cfg.FileID.DBPath, err = cfg.Hub.FileIDDBPath(user); err != nil {
