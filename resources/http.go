@@ -264,7 +264,10 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 				}
 			}
 			defer func() {
-				if opened.Load() && subs.StreamClosed(sessionID) == 0 || !opened.Load() && !subs.Streaming(sessionID) {
+				if opened.Load() {
+					subs.StreamClosed(sessionID)
+				}
+				if !subs.Streaming(sessionID) {
 					t.expireSession(sessionID, cfg.SessionGrace)
 				}
 			}()

@@ -462,16 +462,13 @@ func (r *Registry) Posting(sessionID string) bool {
 	return r.posts[sessionID] > 0
 }
 
-// StreamClosed records a closed GET stream and returns the number still open.
-func (r *Registry) StreamClosed(sessionID string) int {
+// StreamClosed records a closed GET stream.
+func (r *Registry) StreamClosed(sessionID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.gets[sessionID]--
-	n := r.gets[sessionID]
-	if n <= 0 {
+	if r.gets[sessionID]--; r.gets[sessionID] <= 0 {
 		delete(r.gets, sessionID)
 	}
-	return n
 }
 
 // PostStarted marks a POST of the session in flight. While one is, nothing
