@@ -1,8 +1,7 @@
 // Generates a realistic notebook editing history for ystore/yjs benchmarks: three
 // clients type into cell sources (Y.Text, the jupyter_ydoc layout), execute cells
 // (execution_count, outputs with stream text), add and delete cells, and sync every few
-// updates. Writes the local updates, each prefixed with its varuint length, gzipped, and
-// next to it the final doc.toJSON() and Y.encodeStateAsUpdate of the replayed document.
+// updates. Writes the local updates, each prefixed with its varuint length, gzipped.
 // Usage: node bench-corpus.mjs <out-prefix> [updates]
 import * as Y from 'yjs'
 import * as encoding from 'lib0/encoding'
@@ -108,8 +107,6 @@ updates.length = total
 const e = encoding.createEncoder()
 for (const u of updates) encoding.writeVarUint8Array(e, u)
 writeFileSync(prefix + '.bin.gz', gzipSync(encoding.toUint8Array(e)))
-const check = new Y.Doc()
-for (const u of updates) Y.applyUpdate(check, u)
-writeFileSync(prefix + '.state.bin', Y.encodeStateAsUpdate(check))
-writeFileSync(prefix + '.json', JSON.stringify({ cells: check.getArray('cells').toJSON(), meta: check.getMap('meta').toJSON() }) + '\n')
+// What the engine must read from it is pycrdt's reading (the Jupyter server's engine), not
+// Yjs's: testdata/pycrdt-golden/differential.py corpus writes it beside the corpus.
 console.log(`wrote ${updates.length} updates, ${updates.reduce((n, u) => n + u.length, 0)} bytes`)

@@ -54,7 +54,7 @@ record('empty', []);
 record('create', [base()]);
 record('nbformat-4.4-prunes-ids', [base(4)]);
 record('type-source', [base(), nb => cell(nb, 1).updateSource(5, 5, 'é😀'), nb => cell(nb, 1).updateSource(0, 1, '')]);
-record('execution-count-zero-is-null', [base(), nb => { cell(nb, 1).execution_count = 0; }, nb => { cell(nb, 1).execution_count = 3; }]);
+record('execution-count-zero-is-kept', [base(), nb => { cell(nb, 1).execution_count = 0; }, nb => { cell(nb, 1).execution_count = 3; }]);
 record('execution-state-is-invisible', [base(), nb => { cell(nb, 1).executionState = 'busy'; }]);
 record('state-is-invisible', [base(), nb => { nb.dirty = true; nb.setState('path', 'a/b.ipynb'); }]);
 record('stream-grows', [

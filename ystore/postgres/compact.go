@@ -20,7 +20,13 @@ type CompactResult struct {
 	Rows int
 	// Bytes and MergedBytes are the update sizes before and after.
 	Bytes, MergedBytes int
+	// Skipped says why CompactStore left the room as it was, if it did.
+	Skipped string
 }
+
+// ErrCutPairs is a room Compact leaves alone: a yjs client cut a surrogate pair in its
+// text, and one merged row would not hold what its rows hold (yjs.Doc.CutPairs).
+var ErrCutPairs = errors.New("a text of the room holds a surrogate pair cut by a writer: its rows are kept as they are")
 
 // Compact replaces a room's rows by one row holding their merged Yjs state, in one
 // transaction (rows committed while it runs are kept, even with lower ids). The merged row holds only state the replaced rows held, so tailers apply
@@ -81,6 +87,10 @@ func Compact(ctx context.Context, db Beginner, cfg Config, room string) (Compact
 	if len(ids) < 2 {
 		return CompactResult{}, nil
 	}
+	if doc.CutPairs() {
+		// Its encoded state would not hold what its rows hold (yjs.Doc.CutPairs).
+		return CompactResult{}, fmt.Errorf("compact %q: %w", room, ErrCutPairs)
+	}
 	merged, err := doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return CompactResult{}, fmt.Errorf("compact %q: merge: %w", room, err)
@@ -119,7 +129,9 @@ func CompactStore(ctx context.Context, cfg Config, rooms []string, report func(r
 	}
 	for _, room := range rooms {
 		res, err := Compact(ctx, conn, cfg, room)
-		if err != nil {
+		if errors.Is(err, ErrCutPairs) {
+			res.Skipped = ErrCutPairs.Error()
+		} else if err != nil {
 			return err
 		}
 		report(room, res)

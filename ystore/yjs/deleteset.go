@@ -161,7 +161,7 @@ func slicePending(it *item, diff uint64) *item {
 	r.flags &^= flagHasPref
 	switch r.kind {
 	case kindString:
-		_, r.text = splitText(r.text, uint64(it.length), diff)
+		_, r.text = splitText(r.text, diff)
 	case kindAny, kindJSON:
 		r.val = r.vals()[diff:]
 	}

@@ -130,40 +130,42 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	txn, _, err := d.apply(u)
-	return txn, err
+	return d.apply(u)
 }
 
-// ApplyUpdates applies Yjs v1 updates in order as one transaction, like Y.applyUpdate
-// for each inside one doc.transact: deleted content is collected and structs are merged
-// once, at the end. All updates are decoded first: a malformed one returns its
-// *DecodeError, wrapped with its index, and leaves d unchanged. One that would nest a
-// type deeper than MaxDepth returns its *DepthError, wrapped with its index: the updates
-// before it are applied, it and those after it are not.
-func (d *Doc) ApplyUpdates(updates [][]byte) (*Txn, error) {
+// ApplyUpdates applies Yjs v1 updates in order, each in a transaction of its own, as the
+// Jupyter server (pycrdt) applies every row it stores: the result equals ApplyUpdate on
+// each. One transaction for all would differ where yrs's results depend on when deleted
+// content is collected and split structs are merged (an item next to a collected one,
+// text split inside a surrogate pair). All updates are decoded first: a malformed one
+// returns its *DecodeError, wrapped with its index, and leaves d unchanged. One that would
+// nest a type deeper than MaxDepth returns its *DepthError, wrapped with its index: the
+// updates before it are applied, it and those after it are not.
+func (d *Doc) ApplyUpdates(updates [][]byte) error {
 	if d.failed != nil {
-		return nil, d.failed
+		return d.failed
 	}
 	defer d.structs.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
 		u, err := decodeUpdate(b, &d.texts, &d.structs)
 		if err != nil {
-			return nil, fmt.Errorf("update %d: %w", i, err)
+			return fmt.Errorf("update %d: %w", i, err)
 		}
 		us[i] = u
 	}
-	txn, i, err := d.apply(us...)
-	if err != nil {
-		return nil, fmt.Errorf("update %d: %w", i, err)
+	for i, u := range us {
+		if _, err := d.apply(u); err != nil {
+			return fmt.Errorf("update %d: %w", i, err)
+		}
 	}
-	return txn, nil
+	return nil
 }
 
-// apply integrates decoded updates in one transaction. It stops before an update that
-// could nest a type deeper than MaxDepth, or after one that did (d.failed), and returns
-// its index and error; the transaction is nil then.
-func (d *Doc) apply(us ...*update) (*Txn, int, error) {
+// apply integrates a decoded update in a transaction of its own. It refuses one that
+// could nest a type deeper than MaxDepth, and returns the error of one that did
+// (d.failed); the transaction is nil then.
+func (d *Doc) apply(u *update) (*Txn, error) {
 	txn := newTxn()
 	d.txn = txn
 	defer func() {
@@ -171,16 +173,14 @@ func (d *Doc) apply(us ...*update) (*Txn, int, error) {
 		d.txn = nil
 	}()
 	var check depthCheck
-	for i, u := range us {
-		if err := check.run(d, u); err != nil {
-			return nil, i, err
-		}
-		d.readUpdate(txn, u)
-		if d.failed != nil {
-			return nil, i, d.failed
-		}
+	if err := check.run(d, u); err != nil {
+		return nil, err
 	}
-	return txn, 0, nil
+	d.readUpdate(txn, u)
+	if d.failed != nil {
+		return nil, d.failed
+	}
+	return txn, nil
 }
 
 // readUpdate integrates a decoded update like Yjs's readUpdateV2.
@@ -232,7 +232,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 // structs added or split by the transaction).
 func (d *Doc) cleanup(txn *Txn) {
 	txn.sortDeletes()
-	d.gcDeleted(txn)
+	d.gcDeleted(txn.deletes)
 	hint := -1
 	for i := len(txn.deletes) - 1; i >= 0; i-- {
 		r := txn.deletes[i]
@@ -290,11 +290,12 @@ func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
 	return merged
 }
 
-// gcDeleted garbage-collects the structs the transaction deleted, like tryGcDeleteSet.
-func (d *Doc) gcDeleted(txn *Txn) {
+// gcDeleted garbage-collects the structs deleted in the ranges rs, like tryGcDeleteSet;
+// structs already collected are skipped.
+func (d *Doc) gcDeleted(rs []deleteRange) {
 	hint := -1
-	for i, r := range txn.deletes {
-		if i > 0 && txn.deletes[i-1].client != r.client {
+	for i, r := range rs {
+		if i > 0 && rs[i-1].client != r.client {
 			hint = -1
 		}
 		cs := d.clients[r.client]

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
@@ -238,9 +240,9 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 	case kindString:
 		s := it.text
 		if offset > 0 {
-			_, s = splitText(s, uint64(it.length), offset)
+			_, s = splitText(s, offset)
 		}
-		e.VarUint8Array(s)
+		e.VarUint8Array(unitsExactly(s, uint64(it.length)-offset))
 	case kindEmbed:
 		e.VarString(jsonString(it.val))
 	case kindFormat:
@@ -263,4 +265,44 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 		e.VarString(sub.guid)
 		e.Any(sub.opts)
 	}
+}
+
+// CutPairs reports whether some text item holds another number of UTF-16 units than its
+// clock length, as a split inside a surrogate pair leaves it (splitText): the encoded
+// state then writes U+FFFD where the document reads a whole character (unitsExactly), so
+// it is not the document's whole content.
+func (d *Doc) CutPairs() bool {
+	for _, cs := range d.clients {
+		for _, it := range cs.structs {
+			if it.kind == kindString && utf16Len(it.text) != uint64(it.length) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unitsExactly returns s when it holds n UTF-16 units, else the text that does, as Yjs
+// writes it: a surrogate pair that does not fit whole becomes U+FFFD, and missing units
+// are U+FFFD. A readers' length of a string struct is its UTF-16 length, so an item
+// whose content and clock length differ (a split inside a surrogate pair, splitText)
+// would otherwise shift the clocks of every struct after it; yrs writes it so.
+func unitsExactly(s []byte, n uint64) []byte {
+	if utf16Len(s) == n {
+		return s
+	}
+	out := make([]byte, 0, len(s)+3)
+	units := uint64(0)
+	for _, r := range string(s) {
+		w := uint64(utf16.RuneLen(r))
+		if units+w > n {
+			break
+		}
+		out = utf8.AppendRune(out, r)
+		units += w
+	}
+	for ; units < n; units++ {
+		out = append(out, "\uFFFD"...)
+	}
+	return out
 }

@@ -1,6 +1,9 @@
 package yjs
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // getMissing returns the client whose struct it depends on but the store lacks, or, when
 // nothing is missing, resolves left, right and parent like Yjs's Item.getMissing.
@@ -20,24 +23,30 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 			return p.id.Client, true
 		}
 	}
+	// A neighbour that was garbage-collected (its type was deleted) is no neighbour, as
+	// in yrs (the Jupyter server's engine): the item keeps its origin IDs for the
+	// conflict resolution and takes its parent from the other neighbour. Yjs instead
+	// drops every item next to a GC struct, which loses text that the server keeps.
 	if it.hasOrigin() {
-		it.left = d.getItemCleanEnd(it.origin)
-		it.origin = it.left.lastID()
+		if l := d.getItemCleanEnd(it.origin); l.kind != kindGC {
+			it.left = l
+			it.origin = l.lastID()
+		}
 	}
 	if it.hasRightOrigin() {
-		it.right = d.getItemCleanStart(it.rightOrigin)
-		it.rightOrigin = it.right.id
+		if r := d.getItemCleanStart(it.rightOrigin); r.kind != kindGC {
+			it.right = r
+			it.rightOrigin = r.id
+		}
 	}
 	switch {
-	case (it.left != nil && it.left.kind == kindGC) || (it.right != nil && it.right.kind == kindGC):
-		it.parent = nil
 	case it.flags&flagHasPref == 0:
-		if it.left != nil {
-			it.parent, it.ext = it.left.parent, it.left.ext
-			it.flags = it.flags&^flagHasParentSub | it.left.flags&flagHasParentSub
-		} else if it.right != nil {
-			it.parent, it.ext = it.right.parent, it.right.ext
-			it.flags = it.flags&^flagHasParentSub | it.right.flags&flagHasParentSub
+		switch n := cmp.Or(it.left, it.right); {
+		case n == nil:
+			it.parent = nil
+		default:
+			it.parent, it.ext = n.parent, n.ext
+			it.flags = it.flags&^flagHasParentSub | n.flags&flagHasParentSub
 		}
 	case it.ext.pref.isID:
 		switch p := d.getItem(it.ext.pref.id); {
@@ -69,12 +78,16 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		it.id.Clock += offset
 		it.length -= uint32(offset)
 		if it.kind != kindGC {
-			it.left = d.getItemCleanEnd(ID{it.id.Client, it.id.Clock - 1})
-			it.origin = it.left.lastID()
-			it.flags |= flagHasOrigin
+			// As yrs (Item::trim): a left neighbour that was garbage-collected leaves the
+			// item with neither left nor origin.
+			it.left, it.flags = nil, it.flags&^flagHasOrigin
+			if l := d.getItemCleanEnd(ID{it.id.Client, it.id.Clock - 1}); l.kind != kindGC {
+				it.left, it.origin = l, l.lastID()
+				it.flags |= flagHasOrigin
+			}
 			switch it.kind {
 			case kindString:
-				_, it.text = splitText(it.text, uint64(it.length)+offset, offset)
+				_, it.text = splitText(it.text, offset)
 			case kindAny, kindJSON:
 				it.val = it.vals()[offset:]
 			}

@@ -190,30 +190,27 @@ func utf16Len(s []byte) uint64 {
 	return n
 }
 
-// splitText splits s, whose UTF-16 length is n, after off UTF-16 units. A surrogate
-// pair cut in half becomes U+FFFD on both sides, like Yjs's ContentString.splice. The
+// splitText splits the content s of a string item after off clock units, as yrs does
+// (split_str with UTF-16 offsets): the cut goes to the first character boundary at or
+// after off UTF-16 units, so a surrogate pair cut in half stays whole in the left part
+// (Yjs writes U+FFFD on both sides instead), and an item's content may then hold more or
+// fewer UTF-16 units than its clock length. s is valid UTF-8 (decoding checks it). The
 // left part has no spare capacity, so appending to it never overwrites the right part.
-func splitText(s []byte, n, off uint64) ([]byte, []byte) {
-	if uint64(len(s)) == n {
-		return s[:off:off], s[off:]
-	}
-	units := uint64(0)
-	for i := 0; i < len(s); {
-		if units == off {
-			return s[:i:i], s[i:]
+func splitText(s []byte, off uint64) ([]byte, []byte) {
+	i, units := 0, uint64(0)
+	for i < len(s) && units < off {
+		switch c := s[i]; {
+		case c < 0x80:
+			i, units = i+1, units+1
+		case c >= 0xF0:
+			i, units = i+4, units+2
+		case c >= 0xE0:
+			i, units = i+3, units+1
+		default:
+			i, units = i+2, units+1
 		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r >= 0x10000 {
-			if units+1 == off {
-				return append(s[:i:i], "\uFFFD"...), append([]byte("\uFFFD"), s[i+size:]...)
-			}
-			units += 2
-		} else {
-			units++
-		}
-		i += size
 	}
-	return s, nil
+	return s[:i:i], s[i:]
 }
 
 // mergeWith appends right to it when Yjs would (Item.mergeWith / GC.mergeWith).
@@ -263,7 +260,7 @@ func splitItem(it *item, diff uint64) *item {
 	r.flags = it.flags | flagHasOrigin
 	switch it.kind {
 	case kindString:
-		it.text, r.text = splitText(it.text, uint64(it.length), diff)
+		it.text, r.text = splitText(it.text, diff)
 	case kindAny, kindJSON:
 		vals := it.vals()
 		r.val = vals[diff:len(vals):len(vals)]

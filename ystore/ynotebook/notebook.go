@@ -182,12 +182,12 @@ func (n *Notebook) readAll(sc scope) Changes {
 	return ch
 }
 
-// loadBatch is the number of updates Load integrates in one transaction.
+// loadBatch is the number of updates Load decodes at once.
 const loadBatch = 4096
 
 // Load applies updates without reporting changes and reads the notebook once at the end:
-// the fast way to bring a notebook up to date from a store. The updates are integrated in
-// transactions of loadBatch (yjs.Doc.ApplyUpdates). An update that does not decode, or
+// the fast way to bring a notebook up to date from a store. The updates are decoded
+// loadBatch at a time and integrated one by one (yjs.Doc.ApplyUpdates). An update that does not decode, or
 // would nest types deeper than yjs.MaxDepth, is skipped, as Apply would leave the notebook
 // unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
 // update applied).
@@ -195,7 +195,7 @@ func (n *Notebook) Load(updates [][]byte) error {
 	var errs []error
 	for start := 0; start < len(updates); start += loadBatch {
 		batch := updates[start:min(start+loadBatch, len(updates))]
-		if _, err := n.doc.ApplyUpdates(batch); err == nil {
+		if err := n.doc.ApplyUpdates(batch); err == nil {
 			continue
 		}
 		for i, u := range batch {

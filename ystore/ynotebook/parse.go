@@ -128,9 +128,7 @@ func parseCell(obj map[string]any) (*Cell, bool) {
 	}
 	delete(c.Metadata, "trusted") // nbformat's strip_transient
 	if c.CellType == CellCode {
-		if n := obj["execution_count"]; truthy(n) {
-			c.ExecutionCount = n
-		}
+		c.ExecutionCount = obj["execution_count"] // 0 included, as the server reads it
 		items, _ := obj["outputs"].([]any)
 		c.Outputs = make([]map[string]any, 0, len(items))
 		for _, it := range items {

@@ -122,7 +122,7 @@ func TestParseNBFormat(t *testing.T) {
 		`{"data":{"application/json":["k"],"application/vnd.x+json":{"a":1},"text/plain":"12"},"execution_count":3,"metadata":{},"output_type":"execute_result"}],"source":"x = 1\nx"},` +
 		`{"cell_type":"markdown","id":"b","metadata":{},"source":"# t"},` +
 		`{"attachments":{"p.png":{"image/png":"aGk=aGk="}},"cell_type":"markdown","id":"c","metadata":{},"source":"img"},` +
-		`{"cell_type":"code","execution_count":null,"id":"e","metadata":{},"outputs":[],"source":""}],` +
+		`{"cell_type":"code","execution_count":0,"id":"e","metadata":{},"outputs":[],"source":""}],` +
 		`"metadata":{"kernelspec":{"name":"python3"}},"nbformat":4,"nbformat_minor":5}`
 	if string(got) != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)

@@ -234,8 +234,10 @@ func (c *Cell) readParts(m *yjs.Map, p part) {
 			c.Outputs = readOutputs(m)
 		}
 		if p&partExecutionCount != 0 {
+			// As jupyter_ydoc (Python) reads it, and the server saves it: 0 is a count
+			// (@jupyter/ydoc's `|| null` makes it null).
 			c.ExecutionCount = nil
-			if n, ok := get(m, "execution_count"); ok && truthy(n) {
+			if n, ok := get(m, "execution_count"); ok {
 				c.ExecutionCount = plain(n)
 			}
 		}

@@ -122,6 +122,10 @@ sidecars apply the merged row as the state they already have, so it is safe whil
 		}
 		pg := cfg.Store.Postgres
 		return postgres.CompactStore(cmd.Context(), pg.StoreConfig(nil, nil), rooms, func(room string, r postgres.CompactResult) {
+			if r.Skipped != "" {
+				fmt.Fprintf(a.stdout, "%s: left as it is: %s\n", room, r.Skipped)
+				return
+			}
 			if r.Rows == 0 {
 				fmt.Fprintf(a.stdout, "%s: nothing to compact\n", room)
 				return

@@ -23,6 +23,20 @@ type Session struct {
 	Updates     []Update     `json:"updates"`
 	Merged      []byte       `json:"merged"`
 	Checkpoints []Checkpoint `json:"checkpoints"`
+	// PycrdtMerged is pycrdt's reading of Merged.
+	PycrdtMerged Reading `json:"-"`
+}
+
+// YjsRight reports that Yjs reads every checkpoint as pycrdt does: the sessions in which
+// what only Yjs records (other delivery orders, its reading of an encoded state) is a
+// reference too.
+func (s *Session) YjsRight() bool {
+	for _, c := range s.Checkpoints {
+		if !c.YjsSame {
+			return false
+		}
+	}
+	return true
 }
 
 // Update is one Yjs update and the client that made it.
@@ -31,11 +45,27 @@ type Update struct {
 	Update []byte `json:"update"`
 }
 
-// Checkpoint is the notebook after the first After updates, as Yjs sees it.
+// Checkpoint is the notebook after the first After updates, as Yjs sees it, and as
+// pycrdt (the Jupyter server's engine) does.
 type Checkpoint struct {
 	After    int             `json:"after"`
 	Notebook json.RawMessage `json:"notebook"` // YNotebook.toJSON()
 	State    map[string]any  `json:"state"`    // the document's state map
+	Pycrdt   Reading         `json:"-"`
+	// YjsSame reports that Yjs's checkpoint holds the texts pycrdt reads (ids, sources,
+	// output texts): where it does not, Yjs is no reference (a yjs client cut a surrogate
+	// pair, which Yjs writes as U+FFFD and yrs keeps whole, or an item lands next to
+	// collected content, which Yjs drops and yrs keeps).
+	YjsSame bool `json:"-"`
+}
+
+// Reading is what pycrdt and jupyter_ydoc read from a session's updates
+// (testdata/pycrdt-golden/differential.py notebook-sessions, in pycrdt.jsonl.gz beside
+// the sessions).
+type Reading struct {
+	Doc  json.RawMessage `json:"doc"`  // pycrdt's to_py of the roots cells, meta and state
+	Get  json.RawMessage `json:"get"`  // jupyter_ydoc's YNotebook.get()
+	Reid []int           `json:"reid"` // indexes of get()'s cells it gave a new id
 }
 
 // UpdateBytes returns the updates alone, in order.
@@ -107,16 +137,65 @@ var all = sync.OnceValues(func() ([]*Session, error) {
 	if len(files) < minSessions {
 		return nil, fmt.Errorf("want at least %d sessions in %s, have %d", minSessions, Dir(), len(files))
 	}
+	readings, err := readPycrdt()
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*Session, 0, len(files))
 	for _, f := range files {
 		s, err := Read(filepath.Base(f))
 		if err != nil {
 			return nil, err
 		}
+		r, ok := readings[s.Name]
+		if !ok || len(r.Checkpoints) != len(s.Checkpoints) {
+			return nil, fmt.Errorf("%s: no pycrdt reading of it in %s: regenerate it (scripts/fixtures.sh)", s.Name, pycrdtFile)
+		}
+		for i := range s.Checkpoints {
+			s.Checkpoints[i].Pycrdt = r.Checkpoints[i].Reading
+			s.Checkpoints[i].YjsSame = r.Checkpoints[i].YjsSame
+		}
+		s.PycrdtMerged = r.Merged
 		out = append(out, s)
 	}
 	return out, nil
 })
+
+// pycrdtFile holds pycrdt's readings of the sessions, one JSON line per session.
+const pycrdtFile = "pycrdt.jsonl.gz"
+
+type pycrdtSession struct {
+	Name        string `json:"name"`
+	Checkpoints []struct {
+		Reading
+		YjsSame bool `json:"yjs_same"`
+	} `json:"checkpoints"`
+	Merged Reading `json:"merged"`
+}
+
+// readPycrdt reads pycrdtFile from the directory above Dir, by session name.
+func readPycrdt() (map[string]*pycrdtSession, error) {
+	path := filepath.Join(Dir(), "..", pycrdtFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]*pycrdtSession{}
+	dec := json.NewDecoder(zr)
+	for dec.More() {
+		var s pycrdtSession
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out[s.Name] = &s
+	}
+	return out, nil
+}
 
 // All reads every session once per test binary, in name order, or fails the test.
 // Callers share the sessions and must not modify them.

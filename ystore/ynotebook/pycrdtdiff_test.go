@@ -1,0 +1,142 @@
+package ynotebook
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+)
+
+// history is one concurrent history of testdata/pycrdt-golden/differential.py: the rows a
+// store receives from several pycrdt clients, and what the Jupyter server (a pycrdt Doc
+// applying them one by one, jupyter_ydoc's YNotebook) reads from them.
+type history struct {
+	Seed int             `json:"seed"`
+	Rows [][]byte        `json:"rows"`
+	Doc  json.RawMessage `json:"doc"`
+	Get  json.RawMessage `json:"get"`
+	Reid []int           `json:"reid"`
+	// ClientsDiverged counts the writing clients that read otherwise with every update:
+	// yrs's reading depends on the order a document receives updates in.
+	ClientsDiverged int `json:"clients_diverged"`
+}
+
+// envInt reads a positive integer from the environment, or returns def.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// TestPycrdtDifferential checks the engine and the notebook layer against pycrdt, the
+// Jupyter server's engine, on concurrent histories that several pycrdt clients write
+// (multi-byte text inserted and deleted at random offsets, cells inserted, moved and
+// deleted, metadata, outputs) and exchange late, in random orders and groupings: the
+// rows applied one at a time, in random batches, all at once (a cold load) and a cold
+// load followed by the rest one at a time must each read what the server reads.
+// PYCRDT_DIFF_COUNT histories (default 300) from seed PYCRDT_DIFF_SEED (default 1);
+// docs/BENCHMARKS.md has the long run.
+func TestPycrdtDifferential(t *testing.T) {
+	venv := os.Getenv(venvVar)
+	if venv == "" {
+		testutil.Need(t, errors.New(venvVar+" is not set"), "scripts/jupyter-venv.sh makes the pinned virtual environment")
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs Python")
+	}
+	count, seed := envInt(t, "PYCRDT_DIFF_COUNT", 300), envInt(t, "PYCRDT_DIFF_SEED", 1)
+	cmd := exec.Command(filepath.Join(venv, "bin", "python"), filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
+		"histories", "--seed", strconv.Itoa(seed), "--count", strconv.Itoa(count))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 256<<20)
+	n, rows, diverged := 0, 0, 0
+	for sc.Scan() {
+		var h history
+		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+			t.Fatalf("differential.py: %v", err)
+		}
+		checkHistory(t, &h)
+		n, rows = n+1, rows+len(h.Rows)
+		if h.ClientsDiverged > 0 {
+			diverged++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("differential.py: %v", err)
+	}
+	if n != count {
+		t.Fatalf("checked %d histories, want %d", n, count)
+	}
+	t.Logf("%d histories (%d rows) equal pycrdt's reading one at a time, in batches, all at once and cold then live; in %d the writing clients themselves read otherwise", n, rows, diverged)
+}
+
+func checkHistory(t *testing.T, h *history) {
+	t.Helper()
+	what := func(how string) string { return "seed " + strconv.Itoa(h.Seed) + ", " + how }
+	rng := rand.New(rand.NewPCG(uint64(h.Seed), 3))
+
+	live := New()
+	for i, r := range h.Rows {
+		if _, err := live.Apply(r); err != nil {
+			t.Fatalf("%s: %v", what("row "+strconv.Itoa(i)), err)
+		}
+	}
+	requirePyDoc(t, what("one at a time"), live.Doc(), h.Doc)
+	requireGet(t, what("one at a time"), live.Snapshot(), h.Get, h.Reid)
+
+	d := yjs.NewDoc()
+	for start := 0; start < len(h.Rows); {
+		end := min(len(h.Rows), start+1+rng.IntN(8))
+		if err := d.ApplyUpdates(h.Rows[start:end]); err != nil {
+			t.Fatalf("%s: %v", what("batch"), err)
+		}
+		start = end
+	}
+	requirePyDoc(t, what("in batches"), d, h.Doc)
+
+	cold := New()
+	if err := cold.Load(h.Rows); err != nil {
+		t.Fatalf("%s: %v", what("cold load"), err)
+	}
+	requirePyDoc(t, what("all at once"), cold.Doc(), h.Doc)
+	requireGet(t, what("all at once"), cold.Snapshot(), h.Get, h.Reid)
+
+	k := rng.IntN(len(h.Rows) + 1)
+	mid := New()
+	if err := mid.Load(h.Rows[:k]); err != nil {
+		t.Fatalf("%s: %v", what("cold load"), err)
+	}
+	for _, r := range h.Rows[k:] {
+		if _, err := mid.Apply(r); err != nil {
+			t.Fatalf("%s: %v", what("live after a cold load"), err)
+		}
+	}
+	requireGet(t, what("cold load of "+strconv.Itoa(k)+" rows, then live"), mid.Snapshot(), h.Get, h.Reid)
+}
