@@ -2,10 +2,18 @@
 // integration, maps, deletes, garbage collection, pending structs and deletes), state
 // vectors and encoding the document state as an update that real Yjs accepts.
 //
-// It follows the algorithms of yjs 13.6 (utils/encoding.js, structs/Item.js,
-// utils/DeleteSet.js, utils/Transaction.js) so that any delivery order converges to the
-// state Yjs reaches, down to the structs: the same splits, merges, garbage collection,
-// pending structs and delete sets. The package does no I/O and no logging.
+// It reads rows as yrs (pycrdt, the Jupyter server's engine) does, and follows the
+// algorithms of yjs 13.6 (utils/encoding.js, structs/Item.js, utils/DeleteSet.js,
+// utils/Transaction.js) where the two agree: the same splits, merges, garbage collection
+// and delete sets. Where yrs differs from Yjs, it follows yrs (docs/COMPATIBILITY.md):
+//   - An item whose neighbour was garbage-collected keeps the other neighbour's parent
+//     (Yjs drops it).
+//   - A split inside a surrogate pair keeps the character whole in the left part (Yjs
+//     writes U+FFFD on both sides); encoding writes such an item as Yjs would (CutPairs).
+//   - Every update is applied in a transaction of its own, ApplyUpdates included.
+//
+// Structs that wait for a missing one are kept pending and integrated as Yjs does. The
+// package does no I/O and no logging.
 //
 // Where it differs from Yjs on purpose:
 //   - Malformed input is rejected before anything is applied (Yjs may throw halfway):
