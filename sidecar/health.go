@@ -33,8 +33,8 @@ type Readiness struct {
 	DegradedRooms []string `json:"degraded_rooms,omitempty"`
 	// Degradations says why each of DegradedRooms is degraded.
 	Degradations []rooms.Degradation `json:"degradations,omitempty"`
-	Publisher     string   `json:"publisher_error,omitempty"`
-	Reasons       []string `json:"reasons,omitempty"`
+	Publisher    string              `json:"publisher_error,omitempty"`
+	Reasons      []string            `json:"reasons,omitempty"`
 }
 
 // NewHealth returns probes over the tailer's status, the degraded rooms and the
@@ -47,11 +47,11 @@ func NewHealth(status func() ystore.Status, degraded func() []rooms.Degradation,
 func (h *Health) Check() Readiness {
 	st := h.status()
 	r := Readiness{
-		Loaded:        !st.LastReadAt.IsZero(),
-		Reachable:     st.Reachable,
-		LagSeconds:    st.Lag.Seconds(),
-		LastError:     st.LastError,
-		Degradations:  h.degraded(),
+		Loaded:       !st.LastReadAt.IsZero(),
+		Reachable:    st.Reachable,
+		LagSeconds:   st.Lag.Seconds(),
+		LastError:    st.LastError,
+		Degradations: h.degraded(),
 	}
 	var bad, diverged, gaps bool
 	for _, d := range r.Degradations {
