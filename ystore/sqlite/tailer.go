@@ -52,11 +52,11 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
@@ -79,11 +79,8 @@ type Tailer struct {
 	untrack func() // the status series stop counting this tailer
 	running atomic.Bool
 
-	// reloads are the rooms asked for again (Reload), delivered by Run's next cycle,
-	// which wakeReload wakes.
-	reloadMu   sync.Mutex
-	reloads    map[string]bool
-	wakeReload chan struct{}
+	// reloads are the rooms asked for again (Reload), delivered by Run's next cycle.
+	reloads *reloads.Requests
 
 	// Owned by Run.
 	st     *store
@@ -119,7 +116,7 @@ func New(cfg Config) (*Tailer, error) {
 		return nil, err
 	}
 	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, status: tailstatus.New(), rooms: map[string]summary{},
-		wakeReload: make(chan struct{}, 1)}
+		reloads: reloads.New()}
 	if t.untrack, err = tailstatus.Track(cfg.Registerer, subsystem, t.Status); err != nil {
 		return nil, err
 	}
@@ -142,34 +139,7 @@ var _ ystore.Reloader = (*Tailer)(nil)
 
 // Reload asks Run to deliver room again, whole, as a Reset. The store is read whole for
 // it, as after a history rewrite.
-func (t *Tailer) Reload(room string) {
-	t.reloadMu.Lock()
-	if t.reloads == nil {
-		t.reloads = make(map[string]bool)
-	}
-	t.reloads[room] = true
-	t.reloadMu.Unlock()
-	select {
-	case t.wakeReload <- struct{}{}:
-	default:
-	}
-}
-
-// reloadAsked reports whether a room was asked for again.
-func (t *Tailer) reloadAsked() bool {
-	t.reloadMu.Lock()
-	defer t.reloadMu.Unlock()
-	return len(t.reloads) > 0
-}
-
-// takeReloads returns the rooms asked for again, and forgets them.
-func (t *Tailer) takeReloads() map[string]bool {
-	t.reloadMu.Lock()
-	defer t.reloadMu.Unlock()
-	r := t.reloads
-	t.reloads = nil
-	return r
-}
+func (t *Tailer) Reload(room string) { t.reloads.Ask(room) }
 
 // Load reads every room once, as Reset events in room order, with its own connection.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
@@ -283,7 +253,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		case <-ctx.Done():
 			return nil
 		case <-w.wake:
-		case <-t.wakeReload:
+		case <-t.reloads.Wake():
 		case <-tick.C:
 			w.watch()
 		}
@@ -311,7 +281,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	if err != nil {
 		return err
 	}
-	reload := t.reloadAsked()
+	reload := t.reloads.Asked()
 	switch {
 	case dv == t.dv && stampOf(fi) == t.seen && !reload:
 		t.status.Read(nil, len(t.rooms))
@@ -324,7 +294,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
 		dv, err = t.resync(ctx, reasonReplaced, sink, nil)
 	case reload:
-		dv, err = t.resync(ctx, reasonReload, sink, t.takeReloads())
+		dv, err = t.resync(ctx, reasonReload, sink, t.reloads.Take())
 	default:
 		dv, err = t.tail(ctx, sink)
 	}
