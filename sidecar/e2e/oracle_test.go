@@ -110,12 +110,16 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 		t.Fatalf("%v divergences before any row was lost", n)
 	}
 
-	// The row of the last edit is lost; the sidecar rebuilds the room without it.
+	// The row of the last edit is lost; the sidecar rebuilds the room without it, and
+	// tells the subscribers.
+	s.drainSubs()
 	deleteLastContentRow(t, s.srv.StorePath, room)
 	testutil.Eventually(t, testutil.Wait, "the room rebuilt without the lost row", func() bool {
 		text, _ := s.subs[0].readMeta("notebook://" + name)
 		return !strings.Contains(text, "z = 3")
 	})
+	s.told(t, name)
+	s.drainSubs()
 
 	// The next edit waits for the lost one in the sidecar; the server saves both.
 	start := time.Now()
@@ -131,6 +135,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 		return err == nil && ynotebook.Equivalent(parse(t, []byte(text)), parse(t, saved))
 	})
 	t.Logf("served from the saved file %v after the edit", served)
+	s.told(t, name) // the edit itself waits in the sidecar: what they hear is the file
 	if served > saveDelay+2*time.Second {
 		t.Errorf("served from the saved file %v after the edit; want within document_save_delay + 2 s (%v)", served, saveDelay+2*time.Second)
 	}

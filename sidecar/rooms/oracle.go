@@ -181,9 +181,12 @@ func (r *Writer) consult(rm *room) {
 			}
 		default:
 			prev := rm.served()
-			rm.diverged, rm.file = f, f
-			ch = ynotebook.DiffContent(prev, f.Snapshot)
-			o = Origin{Room: rm.info, At: f.ModTime.UTC(), File: true}
+			rm.diverged = f
+			if rm.file == nil || !rm.file.ModTime.After(f.ModTime) { // a newer save stays served
+				rm.file = f
+			}
+			ch = ynotebook.DiffContent(prev, rm.served())
+			o = Origin{Room: rm.info, At: rm.file.ModTime.UTC(), File: true}
 		}
 		diverged := rm.diverged == f
 		rm.mu.Unlock()
