@@ -3,7 +3,9 @@
 // ystore.Tailer and the Notebooks of an ondisk.Watcher, and tells a Notifier every change
 // it applies (with its Origin) and every rename. A room's path comes from its key, the
 // file id resolver, or the document's state.path; its notebook is served from its .ipynb
-// file instead when the file is newer and different (filerooms.go).
+// file instead when the file is newer and different (filerooms.go), when the document
+// differed from the server's saved file, and while its updates wait for one missing from
+// the store (oracle.go; Writer.Run finds those).
 package rooms
 
 import (
