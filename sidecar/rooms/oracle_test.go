@@ -132,7 +132,8 @@ var (
 // and that row the sidecar reads first: counted, logged with the first difference, the
 // room degraded, and the file served (subscribers told) until a content row comes after
 // the file; the room is then asked for again and rebuilt from the store's rows. A content
-// row after the save, or a row saying unsaved, compares nothing.
+// row after the save, a row saying unsaved, or a file on disk saved again since (compared
+// when the watcher hands it over) declares nothing.
 func TestRoomsDivergenceFromSavedFile(t *testing.T) {
 	const key = "json:notebook:work/a.ipynb"
 	const p = "work/a.ipynb"
@@ -148,15 +149,34 @@ func TestRoomsDivergenceFromSavedFile(t *testing.T) {
 		fileFirst bool   // the watcher reads the file before the tailer delivers the state row
 		between   []byte // a row between the file and the state row (committed after the file)
 		state     []byte // the row after the save
+		newer     bool   // the file on disk was saved again since it was read
 		diverges  bool   // whether a divergence is declared
 	}{
 		{name: "file read first", fileFirst: true, state: savedUpdate, diverges: true},
 		{name: "state row first", state: savedUpdate, diverges: true},
 		{name: "content row after the save", fileFirst: true, between: contentUpdate, state: savedUpdate},
 		{name: "a row saying unsaved", fileFirst: true, state: unsavedUpdate},
+		{name: "saved again since", state: savedUpdate, newer: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newOracleRig(t, key, nil, 0)
+			var files Files
+			if tc.newer {
+				// The file on disk is a later save than the one compared: that one is
+				// compared when the watcher hands it over, not this one.
+				root := t.TempDir()
+				abs := filepath.Join(root, filepath.FromSlash(p))
+				if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(abs, []byte("{}"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chtimes(abs, at(250), at(250)); err != nil {
+					t.Fatal(err)
+				}
+				files = ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler))
+			}
+			g := newOracleRig(t, key, files, 0)
 			g.sink(ystore.EventReset, rowsAt(key, 1, updates, 100))
 			rm := g.r.find(p)
 			rm.mu.Lock()
