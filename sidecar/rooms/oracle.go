@@ -225,7 +225,7 @@ func clip(b []byte) string {
 // Run declares the gaps of rooms whose document waited GapAfter for missing updates,
 // until ctx is done; it returns nil then.
 func (r *Writer) Run(ctx context.Context) error {
-	t := time.NewTicker(r.gapAfter / 4)
+	t := time.NewTicker(max(r.gapAfter/4, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
