@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
 // Health answers the liveness and readiness probes.
 type Health struct {
 	status       func() ystore.Status
-	degraded     func() []string
+	degraded     func() []rooms.Degradation
 	publisher    Publisher // nil: none
 	lagThreshold time.Duration
 }
@@ -30,13 +31,15 @@ type Readiness struct {
 	LagSeconds    float64  `json:"lag_seconds"`
 	LastError     string   `json:"last_error,omitempty"`
 	DegradedRooms []string `json:"degraded_rooms,omitempty"`
-	Publisher     string   `json:"publisher_error,omitempty"`
-	Reasons       []string `json:"reasons,omitempty"`
+	// Degradations says why each of DegradedRooms is degraded.
+	Degradations []rooms.Degradation `json:"degradations,omitempty"`
+	Publisher    string              `json:"publisher_error,omitempty"`
+	Reasons      []string            `json:"reasons,omitempty"`
 }
 
 // NewHealth returns probes over the tailer's status, the degraded rooms and the
 // publisher (nil for none).
-func NewHealth(status func() ystore.Status, degraded func() []string, publisher Publisher, lagThreshold time.Duration) *Health {
+func NewHealth(status func() ystore.Status, degraded func() []rooms.Degradation, publisher Publisher, lagThreshold time.Duration) *Health {
 	return &Health{status: status, degraded: degraded, publisher: publisher, lagThreshold: lagThreshold}
 }
 
@@ -44,11 +47,16 @@ func NewHealth(status func() ystore.Status, degraded func() []string, publisher 
 func (h *Health) Check() Readiness {
 	st := h.status()
 	r := Readiness{
-		Loaded:        !st.LastReadAt.IsZero(),
-		Reachable:     st.Reachable,
-		LagSeconds:    st.Lag.Seconds(),
-		LastError:     st.LastError,
-		DegradedRooms: h.degraded(),
+		Loaded:       !st.LastReadAt.IsZero(),
+		Reachable:    st.Reachable,
+		LagSeconds:   st.Lag.Seconds(),
+		LastError:    st.LastError,
+		Degradations: h.degraded(),
+	}
+	var bad, diverged, gaps bool
+	for _, d := range r.Degradations {
+		r.DegradedRooms = append(r.DegradedRooms, d.Room)
+		bad, diverged, gaps = bad || d.BadRows > 0, diverged || d.Diverged, gaps || d.Gaps != nil
 	}
 	if !r.Loaded {
 		r.Reasons = append(r.Reasons, "store not loaded yet")
@@ -59,8 +67,14 @@ func (h *Health) Check() Readiness {
 	if h.lagThreshold > 0 && st.Lag > h.lagThreshold {
 		r.Reasons = append(r.Reasons, "tail lag above "+h.lagThreshold.String())
 	}
-	if len(r.DegradedRooms) > 0 {
+	if bad {
 		r.Reasons = append(r.Reasons, "rooms degraded by undecodable rows")
+	}
+	if diverged {
+		r.Reasons = append(r.Reasons, "rooms whose live notebook differed from the server's saved file (served from the file)")
+	}
+	if gaps {
+		r.Reasons = append(r.Reasons, "rooms waiting for updates missing from the store (served from the file)")
 	}
 	if h.publisher != nil {
 		if err := h.publisher.PublisherHealth(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
@@ -39,7 +40,7 @@ func tailSQLite(t *testing.T, path string) (*sqlite.Tailer, *Health) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return tl, NewHealth(tl.Status, func() []string { return nil }, nil, 5*time.Second)
+	return tl, NewHealth(tl.Status, func() []rooms.Degradation { return nil }, nil, 5*time.Second)
 }
 
 // A named pipe at the store path is not ready, and /readyz says why.
@@ -92,7 +93,7 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	loaded := make(chan struct{})
 	close(loaded)
 	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
-		func() []string { return nil }, nil, 5*time.Second)
+		func() []rooms.Degradation { return nil }, nil, 5*time.Second)
 	h := &hub{tenants: map[string]*tenant{
 		"ok":      {in: &instance{health: good}, loaded: loaded},
 		"fifo":    {in: &instance{health: broken}, loaded: loaded},
@@ -130,4 +131,47 @@ func TestDrain(t *testing.T) {
 			t.Fatalf("drain = %v after %v, want ErrDrainTimeout 3s after ctx ended", err, time.Since(start))
 		}
 	})
+}
+
+// Each cause of a degraded room is a reason of its own, and /readyz lists the rooms and why.
+func TestHealthDegradedRooms(t *testing.T) {
+	const (
+		bad      = "rooms degraded by undecodable rows"
+		diverged = "rooms whose live notebook differed from the server's saved file (served from the file)"
+		gap      = "rooms waiting for updates missing from the store (served from the file)"
+	)
+	status := func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} }
+	for _, tc := range []struct {
+		name    string
+		rooms   []rooms.Degradation
+		reasons []string
+	}{
+		{name: "none"},
+		{name: "an undecodable row", rooms: []rooms.Degradation{{Room: "a", BadRows: 1}}, reasons: []string{bad}},
+		{name: "diverged", rooms: []rooms.Degradation{{Room: "a", Diverged: true}}, reasons: []string{diverged}},
+		{name: "a gap", rooms: []rooms.Degradation{{Room: "a", Gaps: []rooms.Gap{{Client: 7, From: 3, To: 5}}}}, reasons: []string{gap}},
+		{name: "all three", rooms: []rooms.Degradation{{Room: "a", BadRows: 2, Diverged: true}, {Room: "b", Gaps: []rooms.Gap{}}},
+			reasons: []string{bad, diverged, gap}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHealth(status, func() []rooms.Degradation { return tc.rooms }, nil, 5*time.Second)
+			rec := httptest.NewRecorder()
+			h.Ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			var r Readiness
+			if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, d := range tc.rooms {
+				keys = append(keys, d.Room)
+			}
+			if r.Ready != (len(tc.rooms) == 0) || (rec.Code == http.StatusOK) != r.Ready || !slices.Equal(r.Reasons, tc.reasons) ||
+				!slices.Equal(r.DegradedRooms, keys) || len(r.Degradations) != len(tc.rooms) {
+				t.Fatalf("/readyz %d %s; want reasons %q for rooms %v", rec.Code, rec.Body, tc.reasons, keys)
+			}
+			if len(tc.rooms) > 0 && !strings.Contains(rec.Body.String(), `"degradations":[{"room":"a"`) {
+				t.Fatalf("/readyz %s does not say why each room is degraded", rec.Body)
+			}
+		})
+	}
 }

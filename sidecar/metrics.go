@@ -19,6 +19,8 @@ type Metrics struct {
 	commitToApplied prometheus.Histogram
 	liveRooms       prometheus.Gauge // moved by each instance's changes: the sum over them
 	degradedRooms   prometheus.Gauge // the same
+	divergences     prometheus.Counter
+	storeGaps       prometheus.Counter
 	changesFlushed  prometheus.Counter
 }
 
@@ -37,7 +39,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		liveRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "live_rooms",
 			Help: "Notebook rooms held as live documents."})),
 		degradedRooms: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "degraded_rooms",
-			Help: "Notebook rooms that skipped an undecodable row."})),
+			Help: "Notebook rooms degraded: an undecodable row skipped, a live document that differed from the server's saved file, or updates missing from the store."})),
+		divergences: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "divergences_total",
+			Help: "Live notebooks found different from the file the Jupyter server saved, with no row changing their content after the save."})),
+		storeGaps: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "store_gaps_total",
+			Help: "Rooms whose updates waited store.gap_after for one missing from the store (a lost write)."})),
 		changesFlushed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "changes_flushed_total",
 			Help: "Debounced notebook changes handed to the publisher."})),
 	}

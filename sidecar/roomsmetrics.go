@@ -19,6 +19,8 @@ func (r *roomsMetrics) ObserveApply(start time.Time, committed float64) {
 func (r *roomsMetrics) RowsApplied(n int)  { r.m.rowsApplied.Add(float64(n)) }
 func (r *roomsMetrics) DecodeErrors(n int) { r.m.decodeErrors.Add(float64(n)) }
 func (r *roomsMetrics) SetRooms(n int)     { r.m.liveRooms.Add(float64(int64(n) - r.rooms.Swap(int64(n)))) }
+func (r *roomsMetrics) Diverged()          { r.m.divergences.Inc() }
+func (r *roomsMetrics) Gap()               { r.m.storeGaps.Inc() }
 func (r *roomsMetrics) SetDegraded(n int) {
 	r.m.degradedRooms.Add(float64(int64(n) - r.degraded.Swap(int64(n))))
 }

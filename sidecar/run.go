@@ -153,7 +153,10 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		return nil, err
 	}
 	rm := &roomsMetrics{m: m}
-	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: rm}
+	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: rm, GapAfter: cfg.Store.GapAfter}
+	if rl, ok := tailer.(ystore.Reloader); ok {
+		rc.Reload = rl.Reload
+	}
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
 		files = ondisk.New(ondisk.Config{
@@ -181,7 +184,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		rooms:         set.Writer(announcer{deb: deb, srv: srv, user: user}),
 		deb:           deb,
 		srv:           srv,
-		health:        NewHealth(tailer.Status, set.Degraded, srv, cfg.Store.LagThreshold),
+		health:        NewHealth(tailer.Status, set.Degradations, srv, cfg.Store.LagThreshold),
 		metrics:       rm,
 		files:         files,
 		closeResolver: closeResolver,
@@ -205,6 +208,7 @@ func (in *instance) run(ctx context.Context, beside []resources.Route) error {
 	g.Go(func() error { return in.deb.Run(gctx) })
 	g.Go(func() error { defer stop(); return in.srv.Run(gctx, beside...) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
+	g.Go(func() error { return in.rooms.Run(gctx) })
 	if in.files != nil {
 		g.Go(func() error { return in.files.Run(gctx, in.rooms) })
 	}

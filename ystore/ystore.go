@@ -116,6 +116,15 @@ type Tailer interface {
 	Close()
 }
 
+// Reloader is a Tailer that delivers a room again on request: the way to rebuild a
+// room's document from the store rather than apply further onto it.
+type Reloader interface {
+	// Reload asks Run to read room again and deliver it whole as a Reset, in commit
+	// order with its other events, soon; it does not wait. A room not in the store is
+	// ignored.
+	Reload(room string)
+}
+
 // The log keys every layer uses, each with one meaning.
 const (
 	LogKeyRoom = "room" // a store room key, ".notebook:<file id>.y"

@@ -21,8 +21,10 @@ type Origin struct {
 	// User is, in hub mode, the JupyterHub user whose store the notebook is in (each
 	// user's tenant has its own publisher); "" and "user" omitted outside hub mode.
 	User string
-	// Source is "file" when the change is the notebook's .ipynb rewritten while no room
-	// was open; "" for the store.
+	// Source is "file" when the change is the notebook's .ipynb served instead of the
+	// store (rewritten while no room was open, or the server's save served while the
+	// live notebook differs from it or waits for updates missing from the store); "" for
+	// the store.
 	Source string
 }
 

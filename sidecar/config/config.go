@@ -15,6 +15,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -56,6 +57,7 @@ type Log struct {
 type Store struct {
 	Backend      Backend       `mapstructure:"backend" yaml:"backend"`             // sqlite, postgres
 	LagThreshold time.Duration `mapstructure:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
+	GapAfter     time.Duration `mapstructure:"gap_after" yaml:"gap_after"`         // updates waiting this long for a missing one: a gap (rooms.Config.GapAfter)
 	SQLite       SQLite        `mapstructure:"sqlite" yaml:"sqlite"`
 	Postgres     Postgres      `mapstructure:"postgres" yaml:"postgres"`
 }
@@ -164,6 +166,7 @@ func Default() Config {
 		Store: Store{
 			Backend:      BackendSQLite,
 			LagThreshold: 5 * time.Second,
+			GapAfter:     rooms.DefaultGapAfter,
 			// The store defaults are the libraries' own, decided there once.
 			SQLite: SQLite{
 				Path: ".jupyter_ystore.db", PollInterval: sqlite.DefaultPollInterval, FSNotify: true,

@@ -115,6 +115,7 @@ func (c Config) Validate() error {
 	s := c.Store
 	v.backend("store.backend", s.Backend)
 	v.positive("store.lag_threshold", s.LagThreshold)
+	v.positive("store.gap_after", s.GapAfter)
 	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}

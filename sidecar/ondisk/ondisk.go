@@ -320,6 +320,15 @@ func (w *Watcher) Exists(p string) bool {
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
+// ModTime returns the modification time of the file at p (relative to the root) now.
+func (w *Watcher) ModTime(p string) (time.Time, error) {
+	fi, err := os.Stat(filepath.Join(w.root(), filepath.FromSlash(p)))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
+}
+
 // read stats p and, unless unchanged since last read (old, if seen), parses it.
 func (r *run) read(p string, old stat, seen bool) (File, stat, error) {
 	return readFile(r.root(), p, r.cfg.MaxFileBytes, old, seen)

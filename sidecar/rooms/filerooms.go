@@ -36,6 +36,7 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	rm.mu.Lock()
 	var ch ynotebook.Changes
 	var served string
+	wasDegraded := rm.degraded()
 	switch {
 	case rm.detached:
 		// The store no longer has the room: the file is all there is.
@@ -45,15 +46,27 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	case ynotebook.Equivalent(f.Snapshot, rm.nb.Snapshot()):
 		// The file is what the store holds (the server saved it): the store is live.
 		served = "store: the file is the same"
-		if rm.file != nil {
+		rm.saved, rm.diverged, rm.reloading = nil, nil, false
+		if rm.file != nil && rm.gaps == nil {
 			ch = ynotebook.DiffContent(rm.file.Snapshot, rm.nb.Snapshot())
 			rm.file = nil
 		}
+	case rm.gaps != nil || rm.diverged != nil:
+		// Updates are missing, or the document differed from the saved file: the
+		// newest save is served (oracle.go).
+		served = "file: the room is degraded"
+		if rm.file == nil || f.ModTime.After(rm.file.ModTime) {
+			ch = ynotebook.DiffContent(rm.served(), f.Snapshot)
+			rm.file = &f
+		}
 	case !f.ModTime.After(rm.lastRow):
-		// The store is newer than the file: it stays live.
+		// The store is newer than the file: it stays live. With no content row after
+		// the file, it is the server's save, compared once the store reached it (consult).
 		served = "store: the file is older than the newest row"
 		if rm.file != nil {
 			served = "file: older than the newest row, and the file served is newer"
+		} else if !rm.lastContent.After(f.ModTime) {
+			rm.saved = &f
 		}
 	case rm.file != nil && ynotebook.Equivalent(f.Snapshot, rm.file.Snapshot):
 		served = "file: the same file"
@@ -62,7 +75,9 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 		served = "file"
 		ch = ynotebook.DiffContent(rm.served(), f.Snapshot)
 		rm.file = &f
+		rm.saved = rm.file // the server's save before its rows, or a file written out of band
 	}
+	degradedNow := rm.degraded() != wasDegraded
 	if rm.gone {
 		// The file is back (re-created, or restored): the notebook appears whole.
 		rm.gone = false
@@ -72,10 +87,14 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	p, info := rm.path, rm.info
 	rm.mu.Unlock()
 	r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", served)
+	if degradedNow {
+		r.metrics.SetDegraded(r.degradedCount())
+	}
 	if !ch.Empty() && p != "" {
 		r.log.Info("notebook served from its file", "path", p, "room", info.Key, "mtime", f.ModTime)
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}
+	r.consult(rm)
 }
 
 // fileGone takes the news that the file of rm at path p does not exist: unless the
@@ -103,6 +122,7 @@ func (r *Writer) markGone(rm *room, p string) {
 	}
 	snap, info := rm.served(), rm.info
 	rm.gone, rm.file = true, nil
+	rm.saved, rm.diverged, rm.reloading = nil, nil, false
 	rm.mu.Unlock()
 	r.log.Info("notebook file gone: not served", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
 	if snap != nil {
@@ -128,7 +148,7 @@ func (r *Writer) detach(rm *room) bool {
 	rm.mu.Lock()
 	prev := rm.served()
 	rm.detached, rm.file, rm.gone = true, &f, false
-	rm.rows, rm.badRows = 0, 0
+	rm.rows, rm.badRows, rm.oracle = 0, 0, oracle{}
 	ch := ynotebook.DiffContent(prev, f.Snapshot)
 	info := rm.info
 	rm.mu.Unlock()
@@ -149,22 +169,4 @@ func (rm *room) served() *ynotebook.Snapshot {
 		return nil
 	}
 	return rm.nb.Snapshot()
-}
-
-// storeApplied settles rows committed at `at` just applied, whose changes to the document
-// are ch, against the file being served; prev is what was served before. A row after the
-// file's mtime makes the store live again: the change is then what differs from the file.
-// rm.mu is held.
-func (rm *room) storeApplied(ch ynotebook.Changes, prev *ynotebook.Snapshot, at time.Time) ynotebook.Changes {
-	if at.After(rm.lastRow) {
-		rm.lastRow = at
-	}
-	if rm.file == nil {
-		return ch
-	}
-	if !at.After(rm.file.ModTime) {
-		return ynotebook.Changes{} // rows older than the file: the file is still served
-	}
-	rm.file = nil
-	return ynotebook.DiffContent(prev, rm.nb.Snapshot())
 }

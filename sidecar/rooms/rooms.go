@@ -3,11 +3,14 @@
 // ystore.Tailer and the Notebooks of an ondisk.Watcher, and tells a Notifier every change
 // it applies (with its Origin) and every rename. A room's path comes from its key, the
 // file id resolver, or the document's state.path; its notebook is served from its .ipynb
-// file instead when the file is newer and different (filerooms.go).
+// file instead when the file is newer and different (filerooms.go), when the document
+// differed from the server's saved file, and while its updates wait for one missing from
+// the store (oracle.go; Writer.Run finds those).
 package rooms
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +40,13 @@ type Config struct {
 	Files Files
 	// Metrics counts the rows applied and the rooms held; nil: nothing is counted.
 	Metrics Metrics
+	// GapAfter is how long a room's updates may wait for a missing one (a write the
+	// store lost) before the room is degraded and served from its file; 0: DefaultGapAfter.
+	GapAfter time.Duration
+	// Reload asks the store to deliver a room again, whole (a Reset: ystore.Reloader),
+	// to rebuild a document that differed from the server's saved file; nil: none, such
+	// a document goes on from itself once the store's content moves on.
+	Reload func(room string)
 }
 
 // Files reads notebook files now; ondisk.Watcher is one.
@@ -45,6 +55,8 @@ type Files interface {
 	Read(path string) (ondisk.File, error)
 	// Exists reports whether the file at path exists.
 	Exists(path string) bool
+	// ModTime returns the modification time of the file at path now.
+	ModTime(path string) (time.Time, error)
 }
 
 // Notifier is told what happens to the notebooks, by the goroutine that applied it.
@@ -68,8 +80,13 @@ type Metrics interface {
 	DecodeErrors(n int)
 	// SetRooms sets the number of notebook rooms held.
 	SetRooms(n int)
-	// SetDegraded sets the number of rooms degraded by an undecodable row.
+	// SetDegraded sets the number of rooms degraded: by an undecodable row, a document
+	// that differed from its saved file, or updates missing from the store.
 	SetDegraded(n int)
+	// Diverged counts a document found different from the server's saved file.
+	Diverged()
+	// Gap counts a room found waiting for updates missing from the store.
+	Gap()
 }
 
 // Set keeps one live notebook per notebook room of the store and serves them by path
@@ -81,6 +98,9 @@ type Set struct {
 	// files reads a notebook's .ipynb now; nil without the watcher. A room that leaves
 	// the store stays served from its file, if there is one.
 	files Files
+	// gapAfter and reload: Config's (oracle.go).
+	gapAfter time.Duration
+	reload   func(room string)
 
 	// mu guards the maps; a room's own lock, when both are held, is taken after it.
 	mu     sync.RWMutex
@@ -108,6 +128,8 @@ type room struct {
 	detached bool
 	// gone: the file at path does not exist (the notebook was deleted): not served.
 	gone bool
+	// What the server's saved file says of the document (oracle.go).
+	oracle
 }
 
 // Info describes one room for inspect and health.
@@ -118,6 +140,8 @@ type Info struct {
 	Path     string
 	Rows     int
 	BadRows  int
+	Diverged bool  // the document differed from the server's saved file: the file is served
+	Gaps     []Gap // updates missing from the store that later ones wait for: the file is served
 	Degraded bool
 }
 
@@ -134,6 +158,8 @@ func New(cfg Config) *Set {
 		resolver: cfg.Resolver,
 		files:    cfg.Files,
 		metrics:  cfg.Metrics,
+		gapAfter: cmp.Or(max(cfg.GapAfter, 0), DefaultGapAfter),
+		reload:   cfg.Reload,
 		rooms:    make(map[string]*room),
 		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
@@ -169,6 +195,8 @@ func (noMetrics) RowsApplied(int)                 {}
 func (noMetrics) DecodeErrors(int)                {}
 func (noMetrics) SetRooms(int)                    {}
 func (noMetrics) SetDegraded(int)                 {}
+func (noMetrics) Diverged()                       {}
+func (noMetrics) Gap()                            {}
 
 // Sink applies a tailer's events; it never fails on a bad row, only on ctx.
 func (r *Writer) Sink(ctx context.Context, events []ystore.Event) error {
@@ -224,11 +252,12 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row)
 
 	rm.mu.Lock()
 	prev := rm.served()
+	same := false
 	if rm.nb != nil {
 		// The old document is gone as a whole: whatever it held has changed too, unless
 		// the rebuilt one is the same (a room re-read after a squash or a restore).
 		if old := rm.nb.Snapshot(); sameNotebook(old, nb.Snapshot()) {
-			ch = ynotebook.Changes{}
+			ch, same = ynotebook.Changes{}, true
 		} else {
 			ch.Merge(removedAll(old))
 		}
@@ -237,7 +266,11 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row)
 	rm.detached = false
 	rm.updated = time.Now()
 	o := originOf(info, rows)
-	ch = rm.storeApplied(ch, prev, o.At)
+	var content time.Time
+	if !same {
+		content = o.At // what the document shows is as of its newest row
+	}
+	ch, _ = r.storeApplied(rm, ch, prev, o.At, content, true)
 	rm.mu.Unlock()
 
 	p := r.resolvePath(ctx, rm)
@@ -246,6 +279,7 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
 	}
+	r.consult(rm)
 }
 
 // update applies rows on top of a room's document.
@@ -262,23 +296,27 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	rm.mu.Lock()
 	if rm.nb == nil || rm.detached {
 		// A detached room's document is of the store it left: the rows are of a new one.
-		rm.nb, rm.detached = ynotebook.New(), false
+		rm.nb, rm.detached, rm.oracle = ynotebook.New(), false, oracle{}
 	}
 	prev := rm.served()
 	rm.rows += len(rows)
-	badBefore := rm.badRows
+	badBefore, wasDegraded := rm.badRows, rm.degraded()
+	var content time.Time // commit time of the newest row that changed what the document shows
 	for _, row := range rows {
 		c, err := r.applyRow(rm.nb, info, row)
 		if err != nil {
 			rm.badRows++
 			continue
 		}
+		if !c.Empty() {
+			content = later(content, originOf(info, []ystore.Row{row}).At)
+		}
 		ch.Merge(c)
 	}
 	rm.updated = time.Now()
 	o := originOf(info, rows)
-	ch = rm.storeApplied(ch, prev, o.At)
-	p, degraded := rm.path, rm.badRows > badBefore
+	ch, reload := r.storeApplied(rm, ch, prev, o.At, content, false)
+	p, degraded := rm.path, rm.badRows > badBefore || rm.degraded() != wasDegraded
 	rm.mu.Unlock()
 
 	// The path is resolved once here; renames are followed by RefreshPaths, so an
@@ -292,6 +330,11 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
 	}
+	if reload {
+		r.log.Info("room's content moved on from its saved file; rebuilding it from the store", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+		r.reload(info.Key)
+	}
+	r.consult(rm)
 }
 
 // load builds a room's document from its rows in one pass (ynotebook.Load: no change
@@ -503,7 +546,7 @@ func (r *Set) degradedCount() int {
 	n := 0
 	for _, rm := range r.snapshotRooms() {
 		rm.mu.Lock()
-		if rm.badRows > 0 {
+		if rm.degraded() {
 			n++
 		}
 		rm.mu.Unlock()
@@ -511,7 +554,12 @@ func (r *Set) degradedCount() int {
 	return n
 }
 
-// Degraded lists the keys of rooms that skipped an undecodable row, sorted.
+// degraded reports whether rm skipped an undecodable row, differed from its saved file,
+// or waits for updates missing from the store; rm.mu is held.
+func (rm *room) degraded() bool { return rm.badRows > 0 || rm.diverged != nil || rm.gaps != nil }
+
+// Degraded lists the keys of degraded rooms (an undecodable row skipped, a document that
+// differed from its saved file, updates missing from the store), sorted.
 func (r *Set) Degraded() []string {
 	var out []string
 	for _, ri := range r.Infos() {
@@ -529,7 +577,8 @@ func (r *Set) Infos() []Info {
 		rm.mu.Lock()
 		out = append(out, Info{
 			Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
-			Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Degraded: rm.badRows > 0,
+			Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Diverged: rm.diverged != nil,
+			Gaps: gapsOf(rm.gaps), Degraded: rm.degraded(),
 		})
 		rm.mu.Unlock()
 	}

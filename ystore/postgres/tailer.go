@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
@@ -32,6 +35,8 @@ type Tailer struct {
 	// takes (rows before it are the owners' loads), tags events with their room's
 	// owner, and calls read after each successful read.
 	follow *following
+	// reloads are the rooms asked for again (Reload), delivered by the next read.
+	reloads *reloads.Requests
 }
 
 // following is what a Follower's tailer does differently.
@@ -39,7 +44,10 @@ type following struct {
 	read func() // after each successful read
 }
 
-var _ ystore.Tailer = (*Tailer)(nil)
+var (
+	_ ystore.Tailer   = (*Tailer)(nil)
+	_ ystore.Reloader = (*Tailer)(nil)
+)
 
 // New validates cfg, registers the metrics on cfg.Registerer and returns a Tailer; it
 // does no I/O.
@@ -64,7 +72,7 @@ func newTailer(cfg Config) (*Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m, status: tailstatus.New(), untrack: func() {}}, nil
+	return &Tailer{cfg: cfg, n: namesOf(cfg), m: m, status: tailstatus.New(), untrack: func() {}, reloads: reloads.New()}, nil
 }
 
 // Close takes the tailer out of the status series (its rows stay counted); call it once
@@ -78,6 +86,10 @@ func (t *Tailer) Status() ystore.Status {
 
 // FirstRead is closed once the first read of the store has finished, succeeded or failed.
 func (t *Tailer) FirstRead() <-chan struct{} { return t.status.FirstRead() }
+
+// Reload asks Run to deliver room again, whole, as a Reset, with its next read (woken
+// now): the room's rows are read in that read's transaction.
+func (t *Tailer) Reload(room string) { t.reloads.Ask(room) }
 
 // Load reads every room once, as Reset events in room order.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
@@ -159,10 +171,27 @@ func (t *Tailer) session(ctx context.Context, st *tailState, sink func(context.C
 func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	if t.cfg.DisableListen {
 		t.m.wakeups.WithLabelValues(wakePoll).Inc()
-		return sleep(ctx, t.cfg.PollInterval)
+		timer := time.NewTimer(t.cfg.PollInterval)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		case <-t.reloads.Wake():
+		}
+		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.cfg.PollInterval)
+	waited := make(chan struct{})
+	go func() { // a room asked for again ends the wait, as the poll interval does
+		select {
+		case <-t.reloads.Wake():
+			cancel()
+		case <-waited:
+		}
+	}()
 	_, err := conn.WaitForNotification(wctx)
+	close(waited)
 	cancel()
 	if err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
 		return fmt.Errorf("wait for notification: %w", err)
@@ -190,6 +219,7 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		events []ystore.Event
 	)
 	start := time.Now()
+	asked := t.reloads.Take()
 	err := readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
 		var text string
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
@@ -216,6 +246,9 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		switch {
 		case cursor != nil:
 			events, err = t.updateEvents(ctx, tx, rows)
+			if err == nil {
+				events, err = t.reloadEvents(ctx, tx, events, asked)
+			}
 		case st.cursor != nil:
 			events = loadEvents(rows)
 			events = append(events, removedEvents(st.rooms, events)...)
@@ -228,6 +261,9 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		return err
 	})
 	if err != nil {
+		for room := range asked {
+			t.reloads.Ask(room) // asked again for the next read
+		}
 		return err
 	}
 	t.m.read.Observe(time.Since(start).Seconds())
@@ -468,6 +504,28 @@ func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]y
 			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}
+	}
+	return events, nil
+}
+
+// reloadEvents delivers each room asked for again as one Reset, read whole in tx, in
+// place of its events among events (appended after the others); a room the store does
+// not hold keeps its events.
+func (t *Tailer) reloadEvents(ctx context.Context, tx pgx.Tx, events []ystore.Event, asked map[string]bool) ([]ystore.Event, error) {
+	for _, room := range slices.Sorted(maps.Keys(asked)) {
+		all, err := readRoom(ctx, tx, t.n, room)
+		if err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			continue
+		}
+		h, ok := history(all)
+		if !ok {
+			continue
+		}
+		events = slices.DeleteFunc(events, func(e ystore.Event) bool { return e.Room == room })
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
 	}
 	return events, nil
 }

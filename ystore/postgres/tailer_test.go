@@ -596,3 +596,31 @@ func waitDelivered(c *collector, acked map[string]bool) []string {
 	_ = testutil.Within(testutil.Wait, func() bool { return len(missing()) == 0 })
 	return missing()
 }
+
+// TestTailReload: a room asked for again is delivered whole as a Reset at once (the
+// poll interval is an hour: the request wakes the tailer), with or without LISTEN; a room
+// the store lacks is ignored, and no other room is delivered again.
+func TestTailReload(t *testing.T) {
+	for _, disableListen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disable_listen=%v", disableListen), func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.DisableListen, cfg.PollInterval = disableListen, time.Hour
+			conn := dial(t, cfg)
+			insert(t, conn, cfg, "a", []byte("a1"))
+			insert(t, conn, cfg, "b", []byte("b1"))
+			tl, c := runTailer(t, cfg)
+			c.waitFor(t, "load", func(ev []ystore.Event) bool { return len(ev) == 2 })
+			tl.Reload("a")
+			tl.Reload("no such room")
+			c.waitFor(t, "room a again", func(ev []ystore.Event) bool { return len(ev) == 3 })
+			tl.Reload("b") // the barrier: nothing else was delivered before it
+			ev := c.waitFor(t, "room b again", func(ev []ystore.Event) bool { return len(ev) == 4 })
+			if got, want := describe(ev[2:]), describe([]ystore.Event{
+				{Kind: ystore.EventReset, Room: "a", Rows: []ystore.Row{{ID: 1, Update: []byte("a1")}}},
+				{Kind: ystore.EventReset, Room: "b", Rows: []ystore.Row{{ID: 2, Update: []byte("b1")}}},
+			}); got != want {
+				t.Fatalf("events after the reloads:%s\nwant:%s", got, want)
+			}
+		})
+	}
+}

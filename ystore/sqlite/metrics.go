@@ -17,6 +17,7 @@ const (
 	reasonHistory  = "history"
 	reasonReplaced = "replaced"
 	reasonReopened = "reopened"
+	reasonReload   = "reload"
 )
 
 // metrics are the tailer's Prometheus collectors, shared by the tailers on one
@@ -46,12 +47,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		decompressErrors: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "decompress_errors_total",
 			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored)."})),
 		resyncs: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "resyncs_total",
-			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite)."}, []string{"reason"})),
+			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite), to deliver rooms asked for again (Reload)."}, []string{"reason"})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sqlite tailer metrics: %w", err)
 	}
-	for _, reason := range []string{reasonStart, reasonHistory, reasonReplaced, reasonReopened} {
+	for _, reason := range []string{reasonStart, reasonHistory, reasonReplaced, reasonReopened, reasonReload} {
 		m.resyncs.WithLabelValues(reason)
 	}
 	return m, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // deleteRow deletes one row through a connection of its own, as an operator would.
@@ -58,6 +59,36 @@ func TestRowsRemovedRebuildTheRoom(t *testing.T) {
 			}
 			m.write(roomB, "b2")
 			converge(t, s, m)
+		})
+	}
+}
+
+// A room asked for again (Reload) is delivered whole as a Reset, and only it; rows
+// committed meanwhile are delivered too, and a room the store lacks is ignored.
+func TestReloadDeliversTheRoomAgain(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			m := newModel(startWriter(t, path))
+			m.write(roomA, "a1")
+			m.write(roomB, "b1")
+			tl, s := tailing(t, mode.cfg(path), m)
+			resetsA, resetsB := s.kinds(roomA)[ystore.EventReset], s.kinds(roomB)[ystore.EventReset]
+
+			tl.Reload(roomA)
+			tl.Reload("no such room")
+			testutil.Eventually(t, testutil.Wait, "room A delivered again", func() bool {
+				return s.kinds(roomA)[ystore.EventReset] == resetsA+1
+			})
+			converge(t, s, m)
+			m.write(roomB, "b2")
+			converge(t, s, m) // the barrier: the write after it is delivered as an update
+			if n := s.kinds(roomB)[ystore.EventReset]; n != resetsB {
+				t.Fatalf("room %s reset %d times, want %d: only the room asked for is delivered again", roomB, n, resetsB)
+			}
+			if n := s.kinds(roomA)[ystore.EventReset]; n != resetsA+1 {
+				t.Fatalf("room %s reset %d times, want %d", roomA, n, resetsA+1)
+			}
 		})
 	}
 }

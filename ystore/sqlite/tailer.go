@@ -23,6 +23,9 @@
 //     recreate it: the file's identity changes (the open connection holds the old inode,
 //     so its number cannot be reused), every room of the new file is delivered as Reset
 //     and every room gone as Removed; the same when PRAGMA user_version changes in place;
+//   - nothing, while a room is asked for again (Reload: the sidecar rebuilds a room whose
+//     document differed from the server's saved file): the file is read whole, as after
+//     a history rewrite, and that room delivered as Reset with the rooms whose rows changed;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
 //     state stays served until the file returns;
 //   - put something other than a regular file at the path (a named pipe, a socket, a
@@ -53,6 +56,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
@@ -74,6 +78,9 @@ type Tailer struct {
 	status  *tailstatus.Recorder
 	untrack func() // the status series stop counting this tailer
 	running atomic.Bool
+
+	// reloads are the rooms asked for again (Reload), delivered by Run's next cycle.
+	reloads *reloads.Requests
 
 	// Owned by Run.
 	st     *store
@@ -108,7 +115,8 @@ func New(cfg Config) (*Tailer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, status: tailstatus.New(), rooms: map[string]summary{}}
+	t := &Tailer{cfg: cfg, log: cfg.Logger.With("store", cfg.Path), m: m, status: tailstatus.New(), rooms: map[string]summary{},
+		reloads: reloads.New()}
 	if t.untrack, err = tailstatus.Track(cfg.Registerer, subsystem, t.Status); err != nil {
 		return nil, err
 	}
@@ -126,6 +134,12 @@ func (t *Tailer) Status() ystore.Status {
 
 // FirstRead is closed once the first read of the store has finished, succeeded or failed.
 func (t *Tailer) FirstRead() <-chan struct{} { return t.status.FirstRead() }
+
+var _ ystore.Reloader = (*Tailer)(nil)
+
+// Reload asks Run to deliver room again, whole, as a Reset. The store is read whole for
+// it, as after a history rewrite.
+func (t *Tailer) Reload(room string) { t.reloads.Ask(room) }
 
 // Load reads every room once, as Reset events in room order, with its own connection.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
@@ -239,6 +253,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		case <-ctx.Done():
 			return nil
 		case <-w.wake:
+		case <-t.reloads.Wake():
 		case <-tick.C:
 			w.watch()
 		}
@@ -266,17 +281,20 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	if err != nil {
 		return err
 	}
+	reload := t.reloads.Asked()
 	switch {
-	case dv == t.dv && stampOf(fi) == t.seen:
+	case dv == t.dv && stampOf(fi) == t.seen && !reload:
 		t.status.Read(nil, len(t.rooms))
 		return nil
-	case dv == t.dv:
+	case dv == t.dv && stampOf(fi) != t.seen:
 		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
 		t.closeStore()
 		return t.reopen(ctx, sink)
 	case uv != t.uv:
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
-		dv, err = t.resync(ctx, reasonReplaced, sink)
+		dv, err = t.resync(ctx, reasonReplaced, sink, nil)
+	case reload:
+		dv, err = t.resync(ctx, reasonReload, sink, t.reloads.Take())
 	default:
 		dv, err = t.tail(ctx, sink)
 	}
@@ -327,7 +345,7 @@ func (t *Tailer) reopen(ctx context.Context, sink func(context.Context, []ystore
 	case t.synced:
 		reason = reasonReplaced
 	}
-	dv, err := t.resync(ctx, reason, sink)
+	dv, err := t.resync(ctx, reason, sink, nil)
 	if err != nil {
 		return err
 	}
@@ -356,11 +374,11 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		}
 		if !ok {
 			t.log.Info("y-store history rewritten below the cursor; re-reading changed rooms", "cursor", t.cursor)
-			return t.resync(ctx, reasonHistory, sink)
+			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if len(rows) == 0 && !appended {
 			t.log.Info("y-store commit appended no row (rows deleted); re-reading changed rooms", "cursor", t.cursor)
-			return t.resync(ctx, reasonHistory, sink)
+			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if len(rows) == 0 {
 			return dv, nil
@@ -385,7 +403,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		}
 		if room != "" {
 			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", ystore.LogKeyRoom, room)
-			return t.resync(ctx, reasonHistory, sink)
+			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if !more {
 			return dv, nil
@@ -431,8 +449,9 @@ func runs(rows []ystore.Row) []ystore.Event {
 // at: at start and after a replacement as Reset for every room; after a history rewrite
 // or after the same file was opened again, as Reset for the rooms whose rows changed, so
 // that each is rebuilt from the rows it now has (a row gone no longer degrades it). Rooms
-// no longer stored are delivered as Removed.
-func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error) (int64, error) {
+// no longer stored are delivered as Removed. To deliver the rooms asked for again
+// (reload), as Reset for those and for the rooms whose rows changed.
+func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error, reload map[string]bool) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
 	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
 	if err != nil {
@@ -442,8 +461,8 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	var rows []ystore.Row
 	for _, room := range snap.sortedRooms() {
 		rr := snap.rooms[room]
-		if reason == reasonHistory || reason == reasonReopened {
-			if prev, ok := t.rooms[room]; ok && prev == rr.sum {
+		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
+			if prev, ok := t.rooms[room]; ok && prev == rr.sum && !reload[room] {
 				continue
 			}
 		}

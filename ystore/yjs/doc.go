@@ -34,6 +34,7 @@
 package yjs
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -122,6 +123,70 @@ func (d *Doc) StateVector() map[uint64]uint64 {
 
 // HasPending reports whether structs or deletes wait for missing updates.
 func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
+
+// Gap is a range of one client's clocks that pending structs or deletes wait for: the
+// document holds the client's structs below From (its state), and those from From up to
+// To (exclusive; at least From+1) are known to be missing.
+type Gap struct {
+	Client   uint64
+	From, To uint64
+}
+
+// Gaps lists what the pending structs and deletes wait for, one Gap per client, sorted by
+// client; nil when nothing is pending. It changes nothing.
+func (d *Doc) Gaps() []Gap {
+	if !d.HasPending() {
+		return nil
+	}
+	need := make(map[uint64]uint64) // client → one past the highest clock known missing
+	note := func(c, end uint64) { need[c] = max(need[c], end) }
+	for c, m := range d.pendingMissing {
+		note(c, m+1) // the struct at m is missing (Yjs's missing state vector)
+	}
+	// A clock of client c is missing when the document does not have it and no pending
+	// struct holds it.
+	missing := func(id ID) {
+		end := id.Clock + 1
+		if list := d.pending[id.Client]; len(list) > 0 {
+			end = min(end, list[0].id.Clock)
+		}
+		if end > d.state(id.Client) {
+			note(id.Client, end)
+		}
+	}
+	for c, list := range d.pending {
+		note(c, list[0].id.Clock) // the client's own structs before its first pending one
+		for _, it := range list {
+			if it.kind == kindGC {
+				continue
+			}
+			if it.hasOrigin() {
+				missing(it.origin)
+			}
+			if it.hasRightOrigin() {
+				missing(it.rightOrigin)
+			}
+			if it.flags&flagHasPref != 0 && it.ext.pref.isID {
+				missing(it.ext.pref.id)
+			}
+		}
+	}
+	for c, ranges := range d.pendingDS {
+		end := ranges[len(ranges)-1].clock + ranges[len(ranges)-1].length
+		if list := d.pending[c]; len(list) > 0 {
+			end = min(end, list[0].id.Clock) // deletes of pending structs wait for those
+		}
+		note(c, end)
+	}
+	var out []Gap
+	for c, end := range need {
+		if from := d.state(c); end > from {
+			out = append(out, Gap{Client: c, From: from, To: end})
+		}
+	}
+	slices.SortFunc(out, func(a, b Gap) int { return cmp.Compare(a.Client, b.Client) })
+	return out
+}
 
 // ApplyUpdate applies a Yjs v1 update. The update is decoded completely first: a
 // malformed update returns a *DecodeError and leaves d unchanged, and so does one that

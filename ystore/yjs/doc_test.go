@@ -98,6 +98,13 @@ func TestPendingStructs(t *testing.T) {
 	if !txn.Empty() || !d.HasPending() {
 		t.Fatalf("later update first: changes %+v, pending %v", txn.Changes(), d.HasPending())
 	}
+	gaps := func(want ...Gap) {
+		t.Helper()
+		if got := d.Gaps(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("gaps %+v, want %+v", got, want)
+		}
+	}
+	gaps(Gap{Client: 7, From: 0, To: 6}) // update 0 holds clocks 0-5
 	// The pending structs are part of the encoded state, like Yjs does.
 	state, err := d.EncodeStateAsUpdate(nil)
 	if err != nil {
@@ -106,15 +113,19 @@ func TestPendingStructs(t *testing.T) {
 	// Deleting the cell before it exists leaves a pending delete set; it also covers
 	// clock 7 (update 2), so something stays pending until that arrives.
 	mustApply(t, d, ups[4])
+	gaps(Gap{Client: 7, From: 0, To: 6}) // the deletes of pending structs wait for those
 	txn = mustApply(t, d, ups[0])
 	if txn.Empty() || !d.HasPending() {
 		t.Fatalf("dependency arrived: changes %+v, pending %v", txn.Changes(), d.HasPending())
 	}
+	gaps(Gap{Client: 7, From: 7, To: 8}) // update 2, clock 7, deleted by update 4
 	mustApply(t, d, ups[3])
+	gaps(Gap{Client: 7, From: 7, To: 8}) // update 3, clock 8, waits for it too
 	mustApply(t, d, ups[2])
 	if d.HasPending() {
 		t.Fatal("pending after all updates")
 	}
+	gaps()
 	if got := ToJSON(d.Map("m")); !reflect.DeepEqual(got, map[string]any{}) {
 		t.Fatalf("m = %v", got)
 	}

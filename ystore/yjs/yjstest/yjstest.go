@@ -45,3 +45,26 @@ func Nested(client uint64, root, key string, depth int) []byte {
 	e.VarUint(0) // no deletes
 	return e.Buf
 }
+
+// infoAny is the Yjs struct info of a ContentAny item.
+const infoAny = 8
+
+// MapSet returns one update in which client, at clock 0, sets key of the root map named
+// root to value (a lib0 Any: nil, bool, float64, string, []any, map[string]any), with
+// no origin: among concurrent sets of the key, the highest client's wins. It is how a
+// test makes a change no store row holds, or writes a state-only row (state.dirty).
+func MapSet(client uint64, root, key string, value any) []byte {
+	var e lib0.Encoder
+	e.VarUint(1) // one client with structs
+	e.VarUint(1) // one struct
+	e.VarUint(client)
+	e.VarUint(0) // clock
+	e.Uint8(infoAny | infoParentSub)
+	e.VarUint(1) // parent: a root, by name
+	e.VarString(root)
+	e.VarString(key)
+	e.VarUint(1) // one value
+	e.Any(value)
+	e.VarUint(0) // no deletes
+	return e.Buf
+}
