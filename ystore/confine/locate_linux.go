@@ -20,8 +20,8 @@ var ErrMoved = errors.New("file moved while being located")
 // Located is a file found beneath a Dir: the directory holding it, open (so that it
 // stays the directory found, whatever is renamed or linked later), and its name there.
 type Located struct {
-	Dir  *os.File   // the directory that holds the file, beneath the root
-	Name string     // the file's name in Dir: never a symbolic link when located
+	Dir  *os.File    // the directory that holds the file, beneath the root
+	Name string      // the file's name in Dir: never a symbolic link when located
 	Info fs.FileInfo // the file as located: a regular file owned by the user
 }
 

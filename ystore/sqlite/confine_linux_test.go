@@ -20,8 +20,8 @@ func TestConfinedStore(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		make func(t *testing.T, alice, bob, store string) // puts alice's store in place
-		want error                                       // nil: served
-		why  string                                      // in the status's error
+		want error                                        // nil: served
+		why  string                                       // in the status's error
 	}{
 		{"her own store", func(t *testing.T, alice, bob, store string) {
 			newModel(startWriter(t, store)).write(roomA, "alice")
