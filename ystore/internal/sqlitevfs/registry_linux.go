@@ -24,26 +24,20 @@ var nextID atomic.Uint64
 
 // lookup returns the confined database a name of Confine's is in, and the name of the
 // file in its directory: the database itself or one of its journal, WAL or shared-memory
-// files. ok is false for another name; c is nil for a name that is no longer registered
-// or a file SQLite has no business opening. The caller holds registry read-locked.
-func lookup(name string) (c *Confined, file string, ok bool) {
+// files. c is nil for another name, one no longer registered, or a file SQLite has no
+// business opening. The caller holds registry read-locked.
+func lookup(name string) (c *Confined, file string) {
 	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok {
-		return nil, "", false
-	}
 	id, file, found := strings.Cut(rest, "/")
 	n, err := strconv.ParseUint(id, 10, 64)
-	if !found || err != nil {
-		return nil, "", true
+	if !ok || !found || err != nil || registry.m[n] == nil {
+		return nil, ""
 	}
 	c = registry.m[n]
-	if c == nil {
-		return nil, "", true
-	}
 	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
 		if file == c.base+suffix {
-			return c, file, true
+			return c, file
 		}
 	}
-	return nil, "", true
+	return nil, ""
 }

@@ -143,7 +143,7 @@ func isConfined(path uintptr) bool {
 func confined(tls *libc.TLS, path uintptr, fn func(c *Confined, file string) int32) int32 {
 	registry.RLock()
 	defer registry.RUnlock()
-	c, file, _ := lookup(libc.GoString(path))
+	c, file := lookup(libc.GoString(path))
 	if c == nil {
 		return fail(tls, syscall.ENOENT)
 	}
