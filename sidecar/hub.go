@@ -3,6 +3,10 @@ package sidecar
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +16,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +59,9 @@ type hub struct {
 	// off), or the follower of the shared Postgres store (hub.stores.backend postgres).
 	shared shared
 
+	// idKey keys the pseudonyms that name users in logs (logID).
+	idKey []byte
+
 	mu      sync.Mutex
 	tenants map[string]*tenant
 	wg      sync.WaitGroup // tenants' goroutines and releases
@@ -74,6 +82,9 @@ type tenant struct {
 func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry, metrics http.Handler, o runOptions) error {
 	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, reg: reg, tenants: map[string]*tenant{}}
 	var err error
+	if h.idKey, err = logIDKey(cfg.Hub.APIToken); err != nil {
+		return err
+	}
 	if h.m, err = newHubMetrics(reg); err != nil {
 		return err
 	}
@@ -161,12 +172,16 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := h.tenant(r.Context(), p.User)
+	var refused *refusal
 	switch {
 	case errors.Is(err, config.ErrBadUsername):
 		http.Error(w, "this user's store cannot be served", http.StatusForbidden)
 		return
+	case errors.As(err, &refused):
+		http.Error(w, refused.ForUser(), http.StatusForbidden)
+		return
 	case err != nil:
-		h.log.Error("cannot serve a user", "err", err)
+		h.tenantLog(p.User).Error("cannot serve a user", "err", err)
 		http.Error(w, "the user's notebooks cannot be loaded", http.StatusServiceUnavailable)
 		return
 	}
@@ -203,10 +218,15 @@ func (h *hub) start(user string) (*tenant, error) {
 	if err != nil {
 		return nil, err
 	}
+	conf, err := userConfinement(h.cfg.Hub, user)
+	if err != nil {
+		return nil, err
+	}
 	begin := time.Now()
-	log := h.log.With("tenant", tenantID(user))
+	log := h.tenantLog(user)
+	log.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
 	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared); err != nil {
+	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared, conf); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -234,6 +254,12 @@ func (h *hub) start(user string) (*tenant, error) {
 				return
 			}
 		}
+		if err := checkFiles(cfg, conf); err != nil {
+			// Released at the next reap, so that a fixed home is served again.
+			log.Error("a user's notebooks are not served: their files are refused", "err", err)
+			t.err = err
+			return
+		}
 		h.m.loadSeconds.Observe(time.Since(begin).Seconds())
 	}()
 	return t, nil
@@ -259,7 +285,7 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
-	cfg.Server.StateFile = filepath.Join(h.stateDir(), tenantID(user)+".names.json")
+	cfg.Server.StateFile = filepath.Join(h.stateDir(), fileName(user)+".names.json")
 	return cfg, nil
 }
 
@@ -360,15 +386,68 @@ func (h *hub) ready() http.Handler {
 	})
 }
 
-// tenantID names a user in file names and logs: the name itself when it is a plain
-// identifier, else a hex encoding (never a path).
-func tenantID(user string) string {
+// fileName names a user in file names: the name itself when it is a plain identifier,
+// else a hex encoding (never a path).
+func fileName(user string) string {
 	if strings.IndexFunc(user, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
 	}) < 0 && user != "." && user != ".." {
 		return user
 	}
 	return fmt.Sprintf("x%x", user)
+}
+
+// logIDKey is the key of the pseudonyms naming users in logs: derived from the service's
+// API token, so that a user keeps one pseudonym across restarts and replicas of a
+// deployment and nobody without the token can tell who it is (a plain hash of a name
+// is reversed by hashing the Hub's user list); without a token, random, for this
+// process only.
+func logIDKey(token string) ([]byte, error) {
+	if token != "" {
+		k := sha256.Sum256([]byte("jupyter-mcp-sidecar log id\x00" + token))
+		return k[:], nil
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("log id key: %w", err)
+	}
+	return k, nil
+}
+
+// LogID is the pseudonym naming user in logs under key: "u-" and 16 hex digits of
+// HMAC-SHA256(key, user). `jupyter-mcp-sidecar hub log-id` computes it for an operator.
+func LogID(key []byte, user string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(user))
+	return "u-" + hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// LogIDKey is the key hub mode's logs are pseudonymized with for cfg (after
+// ResolveSecrets); an error when none is stable (no service token: a random key per
+// process).
+func LogIDKey(cfg config.Config) ([]byte, error) {
+	if cfg.Hub.APIToken == "" {
+		return nil, errors.New("no hub.api_token: each process picks a random key, logged pseudonyms cannot be computed")
+	}
+	return logIDKey(cfg.Hub.APIToken)
+}
+
+// tenantLog is the logger of user's tenant: its lines carry the user's pseudonym
+// (tenant), and the user's directories and quoted name are written with the
+// placeholder {username} (redacting), so that no line names the user.
+func (h *hub) tenantLog(user string) *slog.Logger {
+	pairs := [][2]string{{strconv.Quote(user), strconv.Quote(config.Placeholder)}}
+	st := h.cfg.Hub.Stores
+	for _, tmpl := range []string{st.SQLitePath, st.FileIDDB, st.RootDir} {
+		if dir, err := config.UserDir(tmpl, user); err == nil {
+			generic, _ := config.UserDir(tmpl, config.Placeholder)
+			pairs = append(pairs, [2]string{dir, generic})
+		}
+		if p, err := config.Render(tmpl, user); err == nil {
+			pairs = append(pairs, [2]string{p, tmpl})
+		}
+	}
+	return slog.New(redacting(h.log.Handler(), pairs...)).With("tenant", LogID(h.idKey, user))
 }
 
 // mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under

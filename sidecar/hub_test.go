@@ -2,12 +2,15 @@ package sidecar
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
@@ -144,7 +148,7 @@ func TestHubMetrics(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, user := range []string{ada, bob, tenantID(ada), tenantID(bob)} {
+	for _, user := range []string{ada, bob, fileName(ada), fileName(bob)} {
 		if strings.Contains(rec.Body.String(), user) {
 			t.Fatalf("/metrics names %q:\n%s", user, rec.Body.String())
 		}
@@ -160,4 +164,110 @@ func TestHubMetrics(t *testing.T) {
 		"store_reachable": 1, "rows_tailed_total": rows, "sqlite_rows_tailed_total": rows,
 		"live_rooms": 1, "degraded_rooms": 0, "tail_lag_seconds": 0,
 	})
+}
+
+// A user whose store or file id database leads outside their home (a link to another
+// user's), or is not theirs (another owner: made as root), is refused: the tenant ends
+// with a *refusal the user is told (no path), the operator gets one error line, and
+// bob, whose files they point at, is served as ever. No log line names a user: each
+// carries the pseudonym of the tenant, and the user's paths read {username}.
+func TestHubRefusesFilesNotTheUsers(t *testing.T) {
+	dir := t.TempDir()
+	h := testHub(t, dir)
+	var logs testutil.LockedBuffer
+	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	const bob = "user-b0b"
+	writeStore(t, dir, bob, "b.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
+	link := func(user, file, target string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, user), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, user, file)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		user, tell string
+		make       func(user string)
+	}{
+		{"user-m4ll", "your Y-store cannot be served: it leads outside your home directory", func(u string) {
+			link(u, ".jupyter_ystore.db", filepath.Join("..", bob, ".jupyter_ystore.db"))
+		}},
+		{"user-d4n", "your file id database cannot be served: it leads outside your home directory", func(u string) {
+			writeStore(t, dir, u, "d.ipynb", ysessions.Load(t, "s0002.json.gz").UpdateBytes())
+			link(u, "file_id_manager.db", filepath.Join(dir, bob, ".jupyter_ystore.db"))
+		}},
+	}
+	if os.Getuid() == 0 {
+		cases = append(cases, struct {
+			user, tell string
+			make       func(user string)
+		}{"user-c4r4", "your Y-store cannot be served: it is not owned by you", func(u string) {
+			writeStore(t, dir, u, "c.ipynb", ysessions.Load(t, "s0002.json.gz").UpdateBytes())
+			if err := os.Chown(filepath.Join(dir, u, ".jupyter_ystore.db"), 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+		}})
+	}
+	for _, c := range cases {
+		c.make(c.user)
+		_, err := h.tenant(t.Context(), c.user)
+		var r *refusal
+		if !errors.As(err, &r) || r.ForUser() != c.tell {
+			t.Fatalf("%s: tenant = %v, want the refusal %q", c.user, err, c.tell)
+		}
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/services/mcp/mcp", nil)
+		h.ServeHTTP(rec, req.WithContext(auth.WithPrincipal(req.Context(), auth.Principal{User: c.user})))
+		if body := rec.Body.String(); rec.Code != http.StatusForbidden || strings.TrimSpace(body) != c.tell {
+			t.Fatalf("%s: answered %d %q, want 403 %q", c.user, rec.Code, body, c.tell)
+		}
+		id := LogID(h.idKey, c.user)
+		if n := strings.Count(logs.String(), `"msg":"a user's notebooks are not served: their files are refused","tenant":"`+id+`"`); n != 1 {
+			t.Fatalf("%s: %d refusal lines for tenant %s, want 1:\n%s", c.user, n, id, logs.String())
+		}
+	}
+	b, err := h.tenant(t.Context(), bob)
+	if err != nil || !slices.Equal(b.in.rooms.Paths(), []string{"b.ipynb"}) {
+		t.Fatalf("bob: %v; want his notebook served", err)
+	}
+	for _, c := range append(cases, struct {
+		user, tell string
+		make       func(user string)
+	}{user: bob}) {
+		if strings.Contains(logs.String(), c.user) {
+			t.Fatalf("the logs name %s:\n%s", c.user, logs.String())
+		}
+	}
+}
+
+// A tenant's log lines name the user nowhere, their paths included; at level debug one
+// line, the tenant's first, maps the pseudonym to the user.
+func TestTenantLogNamesNoUser(t *testing.T) {
+	dir := t.TempDir()
+	h := testHub(t, dir)
+	var logs testutil.LockedBuffer
+	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	const user = "user-ev3"
+	l := h.tenantLog(user)
+	store := filepath.Join(dir, user, ".jupyter_ystore.db")
+	l.With("store", store).Warn("reading y-store", "err", fmt.Errorf("open %s: %w", store, os.ErrNotExist), "quoted", strconv.Quote(user))
+	line := logs.String()
+	if strings.Contains(line, user) || !strings.Contains(line, filepath.Join(dir, config.Placeholder, ".jupyter_ystore.db")) ||
+		!strings.Contains(line, `"tenant":"`+LogID(h.idKey, user)+`"`) {
+		t.Fatalf("tenant log line %s: want the pseudonym and {username} in place of %s", line, user)
+	}
+	if _, err := h.tenant(t.Context(), user); err != nil {
+		t.Fatal(err)
+	}
+	var naming []string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, user) {
+			naming = append(naming, l)
+		}
+	}
+	if len(naming) != 1 || !strings.Contains(naming[0], `"msg":"tenant started"`) || !strings.Contains(naming[0], `"level":"DEBUG"`) {
+		t.Fatalf("lines naming %s: %q, want the one debug line of the tenant's start", user, naming)
+	}
 }

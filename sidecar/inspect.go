@@ -20,7 +20,7 @@ import (
 // id) as nbformat JSON, exactly as the sidecar serves it.
 func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
 	log := slog.New(slog.DiscardHandler)
-	tailer, resolver, closeResolver, err := openStore(cfg, log, nil, shared{})
+	tailer, resolver, closeResolver, err := openStore(cfg, log, nil, shared{}, confinement{})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.stdin != nil || o.stdout != nil {
 		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
 	}
-	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, extra...)
+	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, confinement{}, extra...)
 	if err != nil {
 		return err
 	}
@@ -136,13 +136,14 @@ type instance struct {
 // newInstance builds an instance of cfg's store and server, registering its metrics on
 // reg (the instances on one reg feed the same series); opts are more server options
 // (its listener, its stdio). user is the hub user the store belongs to ("" outside hub
-// mode), named in every change event; sh is what hub mode's users' tailers share. No
+// mode), named in every change event; sh is what hub mode's users' tailers share; conf
+// confines what is opened for the user (hub mode). No
 // I/O. Each part is built from parts built before it: the store, the file reader, the
 // rooms (the server's library), the server, the debouncer and the rooms' writer that
 // tells them (docs/ARCHITECTURE.md, "Wiring").
 func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
-	sh shared, opts ...resources.Option) (*instance, error) {
-	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh)
+	sh shared, conf confinement, opts ...resources.Option) (*instance, error) {
+	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh, conf)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +163,7 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		files = ondisk.New(ondisk.Config{
 			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
 			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
+			Confined: conf.notebooks,
 		}, log)
 		rc.Files = files
 	}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -25,14 +27,97 @@ type shared struct {
 	hub bool
 }
 
-// openStore builds the configured store backend, on sh, and the file id resolvers;
-// close releases the resolvers. The caller closes the tailer.
-func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, fileid.Resolver, func() error, error) {
-	tailer, err := openTailer(cfg, log, reg, sh)
+// confinement is where hub mode confines what it opens for a user (ystore/confine): the
+// user's directories their store and file id database are resolved beneath (owned by
+// the owner of their root directory), and whether their notebook files are resolved
+// beneath their root directory. The zero value, outside hub mode, confines nothing:
+// paths are opened as given, as the Jupyter server running as the same user opens them.
+type confinement struct {
+	store, fileID *confine.Dir
+	notebooks     bool
+}
+
+// userConfinement is hub mode's confinement of user's files: each store template's file
+// beneath the user's directory in it (config.UserDir), owned by the owner of the user's
+// root directory; the notebooks beneath that root directory.
+func userConfinement(h config.Hub, user string) (confinement, error) {
+	owner, err := h.RootDirPath(user)
+	if err != nil {
+		return confinement{}, err
+	}
+	dir := func(tmpl string) (*confine.Dir, error) {
+		root, err := config.UserDir(tmpl, user)
+		return &confine.Dir{Root: root, Owner: owner}, err
+	}
+	c := confinement{notebooks: true}
+	if c.store, err = dir(h.Stores.SQLitePath); err != nil {
+		return c, err
+	}
+	c.fileID, err = dir(h.Stores.FileIDDB)
+	return c, err
+}
+
+// refusal is a user's file that confinement refuses, said to the user without its path.
+type refusal struct {
+	what string // "Y-store", "file id database"
+	err  error  // wraps confine.ErrRefused
+}
+
+func (r *refusal) Error() string { return "the user's " + r.what + " is refused: " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// ForUser is what the user is told: which file, and why, without a path.
+func (r *refusal) ForUser() string {
+	why := "it leads outside your home directory"
+	if errors.Is(r.err, confine.ErrNotOwned) {
+		why = "it is not owned by you"
+	}
+	return "your " + r.what + " cannot be served: " + why
+}
+
+// checkFiles returns a *refusal when cfg's store file or file id database is refused by
+// conf: a path leading outside the user's directory, or a file the user does not own.
+// A missing file is no refusal (the user's server has not written it yet). The tailer
+// and the resolver enforce the same at every open; this tells the user and the
+// operator why at once.
+func checkFiles(cfg config.Config, conf confinement) error {
+	b, err := backendOf(cfg.Store.Backend)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		what, path string
+		dir        *confine.Dir
+	}{
+		{"Y-store", b.storeFile(cfg), conf.store},
+		{"file id database", cfg.FileIDDBPath(), conf.fileID},
+	} {
+		if f.dir == nil || f.path == "" {
+			continue
+		}
+		uid, err := f.dir.OwnerUID()
+		if err != nil {
+			continue // the user's root directory is missing: nothing of theirs to serve yet
+		}
+		l, err := f.dir.Locate(f.path, uid)
+		if errors.Is(err, confine.ErrRefused) {
+			return &refusal{what: f.what, err: err}
+		}
+		if err == nil {
+			_ = l.Close()
+		}
+	}
+	return nil
+}
+
+// openStore builds the configured store backend, on sh, and the file id resolvers,
+// confined by conf; close releases the resolvers. The caller closes the tailer.
+func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, fileid.Resolver, func() error, error) {
+	tailer, err := openTailer(cfg, log, reg, sh, conf)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	resolver, closeResolver, err := openResolver(cfg)
+	resolver, closeResolver, err := openResolver(cfg, conf)
 	if err != nil {
 		tailer.Close()
 		return nil, nil, nil, err
@@ -40,12 +125,13 @@ func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, s
 	return tailer, resolver, closeResolver, nil
 }
 
-// openTailer builds the configured store backend from its typed configuration, on sh.
-func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, error) {
+// openTailer builds the configured store backend from its typed configuration, on sh,
+// confined by conf.
+func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error) {
 	b, err := backendOf(cfg.Store.Backend)
 	var t ystore.Tailer
 	if err == nil {
-		t, err = b.tailer(cfg, log, reg, sh)
+		t, err = b.tailer(cfg, log, reg, sh, conf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -56,12 +142,14 @@ func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, 
 // storeBackend is what the sidecar does differently for each store backend; backendOf
 // is the one place that tells them apart.
 type storeBackend interface {
-	// tailer builds the tailer of cfg's store, on sh.
-	tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, error)
+	// tailer builds the tailer of cfg's store, on sh, a store file confined by conf.
+	tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error)
 	// share opens what the tailers of hub mode's users share; release frees it.
 	share(cfg config.Config, log *slog.Logger) (sh shared, release func(), err error)
 	// forUser points cfg's store at user's part of the hub's stores.
 	forUser(cfg *config.Config, user string) error
+	// storeFile is the file cfg's store is read from, "" for none.
+	storeFile(cfg config.Config) string
 }
 
 // backendOf is the sidecar's side of backend b.
@@ -78,9 +166,9 @@ func backendOf(b config.Backend) (storeBackend, error) {
 // sqliteBackend: a SQLite file per store; hub mode's users share one file watcher.
 type sqliteBackend struct{}
 
-func (sqliteBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, error) {
+func (sqliteBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error) {
 	c := cfg.Store.SQLite.TailerConfig(log, reg)
-	c.Watcher = sh.watcher
+	c.Watcher, c.Confine = sh.watcher, conf.store
 	return newTailer(sqlite.New(c))
 }
 
@@ -98,10 +186,12 @@ func (sqliteBackend) forUser(cfg *config.Config, user string) (err error) {
 	return err
 }
 
+func (sqliteBackend) storeFile(cfg config.Config) string { return cfg.Store.SQLite.Path }
+
 // postgresBackend: one shared table; hub mode's users share one follower of it.
 type postgresBackend struct{}
 
-func (postgresBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, error) {
+func (postgresBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, _ confinement) (ystore.Tailer, error) {
 	if sh.follower != nil {
 		return sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, reg))
 	}
@@ -125,6 +215,8 @@ func (postgresBackend) forUser(cfg *config.Config, user string) error {
 	return nil
 }
 
+func (postgresBackend) storeFile(config.Config) string { return "" }
+
 // newTailer returns a backend's tailer as a ystore.Tailer, nil on error.
 func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 	if err != nil {
@@ -135,13 +227,13 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 
 // openResolver builds the file id resolvers: the fileid database, then the REST
 // endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
-// The returned close releases the database.
-func openResolver(cfg config.Config) (fileid.Resolver, func() error, error) {
+// The database is confined by conf. The returned close releases the database.
+func openResolver(cfg config.Config, conf confinement) (fileid.Resolver, func() error, error) {
 	root, err := filepath.Abs(cfg.RootDirPath())
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid.root_dir: %w", err)
 	}
-	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root})
+	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root, Confine: conf.fileID})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid: %w", err)
 	}

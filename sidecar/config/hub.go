@@ -132,6 +132,23 @@ func (h Hub) FileIDDBPath(user string) (string, error) { return render(h.Stores.
 // RootDirPath is the user's Jupyter root directory: hub.stores.root_dir for user.
 func (h Hub) RootDirPath(user string) (string, error) { return render(h.Stores.RootDir, user) }
 
+// UserDir is the directory a store template's file is confined to for user in hub mode:
+// the template rendered up to and including its first component that holds {username}
+// (/home/alice for /home/{username}/.jupyter_ystore.db), or, when that component is the
+// file itself (/srv/ystores/{username}.db), the directory it is in.
+func UserDir(tmpl, user string) (string, error) {
+	p, err := render(tmpl, user)
+	if err != nil {
+		return "", err
+	}
+	base, _ := templateBase(tmpl) // render checked it
+	comp, _, more := strings.Cut(p[len(base):], "/")
+	if !more {
+		return filepath.Clean(base), nil
+	}
+	return base + comp, nil
+}
+
 // serviceNameRe matches the service names a proxy prefix can carry.
 var serviceNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -211,6 +228,9 @@ func checkUsername(user string) error {
 	}
 	return fmt.Errorf("%w: %q", ErrBadUsername, user)
 }
+
+// Render is tmpl (a store template) for user.
+func Render(tmpl, user string) (string, error) { return render(tmpl, user) }
 
 // render puts user into tmpl and checks that the result stays inside the template's
 // directory.

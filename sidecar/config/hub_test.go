@@ -237,3 +237,23 @@ func FuzzStorePath(f *testing.F) {
 		}
 	})
 }
+
+// A template's file is confined to the user's directory in it: the template up to and
+// including its first component holding {username}, or that file's directory when the
+// component is the file itself.
+func TestUserDir(t *testing.T) {
+	for _, c := range []struct{ tmpl, want string }{
+		{"/home/{username}/.jupyter_ystore.db", "/home/alice"},
+		{"/home/jupyter-{username}/.local/share/jupyter/file_id_manager.db", "/home/jupyter-alice"},
+		{"/home/{username}", "/home"},
+		{"/srv/ystores/{username}.db", "/srv/ystores"},
+		{"/srv/{username}/{username}.db", "/srv/alice"},
+	} {
+		if got, err := UserDir(c.tmpl, "alice"); err != nil || got != c.want {
+			t.Errorf("UserDir(%q) = %q, %v; want %q", c.tmpl, got, err, c.want)
+		}
+	}
+	if _, err := UserDir("/home/{username}/x", ".."); !errors.Is(err, ErrBadUsername) {
+		t.Errorf("UserDir for .. = %v, want ErrBadUsername", err)
+	}
+}

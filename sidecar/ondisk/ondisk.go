@@ -19,10 +19,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -47,6 +49,10 @@ type Config struct {
 	FSNotify       bool          // false: poll every file
 	Coalesce       time.Duration // quiet time after a file's last event before it is read
 	GoneAfter      time.Duration // how long a file stays missing before it is reported gone
+	// Confined (hub mode): a path is resolved beneath Root, symbolic links followed only
+	// while they stay inside it (ystore/confine): a link to another user's notebook is
+	// not read. False follows links anywhere, as the Jupyter server does.
+	Confined bool
 }
 
 // withDefaults is c with each field that is not positive set to its default.
@@ -310,14 +316,15 @@ var gone = stat{size: -1}
 
 // Read reads and parses the notebook file at p (relative to the root) now.
 func (w *Watcher) Read(p string) (File, error) {
-	f, _, err := readFile(w.root(), p, w.cfg.MaxFileBytes, stat{}, false)
+	f, _, err := w.files(w.root()).read(p, w.cfg.MaxFileBytes, stat{}, false)
 	return f, err
 }
 
-// Exists reports whether the file at p (relative to the root) exists now.
+// Exists reports whether the file at p (relative to the root) exists now; one that
+// confinement refuses does not.
 func (w *Watcher) Exists(p string) bool {
-	_, err := os.Stat(filepath.Join(w.root(), filepath.FromSlash(p)))
-	return !errors.Is(err, fs.ErrNotExist)
+	_, err := w.files(w.root()).stat(p)
+	return !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, confine.ErrRefused)
 }
 
 // ModTime returns the modification time of the file at p (relative to the root) now.
@@ -331,14 +338,40 @@ func (w *Watcher) ModTime(p string) (time.Time, error) {
 
 // read stats p and, unless unchanged since last read (old, if seen), parses it.
 func (r *run) read(p string, old stat, seen bool) (File, stat, error) {
-	return readFile(r.root(), p, r.cfg.MaxFileBytes, old, seen)
+	return r.files(r.root()).read(p, r.cfg.MaxFileBytes, old, seen)
 }
 
-// readFile stats p under root and, unless its stat is old (if seen), parses it; a file
-// of more than maxBytes is not read.
-func readFile(root, p string, maxBytes int64, old stat, seen bool) (File, stat, error) {
-	abs := filepath.Join(root, filepath.FromSlash(p))
-	fi, err := os.Stat(abs)
+// files are the notebook files under root, confined to it or not (Config.Confined).
+type files struct {
+	root     string
+	confined bool
+}
+
+func (w *Watcher) files(root string) files { return files{root: root, confined: w.cfg.Confined} }
+
+// stat returns the file at p (relative to the root).
+func (d files) stat(p string) (fs.FileInfo, error) {
+	abs := filepath.Join(d.root, filepath.FromSlash(p))
+	if d.confined {
+		return confine.Dir{Root: d.root}.Stat(abs)
+	}
+	return os.Stat(abs)
+}
+
+// open opens the file at p (relative to the root) for reading, without waiting on a
+// named pipe.
+func (d files) open(p string) (*os.File, error) {
+	abs := filepath.Join(d.root, filepath.FromSlash(p))
+	if d.confined {
+		return confine.Dir{Root: d.root}.Open(abs, os.O_RDONLY|syscall.O_NONBLOCK)
+	}
+	return os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// read stats p and, unless its stat is old (if seen), parses it; a file of more than
+// maxBytes is not read.
+func (d files) read(p string, maxBytes int64, old stat, seen bool) (File, stat, error) {
+	fi, err := d.stat(p)
 	if err != nil {
 		return File{}, stat{}, err
 	}
@@ -352,11 +385,14 @@ func readFile(root, p string, maxBytes int64, old stat, seen bool) (File, stat, 
 	if st.size > maxBytes {
 		return File{}, st, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, p, st.size, maxBytes)
 	}
-	fh, err := os.Open(abs)
+	fh, err := d.open(p)
 	if err != nil {
 		return File{}, st, err
 	}
 	defer func() { _ = fh.Close() }()
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return File{}, st, fmt.Errorf("%s: not a regular file", p) // replaced since the stat
+	}
 	data, err := io.ReadAll(io.LimitReader(fh, maxBytes+1))
 	if err != nil {
 		return File{}, st, fmt.Errorf("read %s: %w", p, err)

@@ -190,3 +190,57 @@ func TestTooLarge(t *testing.T) {
 		t.Fatalf("big file reported: %d", len(got))
 	}
 }
+
+// Confined (hub mode), a notebook path is resolved beneath the root: a link inside it
+// is read, a link to another user's notebook (relative, absolute, or through a linked
+// directory) is neither read nor said to exist, by Read, Exists or the watcher; not
+// confined (single-server mode), links are followed wherever they lead, as Jupyter does.
+func TestConfinedFiles(t *testing.T) {
+	top := t.TempDir()
+	alice, bob := filepath.Join(top, "alice"), filepath.Join(top, "bob")
+	write(t, filepath.Join(alice, "a.ipynb"), nbJSON("alice"))
+	write(t, filepath.Join(bob, "b.ipynb"), nbJSON("bob"))
+	for link, target := range map[string]string{
+		"inside.ipynb":   "a.ipynb",
+		"relative.ipynb": "../bob/b.ipynb",
+		"absolute.ipynb": filepath.Join(bob, "b.ipynb"),
+		"bobdir":         "../bob",
+	} {
+		if err := os.Symlink(target, filepath.Join(alice, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := []string{"relative.ipynb", "absolute.ipynb", "bobdir/b.ipynb"}
+	for _, confined := range []bool{true, false} {
+		t.Run(map[bool]string{true: "confined", false: "not confined"}[confined], func(t *testing.T) {
+			cfg := Config{Root: alice, Confined: confined, PollInterval: 20 * time.Millisecond, Coalesce: 10 * time.Millisecond}
+			w := New(cfg, slog.New(slog.DiscardHandler))
+			if f, err := w.Read("inside.ipynb"); err != nil || f.Snapshot.At(0).Source != "alice" {
+				t.Fatalf("Read(inside.ipynb) = %v", err)
+			}
+			for _, p := range outside {
+				f, err := w.Read(p)
+				switch {
+				case confined && (err == nil || w.Exists(p)):
+					t.Errorf("%s, a link out of the root: read (%v) or said to exist", p, err)
+				case !confined && (err != nil || f.Snapshot.At(0).Source != "bob"):
+					t.Errorf("%s not confined: Read = %v, want bob's notebook", p, err)
+				}
+			}
+			late := "late-" + strings.ReplaceAll(t.Name(), "/", "-") + ".ipynb"
+			rec := start(t, cfg, append([]string{"inside.ipynb", late}, outside...)...)
+			expect(t, rec, "inside.ipynb", "alice")
+			// The first sync checked every path; a file that appears after it is reported
+			// by a later one: then whatever the outside paths gave is in.
+			write(t, filepath.Join(alice, late), nbJSON("late"))
+			expect(t, rec, late, "late")
+			for _, p := range outside {
+				if confined {
+					expect(t, rec, p)
+				} else {
+					expect(t, rec, p, "bob")
+				}
+			}
+		})
+	}
+}

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
 )
 
 // ErrConfig reports an invalid configuration.
@@ -25,6 +28,11 @@ type DBConfig struct {
 	Path string
 	// RootDir is the Jupyter server's root directory, which the stored paths start with.
 	RootDir string
+	// Confine, when set (hub mode), is the user's directory: Path is resolved beneath
+	// it and must belong to its owner, and SQLite opens only the file located there
+	// (ystore/internal/sqlitevfs); a database refused is an error wrapping
+	// confine.ErrRefused. Nil: Path is opened as given.
+	Confine *confine.Dir
 }
 
 // DB resolves ids from jupyter_server_fileid's database, read-only. A lookup is one short
@@ -33,14 +41,16 @@ type DBConfig struct {
 // the last one. The connection closes when it has been idle for dbIdle, so a quiet
 // database costs no SQLite memory.
 type DB struct {
-	path string
-	root string
+	path    string
+	root    string
+	confine *confine.Dir
 
-	mu    sync.Mutex
-	db    *sql.DB
-	idle  time.Duration     // how long an unused connection stays open: dbIdle
-	stamp filesStamp        // the files as they were when cache was filled
-	cache map[string]answer // file id → the answer given while the files had stamp
+	mu       sync.Mutex
+	db       *sql.DB
+	confined *sqlitevfs.Confined // the database db opens, when confined
+	idle     time.Duration       // how long an unused connection stays open: dbIdle
+	stamp    filesStamp          // the files as they were when cache was filled
+	cache    map[string]answer   // file id → the answer given while the files had stamp
 }
 
 // answer is one lookup's result: the API path, or not found.
@@ -74,7 +84,7 @@ type filesStamp [2]fileStamp
 func (d *DB) stampFiles() (st filesStamp, settled bool) {
 	settled = true
 	for i, p := range []string{d.path, d.path + "-wal"} {
-		fi, err := os.Stat(p)
+		fi, err := d.stat(p)
 		if err != nil {
 			continue
 		}
@@ -120,7 +130,15 @@ func NewDB(cfg DBConfig) (*DB, error) {
 	if cfg.Path == "" {
 		cfg.Path = DefaultDBPath()
 	}
-	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir), idle: dbIdle}, nil
+	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir), confine: cfg.Confine, idle: dbIdle}, nil
+}
+
+// stat returns the file at path, beneath the user's directory when confined.
+func (d *DB) stat(path string) (os.FileInfo, error) {
+	if d.confine == nil {
+		return os.Stat(path)
+	}
+	return d.confine.Stat(path)
 }
 
 // Path looks fileID up in the Files table, or in the answers given since the database
@@ -167,6 +185,9 @@ func (d *DB) query(ctx context.Context, fileID string) (answer, error) {
 		return answer{}, nil
 	}
 	if err != nil {
+		if d.confine != nil {
+			d.drop(db) // the file located may be gone or replaced: locate it afresh next time
+		}
 		return answer{}, fmt.Errorf("file id %s in %s: %w", fileID, d.path, err)
 	}
 	p, ok := apiPath(stored, d.root)
@@ -183,10 +204,10 @@ func (d *DB) conn() (*sql.DB, error) {
 	if d.db != nil {
 		return d.db, nil
 	}
-	if _, err := os.Stat(d.path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := d.stat(d.path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no database %s: %w", d.path, ErrNotFound)
 	}
-	abs, err := filepath.Abs(d.path)
+	name, confined, err := d.locate()
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", d.path, err)
 	}
@@ -195,24 +216,67 @@ func (d *DB) conn() (*sql.DB, error) {
 	q.Add("_pragma", "busy_timeout(1000)")
 	q.Add("_pragma", "query_only(1)")
 	q.Add("_pragma", "cache_size(-64)") // one lookup now and then: 64 KiB of page cache
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: name, RawQuery: q.Encode()}).String())
 	if err != nil {
+		if confined != nil {
+			_ = confined.Close()
+		}
 		return nil, fmt.Errorf("open %s: %w", d.path, err)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(d.idle)
-	d.db = db
+	d.db, d.confined = db, confined
 	return db, nil
+}
+
+// locate returns the name SQLite opens the database by: its absolute path, or when
+// confined the name of the file located beneath the user's directory, owned by them.
+func (d *DB) locate() (string, *sqlitevfs.Confined, error) {
+	if d.confine == nil {
+		abs, err := filepath.Abs(d.path)
+		return abs, nil, err
+	}
+	uid, err := d.confine.OwnerUID()
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := d.confine.Locate(d.path, uid)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := sqlitevfs.Confine(l)
+	if err != nil {
+		_ = l.Close()
+		return "", nil, err
+	}
+	return c.Name(), c, nil
 }
 
 // Close closes the database connection.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.closeLocked()
+}
+
+// drop closes db if it is still the connection in use; the next lookup opens another.
+func (d *DB) drop(db *sql.DB) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.db == db {
+		_ = d.closeLocked()
+	}
+}
+
+// closeLocked closes the connection; d.mu is held.
+func (d *DB) closeLocked() error {
 	if d.db == nil {
 		return nil
 	}
 	err := d.db.Close()
-	d.db = nil
+	if d.confined != nil {
+		_ = d.confined.Close()
+	}
+	d.db, d.confined = nil, nil
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -25,6 +27,13 @@ type Config struct {
 	// Path is the store file (jupyter-collaboration's default: .jupyter_ystore.db in the
 	// Jupyter server's working directory). It need not exist yet.
 	Path string
+	// Confine, when set (hub mode), is the user's directory: Path is resolved beneath
+	// its root, following symbolic links only inside it, the file must belong to its
+	// owner, and SQLite opens that file and its journal only where it was found
+	// (ystore/internal/sqlitevfs). A store refused is unreachable, with an error
+	// wrapping confine.ErrRefused. Nil: Path is opened as given, as the Jupyter server
+	// running as the same user opens it.
+	Confine *confine.Dir
 	// PollInterval is how often the store is checked for changes without a file event
 	// (PRAGMA data_version and the file's identity); DefaultPollInterval if zero.
 	PollInterval time.Duration

@@ -185,7 +185,7 @@ func TestBacklogReadTxBudget(t *testing.T) {
 		t.Fatalf("writer: %d rows, errors %v", len(r.Rows), r.Errors)
 	}
 	var cpu, wall []time.Duration
-	st, err := openStore(context.Background(), path, time.Second, func(w, c time.Duration) { wall, cpu = append(wall, w), append(cpu, c) }, func() {})
+	st, err := openStore(context.Background(), storeFile{path: path}, time.Second, func(w, c time.Duration) { wall, cpu = append(wall, w), append(cpu, c) }, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}

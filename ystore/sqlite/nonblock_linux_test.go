@@ -7,13 +7,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
 )
 
 // No SQLite connection of the process blocks opening a named pipe, whatever its mode:
 // the open fails at once, where SQLite's own open(2) would wait for a writer for ever.
 func TestSQLiteNeverBlocksOpeningAFIFO(t *testing.T) {
-	if openHookErr != nil {
-		t.Fatalf("SQLite's open system call not replaced: %v", openHookErr)
+	if sqlitevfs.HookErr != nil {
+		t.Fatalf("SQLite's open system call not replaced: %v", sqlitevfs.HookErr)
 	}
 	fifo := filepath.Join(t.TempDir(), "store.db")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -16,6 +16,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
 )
 
 // chunkBytes bounds the update bytes read in one transaction (a single larger row or
@@ -42,24 +44,55 @@ type fingerprint struct {
 
 // store is one read-only connection to one store file.
 type store struct {
-	db    *sql.DB
-	ident os.FileInfo // the file the connection has open
+	db       *sql.DB
+	confined *sqlitevfs.Confined // nil: not confined
+	ident    os.FileInfo         // the file the connection has open
 	// onTx observes each read transaction's duration; onBusy each busy retry.
 	onTx        func(wall, cpu time.Duration)
 	onBusy      func()
 	maxBusyWait time.Duration
 }
 
-// openStore opens path read-only if it is a regular file (statStore), and checks that
-// the connection has the file that path names now (a rename between stat and open is
-// retried by the caller).
-func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx func(wall, cpu time.Duration), onBusy func()) (*store, error) {
-	before, err := statStore(path)
+// storeFile is the store's path and, in hub mode, the user's directory it is confined to.
+type storeFile struct {
+	path string
+	dir  *confine.Dir // nil: not confined
+}
+
+// stat returns the file at the path, resolved beneath the user's directory if confined.
+func (f storeFile) stat() (os.FileInfo, error) {
+	if f.dir == nil {
+		return os.Stat(f.path)
+	}
+	return f.dir.Stat(f.path)
+}
+
+// openStore opens f read-only if it is a regular file (statStore), and checks that
+// the connection has the file that f names now (a rename between stat and open is
+// retried by the caller). A confined file is located beneath the user's directory,
+// checked to be the user's, and handed to SQLite under a name only that file and its
+// journal can be opened by (sqlitevfs.Confine): checking the path and then letting
+// SQLite open it would race with a symbolic link swapped in between.
+func openStore(ctx context.Context, f storeFile, maxBusyWait time.Duration, onTx func(wall, cpu time.Duration), onBusy func()) (*store, error) {
+	before, err := statStore(f)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(path))
+	name, confined, err := confineStore(f, before)
 	if err != nil {
+		return nil, err
+	}
+	closeAll := func(db *sql.DB) {
+		if db != nil {
+			db.Close()
+		}
+		if confined != nil {
+			_ = confined.Close()
+		}
+	}
+	db, err := sql.Open("sqlite", dsn(name))
+	if err != nil {
+		closeAll(nil)
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	// One long-lived connection: it keeps the file (and so its inode number) held, and
@@ -70,18 +103,47 @@ func openStore(ctx context.Context, path string, maxBusyWait time.Duration, onTx
 	db.SetConnMaxIdleTime(0)
 	// Opening reads the schema, which the writer's lock can refuse like any read.
 	if err := retryBusy(ctx, maxBusyWait, onBusy, func() error { return db.PingContext(ctx) }); err != nil {
-		db.Close()
-		if _, serr := statStore(path); serr != nil {
+		closeAll(db)
+		if _, serr := statStore(f); serr != nil {
 			return nil, serr // gone, or replaced by what cannot be opened, in between: the reason
 		}
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	after, err := os.Stat(path)
+	after, err := f.stat()
 	if err != nil || !os.SameFile(before, after) {
-		db.Close()
+		closeAll(db)
 		return nil, fmt.Errorf("open store: %w", errReplacedWhileOpening)
 	}
-	return &store{db: db, ident: after, onTx: onTx, onBusy: onBusy, maxBusyWait: maxBusyWait}, nil
+	return &store{db: db, confined: confined, ident: after, onTx: onTx, onBusy: onBusy, maxBusyWait: maxBusyWait}, nil
+}
+
+// confineStore returns the name SQLite opens f by: its path, or for a confined file the
+// name of the file located beneath the user's directory, which must be the user's and
+// the file stat found (before).
+func confineStore(f storeFile, before os.FileInfo) (string, *sqlitevfs.Confined, error) {
+	if f.dir == nil {
+		return f.path, nil, nil
+	}
+	uid, err := f.dir.OwnerUID()
+	if err != nil {
+		return "", nil, fmt.Errorf("open store: %w", err)
+	}
+	l, err := f.dir.Locate(f.path, uid)
+	switch {
+	case errors.Is(err, confine.ErrMoved):
+		return "", nil, fmt.Errorf("open store: %w", errReplacedWhileOpening)
+	case err != nil:
+		return "", nil, fmt.Errorf("open store: %w", err)
+	case !os.SameFile(before, l.Info):
+		_ = l.Close()
+		return "", nil, fmt.Errorf("open store: %w", errReplacedWhileOpening)
+	}
+	c, err := sqlitevfs.Confine(l)
+	if err != nil {
+		_ = l.Close()
+		return "", nil, fmt.Errorf("open store: %w", err)
+	}
+	return c.Name(), c, nil
 }
 
 var errReplacedWhileOpening = errors.New("file replaced while opening")
@@ -103,7 +165,13 @@ func dsn(path string) string {
 	return (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String()
 }
 
-func (s *store) close() error { return s.db.Close() }
+func (s *store) close() error {
+	err := s.db.Close()
+	if s.confined != nil {
+		_ = s.confined.Close()
+	}
+	return err
+}
 
 // shrink frees what memory the connection's caches can give back (PRAGMA
 // shrink_memory); it is an optimization, so a failure is ignored: the next read

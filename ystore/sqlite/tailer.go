@@ -31,7 +31,7 @@
 //   - put something other than a regular file at the path (a named pipe, a socket, a
 //     device, a directory): the same, with the reason (ErrNotRegular); it is never
 //     opened, and a regular file at the path is read as a replacement. SQLite's own
-//     opens cannot block on a named pipe either (see nonblock_linux.go), so that one
+//     opens cannot block on a named pipe either (ystore/internal/sqlitevfs), so that one
 //     swapped in after the check fails the read rather than wedging the tailer;
 //   - truncate or corrupt the file, or write over it in place (outside SQLite's locking,
 //     noticed by its size and modification time changing while PRAGMA data_version does
@@ -57,6 +57,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
 )
 
@@ -162,25 +163,28 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 // open opens the store file, retrying a rename that races with the open.
 func (t *Tailer) open(ctx context.Context) (*store, error) {
 	for {
-		st, err := openStore(ctx, t.cfg.Path, t.cfg.MaxBusyWait, t.observeTx, t.m.busy.Inc)
+		st, err := openStore(ctx, t.file(), t.cfg.MaxBusyWait, t.observeTx, t.m.busy.Inc)
 		if !errors.Is(err, errReplacedWhileOpening) {
 			return st, err
 		}
 	}
 }
 
-// statStore returns the file at path: ErrNoStore when there is none, an error wrapping
-// ErrNotRegular when path names something else than a regular file (after symbolic
+// file is the store file as configured.
+func (t *Tailer) file() storeFile { return storeFile{path: t.cfg.Path, dir: t.cfg.Confine} }
+
+// statStore returns the file at f: ErrNoStore when there is none, an error wrapping
+// ErrNotRegular when it is something else than a regular file (after symbolic
 // links), which must not be opened: opening a named pipe blocks.
-func statStore(path string) (os.FileInfo, error) {
-	fi, err := os.Stat(path)
+func statStore(f storeFile) (os.FileInfo, error) {
+	fi, err := f.stat()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, ErrNoStore
 	case err != nil:
 		return nil, fmt.Errorf("stat store: %w", err)
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, path, kindOf(fi.Mode()))
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotRegular, f.path, kindOf(fi.Mode()))
 	}
 	return fi, nil
 }
@@ -216,8 +220,8 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		return ErrRunning
 	}
 	defer t.running.Store(false)
-	if openHookErr != nil {
-		t.log.Warn("SQLite's open is not guarded against a named pipe at the store path", "err", openHookErr)
+	if sqlitevfs.HookErr != nil {
+		t.log.Warn("SQLite's open is not guarded against a named pipe at the store path", "err", sqlitevfs.HookErr)
 	}
 	var x *Watcher
 	switch {
@@ -262,7 +266,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 
 // cycle brings the delivered state up to date with the file.
 func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
-	fi, err := statStore(t.cfg.Path)
+	fi, err := statStore(t.file())
 	if err != nil {
 		if t.st != nil {
 			if errors.Is(err, ErrNotRegular) {
@@ -310,7 +314,7 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 // modification time, whose later change without a commit is a write outside SQLite.
 func (t *Tailer) settle(ctx context.Context) error {
 	t.st.shrink(ctx)
-	fi, err := os.Stat(t.cfg.Path)
+	fi, err := t.file().stat()
 	if err != nil {
 		return fmt.Errorf("stat store: %w", err)
 	}

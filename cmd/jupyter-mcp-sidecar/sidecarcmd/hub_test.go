@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 )
 
@@ -235,5 +236,33 @@ func TestHubExamplesLoad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// `hub log-id` prints the pseudonym a hub-mode sidecar with the same token logs a user
+// as; without a token it refuses (each process then keys its own).
+func TestHubLogID(t *testing.T) {
+	dir := isolate(t)
+	t.Setenv(config.EnvHubAPIToken, "")
+	tok := filepath.Join(dir, "hub-token")
+	if err := os.WriteFile(tok, []byte("the-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := writeConfig(t, dir, "hub:\n  enabled: true\n  api_url: http://127.0.0.1:8081/hub/api\n  api_token_file: "+tok+"\n")
+	out, _, err := run(t, "hub", "log-id", "--config", file, "alice", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sidecar.LogIDKey(config.Config{Hub: config.Hub{APIToken: "the-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sidecar.LogID(key, "alice") + "\talice\n" + sidecar.LogID(key, "bob") + "\tbob\n"
+	if out != want || strings.Contains(sidecar.LogID(key, "alice"), "alice") {
+		t.Fatalf("hub log-id printed %q, want %q", out, want)
+	}
+	noToken := writeConfig(t, dir, "hub:\n  enabled: true\n  api_url: http://127.0.0.1:8081/hub/api\n")
+	if _, _, err := run(t, "hub", "log-id", "--config", noToken, "alice"); err == nil || !strings.Contains(err.Error(), "api_token") {
+		t.Fatalf("without a token: %v, want an error naming hub.api_token", err)
 	}
 }

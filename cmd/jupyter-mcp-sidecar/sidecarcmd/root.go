@@ -71,7 +71,7 @@ See configs/sidecar.yaml for every key and its default.`,
 	for _, f := range logFlags {
 		f.define(root.PersistentFlags())
 	}
-	root.AddCommand(a.serveCmd(), a.inspectCmd(), a.shipCmd(), a.postgresCmd(), a.configCmd(), a.versionCmd())
+	root.AddCommand(a.serveCmd(), a.inspectCmd(), a.shipCmd(), a.postgresCmd(), a.configCmd(), a.hubCmd(), a.versionCmd())
 	return root
 }
 

@@ -1,0 +1,27 @@
+//go:build !linux
+
+package confine
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+)
+
+// ErrMoved: see locate_linux.go.
+var ErrMoved = errors.New("file moved while being located")
+
+// Located: see locate_linux.go.
+type Located struct {
+	Dir  *os.File
+	Name string
+	Info fs.FileInfo
+}
+
+// Close closes the directory.
+func (l *Located) Close() error { return l.Dir.Close() }
+
+// Locate needs Linux (/proc/self/fd); elsewhere it refuses.
+func (d Dir) Locate(path string, uid int) (*Located, error) {
+	return nil, errors.ErrUnsupported
+}
