@@ -230,7 +230,7 @@ func (s *Server) listConsents(w http.ResponseWriter, r *http.Request) {
 		ApprovedAt   time.Time `json:"approved_at"`
 	}
 	list := []item{}
-	s.granted.each(approvalKey(user, ""), func(_ string, a approval) {
+	s.granted.each(approvalKey(user, ""), func(a approval) {
 		list = append(list, item{a.clientID, a.name, a.redirectURIs, a.at.UTC()})
 	})
 	sort.Slice(list, func(i, j int) bool { return list[i].ApprovedAt.Before(list[j].ApprovedAt) })

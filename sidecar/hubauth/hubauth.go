@@ -228,7 +228,7 @@ func (s *Server) Handler() http.Handler {
 				writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
 			}),
 		},
-		http.MethodPost: {"/oauth/register": s.limited(s.regs.allowed(s, s.register)), "/oauth/token": s.limited(s.token)},
+		http.MethodPost: {"/oauth/register": s.limited(s.within(s.regs, s.register)), "/oauth/token": s.limited(s.token)},
 	} {
 		for p, h := range routes {
 			mux.Handle(method+" "+b+p, anyOrigin(h))
@@ -300,16 +300,16 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// limited answers 429 beyond the rate of the request's source.
+// limited answers 429 beyond the flow's rate of the request's source.
 func (s *Server) limited(h http.HandlerFunc) http.Handler {
-	return s.limit.allowed(s, func(w http.ResponseWriter, r *http.Request) {
+	return s.within(s.limit, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		h(w, r)
 	})
 }
 
-// allowed answers 429 beyond l's rate of the request's source, else calls h.
-func (l *limiter) allowed(s *Server, h http.HandlerFunc) http.HandlerFunc {
+// within answers 429 beyond l's rate of the request's source, else calls h.
+func (s *Server) within(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !l.allow(source(r, s.cfg.ProxyHops), s.now()) {
 			w.Header().Set("Retry-After", "1")
@@ -771,13 +771,13 @@ func (b *bounded[V]) get(k string) (V, bool)  { return b.lookup(k, false) }
 func (b *bounded[V]) take(k string) (V, bool) { return b.lookup(k, true) }
 
 // each calls f with every entry not expired whose key starts with prefix.
-func (b *bounded[V]) each(prefix string, f func(k string, v V)) {
+func (b *bounded[V]) each(prefix string, f func(v V)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	for k, e := range b.m {
 		if strings.HasPrefix(k, prefix) && (e.expires.IsZero() || !now.After(e.expires)) {
-			f(k, e.v)
+			f(e.v)
 		}
 	}
 }
