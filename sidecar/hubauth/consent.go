@@ -59,7 +59,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 		http.Error(w, "the client is no longer registered: start again from your MCP client", http.StatusBadRequest)
 		return
 	}
-	secret := ""
+	var secret string
 	if ck, err := r.Cookie(consentCookie); err == nil && len(ck.Value) == randomLen {
 		secret = ck.Value // the browser's other consent pages stay valid
 	} else {
@@ -140,7 +140,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin refuses a request a browser says comes from another origin than the
-// issuer's (Origin, Sec-Fetch-Site); a request without either is no browser's form.
+// issuer's (Origin, Sec-Fetch-Site). A request with neither is no current browser's;
+// it still needs the browser's cookie and the page's token.
 func (s *Server) sameOrigin(r *http.Request) bool {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return false
@@ -207,7 +208,8 @@ dt{font-weight:600;margin-top:.6em}code{word-break:break-all}button{font-size:1e
 <dt>It will be able to</dt><dd>list and read all your notebooks, live, and be told when they change, as you, until its access expires.</dd>
 </dl>
 <p>Approve only if you started this login yourself, from an MCP client you use. If a link or a page you did not expect brought you here, deny.
-Your approvals are listed, and can be revoked, at <code>{{.Consents}}</code>.</p>
+Approving is remembered: this client's next logins come back without this page. Your approvals are listed, and revoked,
+at <code>{{.Consents}}</code> (with your JupyterHub token).</p>
 <form id="consent" method="post" action="{{.Action}}">
 <input type="hidden" name="consent" value="{{.ID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
