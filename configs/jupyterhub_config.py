@@ -40,9 +40,13 @@ c.JupyterHub.services = [
             "JUPYTER_MCP_SIDECAR_LOG_FORMAT": "json",
             # Log in with the Hub (docs/HUB.md, "Log in with the Hub"): MCP clients that
             # speak OAuth (VS Code, claude.ai, the MCP Inspector) need no token; the user
-            # logs in and approves at the Hub. Hub API tokens keep working.
+            # logs in and approves at the Hub, then approves each client once on the
+            # sidecar's consent page. Hub API tokens keep working.
             # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_ENABLED": "true",
             # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_PUBLIC_URL": "https://hub.example.org",
+            # Proxies in front appending to X-Forwarded-For (the login's per-source rate
+            # limits): the Hub's own, 1; 2 behind a reverse proxy or load balancer.
+            # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_PROXY_HOPS": "2",
             # The MCP Inspector runs in a browser page: let that origin use the endpoint.
             # "JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS": "http://localhost:6274",
             # The Go runtime's soft memory limit: the heap stays near what is live

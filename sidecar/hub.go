@@ -471,6 +471,7 @@ func mountHubAuth(mux *http.ServeMux, cfg config.Config, verifier auth.Verifier,
 		HubClientID:     cfg.Hub.OAuthClientID(),
 		HubClientSecret: cfg.Hub.APIToken,
 		HubRedirectURI:  cfg.Hub.ServicePrefix + "oauth_callback",
+		ProxyHops:       o.ProxyHops,
 		Verify: func(ctx context.Context, token string) (string, error) {
 			p, err := verifier.Verify(ctx, token)
 			return p.User, err

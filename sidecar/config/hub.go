@@ -36,7 +36,11 @@ type HubOAuth struct {
 	Enabled   bool   `mapstructure:"enabled" yaml:"enabled"`
 	PublicURL string `mapstructure:"public_url" yaml:"public_url"` // the Hub's origin as browsers reach it, e.g. https://hub.example.org
 	ClientID  string `mapstructure:"client_id" yaml:"client_id"`   // the service's OAuth client id at the Hub; "" = service-{service_name}
+	ProxyHops int    `mapstructure:"proxy_hops" yaml:"proxy_hops"` // proxies in front appending to X-Forwarded-For (the Hub's: 1): the rate limits' source address
 }
+
+// maxProxyHops bounds hub.oauth.proxy_hops.
+const maxProxyHops = 10
 
 // OAuthClientID is the service's OAuth client id at the Hub. Call it after WithServiceEnv.
 func (h Hub) OAuthClientID() string {
@@ -84,6 +88,7 @@ func DefaultHub() Hub {
 		},
 		TokenCacheTTL: auth.DefaultTokenCacheTTL,
 		IdleTimeout:   10 * time.Minute,
+		OAuth:         HubOAuth{ProxyHops: 1},
 	}
 }
 
@@ -190,6 +195,9 @@ func (h Hub) validate(v *validator, transport string) {
 		if u, err := url.Parse(h.OAuth.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			v.fail("hub.oauth.public_url", "must be the Hub's origin as browsers reach it, e.g. https://hub.example.org, got %q", h.OAuth.PublicURL)
+		}
+		if h.OAuth.ProxyHops < 0 || h.OAuth.ProxyHops > maxProxyHops {
+			v.fail("hub.oauth.proxy_hops", "must be 0 to %d (the proxies in front of the sidecar), got %d", maxProxyHops, h.OAuth.ProxyHops)
 		}
 		if h.APIToken == "" && h.APITokenFile == "" {
 			v.fail("hub.oauth.enabled", "needs the service's API token (hub.api_token, hub.api_token_file or $%s): it is the service's OAuth client secret", EnvHubAPIToken)

@@ -49,6 +49,14 @@ func TestHubValidate(t *testing.T) {
 		{"backend", func(c *Config) { *c = hubOn(); c.Hub.Stores.Backend = "mysql" }, "hub.stores.backend: must be one of postgres, sqlite"},
 		{"cache ttl", func(c *Config) { *c = hubOn(); c.Hub.TokenCacheTTL = 0 }, "hub.token_cache_ttl: must be > 0"},
 		{"idle", func(c *Config) { *c = hubOn(); c.Hub.IdleTimeout = -time.Second }, "hub.idle_timeout: must be > 0"},
+		{"oauth", func(c *Config) {
+			*c = hubOn()
+			c.Hub.APIToken, c.Hub.OAuth.Enabled, c.Hub.OAuth.PublicURL = "t", true, "https://hub.example.org"
+		}, ""},
+		{"proxy hops", func(c *Config) {
+			*c = hubOn()
+			c.Hub.APIToken, c.Hub.OAuth.Enabled, c.Hub.OAuth.PublicURL, c.Hub.OAuth.ProxyHops = "t", true, "https://hub.example.org", -1
+		}, "hub.oauth.proxy_hops: must be 0 to 10"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,16 +57,22 @@ const loginWait = 2 * time.Minute
 // hubLogin is where a person's login in Chromium ended (hublogin.mjs's reply).
 type hubLogin struct {
 	URL    string   `json:"url"`
-	Seen   []string `json:"seen"` // the Hub's pages the person filled: "login", "authorize"
+	Seen   []string `json:"seen"` // the pages the person filled: the Hub's "login", "authorize", the sidecar's "consent"
 	Status int      `json:"status"`
 	Text   string   `json:"text"`
 }
 
 // logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
-// user, approving there, until the browser leaves for until.
-func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until string) hubLogin {
+// user, approving there and on the sidecar's consent page, until the browser leaves for
+// until. more sets the login command's other fields: "consent" ("deny", or "none" to
+// stop at the page), "session" (the person's browser, kept from one login to the next).
+func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until string, more ...map[string]any) hubLogin {
 	t.Helper()
-	r := people.Do(map[string]any{"op": "login", "url": authorizeURL, "user": user, "until": until})
+	cmd := map[string]any{"op": "login", "url": authorizeURL, "user": user, "until": until}
+	for _, m := range more {
+		maps.Copy(cmd, m)
+	}
+	r := people.Do(cmd)
 	b, _ := json.Marshal(r)
 	var l hubLogin
 	if err := json.Unmarshal(b, &l); err != nil {
@@ -77,11 +85,12 @@ func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until s
 // authorization request and the token request it makes.
 type oauthClient struct {
 	issuer, resource, id, redirect, verifier, challenge string
+	approvedBy                                          map[string]bool // the users who approved it on the consent page
 }
 
 func newOAuthClient(t *testing.T, issuer, resource, id, redirect string) oauthClient {
 	v, c := pkcePair(t)
-	return oauthClient{issuer: issuer, resource: resource, id: id, redirect: redirect, verifier: v, challenge: c}
+	return oauthClient{issuer: issuer, resource: resource, id: id, redirect: redirect, verifier: v, challenge: c, approvedBy: map[string]bool{}}
 }
 
 // authorizeURL is the authorization request (state s1), changed by mod.
@@ -110,11 +119,13 @@ func (c oauthClient) code(t *testing.T, people *jupytertest.Client, user string,
 	l := logIn(t, people, c.authorizeURL(nil), user, c.redirect)
 	back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
 	// The Hub shows its authorization page only until the user has approved the
-	// service once.
-	if (fmt.Sprint(l.Seen) != "[login]" && fmt.Sprint(l.Seen) != "[login authorize]") || !strings.HasPrefix(l.URL, c.redirect+"?") ||
+	// service once; the sidecar its consent page until the user has approved the client.
+	consent := map[bool]string{false: " consent]", true: "]"}[c.approvedBy[user]]
+	if (fmt.Sprint(l.Seen) != "[login"+consent && fmt.Sprint(l.Seen) != "[login authorize"+consent) || !strings.HasPrefix(l.URL, c.redirect+"?") ||
 		back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != c.issuer {
 		t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
 	}
+	c.approvedBy[user] = true
 	return back.Get("code")
 }
 
@@ -195,8 +206,8 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 		Status       int
 	}
 	line := testutil.Receive(t, loginWait, "sdk1oauth.mjs's login as "+user, first)
-	if json.Unmarshal(line, &login) != nil || login.Event != "login" || fmt.Sprint(login.Seen) != "[login authorize]" || login.Status != http.StatusOK {
-		t.Fatalf("sdk1oauth.mjs's login as %s: %s, want the Hub's login form and authorization page filled, then the callback page", user, line)
+	if json.Unmarshal(line, &login) != nil || login.Event != "login" || fmt.Sprint(login.Seen) != "[login authorize consent]" || login.Status != http.StatusOK {
+		t.Fatalf("sdk1oauth.mjs's login as %s: %s, want the Hub's login form and authorization page, the sidecar's consent page approved, then the callback page", user, line)
 	}
 	ready := make(chan tsEvent, 1)
 	go c.readLoop(br, ready)
@@ -331,6 +342,121 @@ func TestHubLogin(t *testing.T) {
 		other, _ := listenRedirect(t)
 		if c := fetchFrom(t, people, strings.TrimSuffix(other, "cb"), initialize)[0]; c.Error == "" {
 			t.Fatalf("a page of an origin not in server.allowed_origins read the endpoint: %+v", c)
+		}
+	})
+
+	t.Run("a confused deputy", func(t *testing.T) {
+		// alice's own client, and another registered with a redirect URI of its choosing:
+		// a loopback listener standing in for https://evil.example/steal, recording
+		// every hit.
+		own, ownDelivered := listenRedirect(t)
+		evil, evilDelivered := listenRedirect(t)
+		var ownReg, evilReg struct {
+			ClientID string `json:"client_id"`
+		}
+		const evilName = `Notebook helper <img src=x onerror="document.title='pwned'">`
+		postJSON(t, issuer+"/oauth/register", map[string]any{"client_name": "alice's client", "redirect_uris": []string{own}}, http.StatusCreated, &ownReg)
+		postJSON(t, issuer+"/oauth/register", map[string]any{"client_name": evilName, "redirect_uris": []string{evil}}, http.StatusCreated, &evilReg)
+		ownC := newOAuthClient(t, issuer, endpoint, ownReg.ClientID, own)
+		evilC := newOAuthClient(t, issuer, endpoint, evilReg.ClientID, evil)
+		inHerBrowser := func(consent string) map[string]any { return map[string]any{"session": "alice", "consent": consent} }
+
+		// alice logs in from her own client, approving it on the consent page (and the
+		// service on the Hub's page, if this runs first); her browser keeps her Hub
+		// login. Again: remembered, no page at all.
+		for i, want := range [][]string{{"[login consent]", "[login authorize consent]"}, {"[]"}} {
+			l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("approve"))
+			back := testutil.Receive(t, testutil.Wait, "alice's code at her own client", ownDelivered)
+			if !slices.Contains(want, fmt.Sprint(l.Seen)) || back.Get("code") == "" || back.Get("state") != "s1" {
+				t.Fatalf("alice's login %d from her own client: %+v, got %v; want %s and a code", i, l, back, want)
+			}
+		}
+
+		// The attack: a link made by the other client, opened in alice's browser,
+		// ends at the consent page naming that client (as text) and where it would
+		// send her; nothing reaches the client.
+		l := logIn(t, people, evilC.authorizeURL(nil), "alice", evil, inHerBrowser("none"))
+		evilHost := strings.TrimPrefix(strings.TrimSuffix(evil, "/cb"), "http://")
+		if fmt.Sprint(l.Seen) != "[consent]" || !strings.HasPrefix(l.URL, issuer+"/oauth_callback?") || l.Status != http.StatusOK ||
+			!strings.Contains(l.Text, evilName) || !strings.Contains(l.Text, evilHost) || !strings.Contains(l.Text, "alice") {
+			t.Fatalf("the other client's link in alice's browser: %+v; want the consent page naming %q and %s", l, evilName, evilHost)
+		}
+		// The page was loaded after every redirect of the login: a hit would be in.
+		if len(evilDelivered) != 0 {
+			t.Fatalf("the other client's redirect URI was hit: %v", <-evilDelivered)
+		}
+		// Declining sends the client access_denied and no code.
+		l = logIn(t, people, evilC.authorizeURL(nil), "alice", evil, inHerBrowser("deny"))
+		back := testutil.Receive(t, testutil.Wait, "the other client's authorization response", evilDelivered)
+		if fmt.Sprint(l.Seen) != "[consent]" || back.Get("error") != "access_denied" || back.Get("code") != "" || back.Get("state") != "s1" {
+			t.Fatalf("alice declining: %+v, the client got %v; want access_denied and no code", l, back)
+		}
+
+		// alice lists her approvals with her Hub token and revokes her client's: its
+		// next login asks again.
+		call := func(method, path string, want int) string {
+			req, err := http.NewRequest(method, issuer+"/oauth/consents"+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+alice.tok.Value)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want {
+				t.Fatalf("%s /oauth/consents%s: %d %s", method, path, resp.StatusCode, b)
+			}
+			return string(b)
+		}
+		if list := call(http.MethodGet, "", http.StatusOK); !strings.Contains(list, ownReg.ClientID) || strings.Contains(list, evilReg.ClientID) {
+			t.Fatalf("alice's approvals: %s; want her client's only", list)
+		}
+		call(http.MethodDelete, "/"+ownReg.ClientID, http.StatusNoContent)
+		if l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("none")); fmt.Sprint(l.Seen) != "[consent]" || len(ownDelivered) != 0 {
+			t.Fatalf("alice's client after she revoked it: %+v; want the consent page again", l)
+		}
+	})
+
+	t.Run("a registration flood", func(t *testing.T) {
+		// One client at 127.0.0.2 registers through the Hub's proxy until refused;
+		// registrations and logins from elsewhere go on.
+		flooder := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+		register := func(c *http.Client) int {
+			resp, err := c.Post(issuer+"/oauth/register", "application/json", strings.NewReader(`{"redirect_uris":["http://127.0.0.1:9/cb"]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		n := 1
+		for register(flooder) != http.StatusTooManyRequests {
+			if n++; n == 1000 {
+				break
+			}
+		}
+		if n == 1000 {
+			t.Fatal("1000 registrations from one source, none refused")
+		}
+		if status := register(http.DefaultClient); status != http.StatusCreated {
+			t.Fatalf("a registration from another source after %d from the flooding one: %d", n, status)
+		}
+		redirect, _ := listenRedirect(t)
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{redirect}}, http.StatusCreated, &reg)
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Get(newOAuthClient(t, issuer, endpoint, reg.ClientID, redirect).authorizeURL(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), hub.ProxyURL+"/hub/api/oauth2/authorize?") {
+			t.Fatalf("a login from another source during the flood: %d %q, want the Hub's authorize", resp.StatusCode, resp.Header.Get("Location"))
 		}
 	})
 

@@ -90,8 +90,8 @@ func TestHubConformance(t *testing.T) {
 	// The suite prints the authorization URL for a person to open, as the conformance
 	// suite's README says; bob opens it.
 	l := logIn(t, people, testutil.Receive(t, loginWait, "the suite's authorization URL", authorize), "bob", redirect)
-	if fmt.Sprint(l.Seen) != "[login authorize]" || !strings.HasPrefix(l.URL, redirect+"?") {
-		t.Fatalf("bob's login: %+v, want the Hub's login form and authorization page, then the suite's redirect URI", l)
+	if fmt.Sprint(l.Seen) != "[login authorize consent]" || !strings.HasPrefix(l.URL, redirect+"?") {
+		t.Fatalf("bob's login: %+v, want the Hub's login form and authorization page, the sidecar's consent page, then the suite's redirect URI", l)
 	}
 	if err := testutil.Receive(t, testutil.Wait, "the conformance suite's end", exited); err != nil {
 		t.Errorf("the conformance suite failed: %v", err)

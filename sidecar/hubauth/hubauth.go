@@ -19,16 +19,30 @@
 //     service's OAuth client: the user logs in at the Hub's login page and approves
 //     there;
 //   - oauth_callback (the service's oauth_redirect_uri at the Hub) exchanges the Hub's
-//     code for the Hub's access token of that user, checks the token with Verify, and
-//     redirects to the client with a code of its own, single-use and short-lived;
+//     code for the Hub's access token of that user and checks the token with Verify,
+//     which names the user; unless that user has approved this client before, it shows
+//     the sidecar's own consent page (consent.go);
+//   - oauth/consent takes the user's decision (a POST of that page, CSRF-checked): an
+//     approval is remembered for the user and the client, and the client gets a code of
+//     its own, single-use and short-lived; a denial sends it error=access_denied;
 //   - oauth/token gives that token to the client holding the code, the redirect URI and
-//     the PKCE verifier.
+//     the PKCE verifier;
+//   - oauth/consents lists, to a user's Hub token, the clients that user approved, and
+//     revokes an approval (DELETE oauth/consents/{client_id}).
+//
+// The consent page closes the confused deputy the MCP authorization's security best
+// practices describe: every client registered here reaches the Hub as the one OAuth
+// client of the service, which the Hub lets through without a page once the user has
+// approved the service, so without it any client could have a user's code sent to a
+// redirect URI of its choosing by a mere link.
 //
 // The access token is the Hub's own OAuth token for the user, scoped to the service
 // (access:services!service={name}), with the Hub's expiry: the sidecar's token verifier
 // admits it for that user only, and a token revoked at the Hub stops working within
 // hub.token_cache_ttl. Every store is bounded in memory, every endpoint rate-limited, and
-// no token or code is logged.
+// no token or code is logged. Rate limits are per source address (one flooding source
+// spends its own budget), and a client a user approved is kept apart from the clients
+// merely registered, so a flood of registrations forgets only the latter.
 package hubauth
 
 import (
@@ -66,12 +80,17 @@ type Config struct {
 	// Verify resolves a Hub token to its user, refusing tokens the service does not admit.
 	Verify func(ctx context.Context, token string) (user string, err error)
 
-	CodeTTL    time.Duration // how long a code given to a client is valid; 0: 60 s
-	FlowTTL    time.Duration // how long a login at the Hub may take; 0: 10 min
-	MaxClients int           // registered clients kept (the oldest forgotten first); 0: 10000
-	MaxPending int           // logins in progress and codes not redeemed, each; 0: 10000
-	Rate       float64       // requests a second to the flow's endpoints, all clients together; 0: 20
-	Burst      int           // and the burst above it; 0: 100
+	CodeTTL       time.Duration // how long a code given to a client is valid; 0: 60 s
+	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: 10 min
+	MaxClients    int           // registered clients kept, and clients a user approved, each (the oldest forgotten first); 0: 10000
+	MaxPending    int           // logins in progress, consent pages waiting and codes not redeemed, each; 0: 10000
+	MaxConsents   int           // approvals remembered, all users together (the oldest forgotten first); 0: 10000
+	Rate          float64       // requests a second to the flow's endpoints from one source address; 0: 20
+	Burst         int           // and the burst above it; 0: 100
+	RegisterRate  float64       // registrations a second from one source address; 0: 1
+	RegisterBurst int           // and the burst above it; 0: 10
+	MaxSources    int           // source addresses whose rates are tracked; 0: 10000
+	ProxyHops     int           // proxies in front appending to X-Forwarded-For whose entries name the source; 0: the connection's peer
 
 	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
 	Logger *slog.Logger // nil: slog.Default()
@@ -81,11 +100,16 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	base    string // the issuer's path, e.g. /services/mcp
-	clients *bounded[client]
+	base    string           // the issuer's path, e.g. /services/mcp
+	clients *bounded[client] // registered, no user's approval yet
+	kept    *bounded[client] // approved by a user
 	flows   *bounded[flow]
+	pending *bounded[consent]  // consent pages waiting, by their form's id
+	granted *bounded[approval] // approvals, by approvalKey
 	codes   *bounded[grant]
-	limit   *bucket
+	limit   *limiter // every request of the flow, by source
+	regs    *limiter // registrations, by source
+	secure  bool     // the issuer is https: the consent cookie is Secure
 	now     func() time.Time
 }
 
@@ -121,7 +145,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HubClientID == "" || cfg.HubClientSecret == "" || cfg.HubRedirectURI == "" || cfg.Verify == nil {
 		return nil, fmt.Errorf("%w: HubClientID, HubClientSecret (the service's API token), HubRedirectURI and Verify are required", ErrConfig)
 	}
-	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.Rate < 0 || cfg.Burst < 0 {
+	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
+		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
 	def := func(v *int, d int) {
@@ -137,9 +162,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	def(&cfg.MaxClients, 10000)
 	def(&cfg.MaxPending, 10000)
+	def(&cfg.MaxConsents, 10000)
 	def(&cfg.Burst, 100)
+	def(&cfg.RegisterBurst, 10)
+	def(&cfg.MaxSources, 10000)
 	if cfg.Rate == 0 {
 		cfg.Rate = 20
+	}
+	if cfg.RegisterRate == 0 {
+		cfg.RegisterRate = 1
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 10 * time.Second}
@@ -149,11 +180,15 @@ func New(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	iss, _ := url.Parse(cfg.Issuer)
-	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, now: time.Now}
+	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now}
 	s.clients = newBounded[client](cfg.MaxClients, true)
+	s.kept = newBounded[client](cfg.MaxClients, true)
 	s.flows = newBounded[flow](cfg.MaxPending, false)
+	s.pending = newBounded[consent](cfg.MaxPending, false)
+	s.granted = newBounded[approval](cfg.MaxConsents, true)
 	s.codes = newBounded[grant](cfg.MaxPending, false)
-	s.limit = &bucket{rate: cfg.Rate, burst: float64(cfg.Burst), tokens: float64(cfg.Burst)}
+	s.limit = newLimiter(cfg.Rate, cfg.Burst, cfg.MaxSources)
+	s.regs = newLimiter(cfg.RegisterRate, cfg.RegisterBurst, cfg.MaxSources)
 	return s, nil
 }
 
@@ -173,6 +208,7 @@ var Paths = []string{
 	"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/",
 	"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration", "/.well-known/jwks.json",
 	"/oauth/register", "/oauth/authorize", "/oauth/token", "/oauth_callback",
+	"/oauth/consent", "/oauth/consents", "/oauth/consents/",
 }
 
 // Handler serves the metadata and the flow's endpoints at the issuer's path (the
@@ -192,7 +228,7 @@ func (s *Server) Handler() http.Handler {
 				writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
 			}),
 		},
-		http.MethodPost: {"/oauth/register": s.limited(s.register), "/oauth/token": s.limited(s.token)},
+		http.MethodPost: {"/oauth/register": s.limited(s.within(s.regs, s.register)), "/oauth/token": s.limited(s.token)},
 	} {
 		for p, h := range routes {
 			mux.Handle(method+" "+b+p, anyOrigin(h))
@@ -202,6 +238,10 @@ func (s *Server) Handler() http.Handler {
 	// Where the browser goes: no cross-origin reads.
 	mux.Handle("GET "+b+"/oauth/authorize", s.limited(s.authorize))
 	mux.Handle("GET "+b+"/oauth_callback", s.limited(s.callback))
+	mux.Handle("POST "+b+"/oauth/consent", s.limited(s.decide))
+	// A user's approvals, to their Hub token (no cookies: no cross-origin reads either).
+	mux.Handle("GET "+b+"/oauth/consents", s.limited(s.listConsents))
+	mux.Handle("DELETE "+b+"/oauth/consents/{client_id}", s.limited(s.revokeConsent))
 	return mux
 }
 
@@ -260,17 +300,24 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// limited answers 429 beyond the rate.
+// limited answers 429 beyond the flow's rate of the request's source.
 func (s *Server) limited(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.limit.take(s.now()) {
+	return s.within(s.limit, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r)
+	})
+}
+
+// within answers 429 beyond l's rate of the request's source, else calls h.
+func (s *Server) within(l *limiter, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !l.allow(source(r, s.cfg.ProxyHops), s.now()) {
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusTooManyRequests, oauthError{"temporarily_unavailable", "too many requests"})
 			return
 		}
-		w.Header().Set("Cache-Control", "no-store")
 		h(w, r)
-	})
+	}
 }
 
 // Bounds of a registration.
@@ -333,7 +380,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkRedirectURI admits https URLs, http on a loopback host (RFC 8252's native
-// apps) and private-use schemes (vscode://…), none with a fragment or user info.
+// apps) and private-use schemes (vscode://…), none with a fragment or user info. A
+// scheme with a meaning of its own elsewhere (networkSchemes) is no private-use scheme.
 func checkRedirectURI(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
@@ -353,10 +401,26 @@ func checkRedirectURI(raw string) error {
 		if h := u.Hostname(); h != "localhost" && !isLoopback(h) {
 			return fmt.Errorf("http redirect URIs must be on a loopback host: %q", raw)
 		}
-	case "javascript", "data", "file", "vbscript", "blob", "about":
-		return fmt.Errorf("redirect URI scheme %q refused", scheme)
+	default:
+		if networkSchemes[scheme] || strings.HasPrefix(scheme, "chrome") || strings.HasPrefix(scheme, "web+") {
+			return fmt.Errorf("redirect URI scheme %q refused: https, http on a loopback host, or an application's private-use scheme", scheme)
+		}
 	}
 	return nil
+}
+
+// networkSchemes are the schemes a browser or the system resolves itself (to the
+// network, a handler of the browser's or a document), never an MCP client's own: a
+// code sent there leaves the user's machine or lands in a document. RFC 8252's
+// private-use schemes name an application (com.example.app:, vscode:).
+var networkSchemes = map[string]bool{
+	"javascript": true, "data": true, "file": true, "vbscript": true, "blob": true, "about": true, "filesystem": true,
+	"view-source": true, "intent": true, "edge": true, "opera": true, "brave": true, "moz-extension": true,
+	"ftp": true, "ftps": true, "sftp": true, "tftp": true, "ws": true, "wss": true, "gopher": true, "ldap": true, "ldaps": true,
+	"mailto": true, "news": true, "nntp": true, "snews": true, "telnet": true, "ssh": true, "irc": true, "ircs": true,
+	"smb": true, "nfs": true, "afp": true, "webdav": true, "dav": true, "git": true, "svn": true, "rtsp": true, "rtmp": true,
+	"sip": true, "sips": true, "xmpp": true, "tel": true, "sms": true, "mms": true, "magnet": true, "ipfs": true, "ipns": true,
+	"urn": true, "tag": true, "geo": true, "market": true, "itms": true, "itms-apps": true, "ms-settings": true,
 }
 
 func isLoopback(host string) bool {
@@ -382,7 +446,7 @@ func pkceValue(v string) bool {
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	clientID, redirectURI := q.Get("client_id"), q.Get("redirect_uri")
-	c, ok := s.clients.get(clientID)
+	c, ok := s.client(clientID)
 	if !ok {
 		http.Error(w, "unknown client_id: register the client first", http.StatusBadRequest)
 		return
@@ -436,17 +500,39 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.redirectError(w, r, f.redirectURI, f.state, "server_error", "the Hub's token exchange failed")
 		return
 	}
-	if _, err := s.cfg.Verify(r.Context(), tok); err != nil {
+	user, err := s.cfg.Verify(r.Context(), tok)
+	if err != nil || user == "" {
 		s.log.Info("hub token not admitted", "err", err)
 		s.redirectError(w, r, f.redirectURI, f.state, "access_denied", "this Hub user may not use the service")
 		return
 	}
+	s.consentOrCode(w, r, f, user, tok, expiresIn)
+}
+
+// issue gives the client of f a code for tok, the user having approved the client.
+func (s *Server) issue(w http.ResponseWriter, r *http.Request, f flow, tok string, expiresIn int) {
 	code := random()
 	if !s.codes.put(hash(code), grant{clientID: f.clientID, redirectURI: f.redirectURI, challenge: f.challenge, token: tok, expiresIn: expiresIn}, s.cfg.CodeTTL) {
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many codes outstanding")
 		return
 	}
 	s.redirectTo(w, r, f.redirectURI, url.Values{"code": {code}, "state": {f.state}, "iss": {s.cfg.Issuer}})
+}
+
+// client is a registered client, approved by a user or not.
+func (s *Server) client(id string) (client, bool) {
+	if c, ok := s.kept.get(id); ok {
+		return c, true
+	}
+	return s.clients.get(id)
+}
+
+// keep moves a client a user approved out of the registered clients a flood of
+// registrations may push out.
+func (s *Server) keep(id string) {
+	if c, ok := s.clients.take(id); ok {
+		s.kept.put(id, c, 0)
+	}
 }
 
 // exchange trades the Hub's code for the Hub's access token.
@@ -572,6 +658,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// randomLen is the length of random's strings.
+const randomLen = 43
+
 // random is 256 bits, base64url.
 func random() string {
 	var b [32]byte
@@ -601,13 +690,20 @@ type bounded[V any] struct {
 	max   int
 	evict bool
 	m     map[string]entry[V]
-	order []string // insertion order, for eviction (may hold removed keys)
+	order []keySeq // insertion order, for eviction (may hold removed or replaced keys)
+	seq   uint64
 	now   func() time.Time
 }
 
 type entry[V any] struct {
 	v       V
 	expires time.Time // zero: never
+	seq     uint64    // which put stored it
+}
+
+type keySeq struct {
+	key string
+	seq uint64
 }
 
 func newBounded[V any](max int, evict bool) *bounded[V] {
@@ -618,27 +714,41 @@ func (b *bounded[V]) put(k string, v V, ttl time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	if len(b.m) >= b.max {
+	_, replace := b.m[k]
+	if !replace && len(b.m) >= b.max {
 		for key, e := range b.m {
 			if !e.expires.IsZero() && now.After(e.expires) {
 				delete(b.m, key)
 			}
 		}
 	}
-	for b.evict && len(b.m) >= b.max && len(b.order) > 0 {
-		delete(b.m, b.order[0])
+	for b.evict && !replace && len(b.m) >= b.max && len(b.order) > 0 {
+		o := b.order[0]
 		b.order = b.order[1:]
+		if e, ok := b.m[o.key]; ok && e.seq == o.seq {
+			delete(b.m, o.key)
+		}
 	}
-	if len(b.m) >= b.max {
+	if !replace && len(b.m) >= b.max {
 		return false
 	}
-	e := entry[V]{v: v}
+	b.seq++
+	e := entry[V]{v: v, seq: b.seq}
 	if ttl > 0 {
 		e.expires = now.Add(ttl)
 	}
 	b.m[k] = e
 	if b.evict {
-		b.order = append(b.order, k)
+		b.order = append(b.order, keySeq{k, e.seq})
+		if len(b.order) > 2*b.max { // removed and replaced keys' places: compact
+			live := b.order[:0]
+			for _, o := range b.order {
+				if e, ok := b.m[o.key]; ok && e.seq == o.seq {
+					live = append(live, o)
+				}
+			}
+			b.order = live
+		}
 	}
 	return true
 }
@@ -660,25 +770,14 @@ func (b *bounded[V]) lookup(k string, remove bool) (V, bool) {
 func (b *bounded[V]) get(k string) (V, bool)  { return b.lookup(k, false) }
 func (b *bounded[V]) take(k string) (V, bool) { return b.lookup(k, true) }
 
-// bucket is a token bucket: rate a second, up to burst.
-type bucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func (b *bucket) take(now time.Time) bool {
+// each calls f with every entry not expired whose key starts with prefix.
+func (b *bounded[V]) each(prefix string, f func(v V)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	now := b.now()
+	for k, e := range b.m {
+		if strings.HasPrefix(k, prefix) && (e.expires.IsZero() || !now.After(e.expires)) {
+			f(e.v)
+		}
 	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }

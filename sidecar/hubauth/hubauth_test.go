@@ -3,6 +3,7 @@ package hubauth
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -55,7 +56,15 @@ func TestCheckRedirectURI(t *testing.T) {
 		{"http://localhost:8080/cb", true},
 		{"http://[::1]:8080/cb", true},
 		{"vscode://vscode.mcp/callback", true},
+		{"com.example.app:/oauth2redirect", true},
+		{"cursor://anysphere.cursor-retrieval/oauth/callback", true},
 		{"http://evil.example/cb", false},
+		{"ftp://evil.com/", false},
+		{"ws://evil.com/", false},
+		{"WSS://evil.com/", false},
+		{"mailto:evil@evil.com", false},
+		{"chrome-extension://abc/cb", false},
+		{"web+evil://x/", false},
 		{"https://x.example/cb#f", false},
 		{"https://user@x.example/cb", false},
 		{"javascript:alert(1)", false},
@@ -136,12 +145,27 @@ func TestBounded(t *testing.T) {
 	if _, ok := e.get("c"); !ok || len(e.m) != 2 {
 		t.Fatal("the newest client was not kept")
 	}
+	// Taken and put again, a key is the newest: the eviction of its old place leaves it.
+	e.take("b")
+	e.put("b", 4, 0)
+	e.put("d", 5, 0)
+	if v, ok := e.get("b"); !ok || v != 4 {
+		t.Fatal("a key put again was evicted in its old place")
+	}
+	for i := range 100 { // put and taken again and again: the order stays bounded
+		e.put("x", i, 0)
+		e.take("x")
+	}
+	if len(e.order) > 2*e.max+1 {
+		t.Fatalf("eviction order of %d for %d entries", len(e.order), e.max)
+	}
 }
 
-// TestLimits checks the rate limit and the bound on logins in progress over HTTP.
+// TestLimits checks the rate limits, per source address (one source's flood leaves
+// another's logins alone), and the bound on logins in progress, over HTTP.
 func TestLimits(t *testing.T) {
 	c := testConfig()
-	c.MaxPending, c.Burst, c.Rate = 2, 5, 0.001
+	c.MaxPending, c.Burst, c.Rate, c.RegisterBurst, c.RegisterRate, c.ProxyHops = 2, 5, 0.001, 2, 0.001, 1
 	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -152,14 +176,26 @@ func TestLimits(t *testing.T) {
 	q := url.Values{"response_type": {"code"}, "client_id": {"c1"}, "redirect_uri": {"http://127.0.0.1:1/cb"}, "state": {"s"},
 		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	var locs []string
-	for range 6 {
-		resp, err := noFollow.Get(srv.URL + "/services/mcp/oauth/authorize?" + q.Encode())
+	// from is a request through the Hub's proxy from the address src (the proxy
+	// appends it to what the client sent).
+	from := func(src, method, path, body string) string {
+		req, err := http.NewRequest(method, srv.URL+"/services/mcp"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "203.0.113.99, "+src) // the first, the client's own: not believed
+		resp, err := noFollow.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		locs = append(locs, resp.Status+" "+resp.Header.Get("Location"))
+		return resp.Status + " " + resp.Header.Get("Location")
+	}
+	authorize := "/oauth/authorize?" + q.Encode()
+	var locs []string
+	for range 6 {
+		locs = append(locs, from("192.0.2.1", http.MethodGet, authorize, ""))
 	}
 	for i, l := range locs {
 		switch {
@@ -171,6 +207,23 @@ func TestLimits(t *testing.T) {
 			t.Errorf("request %d beyond the burst: %s", i, l)
 		}
 	}
+	// Another source is not limited by the first one's flood.
+	if l := from("192.0.2.2", http.MethodGet, authorize, ""); !strings.Contains(l, "error=temporarily_unavailable") {
+		t.Errorf("another source's login: %s, want past the rate limit (to MaxPending's refusal)", l)
+	}
+	// Registrations have a budget of their own, per source, inside the requests'.
+	reg := `{"redirect_uris":["http://127.0.0.1:1/cb"]}`
+	for i, want := range []string{"201", "201", "429"} {
+		if l := from("192.0.2.3", http.MethodPost, "/oauth/register", reg); !strings.HasPrefix(l, want) {
+			t.Errorf("registration %d: %s, want %s", i, l, want)
+		}
+	}
+	if l := from("192.0.2.4", http.MethodPost, "/oauth/register", reg); !strings.HasPrefix(l, "201") {
+		t.Errorf("another source's registration: %s", l)
+	}
+	if l := from("192.0.2.3", http.MethodGet, authorize, ""); strings.HasPrefix(l, "429") {
+		t.Errorf("the registering source's login: %s: its registrations spent its login budget", l)
+	}
 	// The metadata is not rate-limited and names the endpoints.
 	resp, err := http.Get(srv.URL + "/services/mcp/.well-known/oauth-authorization-server")
 	if err != nil {
@@ -180,5 +233,87 @@ func TestLimits(t *testing.T) {
 	var m map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m["token_endpoint"] != c.Issuer+"/oauth/token" {
 		t.Fatalf("metadata: %v %v", m, err)
+	}
+}
+
+// TestSource checks which address a request counts as coming from.
+func TestSource(t *testing.T) {
+	for _, tt := range []struct {
+		remote string
+		xff    []string
+		hops   int
+		want   string
+	}{
+		{"127.0.0.1:5000", nil, 1, "127.0.0.1"},
+		{"127.0.0.1:5000", []string{"192.0.2.1"}, 0, "127.0.0.1"},
+		{"127.0.0.1:5000", []string{"192.0.2.1"}, 1, "192.0.2.1"},
+		{"127.0.0.1:5000", []string{"10.0.0.1, 192.0.2.1"}, 1, "192.0.2.1"},
+		{"127.0.0.1:5000", []string{"10.0.0.1", "192.0.2.1"}, 1, "192.0.2.1"},
+		{"127.0.0.1:5000", []string{"10.0.0.1, 192.0.2.1, 10.1.1.1"}, 2, "192.0.2.1"},
+		{"127.0.0.1:5000", []string{"192.0.2.1"}, 3, "192.0.2.1"},
+		{"127.0.0.1:5000", []string{"::ffff:127.0.0.2"}, 1, "127.0.0.2"}, // node's IPv4 on a dual-stack socket
+		{"[2001:db8::1]:5000", nil, 1, "2001:db8::/64"},
+		{"[2001:db8::2]:5000", nil, 0, "2001:db8::/64"},
+		{"127.0.0.1:5000", []string{"unknown"}, 1, "unknown"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		for _, v := range tt.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := source(r, tt.hops); got != tt.want {
+			t.Errorf("%s %q hops %d: %q, want %q", tt.remote, tt.xff, tt.hops, got, tt.want)
+		}
+	}
+}
+
+// TestLimiterBounded checks that the sources tracked are bounded: full, the idle are
+// dropped first, then any; a limited source stays limited while idle ones go.
+func TestLimiterBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newLimiter(1, 2, 3)
+	for _, src := range []string{"a", "a", "b", "c"} {
+		l.allow(src, now)
+	}
+	if l.allow("a", now) {
+		t.Fatal("a beyond its burst")
+	}
+	now = now.Add(5 * time.Second) // b and c refill; a too
+	l.allow("a", now)
+	l.allow("a", now)
+	if !l.allow("d", now) || len(l.m) > 3 {
+		t.Fatalf("a new source: %d tracked", len(l.m))
+	}
+	if _, ok := l.m["a"]; !ok || l.allow("a", now) {
+		t.Fatal("the limited source was dropped for an idle one")
+	}
+	for i := range 10 {
+		l.allow(fmt.Sprint(i), now)
+	}
+	if len(l.m) > 3 {
+		t.Fatalf("%d sources tracked, max 3", len(l.m))
+	}
+}
+
+// TestKeptClients checks that a flood of registrations forgets the clients registered
+// but never approved, not those a user approved.
+func TestKeptClients(t *testing.T) {
+	c := testConfig()
+	c.MaxClients = 3
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.clients.put("approved", client{name: "mine"}, 0)
+	s.clients.put("waiting", client{}, 0)
+	s.keep("approved")
+	for i := range 10 {
+		s.clients.put(fmt.Sprint("flood", i), client{}, 0)
+	}
+	if c, ok := s.client("approved"); !ok || c.name != "mine" {
+		t.Error("the approved client was forgotten")
+	}
+	if _, ok := s.client("waiting"); ok {
+		t.Error("a flood of 10 registrations into 3 places kept the oldest unapproved")
 	}
 }

@@ -1,18 +1,20 @@
 // A person logging in with JupyterHub in headless Chromium (Debian's chromium, through
 // playwright-core), for the OAuth tests of hub mode. See README.md here.
 //
-// As a module: logIn(browser, url, {user, until}) (browser: chromium.mjs's launch)
-// opens url in a new browser context (a person with no Hub session yet), fills the Hub's
-// login form as user, approves on the Hub's authorization page if it is shown, and
-// returns when the page has left the Hub for a URL starting with until (the OAuth
-// client's redirect URI, which some listener of the client's answers) or stopped on a
-// page that is neither form.
+// As a module: logIn(browser, url, {user, until, consent, context}) (browser:
+// chromium.mjs's launch) opens url in a new browser context (a person with no Hub
+// session yet; or in context, a person's browser kept between logins), fills the Hub's
+// login form as user, approves on the Hub's authorization page if it is shown, decides
+// on the sidecar's consent page if it is shown (consent: "approve", the default,
+// "deny", or "none": stop there), and returns when the page has left the Hub for a URL
+// starting with until (the OAuth client's redirect URI, which some listener of the
+// client's answers) or stopped on a page that is none of those.
 //
 // fetchFrom(browser, page, requests) runs fetches from a page of another origin, as a
 // browser-based client (the MCP Inspector) does.
 //
 // As a driver: node hublogin.mjs --chromium /usr/bin/chromium
-//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"}
+//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"[,"consent":"deny"][,"session":"alice"]}
 //           {"op":"fetch","page":URL,"requests":[{"url":…,"method":…,"headers":{…},"body":…}]}
 //   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
 //           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} (login),
@@ -21,13 +23,14 @@
 import { pathToFileURL } from 'node:url';
 import { launch, serve } from './chromium.mjs';
 
-// logIn returns where the person ended: url (the page's URL), seen (the Hub's pages
-// filled, in order: "login", "authorize"), status (the last document's HTTP status)
-// and text (the start of what the page shows).
-export async function logIn(browser, url, { user, password = 'any', until, timeout = 60000 }) {
-  const context = await browser.newContext();
+// logIn returns where the person ended: url (the page's URL), seen (the pages
+// filled, in order: the Hub's "login", "authorize", the sidecar's "consent"), status
+// (the last document's HTTP status) and text (the start of what the page shows).
+export async function logIn(browser, url, { user, password = 'any', until, consent = 'approve', context: kept, timeout = 60000 }) {
+  const context = kept || await browser.newContext();
+  let page;
   try {
-    const page = await context.newPage();
+    page = await context.newPage();
     page.setDefaultTimeout(timeout); // one page on a loaded 2-core machine
     const seen = [];
     let status = 0; // the last document's, not a redirect's
@@ -45,6 +48,10 @@ export async function logIn(browser, url, { user, password = 'any', until, timeo
       } else if (await page.locator('form button[type=submit]', { hasText: 'Authorize' }).count() > 0) { // the Hub's oauth.html
         seen.push('authorize');
         submit = page.locator('form button[type=submit]', { hasText: 'Authorize' });
+      } else if (await page.locator('form#consent').count() > 0) { // the sidecar's consent page
+        seen.push('consent');
+        if (consent === 'none') break;
+        submit = page.locator(`form#consent button[value=${consent === 'deny' ? 'deny' : 'approve'}]`);
       } else {
         break;
       }
@@ -56,7 +63,7 @@ export async function logIn(browser, url, { user, password = 'any', until, timeo
     const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 500);
     return { url: page.url(), seen, status, text };
   } finally {
-    await context.close();
+    await (kept ? page?.close() : context.close());
   }
 }
 
@@ -91,8 +98,12 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const i = process.argv.indexOf('--chromium');
   if (i < 0) throw new Error('--chromium is required');
   const browser = await launch(process.argv[i + 1]);
+  const sessions = new Map(); // a person's browser context, by the login's "session"
   serve(browser, {
-    login: (cmd) => logIn(browser, cmd.url, cmd),
+    login: async (cmd) => {
+      if (cmd.session && !sessions.has(cmd.session)) sessions.set(cmd.session, await browser.newContext());
+      return logIn(browser, cmd.url, { ...cmd, context: sessions.get(cmd.session) });
+    },
     fetch: async (cmd) => ({ answers: await fetchFrom(browser, cmd.page, cmd.requests) }),
   });
 }

@@ -3,12 +3,12 @@
 // PKCE S256, the token exchange), then runs as sdk1.mjs does. Like a desktop client, it
 // listens on its loopback redirect URI and its redirect handler opens the authorization
 // URL in a browser: headless Chromium, where a person (testdata/browser/hublogin.mjs)
-// logs in at the Hub as --user and approves; the browser's redirect to the redirect URI
-// delivers the code.
+// logs in at the Hub as --user and approves there and on the sidecar's consent page; the
+// browser's redirect to the redirect URI delivers the code.
 //
 // CLI:    --url URL --redirect http://127.0.0.1:PORT/PATH --chromium CHROMIUM --user USER
 //         [--name NAME --path PATH] [--subscribe URI]...
-// stdout: {"event":"login","seen":[…],"status":S} (the Hub's pages filled, the callback
+// stdout: {"event":"login","seen":[…],"status":S} (the pages filled, the callback
 //         page's status), then what driver.mjs prints.
 // stdin:  driver.mjs's commands, and {"id":N,"op":"list"} for resources/list.
 import http from 'node:http';

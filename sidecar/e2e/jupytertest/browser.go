@@ -67,8 +67,9 @@ func (s *Server) labSettings() {
 }
 
 // HubLogin starts testdata/browser/hublogin.mjs: people logging in with a JupyterHub in
-// headless Chromium, one fresh browser context a login (its "login" command, in the
-// script's header); it ends when the test ends.
+// headless Chromium, one fresh browser context a login unless the login names a
+// session, a person's browser kept between logins (its "login" command, in the script's
+// header); it ends when the test ends.
 func HubLogin(t testing.TB) *Client {
 	t.Helper()
 	chromium := NeedBrowser(t)

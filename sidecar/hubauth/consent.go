@@ -1,0 +1,268 @@
+package hubauth
+
+import (
+	"crypto/subtle"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The consent step. The Hub tells who the user is only once they have logged in, so
+// the sidecar asks after the Hub's callback: a client the user has not approved gets
+// the sidecar's own page (the client's name, where it sends the user back, what it
+// may do) and no code until the user approves there. The page's form is bound to the
+// browser that loaded it (a cookie, SameSite=Strict, HttpOnly) and to the pending
+// authorization (a token in the form), both compared in constant time; it is POST
+// only, single-use, and refused from another origin. An approval is remembered for
+// the user and the client (in memory: a restart asks again, as clients register
+// again anyway) until the user revokes it at oauth/consents.
+
+// consentCookie holds the browser's secret the consent forms are bound to.
+const consentCookie = "jupyter-mcp-sidecar-consent"
+
+// consent is an authorization waiting for the user's decision: the flow, the user and
+// the Hub's token, handed to the client only on approval.
+type consent struct {
+	flow
+	user      string
+	token     string
+	expiresIn int
+	csrf      string // the form's token
+	browser   string // hash of the browser's cookie
+}
+
+// approval is a client a user approved.
+type approval struct {
+	clientID     string
+	name         string
+	redirectURIs []string
+	at           time.Time
+}
+
+// approvalKey keys an approval by user and client (client IDs are base64url: the NUL
+// cannot be one's).
+func approvalKey(user, clientID string) string { return user + "\x00" + clientID }
+
+// consentOrCode ends the Hub's callback for user: a code for a client the user has
+// approved, else the consent page.
+func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, user, tok string, expiresIn int) {
+	if _, ok := s.granted.get(approvalKey(user, f.clientID)); ok {
+		s.issue(w, r, f, tok, expiresIn)
+		return
+	}
+	c, ok := s.client(f.clientID)
+	if !ok {
+		http.Error(w, "the client is no longer registered: start again from your MCP client", http.StatusBadRequest)
+		return
+	}
+	var secret string
+	if ck, err := r.Cookie(consentCookie); err == nil && len(ck.Value) == randomLen {
+		secret = ck.Value // the browser's other consent pages stay valid
+	} else {
+		secret = random()
+		http.SetCookie(w, &http.Cookie{Name: consentCookie, Value: secret, Path: s.base + "/", HttpOnly: true,
+			Secure: s.secure, SameSite: http.SameSiteStrictMode})
+	}
+	id, csrf := random(), random()
+	if !s.pending.put(id, consent{flow: f, user: user, token: tok, expiresIn: expiresIn, csrf: csrf, browser: hash(secret)}, s.cfg.FlowTTL) {
+		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many logins in progress")
+		return
+	}
+	nonce := random()
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+formTarget(f.redirectURI)+
+		"; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	name := c.name
+	if name == "" {
+		name = "(no name given)"
+	}
+	err := consentPage.Execute(w, map[string]string{
+		"Nonce": nonce, "Action": s.base + "/oauth/consent", "ID": id, "CSRF": csrf, "ClientID": f.clientID,
+		"Name": name, "User": user, "Back": redirectHost(f.redirectURI), "Consents": s.cfg.Issuer + "/oauth/consents",
+	})
+	if err != nil {
+		s.log.Warn("consent page", "err", err)
+	}
+}
+
+// decide takes the consent page's form: approve or deny, for the pending
+// authorization it names, from the browser that was shown it.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	if !s.sameOrigin(r) {
+		http.Error(w, "the consent form comes from another site", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "a form body of at most 16 KiB", http.StatusBadRequest)
+		return
+	}
+	form := r.PostForm
+	p, ok := s.pending.take(form.Get("consent")) // single-use: gone whatever follows
+	if !ok {
+		http.Error(w, "unknown, used or expired consent: start again from your MCP client", http.StatusBadRequest)
+		return
+	}
+	ck, err := r.Cookie(consentCookie)
+	if err != nil || !equal(hash(ck.Value), p.browser) || !equal(form.Get("csrf"), p.csrf) {
+		http.Error(w, "the consent form was not sent from the consent page this browser was shown", http.StatusForbidden)
+		return
+	}
+	if form.Get("client_id") != p.clientID {
+		http.Error(w, "the consent form names another client", http.StatusForbidden)
+		return
+	}
+	switch form.Get("decision") {
+	case "approve":
+		c, ok := s.client(p.clientID)
+		if !ok {
+			http.Error(w, "the client is no longer registered: start again from your MCP client", http.StatusBadRequest)
+			return
+		}
+		s.keep(p.clientID)
+		s.granted.put(approvalKey(p.user, p.clientID), approval{clientID: p.clientID, name: c.name, redirectURIs: c.redirectURIs, at: s.now()}, 0)
+		s.log.Info("oauth client approved by a user")
+		s.issue(w, r, p.flow, p.token, p.expiresIn)
+	case "deny":
+		s.redirectError(w, r, p.redirectURI, p.state, "access_denied", "the user denied the client access")
+	default:
+		http.Error(w, "decision must be approve or deny", http.StatusBadRequest)
+	}
+}
+
+// sameOrigin refuses a request a browser says comes from another origin than the
+// issuer's (Origin, Sec-Fetch-Site). A request with neither is no current browser's;
+// it still needs the browser's cookie and the page's token.
+func (s *Server) sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	return origin == "" || origin == s.origin()
+}
+
+// origin is the issuer's origin.
+func (s *Server) origin() string {
+	u, _ := url.Parse(s.cfg.Issuer) // checked by New
+	return u.Scheme + "://" + u.Host
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// sourceExpr matches what a CSP source expression of a redirect URI may hold.
+var sourceExpr = regexp.MustCompile(`^[a-z][a-z0-9+.-]*:(//[A-Za-z0-9.:\[\]-]+)?$`)
+
+// formTarget is the redirect URI's origin (or scheme) for the page's form-action: the
+// form's answer redirects there, which Chromium checks against form-action.
+func formTarget(redirectURI string) string {
+	u, err := url.Parse(redirectURI)
+	if err != nil {
+		return ""
+	}
+	src := strings.ToLower(u.Scheme) + ":"
+	if u.Scheme == "http" || u.Scheme == "https" {
+		src += "//" + u.Host
+	}
+	if !sourceExpr.MatchString(src) {
+		return ""
+	}
+	return " " + src
+}
+
+// redirectHost is where the client sends the user back, as the page shows it.
+func redirectHost(redirectURI string) string {
+	u, err := url.Parse(redirectURI)
+	if err != nil {
+		return redirectURI
+	}
+	switch {
+	case u.Scheme == "https":
+		return u.Host
+	case u.Scheme == "http":
+		return u.Host + " (a program on this computer)"
+	default:
+		return u.Scheme + "://" + u.Host + " (an application on this computer)"
+	}
+}
+
+var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Allow access to your notebooks?</title>
+<style nonce="{{.Nonce}}">body{font-family:system-ui,sans-serif;max-width:38em;margin:3em auto;padding:0 1em;line-height:1.45}
+dt{font-weight:600;margin-top:.6em}code{word-break:break-all}button{font-size:1em;padding:.4em 1.2em;margin-right:1em}</style>
+</head><body><main>
+<h1>Allow <span id="client-name">{{.Name}}</span> to use your notebooks?</h1>
+<p>You are logged in to JupyterHub as <b id="user">{{.User}}</b>. An MCP client asks to act as you.</p>
+<dl>
+<dt>Client</dt><dd><span>{{.Name}}</span> (the name is the client's own; it is not checked), client ID <code>{{.ClientID}}</code></dd>
+<dt>Sends you back to</dt><dd id="redirect-host"><code>{{.Back}}</code></dd>
+<dt>It will be able to</dt><dd>list and read all your notebooks, live, and be told when they change, as you, until its access expires.</dd>
+</dl>
+<p>Approve only if you started this login yourself, from an MCP client you use. If a link or a page you did not expect brought you here, deny.
+Approving is remembered: this client's next logins come back without this page. Your approvals are listed, and revoked,
+at <code>{{.Consents}}</code> (with your JupyterHub token).</p>
+<form id="consent" method="post" action="{{.Action}}">
+<input type="hidden" name="consent" value="{{.ID}}">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<input type="hidden" name="client_id" value="{{.ClientID}}">
+<button type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="deny">Deny</button>
+</form></main></body></html>
+`))
+
+// listConsents answers a user's Hub token with the clients the user approved.
+func (s *Server) listConsents(w http.ResponseWriter, r *http.Request) {
+	user, ok := s.bearerUser(w, r)
+	if !ok {
+		return
+	}
+	type item struct {
+		ClientID     string    `json:"client_id"`
+		ClientName   string    `json:"client_name"`
+		RedirectURIs []string  `json:"redirect_uris"`
+		ApprovedAt   time.Time `json:"approved_at"`
+	}
+	list := []item{}
+	s.granted.each(approvalKey(user, ""), func(a approval) {
+		list = append(list, item{a.clientID, a.name, a.redirectURIs, a.at.UTC()})
+	})
+	sort.Slice(list, func(i, j int) bool { return list[i].ApprovedAt.Before(list[j].ApprovedAt) })
+	writeJSON(w, http.StatusOK, map[string]any{"consents": list})
+}
+
+// revokeConsent forgets a user's approval of a client: its next login asks again.
+func (s *Server) revokeConsent(w http.ResponseWriter, r *http.Request) {
+	user, ok := s.bearerUser(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := s.granted.take(approvalKey(user, r.PathValue("client_id"))); !ok {
+		writeJSON(w, http.StatusNotFound, oauthError{"not_found", "no approval of that client"})
+		return
+	}
+	s.log.Info("oauth client approval revoked by a user")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// bearerUser is the user of the request's Hub token (Authorization: Bearer or token),
+// else it answers 401.
+func (s *Server) bearerUser(w http.ResponseWriter, r *http.Request) (string, bool) {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if sc := strings.ToLower(scheme); (sc == "bearer" || sc == "token") && tok != "" {
+		if user, err := s.cfg.Verify(r.Context(), strings.TrimSpace(tok)); err == nil && user != "" {
+			return user, true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar", `+s.Challenge())
+	writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_token", "your JupyterHub token (Authorization: Bearer …)"})
+	return "", false
+}

@@ -1,0 +1,107 @@
+package hubauth
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// limiter holds a token bucket per source address: one source's flood spends its own
+// budget, never another's. At most max sources are tracked; beyond, the idle (full)
+// buckets are dropped first, then any, so a flood from many addresses weakens the limit
+// of some rather than refusing everyone.
+type limiter struct {
+	mu          sync.Mutex
+	rate, burst float64
+	max         int
+	m           map[string]*bucket
+}
+
+func newLimiter(rate float64, burst, max int) *limiter {
+	return &limiter{rate: rate, burst: float64(burst), max: max, m: map[string]*bucket{}}
+}
+
+// allow takes a token of source's bucket at now.
+func (l *limiter) allow(source string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.m[source]
+	if !ok {
+		if len(l.m) >= l.max {
+			l.prune(now)
+		}
+		b = &bucket{tokens: l.burst}
+		l.m[source] = b
+	}
+	return b.take(now, l.rate, l.burst)
+}
+
+// prune drops the buckets that have refilled, then, if none had, one at random; l.mu
+// is held.
+func (l *limiter) prune(now time.Time) {
+	for k, b := range l.m {
+		if b.full(now, l.rate, l.burst) {
+			delete(l.m, k)
+		}
+	}
+	for k := range l.m {
+		if len(l.m) < l.max {
+			return
+		}
+		delete(l.m, k)
+	}
+}
+
+// bucket is a token bucket of a limiter's rate a second, up to its burst.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func (b *bucket) refill(now time.Time, rate, burst float64) {
+	if !b.last.IsZero() {
+		b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
+	}
+	b.last = now
+}
+
+func (b *bucket) take(now time.Time, rate, burst float64) bool {
+	b.refill(now, rate, burst)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (b *bucket) full(now time.Time, rate, burst float64) bool {
+	return b.last.IsZero() || b.tokens+now.Sub(b.last).Seconds()*rate >= burst
+}
+
+// source is the address a request comes from: with hops proxies in front (each
+// appending its peer to X-Forwarded-For, as the Hub's configurable-http-proxy does),
+// the entry the outermost of them added; else, or without the header, the connection's
+// peer. An IPv6 address counts as its /64 (one host's usual allocation).
+func source(r *http.Request, hops int) string {
+	addr, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		addr = r.RemoteAddr
+	}
+	if fwd := r.Header.Values("X-Forwarded-For"); hops > 0 && len(fwd) > 0 {
+		list := strings.Split(strings.Join(fwd, ","), ",")
+		addr = strings.TrimSpace(list[max(0, len(list)-hops)])
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return truncate(addr, 64) // not an address: still one source
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
