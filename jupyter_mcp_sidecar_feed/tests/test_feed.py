@@ -149,6 +149,25 @@ class FeedClientTest(unittest.TestCase):
         self.assertEqual(feed.requests[1].get("Last-Event-ID"), "r-2")
         self.assertEqual(states[:3], [True, False, True])
 
+    def test_frames_arrive_while_the_stream_stays_open(self):
+        """Each frame is handed on as it arrives, not when a buffer fills or the stream ends."""
+        release = threading.Event()
+
+        def script():
+            yield b"retry: 1000\n\nid: r-0\nevent: hello\ndata: {}\n\nid: r-1\nevent: change\ndata: one\n\n"
+            release.wait(60)
+
+        feed = StubFeed([script])
+        self.addCleanup(feed.close)
+        self.addCleanup(release.set)
+        got = []
+        client = FeedClient(feed.url, TOKEN, got.append, backoff=0.05)
+        client.start()
+        self.addCleanup(client.stop)
+        wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one"])
+        self.assertFalse(release.is_set())
+        self.assertEqual(client.connections, 1)
+
     def test_long_lines_end_the_stream_unread(self):
         """A 64 MB line — a data line, or a comment the parser skips — ends the connection
         once the line bound is passed: the client never holds the line (its peak memory

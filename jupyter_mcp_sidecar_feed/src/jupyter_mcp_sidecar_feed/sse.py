@@ -7,9 +7,10 @@ with ``Last-Event-ID`` after any disconnect, waiting with exponential backoff an
 between attempts; a stream silent for longer than ``read_timeout`` (the sidecar sends a
 heartbeat every 15 s) is treated as disconnected.
 
-Every line is bounded as it is read: the stream's bytes arrive in chunks of at most
-``CHUNK_BYTES``, and a line (a comment too) growing past ``MAX_LINE_BYTES`` ends the
-connection before more of it is held; a frame's data past ``MAX_FRAME_BYTES`` as well.
+Every line is bounded as it is read: the stream's bytes are taken as each read returns
+them (httpcore reads at most 64 kB), and a line (a comment too) growing past
+``MAX_LINE_BYTES`` ends the connection before more of it is held; a frame's data past
+``MAX_FRAME_BYTES`` as well.
 
 Nothing here imports jupyter-mcp-server: the thread only reads and parses.
 """
@@ -34,9 +35,6 @@ MAX_FRAME_BYTES = 4 << 20
 #: The longest line accepted, its line end excluded: a data line of a frame of
 #: MAX_FRAME_BYTES and its "data: ". A longer line of any kind ends the connection.
 MAX_LINE_BYTES = MAX_FRAME_BYTES + 64
-
-#: The stream is read in chunks of at most this many bytes.
-CHUNK_BYTES = 64 << 10
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
@@ -197,7 +195,9 @@ class FeedClient:
                 self.connections += 1
                 live = True
                 self._on_state(True)
-                for frame in frames(lines(response.iter_raw(CHUNK_BYTES))):
+                # Each read as it returns: iter_raw with a chunk size would hold a frame
+                # back until that many bytes came.
+                for frame in frames(lines(response.iter_raw())):
                     if frame.id:
                         self.last_event_id = frame.id
                     try:
