@@ -310,6 +310,9 @@ func (s *sse) refuse(w http.ResponseWriter, code int, msg string) {
 	http.Error(w, msg, code)
 }
 
+// frameEnd ends every frame.
+var frameEnd = []byte("\n\n")
+
 // ServeHTTP is one consumer's stream.
 func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -379,6 +382,13 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// One event at a time from the shared buffer: a consumer holds a reference to
 		// the event it is writing, never a copy of its backlog.
 		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-s.stop:
+				return
+			default:
+			}
 			s.mu.Lock()
 			e, evicted := s.at(cursor)
 			if evicted {
@@ -395,7 +405,7 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			head = fmt.Appendf(head[:0], "id: %s\nevent: %s\ndata: ", s.id(e.id), SSEChange)
-			if !write(head, e.data, []byte("\n\n")) {
+			if !write(head, e.data, frameEnd) {
 				return
 			}
 			cursor = e.id + 1
