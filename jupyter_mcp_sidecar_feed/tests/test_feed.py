@@ -53,7 +53,7 @@ class FramesTest(unittest.TestCase):
 
     def test_frame_of_empty_data_lines_bounded(self):
         with self.assertRaises(sse.TooLarge):
-            list(frames(["data:"] * (sse.MAX_FRAME_BYTES + 1)))
+            list(frames("data:" for _ in range(sse.MAX_FRAME_BYTES + 1)))
 
 
 class LinesTest(unittest.TestCase):
