@@ -12,9 +12,11 @@ import json
 import os
 import threading
 import time
+import tracemalloc
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
+from unittest import mock
 
 os.environ["JUPYTER_MCP_WATCH_NOTEBOOKS"] = "false"
 
@@ -22,8 +24,9 @@ from jupyter_mcp_server import notifications  # noqa: E402
 from jupyter_mcp_server.notebook_manager import NotebookManager  # noqa: E402
 
 from jupyter_mcp_sidecar_feed import compat, extension  # noqa: E402
+from jupyter_mcp_sidecar_feed import sse  # noqa: E402
 from jupyter_mcp_sidecar_feed.announce import Announcer, normalize  # noqa: E402
-from jupyter_mcp_sidecar_feed.sse import FeedClient, Frame, frames  # noqa: E402
+from jupyter_mcp_sidecar_feed.sse import FeedClient, Frame, frames, lines  # noqa: E402
 
 TOKEN = "0123456789abcdef-test"
 
@@ -44,13 +47,51 @@ def change(path, seq, **changes):
 
 class FramesTest(unittest.TestCase):
     def test_parse(self):
-        lines = ["retry: 1000", "", ": ping", "", "id: e-1", "event: hello", 'data: {"v":1}', "",
-                 "id: e-2", "event: change", "data: a", "data: b", ""]
-        self.assertEqual(list(frames(lines)), [Frame("hello", "e-1", '{"v":1}'), Frame("change", "e-2", "a\nb")])
+        stream = ["retry: 1000", "", ": ping", "", "id: e-1", "event: hello", 'data: {"v":1}', "",
+                  "id: e-2", "event: change", "data: a", "data: b", ""]
+        self.assertEqual(list(frames(stream)), [Frame("hello", "e-1", '{"v":1}'), Frame("change", "e-2", "a\nb")])
+
+    def test_frame_of_empty_data_lines_bounded(self):
+        with self.assertRaises(sse.TooLarge):
+            list(frames("data:" for _ in range(sse.MAX_FRAME_BYTES + 1)))
+
+
+class LinesTest(unittest.TestCase):
+    def test_line_ends_across_chunks(self):
+        for name, chunks, want in [
+            ("LF", [b"a\nb\n"], ["a", "b"]),
+            ("CRLF", [b"a\r\nb\r\n"], ["a", "b"]),
+            ("CR", [b"a\rb\r"], ["a", "b"]),
+            ("CRLF split", [b"a\r", b"\nb\n"], ["a", "b"]),
+            ("CR then CR", [b"a\r", b"\rb\n"], ["a", "", "b"]),
+            ("a line over chunks", [b"ab", b"c", b"d\ne"], ["abcd"]),  # "e" unfinished: dropped
+            ("UTF-8 split", ["é\n".encode()[:1], "é\n".encode()[1:]], ["é"]),
+            ("empty chunks", [b"", b"a", b"", b"\n"], ["a"]),
+        ]:
+            with self.subTest(name):
+                self.assertEqual(list(lines(chunks)), want)
+
+    def test_long_line_refused_as_it_arrives(self):
+        """A line over the limit raises once the limit is passed: no more of it is read."""
+        for name, prefix in [("data", b"data: "), ("comment", b": "), ("no field", b"")]:
+            with self.subTest(name):
+                read = []
+
+                def chunks():
+                    yield prefix
+                    for _ in range(1000):  # 1000 kB, never ended
+                        read.append(1024)
+                        yield b"x" * 1024
+
+                with self.assertRaises(sse.TooLarge):
+                    list(lines(chunks(), limit=64 << 10))
+                self.assertLessEqual(sum(read), (64 << 10) + 1024)
+        self.assertEqual(list(lines([b"x" * 100 + b"\n"], limit=100)), ["x" * 100])
 
 
 class StubFeed:
-    """An SSE endpoint in this process that scripts what each connection gets."""
+    """An SSE endpoint in this process that scripts what each connection gets: a list
+    of (id, event, data) frames, or bytes sent as they are (until the client leaves)."""
 
     def __init__(self, scripts):
         self.scripts = list(scripts)
@@ -71,6 +112,13 @@ class StubFeed:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
+                if callable(script):
+                    try:
+                        for piece in script():
+                            self.wfile.write(piece)
+                    except OSError:
+                        pass  # the client left
+                    return
                 for ident, event, data in script:
                     self.wfile.write(f"id: {ident}\nevent: {event}\ndata: {data}\n\n".encode())
                     self.wfile.flush()
@@ -100,6 +148,56 @@ class FeedClientTest(unittest.TestCase):
         self.assertNotIn("Last-Event-ID", feed.requests[0])
         self.assertEqual(feed.requests[1].get("Last-Event-ID"), "r-2")
         self.assertEqual(states[:3], [True, False, True])
+
+    def test_frames_arrive_while_the_stream_stays_open(self):
+        """Each frame is handed on as it arrives, not when a buffer fills or the stream ends."""
+        release = threading.Event()
+
+        def script():
+            yield b"retry: 1000\n\nid: r-0\nevent: hello\ndata: {}\n\nid: r-1\nevent: change\ndata: one\n\n"
+            release.wait(60)
+
+        feed = StubFeed([script])
+        self.addCleanup(feed.close)
+        self.addCleanup(release.set)
+        got = []
+        client = FeedClient(feed.url, TOKEN, got.append, backoff=0.05)
+        client.start()
+        self.addCleanup(client.stop)
+        wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one"])
+        self.assertFalse(release.is_set())
+        self.assertEqual(client.connections, 1)
+
+    def test_long_lines_end_the_stream_unread(self):
+        """A 64 MB line — a data line, or a comment the parser skips — ends the connection
+        once the line bound is passed: the client never holds the line (its peak memory
+        stays a few bounds, not 64 MB), then resumes and goes on."""
+        piece = b"x" * (1 << 20)
+
+        def huge(prefix):
+            def script():
+                yield b"id: r-1\nevent: change\ndata: one\n\n" + prefix
+                for _ in range(64):
+                    yield piece
+                yield b"\n\n"
+
+            return script
+
+        for name, prefix in [("data", b"data: "), ("comment", b": ")]:
+            with self.subTest(name):
+                feed = StubFeed([huge(prefix), [("r-1", "hello", '{"v":1,"resumed":true}'), ("r-2", "change", "two")]])
+                self.addCleanup(feed.close)
+                got = []
+                client = FeedClient(feed.url, TOKEN, got.append, backoff=0.05)
+                tracemalloc.start()
+                self.addCleanup(tracemalloc.stop)
+                client.start()
+                self.addCleanup(client.stop)
+                wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one", "two"])
+                _, peak = tracemalloc.get_traced_memory()
+                tracemalloc.stop()
+                self.assertEqual(feed.requests[1].get("Last-Event-ID"), "r-1")
+                self.assertLess(peak, 3 * sse.MAX_LINE_BYTES, f"peak {peak / 1e6:.1f} MB while a 64 MB line arrived")
 
     def test_refused_token_retries_with_backoff(self):
         feed = StubFeed([])
@@ -138,6 +236,52 @@ class AnnouncerTest(unittest.TestCase):
         self.assertEqual(self.announcer.handle(change("b.ipynb", 6, incomplete=True)), [("other", ())])
         renamed = Frame("change", "x", json.dumps({"v": 1, "seq": 1, "path": "c.ipynb", "renamed_from": "b.ipynb", "changes": {}}))
         self.assertEqual(self.announcer.handle(renamed), [("other", ())])
+
+    def test_malformed_events_skipped(self):
+        """Each is logged and skipped (counted), and the next valid event is announced."""
+        def event(**fields):
+            body = {"v": 1, "seq": 1, "path": "b.ipynb", "changes": {"added": [], "removed": [], "moved": [], "cells": {}}}
+            body.update(fields)
+            return json.dumps(body)
+
+        deep = "[" * 100_000 + "]" * 100_000
+        for name, data in [
+            ("not JSON", "{"),
+            ("nested too deep", deep),
+            ("nested too deep in changes", '{"v":1,"seq":1,"path":"b.ipynb","changes":' + deep + "}"),
+            ("not an object", "[1]"),
+            ("v a string", event(v="1")),
+            ("v a boolean", event(v=True)),
+            ("seq a string", event(seq="2")),
+            ("seq zero", event(seq=0)),
+            ("seq a boolean", event(seq=True)),
+            ("no path", event(path=None)),
+            ("path a number", event(path=5)),
+            ("path only slashes", event(path="/./")),
+            ("renamed_from a list", event(renamed_from=["a"])),
+            ("part a list", event(part=[0, 2])),
+            ("changes a list", event(changes=[])),
+            ("changes a string", event(changes="x")),
+            ("added a string", event(changes={"added": "c1"})),
+            ("added numbers", event(changes={"added": [1, 2]})),
+            ("added an empty id", event(changes={"added": [""]})),
+            ("cells a list", event(changes={"cells": ["c1"]})),
+            ("a cell change a string", event(changes={"cells": {"c1": "outputs"}})),
+            ("output_indexes strings", event(changes={"cells": {"c1": {"output_indexes": ["x"]}}})),
+            ("output_indexes negative", event(changes={"cells": {"c1": {"output_indexes": [-1]}}})),
+            ("output_indexes a float", event(changes={"cells": {"c1": {"output_indexes": [1e308]}}})),
+            ("output_indexes infinite", event(changes={"cells": {"c1": {"output_indexes": [float("inf")]}}})),
+            ("output_indexes an object", event(changes={"cells": {"c1": {"output_indexes": {"0": 1}}}})),
+            ("incomplete a string", event(changes={"incomplete": "yes"})),
+        ]:
+            with self.subTest(name):
+                announcer = Announcer(lambda: list(self.bound))
+                with self.assertLogs("jupyter_mcp_sidecar_feed.announce", "WARNING") as logs:
+                    self.assertEqual(announcer.handle(Frame("change", "bad", data)), [])
+                self.assertIn("skipped", logs.output[0])
+                self.assertEqual(announcer.bad, 1)
+                self.assertEqual(announcer.handle(change("b.ipynb", 1, added=["c1"])), [("other", ("c1",))])
+        self.assertEqual(Announcer(lambda: []).handle(Frame("change", "v2", event(v=2))), [], "another version: ignored")
 
     def test_unbound_names_are_gone(self):
         self.bound = [("other", "b.ipynb")]
@@ -186,6 +330,79 @@ class BridgeTest(unittest.TestCase):
         asyncio.run(run())
         self.assertEqual(self.recorder.uris,
                          ["notebook://work", "notebook://work/cells/c1", "notebook://work/cells/c1/outputs/0"])
+
+    def test_announcing_survives_bad_frames_and_failures(self):
+        """Malformed frames, the bindings raising and a publish that ends the announcing
+        task itself: later frames are still announced, with no tool call in between."""
+
+        class Ended(BaseException):
+            """Not an Exception (which publish_notebook_updated swallows): ends the task."""
+
+        class Flaky(Recorder):
+            async def publish(self, uri):
+                if uri.endswith("/cells/boom"):
+                    raise Ended()
+                return await super().publish(uri)
+
+        flaky = Flaky()
+        notifications.use_publisher(flaky)
+        lookup, lookups = self.manager.get_notebook_path, []
+
+        def get_notebook_path(name):
+            lookups.append(name)
+            if len(lookups) == 2:
+                raise RuntimeError("the notebook manager changed under the lookup")
+            return lookup(name)
+
+        self.manager.get_notebook_path = get_notebook_path
+
+        async def run():
+            self.watchers.watch("work", self.manager)  # a binding: the loop is known, the last attach
+            frames_in = [
+                Frame("change", "1", '{"v":1,"seq":1,"path":"a.ipynb","changes":[]}'),  # AttributeError before
+                Frame("change", "2", '{"v":1,"seq":1,"path":"a.ipynb","changes":{"cells":{"c1":{"output_indexes":["x"]}}}}'),
+                Frame("change", "3", "[" * 100_000),  # RecursionError before
+                change("a.ipynb", 1, added=["c1"]),
+                change("a.ipynb", 2, added=["c2"]),  # the bindings raise
+                change("a.ipynb", 3, added=["boom"]),  # the publish raises Ended: the task ends
+                change("a.ipynb", 4, added=["c4"]),
+            ]
+            for frame in frames_in:
+                self.bridge._from_thread(frame)
+            deadline = time.monotonic() + 30
+            while "notebook://work/cells/c4" not in flaky.uris:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not announced after the failures: {flaky.uris}")
+                await asyncio.sleep(0.01)
+
+        with mock.patch.object(extension, "FAILURE_BACKOFF", 0.01), self.assertLogs("jupyter_mcp_sidecar_feed", "WARNING"):
+            asyncio.run(run())
+        self.assertEqual(flaky.uris[:2], ["notebook://work", "notebook://work/cells/c1"])
+        self.assertEqual(self.bridge.announcer.bad, 3)
+        self.assertEqual((self.bridge.failed, self.bridge.restarts), (1, 1))
+
+    def test_pending_frames_bounded(self):
+        """Frames waiting for a busy loop: beyond MAX_PENDING_BYTES, those waiting are
+        replaced by one gap (every bound notebook announced whole)."""
+
+        async def run():
+            self.watchers.watch("work", self.manager)
+            big = "x" * (1 << 20)
+            for seq in range(1, 101):  # 100 MB of frames while the loop does nothing else
+                self.bridge._enqueue(Frame("change", str(seq), big))
+                self.assertLessEqual(self.bridge._pending_bytes, extension.MAX_PENDING_BYTES)
+            self.assertLess(self.bridge._queue.qsize(), 100)
+            self.bridge._enqueue(change("a.ipynb", 7, added=["c7"]))
+            deadline = time.monotonic() + 30
+            while "notebook://work/cells/c7" not in self.recorder.uris:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not announced: {self.recorder.uris}")
+                await asyncio.sleep(0.01)
+
+        with self.assertLogs("jupyter_mcp_sidecar_feed", "WARNING") as logs:
+            asyncio.run(run())
+        self.assertTrue(any("overflow" in line for line in logs.output), logs.output)
+        self.assertEqual(self.recorder.uris[0], "notebook://work")  # the gap: the notebook whole
 
     def test_own_edit_suppressed_only_while_live(self):
         async def run():

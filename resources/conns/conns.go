@@ -3,6 +3,8 @@
 // connections closed after an idle timeout, and request headers and bodies
 // that must arrive within a read timeout. Responses are never cut: there is no
 // write timeout, so long-lived streams (SSE, subscriptions/listen) stay open.
+// A listener that must never starve the others of file descriptors takes its cap
+// through WithinDescriptors.
 package conns
 
 import (
@@ -27,7 +29,32 @@ type Limits struct {
 // ("mcp", "metrics") closed.
 func RefusedCounter(listener string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
-		Help: "connections closed on accept because the listener had server.max_connections open."})
+		Help: "connections closed on accept because the listener had its max_connections open (server.max_connections; the sse feed's own)."})
+}
+
+// DescriptorReserve is how many of the process's file descriptors a cap from
+// WithinDescriptors leaves to everything else: the store, the other listeners,
+// /healthz and /readyz.
+const DescriptorReserve = 256
+
+// WithinDescriptors is want lowered, if need be, to a quarter of the file
+// descriptors the process may open (RLIMIT_NOFILE) beyond DescriptorReserve,
+// and at least 1; want where the limit cannot be read.
+func WithinDescriptors(want int) int {
+	limit, ok := openFilesLimit()
+	if !ok {
+		return want
+	}
+	return descriptorShare(want, limit)
+}
+
+// descriptorShare is WithinDescriptors for a process limited to limit descriptors.
+func descriptorShare(want int, limit uint64) int {
+	share := 1
+	if limit > DescriptorReserve+4 {
+		share = int(min((limit-DescriptorReserve)/4, 1<<30))
+	}
+	return max(1, min(want, share))
 }
 
 // Listen wraps ln so that at most max connections are open at once; a

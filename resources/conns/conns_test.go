@@ -168,3 +168,28 @@ func TestSlotFreeWhenClosedSeen(t *testing.T) {
 		t.Fatalf("%v connections refused after the server had closed the previous one", n)
 	}
 }
+
+// TestDescriptorShare: a cap within the process's descriptors is at most a quarter of
+// those beyond the reserve, and at least 1.
+func TestDescriptorShare(t *testing.T) {
+	for _, tt := range []struct {
+		want  int
+		limit uint64
+		cap   int
+	}{
+		{128, 1 << 20, 128}, // plenty of descriptors: as asked
+		{128, 1024, 128},    // (1024-256)/4 = 192
+		{128, 512, 64},      // (512-256)/4
+		{1000, 4096, 960},   // (4096-256)/4
+		{128, 256, 1},       // nothing beyond the reserve: one connection
+		{128, 0, 1},
+		{5, 1 << 62, 5}, // no overflow
+	} {
+		if got := descriptorShare(tt.want, tt.limit); got != tt.cap {
+			t.Errorf("descriptorShare(%d, %d) = %d, want %d", tt.want, tt.limit, got, tt.cap)
+		}
+	}
+	if limit, ok := openFilesLimit(); ok && WithinDescriptors(1<<30) != descriptorShare(1<<30, limit) {
+		t.Errorf("WithinDescriptors(1<<30) = %d; the process's limit %d gives %d", WithinDescriptors(1<<30), limit, descriptorShare(1<<30, limit))
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
@@ -43,12 +44,17 @@ var ErrNoToken = errors.New(`option "token" is required (a bearer token of at le
 // on its own listener: authenticated by a bearer token, resumable with Last-Event-ID
 // from a bounded buffer of the latest events, and saying so with a gap frame when
 // events a consumer asked for are gone. Every consumer reads the same buffer through
-// its own cursor, so memory is the buffer's whatever the number or speed of the
-// consumers; one that falls behind the buffer is told of the gap and goes on live.
+// its own cursor, one event at a time and without copying it, so memory is the
+// buffer's whatever the number or speed of the consumers (plus, per consumer, the
+// event it is writing); one that falls behind the buffer is told of the gap and goes
+// on live. The listener holds at most max_connections connections (within the
+// process's descriptors: conns.WithinDescriptors), a request's header must arrive
+// within read_timeout, and a refused request's connection is closed with its answer.
 // Options: listen (required, host:port), token (required), path ("/events"), scope,
-// buffer (events kept, 1024), buffer_bytes (8 MiB), max_consumers (64), heartbeat
-// (15s, a comment line), write_timeout (10s, per write; a consumer that stalls longer
-// is disconnected and resumes).
+// buffer (events kept, 1024), buffer_bytes (8 MiB), max_consumers (64),
+// max_connections (0: max_consumers + 64), read_timeout (5s), heartbeat (15s, a comment
+// line), write_timeout (10s, per frame; a consumer that stalls longer is disconnected
+// and resumes).
 type sse struct {
 	o     sseOptions
 	log   *slog.Logger
@@ -65,7 +71,8 @@ type sse struct {
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, refused prometheus.Counter
-	consumersGauge        prometheus.Gauge // moved by each consumer: the sum over the feeds on one Registerer
+	connsRefused          prometheus.Counter // connections the listener's cap closed
+	consumersGauge        prometheus.Gauge   // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -73,6 +80,17 @@ type sseEntry struct {
 	id   uint64
 	data []byte
 }
+
+// Defaults of the sse publisher's listener.
+const (
+	// DefaultSSEHandshakes is what max_connections adds to max_consumers by default:
+	// connections being authenticated or refused at the same time as the consumers.
+	DefaultSSEHandshakes = 64
+	// DefaultSSEReadTimeout is the default read_timeout: a request's header (a
+	// connection's first bytes, and an idle connection's next request) must arrive
+	// within it.
+	DefaultSSEReadTimeout = 5 * time.Second
+)
 
 // sseOptions are the sse publisher's options.
 type sseOptions struct {
@@ -83,15 +101,20 @@ type sseOptions struct {
 	Buffer       int           `option:"buffer"`
 	BufferBytes  int           `option:"buffer_bytes"`
 	MaxConsumers int           `option:"max_consumers"`
+	MaxConns     int           `option:"max_connections"`
+	ReadTimeout  time.Duration `option:"read_timeout"`
 	Heartbeat    time.Duration `option:"heartbeat"`
 	WriteTimeout time.Duration `option:"write_timeout"`
 }
 
 func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	o := sseOptions{Path: "/events", Scope: ScopeAll, Buffer: 1024, BufferBytes: 8 << 20,
-		MaxConsumers: 64, Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second}
+		MaxConsumers: 64, ReadTimeout: DefaultSSEReadTimeout, Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second}
 	if err := option.Decode(raw, &o); err != nil {
 		return nil, err
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = o.MaxConsumers + DefaultSSEHandshakes
 	}
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		return nil, fmt.Errorf("option \"listen\" must be host:port, got %q", o.Listen)
@@ -105,8 +128,9 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	if err := checkScope(o.Scope); err != nil {
 		return nil, err
 	}
-	if o.Buffer < 1 || o.Buffer > 1<<20 || o.BufferBytes < 1 || o.MaxConsumers < 1 || o.Heartbeat <= 0 || o.WriteTimeout <= 0 {
-		return nil, errors.New("buffer must be 1..1048576, buffer_bytes and max_consumers ≥ 1, heartbeat and write_timeout > 0")
+	if o.Buffer < 1 || o.Buffer > 1<<20 || o.BufferBytes < 1 || o.MaxConsumers < 1 || o.MaxConns < 1 ||
+		o.ReadTimeout <= 0 || o.Heartbeat <= 0 || o.WriteTimeout <= 0 {
+		return nil, errors.New("buffer must be 1..1048576, buffer_bytes, max_consumers and max_connections ≥ 1, read_timeout, heartbeat and write_timeout > 0")
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
@@ -117,6 +141,7 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 	s.numbering = newNumbering(r, "sse", o.Scope)
 	s.gaps = promreg.Register(r, publisherCounter("sse", "sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered."))
 	s.refused = promreg.Register(r, publisherCounter("sse", "sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers."))
+	s.connsRefused = promreg.Register(r, conns.RefusedCounter("sse"))
 	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "sse_consumers", ConstLabels: prometheus.Labels{"publisher": "sse"},
 		Help: "Consumers connected to the sse feed."}))
 	if err := r.Err(); err != nil {
@@ -183,10 +208,15 @@ func (s *sse) Run(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(s.o.Path, s)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path)
+	limit := conns.WithinDescriptors(s.o.MaxConns)
+	if limit < s.o.MaxConns {
+		s.log.Warn("sse feed: max_connections lowered to a quarter of the file descriptors the process may open beyond a reserve",
+			"max_connections", s.o.MaxConns, "cap", limit, "reserve", conns.DescriptorReserve)
+	}
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout})
+	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path, "max_connections", limit)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.Serve(conns.Listen(ln, limit, s.connsRefused)) }()
 	select {
 	case <-ctx.Done():
 	case err = <-done:
@@ -260,29 +290,38 @@ func (s *sse) resume(last string) (cursor uint64, gap string) {
 	return n + 1, ""
 }
 
-// since copies the references of the entries from cursor on; evicted reports that
-// entries before the oldest were asked for. Under s.mu.
-func (s *sse) since(cursor uint64) (out []sseEntry, evicted bool) {
-	if cursor < s.oldest() {
-		return nil, true
+// at is the entry numbered cursor (a zero entry when there is none yet); evicted
+// reports that it is no longer buffered. Under s.mu.
+func (s *sse) at(cursor uint64) (e sseEntry, evicted bool) {
+	switch oldest := s.oldest(); {
+	case cursor < oldest:
+		return sseEntry{}, true
+	case cursor < s.next:
+		return s.ring[(s.start+int(cursor-oldest))%len(s.ring)], false
 	}
-	for i := int(cursor - s.oldest()); i < s.n; i++ {
-		out = append(out, s.ring[(s.start+i)%len(s.ring)])
-	}
-	return out, false
+	return sseEntry{}, false
 }
+
+// refuse answers a request the feed does not serve, counted, and closes its
+// connection: a client without the token holds nothing.
+func (s *sse) refuse(w http.ResponseWriter, code int, msg string) {
+	s.refused.Inc()
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
+}
+
+// frameEnd ends every frame.
+var frameEnd = []byte("\n\n")
 
 // ServeHTTP is one consumer's stream.
 func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		s.refused.Inc()
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		s.refuse(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	if !s.authorized(r) {
-		s.refused.Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		s.refuse(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
 	last := r.Header.Get("Last-Event-ID")
@@ -293,9 +332,8 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if len(s.consumers) >= s.o.MaxConsumers {
 		s.mu.Unlock()
-		s.refused.Inc()
 		w.Header().Set("Retry-After", "5")
-		http.Error(w, "too many consumers", http.StatusServiceUnavailable)
+		s.refuse(w, http.StatusServiceUnavailable, "too many consumers")
 		return
 	}
 	cursor, gap := s.resume(last)
@@ -315,46 +353,70 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	write := func(frame string) bool {
+	// write writes the parts of one frame within the write timeout; they go out as
+	// they are, the buffered event's bytes never copied for the consumer.
+	write := func(parts ...[]byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
-		if _, err := w.Write([]byte(frame)); err != nil {
-			return false
+		for _, p := range parts {
+			if _, err := w.Write(p); err != nil {
+				return false
+			}
 		}
+		return true
+	}
+	flush := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		return rc.Flush() == nil
 	}
 	first := s.frame(SSEHello, cursor-1, helloFrame{V: Version, Resumed: last != ""})
 	if gap != "" {
 		first = s.gapFrame(gap, last, cursor-1)
 	}
-	if !write("retry: 1000\n\n" + first) {
+	if !write([]byte("retry: 1000\n\n"+first)) || !flush() {
 		return
 	}
 	beat := time.NewTicker(s.o.Heartbeat)
 	defer beat.Stop()
+	var head []byte // one change frame's lines before its data
 	for {
-		s.mu.Lock()
-		entries, evicted := s.since(cursor)
-		if evicted {
-			cursor = s.next
-		}
-		s.mu.Unlock()
-		if evicted {
-			if !write(s.gapFrame(GapEvicted, s.id(cursor-1), cursor-1)) {
+		// One event at a time from the shared buffer: a consumer holds a reference to
+		// the event it is writing, never a copy of its backlog.
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-s.stop:
+				return
+			default:
+			}
+			s.mu.Lock()
+			e, evicted := s.at(cursor)
+			if evicted {
+				cursor = s.next
+			}
+			s.mu.Unlock()
+			if evicted {
+				if !write([]byte(s.gapFrame(GapEvicted, s.id(cursor-1), cursor-1))) {
+					return
+				}
+				continue
+			}
+			if e.data == nil {
+				break
+			}
+			head = fmt.Appendf(head[:0], "id: %s\nevent: %s\ndata: ", s.id(e.id), SSEChange)
+			if !write(head, e.data, frameEnd) {
 				return
 			}
-		}
-		var b strings.Builder
-		for _, e := range entries {
-			fmt.Fprintf(&b, "id: %s\nevent: %s\ndata: %s\n\n", s.id(e.id), SSEChange, e.data)
 			cursor = e.id + 1
 		}
-		if b.Len() > 0 && !write(b.String()) {
+		if !flush() {
 			return
 		}
 		select {
 		case <-wake:
 		case <-beat.C:
-			if !write(": ping\n\n") {
+			if !write([]byte(": ping\n\n")) || !flush() {
 				return
 			}
 		case <-r.Context().Done():

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 const sseToken = "0123456789abcdef-feed"
@@ -26,16 +31,24 @@ const sseToken = "0123456789abcdef-feed"
 // stream on a test server.
 func newTestSSE(t *testing.T, opts map[string]any) (*sse, *httptest.Server) {
 	t.Helper()
+	return newTestSSEOn(t, opts, nil)
+}
+
+// newTestSSEOn is newTestSSE with the test server's listener wrapped by wrap (nil: as is).
+func newTestSSEOn(t *testing.T, opts map[string]any, wrap func(net.Listener) net.Listener) (*sse, *httptest.Server) {
+	t.Helper()
 	raw := map[string]any{"listen": "127.0.0.1:0", "token": sseToken}
-	for k, v := range opts {
-		raw[k] = v
-	}
+	maps.Copy(raw, opts)
 	p, err := New("sse", raw, Deps{Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := p.(*sse)
-	srv := httptest.NewServer(s)
+	srv := httptest.NewUnstartedServer(s)
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		close(s.stop)
 		srv.Close()
@@ -130,7 +143,7 @@ func TestSSEOptions(t *testing.T) {
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "scope": "some"}, `"scope" must be`},
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffer": 0}, "buffer must be"},
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "heartbeat": "0s"}, "heartbeat"},
-		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffers": 3}, `unknown option "buffers" (known: buffer, buffer_bytes, heartbeat, listen, max_consumers, path, scope, token, write_timeout)`},
+		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffers": 3}, `unknown option "buffers" (known: buffer, buffer_bytes, heartbeat, listen, max_connections, max_consumers, path, read_timeout, scope, token, write_timeout)`},
 	} {
 		_, err := New("sse", tt.opts, Deps{Logger: quiet})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -311,11 +324,15 @@ func TestSSEBoundedMemory(t *testing.T) {
 		t.Errorf("%d publishes took %v with a stalled consumer", n, d)
 	}
 	// Now read: every change id follows the previous one unless a gap frame came between.
-	r := bufio.NewReader(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body) // the frames, unchunked
 	var prev, id uint64
 	kind := ""
 	gaps := 0
-	_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
 	for prev != n {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -407,4 +424,210 @@ func TestSSERun(t *testing.T) {
 	}
 	for range c.frames { // the stream ends
 	}
+}
+
+// runSSE runs an sse publisher with opts over the required ones on a free loopback
+// address until the test ends; it returns the publisher, its address and its registry.
+func runSSE(t *testing.T, opts map[string]any) (*sse, string, *prometheus.Registry) {
+	t.Helper()
+	addr := testutil.FreeAddr(t)
+	raw := map[string]any{"listen": addr, "token": sseToken}
+	maps.Copy(raw, opts)
+	reg := prometheus.NewRegistry()
+	p, err := New("sse", raw, Deps{Logger: quiet, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testutil.Eventually(t, testutil.Wait, "the feed listening", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return p.(*sse), addr, reg
+}
+
+// closedWithin reports whether the server closes c within d (a read ends in EOF or a
+// reset rather than the deadline), discarding what it sends.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// dialer dials addr, closing the connections when the test ends.
+func dialer(t *testing.T, addr string) func() net.Conn {
+	return func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// TestSSEListenerBounds: the feed's listener holds nothing for a client without the
+// token: a refused request's connection is closed with its answer, a connection that
+// sends no header (or half of one) is closed after read_timeout.
+func TestSSEListenerBounds(t *testing.T) {
+	_, addr, _ := runSSE(t, map[string]any{"read_timeout": "300ms"})
+	dial := dialer(t, addr)
+	for _, tt := range []struct {
+		name, send string
+		status     string // the answer's status line, "" for none
+	}{
+		{"no token", "GET /events HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 401 Unauthorized"},
+		{"wrong token", "GET /events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope-nope-nope-nope\r\n\r\n", "HTTP/1.1 401 Unauthorized"},
+		{"wrong method", "POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 405 Method Not Allowed"},
+		{"nothing sent", "", ""},
+		{"half a header", "GET /events HTTP/1.1\r\nHost: x\r\n", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := dial()
+			if _, err := io.WriteString(conn, tt.send); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			if tt.status != "" {
+				_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+				if line, err := br.ReadString('\n'); err != nil || strings.TrimSpace(line) != tt.status {
+					t.Fatalf("answer %q, %v; want %q", line, err, tt.status)
+				}
+			}
+			// A property: closed with the answer, or after read_timeout (300 ms), with a
+			// scheduling margin; a keep-alive connection would stay open.
+			if !closedWithin(&readerConn{conn, br}, 5*time.Second) {
+				t.Fatal("the connection stayed open")
+			}
+		})
+	}
+}
+
+// TestSSEMaxConnections: a connection beyond max_connections is closed at once and
+// counted, while the consumer holding a slot is served.
+func TestSSEMaxConnections(t *testing.T) {
+	const maxConns = 3
+	s, addr, reg := runSSE(t, map[string]any{"max_connections": maxConns, "read_timeout": "1m"})
+	dial := dialer(t, addr)
+	c := connect(t, "http://"+addr+"/events", sseToken, "")
+	c.next(t)
+	refused := func() float64 {
+		return testutil.Metric(t, reg, "jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse")
+	}
+	// The other slots held by connections that send nothing (read_timeout is a minute).
+	// The listening check's connection holds a slot until the server sees it closed, so
+	// a connection opened before that is refused: dial until one is.
+	testutil.Eventually(t, testutil.Wait, "every slot held", func() bool {
+		return closedWithin(dial(), 500*time.Millisecond)
+	})
+	before := refused()
+	if !closedWithin(dial(), 5*time.Second) {
+		t.Fatalf("a connection beyond max_connections %d stayed open", maxConns)
+	}
+	if got := refused() - before; got != 1 {
+		t.Fatalf("refused connections rose by %v; want 1", got)
+	}
+	_ = s.Publish(context.Background(), event("a.ipynb"))
+	c.change(t)
+}
+
+// readerConn reads through a bufio.Reader that may hold bytes of the connection.
+type readerConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// TestSSEStalledConsumersShareTheBuffer: consumers that resume from the start of a
+// full buffer and then stop reading hold no copy of it: the heap grows by far less
+// than the buffer over all of them (each would otherwise hold the backlog, a few
+// times over).
+func TestSSEStalledConsumersShareTheBuffer(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a memory property: checked without -race")
+	}
+	const consumers, bufferBytes = 16, 4 << 20
+	// Small socket buffers on the server's side, so that the kernel takes little of the
+	// backlog and every consumer's write blocks within it (a stimulus).
+	s, srv := newTestSSEOn(t, map[string]any{"buffer_bytes": bufferBytes, "write_timeout": "5m"},
+		func(ln net.Listener) net.Listener { return smallSendBuffer{ln.(*net.TCPListener)} })
+	ids := make([]string, 2000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("cell-%055d", i)
+	}
+	for i := 0; ; i++ {
+		ev := NewEvent(fmt.Sprintf("nb%d.ipynb", i), ynotebook.Changes{Added: ids}, Origin{Room: "r", FileID: "f"})
+		b, _ := json.Marshal(ev)
+		if _, held := s.Buffered(); held+len(b)+64 > bufferBytes {
+			break
+		}
+		if err := s.Publish(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, held := s.Buffered()
+	var m runtime.MemStats
+	heap := func() float64 {
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc) / (1 << 20)
+	}
+	before := heap()
+	// Each consumer resumes from the start (the hello of the empty stream), reads the
+	// answer and the first bytes of the backlog (the barrier: its stream is writing the
+	// backlog), then nothing.
+	for range consumers {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.(*net.TCPConn).SetReadBuffer(16 << 10)
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", sseToken, s.id(0))
+		_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("consumer: %v %v", resp, err)
+		}
+		if line, err := bufio.NewReaderSize(resp.Body, 16).ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+			t.Fatalf("consumer's first line %q, %v", line, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() && sc.Text() != "event: "+SSEChange {
+		}
+	}
+	after := heap()
+	t.Logf("%d events, %.1f MB buffered; heap %.1f MB, %.1f MB with %d consumers stalled on it", events, float64(held)/(1<<20), before, after, consumers)
+	// Per consumer: its connection's buffers and goroutine, and at most one event in
+	// flight (about 120 kB here). Copying the backlog, each would hold 4 MB or more.
+	if grown := after - before; grown > float64(bufferBytes)/(1<<20) {
+		t.Errorf("the heap grew %.1f MB with %d consumers stalled on a %.1f MB buffer; want under one buffer in all",
+			grown, consumers, float64(held)/(1<<20))
+	}
+}
+
+// smallSendBuffer gives every accepted connection a small kernel send buffer.
+type smallSendBuffer struct{ *net.TCPListener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.TCPListener.AcceptTCP()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteBuffer(16 << 10)
+	return c, nil
 }

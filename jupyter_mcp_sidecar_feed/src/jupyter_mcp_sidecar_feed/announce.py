@@ -10,6 +10,9 @@ each event into ``(name, cells)`` pairs, ``cells`` in the form jupyter-mcp-serve
 The bindings are read from the server's own state at each event (``bindings()``), never
 copied, so a name unbound with ``unuse_notebook`` or dropped with its session is gone
 from the next event on.
+
+Every event is validated (:func:`parse`) before anything is read from it: one that is not
+JSON, nests too deep, or whose fields have the wrong types is logged and skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import logging
 import posixpath
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from jupyter_mcp_sidecar_feed.sse import Frame
 
@@ -38,16 +42,86 @@ def normalize(path: str) -> str:
     return "" if path == "." else path
 
 
+class BadEvent(ValueError):
+    """A change frame whose data is not an event: skipped."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the announcer reads of a valid event (docs/EVENTS.md, "The event")."""
+
+    path: str  # normalized
+    seq: int
+    renamed_from: str  # normalized; "" unless a rename
+    part: bool  # one part of a split event
+    incomplete: bool
+    cells: tuple[str, ...]  # what changed, as cells_of gives it
+
+
+def _integer(value: object) -> bool:
+    return type(value) is int  # not a bool
+
+
+def _ids(changes: dict, key: str) -> list[str]:
+    ids = changes.get(key, [])
+    if not isinstance(ids, list) or not all(isinstance(one, str) and one for one in ids):
+        raise BadEvent(f"changes.{key} is not a list of cell ids")
+    return ids
+
+
 def cells_of(changes: dict) -> tuple[str, ...]:
-    """The cell ids and outputs an event's ``changes`` names, each once, in order."""
+    """The cell ids and outputs an event's ``changes`` names, each once, in order.
+
+    Raises :class:`BadEvent` when ``changes`` does not have the event's shape.
+    """
+    if not isinstance(changes, dict):
+        raise BadEvent("changes is not an object")
     found: list[str] = []
     for key in ("added", "removed", "moved"):
-        found.extend(str(one) for one in changes.get(key) or () if one)
-    for cell, change in (changes.get("cells") or {}).items():
-        found.append(str(cell))
-        for index in (change or {}).get("output_indexes") or ():
-            found.append(f"{cell}/outputs/{int(index)}")
+        found.extend(_ids(changes, key))
+    cells = changes.get("cells", {})
+    if not isinstance(cells, dict):
+        raise BadEvent("changes.cells is not an object")
+    for cell, change in cells.items():
+        indexes = change.get("output_indexes", []) if isinstance(change, dict) else None
+        if not cell or not isinstance(indexes, list) or not all(_integer(i) and i >= 0 for i in indexes):
+            raise BadEvent(f"changes.cells[{cell[:64]!r}] is not a cell change")
+        found.append(cell)
+        found.extend(f"{cell}/outputs/{index}" for index in indexes)
     return tuple(dict.fromkeys(found))
+
+
+def parse(data: str) -> Event | None:
+    """The event a change frame carries, or None for a version not understood (ignored).
+
+    Raises :class:`BadEvent` for anything else that is not a valid event.
+    """
+    try:
+        event = json.loads(data)
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
+        raise BadEvent(f"not JSON ({type(error).__name__})") from None
+    if not isinstance(event, dict):
+        raise BadEvent("not an object")
+    version = event.get("v")
+    if not _integer(version):
+        raise BadEvent("v is not an integer")
+    if version not in VERSIONS:
+        return None
+    seq, path, old = event.get("seq"), event.get("path"), event.get("renamed_from", "")
+    if not _integer(seq) or seq < 1:
+        raise BadEvent("seq is not a positive integer")
+    if not isinstance(path, str) or not normalize(path):
+        raise BadEvent("path is not a notebook path")
+    if not isinstance(old, str):
+        raise BadEvent("renamed_from is not a path")
+    part, changes = event.get("part"), event.get("changes", {})
+    if part is not None and not isinstance(part, dict):
+        raise BadEvent("part is not an object")
+    cells = cells_of(changes)
+    incomplete = changes.get("incomplete", False)
+    if not isinstance(incomplete, bool):
+        raise BadEvent("changes.incomplete is not a boolean")
+    return Event(normalize(path), seq, normalize(old), part is not None, incomplete, cells)
 
 
 class Announcer:
@@ -59,6 +133,8 @@ class Announcer:
         #: The last seq seen per path, to drop a repeated event and see a lost one.
         self._seq: dict[str, int] = {}
         self.gaps = 0
+        #: Change frames skipped as not valid events.
+        self.bad = 0
 
     def names(self) -> dict[str, list[str]]:
         """path → names, from the server's state now."""
@@ -86,16 +162,15 @@ class Announcer:
         if frame.event != "change":
             return []
         try:
-            event = json.loads(frame.data)
-        except ValueError:
-            logger.warning("sidecar feed: an event that is not JSON: %.200s", frame.data)
+            event = parse(frame.data)
+        except BadEvent as bad:
+            self.bad += 1
+            logger.warning("sidecar feed: event %.80s skipped: %s: %.200s", frame.id, bad, frame.data)
             return []
-        if not isinstance(event, dict) or event.get("v") not in VERSIONS:
+        if event is None:
             return []
-        path = normalize(str(event.get("path") or ""))
-        old = normalize(str(event.get("renamed_from") or ""))
-        seq = event.get("seq")
-        if isinstance(seq, int) and not event.get("part"):
+        path, old, seq = event.path, event.renamed_from, event.seq
+        if not event.part:
             last = self._seq.get(path)
             self._seq[path] = seq
             if last is not None and seq == last:
@@ -105,8 +180,6 @@ class Announcer:
         if old:
             self._seq.pop(old, None)
             return self.whole([old, path])
-        changes = event.get("changes") or {}
-        if changes.get("incomplete"):
+        if event.incomplete:
             return self.whole([path])
-        cells = cells_of(changes)
-        return [(name, cells) for name in self.names().get(path, [])]
+        return [(name, event.cells) for name in self.names().get(path, [])]

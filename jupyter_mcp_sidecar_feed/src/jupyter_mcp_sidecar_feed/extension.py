@@ -15,6 +15,12 @@ It does nothing unless ``JUPYTER_MCP_SIDECAR_FEED_URL`` is set. Then it
   ``notifications.publish_notebook_updated`` — both MCP eras, or the configured
   ``JUPYTER_MCP_PUBLISHER_CLASS``.
 
+The announcing task runs as long as the server's loop does: a frame that is not a valid
+event is logged and skipped (:func:`~.announce.parse`); one whose announcement fails
+(the bindings or the publish raising) is logged and skipped, the next one waiting
+``FAILURE_BACKOFF`` doubled per consecutive failure up to ``MAX_FAILURE_BACKOFF``; and
+should the task end all the same, it is started again after that wait.
+
 Own edits are announced once: while the feed is live a tool's publish is suppressed
 (``fold`` answers that the news is taken) and the feed's event for the same change, which
 lists what the store actually got, is the announcement. While the feed is down the tool
@@ -43,8 +49,16 @@ URL_ENV = "JUPYTER_MCP_SIDECAR_FEED_URL"
 TOKEN_ENV = "JUPYTER_MCP_SIDECAR_FEED_TOKEN"
 TOKEN_FILE_ENV = "JUPYTER_MCP_SIDECAR_FEED_TOKEN_FILE"
 
-#: Frames waiting for the server's loop; beyond, the oldest are replaced by a gap.
+#: Frames waiting for the server's loop, and their data's bytes; beyond either, those
+#: waiting are replaced by a gap.
 MAX_PENDING = 10_000
+MAX_PENDING_BYTES = 64 << 20
+
+#: After a frame whose announcement failed, the announcing task waits this long, doubled
+#: per consecutive failure up to MAX_FAILURE_BACKOFF, before the next frame (or before it
+#: is started again, had it ended).
+FAILURE_BACKOFF = 0.1
+MAX_FAILURE_BACKOFF = 30.0
 
 
 class StartRefused(SystemExit):
@@ -65,17 +79,25 @@ class Bridge:
         self.live = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Frame] | None = None
+        self._pending_bytes = 0  # of the frames in _queue
         self._drain: asyncio.Task | None = None
+        self._restart: asyncio.TimerHandle | None = None  # _ended's pending start
         #: Announcements published, tool publishes suppressed, frames dropped for want
-        #: of a loop (nothing was bound yet): for the logs and the tests.
+        #: of a loop (nothing was bound yet), frames whose announcement failed, restarts
+        #: of the announcing task: for the logs and the tests.
         self.published = 0
         self.suppressed = 0
         self.unheard = 0
+        self.failed = 0
+        self.restarts = 0
+        self._failures = 0  # consecutive: the backoff's exponent
+        self._stopping = False
 
     def start(self) -> None:
         self.client.start()
 
     def stop(self) -> None:
+        self._stopping = True
         self.client.stop()
         if self._drain is not None and self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._drain.cancel)
@@ -100,10 +122,12 @@ class Bridge:
 
     def _enqueue(self, frame: Frame) -> None:
         assert self._queue is not None
-        if self._queue.qsize() >= MAX_PENDING:
+        if self._queue.qsize() >= MAX_PENDING or self._pending_bytes + len(frame.data) > MAX_PENDING_BYTES:
             while not self._queue.empty():
                 self._queue.get_nowait()
             frame = Frame("gap", "", '{"v":1,"reason":"overflow"}')
+            self._pending_bytes = 0
+        self._pending_bytes += len(frame.data)
         self._queue.put_nowait(frame)
 
     def attach(self) -> None:
@@ -112,19 +136,59 @@ class Bridge:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        if loop is self.loop and self._drain is not None and not self._drain.done():
-            return
+        if loop is self.loop and self._drain is not None and (not self._drain.done() or self._restart is not None):
+            return  # running, or to be started again by _ended
+        if self._restart is not None:
+            self._restart.cancel()
         self.loop = loop
-        self._queue = asyncio.Queue()
-        self._drain = loop.create_task(self._run(), name="sidecar-feed-announce")
+        self._queue, self._pending_bytes = asyncio.Queue(), 0
+        self._start_drain()
+
+    def _start_drain(self) -> None:
+        """Start the announcing task on the server's loop, supervised by :meth:`_ended`."""
+        assert self.loop is not None
+        self._restart = None
+        if self._stopping:
+            return
+        self._drain = self.loop.create_task(self._run(), name="sidecar-feed-announce")
+        self._drain.add_done_callback(self._ended)
+
+    def _backoff(self) -> float:
+        """The wait after one more consecutive failure."""
+        self._failures += 1
+        return min(FAILURE_BACKOFF * 2 ** min(self._failures - 1, 30), MAX_FAILURE_BACKOFF)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        """The announcing task ended: unless the server is stopping, start it again."""
+        if self._stopping or task is not self._drain or self.loop is None or self.loop.is_closed():
+            return
+        if task.cancelled():
+            return  # the loop's own shutdown (its tasks are cancelled): nothing to announce to
+        delay = self._backoff()
+        self.restarts += 1
+        logger.error(
+            "sidecar feed: the announcing task ended; starting it again in %.1fs",
+            delay,
+            exc_info=task.exception(),
+        )
+        self._restart = self.loop.call_later(delay, self._start_drain)
 
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
         while True:
             frame = await queue.get()
-            for name, cells in self.announcer.handle(frame):
-                await self.publish(name, cells)
+            self._pending_bytes -= len(frame.data)
+            try:
+                for name, cells in self.announcer.handle(frame):
+                    await self.publish(name, cells)
+            except Exception:  # noqa: BLE001 - the task outlives any one frame
+                self.failed += 1
+                delay = self._backoff()
+                logger.exception("sidecar feed: frame %.80s not announced; the next in %.1fs", frame.id, delay)
+                await asyncio.sleep(delay)
+            else:
+                self._failures = 0
 
     async def publish(self, name: str, cells: tuple[str, ...]) -> None:
         """Through the server's own path: its bus and legacy subscribers, or its publisher."""

@@ -7,6 +7,11 @@ with ``Last-Event-ID`` after any disconnect, waiting with exponential backoff an
 between attempts; a stream silent for longer than ``read_timeout`` (the sidecar sends a
 heartbeat every 15 s) is treated as disconnected.
 
+Every line is bounded as it is read: the stream's bytes are taken as each read returns
+them (httpcore reads at most 64 kB), and a line (a comment too) growing past
+``MAX_LINE_BYTES`` ends the connection before more of it is held; a frame's data past
+``MAX_FRAME_BYTES`` as well.
+
 Nothing here imports jupyter-mcp-server: the thread only reads and parses.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -22,8 +28,19 @@ import httpx
 
 logger = logging.getLogger(__name__)
 
-#: The largest frame accepted; a longer data line ends the connection (and resumes).
+#: The largest frame accepted (its data lines together); a longer one ends the
+#: connection (and resumes).
 MAX_FRAME_BYTES = 4 << 20
+
+#: The longest line accepted, its line end excluded: a data line of a frame of
+#: MAX_FRAME_BYTES and its "data: ". A longer line of any kind ends the connection.
+MAX_LINE_BYTES = MAX_FRAME_BYTES + 64
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class TooLarge(ValueError):
+    """A line or a frame of the stream is over its bound."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +52,40 @@ class Frame:
     data: str
 
 
-def frames(lines: Iterable[str]) -> Iterator[Frame]:
-    """Parse SSE lines (without their line ends) into frames; comments are skipped."""
+def lines(chunks: Iterable[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """Split a byte stream into its lines (ended by CRLF, LF or CR), decoded as UTF-8.
+
+    At most ``limit`` bytes of a line and one chunk are held: a line longer than
+    ``limit`` raises :class:`TooLarge` as soon as that many bytes of it have arrived.
+    An unfinished last line is dropped, as SSE drops an unfinished frame.
+    """
+    held = bytearray()
+    after_cr = False  # the previous chunk ended with CR: an LF starting this one ends nothing
+    for chunk in chunks:
+        if after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        after_cr = False
+        start = 0
+        for end in _LINE_END.finditer(chunk):
+            if len(held) + end.start() - start > limit:
+                raise TooLarge(f"an SSE line is longer than {limit} bytes")
+            held += chunk[start : end.start()]
+            yield held.decode("utf-8", "replace")
+            held.clear()
+            start = end.end()
+            after_cr = end.group() == b"\r" and start == len(chunk)
+        if len(held) + len(chunk) - start > limit:
+            raise TooLarge(f"an SSE line is longer than {limit} bytes")
+        held += chunk[start:]
+
+
+def frames(stream: Iterable[str]) -> Iterator[Frame]:
+    """Parse SSE lines (without their line ends) into frames; comments are skipped.
+
+    A frame whose data lines together exceed MAX_FRAME_BYTES raises :class:`TooLarge`.
+    """
     event, ident, data, size = "", "", [], 0
-    for line in lines:
+    for line in stream:
         if line == "":
             if data or event:
                 yield Frame(event or "message", ident, "\n".join(data))
@@ -53,9 +100,9 @@ def frames(lines: Iterable[str]) -> Iterator[Frame]:
         elif field == "id":
             ident = value
         elif field == "data":
-            size += len(value)
+            size += len(value) + 1  # and its line end: a frame of empty lines is bounded too
             if size > MAX_FRAME_BYTES:
-                raise ValueError(f"an SSE frame is larger than {MAX_FRAME_BYTES} bytes")
+                raise TooLarge(f"an SSE frame is larger than {MAX_FRAME_BYTES} bytes")
             data.append(value)
 
 
@@ -78,7 +125,12 @@ class FeedClient:
         read_timeout: float = 45.0,
     ) -> None:
         self.url = url
-        self._headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        # identity: the stream's bytes are read as they come, never inflated past a bound.
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         self._on_frame = on_frame
         self._on_state = on_state
         self._backoff, self._max_backoff = backoff, max_backoff
@@ -136,10 +188,16 @@ class FeedClient:
                 if response.status_code != 200:
                     logger.error("sidecar feed %s answered %s", self.url, response.status_code)
                     return False
+                encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    logger.error("sidecar feed %s answered with Content-Encoding %.40s", self.url, encoding)
+                    return False
                 self.connections += 1
                 live = True
                 self._on_state(True)
-                for frame in frames(response.iter_lines()):
+                # Each read as it returns: iter_raw with a chunk size would hold a frame
+                # back until that many bytes came.
+                for frame in frames(lines(response.iter_raw())):
                     if frame.id:
                         self.last_event_id = frame.id
                     try:
