@@ -464,3 +464,21 @@ func TestTestVariablesAreNoKeys(t *testing.T) {
 		t.Fatalf("reported as unknown keys: %v", got)
 	}
 }
+
+// Durations are logged as Go durations in both formats, never as bare nanoseconds.
+func TestLogDurations(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"json", `"wait":"1.5s"`},
+		{"text", `wait=1.5s`},
+	} {
+		var b bytes.Buffer
+		log, err := newLogger("info", tc.format, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("m", "wait", 1500*time.Millisecond)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: %q, want %s", tc.format, b.String(), tc.want)
+		}
+	}
+}
