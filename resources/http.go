@@ -80,7 +80,9 @@ func newHTTP(s *Server, ln net.Listener, reg prometheus.Registerer) (*httpTransp
 		if err != nil {
 			return nil, err
 		}
-		h = auth.RequireBearer(v, h)
+		if h, err = auth.RequireBearerWith(v, auth.Guard{Logger: s.log, Registerer: reg}, h); err != nil {
+			return nil, err
+		}
 	}
 	h = CORS(s.cfg.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
