@@ -482,3 +482,29 @@ func TestLogDurations(t *testing.T) {
 		}
 	}
 }
+
+// The variables of the Python package jupyter_mcp_sidecar_feed share the prefix; a
+// shell that sets them for jupyter-mcp-server beside the sidecar is not told they are
+// unknown keys, and no key of the sidecar takes their namespace.
+func TestFeedVariablesAreNoUnknownKeys(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "jupyter_mcp_sidecar_feed", "src", "jupyter_mcp_sidecar_feed", "extension.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`JUPYTER_MCP_SIDECAR_FEED_[A-Z_]+`).FindAllString(string(src), -1)
+	if len(names) < 3 {
+		t.Fatalf("the feed package names %v; want its URL, TOKEN and TOKEN_FILE variables", names)
+	}
+	var env []string
+	for _, n := range names {
+		env = append(env, n+"=x")
+	}
+	if got := unknownEnv(env); len(got) > 0 {
+		t.Fatalf("reported as unknown keys: %v", got)
+	}
+	for k := range flatDefaults {
+		if strings.HasPrefix(envName(k), feedEnvPrefix) {
+			t.Errorf("key %s is in the feed package's namespace %s", k, feedEnvPrefix)
+		}
+	}
+}
