@@ -27,12 +27,12 @@ type shared struct {
 
 // openStore builds the configured store backend, on sh, and the file id resolvers;
 // close releases the resolvers. The caller closes the tailer.
-func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, fileid.Resolver, func() error, error) {
+func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared) (ystore.Tailer, fileid.Chain, func() error, error) {
 	tailer, err := openTailer(cfg, log, reg, sh)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	resolver, closeResolver, err := openResolver(cfg)
+	resolver, closeResolver, err := openResolver(cfg, log, reg)
 	if err != nil {
 		tailer.Close()
 		return nil, nil, nil, err
@@ -136,12 +136,12 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 // openResolver builds the file id resolvers: the fileid database, then the REST
 // endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
 // The returned close releases the database.
-func openResolver(cfg config.Config) (fileid.Resolver, func() error, error) {
+func openResolver(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (fileid.Chain, func() error, error) {
 	root, err := filepath.Abs(cfg.RootDirPath())
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid.root_dir: %w", err)
 	}
-	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root})
+	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid: %w", err)
 	}
