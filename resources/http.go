@@ -80,7 +80,9 @@ func newHTTP(s *Server, ln net.Listener, reg prometheus.Registerer) (*httpTransp
 		if err != nil {
 			return nil, err
 		}
-		h = auth.RequireBearer(v, h)
+		if h, err = auth.RequireBearerWith(v, auth.Guard{Logger: s.log, Registerer: reg}, h); err != nil {
+			return nil, err
+		}
 	}
 	h = CORS(s.cfg.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
@@ -133,6 +135,11 @@ func (t *httpTransport) serve(ctx context.Context, beside []Route) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	t.s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", cfg.Path, "auth", !cfg.InsecureNoAuth)
+	if cfg.InsecureNoAuth && !loopback(ln.Addr()) {
+		t.s.log.Warn("AUTHENTICATION IS DISABLED (server.insecure_no_auth) on an address other than loopback: "+
+			"anyone who can reach it reads every notebook and binds names. Set a token, or listen on 127.0.0.1 behind an authenticating proxy",
+			"listen", cfg.Listen)
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)
@@ -639,4 +646,10 @@ func (o *orphanTimers) stopAll() {
 		t.Stop()
 		delete(o.timers, id)
 	}
+}
+
+// loopback reports whether addr is a TCP address on a loopback interface only.
+func loopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }

@@ -2,18 +2,21 @@ package sidecar
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 )
 
 // Health answers the liveness and readiness probes.
 type Health struct {
 	status       func() ystore.Status
 	degraded     func() []rooms.Degradation
-	publisher    Publisher // nil: none
+	publisher    Publisher     // nil: none
+	fileid       fileid.Faulty // nil: none
 	lagThreshold time.Duration
 }
 
@@ -37,10 +40,10 @@ type Readiness struct {
 	Reasons      []string            `json:"reasons,omitempty"`
 }
 
-// NewHealth returns probes over the tailer's status, the degraded rooms and the
-// publisher (nil for none).
-func NewHealth(status func() ystore.Status, degraded func() []rooms.Degradation, publisher Publisher, lagThreshold time.Duration) *Health {
-	return &Health{status: status, degraded: degraded, publisher: publisher, lagThreshold: lagThreshold}
+// NewHealth returns probes over the tailer's status, the degraded rooms, the publisher
+// and the file id resolver (nil for none).
+func NewHealth(status func() ystore.Status, degraded func() []rooms.Degradation, publisher Publisher, resolver fileid.Faulty, lagThreshold time.Duration) *Health {
+	return &Health{status: status, degraded: degraded, publisher: publisher, fileid: resolver, lagThreshold: lagThreshold}
 }
 
 // Check computes readiness now.
@@ -80,6 +83,15 @@ func (h *Health) Check() Readiness {
 		if err := h.publisher.PublisherHealth(); err != nil {
 			r.Publisher = err.Error()
 			r.Reasons = append(r.Reasons, "the publisher is failing every delivery: nobody is being told of changes")
+		}
+	}
+	if h.fileid != nil {
+		// Said without the paths: /readyz answers without authentication; the log has them.
+		switch err := h.fileid.Fault(); {
+		case errors.Is(err, fileid.ErrOutsideRoot):
+			r.Reasons = append(r.Reasons, "file ids resolve outside fileid.root_dir: notebooks get no path (set it to the Jupyter server's root; the log says more)")
+		case errors.Is(err, fileid.ErrUnreadable):
+			r.Reasons = append(r.Reasons, "fileid.db_path is not a readable file id database (the log says more)")
 		}
 	}
 	r.Ready = len(r.Reasons) == 0

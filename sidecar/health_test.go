@@ -40,7 +40,7 @@ func tailSQLite(t *testing.T, path string) (*sqlite.Tailer, *Health) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return tl, NewHealth(tl.Status, func() []rooms.Degradation { return nil }, nil, 5*time.Second)
+	return tl, NewHealth(tl.Status, func() []rooms.Degradation { return nil }, nil, nil, 5*time.Second)
 }
 
 // A named pipe at the store path is not ready, and /readyz says why.
@@ -93,7 +93,7 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	loaded := make(chan struct{})
 	close(loaded)
 	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
-		func() []rooms.Degradation { return nil }, nil, 5*time.Second)
+		func() []rooms.Degradation { return nil }, nil, nil, 5*time.Second)
 	h := &hub{tenants: map[string]*tenant{
 		"ok":      {in: &instance{health: good}, loaded: loaded},
 		"fifo":    {in: &instance{health: broken}, loaded: loaded},

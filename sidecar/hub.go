@@ -108,8 +108,12 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	if err != nil {
 		return err
 	}
+	guarded, err := auth.RequireBearerWith(verifier, auth.Guard{Challenge: challenge, Logger: h.log, Registerer: reg}, h)
+	if err != nil {
+		return err
+	}
 	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
-		resources.CORS(cfg.Server.AllowedOrigins, auth.RequireBearerWith(verifier, challenge, h)))
+		resources.CORS(cfg.Server.AllowedOrigins, guarded))
 	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
 	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {

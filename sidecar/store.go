@@ -112,12 +112,12 @@ func checkFiles(cfg config.Config, conf confinement) error {
 
 // openStore builds the configured store backend, on sh, and the file id resolvers,
 // confined by conf; close releases the resolvers. The caller closes the tailer.
-func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, fileid.Resolver, func() error, error) {
+func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, fileid.Chain, func() error, error) {
 	tailer, err := openTailer(cfg, log, reg, sh, conf)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	resolver, closeResolver, err := openResolver(cfg, conf)
+	resolver, closeResolver, err := openResolver(cfg, log, reg, conf)
 	if err != nil {
 		tailer.Close()
 		return nil, nil, nil, err
@@ -228,12 +228,12 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 // openResolver builds the file id resolvers: the fileid database, then the REST
 // endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
 // The database is confined by conf. The returned close releases the database.
-func openResolver(cfg config.Config, conf confinement) (fileid.Resolver, func() error, error) {
+func openResolver(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, conf confinement) (fileid.Chain, func() error, error) {
 	root, err := filepath.Abs(cfg.RootDirPath())
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid.root_dir: %w", err)
 	}
-	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root, Confine: conf.fileID})
+	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root, Confine: conf.fileID, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid: %w", err)
 	}

@@ -26,7 +26,7 @@ from jupyter_mcp_server.notebook_manager import NotebookManager  # noqa: E402
 from jupyter_mcp_sidecar_feed import compat, extension  # noqa: E402
 from jupyter_mcp_sidecar_feed import sse  # noqa: E402
 from jupyter_mcp_sidecar_feed.announce import Announcer, normalize  # noqa: E402
-from jupyter_mcp_sidecar_feed.sse import FeedClient, Frame, frames, lines  # noqa: E402
+from jupyter_mcp_sidecar_feed.sse import FeedClient, Frame, frames, jittered, lines  # noqa: E402
 
 TOKEN = "0123456789abcdef-test"
 
@@ -142,12 +142,17 @@ class FeedClientTest(unittest.TestCase):
         self.addCleanup(feed.close)
         got, states = [], []
         client = FeedClient(feed.url, TOKEN, got.append, states.append, backoff=0.05)
-        client.start()
-        self.addCleanup(client.stop)
-        wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one", "two", "three"])
+        with self.assertLogs(sse.logger, "INFO") as logs:
+            client.start()
+            self.addCleanup(client.stop)
+            wait_for(lambda: [f.data for f in got if f.event == "change"] == ["one", "two", "three"])
         self.assertNotIn("Last-Event-ID", feed.requests[0])
         self.assertEqual(feed.requests[1].get("Last-Event-ID"), "r-2")
         self.assertEqual(states[:3], [True, False, True])
+        # Every stream opened is said, the one after the reconnect too.
+        opened = [line for line in logs.output if "stream open" in line]
+        self.assertEqual(len(opened), 2, logs.output)
+        self.assertIn("resuming after r-2", opened[1])
 
     def test_frames_arrive_while_the_stream_stays_open(self):
         """Each frame is handed on as it arrives, not when a buffer fills or the stream ends."""
@@ -204,11 +209,24 @@ class FeedClientTest(unittest.TestCase):
         self.addCleanup(feed.close)
         got = []
         client = FeedClient(feed.url, "wrong-token", got.append, backoff=0.05, max_backoff=0.2)
-        client.start()
-        self.addCleanup(client.stop)
-        wait_for(lambda: len(feed.requests) >= 3)
+        with self.assertLogs(sse.logger, "ERROR") as logs:
+            client.start()
+            self.addCleanup(client.stop)
+            wait_for(lambda: len(feed.requests) >= 3)
         self.assertEqual(got, [])
         self.assertEqual(client.connections, 0)
+        self.assertEqual(client.state, sse.REFUSED)
+        # Loud, at every attempt, saying what to fix and what is lost meanwhile.
+        self.assertGreaterEqual(len(logs.records), 2)
+        self.assertIn("JUPYTER_MCP_SIDECAR_FEED_TOKEN", logs.output[0])
+        self.assertIn("NOT announced", logs.output[0])
+
+    def test_backoff_capped_with_jitter(self):
+        # The README's 30 s is the longest wait, jitter included.
+        waits = [jittered(30.0, 30.0) for _ in range(2000)]
+        self.assertLessEqual(max(waits), 30.0)
+        self.assertGreaterEqual(min(waits), 15.0)
+        self.assertLess(min(jittered(1.0, 30.0) for _ in range(200)), 1.0)
 
 
 class AnnouncerTest(unittest.TestCase):
@@ -403,6 +421,11 @@ class BridgeTest(unittest.TestCase):
             asyncio.run(run())
         self.assertTrue(any("overflow" in line for line in logs.output), logs.output)
         self.assertEqual(self.recorder.uris[0], "notebook://work")  # the gap: the notebook whole
+
+    def test_status(self):
+        status = self.bridge.status()
+        self.assertEqual(status["state"], sse.CONNECTING)
+        self.assertEqual(status["url"], "http://127.0.0.1:1/events")
 
     def test_own_edit_suppressed_only_while_live(self):
         async def run():

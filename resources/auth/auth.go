@@ -20,6 +20,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // ErrUnauthorized is returned by verifiers for a missing or rejected token.
@@ -131,18 +132,59 @@ const Realm = "jupyter-mcp-sidecar"
 // "Authorization: token …". A missing or rejected token gets 401 with a
 // WWW-Authenticate challenge; a verifier that cannot decide, 503.
 func RequireBearer(v Verifier, next http.Handler) http.Handler {
-	return RequireBearerWith(v, "", next)
+	h, _ := RequireBearerWith(v, Guard{}, next) // nothing to register: no error
+	return h
 }
 
-// RequireBearerWith is RequireBearer whose challenges carry the auth-params params too,
-// e.g. resource_metadata="https://…/.well-known/oauth-protected-resource" (RFC 9728).
-func RequireBearerWith(v Verifier, params string, next http.Handler) http.Handler {
+// Guard is how RequireBearerWith answers and reports the requests it refuses.
+type Guard struct {
+	// Challenge is auth-params every 401's WWW-Authenticate carries too (a missing
+	// token and a rejected one alike), e.g. resource_metadata="https://…/.well-known/
+	// oauth-protected-resource" (RFC 9728), so an OAuth-capable client can recover.
+	Challenge string
+	// Logger hears each refusal at debug level, with its reason and never the token;
+	// nil: none.
+	Logger *slog.Logger
+	// Registerer takes auth_failures_total{reason}; nil: refusals are not counted.
+	Registerer prometheus.Registerer
+}
+
+// The reasons of auth_failures_total.
+const (
+	reasonMissing     = "missing"     // no bearer token
+	reasonRejected    = "rejected"    // the verifier refused it
+	reasonUnavailable = "unavailable" // the verifier could not decide (503)
+)
+
+// RequireBearerWith is RequireBearer with g's challenge, log and count of refusals.
+func RequireBearerWith(v Verifier, g Guard, next http.Handler) (http.Handler, error) {
+	params := g.Challenge
 	if params != "" {
 		params = ", " + params
+	}
+	log := g.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := promreg.On(g.Registerer)
+	failures := promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth", Name: "failures_total",
+		Help: "Requests refused for their bearer token, by reason: missing (none sent), rejected (the verifier refused it: 401), unavailable (the verifier could not decide: 503)."},
+		[]string{"reason"}))
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register auth metrics: %w", err)
+	}
+	for _, reason := range []string{reasonMissing, reasonRejected, reasonUnavailable} {
+		failures.WithLabelValues(reason)
+	}
+	refuse := func(req *http.Request, reason string, err error) {
+		failures.WithLabelValues(reason).Inc()
+		log.Debug("request refused for its bearer token", "reason", reason, "remote", req.RemoteAddr,
+			"method", req.Method, "path", req.URL.Path, "err", err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
+			refuse(r, reasonMissing, nil)
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q", Realm)+params)
 			http.Error(w, "missing bearer token", http.StatusUnauthorized)
 			return
@@ -152,13 +194,15 @@ func RequireBearerWith(v Verifier, params string, next http.Handler) http.Handle
 		case err == nil:
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 		case errors.Is(err, ErrUnauthorized):
+			refuse(r, reasonRejected, err)
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer realm=%q, error=\"invalid_token\"", Realm)+params)
 			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
 		default:
+			refuse(r, reasonUnavailable, err)
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, "token verification unavailable", http.StatusServiceUnavailable)
 		}
-	})
+	}), nil
 }
 
 // bearer extracts the token of a "Bearer" or "token" Authorization header.

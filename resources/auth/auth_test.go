@@ -1,13 +1,19 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // verifierFunc adapts a function to Verifier.
@@ -145,5 +151,61 @@ func TestOriginPolicy(t *testing.T) {
 	}
 	if !(OriginPolicy{Allowed: []string{"*"}}).Admits("https://any.example") {
 		t.Error(`"*" did not admit`)
+	}
+}
+
+// A Guard's refusals are counted by reason and logged at debug without the token, and
+// both 401s (no token, a wrong one) carry its challenge, so an OAuth-capable client
+// holding a stale token finds the metadata too.
+func TestGuardReportsRefusals(t *testing.T) {
+	const wrong = "wrong-token-0123456789"
+	const challenge = `resource_metadata="https://hub.example.org/services/mcp/.well-known/oauth-protected-resource"`
+	reg := prometheus.NewPedanticRegistry()
+	var logs bytes.Buffer
+	v := verifierFunc(func(_ context.Context, token string) (Principal, error) {
+		switch token {
+		case "good":
+			return Principal{}, nil
+		case "hub-down":
+			return Principal{}, fmt.Errorf("%w: hub down", ErrUnavailable)
+		}
+		return Principal{}, fmt.Errorf("%w: token rejected", ErrUnauthorized)
+	})
+	h, err := RequireBearerWith(v, Guard{Challenge: challenge, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, teapot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		header    string
+		status    int
+		challenge bool
+	}{
+		{"Bearer good", http.StatusTeapot, false},
+		{"", http.StatusUnauthorized, true},
+		{"Bearer " + wrong, http.StatusUnauthorized, true},
+		{"token " + wrong, http.StatusUnauthorized, true},
+		{"Bearer hub-down", http.StatusServiceUnavailable, false},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("WWW-Authenticate"); rec.Code != tt.status || strings.Contains(got, challenge) != tt.challenge {
+			t.Errorf("%q: %d, WWW-Authenticate %q; want %d, challenge %v", tt.header, rec.Code, got, tt.status, tt.challenge)
+		}
+	}
+	for reason, want := range map[string]float64{"missing": 1, "rejected": 2, "unavailable": 1} {
+		if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_auth_failures_total", "reason", reason); got != want {
+			t.Errorf("auth_failures_total{reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if got := strings.Count(logs.String(), "level=DEBUG msg=\"request refused for its bearer token\" reason=rejected"); got != 2 {
+		t.Errorf("%d debug lines for the wrong tokens, want 2:\n%s", got, logs.String())
+	}
+	if strings.Contains(logs.String(), wrong) {
+		t.Fatalf("the wrong token is in the log:\n%s", logs.String())
 	}
 }

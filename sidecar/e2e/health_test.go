@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +209,79 @@ func TestDeepNestDegradesOnlyItsRoom(t *testing.T) {
 	if v := sc.metric("jupyter_mcp_sidecar_decode_errors_total"); v != 2 {
 		t.Fatalf("decode errors = %v, want 2", v)
 	}
+}
+
+// A file id database that is none, or a root_dir that is not the Jupyter server's, is
+// not ready (/readyz says why, without paths) instead of serving nothing silently; the
+// binary warns once however often the rooms look the id up (every 2 s each), counts
+// every failed lookup, and a database made readable again is ready again.
+func TestFileIDFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		garbage      bool // the database is no SQLite file; else root_dir is wrong
+	}{
+		{"not a database", "fileid.db_path is not a readable file id database", true},
+		{"wrong root_dir", "file ids resolve outside fileid.root_dir", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := session(t)
+			dir := t.TempDir()
+			store := filepath.Join(dir, ".jupyter_ystore.db")
+			w := startWriter(t, store)
+			for _, s := range steps[:preloaded] {
+				w.write(s.update)
+			}
+			fileidDB, root := filepath.Join(dir, "file_id_manager.db"), dir
+			if tc.garbage {
+				if err := os.WriteFile(fileidDB, bytes.Repeat([]byte("not sqlite "), 100), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				createFileIDDB(t, fileidDB, filepath.Join(dir, nbPath))
+				root = filepath.Join(dir, "elsewhere")
+			}
+			sc := launch(t, dir, fmt.Sprintf("store: {backend: sqlite, sqlite: {path: %q}}\nfileid: {db_path: %q, root_dir: %q}\n",
+				store, fileidDB, root), "serve")
+			var body string
+			testutil.Eventually(t, testutil.Wait, "/readyz 503 saying "+tc.reason, func() bool {
+				var code int
+				code, body = sc.get("/readyz")
+				var r struct{ Reasons []string }
+				return code == http.StatusServiceUnavailable && json.Unmarshal([]byte(body), &r) == nil &&
+					slices.ContainsFunc(r.Reasons, func(s string) bool { return strings.HasPrefix(s, tc.reason) })
+			}, func() string { return body })
+			if strings.Contains(body, dir) {
+				t.Fatalf("/readyz names a path: %s", body)
+			}
+			const faults = "jupyter_mcp_sidecar_fileid_lookup_faults_total"
+			testutil.Eventually(t, testutil.Wait, "three failed lookups (the rooms' 2 s re-resolution)", func() bool { return sc.metric(faults) >= 3 })
+			if n := sc.logCount("WARN", "file id lookups fail"); n != 1 {
+				t.Fatalf("%d warnings for %v failed lookups, want 1", n, sc.metric(faults))
+			}
+			if n := sc.logCount("WARN", "file id lookup failed"); n != 0 {
+				t.Fatalf("%d per-room warnings, want none", n)
+			}
+			if tc.garbage {
+				if err := os.Remove(fileidDB); err != nil {
+					t.Fatal(err)
+				}
+				createFileIDDB(t, fileidDB, filepath.Join(dir, nbPath))
+				sc.waitHTTP("/readyz", http.StatusOK)
+			}
+		})
+	}
+}
+
+// logCount counts the binary's JSON log lines of level whose message starts with msg.
+func (s *sidecar) logCount(level, msg string) int {
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	n := 0
+	for line := range strings.SplitSeq(s.logs.String(), "\n") {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == level && strings.HasPrefix(l.Msg, msg) {
+			n++
+		}
+	}
+	return n
 }

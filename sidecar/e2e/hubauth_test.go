@@ -254,6 +254,17 @@ func TestHubLogin(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), want) {
 			t.Fatalf("no token: %d %q, want 401 with %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
 		}
+		// A client holding a stale or wrong token is pointed to the metadata too.
+		req, _ := http.NewRequest(http.MethodGet, endpoint, nil)
+		req.Header.Set("Authorization", "Bearer not-a-token-the-hub-knows")
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized ||
+			!strings.Contains(got, want) || !strings.Contains(got, `error="invalid_token"`) {
+			t.Fatalf("wrong token: %d %q, want 401 invalid_token with %s", resp.StatusCode, got, want)
+		}
 		var prm struct {
 			Resource             string   `json:"resource"`
 			AuthorizationServers []string `json:"authorization_servers"`

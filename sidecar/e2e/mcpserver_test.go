@@ -31,11 +31,25 @@ const mcpServerVenvEnv = "SIDECAR_TEST_MCP_SERVER_VENV"
 // mcpServerToken is the bearer token of jupyter-mcp-server's MCP endpoint (--mcp-token).
 const mcpServerToken = "e2e-jupyter-mcp-server-token"
 
-// recipe is docs/EVENTS.md's recipe: the sidecar's publisher YAML and the shell lines.
+// recipe is docs/EVENTS.md's recipe: the sidecar's whole YAML and jupyter-mcp-server's
+// shell lines, its start command included.
 type recipe struct {
 	yaml string
 	sh   []string
 }
+
+// The recipe's placeholders, which the tests replace with their own paths, addresses
+// and secrets; nothing else of the recipe is changed.
+const (
+	recipeStore     = "/srv/jupyter/.jupyter_ystore.db"
+	recipeFileID    = "/home/jupyter/.local/share/jupyter/file_id_manager.db"
+	recipeRoot      = "/srv/jupyter"
+	recipeFeedAddr  = "127.0.0.1:8766"
+	recipeFeedToken = "a-long-random-secret"
+	recipeJupyter   = "http://127.0.0.1:8888"
+	recipeJMSPort   = "--port 4041"
+	recipeStart     = "jupyter-mcp-server start "
+)
 
 // readRecipe takes the recipe's yaml and sh blocks from docs/EVENTS.md, as written.
 func readRecipe(t *testing.T) recipe {
@@ -82,17 +96,15 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	jupytertest.Need(t)
 	fs := &feedStack{py: needMCPServer(t), rc: readRecipe(t),
 		clients: filepath.Join(repoRoot, "testdata", "mcpclient"), feedToken: "e2e-feed-token-0123456789"}
-	if fs.rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
-		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", fs.rc.sh[0])
-	}
 	if _, err := os.Stat(filepath.Join(fs.clients, "node_modules")); err != nil {
 		testutil.Need(t, err, "npm ci in testdata/mcpclient")
 	}
 	fs.srv = jupytertest.Start(t, jupytertest.Options{Notebooks: notebooks})
 	fs.feedAddr = testutil.FreeAddr(t)
-	pub := strings.ReplaceAll(strings.ReplaceAll(fs.rc.yaml, "127.0.0.1:8766", fs.feedAddr), "a-long-random-secret", fs.feedToken)
-	cfg := fmt.Sprintf("store:\n  backend: sqlite\n  sqlite: {path: %q}\nfileid: {db_path: %q, root_dir: %q}\n%s",
-		fs.srv.StorePath, fs.srv.FileIDPath, fs.srv.Root, pub)
+	// The recipe's YAML is the sidecar's whole configuration (launch adds the listener,
+	// the token and the log format of every test).
+	cfg := strings.NewReplacer(recipeStore, fs.srv.StorePath, recipeFileID, fs.srv.FileIDPath, recipeRoot, fs.srv.Root,
+		recipeFeedAddr, fs.feedAddr, recipeFeedToken, fs.feedToken).Replace(fs.rc.yaml)
 	fs.scDir, fs.scCfg = t.TempDir(), cfg
 	fs.sc = launch(t, fs.scDir, cfg, "serve")
 	fs.tap = tapFeed(t, "http://"+fs.feedAddr+"/events", fs.feedToken)
@@ -140,37 +152,55 @@ type jmsProcess struct {
 	logs *testutil.LockedBuffer
 }
 
-// startJMS starts the real jupyter-mcp-server on jupyter with the recipe's environment
-// (feed at feedAddr), waiting until it serves and its feed stream is open.
+// startJMS starts the real jupyter-mcp-server on jupyter as the recipe's shell lines
+// say, run by bash as written (the feed at feedAddr, the recipe's placeholders
+// replaced), with extra variables exported before its start command (later ones win).
+// It waits until the server serves and its feed has reached the sidecar (a stream open,
+// or the token refused).
 func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, feedAddr, feedToken string, extra ...string) *jmsProcess {
 	t.Helper()
-	env := os.Environ()
-	for _, line := range rc.sh {
-		if strings.HasPrefix(line, "pip install ") {
-			continue // done by .ci/run into the environment; checked below
-		}
-		assign, ok := strings.CutPrefix(line, "export ")
-		if !ok {
-			t.Fatalf("recipe line %q is neither pip install nor export", line)
-		}
-		assign = strings.ReplaceAll(assign, "127.0.0.1:8766", feedAddr)
-		assign = strings.ReplaceAll(assign, "a-long-random-secret", feedToken)
-		env = append(env, assign)
+	if len(rc.sh) == 0 || rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
+		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", rc.sh)
 	}
 	port := testutil.FreePort(t)
 	p := &jmsProcess{url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), logs: &testutil.LockedBuffer{}}
-	p.cmd = exec.Command(py, "-m", "jupyter_mcp_server", "--transport", "streamable-http",
-		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--mcp-token", mcpServerToken,
-		"--document-url", jupyter.URL, "--document-token", jupytertest.Token,
-		"--code-sandbox-url", jupyter.URL, "--code-sandbox-token", jupytertest.Token)
-	p.cmd.Env = append(append(env, "COLUMNS=400", "PYTHONUNBUFFERED=1"), extra...)
-	// The last value of a key is the one used (os/exec); an empty feed URL turns the package off.
+	replace := strings.NewReplacer(recipeFeedAddr, feedAddr, recipeFeedToken, feedToken, recipeJupyter, jupyter.URL,
+		recipeJMSPort, fmt.Sprintf("--port %d", port))
+	var script, exported []string
+	started := false
+	for _, line := range rc.sh[1:] { // pip install: done by .ci/run into the environment (needMCPServer)
+		line = replace.Replace(line)
+		if strings.HasPrefix(line, recipeStart) {
+			for _, kv := range extra {
+				script = append(script, "export "+shellQuote(kv))
+			}
+			started = true
+		}
+		if kv, ok := strings.CutPrefix(line, "export "); ok && !started {
+			exported = append(exported, kv)
+		}
+		script = append(script, line)
+	}
+	if !started {
+		t.Fatalf("the recipe has no %q command", strings.TrimSpace(recipeStart))
+	}
+	// The last value of a variable is the one used; an empty feed URL turns the package off.
 	feedOn := false
-	for _, kv := range p.cmd.Env {
+	for _, kv := range append(exported, extra...) {
 		if v, ok := strings.CutPrefix(kv, "JUPYTER_MCP_SIDECAR_FEED_URL="); ok {
 			feedOn = v != ""
 		}
 	}
+	// jupyter-mcp-server is the environment's console script, run by its python: the
+	// environment was built elsewhere and moved, so the script's #! names the old place.
+	bin := t.TempDir()
+	shim := fmt.Sprintf("#!/bin/sh\nexec %s %s \"$@\"\n", shellQuote(py), shellQuote(filepath.Join(filepath.Dir(py), "jupyter-mcp-server")))
+	if err := os.WriteFile(filepath.Join(bin, "jupyter-mcp-server"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command("bash", "-e", "-c", strings.Join(script, "\n"))
+	p.cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"JUPYTER_TOKEN="+jupytertest.Token, "MCP_TOKEN="+mcpServerToken, "COLUMNS=400", "PYTHONUNBUFFERED=1")
 	p.cmd.Dir = t.TempDir()
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -191,15 +221,18 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 			t.Logf("jupyter-mcp-server logs:\n%s", p.logs.String())
 		}
 	})
-	testutil.Eventually(t, 90*time.Second, "jupyter-mcp-server serving with its feed stream open", func() bool {
+	testutil.Eventually(t, 90*time.Second, "jupyter-mcp-server serving with its feed at the sidecar", func() bool {
 		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			conn.Close()
 		}
-		return err == nil && (p.logs.Contains("sidecar feed: stream open") || !feedOn)
+		return err == nil && (p.logs.Contains("sidecar feed: stream open") || p.logs.Contains("refused the token") || !feedOn)
 	}, p.logs.String)
 	return p
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // feedTap is the test's own consumer of the sse feed: the events per path, when each
 // arrived, and the first of them for the schema check at the end of the test.
@@ -378,6 +411,9 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	})
 	srv, tap, dir := fs.srv, fs.tap, fs.clients
 	jms := fs.startJMS(t, nil)
+	if code, st := jms.feedStatus(t); code != http.StatusOK || st["state"] != "live" {
+		t.Fatalf("GET /api/sidecar-feed: %d %v, want 200 live", code, st)
+	}
 	agent := startTS(t, dir, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
 	// "work" last: execute_cell runs in the current notebook.
 	callTool(t, agent, "use_notebook", map[string]any{"notebook_name": "disk", "notebook_path": diskPath})
@@ -490,6 +526,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	// The sidecar restarts: jupyter-mcp-server's feed reconnects (with backoff), is told
 	// of the gap (Last-Event-ID of the old run) and announces every bound notebook whole.
 	m = snapshot(path, "notebook://work", "notebook://disk")
+	opened := strings.Count(jms.logs.String(), "sidecar feed: stream open")
 	fs.restartSidecar(t)
 	for i, h := range hs {
 		testutil.Eventually(t, 2*testutil.Wait, listeners[i].name()+" told of every bound notebook after the gap", func() bool {
@@ -499,9 +536,43 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	if !jms.logs.Contains(`events lost ({"v":1,"reason":"restart"`) {
 		t.Errorf("jupyter-mcp-server's feed was not told of the restart as a gap")
 	}
+	if n := strings.Count(jms.logs.String(), "sidecar feed: stream open"); n <= opened {
+		t.Errorf("no \"stream open\" after the reconnect (%d before, %d after)", opened, n)
+	}
 	if !jms.logs.Contains("sidecar feed") || strings.Contains(jms.logs.String(), "Watching notebook") {
 		t.Errorf("jupyter-mcp-server watched a notebook itself (or never read the feed)")
 	}
+}
+
+// feedStatus is jupyter-mcp-server's GET /api/sidecar-feed: its status and body.
+func (p *jmsProcess) feedStatus(t *testing.T) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(p.url, "/mcp") + "/api/sidecar-feed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("GET /api/sidecar-feed: %s: %v", resp.Status, err)
+	}
+	return resp.StatusCode, body
+}
+
+// TestJupyterMCPServerFeedWrongToken: jupyter-mcp-server started by the recipe with a
+// feed token the sidecar does not know says so loudly, an ERROR naming the variable to
+// fix, and its status route answers 503 "refused" (its tools still work).
+func TestJupyterMCPServerFeedWrongToken(t *testing.T) {
+	fs := startFeedStack(t, map[string]string{"a.ipynb": jupytertest.NotebookJSON([2]string{"c1", "x = 1"})})
+	jms := fs.startJMS(t, []string{"JUPYTER_MCP_SIDECAR_FEED_TOKEN=not-the-sidecars-token-0123"})
+	if !regexp.MustCompile(`ERROR.*refused the token \(HTTP 401\): JUPYTER_MCP_SIDECAR_FEED_TOKEN`).MatchString(jms.logs.String()) {
+		t.Errorf("no ERROR naming the feed token:\n%s", jms.logs.String())
+	}
+	if code, st := jms.feedStatus(t); code != http.StatusServiceUnavailable || st["state"] != "refused" {
+		t.Fatalf("GET /api/sidecar-feed: %d %v, want 503 refused", code, st)
+	}
+	agent := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
+	callTool(t, agent, "use_notebook", map[string]any{"notebook_name": "a", "notebook_path": "a.ipynb"})
 }
 
 // settled waits until the feed has sent nothing for a second: the writes of a setup

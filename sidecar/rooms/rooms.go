@@ -463,7 +463,11 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 		case errors.Is(err, fileid.ErrNotFound):
 			idGone = true
 		case !errors.Is(err, fileid.ErrNotFound):
-			r.log.Warn("file id lookup failed", ystore.LogKeyRoom, rm.info.Key, "file_id", rm.info.FileID, "err", err)
+			level := slog.LevelWarn
+			if errors.Is(err, fileid.ErrUnreadable) {
+				level = slog.LevelDebug // the resolver warned once for every room (its Fault)
+			}
+			r.log.Log(ctx, level, "file id lookup failed", ystore.LogKeyRoom, rm.info.Key, "file_id", rm.info.FileID, "err", err)
 			rm.mu.Lock()
 			defer rm.mu.Unlock()
 			return rm.path

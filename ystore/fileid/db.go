@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,10 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // ErrConfig reports an invalid configuration.
@@ -33,17 +36,28 @@ type DBConfig struct {
 	// (ystore/internal/sqlitevfs); a database refused is an error wrapping
 	// confine.ErrRefused. Nil: Path is opened as given.
 	Confine *confine.Dir
+	// Logger hears a fault (Fault) when it appears or changes, once, and when it clears;
+	// nil: none.
+	Logger *slog.Logger
+	// Registerer takes fileid_lookup_faults_total{fault}; nil: not counted.
+	Registerer prometheus.Registerer
 }
 
 // DB resolves ids from jupyter_server_fileid's database, read-only. A lookup is one short
 // query, so renames recorded by the server are followed at once, unless neither the
 // database nor its WAL has changed since the id was last looked up: then the answer is
 // the last one. The connection closes when it has been idle for dbIdle, so a quiet
-// database costs no SQLite memory.
+// database costs no SQLite memory. A database that cannot be read, or whose files lie
+// outside the root, is a Fault: logged once, counted at every lookup.
 type DB struct {
 	path    string
 	root    string
 	confine *confine.Dir
+	log     *slog.Logger
+
+	faults   *prometheus.CounterVec // fault: unreadable, outside_root
+	faultsMu sync.Mutex
+	fault    error // the current fault, nil for none
 
 	mu       sync.Mutex
 	db       *sql.DB
@@ -130,7 +144,21 @@ func NewDB(cfg DBConfig) (*DB, error) {
 	if cfg.Path == "" {
 		cfg.Path = DefaultDBPath()
 	}
-	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir), confine: cfg.Confine, idle: dbIdle}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := promreg.On(cfg.Registerer)
+	faults := promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "fileid", Name: "lookup_faults_total",
+		Help: "File id lookups that failed for the configuration, by fault: unreadable (fileid.db_path is no file id database), outside_root (the file lies outside fileid.root_dir)."},
+		[]string{"fault"}))
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register fileid metrics: %w", err)
+	}
+	for _, f := range []string{faultUnreadable, faultOutsideRoot} {
+		faults.WithLabelValues(f)
+	}
+	return &DB{path: cfg.Path, root: filepath.Clean(cfg.RootDir), confine: cfg.Confine, log: log, faults: faults, idle: dbIdle}, nil
 }
 
 // stat returns the file at path, beneath the user's directory when confined.
@@ -139,6 +167,43 @@ func (d *DB) stat(path string) (os.FileInfo, error) {
 		return os.Stat(path)
 	}
 	return d.confine.Stat(path)
+}
+
+// The faults of lookup_faults_total.
+const (
+	faultUnreadable  = "unreadable"
+	faultOutsideRoot = "outside_root"
+)
+
+// Fault is why lookups cannot succeed, nil when they can: the database is unreadable
+// (ErrUnreadable; cleared by a lookup that reads it), or the last file found lies outside
+// the root (ErrOutsideRoot; cleared by a file found inside it).
+func (d *DB) Fault() error {
+	d.faultsMu.Lock()
+	defer d.faultsMu.Unlock()
+	return d.fault
+}
+
+// setFault records the outcome of a lookup that reached the database: fault (nil: it
+// read the database; found: it found a file inside the root). A new or changed fault is
+// logged once, with attrs, a cleared one too.
+func (d *DB) setFault(fault error, found bool, attrs ...any) {
+	d.faultsMu.Lock()
+	defer d.faultsMu.Unlock()
+	old := d.fault
+	switch {
+	case fault != nil:
+		d.fault = fault
+	case found || errors.Is(old, ErrUnreadable):
+		d.fault = nil
+	}
+	switch {
+	case d.fault != nil && (old == nil || old.Error() != d.fault.Error()):
+		d.log.Warn("file id lookups fail; notebooks get their paths from their documents, if at all (counted in fileid_lookup_faults_total)",
+			append([]any{"err", d.fault}, attrs...)...)
+	case d.fault == nil && old != nil:
+		d.log.Info("file id lookups work again", "db", d.path)
+	}
 }
 
 // Path looks fileID up in the Files table, or in the answers given since the database
@@ -181,19 +246,29 @@ func (d *DB) query(ctx context.Context, fileID string) (answer, error) {
 	}
 	var stored string
 	err = db.QueryRowContext(ctx, "SELECT path FROM Files WHERE id = ?", fileID).Scan(&stored)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		d.setFault(nil, false)
 		return answer{}, nil
-	}
-	if err != nil {
+	case err != nil:
 		if d.confine != nil {
 			d.drop(db) // the file located may be gone or replaced: locate it afresh next time
+		}
+		if ctx.Err() == nil {
+			fault := fmt.Errorf("%s: %w: %w", d.path, ErrUnreadable, err)
+			d.faults.WithLabelValues(faultUnreadable).Inc()
+			d.setFault(fault, false)
+			return answer{}, fmt.Errorf("file id %s: %w", fileID, fault)
 		}
 		return answer{}, fmt.Errorf("file id %s in %s: %w", fileID, d.path, err)
 	}
 	p, ok := apiPath(stored, d.root)
 	if !ok {
-		return answer{}, fmt.Errorf("file id %s: %s is outside root %s: %w", fileID, stored, d.root, ErrNotFound)
+		d.faults.WithLabelValues(faultOutsideRoot).Inc()
+		d.setFault(fmt.Errorf("%s: %w %s: is fileid.root_dir the Jupyter server's root?", d.path, ErrOutsideRoot, d.root), false, "stored", stored)
+		return answer{}, fmt.Errorf("file id %s: %s is outside root %s: %w: %w", fileID, stored, d.root, ErrOutsideRoot, ErrNotFound)
 	}
+	d.setFault(nil, true)
 	return answer{path: p, found: true}, nil
 }
 

@@ -16,6 +16,22 @@ import (
 // ErrNotFound means the resolver knows no file with that id (or none under the root).
 var ErrNotFound = errors.New("file id not found")
 
+// ErrUnreadable is wrapped by a lookup, and by Fault, when the file id database exists
+// but cannot be read as jupyter_server_fileid's (not an SQLite database, no Files table,
+// no permission): fileid.db_path names the wrong file.
+var ErrUnreadable = errors.New("not a readable file id database")
+
+// ErrOutsideRoot is wrapped, with ErrNotFound, by a lookup whose file lies outside the
+// root directory, and by Fault: when every file does, fileid.root_dir is not the Jupyter
+// server's root and no notebook gets its path.
+var ErrOutsideRoot = errors.New("file outside the root directory")
+
+// Faulty is a resolver that can say its configuration is wrong: Fault is nil, or why
+// its lookups cannot succeed (wrapping ErrUnreadable or ErrOutsideRoot), naming no file id.
+type Faulty interface {
+	Fault() error
+}
+
 // Resolver maps a file id to its API path.
 type Resolver interface {
 	// Path returns the API path of the file with id fileID, or an error wrapping
@@ -41,6 +57,17 @@ func (c Chain) Path(ctx context.Context, fileID string) (string, error) {
 		return "", fmt.Errorf("resolve %s: no resolver: %w", fileID, ErrNotFound)
 	}
 	return "", fmt.Errorf("resolve %s: %w", fileID, errors.Join(errs...))
+}
+
+// Fault joins the faults of the resolvers that report one (Faulty); nil for none.
+func (c Chain) Fault() error {
+	var errs []error
+	for _, r := range c {
+		if f, ok := r.(Faulty); ok {
+			errs = append(errs, f.Fault())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // apiPath turns a path stored by a file id manager into an API path relative to root,

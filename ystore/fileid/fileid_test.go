@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
@@ -442,5 +445,79 @@ func TestDBQuietDatabase(t *testing.T) {
 	lookup("b.ipynb")
 	if n := open(); n != 1 {
 		t.Fatalf("a lookup after a change used %d connections, want 1", n)
+	}
+}
+
+// A database that is no file id database, or whose files lie outside the root, is a
+// Fault: warned once however many lookups fail (the rooms look every id up every 2 s),
+// counted at each, and cleared, with a line saying so, by a lookup that works.
+func TestDBFaults(t *testing.T) {
+	const root = "/srv/jupyter/work"
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dbPath string) (fix func())
+		fault error
+		label string
+	}{
+		{"not a database", func(t *testing.T, dbPath string) func() {
+			if err := os.WriteFile(dbPath, []byte(strings.Repeat("not sqlite ", 100)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				if err := os.Remove(dbPath); err != nil {
+					t.Fatal(err)
+				}
+				edit, _ := startManager(t, dbPath, "arbitrary")
+				edit("add", id1, root+"/a.ipynb")
+			}
+		}, ErrUnreadable, "unreadable"},
+		{"outside the root", func(t *testing.T, dbPath string) func() {
+			edit, _ := startManager(t, dbPath, "arbitrary")
+			edit("add", id1, "/home/someone/a.ipynb")
+			edit("add", "b", "/home/someone/b.ipynb")
+			return func() { edit("move", id1, root+"/a.ipynb") }
+		}, ErrOutsideRoot, "outside_root"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dbPath := filepath.Join(t.TempDir(), "file_id_manager.db")
+			var logs testutil.LockedBuffer
+			reg := prometheus.NewPedanticRegistry()
+			r, err := NewDB(DBConfig{Path: dbPath, RootDir: root, Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			fix := tc.setup(t, dbPath)
+			ctx := context.Background()
+			const lookups = 10
+			for i := range lookups {
+				id := []string{id1, "b"}[i%2]
+				if _, err := r.Path(ctx, id); !errors.Is(err, tc.fault) {
+					t.Fatalf("Path(%s): %v, want %v", id, err, tc.fault)
+				}
+			}
+			if err := r.Fault(); !errors.Is(err, tc.fault) {
+				t.Fatalf("Fault() = %v, want %v", err, tc.fault)
+			}
+			if err := (Chain{r}).Fault(); !errors.Is(err, tc.fault) {
+				t.Fatalf("Chain.Fault() = %v, want %v", err, tc.fault)
+			}
+			if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+				t.Fatalf("%d warnings for %d failed lookups, want 1:\n%s", n, lookups, logs.String())
+			}
+			if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_fileid_lookup_faults_total", "fault", tc.label); got != lookups {
+				t.Errorf("lookup_faults_total{fault=%q} = %v, want %d", tc.label, got, lookups)
+			}
+			fix()
+			if p, err := r.Path(ctx, id1); err != nil || p != "a.ipynb" {
+				t.Fatalf("after the fix: Path = %q, %v", p, err)
+			}
+			if err := r.Fault(); err != nil {
+				t.Fatalf("after the fix: Fault() = %v", err)
+			}
+			if !strings.Contains(logs.String(), "file id lookups work again") {
+				t.Errorf("the fix not logged:\n%s", logs.String())
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
@@ -104,7 +105,7 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 		return err
 	})
 	if err != nil {
-		t.status.Fail(err)
+		t.status.Fail(statusError(err))
 		return nil, err
 	}
 	events := loadEvents(rows)
@@ -126,7 +127,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 		if errors.Is(err, ystore.ErrSink) {
 			return err
 		}
-		t.status.Fail(err)
+		t.status.Fail(statusError(err))
 		t.m.retries.Inc()
 		if st.progressed {
 			attempt, st.progressed = 0, false
@@ -552,6 +553,22 @@ func applyRooms(rooms map[string]bool, events []ystore.Event) {
 }
 
 // connect opens a connection to dsn within connectTimeout.
+// statusError is err as the tailer's Status tells it: /readyz shows it to anyone who
+// can reach the listener, without authentication, so a failed connection is told
+// without the user and database names pgx puts into its message, and a server that
+// refused it (authentication, an unknown role or database: messages naming them) by its
+// SQLSTATE only. The log keeps the whole error.
+func statusError(err error) error {
+	ce, ok := errors.AsType[*pgconn.ConnectError](err)
+	if !ok {
+		return err
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](ce); ok {
+		return fmt.Errorf("connect: the server refused the connection: %s (SQLSTATE %s; the log has the details)", pe.Severity, pe.Code)
+	}
+	return fmt.Errorf("connect: %w", ce.Unwrap())
+}
+
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()

@@ -624,3 +624,44 @@ func TestTailReload(t *testing.T) {
 		})
 	}
 }
+
+// The Status a failed connection leaves (what /readyz shows without authentication)
+// names neither the user nor the database: not pgx's own "user=… database=…", nor the
+// server's message about them.
+func TestStatusNamesNoUserOrDatabase(t *testing.T) {
+	base := testConfig(t)
+	u, err := url.Parse(base.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	for _, tc := range []struct {
+		name   string
+		mangle func(u *url.URL)
+		hidden []string
+	}{
+		{"wrong password", func(u *url.URL) { u.User = url.UserPassword(user, "not-the-password") }, []string{user}},
+		{"no such database", func(u *url.URL) { u.Path = "/nodb_q7x" }, []string{user, "nodb_q7x"}},
+		{"no such role", func(u *url.URL) { u.User = url.UserPassword("norole_q7x", "x") }, []string{"norole_q7x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			bad := *u
+			tc.mangle(&bad)
+			cfg.DSN = bad.String()
+			tl, _ := runTailer(t, cfg)
+			testutil.Eventually(t, testutil.Wait, "the tailer to report the failure",
+				func() bool { return tl.Status().LastError != "" },
+				func() string { return fmt.Sprintf("status %+v", tl.Status()) })
+			st := tl.Status()
+			for _, name := range tc.hidden {
+				if strings.Contains(st.LastError, name) {
+					t.Errorf("status names %q: %s", name, st.LastError)
+				}
+			}
+			if st.Reachable || !strings.Contains(st.LastError, "connect") {
+				t.Errorf("status %+v; want unreachable, a connection error", st)
+			}
+		})
+	}
+}

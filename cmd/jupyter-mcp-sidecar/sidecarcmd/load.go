@@ -31,13 +31,19 @@ var freeForm = []string{
 	"extensions", "gate.options", "hooks", "notebooks", "publisher.options", "server.verifier.options",
 }
 
+// feedEnvPrefix is the namespace of the Python package jupyter_mcp_sidecar_feed's
+// variables (JUPYTER_MCP_SIDECAR_FEED_URL, …): no key of the sidecar is under "feed", so
+// a shell that sets both is not told those are unknown keys.
+const feedEnvPrefix = envPrefix + "_FEED_"
+
 // envName is the environment variable that overrides key.
 func envName(key string) string {
 	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // unknownEnv lists the JUPYTER_MCP_SIDECAR_* variables of environ that name no key,
-// sorted: typos that would otherwise be ignored without a word.
+// sorted: typos that would otherwise be ignored without a word. The feed package's
+// (feedEnvPrefix) are not the sidecar's.
 func unknownEnv(environ []string) []string {
 	known := map[string]bool{}
 	for k := range flatDefaults {
@@ -46,7 +52,7 @@ func unknownEnv(environ []string) []string {
 	var unknown []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, envPrefix+"_") && !known[name] {
+		if strings.HasPrefix(name, envPrefix+"_") && !strings.HasPrefix(name, feedEnvPrefix) && !known[name] {
 			unknown = append(unknown, name)
 		}
 	}

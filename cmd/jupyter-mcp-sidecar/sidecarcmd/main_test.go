@@ -428,7 +428,7 @@ func TestExamplesUseRealKeys(t *testing.T) {
 			}
 		}
 		for _, name := range re.FindAllString(string(b), -1) {
-			if !known[name] && name != envPrefix+"_" {
+			if !known[name] && name != envPrefix+"_" && !strings.HasPrefix(name, feedEnvPrefix) { // the feed package's are its own
 				t.Errorf("%s names %s, which is no configuration key", f, name)
 			}
 		}
@@ -462,5 +462,49 @@ func TestTestVariablesAreNoKeys(t *testing.T) {
 	}
 	if got := unknownEnv(env); len(got) > 0 {
 		t.Fatalf("reported as unknown keys: %v", got)
+	}
+}
+
+// Durations are logged as Go durations in both formats, never as bare nanoseconds.
+func TestLogDurations(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"json", `"wait":"1.5s"`},
+		{"text", `wait=1.5s`},
+	} {
+		var b bytes.Buffer
+		log, err := newLogger("info", tc.format, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("m", "wait", 1500*time.Millisecond)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: %q, want %s", tc.format, b.String(), tc.want)
+		}
+	}
+}
+
+// The variables of the Python package jupyter_mcp_sidecar_feed share the prefix; a
+// shell that sets them for jupyter-mcp-server beside the sidecar is not told they are
+// unknown keys, and no key of the sidecar takes their namespace.
+func TestFeedVariablesAreNoUnknownKeys(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "jupyter_mcp_sidecar_feed", "src", "jupyter_mcp_sidecar_feed", "extension.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`JUPYTER_MCP_SIDECAR_FEED_[A-Z_]+`).FindAllString(string(src), -1)
+	if len(names) < 3 {
+		t.Fatalf("the feed package names %v; want its URL, TOKEN and TOKEN_FILE variables", names)
+	}
+	var env []string
+	for _, n := range names {
+		env = append(env, n+"=x")
+	}
+	if got := unknownEnv(env); len(got) > 0 {
+		t.Fatalf("reported as unknown keys: %v", got)
+	}
+	for k := range flatDefaults {
+		if strings.HasPrefix(envName(k), feedEnvPrefix) {
+			t.Errorf("key %s is in the feed package's namespace %s", k, feedEnvPrefix)
+		}
 	}
 }

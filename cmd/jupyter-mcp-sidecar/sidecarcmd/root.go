@@ -94,13 +94,15 @@ func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, c
 	return fn(ctx, cfg, log)
 }
 
-// newLogger builds the slog logger the configuration asks for, writing to w.
+// newLogger builds the slog logger the configuration asks for, writing to w. Durations
+// are written as Go durations ("1.5s") in both formats: JSON would otherwise give bare
+// nanoseconds, a number no reader takes for a duration.
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log.level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationText}
 	switch format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -109,4 +111,12 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, errors.New("log.format: must be text or json")
 	}
+}
+
+// durationText writes a duration attribute as its Go string, "250ms", "1m30s".
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

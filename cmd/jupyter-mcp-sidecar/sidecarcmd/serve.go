@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -32,7 +33,9 @@ func (a *app) serveCmd() *cobra.Command {
 With no configuration it tails .jupyter_ystore.db in the working directory and listens on
 127.0.0.1:4040/mcp. Without a token (server.token, server.token_file or
 JUPYTER_MCP_SIDECAR_SERVER_TOKEN) and without server.insecure_no_auth, a random token is
-generated and printed on stderr.
+generated and written to a file readable by this user only, beside the state file
+(` + generatedTokenName + `); the log names the file, never the token. On a terminal it
+is printed too.
 
 --demo creates a throwaway store in a temporary directory holding demo.ipynb, which a
 writer keeps editing, binds it to the name "demo" and serves it without a token on a
@@ -47,10 +50,9 @@ loopback address: any MCP client can connect at once.`,
 				return a.serveDemo(ctx, cfg, log)
 			}
 			if needsToken(cfg) {
-				if cfg.Server.Token, err = randomToken(); err != nil {
+				if cfg.Server.Token, err = a.generateToken(cfg, log); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stderr, "No token configured; clients must send this one:\n  Authorization: Bearer %s\n", cfg.Server.Token)
 			}
 			return sidecar.Run(ctx, cfg, log, sidecar.WithVersion(versionString()))
 		})
@@ -62,6 +64,52 @@ loopback address: any MCP client can connect at once.`,
 func needsToken(cfg config.Config) bool {
 	s := cfg.Server
 	return s.Transport == resources.TransportHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
+}
+
+// generatedTokenName is the file, beside the state file, a generated token is written to.
+const generatedTokenName = ".jupyter-mcp-sidecar-token"
+
+// generateToken makes a random token, writes it to the file beside the state file (mode
+// 0600, replaced atomically) and logs that file's path. The token itself goes only to a
+// terminal: never into a log stream, where a collector would keep it and a JSON parser
+// would trip over a plain line.
+func (a *app) generateToken(cfg config.Config, log *slog.Logger) (string, error) {
+	token, err := randomToken()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(filepath.Dir(cfg.StateFilePath()), generatedTokenName)
+	if err := writeSecret(path, token+"\n"); err != nil {
+		return "", fmt.Errorf("no token configured; write the generated one: %w", err)
+	}
+	log.Warn("no token configured: generated one; clients send Authorization: Bearer <the file's content>", "token_file", path)
+	if isTerminal(a.stderr) {
+		fmt.Fprintf(a.stderr, "No token configured; clients must send this one (also in %s):\n  Authorization: Bearer %s\n", path, token)
+	}
+	return token, nil
+}
+
+// writeSecret replaces path with content, readable and writable by this user only.
+func writeSecret(path, content string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after the rename: nothing
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// isTerminal reports whether w is a terminal, where a person (not a log collector) reads.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 func randomToken() (string, error) {

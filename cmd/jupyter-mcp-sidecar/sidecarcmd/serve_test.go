@@ -3,11 +3,13 @@ package sidecarcmd
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,7 +110,9 @@ func TestServeDemo(t *testing.T) {
 	}
 }
 
-// serve with no token configured generates one, prints it, and requires it.
+// serve with no token configured generates one and requires it. The token goes to a
+// file readable by its user only, which the log names; the log (JSON here, as a
+// collector reads it) is JSON lines only and never holds the token.
 func TestServeGeneratesToken(t *testing.T) {
 	dir := isolate(t)
 	addr := testutil.FreeAddr(t)
@@ -119,44 +123,77 @@ func TestServeGeneratesToken(t *testing.T) {
 	go func() {
 		root := newRoot(&testutil.LockedBuffer{}, &stderr)
 		root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
-			"--listen", addr, "--log-level", "warn"})
+			"--listen", addr, "--log-level", "info", "--log-format", "json"})
 		done <- root.ExecuteContext(ctx)
 	}()
-	re := regexp.MustCompile(`Authorization: Bearer ([0-9a-f]{48})`)
-	var token string
-	testutil.Eventually(t, testutil.Wait, "a generated token on stderr", func() bool {
-		m := re.FindStringSubmatch(stderr.String())
-		if m != nil {
-			token = m[1]
+	var tokenFile string
+	testutil.Eventually(t, testutil.Wait, "the generated token's file in the log", func() bool {
+		for _, rec := range jsonLines(t, stderr.String()) {
+			if f, ok := rec["token_file"].(string); ok {
+				tokenFile = f
+			}
 		}
-		return m != nil
-	})
-	post := func(auth string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return tokenFile != ""
+	}, stderr.String)
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "the MCP endpoint answering with the token", func() bool { return post(token) == http.StatusOK })
-	if code := post(""); code != http.StatusUnauthorized {
+	token := strings.TrimSpace(string(b))
+	if !regexp.MustCompile(`^[0-9a-f]{48}$`).MatchString(token) {
+		t.Fatalf("%s holds %q, want 48 hex digits", tokenFile, b)
+	}
+	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v; want 0600", tokenFile, err, fi.Mode())
+	}
+	testutil.Eventually(t, testutil.Wait, "the MCP endpoint answering with the token", func() bool { return postInitialize(addr, token) == http.StatusOK })
+	if code := postInitialize(addr, ""); code != http.StatusUnauthorized {
 		t.Errorf("no token: status %d, want 401", code)
 	}
-	if code := post("wrong"); code != http.StatusUnauthorized {
+	if code := postInitialize(addr, "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: status %d, want 401", code)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve after cancel: %v", err)
 	}
+	logs := stderr.String()
+	jsonLines(t, logs)
+	if strings.Contains(logs, token) {
+		t.Fatalf("the token is in the log:\n%s", logs)
+	}
+}
+
+// postInitialize posts an MCP initialize to addr's /mcp with the bearer token tok
+// ("" for none) and returns the status, 0 when no answer came.
+func postInitialize(addr, tok string) int {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// jsonLines decodes a JSON log, failing the test on any line that is not a JSON object.
+func jsonLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for line := range strings.Lines(logs) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %q\n%s", line, logs)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
 }
 
 // TestMain lets the test binary run as jupyter-mcp-sidecar itself, for tests that send
@@ -204,5 +241,47 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "jupyter-mcp-sidecar-demo-*")); len(left) != 0 {
 		t.Errorf("demo store left behind: %v", left)
+	}
+}
+
+// serve with server.insecure_no_auth warns loudly when its listener is reachable from
+// other hosts, and says nothing more on loopback.
+func TestServeWarnsInsecureNoAuth(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		warn bool
+	}{
+		{"127.0.0.1", false},
+		{"0.0.0.0", true},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			dir := isolate(t)
+			addr := net.JoinHostPort(tc.host, strconv.Itoa(testutil.FreePort(t)))
+			var stderr testutil.LockedBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				root := newRoot(&testutil.LockedBuffer{}, &stderr)
+				root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
+					"--listen", addr, "--insecure-no-auth", "--log-format", "json"})
+				done <- root.ExecuteContext(ctx)
+			}()
+			testutil.Eventually(t, testutil.Wait, "the MCP server listening", func() bool {
+				return strings.Contains(stderr.String(), `"msg":"mcp server listening"`)
+			}, stderr.String)
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("serve after cancel: %v", err)
+			}
+			warned := false
+			for _, rec := range jsonLines(t, stderr.String()) {
+				msg, _ := rec["msg"].(string)
+				warned = warned || (rec["level"] == "WARN" && strings.Contains(msg, "AUTHENTICATION IS DISABLED") && rec["listen"] == addr)
+			}
+			if warned != tc.warn {
+				t.Fatalf("listening on %s without auth: warned %v, want %v\n%s", addr, warned, tc.warn, stderr.String())
+			}
+		})
 	}
 }

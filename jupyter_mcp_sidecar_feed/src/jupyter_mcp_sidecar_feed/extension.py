@@ -110,8 +110,6 @@ class Bridge:
 
     def _from_thread(self, frame: Frame) -> None:
         loop, queue = self.loop, self._queue
-        if frame.event == "hello":
-            logger.info("sidecar feed: stream open (%s)", frame.data)
         if loop is None or queue is None or loop.is_closed():
             # No call has run on the server's loop yet, so nothing is bound to announce.
             self.unheard += 1
@@ -196,6 +194,18 @@ class Bridge:
         self.published += 1
         logger.debug("sidecar feed: announced %s %s (told: %s)", name, cells, told)
 
+    def status(self) -> dict[str, Any]:
+        """The feed's health: ``state`` is live, connecting, refused (the token) or failing."""
+        client = self.client
+        return {
+            "state": client.state,
+            "url": client.url,
+            "last_error": client.last_error,
+            "connections": client.connections,
+            "published": self.published,
+            "suppressed": self.suppressed,
+        }
+
     def own_edit(self, name: str) -> bool:
         """Whether the feed takes the news of a tool's edit of name."""
         self.attach()
@@ -238,10 +248,32 @@ class FeedWatchers:
 
 _bridge: Bridge | None = None
 
+#: The status route, on jupyter-mcp-server's own listener (no MCP token needed, as its
+#: /api/healthz): 200 with the feed live, else 503; the body is Bridge.status().
+STATUS_PATH = "/api/sidecar-feed"
+_status_served = False
+
 
 def bridge() -> Bridge | None:
     """The running bridge, if the feed is configured."""
     return _bridge
+
+
+def _serve_status(mcp: Any) -> None:
+    """Add STATUS_PATH to the server's routes, once (the app is built after on_start)."""
+    global _status_served
+    route = getattr(mcp, "custom_route", None)
+    if _status_served or route is None:
+        return
+    from starlette.responses import JSONResponse  # noqa: PLC0415 - the server's own dependency
+
+    async def feed_status(_request: Any) -> JSONResponse:
+        running = bridge()
+        body = running.status() if running else {"state": "off"}
+        return JSONResponse(body, status_code=200 if body["state"] == "live" else 503)
+
+    route(STATUS_PATH, ["GET"])(feed_status)
+    _status_served = True
 
 
 def _token() -> str:
@@ -280,6 +312,7 @@ def start_feed() -> Bridge | None:
         raise StartRefused(f"{URL_ENV} is set but neither {TOKEN_ENV} nor {TOKEN_FILE_ENV} is")
     _bridge = Bridge(url, token, server_module, notifications)
     watchers.watchers = FeedWatchers(_bridge)
+    _serve_status(server_module.mcp)
     _bridge.start()
     logger.info("jupyter-mcp-sidecar-feed %s: reading %s", compat.own_version(), url)
     return _bridge

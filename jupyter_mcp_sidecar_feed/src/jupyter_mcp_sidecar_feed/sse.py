@@ -4,8 +4,11 @@ One thread holds one HTTP connection to the sidecar's ``sse`` publisher (docs/EV
 "The sse feed") and hands every frame to a callback: ``hello`` (the stream starts, or
 resumes without loss), ``change`` (one event), ``gap`` (events were lost). It resumes
 with ``Last-Event-ID`` after any disconnect, waiting with exponential backoff and jitter
-between attempts; a stream silent for longer than ``read_timeout`` (the sidecar sends a
-heartbeat every 15 s) is treated as disconnected.
+between attempts, never longer than ``max_backoff``; a stream silent for longer than
+``read_timeout`` (the sidecar sends a heartbeat every 15 s) is treated as disconnected.
+Every stream opened is logged (``stream open``), the first and each one after a
+reconnect. A token the sidecar refuses is an ERROR at every attempt, saying what to fix,
+and :attr:`FeedClient.state` says ``refused`` until a stream opens.
 
 Every line is bounded as it is read: the stream's bytes are taken as each read returns
 them (httpcore reads at most 64 kB), and a line (a comment too) growing past
@@ -41,6 +44,17 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 class TooLarge(ValueError):
     """A line or a frame of the stream is over its bound."""
+
+
+#: :attr:`FeedClient.state`: before the first stream, live, refused (401/403: the token),
+#: failing (any other answer, or no answer).
+CONNECTING, LIVE, REFUSED, FAILING = "connecting", "live", "refused", "failing"
+
+
+def jittered(wait: float, cap: float) -> float:
+    """The wait before a reconnect: ``wait`` ± 50 %, so that replicas that lost the sidecar
+    together do not come back together, and never more than ``cap``."""
+    return min(wait * (0.5 + random.random()), cap)  # noqa: S311 - not cryptographic
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,9 @@ class FeedClient:
         self.last_event_id = ""
         #: How many streams were opened, for the logs and the tests.
         self.connections = 0
+        #: CONNECTING, LIVE, REFUSED or FAILING; why, when not live.
+        self.state = CONNECTING
+        self.last_error = ""
 
     def start(self) -> None:
         """Start the thread."""
@@ -170,11 +187,39 @@ class FeedClient:
                     return
                 if opened:
                     wait = self._backoff
-                # Jitter, so replicas that lost the sidecar together do not come back together.
-                delay = wait * (0.5 + random.random())  # noqa: S311 - not cryptographic
+                if self.state == REFUSED:
+                    wait = self._max_backoff  # retrying sooner cannot help: the token is wrong
+                delay = jittered(wait, self._max_backoff)
                 logger.info("sidecar feed: reconnecting in %.1fs", delay)
                 self._stopping.wait(delay)
                 wait = min(wait * 2, self._max_backoff)
+
+    def _opened(self) -> None:
+        """A stream is open: the first, or one after a reconnect."""
+        self.connections += 1
+        self.state, self.last_error = LIVE, ""
+        logger.info(
+            "sidecar feed: stream open (%s, connection %d%s)", self.url, self.connections,
+            f", resuming after {self.last_event_id}" if self.last_event_id else "",
+        )
+
+    def _refused(self, status: int) -> None:
+        """The sidecar answered something else than a stream: say what is wrong, loudly."""
+        if status in (401, 403):
+            self.state = REFUSED
+            self.last_error = f"the sidecar refused the token (HTTP {status})"
+            logger.error(
+                "sidecar feed %s refused the token (HTTP %s): JUPYTER_MCP_SIDECAR_FEED_TOKEN (or _FILE) is not "
+                "the sidecar's publisher.options.token. Changes made outside this server (people in JupyterLab, "
+                "other agents, files on disk) are NOT announced to its subscribers until it is fixed; "
+                "retrying every %.0fs", self.url, status, self._max_backoff,
+            )
+            return
+        self.state, self.last_error = FAILING, f"HTTP {status}"
+        logger.error(
+            "sidecar feed %s answered HTTP %s instead of the event stream: changes made outside this server "
+            "are not announced until it answers", self.url, status,
+        )
 
     def _stream(self, client: httpx.Client) -> bool:
         """One connection; answers whether a stream was opened."""
@@ -186,13 +231,13 @@ class FeedClient:
             with client.stream("GET", self.url, headers=headers) as response:
                 self._response = response
                 if response.status_code != 200:
-                    logger.error("sidecar feed %s answered %s", self.url, response.status_code)
+                    self._refused(response.status_code)
                     return False
                 encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
                 if encoding not in ("", "identity"):
                     logger.error("sidecar feed %s answered with Content-Encoding %.40s", self.url, encoding)
                     return False
-                self.connections += 1
+                self._opened()
                 live = True
                 self._on_state(True)
                 # Each read as it returns: iter_raw with a chunk size would hold a frame
@@ -206,6 +251,7 @@ class FeedClient:
                         logger.exception("sidecar feed: a frame could not be handled")
         except (httpx.HTTPError, ValueError, OSError) as error:
             if not self._stopping.is_set():
+                self.state, self.last_error = FAILING, str(error)
                 logger.warning("sidecar feed %s: %s", self.url, error)
         finally:
             self._response = None
