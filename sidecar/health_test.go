@@ -154,7 +154,7 @@ func TestHealthDegradedRooms(t *testing.T) {
 			reasons: []string{bad, diverged, gap}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHealth(status, func() []rooms.Degradation { return tc.rooms }, nil, 5*time.Second)
+			h := NewHealth(status, func() []rooms.Degradation { return tc.rooms }, nil, nil, 5*time.Second)
 			rec := httptest.NewRecorder()
 			h.Ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			var r Readiness
