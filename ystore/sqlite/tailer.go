@@ -23,6 +23,8 @@
 //     recreate it: the file's identity changes (the open connection holds the old inode,
 //     so its number cannot be reused), every room of the new file is delivered as Reset
 //     and every room gone as Removed; the same when PRAGMA user_version changes in place;
+//   - not have written the file yet (a server writes it once a notebook is opened):
+//     Status reports it Absent, no error, until it is read;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
 //     state stays served until the file returns;
 //   - put something other than a regular file at the path (a named pipe, a socket, a
@@ -227,10 +229,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err.Error() != t.status.Status().LastError {
-				t.log.Warn("reading y-store", "err", err)
-			}
-			t.status.Fail(err)
+			t.failed(err)
 			// The connection may hold a stale view of a file changed under it: the next
 			// wake-up or poll opens the file afresh and reads it whole.
 			t.closeStore()
@@ -243,6 +242,23 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 			w.watch()
 		}
 	}
+}
+
+// failed records a read that failed: a store that never existed since the start is
+// awaited (the server writes none until a notebook is opened: nothing wrong), anything
+// else is a fault, logged when it differs from the last one.
+func (t *Tailer) failed(err error) {
+	if errors.Is(err, ErrNoStore) && !t.synced {
+		if !t.status.Status().Absent {
+			t.log.Info("waiting for the y-store: none yet (written once a notebook is opened)")
+		}
+		t.status.Absent()
+		return
+	}
+	if err.Error() != t.status.Status().LastError {
+		t.log.Warn("reading y-store", "err", err)
+	}
+	t.status.Fail(err)
 }
 
 // cycle brings the delivered state up to date with the file.
