@@ -26,7 +26,7 @@ type Hub struct {
 	Stores        HubStores     `mapstructure:"stores" yaml:"stores"`
 	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
 	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
-	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory
+	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
 	OAuth         HubOAuth      `mapstructure:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
 }
 
