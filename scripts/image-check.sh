@@ -121,6 +121,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 token=image-check-token
 # runimage CMD...: CMD (the image's entrypoint and arguments) as the image's USER with its ENV and
 # the run's, its rootfs and $srv read-only (a mount namespace of its own), /proc mounted.
+# Every step execs the next: run in the background, its PID is the server's own.
 runimage() {
 	local env=("${img_env[@]}")
 	env+=(
@@ -131,7 +132,7 @@ runimage() {
 		"JUPYTER_MCP_SIDECAR_SERVER_TOKEN=$token"
 		"${run_env[@]}"
 	)
-	ROOTFS=$rootfs SRV=$srv unshare --mount --propagation private -- bash -c '
+	ROOTFS=$rootfs SRV=$srv exec unshare --mount --propagation private -- bash -c '
 		set -e
 		mkdir -p "$ROOTFS/proc" "$ROOTFS$SRV" # the mount points a runtime makes
 		mount --bind "$ROOTFS" "$ROOTFS" && mount -o remount,bind,ro "$ROOTFS"
