@@ -417,7 +417,7 @@ func TestExamplesUseRealKeys(t *testing.T) {
 		known[envName(k)] = true
 	}
 	re := regexp.MustCompile(envPrefix + `_[A-Z0-9_]+`)
-	for _, f := range []string{"../../../README.md", "../../../Dockerfile", "../../../configs/jupyter-mcp-sidecar.service", "../../../configs/k8s/pod.yaml", "../../../configs/sidecar.yaml"} {
+	for _, f := range []string{"../../../README.md", "../../../Dockerfile", "../../../configs/jupyter-mcp-sidecar.service", "../../../configs/k8s/pod.yaml", "../../../configs/k8s/z2jh/pod-sidecar-values.yaml", "../../../configs/sidecar.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
