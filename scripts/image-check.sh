@@ -113,6 +113,12 @@ ctr=$("${bh[@]}" from --pull-never "$image")
 
 step "run read-only on a read-only store"
 rootfs=$("${bh[@]}" mount "$ctr")
+# A volume mounted at the image's STATE_DIRECTORY starts as the image's directory (Docker
+# copies its owner into a new named volume): the image's user must own it.
+state_dir=$(printf '%s\n' "${img_env[@]}" | sed -n 's/^STATE_DIRECTORY=//p')
+[ -n "$state_dir" ] || fail "the image sets no STATE_DIRECTORY: name bindings have no place of their own"
+[ "$(stat -c %u:%g "$rootfs$state_dir")" = "$img_user" ] ||
+	fail "$state_dir is owned by $(stat -c %u:%g "$rootfs$state_dir"), not the image's user $img_user"
 srv=$work/srv # the Jupyter root: mounted read-only at the same path (the fileid database names absolute paths)
 mkdir -p "$srv"
 chmod 0755 "$srv"
