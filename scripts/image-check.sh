@@ -126,8 +126,10 @@ printf 'notebooks: {demo: demo.ipynb}\n' >"$srv/sidecar.yaml"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 token=image-check-token
 # runimage CMD...: CMD (the image's entrypoint and arguments) as the image's USER with its ENV and
-# the run's, its rootfs and $srv read-only (a mount namespace of its own), /proc mounted.
-# Every step execs the next: run in the background, its PID is the server's own.
+# the run's, its rootfs and $srv read-only (a mount namespace of its own), /proc mounted;
+# with $volume set, that directory mounted writable at the image's STATE_DIRECTORY (as
+# `docker run -v VOLUME:/var/lib/jupyter-mcp-sidecar`). Every step execs the next: run in
+# the background, its PID is the server's own.
 runimage() {
 	local env=("${img_env[@]}")
 	env+=(
@@ -138,16 +140,18 @@ runimage() {
 		"JUPYTER_MCP_SIDECAR_SERVER_TOKEN=$token"
 		"${run_env[@]}"
 	)
-	ROOTFS=$rootfs SRV=$srv exec unshare --mount --propagation private -- bash -c '
+	ROOTFS=$rootfs SRV=$srv VOLUME=$volume STATE_DIR=$state_dir exec unshare --mount --propagation private -- bash -c '
 		set -e
 		mkdir -p "$ROOTFS/proc" "$ROOTFS$SRV" # the mount points a runtime makes
 		mount --bind "$ROOTFS" "$ROOTFS" && mount -o remount,bind,ro "$ROOTFS"
 		mount --bind "$SRV" "$ROOTFS$SRV" && mount -o remount,bind,ro "$ROOTFS$SRV"
 		mount -t proc proc "$ROOTFS/proc"
+		if [ -n "$VOLUME" ]; then mount --bind "$VOLUME" "$ROOTFS$STATE_DIR"; fi
 		exec env -i "$@"
 	' runimage "${env[@]}" "$(command -v chroot)" --userspec="$img_user" "$rootfs" "$@"
 }
 
+volume=
 run_env=("JUPYTER_MCP_SIDECAR_SERVER_STATE_FILE=$srv/names.json")
 if out=$(runimage "${img_entry[0]}" config check --config "$srv/sidecar.yaml" 2>&1); then
 	echo "$out"
@@ -187,16 +191,32 @@ mcp() { # mcp BODY: POST to /mcp in the session, the response in $work/mcp
 		-H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' \
 		${session:+-H "Mcp-Session-Id: $session"} --data "$1" "$base/mcp"
 }
-session=
-mcp '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"image-check","version":"1"}}}'
-session=$(awk -F': ' 'tolower($1) == "mcp-session-id" { sub(/\r$/, "", $2); print $2 }' "$work/headers")
-[ -n "$session" ] || { cat "$work/headers" "$work/mcp"; fail "initialize gave no session"; }
-mcp '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+connect() { # an initialized MCP session: $session
+	session=
+	mcp '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"image-check","version":"1"}}}'
+	session=$(awk -F': ' 'tolower($1) == "mcp-session-id" { sub(/\r$/, "", $2); print $2 }' "$work/headers")
+	[ -n "$session" ] || { cat "$work/headers" "$work/mcp"; fail "initialize gave no session"; }
+	mcp '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+}
+stop() { kill "$pid"; wait "$pid" || true; pid=; }
+connect
 wait_for "resources/read notebook://demo" eval "mcp '{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{\"uri\":\"notebook://demo\"}}' && grep -q nbformat \"\$work/mcp\""
 echo "MCP resources/read notebook://demo: $(wc -c <"$work/mcp") bytes, $(grep -o 'cell_type' "$work/mcp" | wc -l) cells"
 grep -q 'kept in memory' "$work/serve.log" || { cat "$work/serve.log"; fail "no warning that bindings are kept in memory"; }
 echo "bindings in memory, with the warning"
-kill "$pid"
-wait "$pid" || true
-pid=
+stop
+
+step "with a volume at the image's STATE_DIRECTORY"
+volume=$work/volume
+mkdir -p "$volume"
+chown "$img_user" "$volume" # as a new named volume: the image directory's owner
+runimage "${img_entry[@]}" --config "$srv/sidecar.yaml" >"$work/serve.log" 2>&1 &
+pid=$!
+wait_for "/readyz 200 with the store loaded" eval 'test "$(code /readyz)" = 200 && grep -q "\"loaded\":true" "$work/body"'
+connect
+mcp '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"use_notebook","arguments":{"notebook_name":"mine","notebook_path":"demo.ipynb"}}}'
+grep -q '"mine"' "$volume/names.json" 2>/dev/null || { cat "$work/mcp" "$work/serve.log"; fail "use_notebook's binding is not in the volume's names.json"; }
+! grep -q 'kept in memory' "$work/serve.log" || { cat "$work/serve.log"; fail "bindings kept in memory although the volume is writable"; }
+echo "use_notebook's binding kept in the volume: $(cat "$volume/names.json")"
+stop
 echo "image-check: OK"
