@@ -19,9 +19,13 @@
 #      (sidecar/demo's session, scripts/imagecheck) it must load it, /healthz and /readyz
 #      answer 200 and an MCP resources/read of the notebook return it; bindings must
 #      fall back to memory with a warning (no writable place); `config check` in the
-#      image must refuse a state file on the read-only store, as serve does.
+#      image must refuse a state file on the read-only store, as serve does. The image's
+#      STATE_DIRECTORY must be owned by its user, and run again with a writable directory
+#      mounted there (the Dockerfile's docker run example), a use_notebook binding must
+#      land in it.
 #
-# Needs root (mount namespaces, chroot), buildah, python3, curl; about a minute. It fails
+# Needs root (mount namespaces, chroot), buildah, python3, curl; 10-20 s with a warm Go
+# cache. It fails
 # on b219f5f's Dockerfile (user nonroot:nonroot, golang:1.26), pod readiness (503 before
 # the store exists) and state-file default (serve exits 1 on the read-only store).
 # IMAGE_CHECK_DOCKERFILE checks another Dockerfile (the build context stays this tree).
