@@ -5,7 +5,7 @@ GO ?= go
 # staticcheck 2026.2.2 is module version v0.8.2.
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: test unit test-pg e2e fuzz lint fixtures bench ci-under-load build
+.PHONY: test unit test-pg e2e fuzz lint fixtures bench ci-under-load build deploy-check
 
 test: ## the whole suite, as CI runs it
 	bash .ci/run
@@ -40,3 +40,8 @@ ci-under-load: ## CI five times on fresh clones while two busy loops load the co
 
 build: ## a static, stamped binary
 	scripts/build.sh
+
+deploy-check: ## what operators run: the image (buildah, root), the k8s recipes, the systemd units
+	scripts/image-check.sh
+	cd scripts/k8scheck && $(GO) test -count=1 ./...
+	scripts/unit-check.sh

@@ -13,7 +13,9 @@
 # Merge this into your jupyterhub_config.py (or drop it into a jupyterhub_config.d/
 # directory); adjust the store templates to where your users' Jupyter servers write.
 
-# Where the sidecar listens: the service's url below must name the same address.
+# Where the sidecar listens: the service's url below. The Hub gives it to the sidecar as
+# JUPYTERHUB_SERVICE_URL, which sets server.listen; JUPYTER_MCP_SIDECAR_SERVER_LISTEN below
+# says the same explicitly (and wins if they ever differ).
 MCP_LISTEN = "127.0.0.1:10101"
 
 c.JupyterHub.services = [

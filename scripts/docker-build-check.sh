@@ -21,7 +21,7 @@ want_run=$(grep -c '^RUN ' Dockerfile)
 	cd "$ctx"
 	go mod download
 	VERSION=${VERSION} COMMIT=${COMMIT} scripts/build.sh out/jupyter-mcp-sidecar
-	out/jupyter-mcp-sidecar version
+	out/jupyter-mcp-sidecar version && mkdir -p out/state
 )
 bin=$ctx/out/jupyter-mcp-sidecar
 

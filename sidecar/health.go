@@ -26,11 +26,15 @@ type Publisher interface {
 	PublisherHealth() error
 }
 
+// StateWaiting is Readiness.State while the store does not exist yet (ystore.Status.Absent).
+const StateWaiting = "waiting for the store: none yet"
+
 // Readiness is the body of /readyz.
 type Readiness struct {
 	Ready         bool     `json:"ready"`
 	Loaded        bool     `json:"loaded"`
 	Reachable     bool     `json:"store_reachable"`
+	State         string   `json:"state,omitempty"`
 	LagSeconds    float64  `json:"lag_seconds"`
 	LastError     string   `json:"last_error,omitempty"`
 	DegradedRooms []string `json:"degraded_rooms,omitempty"`
@@ -61,11 +65,17 @@ func (h *Health) Check() Readiness {
 		r.DegradedRooms = append(r.DegradedRooms, d.Room)
 		bad, diverged, gaps = bad || d.BadRows > 0, diverged || d.Diverged, gaps || d.Gaps != nil
 	}
-	if !r.Loaded {
-		r.Reasons = append(r.Reasons, "store not loaded yet")
-	}
-	if !r.Reachable {
-		r.Reasons = append(r.Reasons, "store not reachable")
+	if st.Absent {
+		// A server writes its store once a notebook is opened: nothing to serve yet and
+		// nothing wrong, so the pod (KubeSpawner waits for every container) is ready.
+		r.State = StateWaiting
+	} else {
+		if !r.Loaded {
+			r.Reasons = append(r.Reasons, "store not loaded yet")
+		}
+		if !r.Reachable {
+			r.Reasons = append(r.Reasons, "store not reachable")
+		}
 	}
 	if h.lagThreshold > 0 && st.Lag > h.lagThreshold {
 		r.Reasons = append(r.Reasons, "tail lag above "+h.lagThreshold.String())

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -58,6 +59,44 @@ func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
 	}
 }
 
+// A store not written yet (a server writes none until a notebook is opened) is ready,
+// /readyz answering 200 with the state in its body; once written it is read, and once
+// read, its disappearance is a fault (503).
+func TestHealthOfAStoreNotWrittenYet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	tl, h := tailSQLite(t, path)
+	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return tl.Status().Absent })
+	code, r := readyz(t, h)
+	if code != http.StatusOK || !r.Ready || r.State != StateWaiting || len(r.Reasons) > 0 || r.Loaded || r.Reachable {
+		t.Fatalf("/readyz %d %+v of a store not written yet: want 200, ready, state %q", code, r, StateWaiting)
+	}
+	w := sqlitetest.Start(t, path)
+	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
+	testutil.Eventually(t, testutil.Wait, "the store read", func() bool { return h.Check().Loaded })
+	if code, r := readyz(t, h); code != http.StatusOK || !r.Ready || r.State != "" {
+		t.Fatalf("/readyz %d %+v once the store is read: want 200, ready, no state", code, r)
+	}
+	if err := os.Rename(path, path+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, testutil.Wait, "the store gone reported", func() bool { return !h.Check().Reachable })
+	if code, r := readyz(t, h); code != http.StatusServiceUnavailable || r.Ready || r.State != "" || !slices.Contains(r.Reasons, "store not reachable") {
+		t.Fatalf("/readyz %d %+v once the store read is gone: want 503, store not reachable", code, r)
+	}
+}
+
+// readyz asks h's /readyz and returns the status code and the body.
+func readyz(t *testing.T, h *Health) (int, Readiness) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.Ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var r Readiness
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+		t.Fatalf("/readyz body %q: %v", rec.Body.String(), err)
+	}
+	return rec.Code, r
+}
+
 // A row stamped long ago, once applied, keeps no lag: the tailer idle and caught up is
 // ready with a lag of 0.
 func TestHealthOldRowAppliedIsReady(t *testing.T) {
@@ -82,7 +121,7 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 }
 
 // In hub mode a user whose store is unreachable, or who is still loading (or stuck
-// loading), is not counted ready.
+// loading), is not counted ready; one whose store is not written yet is.
 func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -94,8 +133,11 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	close(loaded)
 	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
 		func() []rooms.Degradation { return nil }, nil, nil, 5*time.Second)
+	_, waiting := tailSQLite(t, filepath.Join(t.TempDir(), ".jupyter_ystore.db"))
+	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return waiting.Check().State == StateWaiting })
 	h := &hub{tenants: map[string]*tenant{
 		"ok":      {in: &instance{health: good}, loaded: loaded},
+		"new":     {in: &instance{health: waiting}, loaded: loaded},
 		"fifo":    {in: &instance{health: broken}, loaded: loaded},
 		"loading": {in: &instance{health: good}, loaded: make(chan struct{})},
 	}}
@@ -108,8 +150,8 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Active != 3 || body.Unready != 2 {
-		t.Fatalf("hub /readyz %s: want 3 users active, 2 of them unready", rec.Body.String())
+	if body.Active != 4 || body.Unready != 2 {
+		t.Fatalf("hub /readyz %s: want 4 users active, 2 of them unready", rec.Body.String())
 	}
 }
 

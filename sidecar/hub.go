@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -53,6 +52,8 @@ type hub struct {
 	version string
 	reg     prometheus.Registerer // the process's, shared by the users' instances
 	m       *hubMetrics
+	// stateDir is where users' name bindings persist (hubStateDir); "": in memory.
+	stateDir string
 
 	// shared is what every active user's tailer shares: the file watcher of their
 	// SQLite stores (one inotify instance for all; none with store.sqlite.fsnotify
@@ -83,6 +84,9 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, reg: reg, tenants: map[string]*tenant{}}
 	var err error
 	if h.idKey, err = logIDKey(cfg.Hub.APIToken); err != nil {
+		return err
+	}
+	if h.stateDir, err = hubStateDir(cfg, h.log); err != nil {
 		return err
 	}
 	if h.m, err = newHubMetrics(reg); err != nil {
@@ -289,14 +293,11 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
-	cfg.Server.StateFile = filepath.Join(h.stateDir(), fileName(user)+".names.json")
+	cfg.Server.StateFile = ""
+	if h.stateDir != "" {
+		cfg.Server.StateFile = filepath.Join(h.stateDir, fileName(user)+".names.json")
+	}
 	return cfg, nil
-}
-
-// stateDir is where users' name bindings persist: hub.state_dir, else the directory of
-// server.state_file, else the working directory.
-func (h *hub) stateDir() string {
-	return cmp.Or(h.cfg.Hub.StateDir, filepath.Dir(h.cfg.Server.StateFile)) // filepath.Dir("") is "."
 }
 
 // reap releases tenants idle for hub.idle_timeout until ctx is done.

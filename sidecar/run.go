@@ -85,6 +85,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.stdin != nil || o.stdout != nil {
 		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
 	}
+	cfg, err := withStateFile(cfg, log)
+	if err != nil {
+		return err
+	}
 	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, confinement{}, extra...)
 	if err != nil {
 		return err
@@ -246,11 +250,21 @@ func (in *instance) close() {
 	_ = in.closeResolver()
 }
 
-// Check builds, without I/O, the MCP server Run would build from cfg (its
-// gate, publisher, verifier, hooks and extensions with their options), logging
-// to log as Run does, and returns the error Run would stop with. cfg must be
-// valid with its secrets resolved.
+// Check tries where Run would keep name bindings (a file written and removed there:
+// a configured place that cannot be used is the error Run stops with) and builds,
+// without other I/O, the MCP server Run would build from cfg (its gate, publisher,
+// verifier, hooks and extensions with their options), logging to log as Run does, and
+// returns the error Run would stop with. cfg must be valid with its secrets resolved.
 func Check(cfg config.Config, log *slog.Logger) error {
+	var err error
+	if cfg.Hub.Enabled {
+		_, err = hubStateDir(cfg, log)
+	} else {
+		cfg, err = withStateFile(cfg, log)
+	}
+	if err != nil {
+		return err
+	}
 	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithLogger(log), resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
@@ -263,7 +277,7 @@ func serverConfig(cfg config.Config, version string) resources.Config {
 	return resources.Config{
 		Endpoint:   cfg.Server.Endpoint,
 		Limits:     cfg.Server.Limits,
-		StateFile:  cfg.StateFilePath(),
+		StateFile:  cfg.Server.StateFile, // withStateFile's choice; hub mode: the user's
 		Notebooks:  cfg.Notebooks,
 		Publisher:  cfg.Publisher,
 		Gate:       cfg.Gate,

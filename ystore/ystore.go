@@ -75,6 +75,11 @@ type Event struct {
 type Status struct {
 	// Reachable is true while the store can be read.
 	Reachable bool
+	// Absent is true while the store does not exist yet and never did since the tailer
+	// started (a jupyter-collaboration server writes its SQLite file only once a
+	// notebook is opened): nothing to serve and nothing wrong. A store that was read
+	// and then disappears is not Absent but unreachable.
+	Absent bool
 	// LastError is the most recent read error, empty after a successful read.
 	LastError string
 	// LastErrorAt is when LastError happened.

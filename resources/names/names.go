@@ -149,8 +149,8 @@ func (b *Bindings) Load() error {
 	if b.stateFile == "" {
 		return nil
 	}
-	if err := probe(b.stateFile); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrStateFile, b.stateFile, err)
+	if err := Probe(b.stateFile); err != nil {
+		return err
 	}
 	data, err := os.ReadFile(b.stateFile)
 	if errors.Is(err, os.ErrNotExist) {
@@ -178,8 +178,16 @@ func (b *Bindings) Load() error {
 	return errors.Join(errs...)
 }
 
-// probe fails unless file is a regular file or none, and a file can be
-// created, written and synced beside it (what a save does).
+// Probe returns an error wrapping ErrStateFile unless file is a regular file or
+// none, and a file can be created, written and synced beside it (what a save does;
+// its directory is created when missing).
+func Probe(file string) error {
+	if err := probe(file); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrStateFile, file, err)
+	}
+	return nil
+}
+
 func probe(file string) error {
 	if st, err := os.Stat(file); err == nil && !st.Mode().IsRegular() {
 		return errors.New("not a regular file")

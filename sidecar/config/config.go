@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -235,13 +236,42 @@ func (c Config) RootDirPath() string {
 	return c.StoreDir()
 }
 
-// StateFilePath is server.state_file, or .jupyter-mcp-sidecar-names.json in the store's
-// directory when unset.
-func (c Config) StateFilePath() string {
+// StateFiles lists where use_notebook bindings may persist, best first, and whether
+// they were configured: server.state_file alone when set; else names.json in
+// $STATE_DIRECTORY (systemd's StateDirectory=, its first directory) when set, then
+// .jupyter-mcp-sidecar-names.json in the store's directory, where it always was. The
+// sidecar keeps them in the first where a file can be written; in none: in memory.
+func (c Config) StateFiles() (files []string, configured bool) {
 	if c.Server.StateFile != "" {
-		return c.Server.StateFile
+		return []string{c.Server.StateFile}, true
 	}
-	return filepath.Join(c.StoreDir(), ".jupyter-mcp-sidecar-names.json")
+	if d := stateDirectory(); d != "" {
+		files = append(files, filepath.Join(d, "names.json"))
+	}
+	return append(files, filepath.Join(c.StoreDir(), ".jupyter-mcp-sidecar-names.json")), false
+}
+
+// HubStateDirs lists where hub users' bindings may persist, best first, and whether
+// they were configured: hub.state_dir alone when set, else server.state_file's
+// directory alone when set; else $STATE_DIRECTORY when set, then the working directory.
+func (c Config) HubStateDirs() (dirs []string, configured bool) {
+	switch {
+	case c.Hub.StateDir != "":
+		return []string{c.Hub.StateDir}, true
+	case c.Server.StateFile != "":
+		return []string{filepath.Dir(c.Server.StateFile)}, true
+	}
+	if d := stateDirectory(); d != "" {
+		dirs = append(dirs, d)
+	}
+	return append(dirs, "."), false
+}
+
+// stateDirectory is the first directory of $STATE_DIRECTORY, which systemd sets from
+// the unit's StateDirectory= (a colon-separated list); "" when unset.
+func stateDirectory() string {
+	d, _, _ := strings.Cut(os.Getenv("STATE_DIRECTORY"), ":")
+	return d
 }
 
 // FileIDDBPath is fileid.db_path, or file_id_manager.db in Jupyter's data directory

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,12 +232,26 @@ func TestPaths(t *testing.T) {
 	if got := c.RootDirPath(); got != "/srv/jupyter" {
 		t.Errorf("RootDirPath() = %q", got)
 	}
-	if got := c.StateFilePath(); got != "/srv/jupyter/.jupyter-mcp-sidecar-names.json" {
-		t.Errorf("StateFilePath() = %q", got)
+	t.Setenv("STATE_DIRECTORY", "")
+	states := func() string {
+		files, configured := c.StateFiles()
+		dirs, hubConfigured := c.HubStateDirs()
+		return fmt.Sprint(files, configured, dirs, hubConfigured)
+	}
+	if got := states(); got != "[/srv/jupyter/.jupyter-mcp-sidecar-names.json] false [.] false" {
+		t.Errorf("state places by default: %s", got)
+	}
+	t.Setenv("STATE_DIRECTORY", "/var/lib/a:/var/lib/b")
+	if got := states(); got != "[/var/lib/a/names.json /srv/jupyter/.jupyter-mcp-sidecar-names.json] false [/var/lib/a .] false" {
+		t.Errorf("state places under systemd's StateDirectory=: %s", got)
 	}
 	c.FileID.RootDir, c.Server.StateFile = "/root", "/var/lib/s/names.json"
-	if c.RootDirPath() != "/root" || c.StateFilePath() != "/var/lib/s/names.json" {
-		t.Errorf("explicit paths ignored: %q %q", c.RootDirPath(), c.StateFilePath())
+	if got := states(); c.RootDirPath() != "/root" || got != "[/var/lib/s/names.json] true [/var/lib/s] true" {
+		t.Errorf("explicit paths ignored: %q %s", c.RootDirPath(), got)
+	}
+	c.Hub.StateDir = "/var/lib/hub"
+	if dirs, configured := c.HubStateDirs(); fmt.Sprint(dirs, configured) != "[/var/lib/hub] true" {
+		t.Errorf("hub.state_dir ignored: %v %v", dirs, configured)
 	}
 	t.Setenv("JUPYTER_DATA_DIR", "/data/jupyter")
 	if got := c.FileIDDBPath(); got != "/data/jupyter/file_id_manager.db" {

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -26,7 +28,7 @@ type Hub struct {
 	Stores        HubStores     `mapstructure:"stores" yaml:"stores"`
 	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
 	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
-	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory
+	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
 	OAuth         HubOAuth      `mapstructure:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
 }
 
@@ -67,6 +69,7 @@ const (
 	EnvHubAPIToken      = "JUPYTERHUB_API_TOKEN"
 	EnvHubServiceName   = "JUPYTERHUB_SERVICE_NAME"
 	EnvHubServicePrefix = "JUPYTERHUB_SERVICE_PREFIX"
+	EnvHubServiceURL    = "JUPYTERHUB_SERVICE_URL"
 )
 
 // DefaultServiceName is the service's name when neither hub.service_name nor
@@ -114,6 +117,24 @@ func (h Hub) WithServiceEnv(getenv func(string) string) Hub {
 	fill(&h.ServiceName, getenv(EnvHubServiceName), DefaultServiceName)
 	fill(&h.ServicePrefix, getenv(EnvHubServicePrefix), "/services/"+h.ServiceName+"/")
 	return h
+}
+
+// ServiceListen is the address $JUPYTERHUB_SERVICE_URL names (getenv is os.Getenv): the
+// service's url in the Hub's configuration, where the Hub's proxy sends its requests, as
+// host:port for server.listen; "" when unset. Only http: the sidecar serves no TLS.
+func ServiceListen(getenv func(string) string) (string, error) {
+	raw := getenv(EnvHubServiceURL)
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s: %v", EnvHubServiceURL, err)}
+	case u.Scheme != "http" || u.Hostname() == "":
+		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s is %q: want http://host[:port]/ (the sidecar serves plain HTTP; set server.listen)", EnvHubServiceURL, raw)}
+	}
+	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80")), nil
 }
 
 // PrefixedPath is path (server.path, /healthz, …) under the service's proxy prefix:

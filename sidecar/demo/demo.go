@@ -172,17 +172,8 @@ func (w *Writer) Run(ctx context.Context) error {
 	for {
 		room := w.Room()
 		w.log.Info("demo: replaying session", ystore.LogKeyRoom, room, "updates", len(w.steps))
-		for _, st := range w.steps {
-			if !sleep(ctx, time.Duration(float64(st.Delay)/w.opts.Speed)) {
-				return nil
-			}
-			if _, err := w.store.ExecContext(ctx, `INSERT INTO yupdates VALUES (?, ?, ?, ?)`,
-				room, st.Update, []byte{}, unixSeconds(time.Now())); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("demo: write room %s: %w", room, err)
-			}
+		if err := w.replay(ctx, room, w.opts.Speed); err != nil || ctx.Err() != nil {
+			return err
 		}
 		if err := w.rebind(ctx, room); err != nil {
 			if ctx.Err() != nil {
@@ -191,6 +182,34 @@ func (w *Writer) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// WriteOnce writes the whole session into the room at once, unpaced, and returns: a
+// store with a finished notebook (scripts/image-check.sh serves it read-only). Create
+// must have succeeded.
+func (w *Writer) WriteOnce(ctx context.Context) error {
+	if w.store == nil {
+		return errors.New("demo writer: WriteOnce before Create")
+	}
+	return w.replay(ctx, w.Room(), 0)
+}
+
+// replay writes the session's updates into room, each after its delay divided by speed
+// (0: none), until done or ctx is done (then nil).
+func (w *Writer) replay(ctx context.Context, room string, speed float64) error {
+	for _, st := range w.steps {
+		if speed > 0 && !sleep(ctx, time.Duration(float64(st.Delay)/speed)) {
+			return nil
+		}
+		if _, err := w.store.ExecContext(ctx, `INSERT INTO yupdates VALUES (?, ?, ?, ?)`,
+			room, st.Update, []byte{}, unixSeconds(time.Now())); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("demo: write room %s: %w", room, err)
+		}
+	}
+	return nil
 }
 
 // rebind deletes old's rows and binds a fresh file id to demo.ipynb.

@@ -241,10 +241,31 @@ func TestWriterPace(t *testing.T) {
 	}
 }
 
+// WriteOnce writes the whole session into the room at once, whatever its delays, and
+// leaves it there.
+func TestWriteOnce(t *testing.T) {
+	w := New(Options{Dir: t.TempDir(), Logger: quiet, Session: gz(t, line("u1", 3_600_000)+line("u2", 3_600_000))})
+	ctx := context.Background()
+	if err := w.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.WriteOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, _ := readStore(t, w.StorePath())
+	if len(rows) != 2 || rows[0].path != w.Room() || rows[0].update != "u1" || rows[1].update != "u2" {
+		t.Fatalf("store rows %+v, want u1 and u2 in room %s", rows, w.Room())
+	}
+}
+
 func TestWriterErrors(t *testing.T) {
 	ctx := context.Background()
 	if err := New(Options{Dir: t.TempDir()}).Run(ctx); err == nil {
 		t.Error("Run before Create succeeded")
+	}
+	if err := New(Options{Dir: t.TempDir()}).WriteOnce(ctx); err == nil {
+		t.Error("WriteOnce before Create succeeded")
 	}
 	if err := New(Options{Dir: t.TempDir(), Session: []byte("x")}).Create(ctx); !errors.Is(err, ErrSession) {
 		t.Errorf("Create with a bad session = %v", err)

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"reflect"
@@ -53,6 +55,26 @@ func TestJupyterStack(t *testing.T) {
 		}
 	}
 	s := startStack(t, jupytertest.Options{Notebooks: notebooks}, names)
+
+	t.Run("no store before a notebook is opened: ready", func(t *testing.T) {
+		// A fresh server writes its store only once a room is opened; a pod's sidecar
+		// must be ready meanwhile (KubeSpawner waits for every container of the pod).
+		if _, err := os.Stat(s.srv.StorePath); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the server has a store before any notebook was opened (stat: %v): this check needs none", err)
+		}
+		body := waitStatus(t, s.sc, "/readyz", http.StatusOK)
+		var r struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(body), &r); err != nil || r.State != "waiting for the store: none yet" {
+			t.Fatalf("/readyz %s: want the state saying the store is awaited", body)
+		}
+		s.join(t, "edit.ipynb", "o")
+		testutil.Eventually(t, testutil.Wait, "/readyz without the waiting state once the store is written", func() bool {
+			code, body := s.sc.get("/readyz")
+			return code == http.StatusOK && !strings.Contains(body, `"state"`)
+		})
+	})
 
 	t.Run("file id REST API", func(t *testing.T) {
 		// ystore/fileid's REST resolver against jupyter_server_fileid's real route.

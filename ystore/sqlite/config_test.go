@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,14 +75,19 @@ func TestMissingStore(t *testing.T) {
 	}
 }
 
-// TestDirectoryAppearsLater starts tailing before the store's directory exists.
+// TestDirectoryAppearsLater starts tailing before the store's directory exists: the
+// store is awaited (Status.Absent, no error) until it is written, and a fault once it
+// has been read and disappears.
 func TestDirectoryAppearsLater(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
 	path := filepath.Join(dir, ".jupyter_ystore.db")
 	tl := newTailer(t, Config{Path: path, PollInterval: 100 * time.Millisecond})
 	s := newSink()
 	runTailer(t, tl, s.deliver)
-	testutil.Eventually(t, testutil.Wait, "unreachable status", func() bool { return tl.Status().LastError != "" })
+	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return tl.Status().Absent })
+	if st := tl.Status(); st.Reachable || st.LastError != "" {
+		t.Fatalf("status %+v of a store not written yet: want unreachable with no error", st)
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +96,17 @@ func TestDirectoryAppearsLater(t *testing.T) {
 	converge(t, s, m)
 	m.write(roomA, "a2")
 	converge(t, s, m)
+	if st := tl.Status(); st.Absent || !st.Reachable {
+		t.Fatalf("status %+v once the store is read: want reachable, not absent", st)
+	}
+	// Once read, a store that disappears is a fault, not a store not written yet.
+	if err := os.Rename(path, path+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, testutil.Wait, "the store gone reported", func() bool { return tl.Status().LastError != "" })
+	if st := tl.Status(); st.Absent || st.Reachable || !strings.Contains(st.LastError, ErrNoStore.Error()) {
+		t.Fatalf("status %+v of a store gone: want unreachable with ErrNoStore, not absent", st)
+	}
 }
 
 func TestRunTwice(t *testing.T) {

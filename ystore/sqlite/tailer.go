@@ -26,6 +26,8 @@
 //   - nothing, while a room is asked for again (Reload: the sidecar rebuilds a room whose
 //     document differed from the server's saved file): the file is read whole, as after
 //     a history rewrite, and that room delivered as Reset with the rooms whose rows changed;
+//   - not have written the file yet (a server writes it once a notebook is opened):
+//     Status reports it Absent, no error, until it is read;
 //   - delete the file: Status reports it unreachable, nothing is delivered, the last
 //     state stays served until the file returns;
 //   - put something other than a regular file at the path (a named pipe, a socket, a
@@ -245,10 +247,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 			if ctx.Err() != nil {
 				return nil
 			}
-			if err.Error() != t.status.Status().LastError {
-				t.log.Warn("reading y-store", "err", err)
-			}
-			t.status.Fail(err)
+			t.failed(err)
 			// The connection may hold a stale view of a file changed under it: the next
 			// wake-up or poll opens the file afresh and reads it whole.
 			t.closeStore()
@@ -262,6 +261,23 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 			w.watch()
 		}
 	}
+}
+
+// failed records a read that failed: a store that never existed since the start is
+// awaited (the server writes none until a notebook is opened: nothing wrong), anything
+// else is a fault, logged when it differs from the last one.
+func (t *Tailer) failed(err error) {
+	if errors.Is(err, ErrNoStore) && !t.synced {
+		if !t.status.Status().Absent {
+			t.log.Info("waiting for the y-store: none yet (written once a notebook is opened)")
+		}
+		t.status.Absent()
+		return
+	}
+	if err.Error() != t.status.Status().LastError {
+		t.log.Warn("reading y-store", "err", err)
+	}
+	t.status.Fail(err)
 }
 
 // cycle brings the delivered state up to date with the file.

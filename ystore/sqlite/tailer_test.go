@@ -83,15 +83,18 @@ func TestScenarios(t *testing.T) {
 		}},
 		{"store appears later", func(e *env) {
 			e.run()
-			testutil.Eventually(e.t, testutil.Wait, "unreachable status", func() bool {
+			testutil.Eventually(e.t, testutil.Wait, "the store awaited", func() bool {
 				st := e.tl.Status()
-				return !st.Reachable && st.LastError != ""
+				return !st.Reachable && st.Absent && st.LastError == ""
 			})
 			m := e.writer()
 			m.write(roomA, "a1")
 			m.write(roomB, "b1")
 			converge(e.t, e.s, m)
-			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool { return e.tl.Status().Reachable })
+			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool {
+				st := e.tl.Status()
+				return st.Reachable && !st.Absent
+			})
 		}},
 		{"checkpoint", func(e *env) {
 			m := e.writer()

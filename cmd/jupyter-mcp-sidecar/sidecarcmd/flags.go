@@ -51,7 +51,7 @@ var serverFlags = []flagSpec{
 	{"token-file", "server.token_file", "file holding the bearer token clients must send"},
 	{"insecure-no-auth", "server.insecure_no_auth", "serve HTTP without a bearer token"},
 	{"metrics-listen", "server.metrics_listen", "separate listener for /metrics /healthz /readyz"},
-	{"state-file", "server.state_file", "file keeping notebook name bindings (default: next to the store)"},
+	{"state-file", "server.state_file", "file keeping notebook name bindings (default: $STATE_DIRECTORY/names.json, else next to the store, the first writable; else in memory)"},
 }
 
 var shipFlags = []flagSpec{

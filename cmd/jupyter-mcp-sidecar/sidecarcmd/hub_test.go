@@ -85,6 +85,51 @@ hub:
 	}
 }
 
+// A managed service listens where $JUPYTERHUB_SERVICE_URL says, the address the Hub's
+// proxy sends its requests to, unless server.listen is configured (file, environment or
+// flag); outside hub mode the variable is not read.
+func TestLoadHubServiceURL(t *testing.T) {
+	const hubOn = "hub:\n  enabled: true\n  api_url: http://127.0.0.1:8081/hub/api\n"
+	tests := []struct {
+		name, yaml, url string
+		env             map[string]string
+		args            []string
+		want, err       string
+	}{
+		{name: "from the service url", yaml: hubOn, url: "http://127.0.0.1:10101/", want: "127.0.0.1:10101"},
+		{name: "port of the scheme", yaml: hubOn, url: "http://[::1]/", want: "[::1]:80"},
+		{name: "unset: the default", yaml: hubOn, want: "127.0.0.1:4040"},
+		{name: "the file wins", yaml: hubOn + "server: {listen: 127.0.0.1:5000}\n", url: "http://127.0.0.1:10101/", want: "127.0.0.1:5000"},
+		{name: "the environment wins", yaml: hubOn, url: "http://127.0.0.1:10101/",
+			env: map[string]string{"JUPYTER_MCP_SIDECAR_SERVER_LISTEN": "127.0.0.1:5001"}, want: "127.0.0.1:5001"},
+		{name: "the flag wins", yaml: hubOn, url: "http://127.0.0.1:10101/", args: []string{"--listen", "127.0.0.1:5002"}, want: "127.0.0.1:5002"},
+		{name: "hub mode off", yaml: "hub: {enabled: false}\n", url: "http://127.0.0.1:10101/", want: "127.0.0.1:4040"},
+		{name: "https", yaml: hubOn, url: "https://127.0.0.1:10101/", err: "server.listen: $JUPYTERHUB_SERVICE_URL is \"https://127.0.0.1:10101/\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := isolate(t)
+			t.Setenv(config.EnvHubServiceURL, tt.url)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, _, err := check(t, append([]string{"--config", writeConfig(t, dir, tt.yaml)}, tt.args...)...)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("config check = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Server.Listen != tt.want {
+				t.Fatalf("server.listen %q, want %q", cfg.Server.Listen, tt.want)
+			}
+		})
+	}
+}
+
 // The API token can come from a file, and is masked when printed.
 func TestLoadHubTokenFile(t *testing.T) {
 	dir := isolate(t)

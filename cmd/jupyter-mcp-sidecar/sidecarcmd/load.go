@@ -1,6 +1,7 @@
 package sidecarcmd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -194,12 +195,44 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	// Hub mode: what JupyterHub gives a service fills the hub keys left empty.
+	// Hub mode: what JupyterHub gives a service fills the hub keys left empty, and the
+	// listener, unless configured, is where the Hub's proxy sends the service's requests.
 	cfg.Hub = cfg.Hub.WithServiceEnv(os.Getenv)
+	if cfg.Hub.Enabled && !configured(src, raw, "server.listen") {
+		addr, err := config.ServiceListen(os.Getenv)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Server.Listen = cmp.Or(addr, cfg.Server.Listen)
+	}
 	if err := errors.Join(cfg.Validate(), cfg.CheckNames(known)); err != nil {
 		return cfg, err
 	}
 	return cfg, cfg.ResolveSecrets()
+}
+
+// configured says whether key was set by the file, the environment or a flag, rather
+// than left to its default.
+func configured(src source, raw map[string]any, key string) bool {
+	if os.Getenv(envName(key)) != "" { // viper reads an empty variable as unset
+		return true
+	}
+	for name, k := range src.keys {
+		if k == key && src.flags.Changed(name) {
+			return true
+		}
+	}
+	var node any = raw
+	for part := range strings.SplitSeq(key, ".") {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return false
+		}
+		if node, ok = m[part]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeOptions make decoding strict: no unknown keys, no implicit type conversion

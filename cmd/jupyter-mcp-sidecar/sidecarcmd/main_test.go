@@ -101,6 +101,12 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "unknown verifier", yaml: "server:\n  verifier: {name: hub}\n", want: []string{`server.verifier.name: unknown name "hub"`}},
 		{name: "unknown extension", yaml: "extensions:\n  nope: {}\n", want: []string{`extensions.nope: unknown name "nope"`}},
 		{name: "bad notebook name", yaml: "notebooks:\n  \"a b\": x.ipynb\n", want: []string{"notebooks.a b: invalid notebook name"}},
+		// What serve tries and refuses: a state file where none can be written (as root
+		// too: /dev/null is not a directory; a read-only mount is scripts/image-check.sh's).
+		{name: "state file not writable", yaml: "server: {state_file: /dev/null/names.json}\n",
+			want: []string{"server.state_file: state file is not usable: /dev/null/names.json"}},
+		{name: "hub state dir not writable", yaml: "hub: {enabled: true, api_url: http://127.0.0.1:9/hub/api, api_token: t, state_dir: /dev/null/hub}\n",
+			want: []string{"hub.state_dir: state file is not usable: /dev/null/hub/"}},
 		{name: "secret file missing", yaml: "server:\n  token_file: /nonexistent/token\n", want: []string{"server.token_file: reading secret"}},
 		{name: "bad env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "soon"}, want: []string{"store.lag_threshold", `invalid duration "soon": ` + durationAdvice}},
 		{name: "bare number env value", env: map[string]string{"JUPYTER_MCP_SIDECAR_STORE_LAG_THRESHOLD": "5"}, want: []string{"store.lag_threshold", `invalid duration "5": ` + durationAdvice}},
@@ -411,7 +417,7 @@ func TestExamplesUseRealKeys(t *testing.T) {
 		known[envName(k)] = true
 	}
 	re := regexp.MustCompile(envPrefix + `_[A-Z0-9_]+`)
-	for _, f := range []string{"../../../README.md", "../../../Dockerfile", "../../../configs/jupyter-mcp-sidecar.service", "../../../configs/k8s/pod.yaml", "../../../configs/sidecar.yaml"} {
+	for _, f := range []string{"../../../README.md", "../../../Dockerfile", "../../../configs/jupyter-mcp-sidecar.service", "../../../configs/k8s/pod.yaml", "../../../configs/k8s/z2jh/pod-sidecar-values.yaml", "../../../configs/sidecar.yaml"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

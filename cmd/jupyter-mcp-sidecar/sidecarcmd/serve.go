@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,24 +70,30 @@ func needsToken(cfg config.Config) bool {
 // generatedTokenName is the file, beside the state file, a generated token is written to.
 const generatedTokenName = ".jupyter-mcp-sidecar-token"
 
-// generateToken makes a random token, writes it to the file beside the state file (mode
-// 0600, replaced atomically) and logs that file's path. The token itself goes only to a
-// terminal: never into a log stream, where a collector would keep it and a JSON parser
-// would trip over a plain line.
+// generateToken makes a random token, writes it to the file beside the state file (the
+// first of config.StateFiles whose directory takes it; mode 0600, replaced atomically)
+// and logs that file's path. The token itself goes only to a terminal: never into a log
+// stream, where a collector would keep it and a JSON parser would trip over a plain line.
 func (a *app) generateToken(cfg config.Config, log *slog.Logger) (string, error) {
 	token, err := randomToken()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(filepath.Dir(cfg.StateFilePath()), generatedTokenName)
-	if err := writeSecret(path, token+"\n"); err != nil {
-		return "", fmt.Errorf("no token configured; write the generated one: %w", err)
+	files, _ := cfg.StateFiles()
+	var errs []error
+	for _, f := range files {
+		path := filepath.Join(filepath.Dir(f), generatedTokenName)
+		if err := writeSecret(path, token+"\n"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.Warn("no token configured: generated one; clients send Authorization: Bearer <the file's content>", "token_file", path)
+		if isTerminal(a.stderr) {
+			fmt.Fprintf(a.stderr, "No token configured; clients must send this one (also in %s):\n  Authorization: Bearer %s\n", path, token)
+		}
+		return token, nil
 	}
-	log.Warn("no token configured: generated one; clients send Authorization: Bearer <the file's content>", "token_file", path)
-	if isTerminal(a.stderr) {
-		fmt.Fprintf(a.stderr, "No token configured; clients must send this one (also in %s):\n  Authorization: Bearer %s\n", path, token)
-	}
-	return token, nil
+	return "", fmt.Errorf("no token configured, and nowhere to write a generated one (set server.token_file): %w", errors.Join(errs...))
 }
 
 // writeSecret replaces path with content, readable and writable by this user only.

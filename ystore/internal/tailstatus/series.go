@@ -41,6 +41,7 @@ type tailer struct{ status func() ystore.Status }
 // Registerer: it computes them at scrape time from each tailer's status.
 type series struct {
 	rows, lag, reachable *prometheus.Desc
+	waiting              *prometheus.Desc // nil in the deprecated twins
 
 	mu      sync.Mutex
 	tailers map[*tailer]struct{}
@@ -56,7 +57,9 @@ func newSeries(subsystem string) *series {
 	if subsystem == "" {
 		s.rows = prometheus.NewDesc(rows, "Rows the tailers delivered from the Y-store, loads and resyncs included (the sum over the tailers, released ones included).", nil, nil)
 		s.lag = prometheus.NewDesc(lag, "Age of the oldest row a tailer read and has not yet applied, the largest over the tailers; 0 when caught up.", nil, nil)
-		s.reachable = prometheus.NewDesc(reachable, "1 while every tailer's Y-store can be read.", nil, nil)
+		s.reachable = prometheus.NewDesc(reachable, "1 while every tailer's Y-store that exists can be read.", nil, nil)
+		s.waiting = prometheus.NewDesc(prometheus.BuildFQName(promreg.Namespace, "", "stores_waiting"),
+			"Tailers whose Y-store does not exist yet (no notebook opened since the server started): nothing to serve, nothing wrong.", nil, nil)
 		return s
 	}
 	deprecated := func(name, use string) *prometheus.Desc {
@@ -82,22 +85,28 @@ func (s *series) remove(t *tailer) {
 	delete(s.tailers, t)
 }
 
-// Describe sends the three series' descriptions.
+// Describe sends the series' descriptions.
 func (s *series) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.rows
 	ch <- s.lag
 	ch <- s.reachable
+	if s.waiting != nil {
+		ch <- s.waiting
+	}
 }
 
 // Collect sends the series over the tailers tracked now.
 func (s *series) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
-	rows, lag, reachable := s.retired, 0.0, 1.0
+	rows, lag, reachable, waiting := s.retired, 0.0, 1.0, 0
 	for t := range s.tailers {
 		st := t.status()
 		rows += st.RowsTailed
 		lag = max(lag, st.Lag.Seconds())
-		if !st.Reachable {
+		switch {
+		case st.Absent:
+			waiting++
+		case !st.Reachable:
 			reachable = 0
 		}
 	}
@@ -105,4 +114,7 @@ func (s *series) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.rows, prometheus.CounterValue, float64(rows))
 	ch <- prometheus.MustNewConstMetric(s.lag, prometheus.GaugeValue, lag)
 	ch <- prometheus.MustNewConstMetric(s.reachable, prometheus.GaugeValue, reachable)
+	if s.waiting != nil {
+		ch <- prometheus.MustNewConstMetric(s.waiting, prometheus.GaugeValue, float64(waiting))
+	}
 }

@@ -79,8 +79,20 @@ func (r *Recorder) Fail(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.s.Reachable = false
+	r.s.Absent = false
 	r.s.LastError = err.Error()
 	r.s.LastErrorAt = time.Now()
+	r.read()
+}
+
+// Absent records a read that found no store, which has not existed since the tailer
+// started: not reachable, no error (Status.Absent) until the next Read or Fail.
+func (r *Recorder) Absent() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.Reachable = false
+	r.s.Absent = true
+	r.s.LastError = ""
 	r.read()
 }
 
@@ -100,6 +112,7 @@ func (r *Recorder) Read(events []ystore.Event, rooms int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.s.Reachable = true
+	r.s.Absent = false
 	r.s.LastError = ""
 	r.s.LastReadAt = now
 	r.s.Rooms = rooms

@@ -138,11 +138,13 @@ func TestLagIsTheAgeOfWhatIsPending(t *testing.T) {
 	})
 }
 
-// FirstRead is closed by the first read recorded, failed or not, and by nothing before.
+// FirstRead is closed by the first read recorded, failed, finding no store or not, and
+// by nothing before.
 func TestFirstRead(t *testing.T) {
 	for name, first := range map[string]func(r *Recorder){
 		"read":   func(r *Recorder) { r.Read(nil, 0) },
 		"failed": func(r *Recorder) { r.Fail(errors.New("unreachable")) },
+		"absent": func(r *Recorder) { r.Absent() },
 	} {
 		r := New()
 		r.Pending(events(ystore.EventUpdates, time.Second))
@@ -164,7 +166,8 @@ func TestFirstRead(t *testing.T) {
 }
 
 // The tailers on one registry share one set of series: rows summed (an untracked
-// tailer's rows stay counted), the largest lag, reachable only while every store is;
+// tailer's rows stay counted), the largest lag, reachable only while every store that
+// exists is, the stores not written yet counted;
 // each backend's deprecated twins are over its own tailers.
 func TestSeriesOverTailers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -194,12 +197,19 @@ func TestSeriesOverTailers(t *testing.T) {
 			}
 		}
 		check("all reachable", map[string]float64{
-			"rows_tailed_total": 6, "tail_lag_seconds": 4, "store_reachable": 1,
+			"rows_tailed_total": 6, "tail_lag_seconds": 4, "store_reachable": 1, "stores_waiting": 0,
 			"one_rows_tailed_total": 3, "one_tail_lag_seconds": 4, "one_reachable": 1,
 			"two_rows_tailed_total": 3, "two_tail_lag_seconds": 2, "two_reachable": 1,
 		})
+		d, untrackD := track("two")
+		d.Absent()
+		check("one store not written yet", map[string]float64{"store_reachable": 1, "two_reachable": 1, "stores_waiting": 1})
+		d.Fail(errors.New("gone"))
+		check("that store failing", map[string]float64{"store_reachable": 0, "two_reachable": 0, "stores_waiting": 0})
+		d.Absent()
+		untrackD()
 		c.Fail(errors.New("boom"))
-		check("one unreachable", map[string]float64{"store_reachable": 0, "one_reachable": 1, "two_reachable": 0})
+		check("one unreachable", map[string]float64{"store_reachable": 0, "one_reachable": 1, "two_reachable": 0, "stores_waiting": 0})
 		untrackC()
 		untrackC() // once is enough
 		untrackB()
