@@ -83,9 +83,7 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 	// A first edit, not measured, that every session is told of: every stream is up
 	// (a 2025-11-25 session's GET stream opens in the background after initialize).
 	next := preloaded
-	for !visible(steps[next : next+1]) {
-		next++
-	}
+	next = writeInvisible(w, steps, next)
 	w.write(steps[next].update)
 	next++
 	for _, c := range cs {
@@ -105,9 +103,7 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 	edits := envInt(t, "E2E_LATENCY_EDITS", 30)
 	var lat []time.Duration
 	for e := 0; e < edits; e++ {
-		for !visible(steps[next : next+1]) {
-			next++
-		}
+		next = writeInvisible(w, steps, next)
 		committed := w.write(steps[next].update)
 		next++
 		for _, c := range cs {
@@ -129,4 +125,16 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat)
+}
+
+// writeInvisible writes the steps from next on that change nothing visible (no
+// notification follows them) and returns the index of the next visible one. Skipping
+// them instead would leave the next step waiting for a predecessor that never comes: its
+// structs stay pending, nothing is told, and the edit is never notified.
+func writeInvisible(w writer, steps []step, next int) int {
+	for !visible(steps[next : next+1]) {
+		w.write(steps[next].update)
+		next++
+	}
+	return next
 }
