@@ -54,29 +54,9 @@ import jupyter_ydoc.ynotebook as ynotebook_module
 from jupyter_ydoc import YNotebook
 from pycrdt import Array, Doc, Map, Text, merge_updates
 
+from gen import Counter, py  # gen.py beside this file: the fixtures from the real writer
+
 WORDS = ["x", "é", "日本", "🎉", " ", "\n", "a", "👨‍👩‍👧", "e\u0301", "Ωμέγα", "𝔘𝔫", "print(", "🇫🇷", "ñ"]
-
-
-def py(v):
-    """to_py values as JSON: bytes become {"$bytes": base64}."""
-    if isinstance(v, (bytes, bytearray)):
-        return {"$bytes": base64.b64encode(bytes(v)).decode()}
-    if isinstance(v, dict):
-        return {k: py(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [py(x) for x in v]
-    return v
-
-
-class Counter:
-    """A deterministic stand-in for uuid4."""
-
-    def __init__(self, prefix):
-        self.prefix, self.n = prefix, 0
-
-    def __call__(self):
-        self.n += 1
-        return uuid.UUID(int=(self.prefix << 64) | self.n, version=4)
 
 
 def read_notebook(doc):

@@ -65,9 +65,11 @@ type pycrdtSession struct {
 	Merged      any          `json:"merged"`   // after the merged update
 }
 
-func loadSessions(t testing.TB) []session {
+// gzipJSON decodes the gzipped JSON values in path, one after another, handing each
+// decoder step to next until the file ends.
+func gzipJSON(t testing.TB, path string, next func(*json.Decoder) error) {
 	t.Helper()
-	f, err := os.Open("testdata/sessions.json.gz")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +78,18 @@ func loadSessions(t testing.TB) []session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ss []session
-	if err := json.NewDecoder(zr).Decode(&ss); err != nil {
-		t.Fatal(err)
+	dec := json.NewDecoder(zr)
+	for dec.More() {
+		if err := next(dec); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
 	}
+}
+
+func loadSessions(t testing.TB) []session {
+	t.Helper()
+	var ss []session
+	gzipJSON(t, "testdata/sessions.json.gz", func(d *json.Decoder) error { return d.Decode(&ss) })
 	py := loadPycrdtSessions(t)
 	if len(py) != len(ss) {
 		t.Fatalf("%d sessions, %d read by pycrdt: regenerate testdata/sessions-pycrdt.jsonl.gz (scripts/fixtures.sh)", len(ss), len(py))
@@ -100,24 +110,13 @@ func loadSessions(t testing.TB) []session {
 
 func loadPycrdtSessions(t testing.TB) []pycrdtSession {
 	t.Helper()
-	f, err := os.Open("testdata/sessions-pycrdt.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []pycrdtSession
-	dec := json.NewDecoder(zr)
-	for dec.More() {
+	gzipJSON(t, "testdata/sessions-pycrdt.jsonl.gz", func(d *json.Decoder) error {
 		var p pycrdtSession
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+		err := d.Decode(&p)
 		out = append(out, p)
-	}
+		return err
+	})
 	return out
 }
 
