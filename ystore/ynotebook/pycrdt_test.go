@@ -106,20 +106,31 @@ func runPycrdt(t *testing.T, cases []pycrdtCase) {
 	}
 }
 
-// TestPycrdtRegenerated runs the generator with the pinned stack and checks its fresh
-// output like the committed one: yrs orders map entries differently from run to run, so
-// the updates differ while what pycrdt and jupyter_ydoc read from them must not.
-func TestPycrdtRegenerated(t *testing.T) {
+// pinnedPython returns the Python of the pinned Jupyter stack ($SIDECAR_TEST_JUPYTER_VENV),
+// or "" when the test cannot run (testutil.Need: a failure on CI; -short skips it).
+func pinnedPython(t *testing.T) string {
+	t.Helper()
 	venv := os.Getenv(venvVar)
 	if venv == "" {
 		testutil.Need(t, errors.New(venvVar+" is not set"), "scripts/jupyter-venv.sh makes the pinned virtual environment")
-		return
+		return ""
 	}
 	if testing.Short() {
 		t.Skip("runs Python")
 	}
+	return filepath.Join(venv, "bin", "python")
+}
+
+// TestPycrdtRegenerated runs the generator with the pinned stack and checks its fresh
+// output like the committed one: yrs orders map entries differently from run to run, so
+// the updates differ while what pycrdt and jupyter_ydoc read from them must not.
+func TestPycrdtRegenerated(t *testing.T) {
+	python := pinnedPython(t)
+	if python == "" {
+		return
+	}
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(venv, "bin", "python"), filepath.Join("..", "..", "testdata", "pycrdt-golden", "gen.py"), "--out", out)
+	cmd := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "gen.py"), "--out", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen.py: %v\n%s", err, b)
 	}

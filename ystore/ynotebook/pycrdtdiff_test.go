@@ -3,7 +3,6 @@ package ynotebook
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -55,16 +53,12 @@ func envInt(t *testing.T, name string, def int) int {
 // PYCRDT_DIFF_COUNT histories (default 300) from seed PYCRDT_DIFF_SEED (default
 // defaultDiffSeed); docs/BENCHMARKS.md has the long run.
 func TestPycrdtDifferential(t *testing.T) {
-	venv := os.Getenv(venvVar)
-	if venv == "" {
-		testutil.Need(t, errors.New(venvVar+" is not set"), "scripts/jupyter-venv.sh makes the pinned virtual environment")
+	python := pinnedPython(t)
+	if python == "" {
 		return
 	}
-	if testing.Short() {
-		t.Skip("runs Python")
-	}
 	count, seed := envInt(t, "PYCRDT_DIFF_COUNT", 300), envInt(t, "PYCRDT_DIFF_SEED", defaultDiffSeed)
-	cmd := exec.Command(filepath.Join(venv, "bin", "python"), filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
+	cmd := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
 		"histories", "--seed", strconv.Itoa(seed), "--count", strconv.Itoa(count))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
