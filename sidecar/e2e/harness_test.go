@@ -153,16 +153,21 @@ type sidecar struct {
 }
 
 type options struct {
-	debounce time.Duration // 0: the default 250 ms; <0: off
-	extra    string        // more configuration (YAML, top-level keys other than store, fileid, notifications, server)
+	debounce time.Duration     // 0: the default 250 ms; <0: off
+	extra    string            // more configuration (YAML, top-level keys other than store, fileid, notifications, server)
+	files    map[string]string // more notebooks of the fileid database: file id → path under the directory
 }
 
-// startSidecar creates the fileid database naming the notebook, writes a config and
-// starts the binary on a free loopback port, then waits until it answers /healthz.
+// startSidecar creates the fileid database naming the notebook (and o.files), writes a
+// config and starts the binary on a free loopback port, then waits until it answers
+// /healthz.
 func startSidecar(t testing.TB, dir string, o options) *sidecar {
 	t.Helper()
 	fileidDB := filepath.Join(dir, "file_id_manager.db")
 	createFileIDDB(t, fileidDB, filepath.Join(dir, nbPath))
+	for id, p := range o.files {
+		execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, id, filepath.Join(dir, p))
+	}
 	debounce := "250ms"
 	if o.debounce > 0 {
 		debounce = o.debounce.String()
