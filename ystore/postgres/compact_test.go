@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -88,9 +89,11 @@ func TestCompactStore(t *testing.T) {
 	cfg := testConfig(t)
 	ctx := context.Background()
 	conn := dial(t, cfg)
-	rooms := []string{".notebook:a.y", ".notebook:b.y"}
+	// c.y holds a text in which a yjs client cut a surrogate pair (s0002): one merged row
+	// would not hold what its rows hold (yjs.Doc.CutPairs), so it is left as it is.
+	rooms := []string{".notebook:a.y", ".notebook:b.y", ".notebook:c.y"}
 	for i, room := range rooms {
-		updates, _ := sessionUpdates(t, []string{"s0001.json.gz", "s0002.json.gz"}[i])
+		updates, _ := sessionUpdates(t, []string{"s0001.json.gz", "s0004.json.gz", "s0002.json.gz"}[i])
 		for _, u := range updates {
 			insert(t, conn, cfg, room, u)
 		}
@@ -105,14 +108,17 @@ func TestCompactStore(t *testing.T) {
 	}
 	var reported []string
 	if err := CompactStore(ctx, cfg, nil, func(room string, r CompactResult) {
-		if r.Rows < 2 {
+		switch cut := room == rooms[2]; {
+		case cut && (r.Rows != 0 || r.Skipped != ErrCutPairs.Error()):
+			t.Errorf("%s: %+v, want it skipped: %v", room, r, ErrCutPairs)
+		case !cut && r.Rows < 2:
 			t.Errorf("%s: %+v", room, r)
 		}
 		reported = append(reported, room)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(reported) != 2 || reported[0] != rooms[0] || reported[1] != rooms[1] {
+	if !slices.Equal(reported, rooms) {
 		t.Fatalf("compacted %v, want %v", reported, rooms)
 	}
 	after, err := tl.Load(ctx)
@@ -120,7 +126,11 @@ func TestCompactStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range before {
-		if len(after[i].Rows) != 1 || notebookJSON(t, after[i].Rows) != notebookJSON(t, before[i].Rows) {
+		rows := 1
+		if before[i].Room == rooms[2] {
+			rows = len(before[i].Rows)
+		}
+		if len(after[i].Rows) != rows || notebookJSON(t, after[i].Rows) != notebookJSON(t, before[i].Rows) {
 			t.Fatalf("room %s after compaction:%s", before[i].Room, describe(after[i:i+1]))
 		}
 	}

@@ -32,7 +32,7 @@ var freeForm = []string{
 	"extensions", "gate.options", "hooks", "notebooks", "publisher.options", "server.verifier.options",
 }
 
-// feedEnvPrefix is the namespace of the Python package jupyter_mcp_sidecar_feed's
+// feedEnvPrefix is the namespace of the Python feed package's
 // variables (JUPYTER_MCP_SIDECAR_FEED_URL, …): no key of the sidecar is under "feed", so
 // a shell that sets both is not told those are unknown keys.
 const feedEnvPrefix = envPrefix + "_FEED_"
