@@ -208,35 +208,47 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	s.mu.Unlock()
 	var (
 		shipped uint64
-		resets  []ystore.Event
+		resets  []shippedReset
 	)
 	for _, e := range events {
 		before := committed[e.Room]
-		after, rows, reset := plan(e, before, mems[e.Room])
-		if !owned[e.Room] && e.Kind == ystore.EventReset && len(e.Rows) > 0 {
-			// A room taking its owner (ownerless before, or another's) is rewritten
-			// whole, so that its owner's readers see all of it.
-			after, rows, reset = (shipCursor{}).extend(e.Rows), e.Rows, true
-		} else if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
-			if reset, err = s.needsReset(qctx, tx, e.Room, rows); err != nil {
+		var (
+			after  shipCursor
+			n      int64
+			reset  bool
+			copied bool // the rows are written, the reset row if any with them
+		)
+		if e.Kind == ystore.EventReset {
+			after, n, reset, err = s.shipReset(qctx, tx, e, before, owned[e.Room])
+			if err != nil {
+				return err
+			}
+			copied = true
+		} else {
+			var rows []ystore.Row
+			after, rows, reset = plan(e, before, mems[e.Room])
+			n = int64(len(rows))
+			if !owned[e.Room] && (len(rows) > 0 || reset) {
+				if err := s.own(qctx, tx, e.Room); err != nil {
+					return err
+				}
+				owned[e.Room] = true
+			}
+			if reset {
+				if err := s.replace(qctx, tx, e.Room); err != nil {
+					return err
+				}
+			} else if err := s.append(qctx, tx, e.Room, rows, false); err != nil {
 				return err
 			}
 		}
 		// Later events of the room in this batch follow this one's result.
 		mems[e.Room] = after
-		if !owned[e.Room] && (len(rows) > 0 || reset) {
-			if err := s.own(qctx, tx, e.Room); err != nil {
-				return err
-			}
+		if copied && (n > 0 || reset) {
 			owned[e.Room] = true
 		}
 		if reset {
-			if err := s.replace(qctx, tx, e.Room, rows); err != nil {
-				return err
-			}
-			resets = append(resets, ystore.Event{Kind: e.Kind, Room: e.Room, Rows: rows})
-		} else if err := s.append(qctx, tx, e.Room, rows, false); err != nil {
-			return err
+			resets = append(resets, shippedReset{kind: e.Kind, room: e.Room, rows: n})
 		}
 		if !after.equal(before) || reset {
 			if _, err := tx.Exec(qctx, `INSERT INTO `+s.n.cursors+` (source, path, rows, digest) VALUES ($1, $2, $3, $4)
@@ -246,13 +258,13 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 			}
 		}
 		committed[e.Room] = after
-		shipped += uint64(len(rows))
+		shipped += uint64(n)
 	}
 	if err := tx.Commit(qctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	for _, e := range resets {
-		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "kind", e.Kind.String(), "rows", len(e.Rows))
+	for _, r := range resets {
+		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, r.room, "kind", r.kind.String(), "rows", r.rows)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,39 +343,169 @@ func (s *Shipper) own(ctx context.Context, tx pgx.Tx, room string) error {
 	return nil
 }
 
-// plan decides what an event ships given the room's cursor in the database and the one
-// this Shipper last committed: the rows to write, whether they replace the room's history,
-// and the cursor after.
+// shippedReset is a room whose history a batch replaced, for the log once committed.
+type shippedReset struct {
+	kind ystore.EventKind
+	room string
+	rows int64
+}
+
+// plan decides what an Updates or Removed event ships given the room's cursor in the
+// database and the one this Shipper last committed: the rows to write, whether they
+// replace the room's history (Removed: with nothing), and the cursor after.
 func plan(e ystore.Event, db, mem shipCursor) (after shipCursor, rows []ystore.Row, reset bool) {
-	switch e.Kind {
-	case ystore.EventUpdates:
+	if e.Kind == ystore.EventUpdates {
 		if next := mem.extend(e.Rows); next.equal(db) && !mem.equal(db) {
 			// An earlier attempt committed although its commit reported an error.
 			return db, nil, false
 		}
 		return db.extend(e.Rows), e.Rows, false
-	case ystore.EventReset:
-		if db.rows > 0 && db.rows <= int64(len(e.Rows)) && (shipCursor{}).extend(e.Rows[:db.rows]).equal(db) {
-			return db.extend(e.Rows[db.rows:]), e.Rows[db.rows:], false
-		}
-		if len(e.Rows) == 0 && db.rows == 0 {
-			return db, nil, false
-		}
-		return (shipCursor{}).extend(e.Rows), e.Rows, true
-	default: // EventRemoved
-		if db.rows == 0 {
-			return db, nil, false
-		}
-		return shipCursor{}, nil, true
 	}
+	if db.rows == 0 {
+		return db, nil, false
+	}
+	return shipCursor{}, nil, true
+}
+
+// errNotPrefix stops the read of a Reset's rows that do not begin with what was shipped.
+var errNotPrefix = errors.New("not the shipped prefix")
+
+// shipReset writes a source Reset of a room whose cursor in the database is db, reading
+// its rows as it copies them (a streamed Reset is never held): when the room is owned and
+// its rows begin with the db.rows rows shipped, only the rest is appended; otherwise they
+// become the room's history (reset), unless the room's history in Postgres is contained
+// in them (needsReset), or there are none and nothing was shipped. It returns the cursor
+// after, the rows written and whether they replaced the history.
+func (s *Shipper) shipReset(ctx context.Context, tx pgx.Tx, e ystore.Event, db shipCursor, owned bool) (after shipCursor, n int64, reset bool, err error) {
+	if owned && db.rows > 0 {
+		w := s.newRoomWriter(ctx, tx, e.Room, false)
+		w.skip = db
+		if err := e.Each(ctx, w.add); err != nil && !errors.Is(err, errNotPrefix) {
+			return shipCursor{}, 0, false, err
+		} else if err == nil && w.skip.rows == 0 {
+			if err := w.flush(); err != nil {
+				return shipCursor{}, 0, false, err
+			}
+			return w.cur, w.n, false, nil
+		}
+	}
+	empty := true
+	if err := e.Each(ctx, func([]ystore.Row) error { empty = false; return errNotPrefix }); err != nil && !errors.Is(err, errNotPrefix) {
+		return shipCursor{}, 0, false, err
+	}
+	if empty {
+		if db.rows == 0 {
+			return db, 0, false, nil
+		}
+		if !owned {
+			if err := s.own(ctx, tx, e.Room); err != nil {
+				return shipCursor{}, 0, false, err
+			}
+		}
+		return shipCursor{}, 0, true, s.replace(ctx, tx, e.Room)
+	}
+	// A room taking its owner (ownerless before, or another's) is rewritten whole, so
+	// that its owner's readers see all of it.
+	reset = true
+	if owned {
+		if reset, err = s.needsReset(ctx, tx, e); err != nil {
+			return shipCursor{}, 0, false, err
+		}
+	} else if err := s.own(ctx, tx, e.Room); err != nil {
+		return shipCursor{}, 0, false, err
+	}
+	if reset {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.table+` WHERE path = $1`, e.Room); err != nil {
+			return shipCursor{}, 0, false, fmt.Errorf("room %q: delete history: %w", e.Room, err)
+		}
+	}
+	w := s.newRoomWriter(ctx, tx, e.Room, reset)
+	if err := e.Each(ctx, w.add); err != nil {
+		return shipCursor{}, 0, false, err
+	}
+	if err := w.flush(); err != nil {
+		return shipCursor{}, 0, false, err
+	}
+	if reset && w.n == 0 {
+		// The rows were deleted at the source between the two reads: the room is gone.
+		return shipCursor{}, 0, true, s.replace(ctx, tx, e.Room)
+	}
+	return w.cur, w.n, reset, nil
+}
+
+// copyBatchRows and copyBatchBytes bound the rows a roomWriter holds before it copies
+// them: a streamed chunk can be a few dozen rows, and one COPY each would be slow.
+const (
+	copyBatchRows  = 5000
+	copyBatchBytes = 4 << 20
+)
+
+// roomWriter copies the rows of one room handed to add, in batches, chaining them onto
+// its cursor; the rows of skip's count are only hashed, and must chain to skip.
+type roomWriter struct {
+	s     *Shipper
+	ctx   context.Context
+	tx    pgx.Tx
+	room  string
+	reset bool // flag the first row written as the room's reset
+	skip  shipCursor
+	hash  shipCursor // the rows skipped so far
+	cur   shipCursor
+	n     int64
+	held  []ystore.Row
+	bytes int
+}
+
+func (s *Shipper) newRoomWriter(ctx context.Context, tx pgx.Tx, room string, reset bool) *roomWriter {
+	return &roomWriter{s: s, ctx: ctx, tx: tx, room: room, reset: reset}
+}
+
+// add takes the next rows of the room; errNotPrefix when the rows skipped are not skip's.
+func (w *roomWriter) add(rows []ystore.Row) error {
+	if w.skip.rows > 0 {
+		k := min(int64(len(rows)), w.skip.rows-w.hash.rows)
+		w.hash = w.hash.extend(rows[:k])
+		rows = rows[k:]
+		if w.hash.rows < w.skip.rows {
+			return nil
+		}
+		if !w.hash.equal(w.skip) {
+			return errNotPrefix
+		}
+		w.cur, w.skip = w.skip, shipCursor{}
+	}
+	for _, r := range rows {
+		w.held = append(w.held, r)
+		w.bytes += len(r.Update)
+		if len(w.held) >= copyBatchRows || w.bytes >= copyBatchBytes {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush copies the rows held.
+func (w *roomWriter) flush() error {
+	if len(w.held) == 0 {
+		return nil
+	}
+	if err := w.s.append(w.ctx, w.tx, w.room, w.held, w.reset && w.n == 0); err != nil {
+		return err
+	}
+	w.cur = w.cur.extend(w.held)
+	w.n += int64(len(w.held))
+	w.held, w.bytes = w.held[:0], 0
+	return nil
 }
 
 // needsReset reports whether a source Reset's rows must replace the room's history in
 // Postgres: false when the room holds history and the rows' document contains it (a
 // compaction or checkpoint at the source), so that appending them changes the document
 // to the source's exactly.
-func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) (bool, error) {
-	all, err := readRoom(ctx, tx, s.n, room)
+func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, e ystore.Event) (bool, error) {
+	all, err := readRoom(ctx, tx, s.n, e.Room)
 	if err != nil {
 		return false, err
 	}
@@ -374,53 +516,55 @@ func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows [
 	if !present || len(held) == 0 {
 		return true, nil
 	}
-	ok, err := covers(rows, held)
+	ok, err := covers(ctx, e, held)
 	if err != nil {
-		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, room, "err", err)
+		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "err", err)
 		return true, nil
 	}
 	return !ok, nil
 }
 
-// covers reports whether the document built from newer holds everything the one built
-// from older holds: applying older on top of it changes nothing.
-func covers(newer, older []ystore.Row) (bool, error) {
+// covers reports whether the document built from newer's rows holds everything the one
+// built from older holds: applying older on top of it changes nothing.
+func covers(ctx context.Context, newer ystore.Event, older []ystore.Row) (bool, error) {
 	doc := yjs.NewDoc()
-	before, err := applyAll(doc, newer)
+	if err := newer.Each(ctx, func(rows []ystore.Row) error { return applyAll(doc, rows) }); err != nil {
+		return false, err
+	}
+	before, err := doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return false, err
 	}
-	after, err := applyAll(doc, older)
+	if err := applyAll(doc, older); err != nil {
+		return false, err
+	}
+	after, err := doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return false, err
 	}
 	return bytes.Equal(before, after), nil
 }
 
-// applyAll applies rows to doc and returns its state encoded as one update.
-func applyAll(doc *yjs.Doc, rows []ystore.Row) ([]byte, error) {
+// applyAll applies rows to doc.
+func applyAll(doc *yjs.Doc, rows []ystore.Row) error {
 	for _, r := range rows {
 		if _, err := doc.ApplyUpdate(r.Update); err != nil {
-			return nil, fmt.Errorf("row %d: %w", r.ID, err)
+			return fmt.Errorf("row %d: %w", r.ID, err)
 		}
 	}
-	return doc.EncodeStateAsUpdate(nil)
+	return nil
 }
 
-// replace deletes a room's rows and writes rows as its new history, the first flagged
-// reset; with no rows, a NULL reset row marks the room removed.
-func (s *Shipper) replace(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) error {
+// replace deletes a room's rows and writes a NULL reset row, which marks it removed.
+func (s *Shipper) replace(ctx context.Context, tx pgx.Tx, room string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.table+` WHERE path = $1`, room); err != nil {
 		return fmt.Errorf("room %q: delete history: %w", room, err)
 	}
-	if len(rows) == 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (path, yupdate, timestamp, reset)
-			VALUES ($1, NULL, extract(epoch FROM clock_timestamp()), true)`, room); err != nil {
-			return fmt.Errorf("room %q: mark removed: %w", room, err)
-		}
-		return nil
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (path, yupdate, timestamp, reset)
+		VALUES ($1, NULL, extract(epoch FROM clock_timestamp()), true)`, room); err != nil {
+		return fmt.Errorf("room %q: mark removed: %w", room, err)
 	}
-	return s.append(ctx, tx, room, rows, true)
+	return nil
 }
 
 // append copies rows into the table in order, the first flagged reset if asked.
