@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -32,6 +33,16 @@ type Readiness struct {
 	DegradedRooms []string `json:"degraded_rooms,omitempty"`
 	Publisher     string   `json:"publisher_error,omitempty"`
 	Reasons       []string `json:"reasons,omitempty"`
+	// Loading is how far a read of the whole store under way has come.
+	Loading *Loading `json:"loading,omitempty"`
+}
+
+// Loading is the progress of a read of the whole store (ystore.LoadProgress) in /readyz.
+type Loading struct {
+	Rows      int64   `json:"rows"`
+	TotalRows int64   `json:"total_rows"`
+	Rooms     int     `json:"rooms"`
+	Seconds   float64 `json:"seconds"`
 }
 
 // NewHealth returns probes over the tailer's status, the degraded rooms and the
@@ -50,10 +61,17 @@ func (h *Health) Check() Readiness {
 		LastError:     st.LastError,
 		DegradedRooms: h.degraded(),
 	}
-	if !r.Loaded {
+	if l := st.Load; l.Active {
+		r.Loading = &Loading{Rows: l.Rows, TotalRows: l.Total, Rooms: l.Rooms, Seconds: time.Since(l.Started).Seconds()}
+	}
+	switch {
+	case !r.Loaded && r.Loading != nil:
+		r.Reasons = append(r.Reasons, fmt.Sprintf("store loading: %d of %d rows", r.Loading.Rows, r.Loading.TotalRows))
+	case !r.Loaded:
 		r.Reasons = append(r.Reasons, "store not loaded yet")
 	}
-	if !r.Reachable {
+	// A store being read for the first time is not unreachable unless a read failed.
+	if !r.Reachable && (r.Loaded || r.Loading == nil || r.LastError != "") {
 		r.Reasons = append(r.Reasons, "store not reachable")
 	}
 	if h.lagThreshold > 0 && st.Lag > h.lagThreshold {
