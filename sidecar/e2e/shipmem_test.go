@@ -72,7 +72,9 @@ ship: {source_id: bench, postgres: {dsn: %q, schema: %s}}
 					loading = strings.TrimSpace(body)
 				}
 				return sc.metric("jupyter_mcp_sidecar_postgres_shipped_rows_total") == float64(rows)
-			}, func() string { return fmt.Sprintf("%v rows shipped", sc.metric("jupyter_mcp_sidecar_postgres_shipped_rows_total")) })
+			}, func() string {
+				return fmt.Sprintf("%v rows shipped", sc.metric("jupyter_mcp_sidecar_postgres_shipped_rows_total"))
+			})
 			took := time.Since(start)
 			peak := status(t, sc.cmd.Process.Pid, "VmHWM") * 1e6 / (1 << 20) // MiB
 			t.Logf("ship of %d rows (%d rooms, store %.0f MB): %.1f s, peak RSS %.1f MiB; /readyz while loading: %s",
