@@ -112,7 +112,8 @@ func (s *Shipper) Status() ShipStatus {
 }
 
 // Run ships until ctx is done (it then returns nil) or the source fails. Write failures
-// are retried with backoff; a batch is committed whole or not at all.
+// are retried with backoff; a batch (a streamed load: each room of it) is committed whole
+// or not at all.
 func (s *Shipper) Run(ctx context.Context) error {
 	var conn *pgx.Conn
 	defer func() {
@@ -124,29 +125,36 @@ func (s *Shipper) Run(ctx context.Context) error {
 	err := s.source.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
 		// A first delivery of Resets only is the source's full load: rooms shipped
 		// before and missing from it were removed while the Shipper was down.
-		reconcile := first && allResets(events)
-		first = false
-		for attempt := 0; ; attempt++ {
-			var err error
-			if conn == nil {
-				conn, err = connect(ctx, s.cfg.DSN)
-			}
-			if err == nil {
-				if err = s.ship(ctx, conn, events, reconcile); err == nil {
-					return nil
-				}
-				conn.Close(context.WithoutCancel(ctx))
-				conn = nil
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.failed(err)
-			s.m.retries.Inc()
-			if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
-				return err
-			}
+		var load []ystore.Event
+		if first && allResets(events) {
+			load = events
 		}
+		first = false
+		for _, batch := range batches(events) {
+			for attempt := 0; ; attempt++ {
+				var err error
+				if conn == nil {
+					conn, err = connect(ctx, s.cfg.DSN)
+				}
+				if err == nil {
+					if err = s.ship(ctx, conn, batch, load); err == nil {
+						break
+					}
+					conn.Close(context.WithoutCancel(ctx))
+					conn = nil
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.failed(err)
+				s.m.retries.Inc()
+				if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
+					return err
+				}
+			}
+			load = nil // reconciled with the first batch
+		}
+		return nil
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -155,6 +163,20 @@ func (s *Shipper) Run(ctx context.Context) error {
 		return fmt.Errorf("ship from source %q: %w", s.id, err)
 	}
 	return nil
+}
+
+// batches splits a delivery into what ships in one transaction: all of it, or, when its
+// Resets are streamed (a load, of any size), one room each, so that no transaction
+// grows with the store; a room's rows and cursor always commit together.
+func batches(events []ystore.Event) [][]ystore.Event {
+	if !slices.ContainsFunc(events, func(e ystore.Event) bool { return e.Stream != nil }) {
+		return [][]ystore.Event{events}
+	}
+	out := make([][]ystore.Event, len(events))
+	for i := range events {
+		out[i] = events[i : i+1]
+	}
+	return out
 }
 
 // roomsOf returns the rooms of events, sorted.
@@ -177,9 +199,9 @@ func allResets(events []ystore.Event) bool {
 	return true
 }
 
-// ship writes one batch of events in one transaction; with reconcile, the batch is the
-// source's full load and rooms shipped before but absent from it are removed.
-func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, reconcile bool) error {
+// ship writes one batch of events in one transaction; with load, the source's full load
+// (of which the batch is a part), rooms shipped before but absent from it are removed.
+func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, load []ystore.Event) error {
 	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, shipTimeout)
 	defer cancel()
@@ -188,8 +210,8 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if reconcile {
-		if events, err = s.withRemoved(qctx, tx, events); err != nil {
+	if load != nil {
+		if events, err = s.withRemoved(qctx, tx, events, load); err != nil {
 			return err
 		}
 	}
@@ -281,9 +303,9 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	return nil
 }
 
-// withRemoved appends a Removed event for every room this source shipped that events
-// (a full load) lacks.
-func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events []ystore.Event) ([]ystore.Event, error) {
+// withRemoved appends to events a Removed event for every room this source shipped that
+// load (a full load) lacks.
+func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events, load []ystore.Event) ([]ystore.Event, error) {
 	rs, err := tx.Query(ctx, `SELECT path FROM `+s.n.cursors+` WHERE source = $1 AND rows > 0 ORDER BY path`, s.id)
 	if err != nil {
 		return nil, fmt.Errorf("list shipped rooms: %w", err)
@@ -292,8 +314,8 @@ func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events []ystore.Ev
 	if err != nil {
 		return nil, fmt.Errorf("list shipped rooms: %w", err)
 	}
-	present := make(map[string]bool, len(events))
-	for _, e := range events {
+	present := make(map[string]bool, len(load))
+	for _, e := range load {
 		present[e.Room] = true
 	}
 	out := slices.Clone(events)

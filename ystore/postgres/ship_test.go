@@ -116,7 +116,7 @@ func TestShipReset(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tc.shipped != nil {
-					if err := sh.ship(ctx, conn, []ystore.Event{{Kind: ystore.EventReset, Room: "r", Rows: testRows(tc.shipped...)}}, false); err != nil {
+					if err := sh.ship(ctx, conn, []ystore.Event{{Kind: ystore.EventReset, Room: "r", Rows: testRows(tc.shipped...)}}, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -125,7 +125,7 @@ func TestShipReset(t *testing.T) {
 				if chunk > 0 {
 					e = streamOf(e.Rows, chunk)
 				}
-				if err := sh.ship(ctx, conn, []ystore.Event{e}, false); err != nil {
+				if err := sh.ship(ctx, conn, []ystore.Event{e}, nil); err != nil {
 					t.Fatal(err)
 				}
 				rooms, _, _ := pgState(t, conn, cfg)
