@@ -235,17 +235,16 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	for _, e := range events {
 		before := committed[e.Room]
 		var (
-			after  shipCursor
-			n      int64
-			reset  bool
-			copied bool // the rows are written, the reset row if any with them
+			after shipCursor
+			n     int64
+			reset bool
 		)
 		if e.Kind == ystore.EventReset {
 			after, n, reset, err = s.shipReset(qctx, tx, e, before, owned[e.Room])
 			if err != nil {
 				return err
 			}
-			copied = true
+			owned[e.Room] = owned[e.Room] || n > 0 || reset // shipReset owns what it writes
 		} else {
 			var rows []ystore.Row
 			after, rows, reset = plan(e, before, mems[e.Room])
@@ -266,9 +265,6 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		}
 		// Later events of the room in this batch follow this one's result.
 		mems[e.Room] = after
-		if copied && (n > 0 || reset) {
-			owned[e.Room] = true
-		}
 		if reset {
 			resets = append(resets, shippedReset{kind: e.Kind, room: e.Room, rows: n})
 		}
