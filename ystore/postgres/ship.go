@@ -165,18 +165,18 @@ func (s *Shipper) Run(ctx context.Context) error {
 	return nil
 }
 
+// streamedRooms is how many rooms of a streamed load ship in one transaction.
+const streamedRooms = 100
+
 // batches splits a delivery into what ships in one transaction: all of it, or, when its
-// Resets are streamed (a load, of any size), one room each, so that no transaction
-// grows with the store; a room's rows and cursor always commit together.
+// Resets are streamed (a load, of any size), streamedRooms rooms at a time, so that the
+// transactions do not grow with the number of rooms; a room's rows and cursor always
+// commit together.
 func batches(events []ystore.Event) [][]ystore.Event {
 	if !slices.ContainsFunc(events, func(e ystore.Event) bool { return e.Stream != nil }) {
 		return [][]ystore.Event{events}
 	}
-	out := make([][]ystore.Event, len(events))
-	for i := range events {
-		out[i] = events[i : i+1]
-	}
-	return out
+	return slices.Collect(slices.Chunk(events, streamedRooms))
 }
 
 // roomsOf returns the rooms of events, sorted.
@@ -392,8 +392,9 @@ var errNotPrefix = errors.New("not the shipped prefix")
 // its rows as it copies them (a streamed Reset is never held): when the room is owned and
 // its rows begin with the db.rows rows shipped, only the rest is appended; otherwise they
 // become the room's history (reset), unless the room's history in Postgres is contained
-// in them (needsReset), or there are none and nothing was shipped. It returns the cursor
-// after, the rows written and whether they replaced the history.
+// in them (needsReset), or there are none and nothing was shipped. It records the owner
+// of what it writes. It returns the cursor after, the rows written and whether they
+// replaced the history.
 func (s *Shipper) shipReset(ctx context.Context, tx pgx.Tx, e ystore.Event, db shipCursor, owned bool) (after shipCursor, n int64, reset bool, err error) {
 	if owned && db.rows > 0 {
 		w := s.newRoomWriter(ctx, tx, e.Room, false)
@@ -407,34 +408,12 @@ func (s *Shipper) shipReset(ctx context.Context, tx pgx.Tx, e ystore.Event, db s
 			return w.cur, w.n, false, nil
 		}
 	}
-	empty := true
-	if err := e.Each(ctx, func([]ystore.Row) error { empty = false; return errNotPrefix }); err != nil && !errors.Is(err, errNotPrefix) {
-		return shipCursor{}, 0, false, err
-	}
-	if empty {
-		if db.rows == 0 {
-			return db, 0, false, nil
-		}
-		if !owned {
-			if err := s.own(ctx, tx, e.Room); err != nil {
-				return shipCursor{}, 0, false, err
-			}
-		}
-		return shipCursor{}, 0, true, s.replace(ctx, tx, e.Room)
-	}
 	// A room taking its owner (ownerless before, or another's) is rewritten whole, so
 	// that its owner's readers see all of it.
 	reset = true
 	if owned {
 		if reset, err = s.needsReset(ctx, tx, e); err != nil {
 			return shipCursor{}, 0, false, err
-		}
-	} else if err := s.own(ctx, tx, e.Room); err != nil {
-		return shipCursor{}, 0, false, err
-	}
-	if reset {
-		if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.table+` WHERE path = $1`, e.Room); err != nil {
-			return shipCursor{}, 0, false, fmt.Errorf("room %q: delete history: %w", e.Room, err)
 		}
 	}
 	w := s.newRoomWriter(ctx, tx, e.Room, reset)
@@ -444,11 +423,20 @@ func (s *Shipper) shipReset(ctx context.Context, tx pgx.Tx, e ystore.Event, db s
 	if err := w.flush(); err != nil {
 		return shipCursor{}, 0, false, err
 	}
-	if reset && w.n == 0 {
-		// The rows were deleted at the source between the two reads: the room is gone.
-		return shipCursor{}, 0, true, s.replace(ctx, tx, e.Room)
+	switch {
+	case w.n == 0 && db.rows == 0:
+		return db, 0, false, nil // nothing shipped, nothing to ship
+	case w.n == 0:
+		// No rows: the room is gone at the source.
+		after, reset = shipCursor{}, true
+		err = s.replace(ctx, tx, e.Room)
+	default:
+		after = w.cur
 	}
-	return w.cur, w.n, reset, nil
+	if err == nil && !owned {
+		err = s.own(ctx, tx, e.Room)
+	}
+	return after, w.n, reset, err
 }
 
 // copyBatchRows and copyBatchBytes bound the rows a roomWriter holds before it copies
@@ -504,12 +492,19 @@ func (w *roomWriter) add(rows []ystore.Row) error {
 	return nil
 }
 
-// flush copies the rows held.
+// flush copies the rows held; the first, when the rows replace the room's history,
+// after deleting that history.
 func (w *roomWriter) flush() error {
 	if len(w.held) == 0 {
 		return nil
 	}
-	if err := w.s.append(w.ctx, w.tx, w.room, w.held, w.reset && w.n == 0); err != nil {
+	first := w.reset && w.n == 0
+	if first {
+		if _, err := w.tx.Exec(w.ctx, `DELETE FROM `+w.s.n.table+` WHERE path = $1`, w.room); err != nil {
+			return fmt.Errorf("room %q: delete history: %w", w.room, err)
+		}
+	}
+	if err := w.s.append(w.ctx, w.tx, w.room, w.held, first); err != nil {
 		return err
 	}
 	w.cur = w.cur.extend(w.held)
