@@ -74,13 +74,15 @@ func (r *Recorder) Pending(events []ystore.Event) {
 	r.setLag(time.Now())
 }
 
-// Fail records a read that failed: the store is unreachable until the next Read.
+// Fail records a read that failed: the store is unreachable until the next Read, and a
+// read of the whole store under way has ended.
 func (r *Recorder) Fail(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.s.Reachable = false
 	r.s.LastError = err.Error()
 	r.s.LastErrorAt = time.Now()
+	r.s.Load.Active = false
 	r.read()
 }
 
@@ -125,7 +127,8 @@ func (r *Recorder) delivered(rows []ystore.Row) {
 	}
 }
 
-// Load records how far a read of the whole store has come (Status.Load); Read ends it.
+// Load records how far a read of the whole store has come (Status.Load); Read or Fail
+// ends it.
 func (r *Recorder) Load(p ystore.LoadProgress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
