@@ -46,3 +46,5 @@ for (const n of prefixes) {
   });
   console.log(JSON.stringify({ updates: us.length, yjs: doc.bytes, yjsYNotebook: nb.bytes }));
 }
+// @jupyter/ydoc's models leave a handle open that would keep the process alive.
+process.exit(0);
