@@ -16,7 +16,7 @@ import (
 )
 
 // corpus is where bench/run.sh writes updates.bin and state.bin (BENCH_CORPUS overrides).
-func corpus(b *testing.B, name string) [][]byte {
+func corpus(b testing.TB, name string) [][]byte {
 	b.Helper()
 	dir := os.Getenv("BENCH_CORPUS")
 	if dir == "" {

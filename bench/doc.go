@@ -1,3 +1,4 @@
 // Package bench holds the engine benchmarks: bench/run.sh generates the corpus and compares
-// ystore/yjs and ystore/ynotebook with yjs and ywasm in Node, see docs/BENCHMARKS.md.
+// ystore/yjs and ystore/ynotebook with yjs and ywasm in Node; memory_test.go measures one
+// notebook's memory against its history (YMEM=1), see docs/BENCHMARKS.md.
 package bench

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -42,6 +43,16 @@ type Readiness struct {
 	Degradations []rooms.Degradation `json:"degradations,omitempty"`
 	Publisher    string              `json:"publisher_error,omitempty"`
 	Reasons      []string            `json:"reasons,omitempty"`
+	// Loading is how far a read of the whole store under way has come.
+	Loading *Loading `json:"loading,omitempty"`
+}
+
+// Loading is the progress of a read of the whole store (ystore.LoadProgress) in /readyz.
+type Loading struct {
+	Rows      int64   `json:"rows"`
+	TotalRows int64   `json:"total_rows"`
+	Rooms     int     `json:"rooms"`
+	Seconds   float64 `json:"seconds"`
 }
 
 // NewHealth returns probes over the tailer's status, the degraded rooms, the publisher
@@ -65,15 +76,22 @@ func (h *Health) Check() Readiness {
 		r.DegradedRooms = append(r.DegradedRooms, d.Room)
 		bad, diverged, gaps = bad || d.BadRows > 0, diverged || d.Diverged, gaps || d.Gaps != nil
 	}
+	if l := st.Load; l.Active {
+		r.Loading = &Loading{Rows: l.Rows, TotalRows: l.Total, Rooms: l.Rooms, Seconds: time.Since(l.Started).Seconds()}
+	}
 	if st.Absent {
 		// A server writes its store once a notebook is opened: nothing to serve yet and
 		// nothing wrong, so the pod (KubeSpawner waits for every container) is ready.
 		r.State = StateWaiting
 	} else {
-		if !r.Loaded {
+		switch {
+		case !r.Loaded && r.Loading != nil:
+			r.Reasons = append(r.Reasons, fmt.Sprintf("store loading: %d of %d rows", r.Loading.Rows, r.Loading.TotalRows))
+		case !r.Loaded:
 			r.Reasons = append(r.Reasons, "store not loaded yet")
 		}
-		if !r.Reachable {
+		// A store being read for the first time is not unreachable unless a read failed.
+		if !r.Reachable && (r.Loaded || r.Loading == nil || r.LastError != "") {
 			r.Reasons = append(r.Reasons, "store not reachable")
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -213,6 +215,80 @@ func TestHealthDegradedRooms(t *testing.T) {
 			}
 			if len(tc.rooms) > 0 && !strings.Contains(rec.Body.String(), `"degradations":[{"room":"a"`) {
 				t.Fatalf("/readyz %s does not say why each room is degraded", rec.Body)
+			}
+		})
+	}
+}
+
+// During a cold load /readyz says the store is loading, with the rows loaded of how many
+// and the rooms, rather than unreachable; once loaded it is ready. The sink is the hook:
+// readiness is checked while it holds the load's rows (serve's batches) or reads them
+// (ship's stream).
+func TestHealthDuringColdLoad(t *testing.T) {
+	const nRooms, perRoom = 3, 5
+	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range demo.StoreSchema {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range nRooms * perRoom {
+		if _, err := db.Exec("INSERT INTO yupdates VALUES (?, x'00', x'', ?)", fmt.Sprintf("room-%d", i%nRooms), float64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream %v", stream), func(t *testing.T) {
+			tl, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond, ChunkRows: 2, StreamLoads: stream})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := NewHealth(tl.Status, func() []rooms.Degradation { return nil }, nil, nil, 5*time.Second)
+			var during []Readiness
+			first := true
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- tl.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
+					if !first {
+						return nil
+					}
+					first = false
+					during = append(during, h.Check())
+					for _, e := range events {
+						if err := e.Each(ctx, func([]ystore.Row) error { during = append(during, h.Check()); return nil }); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			testutil.Eventually(t, testutil.Wait, "ready", func() bool { return h.Check().Ready })
+			if r := h.Check(); r.Loading != nil {
+				t.Errorf("loaded, readiness %+v: want no loading", r)
+			}
+			last := during[len(during)-1]
+			for _, r := range during {
+				l := r.Loading
+				if r.Ready || l == nil || l.TotalRows != nRooms*perRoom || l.Rooms != nRooms ||
+					!slices.Contains(r.Reasons, fmt.Sprintf("store loading: %d of %d rows", l.Rows, l.TotalRows)) ||
+					slices.Contains(r.Reasons, "store not reachable") {
+					t.Fatalf("readiness during the load %+v (loading %+v): want not ready, loading %d rows of %d rooms, reachable", r, l, nRooms*perRoom, nRooms)
+				}
+			}
+			if stream && last.Loading.Rows == 0 {
+				t.Errorf("readiness while the stream's last chunk is read %+v: want the rows read before it counted", last.Loading)
 			}
 		})
 	}

@@ -66,14 +66,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	for _, opt := range opts {
 		opt(&o)
 	}
-	reg := prometheus.NewRegistry()
-	r := promreg.On(reg)
-	promreg.Register(r, collectors.NewGoCollector())
-	promreg.Register(r, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := r.Err(); err != nil {
-		return fmt.Errorf("register process metrics: %w", err)
+	reg, metricsHandler, err := newRegistry()
+	if err != nil {
+		return err
 	}
-	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	if cfg.Hub.Enabled {
 		return runHub(ctx, cfg, log, reg, metricsHandler, o)
 	}
@@ -85,7 +81,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.stdin != nil || o.stdout != nil {
 		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
 	}
-	cfg, err := withStateFile(cfg, log)
+	cfg, err = withStateFile(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -96,11 +92,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	defer in.close()
 
 	// The probes are served by the MCP listener, or by a listener of their own.
-	probes := []resources.Route{
-		{Pattern: "GET /healthz", Handler: in.health.Live()},
-		{Pattern: "GET /readyz", Handler: in.health.Ready()},
-		{Pattern: "GET /metrics", Handler: metricsHandler},
-	}
+	probes := probeRoutes(in.health, metricsHandler)
 	var beside []resources.Route
 	if cfg.Server.MetricsListen == "" {
 		beside = probes
@@ -110,11 +102,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	defer stop()
 	g.Go(func() error { defer stop(); return in.run(gctx, beside) }) // the instance done (stdio input closed), all stops
 	if cfg.Server.MetricsListen != "" {
-		mux := http.NewServeMux()
-		for _, r := range probes {
-			mux.Handle(r.Pattern, r.Handler)
-		}
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mux, reg) })
+		g.Go(func() error { return serveMetrics(gctx, cfg.Server, probeMux(probes), reg) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
 	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
@@ -305,6 +293,37 @@ func every(ctx context.Context, d time.Duration, f func()) {
 			f()
 		}
 	}
+}
+
+// newRegistry returns the process's metric registry, with the Go and process collectors,
+// and its /metrics handler.
+func newRegistry() (*prometheus.Registry, http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	r := promreg.On(reg)
+	promreg.Register(r, collectors.NewGoCollector())
+	promreg.Register(r, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := r.Err(); err != nil {
+		return nil, nil, fmt.Errorf("register process metrics: %w", err)
+	}
+	return reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), nil
+}
+
+// probeRoutes are the liveness, readiness and metrics routes over h and metrics.
+func probeRoutes(h *Health, metrics http.Handler) []resources.Route {
+	return []resources.Route{
+		{Pattern: "GET /healthz", Handler: h.Live()},
+		{Pattern: "GET /readyz", Handler: h.Ready()},
+		{Pattern: "GET /metrics", Handler: metrics},
+	}
+}
+
+// probeMux serves routes on a listener of their own (serveMetrics).
+func probeMux(routes []resources.Route) http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	return mux
 }
 
 // serveMetrics serves mux on s.MetricsListen, within the connection limits of

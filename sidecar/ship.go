@@ -7,7 +7,11 @@ import (
 	"log/slog"
 	"os"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -16,9 +20,18 @@ import (
 const envHubUser = "JUPYTERHUB_USER"
 
 // Ship tails the local SQLite store and appends its rows into the shared Postgres store
-// until ctx is done, so sidecars elsewhere can serve from Postgres.
+// until ctx is done, so sidecars elsewhere can serve from Postgres. The store's loads are
+// streamed (sqlite.Config.StreamLoads): its memory does not grow with the store. It serves
+// /healthz, /readyz and /metrics, as serve does, on server.metrics_listen, or on
+// server.listen when that is not set.
 func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	source, err := sqlite.New(cfg.Store.SQLite.TailerConfig(log, nil))
+	reg, metricsHandler, err := newRegistry()
+	if err != nil {
+		return err
+	}
+	tc := cfg.Store.SQLite.TailerConfig(log, reg)
+	tc.StreamLoads = true
+	source, err := sqlite.New(tc)
 	if err != nil {
 		return fmt.Errorf("ship source: %w", err)
 	}
@@ -31,11 +44,30 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	dest := cfg.Ship.Postgres.StoreConfig(log)
 	dest.Owner = cmp.Or(cfg.Ship.Owner, os.Getenv(envHubUser)) // JupyterHub sets JUPYTERHUB_USER in every single-user server
+	dest.Registerer = reg
 
 	s, err := postgres.NewShipper(dest, source, id)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
-	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id, "owned", dest.Owner != "")
-	return s.Run(ctx)
+	health := NewHealth(func() ystore.Status { return shipStatus(s.Status()) }, func() []rooms.Degradation { return nil }, nil, nil, cfg.Store.LagThreshold)
+	probes := cfg.Server
+	probes.MetricsListen = cmp.Or(probes.MetricsListen, probes.Listen)
+	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id, "owned", dest.Owner != "",
+		"probes", probes.MetricsListen)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveMetrics(gctx, probes, probeMux(probeRoutes(health, metricsHandler)), reg) })
+	g.Go(func() error { return s.Run(gctx) })
+	return g.Wait()
+}
+
+// shipStatus is what /readyz says of a Shipper: its source's status, unreachable also
+// while Postgres refuses its writes.
+func shipStatus(st postgres.ShipStatus) ystore.Status {
+	out := st.Source
+	if !st.Reachable && st.LastError != "" {
+		out.Reachable = false
+		out.LastError = "postgres: " + st.LastError
+	}
+	return out
 }

@@ -69,6 +69,37 @@ type Event struct {
 	// Owner is the user who owns the room, where the store records owners and the
 	// tailer reports them (the Postgres store's Follower); otherwise empty.
 	Owner string
+	// Stream, when not nil, stands for Rows (then empty) in a Reset from a tailer that
+	// streams its loads (sqlite.Config.StreamLoads): it hands the room's rows, in load
+	// order, to yield a bounded chunk at a time, reading them afresh at each call, and
+	// returns yield's error as is. Call it only while the sink call that received the
+	// event runs; Each reads either form.
+	Stream func(ctx context.Context, yield func([]Row) error) error
+}
+
+// Each hands the event's rows to yield: Stream's chunks, or Rows at once (nothing when
+// there are none).
+func (e Event) Each(ctx context.Context, yield func([]Row) error) error {
+	if e.Stream != nil {
+		return e.Stream(ctx, yield)
+	}
+	if len(e.Rows) == 0 {
+		return nil
+	}
+	return yield(e.Rows)
+}
+
+// LoadProgress is how far a read of the whole store (the load at start, a re-read after
+// the store was replaced or rewritten) has come.
+type LoadProgress struct {
+	// Active is true while the read runs.
+	Active bool
+	// Rows of Total rows were delivered to the sink and applied (or copied) by it.
+	Rows, Total int64
+	// Rooms is the number of rooms the read delivers.
+	Rooms int
+	// Started is when the read began.
+	Started time.Time
 }
 
 // Status reports a tailer's health.
@@ -97,6 +128,9 @@ type Status struct {
 	Rooms int
 	// MaxReadTx is the longest read transaction held on the store so far.
 	MaxReadTx time.Duration
+	// Load is the progress of a read of the whole store under way (Active), or of the
+	// last one.
+	Load LoadProgress
 }
 
 // Tailer follows a Y-store.

@@ -36,8 +36,9 @@ const (
 	FileIDFile   = "file_id_manager.db" // the jupyter_server_fileid database
 )
 
-// pycrdt-store's SQLite schema, version 2.
-var storeSchema = []string{
+// StoreSchema is pycrdt-store's SQLite schema, version 2: the statements that create a
+// store.
+var StoreSchema = []string{
 	`CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp REAL NOT NULL)`,
 	`CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)`,
 	`CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp REAL NOT NULL, PRIMARY KEY(path))`,
@@ -123,7 +124,7 @@ func (w *Writer) Create(ctx context.Context) (err error) {
 	if w.fileDB, err = openDB(w.FileIDDBPath()); err != nil {
 		return errors.Join(err, w.Close())
 	}
-	for _, q := range storeSchema {
+	for _, q := range StoreSchema {
 		if _, err := w.store.ExecContext(ctx, q); err != nil {
 			return errors.Join(fmt.Errorf("create demo store: %w", err), w.Close())
 		}

@@ -184,7 +184,8 @@ notifications: {debounce: %s, max_delay: 2s}
 }
 
 // launch writes cfg (plus logging and, for serve, a loopback listener with the test
-// token) as the config of a new process of the binary running args in dir.
+// token; for ship, its probes' listener) as the config of a new process of the binary
+// running args in dir.
 func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
 	t.Helper()
 	return launchOn(t, dir, testutil.FreePort(t), cfg, args...)
@@ -205,6 +206,10 @@ func launchOn(t testing.TB, dir string, port int, cfg string, args ...string) *s
 		s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d, token_file: %q, state_file: %q}\n",
 			port, tokenFile, filepath.Join(dir, "names.json"))
+	}
+	if args[0] == "ship" { // its probes
+		s.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d}\n", port)
 	}
 	cfgPath := filepath.Join(dir, args[0]+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

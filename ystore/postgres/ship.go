@@ -112,7 +112,8 @@ func (s *Shipper) Status() ShipStatus {
 }
 
 // Run ships until ctx is done (it then returns nil) or the source fails. Write failures
-// are retried with backoff; a batch is committed whole or not at all.
+// are retried with backoff; a batch (a streamed load: each room of it) is committed whole
+// or not at all.
 func (s *Shipper) Run(ctx context.Context) error {
 	var conn *pgx.Conn
 	defer func() {
@@ -124,29 +125,36 @@ func (s *Shipper) Run(ctx context.Context) error {
 	err := s.source.Run(ctx, func(ctx context.Context, events []ystore.Event) error {
 		// A first delivery of Resets only is the source's full load: rooms shipped
 		// before and missing from it were removed while the Shipper was down.
-		reconcile := first && allResets(events)
-		first = false
-		for attempt := 0; ; attempt++ {
-			var err error
-			if conn == nil {
-				conn, err = connect(ctx, s.cfg.DSN)
-			}
-			if err == nil {
-				if err = s.ship(ctx, conn, events, reconcile); err == nil {
-					return nil
-				}
-				conn.Close(context.WithoutCancel(ctx))
-				conn = nil
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.failed(err)
-			s.m.retries.Inc()
-			if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
-				return err
-			}
+		var load []ystore.Event
+		if first && allResets(events) {
+			load = events
 		}
+		first = false
+		for _, batch := range batches(events) {
+			for attempt := 0; ; attempt++ {
+				var err error
+				if conn == nil {
+					conn, err = connect(ctx, s.cfg.DSN)
+				}
+				if err == nil {
+					if err = s.ship(ctx, conn, batch, load); err == nil {
+						break
+					}
+					conn.Close(context.WithoutCancel(ctx))
+					conn = nil
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.failed(err)
+				s.m.retries.Inc()
+				if err := s.cfg.pause(ctx, attempt, "ship to postgres failed, retrying", "source", s.id, "err", err); err != nil {
+					return err
+				}
+			}
+			load = nil // reconciled with the first batch
+		}
+		return nil
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -155,6 +163,20 @@ func (s *Shipper) Run(ctx context.Context) error {
 		return fmt.Errorf("ship from source %q: %w", s.id, err)
 	}
 	return nil
+}
+
+// streamedRooms is how many rooms of a streamed load ship in one transaction.
+const streamedRooms = 100
+
+// batches splits a delivery into what ships in one transaction: all of it, or, when its
+// Resets are streamed (a load, of any size), streamedRooms rooms at a time, so that the
+// transactions do not grow with the number of rooms; a room's rows and cursor always
+// commit together.
+func batches(events []ystore.Event) [][]ystore.Event {
+	if !slices.ContainsFunc(events, func(e ystore.Event) bool { return e.Stream != nil }) {
+		return [][]ystore.Event{events}
+	}
+	return slices.Collect(slices.Chunk(events, streamedRooms))
 }
 
 // roomsOf returns the rooms of events, sorted.
@@ -177,9 +199,9 @@ func allResets(events []ystore.Event) bool {
 	return true
 }
 
-// ship writes one batch of events in one transaction; with reconcile, the batch is the
-// source's full load and rooms shipped before but absent from it are removed.
-func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, reconcile bool) error {
+// ship writes one batch of events in one transaction; with load, the source's full load
+// (of which the batch is a part), rooms shipped before but absent from it are removed.
+func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Event, load []ystore.Event) error {
 	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, shipTimeout)
 	defer cancel()
@@ -188,8 +210,8 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if reconcile {
-		if events, err = s.withRemoved(qctx, tx, events); err != nil {
+	if load != nil {
+		if events, err = s.withRemoved(qctx, tx, events, load); err != nil {
 			return err
 		}
 	}
@@ -208,35 +230,43 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	s.mu.Unlock()
 	var (
 		shipped uint64
-		resets  []ystore.Event
+		resets  []shippedReset
 	)
 	for _, e := range events {
 		before := committed[e.Room]
-		after, rows, reset := plan(e, before, mems[e.Room])
-		if !owned[e.Room] && e.Kind == ystore.EventReset && len(e.Rows) > 0 {
-			// A room taking its owner (ownerless before, or another's) is rewritten
-			// whole, so that its owner's readers see all of it.
-			after, rows, reset = (shipCursor{}).extend(e.Rows), e.Rows, true
-		} else if reset && e.Kind == ystore.EventReset && len(rows) > 0 {
-			if reset, err = s.needsReset(qctx, tx, e.Room, rows); err != nil {
+		var (
+			after shipCursor
+			n     int64
+			reset bool
+		)
+		if e.Kind == ystore.EventReset {
+			after, n, reset, err = s.shipReset(qctx, tx, e, before, owned[e.Room])
+			if err != nil {
+				return err
+			}
+			owned[e.Room] = owned[e.Room] || n > 0 || reset // shipReset owns what it writes
+		} else {
+			var rows []ystore.Row
+			after, rows, reset = plan(e, before, mems[e.Room])
+			n = int64(len(rows))
+			if !owned[e.Room] && (len(rows) > 0 || reset) {
+				if err := s.own(qctx, tx, e.Room); err != nil {
+					return err
+				}
+				owned[e.Room] = true
+			}
+			if reset {
+				if err := s.replace(qctx, tx, e.Room); err != nil {
+					return err
+				}
+			} else if err := s.append(qctx, tx, e.Room, rows, false); err != nil {
 				return err
 			}
 		}
 		// Later events of the room in this batch follow this one's result.
 		mems[e.Room] = after
-		if !owned[e.Room] && (len(rows) > 0 || reset) {
-			if err := s.own(qctx, tx, e.Room); err != nil {
-				return err
-			}
-			owned[e.Room] = true
-		}
 		if reset {
-			if err := s.replace(qctx, tx, e.Room, rows); err != nil {
-				return err
-			}
-			resets = append(resets, ystore.Event{Kind: e.Kind, Room: e.Room, Rows: rows})
-		} else if err := s.append(qctx, tx, e.Room, rows, false); err != nil {
-			return err
+			resets = append(resets, shippedReset{kind: e.Kind, room: e.Room, rows: n})
 		}
 		if !after.equal(before) || reset {
 			if _, err := tx.Exec(qctx, `INSERT INTO `+s.n.cursors+` (source, path, rows, digest) VALUES ($1, $2, $3, $4)
@@ -246,13 +276,13 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 			}
 		}
 		committed[e.Room] = after
-		shipped += uint64(len(rows))
+		shipped += uint64(n)
 	}
 	if err := tx.Commit(qctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	for _, e := range resets {
-		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "kind", e.Kind.String(), "rows", len(e.Rows))
+	for _, r := range resets {
+		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, r.room, "kind", r.kind.String(), "rows", r.rows)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,9 +299,9 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 	return nil
 }
 
-// withRemoved appends a Removed event for every room this source shipped that events
-// (a full load) lacks.
-func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events []ystore.Event) ([]ystore.Event, error) {
+// withRemoved appends to events a Removed event for every room this source shipped that
+// load (a full load) lacks.
+func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events, load []ystore.Event) ([]ystore.Event, error) {
 	rs, err := tx.Query(ctx, `SELECT path FROM `+s.n.cursors+` WHERE source = $1 AND rows > 0 ORDER BY path`, s.id)
 	if err != nil {
 		return nil, fmt.Errorf("list shipped rooms: %w", err)
@@ -280,8 +310,8 @@ func (s *Shipper) withRemoved(ctx context.Context, tx pgx.Tx, events []ystore.Ev
 	if err != nil {
 		return nil, fmt.Errorf("list shipped rooms: %w", err)
 	}
-	present := make(map[string]bool, len(events))
-	for _, e := range events {
+	present := make(map[string]bool, len(load))
+	for _, e := range load {
 		present[e.Room] = true
 	}
 	out := slices.Clone(events)
@@ -331,39 +361,164 @@ func (s *Shipper) own(ctx context.Context, tx pgx.Tx, room string) error {
 	return nil
 }
 
-// plan decides what an event ships given the room's cursor in the database and the one
-// this Shipper last committed: the rows to write, whether they replace the room's history,
-// and the cursor after.
+// shippedReset is a room whose history a batch replaced, for the log once committed.
+type shippedReset struct {
+	kind ystore.EventKind
+	room string
+	rows int64
+}
+
+// plan decides what an Updates or Removed event ships given the room's cursor in the
+// database and the one this Shipper last committed: the rows to write, whether they
+// replace the room's history (Removed: with nothing), and the cursor after.
 func plan(e ystore.Event, db, mem shipCursor) (after shipCursor, rows []ystore.Row, reset bool) {
-	switch e.Kind {
-	case ystore.EventUpdates:
+	if e.Kind == ystore.EventUpdates {
 		if next := mem.extend(e.Rows); next.equal(db) && !mem.equal(db) {
 			// An earlier attempt committed although its commit reported an error.
 			return db, nil, false
 		}
 		return db.extend(e.Rows), e.Rows, false
-	case ystore.EventReset:
-		if db.rows > 0 && db.rows <= int64(len(e.Rows)) && (shipCursor{}).extend(e.Rows[:db.rows]).equal(db) {
-			return db.extend(e.Rows[db.rows:]), e.Rows[db.rows:], false
-		}
-		if len(e.Rows) == 0 && db.rows == 0 {
-			return db, nil, false
-		}
-		return (shipCursor{}).extend(e.Rows), e.Rows, true
-	default: // EventRemoved
-		if db.rows == 0 {
-			return db, nil, false
-		}
-		return shipCursor{}, nil, true
 	}
+	if db.rows == 0 {
+		return db, nil, false
+	}
+	return shipCursor{}, nil, true
+}
+
+// errNotPrefix stops the read of a Reset's rows that do not begin with what was shipped.
+var errNotPrefix = errors.New("not the shipped prefix")
+
+// shipReset writes a source Reset of a room whose cursor in the database is db, reading
+// its rows as it copies them (a streamed Reset is never held): when the room is owned and
+// its rows begin with the db.rows rows shipped, only the rest is appended; otherwise they
+// become the room's history (reset), unless the room's history in Postgres is contained
+// in them (needsReset), or there are none and nothing was shipped. It records the owner
+// of what it writes. It returns the cursor after, the rows written and whether they
+// replaced the history.
+func (s *Shipper) shipReset(ctx context.Context, tx pgx.Tx, e ystore.Event, db shipCursor, owned bool) (after shipCursor, n int64, reset bool, err error) {
+	if owned && db.rows > 0 {
+		w := s.newRoomWriter(ctx, tx, e.Room, false)
+		w.skip = db
+		if err := e.Each(ctx, w.add); err != nil && !errors.Is(err, errNotPrefix) {
+			return shipCursor{}, 0, false, err
+		} else if err == nil && w.skip.rows == 0 {
+			if err := w.flush(); err != nil {
+				return shipCursor{}, 0, false, err
+			}
+			return w.cur, w.n, false, nil
+		}
+	}
+	// A room taking its owner (ownerless before, or another's) is rewritten whole, so
+	// that its owner's readers see all of it.
+	reset = true
+	if owned {
+		if reset, err = s.needsReset(ctx, tx, e); err != nil {
+			return shipCursor{}, 0, false, err
+		}
+	}
+	w := s.newRoomWriter(ctx, tx, e.Room, reset)
+	if err := e.Each(ctx, w.add); err != nil {
+		return shipCursor{}, 0, false, err
+	}
+	if err := w.flush(); err != nil {
+		return shipCursor{}, 0, false, err
+	}
+	switch {
+	case w.n == 0 && db.rows == 0:
+		return db, 0, false, nil // nothing shipped, nothing to ship
+	case w.n == 0:
+		// No rows: the room is gone at the source.
+		after, reset = shipCursor{}, true
+		err = s.replace(ctx, tx, e.Room)
+	default:
+		after = w.cur
+	}
+	if err == nil && !owned {
+		err = s.own(ctx, tx, e.Room)
+	}
+	return after, w.n, reset, err
+}
+
+// copyBatchRows and copyBatchBytes bound the rows a roomWriter holds before it copies
+// them: a streamed chunk can be a few dozen rows, and one COPY each would be slow.
+const (
+	copyBatchRows  = 5000
+	copyBatchBytes = 4 << 20
+)
+
+// roomWriter copies the rows of one room handed to add, in batches, chaining them onto
+// its cursor; the rows of skip's count are only hashed, and must chain to skip.
+type roomWriter struct {
+	s     *Shipper
+	ctx   context.Context
+	tx    pgx.Tx
+	room  string
+	reset bool // flag the first row written as the room's reset
+	skip  shipCursor
+	hash  shipCursor // the rows skipped so far
+	cur   shipCursor
+	n     int64
+	held  []ystore.Row
+	bytes int
+}
+
+func (s *Shipper) newRoomWriter(ctx context.Context, tx pgx.Tx, room string, reset bool) *roomWriter {
+	return &roomWriter{s: s, ctx: ctx, tx: tx, room: room, reset: reset}
+}
+
+// add takes the next rows of the room; errNotPrefix when the rows skipped are not skip's.
+func (w *roomWriter) add(rows []ystore.Row) error {
+	if w.skip.rows > 0 {
+		k := min(int64(len(rows)), w.skip.rows-w.hash.rows)
+		w.hash = w.hash.extend(rows[:k])
+		rows = rows[k:]
+		if w.hash.rows < w.skip.rows {
+			return nil
+		}
+		if !w.hash.equal(w.skip) {
+			return errNotPrefix
+		}
+		w.cur, w.skip = w.skip, shipCursor{}
+	}
+	for _, r := range rows {
+		w.held = append(w.held, r)
+		w.bytes += len(r.Update)
+		if len(w.held) >= copyBatchRows || w.bytes >= copyBatchBytes {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush copies the rows held; the first, when the rows replace the room's history,
+// after deleting that history.
+func (w *roomWriter) flush() error {
+	if len(w.held) == 0 {
+		return nil
+	}
+	first := w.reset && w.n == 0
+	if first {
+		if _, err := w.tx.Exec(w.ctx, `DELETE FROM `+w.s.n.table+` WHERE path = $1`, w.room); err != nil {
+			return fmt.Errorf("room %q: delete history: %w", w.room, err)
+		}
+	}
+	if err := w.s.append(w.ctx, w.tx, w.room, w.held, first); err != nil {
+		return err
+	}
+	w.cur = w.cur.extend(w.held)
+	w.n += int64(len(w.held))
+	w.held, w.bytes = w.held[:0], 0
+	return nil
 }
 
 // needsReset reports whether a source Reset's rows must replace the room's history in
 // Postgres: false when the room holds history and the rows' document contains it (a
 // compaction or checkpoint at the source), so that appending them changes the document
 // to the source's exactly.
-func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) (bool, error) {
-	all, err := readRoom(ctx, tx, s.n, room)
+func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, e ystore.Event) (bool, error) {
+	all, err := readRoom(ctx, tx, s.n, e.Room)
 	if err != nil {
 		return false, err
 	}
@@ -374,53 +529,55 @@ func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, room string, rows [
 	if !present || len(held) == 0 {
 		return true, nil
 	}
-	ok, err := covers(rows, held)
+	ok, err := covers(ctx, e, held)
 	if err != nil {
-		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, room, "err", err)
+		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "err", err)
 		return true, nil
 	}
 	return !ok, nil
 }
 
-// covers reports whether the document built from newer holds everything the one built
-// from older holds: applying older on top of it changes nothing.
-func covers(newer, older []ystore.Row) (bool, error) {
+// covers reports whether the document built from newer's rows holds everything the one
+// built from older holds: applying older on top of it changes nothing.
+func covers(ctx context.Context, newer ystore.Event, older []ystore.Row) (bool, error) {
 	doc := yjs.NewDoc()
-	before, err := applyAll(doc, newer)
+	if err := newer.Each(ctx, func(rows []ystore.Row) error { return applyAll(doc, rows) }); err != nil {
+		return false, err
+	}
+	before, err := doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return false, err
 	}
-	after, err := applyAll(doc, older)
+	if err := applyAll(doc, older); err != nil {
+		return false, err
+	}
+	after, err := doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return false, err
 	}
 	return bytes.Equal(before, after), nil
 }
 
-// applyAll applies rows to doc and returns its state encoded as one update.
-func applyAll(doc *yjs.Doc, rows []ystore.Row) ([]byte, error) {
+// applyAll applies rows to doc.
+func applyAll(doc *yjs.Doc, rows []ystore.Row) error {
 	for _, r := range rows {
 		if _, err := doc.ApplyUpdate(r.Update); err != nil {
-			return nil, fmt.Errorf("row %d: %w", r.ID, err)
+			return fmt.Errorf("row %d: %w", r.ID, err)
 		}
 	}
-	return doc.EncodeStateAsUpdate(nil)
+	return nil
 }
 
-// replace deletes a room's rows and writes rows as its new history, the first flagged
-// reset; with no rows, a NULL reset row marks the room removed.
-func (s *Shipper) replace(ctx context.Context, tx pgx.Tx, room string, rows []ystore.Row) error {
+// replace deletes a room's rows and writes a NULL reset row, which marks it removed.
+func (s *Shipper) replace(ctx context.Context, tx pgx.Tx, room string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.table+` WHERE path = $1`, room); err != nil {
 		return fmt.Errorf("room %q: delete history: %w", room, err)
 	}
-	if len(rows) == 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (path, yupdate, timestamp, reset)
-			VALUES ($1, NULL, extract(epoch FROM clock_timestamp()), true)`, room); err != nil {
-			return fmt.Errorf("room %q: mark removed: %w", room, err)
-		}
-		return nil
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.table+` (path, yupdate, timestamp, reset)
+		VALUES ($1, NULL, extract(epoch FROM clock_timestamp()), true)`, room); err != nil {
+		return fmt.Errorf("room %q: mark removed: %w", room, err)
 	}
-	return s.append(ctx, tx, room, rows, true)
+	return nil
 }
 
 // append copies rows into the table in order, the first flagged reset if asked.

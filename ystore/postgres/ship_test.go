@@ -18,15 +18,20 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
-func TestPlan(t *testing.T) {
-	rows := func(us ...string) []ystore.Row {
-		var out []ystore.Row
-		for _, u := range us {
-			out = append(out, ystore.Row{Room: "r", Update: []byte(u)})
-		}
-		return out
+// testRows returns rows of room r with the updates us.
+func testRows(us ...string) []ystore.Row {
+	var out []ystore.Row
+	for _, u := range us {
+		out = append(out, ystore.Row{Room: "r", Update: []byte(u)})
 	}
-	cur := func(us ...string) shipCursor { return shipCursor{}.extend(rows(us...)) }
+	return out
+}
+
+// testCursor is the cursor of the rows with the updates us.
+func testCursor(us ...string) shipCursor { return shipCursor{}.extend(testRows(us...)) }
+
+func TestPlan(t *testing.T) {
+	rows, cur := testRows, testCursor
 	for _, tc := range []struct {
 		name      string
 		event     ystore.Event
@@ -41,20 +46,6 @@ func TestPlan(t *testing.T) {
 			nil, false, cur("a", "b", "c")},
 		{"updates of a new room", ystore.Event{Kind: ystore.EventUpdates, Rows: rows("a")}, shipCursor{}, shipCursor{},
 			[]string{"a"}, false, cur("a")},
-		{"reset extends the shipped prefix", ystore.Event{Kind: ystore.EventReset, Rows: rows("a", "b", "c")}, cur("a", "b"), shipCursor{},
-			[]string{"c"}, false, cur("a", "b", "c")},
-		{"reset equal to the shipped rows", ystore.Event{Kind: ystore.EventReset, Rows: rows("a", "b")}, cur("a", "b"), shipCursor{},
-			nil, false, cur("a", "b")},
-		{"reset of a compacted history", ystore.Event{Kind: ystore.EventReset, Rows: rows("ab", "c")}, cur("a", "b"), shipCursor{},
-			[]string{"ab", "c"}, true, cur("ab", "c")},
-		{"reset shorter than shipped", ystore.Event{Kind: ystore.EventReset, Rows: rows("a")}, cur("a", "b"), shipCursor{},
-			[]string{"a"}, true, cur("a")},
-		{"reset of a new room", ystore.Event{Kind: ystore.EventReset, Rows: rows("a")}, shipCursor{}, shipCursor{},
-			[]string{"a"}, true, cur("a")},
-		{"empty reset of an unknown room", ystore.Event{Kind: ystore.EventReset}, shipCursor{}, shipCursor{},
-			nil, false, shipCursor{}},
-		{"empty reset", ystore.Event{Kind: ystore.EventReset}, cur("a"), shipCursor{},
-			nil, true, shipCursor{}},
 		{"removed", ystore.Event{Kind: ystore.EventRemoved}, cur("a"), cur("a"),
 			nil, true, shipCursor{}},
 		{"removed twice", ystore.Event{Kind: ystore.EventRemoved}, shipCursor{}, shipCursor{},
@@ -71,6 +62,89 @@ func TestPlan(t *testing.T) {
 					us, reset, after.rows, tc.wantRows, tc.wantReset, tc.wantAfter.rows)
 			}
 		})
+	}
+}
+
+// streamOf returns rows as a streamed Reset of room r handing them chunk rows at a time.
+func streamOf(rows []ystore.Row, chunk int) ystore.Event {
+	return ystore.Event{Kind: ystore.EventReset, Room: "r", Stream: func(_ context.Context, yield func([]ystore.Row) error) error {
+		for c := range slices.Chunk(rows, chunk) {
+			if err := yield(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// TestShipReset ships a source Reset over what an earlier ship wrote, its rows held or
+// streamed a chunk at a time (of 1, 2 and more than a copy batch): what Postgres holds,
+// whether the history was replaced and the cursor after are the same whichever way the
+// rows come.
+func TestShipReset(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	long := make([]string, copyBatchRows+7)
+	for i := range long {
+		long[i] = fmt.Sprintf("l%d", i)
+	}
+	for _, tc := range []struct {
+		name      string
+		shipped   []string // the room's rows shipped before: its cursor
+		reset     []string // the source's Reset
+		wantPG    []string
+		wantReset bool
+	}{
+		{"extends the shipped prefix", []string{"a", "b"}, []string{"a", "b", "c"}, []string{"a", "b", "c"}, false},
+		{"equal to the shipped rows", []string{"a", "b"}, []string{"a", "b"}, []string{"a", "b"}, false},
+		{"a compacted history that does not decode", []string{"a", "b"}, []string{"ab", "c"}, []string{"ab", "c"}, true},
+		{"shorter than shipped", []string{"a", "b"}, []string{"a"}, []string{"a"}, true},
+		{"a new room", nil, []string{"a"}, []string{"a"}, true},
+		{"a new room over a copy batch", nil, long, long, true},
+		{"extends a prefix by over a copy batch", long[:3], long, long, false},
+		{"empty, of an unknown room", nil, nil, nil, false},
+		{"empty", []string{"a"}, nil, nil, true},
+	} {
+		for _, chunk := range []int{0, 1, 2, copyBatchRows + 1} {
+			t.Run(fmt.Sprintf("%s/chunk %d", tc.name, chunk), func(t *testing.T) {
+				sh, err := NewShipper(cfg, nil, "src-"+tc.name+fmt.Sprint(chunk))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := t.Context()
+				if _, err := conn.Exec(ctx, `DELETE FROM `+sh.n.table); err != nil {
+					t.Fatal(err)
+				}
+				if tc.shipped != nil {
+					if err := sh.ship(ctx, conn, []ystore.Event{{Kind: ystore.EventReset, Room: "r", Rows: testRows(tc.shipped...)}}, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, _, before := pgState(t, conn, cfg)
+				e := ystore.Event{Kind: ystore.EventReset, Room: "r", Rows: testRows(tc.reset...)}
+				if chunk > 0 {
+					e = streamOf(e.Rows, chunk)
+				}
+				if err := sh.ship(ctx, conn, []ystore.Event{e}, nil); err != nil {
+					t.Fatal(err)
+				}
+				rooms, _, _ := pgState(t, conn, cfg)
+				if got := rooms["r"]; !slices.Equal(got, tc.wantPG) {
+					t.Errorf("postgres holds %q, want %q", got, tc.wantPG)
+				}
+				var resetAfter bool
+				if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+sh.n.table+` WHERE reset AND id > $1)`, before).Scan(&resetAfter); err != nil {
+					t.Fatal(err)
+				}
+				if resetAfter != tc.wantReset {
+					t.Errorf("history replaced: %v, want %v", resetAfter, tc.wantReset)
+				}
+				want := testCursor(tc.reset...)
+				if got := sh.cursors["r"]; !got.equal(want) {
+					t.Errorf("cursor after: %d rows, want %d", got.rows, want.rows)
+				}
+			})
+		}
 	}
 }
 
@@ -122,7 +196,7 @@ func runShipper(t testing.TB, cfg Config, path string) (sh *Shipper, stop func()
 // runShipperAs is runShipper with the source id id.
 func runShipperAs(t testing.TB, cfg Config, path, id string) (sh *Shipper, stop func()) {
 	t.Helper()
-	src, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond, Logger: cfg.Logger})
+	src, err := sqlite.New(sqlite.Config{Path: path, PollInterval: 20 * time.Millisecond, StreamLoads: true, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

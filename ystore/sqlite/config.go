@@ -52,6 +52,11 @@ type Config struct {
 	// SQLiteYStore (compress_function / decompress_function, off by default), e.g. zlib;
 	// nil delivers updates and checkpoints as stored.
 	Decompress func([]byte) ([]byte, error)
+	// StreamLoads delivers a read of the whole store (the load at start, a re-read) in one
+	// call of Reset events whose rows the sink reads through ystore.Event.Stream, a chunk
+	// at a time, rather than held: ship copies a store of any size in bounded memory.
+	// Without it, the rooms are read whole and delivered in calls of about 50,000 rows.
+	StreamLoads bool
 	// Logger receives the tailer's logs; slog.Default() if nil.
 	Logger *slog.Logger
 	// Registerer receives the tailer's metrics (the sqlite_* series and the status series

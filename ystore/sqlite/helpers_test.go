@@ -90,7 +90,7 @@ type sink struct {
 
 func newSink() *sink { return &sink{docs: docs{}} }
 
-func (s *sink) deliver(_ context.Context, events []ystore.Event) error {
+func (s *sink) deliver(ctx context.Context, events []ystore.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range events {
@@ -100,8 +100,13 @@ func (s *sink) deliver(_ context.Context, events []ystore.Event) error {
 		case ystore.EventRemoved:
 			delete(s.docs, e.Room)
 		}
-		for _, r := range e.Rows {
-			s.docs.apply(e.Room, r.Update)
+		if err := e.Each(ctx, func(rows []ystore.Row) error {
+			for _, r := range rows {
+				s.docs.apply(e.Room, r.Update)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		s.events = append(s.events, e)
 	}
@@ -164,6 +169,8 @@ var modes = []struct {
 	{"polling", func(path string) Config {
 		return Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true}
 	}},
+	// Loads streamed to the sink, as ship reads them.
+	{"streamed", func(path string) Config { return Config{Path: path, PollInterval: time.Hour, StreamLoads: true} }},
 }
 
 func newTailer(t testing.TB, cfg Config) *Tailer {

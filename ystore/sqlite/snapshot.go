@@ -25,81 +25,66 @@ func (s *summary) add(r ystore.Row) {
 	s.total += r.Timestamp
 }
 
-// roomRows is one room of a snapshot.
-type roomRows struct {
-	sum  summary
-	ckpt *ystore.Row
-	rows []ystore.Row // rows at or after the checkpoint, rowid order
+// roomPlan is one room of a plan.
+type roomPlan struct {
+	sum summary
+	// floor is the timestamp of the room's checkpoint, when it has one (ckpt): its load
+	// is the checkpoint, then the rows stamped at or after it.
+	floor float64
+	ckpt  bool
+	// rows is how many rows its load has, the checkpoint included.
+	rows int64
 }
 
-// load returns the room the way Jupyter loads it: the checkpoint, then the rows stamped
-// at or after it, in timestamp order.
-func (r *roomRows) load() []ystore.Row {
-	out := make([]ystore.Row, 0, len(r.rows)+1)
-	if r.ckpt != nil {
-		out = append(out, *r.ckpt)
-	}
-	rows := slices.Clone(r.rows)
-	slices.SortStableFunc(rows, func(a, b ystore.Row) int {
-		switch {
-		case a.Timestamp < b.Timestamp:
-			return -1
-		case a.Timestamp > b.Timestamp:
-			return 1
-		}
-		return 0
-	})
-	return append(out, rows...)
-}
-
-// snapshot is every room of the store up to the row top, read in bounded transactions;
-// dv is the data version top was read at.
-type snapshot struct {
+// plan is what a read of the whole store knows before it reads any update: every room
+// up to the row top, its summary and the size of its load; dv is the data version top was
+// read at. Its memory is a room's, whatever the rooms' rows.
+type plan struct {
 	top   int64
 	fp    fingerprint
 	dv    int64
-	rooms map[string]*roomRows
+	rooms map[string]*roomPlan
 }
 
-// sortedRooms returns the snapshot's room keys in order.
-func (s *snapshot) sortedRooms() []string {
-	keys := make([]string, 0, len(s.rooms))
-	for k := range s.rooms {
+// sortedRooms returns the plan's room keys in order.
+func (p *plan) sortedRooms() []string {
+	keys := make([]string, 0, len(p.rooms))
+	for k := range p.rooms {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
 }
 
-// readSnapshot reads the checkpoints, then every row up to the current newest one in
-// rowid chunks. Rows stamped before their room's checkpoint are counted, not kept.
-func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) {
+// readPlan reads the checkpoints' timestamps, then the room and timestamp of every row up
+// to the current newest one in rowid chunks, without their updates.
+func (s *store) readPlan(ctx context.Context, chunk int) (*plan, error) {
 	top, fp, dv, err := s.top(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ckpts, err := s.checkpoints(ctx)
+	floors, err := s.checkpointTimes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{top: top, fp: fp, dv: dv, rooms: map[string]*roomRows{}}
-	for room, c := range ckpts {
-		snap.rooms[room] = &roomRows{ckpt: &c}
+	p := &plan{top: top, fp: fp, dv: dv, rooms: make(map[string]*roomPlan, len(floors))}
+	for room, ts := range floors {
+		p.rooms[room] = &roomPlan{floor: ts, ckpt: true, rows: 1}
 	}
 	for after := int64(0); after < top; {
-		rows, more, _, _, err := s.rowsAfter(ctx, after, top, chunk, false, fingerprint{})
+		rows, more, err := s.keysAfter(ctx, after, top, chunk)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			rr := snap.rooms[r.Room]
-			if rr == nil {
-				rr = &roomRows{}
-				snap.rooms[r.Room] = rr
+			rp := p.rooms[r.Room]
+			if rp == nil {
+				rp = &roomPlan{}
+				p.rooms[r.Room] = rp
 			}
-			rr.sum.add(r)
-			if rr.ckpt == nil || r.Timestamp >= rr.ckpt.Timestamp {
-				rr.rows = append(rr.rows, r)
+			rp.sum.add(r)
+			if !rp.ckpt || r.Timestamp >= rp.floor {
+				rp.rows++
 			}
 		}
 		if !more {
@@ -107,5 +92,38 @@ func (s *store) readSnapshot(ctx context.Context, chunk int) (*snapshot, error) 
 		}
 		after = rows[len(rows)-1].ID
 	}
-	return snap, nil
+	return p, nil
+}
+
+// eachRow hands yield the rows of room's load up to the row top, the way Jupyter loads a
+// room: its checkpoint, then the rows stamped at or after it, in timestamp order (rowid
+// among equals); a chunk per read transaction, yield called outside any.
+func (s *store) eachRow(ctx context.Context, room string, top int64, chunk int, yield func([]ystore.Row) error) error {
+	ckpt, found, err := s.checkpoint(ctx, room)
+	if err != nil {
+		return err
+	}
+	var after *rowKey
+	if found {
+		if err := yield([]ystore.Row{ckpt}); err != nil {
+			return err
+		}
+		after = &rowKey{timestamp: ckpt.Timestamp}
+	}
+	for {
+		rows, more, err := s.roomRowsAfter(ctx, room, after, top, chunk)
+		if err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			if err := yield(rows); err != nil {
+				return err
+			}
+			last := rows[len(rows)-1]
+			after = &rowKey{timestamp: last.Timestamp, id: last.ID}
+		}
+		if !more {
+			return nil
+		}
+	}
 }

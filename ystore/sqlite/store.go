@@ -387,21 +387,8 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		if err != nil {
 			return err
 		}
-		defer q.Close()
-		size := 0
-		for q.Next() {
-			var r ystore.Row
-			if err := q.Scan(&r.ID, &r.Room, &r.Update, &r.Timestamp); err != nil {
-				return err
-			}
-			rows = append(rows, r)
-			if size += len(r.Update); size >= chunkBytes || len(rows) >= minTxRows && time.Since(start) >= txBudget {
-				more = true
-				return nil
-			}
-		}
-		more = len(rows) == limit
-		return q.Err()
+		rows, more, err = scanRows(q, start, limit)
+		return err
 	})
 	if err != nil {
 		return nil, false, false, 0, fmt.Errorf("read rows after %d: %w", after, err)
@@ -409,22 +396,121 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 	return rows, more, ok, dv, nil
 }
 
-// checkpoints returns every room's checkpoint as a row with ID 0. A checkpoint is a
-// whole document state, so each is read in pieces of chunkBytes, one transaction each,
-// and read again if the writer replaced it meanwhile.
-func (s *store) checkpoints(ctx context.Context) (map[string]ystore.Row, error) {
-	all := map[string]ystore.Row{}
-	after := ""
+// scanRows reads the rows of q (rowid, path, yupdate, timestamp), at most limit, and
+// stops early once chunkBytes of updates are read or the transaction begun at start has
+// run for txBudget (after at least minTxRows rows); more reports whether rows may remain.
+// It closes q.
+func scanRows(q *sql.Rows, start time.Time, limit int) (rows []ystore.Row, more bool, err error) {
+	defer q.Close()
+	size := 0
+	for q.Next() {
+		var r ystore.Row
+		if err := q.Scan(&r.ID, &r.Room, &r.Update, &r.Timestamp); err != nil {
+			return nil, false, err
+		}
+		rows = append(rows, r)
+		if size += len(r.Update); size >= chunkBytes || len(rows) >= minTxRows && time.Since(start) >= txBudget {
+			return rows, true, nil
+		}
+	}
+	return rows, len(rows) == limit, q.Err()
+}
+
+// keysAfter returns up to limit rows with after < rowid <= upTo in rowid order, without
+// their updates, in one read transaction bounded as scanRows bounds it.
+func (s *store) keysAfter(ctx context.Context, after, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		start := time.Now()
+		q, err := tx.QueryContext(ctx,
+			"SELECT rowid, path, NULL, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
+			after, upTo, limit)
+		if isNoTable(err) {
+			return ErrSchema
+		}
+		if err != nil {
+			return err
+		}
+		rows, more, err = scanRows(q, start, limit)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read row keys after %d: %w", after, err)
+	}
+	return rows, more, nil
+}
+
+// roomRowsAfter returns up to limit rows of room with rowid <= upTo, in timestamp then
+// rowid order, after the key after (nil: from the first), in one read transaction bounded
+// as scanRows bounds it. The index pycrdt-store keeps on (path, timestamp) serves it.
+func (s *store) roomRowsAfter(ctx context.Context, room string, after *rowKey, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		start := time.Now()
+		var q *sql.Rows
+		var err error
+		if after == nil {
+			q, err = tx.QueryContext(ctx,
+				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? ORDER BY timestamp, rowid LIMIT ?",
+				room, upTo, limit)
+		} else {
+			q, err = tx.QueryContext(ctx,
+				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
+				room, upTo, after.timestamp, after.timestamp, after.id, limit)
+		}
+		if isNoTable(err) {
+			return ErrSchema
+		}
+		if err != nil {
+			return err
+		}
+		rows, more, err = scanRows(q, start, limit)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read rows of %s: %w", room, err)
+	}
+	return rows, more, nil
+}
+
+// checkpointTimes returns the timestamp of every room's checkpoint, in one read
+// transaction: a room's is a few bytes, whatever its checkpoint's size.
+func (s *store) checkpointTimes(ctx context.Context) (map[string]float64, error) {
+	var out map[string]float64
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		out = map[string]float64{}
+		q, err := tx.QueryContext(ctx, "SELECT path, timestamp FROM ycheckpoints")
+		if isNoTable(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer q.Close()
+		for q.Next() {
+			var room string
+			var ts float64
+			if err := q.Scan(&room, &ts); err != nil {
+				return err
+			}
+			out[room] = ts
+		}
+		return q.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint times: %w", err)
+	}
+	return out, nil
+}
+
+// checkpoint returns room's checkpoint as a row with ID 0, found false when it has none.
+// A checkpoint is a whole document state, so it is read in pieces of chunkBytes, one
+// transaction each, and read again if the writer replaced it meanwhile.
+func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, found bool, err error) {
 	for {
-		var (
-			head  ystore.Row
-			size  int64
-			found bool
-		)
+		head := ystore.Row{Room: room}
+		var size int64
 		err := s.read(ctx, func(tx *sql.Tx) error {
 			err := tx.QueryRowContext(ctx,
-				"SELECT path, timestamp, length(checkpoint) FROM ycheckpoints WHERE path > ? ORDER BY path LIMIT 1",
-				after).Scan(&head.Room, &head.Timestamp, &size)
+				"SELECT timestamp, length(checkpoint) FROM ycheckpoints WHERE path = ?", room).Scan(&head.Timestamp, &size)
 			found = err == nil
 			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 				return nil
@@ -432,19 +518,18 @@ func (s *store) checkpoints(ctx context.Context) (map[string]ystore.Row, error) 
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read checkpoint after %q: %w", after, err)
+			return ystore.Row{}, false, fmt.Errorf("read checkpoint of %s: %w", room, err)
 		}
 		if !found {
-			return all, nil
+			return ystore.Row{}, false, nil
 		}
 		blob, same, err := s.checkpointBlob(ctx, head, size)
 		if err != nil {
-			return nil, err
+			return ystore.Row{}, false, err
 		}
 		if same {
 			head.Update = blob
-			all[head.Room] = head
-			after = head.Room
+			return head, true, nil
 		}
 	}
 }

@@ -151,15 +151,29 @@ func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
 		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
 	defer st.close()
-	snap, err := st.readSnapshot(ctx, t.cfg.ChunkRows)
+	p, err := st.readPlan(ctx, t.cfg.ChunkRows)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
-	events := make([]ystore.Event, 0, len(snap.rooms))
-	for _, room := range snap.sortedRooms() {
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: t.decompress(snap.rooms[room].load())})
+	events := make([]ystore.Event, 0, len(p.rooms))
+	for _, room := range p.sortedRooms() {
+		rows, err := t.roomRows(ctx, st, p, room)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+		}
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: rows})
 	}
 	return events, nil
+}
+
+// roomRows reads room's load of plan p whole, decompressed.
+func (t *Tailer) roomRows(ctx context.Context, st *store, p *plan, room string) ([]ystore.Row, error) {
+	rows := make([]ystore.Row, 0, p.rooms[room].rows)
+	err := st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
+		rows = append(rows, t.decompress(chunk)...)
+		return nil
+	})
+	return rows, err
 }
 
 // open opens the store file, retrying a rename that races with the open.
@@ -473,41 +487,100 @@ func runs(rows []ystore.Row) []ystore.Event {
 // (reload), as Reset for those and for the rooms whose rows changed.
 func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error, reload map[string]bool) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
-	snap, err := t.st.readSnapshot(ctx, t.cfg.ChunkRows)
+	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows)
 	if err != nil {
 		return 0, err
 	}
-	var events []ystore.Event
-	var rows []ystore.Row
-	for _, room := range snap.sortedRooms() {
-		rr := snap.rooms[room]
+	var rooms []string
+	var total int64
+	for _, room := range p.sortedRooms() {
+		rp := p.rooms[room]
 		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
-			if prev, ok := t.rooms[room]; ok && prev == rr.sum && !reload[room] {
+			if prev, ok := t.rooms[room]; ok && prev == rp.sum && !reload[room] {
 				continue
 			}
 		}
-		load := t.decompress(rr.load())
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: load})
-		rows = append(rows, load...)
+		rooms = append(rooms, room)
+		total += rp.rows
 	}
+	var removed []ystore.Event
 	for room := range t.rooms {
-		if _, ok := snap.rooms[room]; !ok {
-			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
+		if _, ok := p.rooms[room]; !ok {
+			removed = append(removed, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}
 	}
-	if len(events) > 0 {
+	prog := t.startLoad(reason, len(rooms), total)
+	var events []ystore.Event
+	if t.cfg.StreamLoads {
+		events, err = t.streamed(ctx, p, rooms, prog), nil
+	} else {
+		events, err = t.batched(ctx, p, rooms, prog, sink)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if events = append(events, removed...); len(events) > 0 {
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return 0, err
 		}
 	}
-	t.rooms = make(map[string]summary, len(snap.rooms))
-	for room, rr := range snap.rooms {
-		t.rooms[room] = rr.sum
+	t.rooms = make(map[string]summary, len(p.rooms))
+	for room, rp := range p.rooms {
+		t.rooms[room] = rp.sum
 	}
-	t.cursor, t.fp = snap.top, snap.fp
-	t.log.Info("y-store read", "reason", reason, "rooms", len(snap.rooms), "events", len(events), "rows", len(rows))
+	t.cursor, t.fp = p.top, p.fp
+	t.log.Info("y-store read", "reason", reason, "rooms", len(p.rooms), "reset", len(rooms), "removed", len(removed), "rows", total,
+		"took", time.Since(prog.p.Started).Round(time.Millisecond).String())
 	t.status.Read(events, len(t.rooms))
-	return snap.dv, nil
+	return p.dv, nil
+}
+
+// streamed returns a Reset per room whose rows the sink reads through Event.Stream, each
+// chunk counted once the sink has taken it.
+func (t *Tailer) streamed(ctx context.Context, p *plan, rooms []string, prog *loadProgress) []ystore.Event {
+	st := t.st
+	events := make([]ystore.Event, 0, len(rooms))
+	for _, room := range rooms {
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room,
+			Stream: func(ctx context.Context, yield func([]ystore.Row) error) error {
+				return st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
+					chunk = t.decompress(chunk)
+					if err := yield(chunk); err != nil {
+						return err
+					}
+					t.status.Streamed(chunk)
+					prog.add(len(chunk))
+					return nil
+				})
+			}})
+	}
+	return events
+}
+
+// batched reads rooms whole and delivers them in calls of about loadBatchRows rows, each
+// counted once the sink has applied it; it returns the events of the last call, not
+// delivered yet.
+func (t *Tailer) batched(ctx context.Context, p *plan, rooms []string, prog *loadProgress, sink func(context.Context, []ystore.Event) error) ([]ystore.Event, error) {
+	var events []ystore.Event
+	n := 0
+	for i, room := range rooms {
+		rows, err := t.roomRows(ctx, t.st, p, room)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: rows})
+		if n += len(rows); n >= loadBatchRows && i < len(rooms)-1 {
+			if err := ystore.Deliver(ctx, sink, events); err != nil {
+				return nil, err
+			}
+			for _, e := range events {
+				t.status.Streamed(e.Rows)
+			}
+			prog.add(n)
+			events, n = nil, 0
+		}
+	}
+	return events, nil
 }
 
 // decompress returns rows with their updates decompressed by Config.Decompress. A row

@@ -254,15 +254,22 @@ func TestChunks(t *testing.T) {
 	state = append(state, tokens("", big("ckpt"))...)
 	m.w.Do(map[string]any{"op": "checkpoint", "room": roomA, "state": b64(state), "update": b64(tokens("a7"))})
 	m.docs.apply(roomA, tokens("a7"))
-	tl := newTailer(t, Config{Path: path, ChunkRows: 2})
-	s := newSink()
-	runTailer(t, tl, s.deliver)
-	converge(t, s, m)
+	// Loaded whole, and streamed to the sink.
+	var tl *Tailer
+	var sinks []*sink
+	for _, stream := range []bool{false, true} {
+		tl = newTailer(t, Config{Path: path, ChunkRows: 2, StreamLoads: stream})
+		sinks = append(sinks, newSink())
+		runTailer(t, tl, sinks[len(sinks)-1].deliver)
+		converge(t, sinks[len(sinks)-1], m)
+	}
 	for i := range 5 {
 		m.write(roomB, big(fmt.Sprintf("c%d", i)))
 		m.write(roomA, fmt.Sprintf("d%d", i))
 	}
-	converge(t, s, m)
+	for _, s := range sinks {
+		converge(t, s, m)
+	}
 	events, err := tl.Load(context.Background())
 	if err != nil {
 		t.Fatal(err)

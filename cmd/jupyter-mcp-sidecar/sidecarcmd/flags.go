@@ -59,6 +59,7 @@ var shipFlags = []flagSpec{
 	{"ship-dsn", "ship.postgres.dsn", "Postgres store to ship rows into"},
 	{"ship-dsn-file", "ship.postgres.dsn_file", "file holding the connection string of the Postgres store to ship into"},
 	{"source-id", "ship.source_id", "name of this source in the shared store (default: the host name)"},
+	{"metrics-listen", "server.metrics_listen", "listener for /metrics /healthz /readyz (default: server.listen)"},
 }
 
 var postgresFlags = []flagSpec{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,9 +48,11 @@ func TestPostgresInitShipInspect(t *testing.T) {
 	shipCtx, stopShip := context.WithCancel(context.Background())
 	defer stopShip()
 	shipped := make(chan error, 1)
+	probes := "http://" + testutil.FreeAddr(t)
 	go func() {
 		root := newRoot(&testutil.LockedBuffer{}, &testutil.LockedBuffer{})
-		root.SetArgs([]string{"ship", "--store", w.StorePath(), "--ship-dsn", dsn, "--source-id", "test-host", "--log-level", "error"})
+		root.SetArgs([]string{"ship", "--store", w.StorePath(), "--ship-dsn", dsn, "--source-id", "test-host", "--log-level", "error",
+			"--metrics-listen", strings.TrimPrefix(probes, "http://")})
 		shipped <- root.ExecuteContext(shipCtx)
 	}()
 	inspect := []string{"inspect", "--backend", "postgres", "--fileid-db", w.FileIDDBPath(), "--root-dir", dir, "--dsn", dsn}
@@ -61,6 +65,23 @@ func TestPostgresInitShipInspect(t *testing.T) {
 		out, _, err := run(t, inspect...)
 		return err == nil && strings.Contains(out, fileID)
 	})
+	// ship answers the probes serve answers: live, ready once the store is shipped, and
+	// its metrics.
+	for _, p := range []struct{ path, want string }{
+		{"/healthz", "ok"},
+		{"/readyz", `"ready":true`},
+		{"/metrics", "jupyter_mcp_sidecar_postgres_shipped_rows_total"},
+	} {
+		testutil.Eventually(t, testutil.Wait, "ship's "+p.path, func() bool {
+			resp, err := http.Get(probes + p.path)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode == http.StatusOK && strings.Contains(string(body), p.want)
+		})
+	}
 	stopShip()
 	if err := <-shipped; err != nil {
 		t.Fatalf("ship: %v", err)

@@ -55,7 +55,9 @@ func (a *app) shipCmd() *cobra.Command {
 		Long: `ship tails the local SQLite Y-store (store.sqlite.path) and appends every row into the
 Postgres Y-store ship.postgres, tagged with ship.source_id, until SIGTERM or SIGINT. Sidecars
 on other machines then serve the notebooks of every shipped server from that one database
-(store.backend: postgres).`,
+(store.backend: postgres). Its memory does not grow with the store: rows are copied as they
+are read. /healthz, /readyz (with the load's progress) and /metrics are served on
+server.metrics_listen, or on server.listen when that is not set.`,
 		Args: cobra.NoArgs,
 	}
 	src := a.withFlags(cmd, shipFlags)

@@ -74,7 +74,8 @@ func (r *Recorder) Pending(events []ystore.Event) {
 	r.setLag(time.Now())
 }
 
-// Fail records a read that failed: the store is unreachable until the next Read.
+// Fail records a read that failed: the store is unreachable until the next Read, and a
+// read of the whole store under way has ended.
 func (r *Recorder) Fail(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -82,6 +83,7 @@ func (r *Recorder) Fail(err error) {
 	r.s.Absent = false
 	r.s.LastError = err.Error()
 	r.s.LastErrorAt = time.Now()
+	r.s.Load.Active = false
 	r.read()
 }
 
@@ -98,31 +100,52 @@ func (r *Recorder) Absent() {
 
 // Read records a read that succeeded and whose events the sink applied, with the number
 // of rooms the store now has: nothing read is pending any more, so Lag is 0 until the
-// next Pending. The age of a row once applied is not lag, however old the row.
+// next Pending. The age of a row once applied is not lag, however old the row. A read of
+// the whole store under way (Load) ends with it.
 func (r *Recorder) Read(events []ystore.Event, rooms int) {
 	now := time.Now()
-	var n int
-	var newest float64
-	for _, e := range events {
-		n += len(e.Rows)
-		for _, row := range e.Rows {
-			newest = max(newest, row.Timestamp)
-		}
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, e := range events {
+		r.delivered(e.Rows)
+	}
 	r.s.Reachable = true
 	r.s.Absent = false
 	r.s.LastError = ""
 	r.s.LastReadAt = now
 	r.s.Rooms = rooms
-	r.s.RowsTailed += uint64(n)
-	if at := unixTime(newest); newest > 0 && at.After(r.s.LastRowAt) {
-		r.s.LastRowAt = at
-	}
+	r.s.Load.Active = false
 	r.pending = time.Time{}
 	r.setLag(now)
 	r.read()
+}
+
+// Streamed records rows a sink took from a streamed Reset (ystore.Event.Stream), which
+// Read cannot count: they are in no event's Rows.
+func (r *Recorder) Streamed(rows []ystore.Row) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delivered(rows)
+}
+
+// delivered counts rows as tailed and moves LastRowAt to the newest; r.mu is held.
+func (r *Recorder) delivered(rows []ystore.Row) {
+	var newest float64
+	for _, row := range rows {
+		newest = max(newest, row.Timestamp)
+	}
+	r.s.RowsTailed += uint64(len(rows))
+	if at := unixTime(newest); newest > 0 && at.After(r.s.LastRowAt) {
+		r.s.LastRowAt = at
+	}
+}
+
+// Load records how far a read of the whole store has come (Status.Load); Read or Fail
+// ends it.
+func (r *Recorder) Load(p ystore.LoadProgress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.s.Load = p
 }
 
 // ReadTx records the duration of one read transaction (Status.MaxReadTx).

@@ -45,36 +45,49 @@ func TestRecorder(t *testing.T) {
 		rows      uint64
 		lagMin    time.Duration // the lag is in [lagMin, lagMin+time.Second); 0: exactly 0
 		rooms     int
+		loading   bool
 	}{
-		{"new", func(*Recorder) {}, false, "", 0, 0, 0},
-		{"failed", func(r *Recorder) { r.Fail(errors.New("boom")) }, false, "boom", 0, 0, 0},
-		{"load is not lag", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), 1) }, true, "", 1, 0, 1},
-		{"a pending load is not lag", func(r *Recorder) { r.Pending(events(ystore.EventReset, time.Hour)) }, false, "", 0, 0, 0},
+		{"new", func(*Recorder) {}, false, "", 0, 0, 0, false},
+		{"failed", func(r *Recorder) { r.Fail(errors.New("boom")) }, false, "boom", 0, 0, 0, false},
+		{"load is not lag", func(r *Recorder) { r.Read(events(ystore.EventReset, time.Hour), 1) }, true, "", 1, 0, 1, false},
+		{"a pending load is not lag", func(r *Recorder) { r.Pending(events(ystore.EventReset, time.Hour)) }, false, "", 0, 0, 0, false},
 		{"pending updates are, from the oldest", func(r *Recorder) {
 			r.Pending(events(ystore.EventUpdates, 3*time.Second, 5*time.Second))
-		}, false, "", 0, 5 * time.Second, 0},
+		}, false, "", 0, 5 * time.Second, 0, false},
 		{"applied updates are not", func(r *Recorder) {
 			r.Pending(events(ystore.EventUpdates, 5*time.Second, 3*time.Second))
 			r.Read(events(ystore.EventUpdates, 5*time.Second, 3*time.Second), 2)
-		}, true, "", 2, 0, 2},
+		}, true, "", 2, 0, 2, false},
 		{"an old row applied is not lag, idle or not", func(r *Recorder) {
 			old := events(ystore.EventUpdates, time.Hour)
 			r.Pending(old)
 			r.Read(old, 1)
 			r.Read(nil, 1)
-		}, true, "", 1, 0, 1},
+		}, true, "", 1, 0, 1, false},
 		{"a failed read leaves its rows pending", func(r *Recorder) {
 			r.Pending(events(ystore.EventUpdates, 3*time.Second))
 			r.Fail(errors.New("boom"))
-		}, false, "boom", 0, 3 * time.Second, 0},
+		}, false, "boom", 0, 3 * time.Second, 0, false},
 		{"read clears the error", func(r *Recorder) {
 			r.Fail(errors.New("boom"))
 			r.Read(nil, 4)
-		}, true, "", 0, 0, 4},
+		}, true, "", 0, 0, 4, false},
 		{"error after a read", func(r *Recorder) {
 			r.Read(nil, 4)
 			r.Fail(errors.New("boom"))
-		}, false, "boom", 0, 0, 4},
+		}, false, "boom", 0, 0, 4, false},
+		{"a load under way, its streamed rows counted", func(r *Recorder) {
+			r.Load(ystore.LoadProgress{Active: true, Total: 3})
+			r.Streamed(events(ystore.EventReset, time.Hour, time.Hour)[0].Rows)
+		}, false, "", 2, 0, 0, true},
+		{"a read ends the load", func(r *Recorder) {
+			r.Load(ystore.LoadProgress{Active: true, Total: 3})
+			r.Read(nil, 2)
+		}, true, "", 0, 0, 2, false},
+		{"a failure ends the load", func(r *Recorder) {
+			r.Load(ystore.LoadProgress{Active: true, Total: 3})
+			r.Fail(errors.New("boom"))
+		}, false, "boom", 0, 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +95,7 @@ func TestRecorder(t *testing.T) {
 			tt.run(r)
 			st := r.Status()
 			if st.Reachable != tt.reachable || st.LastError != tt.lastError || st.RowsTailed != tt.rows ||
-				st.Lag < tt.lagMin || st.Lag >= tt.lagMin+time.Second || (tt.lagMin == 0 && st.Lag != 0) || st.Rooms != tt.rooms {
+				st.Lag < tt.lagMin || st.Lag >= tt.lagMin+time.Second || (tt.lagMin == 0 && st.Lag != 0) || st.Rooms != tt.rooms || st.Load.Active != tt.loading {
 				t.Fatalf("status %+v", st)
 			}
 			if st.LastError != "" && st.LastErrorAt.IsZero() {
