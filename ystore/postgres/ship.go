@@ -602,6 +602,6 @@ func (s *Shipper) failed(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status.Reachable = false
-	s.status.LastError = err.Error()
+	s.status.LastError = statusError(err).Error() // ship's /readyz too answers without authentication
 	s.status.LastErrorAt = time.Now()
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -429,4 +431,27 @@ func toStrings(us [][]byte) []string {
 		out[i] = string(u)
 	}
 	return out
+}
+
+// The status a shipper that cannot connect leaves (what ship's /readyz shows without
+// authentication) names neither the user nor the database.
+func TestShipStatusNamesNoUserOrDatabase(t *testing.T) {
+	cfg := testConfig(t)
+	u, err := url.Parse(cfg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	u.Path = "/nodb_s8y"
+	cfg.DSN = u.String()
+	src := newSQLiteStore(t)
+	src.add("a", "a1")
+	sh, stop := runShipper(t, cfg, src.path)
+	defer stop()
+	testutil.Eventually(t, testutil.Wait, "the shipper to report the failure",
+		func() bool { return sh.Status().LastError != "" },
+		func() string { return fmt.Sprintf("status %+v", sh.Status()) })
+	if st := sh.Status(); st.Reachable || strings.Contains(st.LastError, user) || strings.Contains(st.LastError, "nodb_s8y") {
+		t.Fatalf("status %+v: want unreachable, naming neither %q nor the database", st, user)
+	}
 }
