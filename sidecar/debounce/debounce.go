@@ -20,11 +20,16 @@ type Debouncer[K comparable, V any] struct {
 	mu      sync.Mutex
 	pending map[K]*burst[V]
 	fired   chan firing[K, V]
+	done    chan struct{} // closed when Run returns
+	stopped sync.Once
 }
 
+// firing is a burst to flush; direct, one Add of a debouncer without a quiet period,
+// handed over without a timer.
 type firing[K comparable, V any] struct {
-	key K
-	b   *burst[V]
+	key    K
+	b      *burst[V]
+	direct bool
 }
 
 type burst[V any] struct {
@@ -47,6 +52,7 @@ func New[K comparable, V any](quiet, ceiling time.Duration, merge func(old, add 
 		flush:   flush,
 		pending: make(map[K]*burst[V]),
 		fired:   make(chan firing[K, V], 64),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -54,7 +60,18 @@ func New[K comparable, V any](quiet, ceiling time.Duration, merge func(old, add 
 // burst is flushed quiet after its latest change and at most ceiling after its first.
 // An at that is zero, later than now or a quiet period or more before now (a late read,
 // a writer's clock apart) counts as now.
+//
+// Without a quiet period every Add is flushed on its own, in the order of the Adds: it
+// goes to Run at once, with no timer, no pending burst and no lock (once Run has
+// returned, it is dropped).
 func (d *Debouncer[K, V]) Add(key K, v V, at time.Time) {
+	if d.quiet <= 0 {
+		select {
+		case d.fired <- firing[K, V]{key: key, b: &burst[V]{value: v}, direct: true}:
+		case <-d.done:
+		}
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -96,7 +113,10 @@ func (d *Debouncer[K, V]) fire(key K, b *burst[V]) {
 		return
 	}
 	d.mu.Unlock()
-	d.fired <- firing[K, V]{key, b}
+	select {
+	case d.fired <- firing[K, V]{key: key, b: b}:
+	case <-d.done:
+	}
 }
 
 // Run delivers flushed bursts until ctx is done. Flushes run one at a time, on Run's
@@ -108,6 +128,10 @@ func (d *Debouncer[K, V]) Run(ctx context.Context) error {
 			d.stop()
 			return nil
 		case f := <-d.fired:
+			if f.direct {
+				d.flush(f.key, f.b.value)
+				continue
+			}
 			d.mu.Lock()
 			ok := d.pending[f.key] == f.b
 			if ok {
@@ -123,6 +147,7 @@ func (d *Debouncer[K, V]) Run(ctx context.Context) error {
 }
 
 func (d *Debouncer[K, V]) stop() {
+	d.stopped.Do(func() { close(d.done) })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k, b := range d.pending {

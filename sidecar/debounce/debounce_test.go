@@ -3,6 +3,7 @@ package debounce
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -159,4 +160,35 @@ func seq(from, to int) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// Without a quiet period an Add is handed to Run as it is: never pending, flushed in the
+// order of the Adds (keys interleaved), and dropped without blocking once Run returned.
+func TestZeroQuietIsDirect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		d := New(0, 0, func(a, b int) int { return a + b }, func(k string, v int) { got = append(got, k+strconv.Itoa(v)) })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { _ = d.Run(ctx); close(done) }()
+		var want []string
+		for i := range 200 { // more than the channel holds: Add waits for Run, never drops
+			k := string(rune('a' + i%3))
+			d.Add(k, i, time.Now())
+			if n := d.Pending(); n != 0 {
+				t.Fatalf("after Add %d: %d pending bursts, want none", i, n)
+			}
+			want = append(want, k+strconv.Itoa(i))
+		}
+		synctest.Wait()
+		if !slices.Equal(got, want) {
+			t.Fatalf("flushed %v\nwant %v", got, want)
+		}
+		cancel()
+		<-done
+		d.Add("late", 1, time.Now()) // returns: Run is gone
+		if len(got) != len(want) {
+			t.Fatalf("flushed after Run returned: %v", got[len(want):])
+		}
+	})
 }
