@@ -1,5 +1,5 @@
 // Package rooms keeps one live notebook per notebook room of a Y-store and serves them
-// by path: a Set is the resources.Library of the MCP server; its Writer is the sink of a
+// by path: a Set is the library.Library of the MCP server; its Writer is the sink of a
 // ystore.Tailer and the Notebooks of an ondisk.Watcher, and tells a Notifier every change
 // it applies (with its Origin) and every rename. A room's path comes from its key, the
 // file id resolver, or the document's state.path; its notebook is served from its .ipynb
@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -90,7 +90,7 @@ type Metrics interface {
 }
 
 // Set keeps one live notebook per notebook room of the store and serves them by path
-// (a resources.SourcedLibrary). Its Writer changes it.
+// (a library.SourcedLibrary). Its Writer changes it.
 type Set struct {
 	log      *slog.Logger
 	resolver fileid.Resolver
@@ -626,18 +626,18 @@ func (r *Set) Notebook(p string) (*ynotebook.Snapshot, error) {
 	return snap, err
 }
 
-// SourcedNotebook is Notebook with where the snapshot comes from (resources.SourcedLibrary).
-func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source, error) {
+// SourcedNotebook is Notebook with where the snapshot comes from (library.SourcedLibrary).
+func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, library.Source, error) {
 	rm := r.find(p)
 	if rm == nil {
-		return nil, resources.Source{}, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
+		return nil, library.Source{}, fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if rm.file != nil {
-		return rm.file.Snapshot, resources.Source{File: true, ModTime: rm.file.ModTime}, nil
+		return rm.file.Snapshot, library.Source{File: true, ModTime: rm.file.ModTime}, nil
 	}
-	return rm.nb.Snapshot(), resources.Source{}, nil
+	return rm.nb.Snapshot(), library.Source{}, nil
 }
 
 // Paths lists the paths of the notebooks served, sorted and unique.

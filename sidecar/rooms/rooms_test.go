@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -203,7 +203,7 @@ func TestRoomsResetAndRemove(t *testing.T) {
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventRemoved, Room: key}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Notebook("n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("n.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("removed room: err = %v, want ErrNotFound", err)
 	}
 	if len(log.paths) != 3 {
@@ -271,7 +271,7 @@ func TestRoomsFollowRenames(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameJSON(t, snap, want)
-	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("old path still served: %v", err)
 	}
 	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
@@ -362,7 +362,7 @@ func TestRoomsPathIndex(t *testing.T) {
 	}
 
 	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byPath})
-	if _, err := r.Notebook("shared/n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("shared/n.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("removed room still served: %v", err)
 	}
 	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byID})
