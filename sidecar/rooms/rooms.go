@@ -16,13 +16,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -478,7 +478,7 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 	if p == "" && rm.nb != nil {
 		p = rm.nb.State().Path
 	}
-	p = cleanPath(p)
+	p = names.NormalizePath(p)
 	old, loaded := rm.path, rm.nb != nil
 	rm.path = p
 	if p != old {
@@ -523,14 +523,6 @@ func (r *Writer) RefreshPaths(ctx context.Context) {
 	for _, rm := range r.snapshotRooms() {
 		r.resolvePath(ctx, rm)
 	}
-}
-
-// cleanPath normalizes a path relative to the Jupyter root.
-func cleanPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	return strings.TrimPrefix(path.Clean("/"+p), "/")
 }
 
 // snapshotRooms lists the notebook rooms now.
@@ -602,7 +594,7 @@ func (r *Set) find(p string) *room { return r.findAt(p, false) }
 // findAt returns the most recently updated notebook room at path, through the path index
 // (only the rooms at path are locked), including those whose file is gone if gone is set.
 func (r *Set) findAt(p string, gone bool) *room {
-	p = cleanPath(p)
+	p = names.NormalizePath(p)
 	r.mu.RLock()
 	at := slices.Collect(maps.Keys(r.byPath[p]))
 	r.mu.RUnlock()

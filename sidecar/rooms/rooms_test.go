@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -276,7 +277,7 @@ func TestRoomsFollowRenames(t *testing.T) {
 	}
 	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
 	// document's state.path), not once the file is gone too.
-	statePath := cleanPath(r.rooms[key].nb.State().Path)
+	statePath := names.NormalizePath(r.rooms[key].nb.State().Path)
 	file := filepath.Join(root, filepath.FromSlash(statePath))
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
