@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -33,14 +34,14 @@ type oneNotebook struct{ path string }
 
 func (l oneNotebook) Notebook(path string) (*ynotebook.Snapshot, error) {
 	if path != l.path {
-		return nil, fmt.Errorf("notebook %s: %w", path, resources.ErrNotFound)
+		return nil, fmt.Errorf("notebook %s: %w", path, library.ErrNotFound)
 	}
 	return ynotebook.New().Snapshot(), nil
 }
 
 func (l oneNotebook) Paths() []string { return []string{l.path} }
 
-var _ resources.Library = oneNotebook{}
+var _ library.Library = oneNotebook{}
 
 func TestPublicAPIOverHTTP(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

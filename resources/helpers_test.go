@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -54,16 +55,16 @@ func loadFixture(t testing.TB) fixture {
 	return f
 }
 
-// library is a Library of real ynotebook documents built from the fixture.
-type library struct {
+// fixtureLibrary is a library.Library of real ynotebook documents built from the fixture.
+type fixtureLibrary struct {
 	mu  sync.Mutex
 	nbs map[string]*ynotebook.Notebook
 	fx  fixture
 }
 
-func newLibrary(t testing.TB, paths ...string) *library {
+func newLibrary(t testing.TB, paths ...string) *fixtureLibrary {
 	t.Helper()
-	l := &library{nbs: map[string]*ynotebook.Notebook{}, fx: loadFixture(t)}
+	l := &fixtureLibrary{nbs: map[string]*ynotebook.Notebook{}, fx: loadFixture(t)}
 	for _, p := range paths {
 		nb := ynotebook.New()
 		if _, err := nb.Apply(mustB64(t, l.fx.Initial)); err != nil {
@@ -83,17 +84,17 @@ func mustB64(t testing.TB, s string) []byte {
 	return b
 }
 
-func (l *library) Notebook(path string) (*ynotebook.Snapshot, error) {
+func (l *fixtureLibrary) Notebook(path string) (*ynotebook.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nb, ok := l.nbs[path]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, path)
+		return nil, fmt.Errorf("%w: %s", library.ErrNotFound, path)
 	}
 	return nb.Snapshot(), nil
 }
 
-func (l *library) Paths() []string {
+func (l *fixtureLibrary) Paths() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
@@ -105,7 +106,7 @@ func (l *library) Paths() []string {
 }
 
 // edit applies the fixture edit called name to the notebook at path.
-func (l *library) edit(t testing.TB, path, name string) ynotebook.Changes {
+func (l *fixtureLibrary) edit(t testing.TB, path, name string) ynotebook.Changes {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,7 +147,7 @@ type running struct {
 	stop func()
 }
 
-func startServer(t testing.TB, cfg Config, lib Library, opts ...Option) *running {
+func startServer(t testing.TB, cfg Config, lib library.Library, opts ...Option) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

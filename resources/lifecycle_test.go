@@ -14,13 +14,13 @@ import (
 )
 
 // panicking is a Library that panics on reads of one path.
-type panicking struct{ *library }
+type panicking struct{ *fixtureLibrary }
 
 func (p panicking) Notebook(path string) (*ynotebook.Snapshot, error) {
 	if path == "boom.ipynb" {
 		panic("library exploded")
 	}
-	return p.library.Notebook(path)
+	return p.fixtureLibrary.Notebook(path)
 }
 
 func TestPanicsNeverReachTheClient(t *testing.T) {

@@ -14,14 +14,12 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // Errors a read answers with, and the JSON-RPC codes they map to.
 var (
-	// ErrNotFound: no such notebook, cell or output (the Library wraps it too;
-	// it is extensions.ErrNotFound, which extensions wrap).
-	ErrNotFound = extensions.ErrNotFound
 	// errWithheld: the resource gate withholds this resource's template.
 	errWithheld = errors.New("resource withheld")
 )
@@ -46,7 +44,7 @@ func (s *Server) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	}
 	return s.observeRead(ctx, uri, template, ttl, func(ctx context.Context) ([]mcp.ResourceContents, error) {
 		if perr != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotFound, perr)
+			return nil, fmt.Errorf("%w: %w", library.ErrNotFound, perr)
 		}
 		return s.read(ctx, ref, ttl)
 	})
@@ -91,7 +89,7 @@ func (s *Server) observeRead(ctx context.Context, uri, template string, ttl time
 		switch {
 		case errors.Is(err, errWithheld):
 			o.code, o.message = codeWithheld, err.Error()
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, library.ErrNotFound):
 			o.code, o.message = mcp.RESOURCE_NOT_FOUND, err.Error()
 			if modern {
 				o.code = mcp.INVALID_PARAMS
@@ -109,16 +107,16 @@ func cacheMeta(ttl time.Duration) map[string]any {
 }
 
 // notebook is the library's snapshot at path, with its source when the library says.
-func (s *Server) notebook(path string) (*ynotebook.Snapshot, Source, error) {
-	if sl, ok := s.lib.(SourcedLibrary); ok {
+func (s *Server) notebook(path string) (*ynotebook.Snapshot, library.Source, error) {
+	if sl, ok := s.lib.(library.SourcedLibrary); ok {
 		return sl.SourcedNotebook(path)
 	}
 	snap, err := s.lib.Notebook(path)
-	return snap, Source{}, err
+	return snap, library.Source{}, err
 }
 
-// meta is the _meta entries marking a notebook served from its file; nil otherwise.
-func (src Source) meta() map[string]any {
+// sourceMeta is the _meta entries marking a notebook served from its file; nil otherwise.
+func sourceMeta(src library.Source) map[string]any {
 	if !src.File {
 		return nil
 	}
@@ -132,17 +130,17 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	}
 	path, ok := s.names.Path(ref.Name)
 	if !ok {
-		return nil, fmt.Errorf("%w: no notebook is bound to the name %q (use_notebook binds one)", ErrNotFound, ref.Name)
+		return nil, fmt.Errorf("%w: no notebook is bound to the name %q (use_notebook binds one)", library.ErrNotFound, ref.Name)
 	}
 	snap, src, err := s.notebook(path)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", ErrNotFound, ref.Name, path, err)
+		if errors.Is(err, library.ErrNotFound) {
+			return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", library.ErrNotFound, ref.Name, path, err)
 		}
 		return nil, fmt.Errorf("load notebook %q (%s): %w", ref.Name, path, err)
 	}
 	meta := cacheMeta(ttl)
-	mark := src.meta()
+	mark := sourceMeta(src)
 	maps.Copy(meta, mark)
 	uri := ref.String()
 	if ref.CellID == "" {
@@ -154,7 +152,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	}
 	cell, index, ok := nbview.FindCell(snap, ref.CellID)
 	if !ok {
-		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", ErrNotFound, ref.Name, ref.CellID)
+		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", library.ErrNotFound, ref.Name, ref.CellID)
 	}
 	if ref.Output < 0 {
 		doc := nbview.NewCellDoc(ref.Name, index, cell)
@@ -171,7 +169,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMECell, Text: string(body)}}, nil
 	}
 	if ref.Output >= len(cell.Outputs) {
-		return nil, fmt.Errorf("%w: cell %q of notebook %q has %d outputs, no index %d", ErrNotFound, ref.CellID, ref.Name, len(cell.Outputs), ref.Output)
+		return nil, fmt.Errorf("%w: cell %q of notebook %q has %d outputs, no index %d", library.ErrNotFound, ref.CellID, ref.Name, len(cell.Outputs), ref.Output)
 	}
 	out, err := nbview.RenderOutput(cell.Outputs[ref.Output])
 	if err != nil {

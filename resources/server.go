@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -36,27 +35,12 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
-
-// Library is the notebooks the server serves; the sidecar implements it.
-type Library interface {
-	// Notebook returns the current snapshot of the notebook at path, or an
-	// error wrapping ErrNotFound.
-	Notebook(path string) (*ynotebook.Snapshot, error)
-	// Paths returns the paths of the notebooks present in the store.
-	Paths() []string
-}
-
-// Source is where the content of a served notebook comes from when it is not the live
-// store: the .ipynb file, newer than the store's last row and different from it.
-type Source struct {
-	File    bool      // served from the file
-	ModTime time.Time // the file's modification time
-}
 
 // The keys a read result's _meta (and a cell document's) carry for a notebook served
 // from its file: SourceKey is "file", ModTimeKey the file's mtime (RFC 3339).
@@ -65,14 +49,6 @@ const (
 	ModTimeKey = "io.github.jupyter-mcp-sidecar/mtime"
 )
 
-// SourcedLibrary is a Library that also says where each snapshot comes from; reads of
-// a notebook served from its file are marked so.
-type SourcedLibrary interface {
-	Library
-	// SourcedNotebook is Notebook with the snapshot's source, taken together.
-	SourcedNotebook(path string) (*ynotebook.Snapshot, Source, error)
-}
-
 // Server is the MCP surface of the sidecar. It owns the mcp-go server (the tools,
 // the three resource templates and capabilities://), the name bindings, the seams
 // chosen in the configuration (gate, publisher, hooks, extensions), the subscriber
@@ -80,7 +56,7 @@ type SourcedLibrary interface {
 // HTTP or stdio) that serves them. New builds it without I/O; Run serves it.
 type Server struct {
 	cfg       Config
-	lib       Library
+	lib       library.Library
 	log       *slog.Logger
 	mcp       *server.MCPServer
 	names     *names.Bindings
@@ -134,7 +110,7 @@ var coreCapabilities = []extensions.Capability{
 
 // New builds the server from cfg; it does no I/O. An unknown or unbuildable
 // publisher, gate, verifier, extension or hook is an error naming it.
-func New(cfg Config, lib Library, opts ...Option) (*Server, error) {
+func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid mcp config: %w", err)

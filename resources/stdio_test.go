@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -19,7 +20,7 @@ type stdioPeer struct {
 	lines chan map[string]any
 }
 
-func startStdio(t *testing.T, cfg Config, lib Library) (*Server, *stdioPeer) {
+func startStdio(t *testing.T, cfg Config, lib library.Library) (*Server, *stdioPeer) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

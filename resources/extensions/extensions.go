@@ -29,6 +29,7 @@ import (
 	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
@@ -42,8 +43,9 @@ var (
 	ErrDuplicateResource = errors.New("resource template already registered")
 	ErrIncompatible      = errors.New("incompatible extension API version")
 	// ErrNotFound is what a Library or a resource handler wraps for a notebook,
-	// name or resource that does not exist; resources.ErrNotFound is the same value.
-	ErrNotFound = errors.New("resource not found")
+	// name or resource that does not exist; it is library.ErrNotFound, which the
+	// server's own reads wrap.
+	ErrNotFound = library.ErrNotFound
 	// ErrClosed is returned by Subscription.Next once the subscription is closed.
 	ErrClosed = errors.New("subscription closed")
 )

@@ -63,9 +63,20 @@ func isUnreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
+// NormalizePath returns p as a clean path relative to the Jupyter root, refusing
+// nothing: a leading slash is dropped, ".." stops at the root, "" stays "". It is
+// for paths the store reports (file ids, a document's state.path); CleanPath is
+// for paths a user gives.
+func NormalizePath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}
+
 // CleanPath validates a notebook path relative to the Jupyter root and returns
-// its clean form: no leading slash, no "..", no empty or control characters,
-// ending in NotebookExt.
+// its clean form (NormalizePath's): no leading slash, no "..", no empty or control
+// characters, ending in NotebookExt.
 func CleanPath(p string) (string, error) {
 	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
 		return "", fmt.Errorf("%w: %q must be relative to the Jupyter root", ErrInvalidPath, p)
@@ -76,8 +87,7 @@ func CleanPath(p string) (string, error) {
 			return "", fmt.Errorf("%w: %q contains a control character", ErrInvalidPath, p)
 		}
 	}
-	clean := path.Clean(p)
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+	if clean := path.Clean(p); clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", fmt.Errorf("%w: %q escapes the Jupyter root", ErrInvalidPath, p)
 	}
 	for seg := range strings.SplitSeq(p, "/") {
@@ -85,6 +95,7 @@ func CleanPath(p string) (string, error) {
 			return "", fmt.Errorf("%w: %q contains \"..\"", ErrInvalidPath, p)
 		}
 	}
+	clean := NormalizePath(p)
 	if base := path.Base(clean); len(base) <= len(NotebookExt) || !strings.HasSuffix(base, NotebookExt) {
 		return "", fmt.Errorf("%w: %q is not a notebook (want a path ending in %s)", ErrInvalidPath, p, NotebookExt)
 	}

@@ -167,6 +167,25 @@ func FuzzValidateName(f *testing.F) {
 	})
 }
 
+func TestNormalizePath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"a.ipynb", "a.ipynb"},
+		{"dir//sub/./a.ipynb", "dir/sub/a.ipynb"},
+		{"/abs/a.ipynb", "abs/a.ipynb"},
+		{"../a.ipynb", "a.ipynb"},
+		{"dir/../../a.ipynb", "a.ipynb"},
+		{"notes.txt", "notes.txt"},
+		{".", ""},
+		{"/", ""},
+	}
+	for _, tt := range tests {
+		if got := NormalizePath(tt.in); got != tt.want {
+			t.Errorf("NormalizePath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func FuzzCleanPath(f *testing.F) {
 	for _, s := range []string{"a.ipynb", "../x", "a/../../b", "/abs", "a//b/./c.ipynb"} {
 		f.Add(s)

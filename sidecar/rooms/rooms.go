@@ -1,5 +1,5 @@
 // Package rooms keeps one live notebook per notebook room of a Y-store and serves them
-// by path: a Set is the resources.Library of the MCP server; its Writer is the sink of a
+// by path: a Set is the library.Library of the MCP server; its Writer is the sink of a
 // ystore.Tailer and the Notebooks of an ondisk.Watcher, and tells a Notifier every change
 // it applies (with its Origin) and every rename. A room's path comes from its key, the
 // file id resolver, or the document's state.path; its notebook is served from its .ipynb
@@ -16,13 +16,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -90,7 +90,7 @@ type Metrics interface {
 }
 
 // Set keeps one live notebook per notebook room of the store and serves them by path
-// (a resources.SourcedLibrary). Its Writer changes it.
+// (a library.SourcedLibrary). Its Writer changes it.
 type Set struct {
 	log      *slog.Logger
 	resolver fileid.Resolver
@@ -478,7 +478,7 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 	if p == "" && rm.nb != nil {
 		p = rm.nb.State().Path
 	}
-	p = cleanPath(p)
+	p = names.NormalizePath(p)
 	old, loaded := rm.path, rm.nb != nil
 	rm.path = p
 	if p != old {
@@ -523,14 +523,6 @@ func (r *Writer) RefreshPaths(ctx context.Context) {
 	for _, rm := range r.snapshotRooms() {
 		r.resolvePath(ctx, rm)
 	}
-}
-
-// cleanPath normalizes a path relative to the Jupyter root.
-func cleanPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	return strings.TrimPrefix(path.Clean("/"+p), "/")
 }
 
 // snapshotRooms lists the notebook rooms now.
@@ -602,7 +594,7 @@ func (r *Set) find(p string) *room { return r.findAt(p, false) }
 // findAt returns the most recently updated notebook room at path, through the path index
 // (only the rooms at path are locked), including those whose file is gone if gone is set.
 func (r *Set) findAt(p string, gone bool) *room {
-	p = cleanPath(p)
+	p = names.NormalizePath(p)
 	r.mu.RLock()
 	at := slices.Collect(maps.Keys(r.byPath[p]))
 	r.mu.RUnlock()
@@ -626,18 +618,18 @@ func (r *Set) Notebook(p string) (*ynotebook.Snapshot, error) {
 	return snap, err
 }
 
-// SourcedNotebook is Notebook with where the snapshot comes from (resources.SourcedLibrary).
-func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, resources.Source, error) {
+// SourcedNotebook is Notebook with where the snapshot comes from (library.SourcedLibrary).
+func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, library.Source, error) {
 	rm := r.find(p)
 	if rm == nil {
-		return nil, resources.Source{}, fmt.Errorf("notebook %q: %w", p, resources.ErrNotFound)
+		return nil, library.Source{}, fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()
 	if rm.file != nil {
-		return rm.file.Snapshot, resources.Source{File: true, ModTime: rm.file.ModTime}, nil
+		return rm.file.Snapshot, library.Source{File: true, ModTime: rm.file.ModTime}, nil
 	}
-	return rm.nb.Snapshot(), resources.Source{}, nil
+	return rm.nb.Snapshot(), library.Source{}, nil
 }
 
 // Paths lists the paths of the notebooks served, sorted and unique.

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -203,7 +204,7 @@ func TestRoomsResetAndRemove(t *testing.T) {
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventRemoved, Room: key}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Notebook("n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("n.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("removed room: err = %v, want ErrNotFound", err)
 	}
 	if len(log.paths) != 3 {
@@ -271,12 +272,12 @@ func TestRoomsFollowRenames(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameJSON(t, snap, want)
-	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("old path still served: %v", err)
 	}
 	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
 	// document's state.path), not once the file is gone too.
-	statePath := cleanPath(r.rooms[key].nb.State().Path)
+	statePath := names.NormalizePath(r.rooms[key].nb.State().Path)
 	file := filepath.Join(root, filepath.FromSlash(statePath))
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
@@ -362,7 +363,7 @@ func TestRoomsPathIndex(t *testing.T) {
 	}
 
 	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byPath})
-	if _, err := r.Notebook("shared/n.ipynb"); !errors.Is(err, resources.ErrNotFound) {
+	if _, err := r.Notebook("shared/n.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("removed room still served: %v", err)
 	}
 	sink(ystore.Event{Kind: ystore.EventRemoved, Room: byID})
