@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -311,7 +312,7 @@ func (s *sidecar) mcpURL() string { return s.url + "/mcp" }
 // createFileIDDB writes a jupyter_server_fileid database naming the notebook.
 func createFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	t.Helper()
-	execSQL(t, dbPath, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, dbPath, fileid.Schema)
 	execSQL(t, dbPath, `INSERT INTO Files(id, path) VALUES (?, ?)`, fileID, nbAbs)
 }
 
