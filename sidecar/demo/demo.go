@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
@@ -44,9 +45,6 @@ var StoreSchema = []string{
 	`CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp REAL NOT NULL, PRIMARY KEY(path))`,
 	`PRAGMA user_version = 2`,
 }
-
-// jupyter_server_fileid's table (ArbitraryFileIdManager).
-const fileIDSchema = `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`
 
 // Options configure a Writer.
 type Options struct {
@@ -129,7 +127,7 @@ func (w *Writer) Create(ctx context.Context) (err error) {
 			return errors.Join(fmt.Errorf("create demo store: %w", err), w.Close())
 		}
 	}
-	if _, err := w.fileDB.ExecContext(ctx, fileIDSchema); err != nil {
+	if _, err := w.fileDB.ExecContext(ctx, fileid.Schema); err != nil {
 		return errors.Join(fmt.Errorf("create fileid db: %w", err), w.Close())
 	}
 	id := newFileID()

@@ -20,6 +20,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
@@ -217,7 +218,7 @@ func startEventsSidecar(t testing.TB, c consumer, nbs []notebookRoom, fx eventFi
 func startEventsSidecarIn(t testing.TB, dir string, c consumer, nbs []notebookRoom, fx eventFixture, beforeLaunch func(), preload ...string) (*sidecar, writer) {
 	t.Helper()
 	fileidDB := filepath.Join(dir, "file_id_manager.db")
-	execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, fileidDB, fileid.Schema)
 	for _, nb := range nbs {
 		execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, nb.fileID, filepath.Join(dir, nb.path))
 	}
@@ -477,7 +478,7 @@ func TestEventsInHubMode(t *testing.T) {
 	}
 	nb := notebookRooms(1)[0]
 	fileidDB := filepath.Join(home, "file_id_manager.db")
-	execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, fileidDB, fileid.Schema)
 	execSQL(t, fileidDB, `INSERT INTO Files(id, path) VALUES (?, ?)`, nb.fileID, filepath.Join(home, nb.path))
 	w := startWriter(t, filepath.Join(home, ".jupyter_ystore.db"))
 	w.writeRoom(nb.room, fx.initial)

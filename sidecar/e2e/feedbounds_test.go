@@ -117,7 +117,7 @@ func TestFeedListenerFlood(t *testing.T) {
 			t.Fatalf("%s under the flood: %s", path, resp.Status)
 		}
 	}
-	if n := sc.metric(`jupyter_mcp_sidecar_http_connections_refused_total{listener="sse"}`); n == 0 {
+	if n := sc.metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse"); n == 0 {
 		t.Error("no connection beyond the feed's max_connections counted")
 	}
 	testutil.Eventually(t, testutil.Wait, "every flood connection closed (read_timeout 3s)", func() bool {

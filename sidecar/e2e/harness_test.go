@@ -11,8 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -281,27 +280,21 @@ func (s *sidecar) waitHTTP(path string, code int) string {
 	return waitStatus(s.t, s, path, code)
 }
 
-// metric returns the sum of a Prometheus metric's samples over all its labels; 0 when
-// it has none (a labelled metric before its first sample).
-func (s *sidecar) metric(name string) float64 {
+// metric returns the sum of the samples of series on /metrics whose labels include
+// labels (name, value pairs); 0 when it has none (a labelled metric before its first
+// sample). See testutil.Sum.
+func (s *sidecar) metric(series string, labels ...string) float64 {
 	s.t.Helper()
-	return s.metrics(name)[0]
+	return testutil.Sum(testutil.Scrape(s.t, s.url+"/metrics"), series, labels...)
 }
 
-// metrics returns metric's value for each name, from one scrape.
-func (s *sidecar) metrics(names ...string) []float64 {
+// metrics returns the sum of the samples of each series, from one scrape.
+func (s *sidecar) metrics(series ...string) []float64 {
 	s.t.Helper()
-	_, body := s.get("/metrics")
-	out := make([]float64, len(names))
-	for i, name := range names {
-		ms := regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1)
-		for _, m := range ms {
-			v, err := strconv.ParseFloat(m[1], 64)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			out[i] += v
-		}
+	fams := testutil.Scrape(s.t, s.url+"/metrics")
+	out := make([]float64, len(series))
+	for i, name := range series {
+		out[i] = testutil.Sum(fams, name)
 	}
 	return out
 }
@@ -311,7 +304,7 @@ func (s *sidecar) mcpURL() string { return s.url + "/mcp" }
 // createFileIDDB writes a jupyter_server_fileid database naming the notebook.
 func createFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	t.Helper()
-	execSQL(t, dbPath, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, dbPath, fileid.Schema)
 	execSQL(t, dbPath, `INSERT INTO Files(id, path) VALUES (?, ?)`, fileID, nbAbs)
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -323,7 +324,7 @@ func makeHome(t *testing.T, root, user string, tpl template) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`); err != nil {
+	if _, err := tx.Exec(fileid.Schema); err != nil {
 		t.Fatal(err)
 	}
 	bound := map[string]string{}

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -588,14 +588,15 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 // histogram summarises a Prometheus histogram of the sidecar: count, mean and the
 // count of observations above each bucket bound from 0.1 s up.
 func (s *sidecar) histogram(name string) string {
-	_, body := s.get("/metrics")
-	count := s.metric(name + "_count")
-	out := fmt.Sprintf("%v observations, mean %.4fs", count, s.metric(name+"_sum")/max(count, 1))
-	for _, m := range regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+`_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$`).FindAllStringSubmatch(body, -1) {
-		le, _ := strconv.ParseFloat(m[1], 64)
-		n, _ := strconv.ParseFloat(m[2], 64)
-		if le >= 0.1 && m[1] != "+Inf" {
-			out += fmt.Sprintf("; >%ss: %v", m[1], count-n)
+	s.t.Helper()
+	fams := testutil.Scrape(s.t, s.url+"/metrics")
+	count := testutil.Sum(fams, name+"_count")
+	out := fmt.Sprintf("%v observations, mean %.4fs", count, testutil.Sum(fams, name+"_sum")/max(count, 1))
+	for _, m := range fams[name].GetMetric() {
+		for _, b := range m.GetHistogram().GetBucket() {
+			if le := b.GetUpperBound(); le >= 0.1 && !math.IsInf(le, 1) {
+				out += fmt.Sprintf("; >%vs: %v", le, count-float64(b.GetCumulativeCount()))
+			}
 		}
 	}
 	return out

@@ -69,7 +69,7 @@ func TestConnectionLimits(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 
 	t.Run("idle connections and the cap", func(t *testing.T) {
-		capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), maxConns, "mcp", sc.metric)
+		capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), maxConns, "mcp", sc.url+"/metrics")
 	})
 
 	t.Run("slow header and slow body are cut", func(t *testing.T) {
@@ -124,12 +124,13 @@ func (r *rawClient) callTool(name string, args map[string]any) (text string, isE
 }
 
 // capAndIdle holds max keep-alive connections to addr, checks that one more is
-// closed at once and the held ones once idle (idle_timeout 2s), and that metric
-// counts the refusal for the listener.
-func capAndIdle(t *testing.T, addr string, max int, listener string, metric func(string) float64) {
+// closed at once and the held ones once idle (idle_timeout 2s), and that the metrics
+// at metricsURL count the refusal for the listener.
+func capAndIdle(t *testing.T, addr string, max int, listener, metricsURL string) {
 	t.Helper()
-	name := `jupyter_mcp_sidecar_http_connections_refused_total{listener="` + listener + `"}`
-	before := metric(name)
+	const name = "jupyter_mcp_sidecar_http_connections_refused_total"
+	refused := func() float64 { return testutil.Sum(testutil.Scrape(t, metricsURL), name, "listener", listener) }
+	before := refused()
 	http.DefaultClient.CloseIdleConnections()
 	// The connections the client just closed hold their slots until the server notices
 	// the close: a connection opened before that is refused, and counted. Open until max
@@ -158,8 +159,8 @@ func capAndIdle(t *testing.T, addr string, max int, listener string, metric func
 			t.Fatalf("idle connection %d still open 4 s after its response (idle_timeout 2s)", i)
 		}
 	}
-	if got := metric(name) - before; got != float64(early+1) {
-		t.Fatalf("%s rose by %v, want 1 (and %d refused before the old connections were seen closed)", name, got, early)
+	if got := refused() - before; got != float64(early+1) {
+		t.Fatalf("%s{listener=%q} rose by %v, want 1 (and %d refused before the old connections were seen closed)", name, listener, got, early)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
@@ -186,22 +187,6 @@ func TestMetricsListenerLimits(t *testing.T) {
 			t.Errorf("serve: %v\n%s", err, logs.String())
 		}
 	}()
-	metric := func(name string) float64 {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		for line := range strings.SplitSeq(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				var f float64
-				_, _ = fmt.Sscan(v, &f)
-				return f
-			}
-		}
-		return 0
-	}
 	testutil.Eventually(t, testutil.Wait, "the metrics listener answering", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
@@ -209,7 +194,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 		}
 		return err == nil
 	})
-	capAndIdle(t, addr, 5, "metrics", metric)
+	capAndIdle(t, addr, 5, "metrics", "http://"+addr+"/metrics")
 }
 
 // TestBindingLimits: use_notebook refuses, with a short clear error, paths that are
@@ -247,10 +232,10 @@ func TestBindingLimits(t *testing.T) {
 	if msg, isErr := bind("a", strings.Repeat("y", 58)+".ipynb"); isErr { // 64 bytes: fits
 		t.Fatalf("a 64-byte path: %s", msg)
 	}
+	const refusalsTotal = "jupyter_mcp_sidecar_mcp_limit_refusals_total"
 	for limit, want := range map[string]float64{"names": 1, "path_bytes": 2, "not_a_notebook_path": 4} {
-		name := `jupyter_mcp_sidecar_mcp_limit_refusals_total{limit="` + limit + `"}`
-		if got := sc.metric(name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
+		if got := sc.metric(refusalsTotal, "limit", limit); got != want {
+			t.Errorf("%s{limit=%q} = %v, want %v", refusalsTotal, limit, got, want)
 		}
 	}
 	if st, err := os.Stat(filepath.Join(dir, "names.json")); err != nil || st.Size() > 1024 {
@@ -456,7 +441,7 @@ func TestHubFrontLimits(t *testing.T) {
 		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization") {
 		t.Fatalf("preflight at the hub front: %s %v", resp.Status, resp.Header)
 	}
-	capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), 10, "hub", sc.metric)
+	capAndIdle(t, strings.TrimPrefix(sc.url, "http://"), 10, "hub", sc.url+"/metrics")
 }
 
 // limitsServer is serve with insecure_no_auth and the given server.limits (YAML
@@ -524,32 +509,20 @@ func (s *limitsServer) initialize() (*http.Response, string) {
 	return s.send(http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
 }
 
-// metric is the value of the sample name (with its labels) on /metrics; 0 if absent.
-func (s *limitsServer) metric(name string) float64 {
+// metric is the sum of the samples of name on /metrics whose labels include labels
+// (name, value pairs); 0 if absent.
+func (s *limitsServer) metric(name string, labels ...string) float64 {
 	s.t.Helper()
-	_, body := s.get("/metrics")
-	for line := range strings.SplitSeq(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			_, _ = fmt.Sscan(v, &f)
-			return f
-		}
-	}
-	return 0
+	return testutil.Sum(testutil.Scrape(s.t, s.base+"/metrics"), name, labels...)
 }
 
-func (s *limitsServer) get(path string) (int, string) {
+// sessions is the sessions gauge of the 2025-11-25 era.
+func (s *limitsServer) sessions() float64 {
 	s.t.Helper()
-	resp, err := http.Get(s.base + path)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return s.metric(sessionsGauge, "era", "2025-11-25")
 }
 
-const sessionsGauge = `jupyter_mcp_sidecar_mcp_sessions{era="2025-11-25"}`
+const sessionsGauge = `jupyter_mcp_sidecar_mcp_sessions`
 
 // TestSessionLimit runs the binary with server.limits.max_sessions: the sessions up to
 // it are opened, every initialize beyond it is refused with 503, Retry-After and a
@@ -566,7 +539,7 @@ func TestSessionLimit(t *testing.T) {
 		}
 		sessions = append(sessions, resp.Header.Get("Mcp-Session-Id"))
 	}
-	if got := s.metric(sessionsGauge); got != maxSessions {
+	if got := s.sessions(); got != maxSessions {
 		t.Fatalf("%s = %v, want %d", sessionsGauge, got, maxSessions)
 	}
 	before := status(t, s.pid, "VmRSS")
@@ -584,9 +557,9 @@ func TestSessionLimit(t *testing.T) {
 	if after-before > 16 {
 		t.Errorf("RSS grew %.1f MB over %d refused initializes", after-before, refused)
 	}
-	const refusals = `jupyter_mcp_sidecar_mcp_limit_refusals_total{limit="sessions"}`
-	if got, n := s.metric(refusals), s.metric(sessionsGauge); got != refused || n != maxSessions {
-		t.Fatalf("%s = %v, %s = %v; want %d, %d", refusals, got, sessionsGauge, n, refused, maxSessions)
+	const refusals = "jupyter_mcp_sidecar_mcp_limit_refusals_total"
+	if got, n := s.metric(refusals, "limit", "sessions"), s.sessions(); got != refused || n != maxSessions {
+		t.Fatalf("%s{limit=\"sessions\"} = %v, %s = %v; want %d, %d", refusals, got, sessionsGauge, n, refused, maxSessions)
 	}
 	if resp, _ := s.send(http.MethodDelete, sessions[0], ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: %s", resp.Status)
@@ -605,12 +578,12 @@ func TestSessionIdleTimeout(t *testing.T) {
 		resp, _ := s.initialize()
 		sessions = append(sessions, resp.Header.Get("Mcp-Session-Id"))
 	}
-	if got := s.metric(sessionsGauge); got != 3 {
+	if got := s.sessions(); got != 3 {
 		t.Fatalf("%s = %v, want 3", sessionsGauge, got)
 	}
-	for deadline := time.Now().Add(15 * time.Second); s.metric(sessionsGauge) != 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); s.sessions() != 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v 15 s into a 1 s session_idle_timeout", sessionsGauge, s.metric(sessionsGauge))
+			t.Fatalf("%s = %v 15 s into a 1 s session_idle_timeout", sessionsGauge, s.sessions())
 		}
 	}
 	for _, id := range sessions {

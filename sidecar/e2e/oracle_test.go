@@ -7,33 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
-
-// counter returns the value of the counter name in the sidecar's /metrics, read with
-// expfmt (0 when it is not there).
-func (s *sidecar) counter(name string) float64 {
-	s.t.Helper()
-	_, body := s.get("/metrics")
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		s.t.Fatalf("/metrics: %v", err)
-	}
-	total := 0.0
-	if f := fams[name]; f != nil {
-		for _, m := range f.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
-}
 
 // logLines returns the sidecar's JSON log lines whose msg starts with prefix.
 func (s *sidecar) logLines(prefix string) []map[string]any {
@@ -106,7 +84,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 	room := jupytertest.RoomKey(fileID)
 	s.step(t, name, "a", path, "type", map[string]any{"index": 0, "text": "\ny = 2"})
 	s.step(t, name, "a", path, "type", map[string]any{"index": 0, "text": "\nz = 3"})
-	if n := s.sc.counter("jupyter_mcp_sidecar_divergences_total"); n != 0 {
+	if n := s.sc.metric("jupyter_mcp_sidecar_divergences_total"); n != 0 {
 		t.Fatalf("%v divergences before any row was lost", n)
 	}
 
@@ -139,7 +117,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 	if served > saveDelay+2*time.Second {
 		t.Errorf("served from the saved file %v after the edit; want within document_save_delay + 2 s (%v)", served, saveDelay+2*time.Second)
 	}
-	if n := s.sc.counter("jupyter_mcp_sidecar_divergences_total"); n < 1 {
+	if n := s.sc.metric("jupyter_mcp_sidecar_divergences_total"); n < 1 {
 		t.Errorf("divergences_total %v, want at least 1", n)
 	}
 	logged := s.sc.logLines("live notebook differs from the server's saved file")
@@ -149,7 +127,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 
 	// The gap: counted, and named in /readyz with the client and clocks missing.
 	testutil.Eventually(t, testutil.Wait, "the gap counted", func() bool {
-		return s.sc.counter("jupyter_mcp_sidecar_store_gaps_total") >= 1
+		return s.sc.metric("jupyter_mcp_sidecar_store_gaps_total") >= 1
 	})
 	code, body := s.sc.get("/readyz")
 	var ready struct {

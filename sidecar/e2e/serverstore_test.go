@@ -72,7 +72,7 @@ func TestServerStoreServedAsSaved(t *testing.T) {
 			for i := tc.before; i < len(rows); i++ {
 				w.writeRoom(serverStoreRoom, rows[i])
 				testutil.Eventually(t, testutil.Wait, fmt.Sprintf("row %d applied", i), func() bool {
-					return sc.counter("jupyter_mcp_sidecar_rows_applied_total") >= float64(i+1)
+					return sc.metric("jupyter_mcp_sidecar_rows_applied_total") >= float64(i+1)
 				})
 			}
 			if uri := testutil.Receive(t, testutil.Wait, "a notification of "+serverStoreURI, g.updates()); uri != serverStoreURI {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -229,7 +230,7 @@ func TestFaultSoak(t *testing.T) {
 	s := &soakRun{t: t, steps: session(t), store: filepath.Join(dir, ".jupyter_ystore.db")}
 	s.w = startWriter(t, s.store)
 	fileidDB := filepath.Join(dir, "file_id_manager.db")
-	execSQL(t, fileidDB, `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`)
+	execSQL(t, fileidDB, fileid.Schema)
 	var names []string
 	for i := range soakNotebooks {
 		id := fmt.Sprintf("0b5e2f5c-6a57-4d55-9d4c-1f6f0c3b8a%02d", i)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // readySample is one answer of /readyz.
@@ -221,21 +223,9 @@ func goMetrics(url string) (heap, live, goroutines float64) {
 		return -1, -1, -1
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		name, v, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "go_memstats_heap_inuse_bytes":
-			heap, _ = strconv.ParseFloat(v, 64)
-		case "go_memstats_next_gc_bytes":
-			live, _ = strconv.ParseFloat(v, 64)
-			live /= 2
-		case "go_goroutines":
-			goroutines, _ = strconv.ParseFloat(v, 64)
-		}
+	fams, err := testutil.ParseMetrics(resp.Body)
+	if err != nil {
+		return -1, -1, -1
 	}
-	return heap, live, goroutines
+	return testutil.Sum(fams, "go_memstats_heap_inuse_bytes"), testutil.Sum(fams, "go_memstats_next_gc_bytes") / 2, testutil.Sum(fams, "go_goroutines")
 }

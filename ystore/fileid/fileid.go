@@ -13,6 +13,10 @@ import (
 	"strings"
 )
 
+// Schema creates jupyter_server_fileid's Files table as its ArbitraryFileIdManager
+// does: the table a database Resolver reads (for demos and tests that write one).
+const Schema = `CREATE TABLE Files(id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL UNIQUE)`
+
 // ErrNotFound means the resolver knows no file with that id (or none under the root).
 var ErrNotFound = errors.New("file id not found")
 

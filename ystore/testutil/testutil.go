@@ -1,6 +1,7 @@
 // Package testutil holds the helpers every package's tests share: waiting for a
-// condition, a buffer safe for concurrent writers, a metric's value, a free loopback port, and the rule that a missing test
-// dependency skips a test on a developer's machine but fails it on CI.
+// condition, a buffer safe for concurrent writers, reading metrics (from a registry or,
+// with expfmt, from a /metrics body), a free loopback port, and the rule that a missing
+// test dependency skips a test on a developer's machine but fails it on CI.
 //
 // It lives in ystore, the lowest layer, so that the tests of every layer can import it
 // without an import pointing upwards. Nothing outside tests imports it.
@@ -128,18 +129,10 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 		if f.GetName() != name {
 			continue
 		}
-	samples:
 		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
+			if hasLabels(m, labels) {
+				return value(m)
 			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue samples
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	t.Fatalf("no sample of %s%v", name, labels)

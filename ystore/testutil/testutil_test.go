@@ -3,12 +3,15 @@ package testutil
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // recorder is a testing.TB whose Fatal and Skip record instead of stopping the test.
@@ -110,6 +113,53 @@ func TestMetric(t *testing.T) {
 		Metric(r, reg, missing[0], missing[1:]...)
 		if r.fatal == "" {
 			t.Errorf("%v: no failure", missing)
+		}
+	}
+}
+
+func TestScrapeAndSum(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "rows_total", Help: "rows"})
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sessions", Help: "sessions"}, []string{"era", "kind"})
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "read_seconds", Help: "reads", Buckets: []float64{0.1, 1}})
+	reg.MustRegister(c, v, h)
+	c.Add(3)
+	v.WithLabelValues("a", "x").Set(1)
+	v.WithLabelValues("b", "x").Set(2)
+	v.WithLabelValues("b", "y").Set(4)
+	h.Observe(0.5)
+	h.Observe(2)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/bad", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "rows_total{ 3") })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	fams := Scrape(t, srv.URL+"/metrics")
+	for _, tt := range []struct {
+		series string
+		labels []string
+		want   float64
+	}{
+		{"rows_total", nil, 3},
+		{"sessions", nil, 7},
+		{"sessions", []string{"era", "b"}, 6},
+		{"sessions", []string{"era", "b", "kind", "y"}, 4},
+		{"sessions", []string{"era", "c"}, 0},
+		{"read_seconds_sum", nil, 2.5},
+		{"read_seconds_count", nil, 2},
+		{"nothing", nil, 0},
+		{"nothing_count", nil, 0},
+	} {
+		if got := Sum(fams, tt.series, tt.labels...); got != tt.want {
+			t.Errorf("Sum(%s%v) = %v, want %v", tt.series, tt.labels, got, tt.want)
+		}
+	}
+	for _, path := range []string{"/bad", "/missing"} {
+		r := &recorder{TB: t}
+		Scrape(r, srv.URL+path)
+		if r.fatal == "" {
+			t.Errorf("Scrape %s: no failure", path)
 		}
 	}
 }
