@@ -119,7 +119,6 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
 		resources.CORS(cfg.Server.AllowedOrigins, guarded))
 	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
-	live := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {
 		mux.Handle("GET "+p, live)
 	}

@@ -311,7 +311,7 @@ func newRegistry() (*prometheus.Registry, http.Handler, error) {
 // probeRoutes are the liveness, readiness and metrics routes over h and metrics.
 func probeRoutes(h *Health, metrics http.Handler) []resources.Route {
 	return []resources.Route{
-		{Pattern: "GET /healthz", Handler: h.Live()},
+		{Pattern: "GET /healthz", Handler: live},
 		{Pattern: "GET /readyz", Handler: h.Ready()},
 		{Pattern: "GET /metrics", Handler: metrics},
 	}
