@@ -24,6 +24,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -304,7 +305,7 @@ func (r *run) check(p string) {
 		}
 	case err != nil:
 		if seen && old != st || !seen {
-			r.log.Debug("notebook file not read", "path", p, "err", err)
+			r.log.Debug("notebook file not read", ystore.LogKeyPath, p, "err", err)
 		}
 	case !seen || old != st:
 		r.nbs.ApplyFile(r.ctx, f)

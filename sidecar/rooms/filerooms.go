@@ -26,7 +26,7 @@ import (
 func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	rm := r.findAt(f.Path, true)
 	if rm == nil {
-		r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", "none: no room")
+		r.log.Debug("notebook file read", ystore.LogKeyPath, f.Path, "mtime", f.ModTime, "served", "none: no room")
 		return
 	}
 	if f.Gone {
@@ -86,12 +86,12 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	}
 	p, info := rm.path, rm.info
 	rm.mu.Unlock()
-	r.log.Debug("notebook file read", "path", f.Path, "mtime", f.ModTime, "served", served)
+	r.log.Debug("notebook file read", ystore.LogKeyPath, f.Path, "mtime", f.ModTime, "served", served)
 	if degradedNow {
 		r.metrics.SetDegraded(r.degradedCount())
 	}
 	if !ch.Empty() && p != "" {
-		r.log.Info("notebook served from its file", "path", p, "room", info.Key, "mtime", f.ModTime)
+		r.log.Info("notebook served from its file", ystore.LogKeyPath, p, ystore.LogKeyRoom, info.Key, "mtime", f.ModTime)
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}
 	r.consult(rm)
@@ -142,7 +142,7 @@ func (r *Writer) detach(rm *room) bool {
 	}
 	f, err := r.files.Read(p)
 	if err != nil {
-		r.log.Debug("notebook file not read", "path", p, "err", err)
+		r.log.Debug("notebook file not read", ystore.LogKeyPath, p, "err", err)
 		return false
 	}
 	rm.mu.Lock()
