@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
@@ -205,7 +206,7 @@ func Default() Config {
 			},
 		},
 		Notebooks:     map[string]string{},
-		Notifications: Notifications{Debounce: 250 * time.Millisecond, MaxDelay: 2 * time.Second},
+		Notifications: Notifications{Debounce: debounce.DefaultQuiet, MaxDelay: debounce.DefaultCeiling},
 		Publisher:     resources.Seam{Options: map[string]any{}},
 		Gate:          resources.Seam{Options: map[string]any{}},
 		Extensions:    map[string]map[string]any{},

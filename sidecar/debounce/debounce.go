@@ -11,6 +11,13 @@ import (
 	"time"
 )
 
+// The sidecar's defaults for a notebook's changes (notifications.debounce and
+// notifications.max_delay): the quiet period and the ceiling.
+const (
+	DefaultQuiet   = 250 * time.Millisecond
+	DefaultCeiling = 2 * time.Second
+)
+
 // Debouncer collects values per key and flushes each burst once, in order of firing.
 type Debouncer[K comparable, V any] struct {
 	quiet, ceiling time.Duration
