@@ -1,7 +1,7 @@
 // node.mjs times one engine on one workload of the benchmark corpus, in its own process so
 // that peak RSS belongs to that engine alone, and prints one JSON line.
 //
-//   node bench/node.mjs --engine yjs|yjs+YNotebook|ywasm --workload history|state --corpus bench/out
+//   node bench/node.mjs --engine yjs|yjs+YNotebook|ywasm --workload history|state --corpus bench/out [--reps N]
 import path from 'node:path';
 import { args, readFrames } from '../testdata/ysessions/seeded.mjs';
 import { createRequire } from 'node:module';
@@ -53,7 +53,7 @@ const a = args(process.argv.slice(2));
 const engine = await engines[a.engine]();
 const frames = readFrames(path.join(a.corpus, a.workload === 'state' ? 'state.bin' : 'updates.bin'));
 const bytes = frames.reduce((s, f) => s + f.length, 0);
-const reps = a.workload === 'state' ? 5 : 3;
+const reps = Number(a.reps ?? (a.workload === 'state' ? 5 : 3));
 const baseRSS = process.memoryUsage().rss;
 const times = [];
 const cpuTimes = [];

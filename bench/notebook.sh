@@ -17,18 +17,14 @@ OUT=bench/out
 mkdir -p "$OUT"
 [ -d testdata/ysessions/node_modules ] || (cd testdata/ysessions && npm ci --no-audit --no-fund)
 
+source bench/corpus.sh
 if [ ! -f "$DIR/done" ]; then
 	echo "generating workloads into $DIR" >&2
 	rm -rf "$DIR"
 	node testdata/ynbench/gen.mjs --out "$DIR" --seed "$SEED"
-	mkdir -p "$DIR/corpus"
-	for i in $(seq 1 20); do
-		node testdata/ysessions/gen.mjs --bench --seed $((SEED * 100 + i)) --updates 2700 --out "$DIR/room" --no-state
-		mv "$DIR/room/updates.bin" "$(printf '%s/corpus/room-%02d.bin' "$DIR" "$i")"
-	done
-	rmdir "$DIR/room"
 	touch "$DIR/done"
 fi
+rooms_corpus "$DIR" "$SEED"
 
 go test -c -o "$OUT/bench.test" ./bench
 YNBENCH="$DIR" YNBENCH_REPS="$REPS" YNBENCH_OUT="$PWD/$OUT/notebook-go.jsonl" \

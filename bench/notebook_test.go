@@ -18,7 +18,7 @@ import (
 // result is one line of bench/notebook.sh's results, written alike by bench/notebook.mjs.
 type result struct {
 	Engine      string  `json:"engine"`
-	Workload    string  `json:"workload"` // structural, typing, corpus or load
+	Workload    string  `json:"workload"` // structural, typing, corpus, load or history
 	Cells       int     `json:"cells,omitempty"`
 	Updates     int     `json:"updates"`
 	CPUMs       float64 `json:"cpuMs"` // the fastest of the repetitions
@@ -70,8 +70,10 @@ func readFrames(t *testing.T, file string) [][]byte {
 	return frames(buf)
 }
 
-// TestNotebookLayer times the Go engines on the workloads of testdata/ynbench/gen.mjs in
-// YNBENCH (bench/notebook.sh writes them) and writes JSON lines to YNBENCH_OUT.
+// TestNotebookLayer times the Go engines on the workloads in YNBENCH and writes JSON lines
+// to YNBENCH_OUT: those of testdata/ynbench/gen.mjs (size-N) and the 20 rooms (corpus),
+// which bench/notebook.sh writes, and one notebook's history (history/updates.bin), which
+// bench/ratios.sh adds; each workload present is timed.
 func TestNotebookLayer(t *testing.T) {
 	dir := os.Getenv("YNBENCH")
 	if dir == "" {
@@ -101,6 +103,22 @@ func TestNotebookLayer(t *testing.T) {
 				out = append(out, result{Engine: e.name, Workload: w, Cells: cells, Updates: len(updates), CPUMs: best / 1e6, NsPerUpdate: best / float64(len(updates))})
 			}
 		}
+	}
+	if history, err := os.ReadFile(filepath.Join(dir, "history", "updates.bin")); err == nil {
+		// the engine on one notebook's long history, a fresh document each repetition
+		updates := frames(history)
+		e := goEngines[0]
+		best := timeReps(reps, func() func() {
+			apply := e.open(t, nil)
+			return func() {
+				for i, u := range updates {
+					if err := apply(u); err != nil {
+						t.Fatalf("%s history: update %d: %v", e.name, i, err)
+					}
+				}
+			}
+		})
+		out = append(out, result{Engine: e.name, Workload: "history", Updates: len(updates), CPUMs: best / 1e6, NsPerUpdate: best / float64(len(updates))})
 	}
 	rooms, err := filepath.Glob(filepath.Join(dir, "corpus", "room-*.bin"))
 	must(t, err)

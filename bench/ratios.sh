@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# ratios.sh measures, in one run on the same bytes, the ratios the engine and the notebook
+# layer are held to, and fails (exit 1) when one is short of its guard:
+#
+#   engine (ystore/yjs), one notebook's history of 100,000 updates:
+#     ≥ 2.5× pycrdt (the Jupyter server's engine, from the pinned Jupyter venv),
+#     ≥ 2× ywasm; yjs reported
+#   notebook layer (ynotebook.Apply), 20 rooms (~54k updates):
+#     ≥ 3× @jupyter/ydoc's YNotebook; the engine against pycrdt, yjs and ywasm reported
+#
+# Every engine runs ROUNDS times, the rounds interleaved (a round runs each engine once,
+# in a process of its own, REPS repetitions); the fastest CPU time of all counts, so that
+# a busy moment of the machine slows one sample, not one engine. Prints a markdown table
+# with the load average and writes bench/out/ratios.{jsonl,md}.
+#
+#   bench/ratios.sh                  # ROUNDS=4 REPS=2 SEED=1
+#   ROUNDS=8 bench/ratios.sh
+#
+# Python: $SIDECAR_TEST_JUPYTER_VENV, else the venv of scripts/jupyter-venv.sh (pycrdt
+# pinned in testdata/jupyter/requirements.txt). Workloads are generated once into
+# $YNBENCH_DIR (default: a directory under $TMPDIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-4}
+REPS=${REPS:-2}
+SEED=${SEED:-1}
+DIR=${YNBENCH_DIR:-${TMPDIR:-/tmp}/ynbench-ratios-$SEED}
+OUT=bench/out
+mkdir -p "$OUT" "$DIR"
+[ -d testdata/ysessions/node_modules ] || (cd testdata/ysessions && npm ci --no-audit --no-fund)
+venv=${SIDECAR_TEST_JUPYTER_VENV:-$(scripts/jupyter-venv.sh)}
+source bench/corpus.sh
+rooms_corpus "$DIR" "$SEED"
+history_corpus "$DIR" 7 100000
+
+go test -c -o "$OUT/bench.test" ./bench
+res=$OUT/ratios.jsonl
+echo "{\"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >"$res"
+for r in $(seq 1 "$ROUNDS"); do
+	echo "round $r of $ROUNDS" >&2
+	YNBENCH="$DIR" YNBENCH_REPS="$REPS" YNBENCH_OUT="$PWD/$OUT/ratios-go.jsonl" \
+		"$OUT/bench.test" -test.run '^TestNotebookLayer$' -test.count 1 >/dev/null
+	cat "$OUT/ratios-go.jsonl" >>"$res"
+	"$venv/bin/python" bench/speed.py "$DIR" "$REPS" >>"$res"
+	for e in yjs ywasm; do
+		node bench/node.mjs --engine "$e" --workload history --corpus "$DIR/history" --reps "$REPS" >>"$res"
+	done
+	for e in yjs ydoc ywasm; do
+		node --expose-gc bench/notebook.mjs --engine "$e" --dir "$DIR" --reps "$REPS" >>"$res"
+	done
+done
+echo "{\"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$res"
+node bench/ratios-report.mjs "$res" "$ROUNDS" "$REPS" | tee "$OUT/ratios.md"

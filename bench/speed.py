@@ -1,0 +1,67 @@
+"""speed.py: times pycrdt (yrs, the Jupyter server's engine) on the workloads of
+bench/ratios.sh, each update applied in a call of its own as the server applies every
+update it receives (Python's cost per call included), and prints JSON lines like
+bench/notebook.mjs's: CPU time of the process (time.process_time_ns), the fastest of
+REPS repetitions, a fresh document (or 20) each time.
+
+    python bench/speed.py DIR [REPS]
+        DIR/history/updates.bin  one notebook's history, into one document  (workload "history")
+        DIR/corpus/room-*.bin    20 notebooks, a document each, held at once (workload "corpus")
+"""
+
+import gc
+import glob
+import json
+import os
+import struct
+import sys
+import time
+
+import pycrdt
+
+
+def frames(path):
+    with open(path, "rb") as f:
+        buf = f.read()
+    out, i = [], 0
+    while i + 4 <= len(buf):
+        (n,) = struct.unpack_from("<I", buf, i)
+        out.append(buf[i + 4 : i + 4 + n])
+        i += 4 + n
+    return out
+
+
+def fastest(rooms, reps):
+    """The least CPU time, in ns, of reps runs applying each room's updates to a new doc."""
+    best = None
+    for _ in range(reps):
+        docs = [pycrdt.Doc() for _ in rooms]
+        gc.collect()
+        t0 = time.process_time_ns()
+        for doc, updates in zip(docs, rooms):
+            apply = doc.apply_update
+            for u in updates:
+                apply(u)
+        t = time.process_time_ns() - t0
+        best = t if best is None else min(best, t)
+        del docs
+    return best
+
+
+def main():
+    root, reps = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    workloads = []
+    history = os.path.join(root, "history", "updates.bin")
+    if os.path.exists(history):
+        workloads.append(("history", [frames(history)]))
+    rooms = sorted(glob.glob(os.path.join(root, "corpus", "room-*.bin")))
+    if rooms:
+        workloads.append(("corpus", [frames(p) for p in rooms]))
+    for name, docs in workloads:
+        total = sum(len(d) for d in docs)
+        ns = fastest(docs, reps)
+        print(json.dumps({"engine": f"pycrdt@{pycrdt.__version__}", "workload": name, "updates": total,
+                          "cpuMs": ns / 1e6, "nsPerUpdate": ns / total}))
+
+
+main()
