@@ -51,22 +51,22 @@ func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map
 			addUnapplied(state, end-state)
 		}
 		cs := d.clients[client]
-		i := findIndexNear(cs.structs, clock, hint)
+		i := cs.findNear(clock, hint)
 		hint = i
-		it := cs.structs[i]
+		it := cs.at(i)
 		if !it.deleted() && it.id.Clock < clock {
-			cs.structs = slices.Insert(cs.structs, i+1, d.split(it, clock-it.id.Clock))
+			cs.insert(i+1, d.split(it, clock-it.id.Clock))
 			i++
 		}
-		for i < len(cs.structs) {
-			it = cs.structs[i]
+		for i < cs.len() {
+			it = cs.at(i)
 			i++
 			if it.id.Clock >= end {
 				break
 			}
 			if !it.deleted() {
 				if end < it.end() {
-					cs.structs = slices.Insert(cs.structs, i, d.split(it, end-it.id.Clock))
+					cs.insert(i, d.split(it, end-it.id.Clock))
 				}
 				d.deleteItem(txn, it)
 			}

@@ -30,7 +30,7 @@ func checkDepths(t testing.TB, d *Doc) {
 		}
 	}
 	for _, cs := range d.clients {
-		for _, it := range cs.structs {
+		for it := range cs.all() {
 			if it.kind != kindType {
 				continue
 			}
@@ -191,7 +191,7 @@ func TestDepthFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.txn = newTxn()
+	d.txn = &Txn{}
 	d.readUpdate(d.txn, dec)
 	d.cleanup(d.txn)
 	d.txn = nil

@@ -50,6 +50,7 @@ type Doc struct {
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
 	txn            *Txn      // the transaction being applied
+	txnBuf         Txn       // every update's transaction, reset before each
 	texts          arena     // decoded strings and map keys
 	structs        structBuf // decoded structs of small updates
 	lastClient     uint64
@@ -193,7 +194,8 @@ func (d *Doc) Gaps() []Gap {
 // would nest a type deeper than MaxDepth, with a *DepthError. Structs whose dependencies
 // are missing are kept pending and integrated when those arrive. An item whose parent is
 // not a type returns a *ParentError (yrs refuses such an update; Yjs drops the item):
-// d then refuses every later update.
+// d then refuses every later update. The Txn is d's own, reused by the next update:
+// read it before applying another.
 func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if d.failed != nil {
 		return nil, d.failed
@@ -239,7 +241,8 @@ func (d *Doc) ApplyUpdates(updates [][]byte) error {
 // could nest a type deeper than MaxDepth, and returns the error of one that did
 // (d.failed); the transaction is nil then.
 func (d *Doc) apply(u *update) (*Txn, error) {
-	txn := newTxn()
+	txn := &d.txnBuf
+	txn.reset()
 	d.txn = txn
 	defer func() {
 		d.cleanup(txn)
@@ -313,16 +316,16 @@ func (d *Doc) cleanup(txn *Txn) {
 			hint = -1
 		}
 		cs := d.clients[r.client]
-		si := min(len(cs.structs)-1, 1+findIndexNear(cs.structs, r.clock+r.length-1, hint))
-		for si > 0 && cs.structs[si].id.Clock >= r.clock {
+		si := min(cs.len()-1, 1+cs.findNear(r.clock+r.length-1, hint))
+		for si > 0 && cs.at(si).id.Clock >= r.clock {
 			si -= 1 + d.mergeWithLefts(cs, si)
 		}
 		hint = si
 	}
 	for _, b := range txn.before {
 		cs := d.clients[b.client]
-		first := max(findIndex(cs.structs, b.clock), 1)
-		for i := len(cs.structs) - 1; i >= first; {
+		first := max(cs.find(b.clock), 1)
+		for i := cs.len() - 1; i >= first; {
 			i -= 1 + d.mergeWithLefts(cs, i)
 		}
 	}
@@ -330,9 +333,9 @@ func (d *Doc) cleanup(txn *Txn) {
 	for i := len(txn.mergeStructs) - 1; i >= 0; i-- {
 		id := txn.mergeStructs[i]
 		cs := d.clients[id.Client]
-		pos := findIndexNear(cs.structs, id.Clock, hint)
+		pos := cs.findNear(id.Clock, hint)
 		hint = pos
-		if pos+1 < len(cs.structs) && d.mergeWithLefts(cs, pos+1) > 1 {
+		if pos+1 < cs.len() && d.mergeWithLefts(cs, pos+1) > 1 {
 			continue
 		}
 		if pos > 0 {
@@ -341,24 +344,24 @@ func (d *Doc) cleanup(txn *Txn) {
 	}
 }
 
-// mergeWithLefts merges structs[pos] into its left neighbours while possible, like
+// mergeWithLefts merges the struct at pos into its left neighbours while possible, like
 // Yjs's tryToMergeWithLefts, and returns how many structs were merged away.
 func (d *Doc) mergeWithLefts(cs *clientStructs, pos int) int {
-	structs := cs.structs
 	i := pos
+	right := cs.at(i)
 	for ; i > 0; i-- {
-		left, right := structs[i-1], structs[i]
+		left := cs.at(i - 1)
 		if left.deleted() != right.deleted() || (left.kind == kindGC) != (right.kind == kindGC) || !left.mergeWith(right) {
 			break
 		}
 		if right.flags&flagHasParentSub != 0 && right.parent != nil && right.parent.keys[right.ext.sub] == right {
 			right.parent.keys[right.ext.sub] = left
 		}
+		right = left
 	}
 	merged := pos - i
 	if merged > 0 {
-		cs.structs = append(structs[:pos+1-merged], structs[pos+1:]...)
-		clear(structs[len(cs.structs):])
+		cs.remove(i+1, merged)
 	}
 	return merged
 }
@@ -373,9 +376,9 @@ func (d *Doc) gcDeleted(rs []deleteRange) {
 		}
 		cs := d.clients[r.client]
 		end := r.clock + r.length
-		hint = findIndexNear(cs.structs, r.clock, hint)
-		for si := hint; si >= 0 && si < len(cs.structs) && cs.structs[si].id.Clock < end; si++ {
-			if it := cs.structs[si]; it.kind != kindGC && it.deleted() {
+		hint = cs.findNear(r.clock, hint)
+		for si := hint; si >= 0 && si < cs.len() && cs.at(si).id.Clock < end; si++ {
+			if it := cs.at(si); it.kind != kindGC && it.deleted() {
 				d.gc(it, false)
 			}
 		}

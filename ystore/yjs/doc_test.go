@@ -388,7 +388,7 @@ func TestLongStructs(t *testing.T) {
 	if got := d.StateVector()[1]; got != maxLength+5 {
 		t.Fatalf("state %d, want %d", got, uint64(maxLength)+5)
 	}
-	if n := len(d.clients[1].structs); n != 2 {
+	if n := d.clients[1].len(); n != 2 {
 		t.Fatalf("%d structs, want 2", n)
 	}
 	state, err := d.EncodeStateAsUpdate(nil)
@@ -416,7 +416,7 @@ func TestMapKeys(t *testing.T) {
 	if v, _ := d.Map("n").Get("k"); v != int64(2) && v != float64(2) {
 		t.Fatalf("n.k = %v, want 2", v)
 	}
-	structs := d.clients[3].structs
+	structs := d.clients[3].from(0)
 	if len(structs) != 2 || structs[0].ext != structs[1].ext || structs[1].sub() != "k" {
 		t.Fatal("the items under one key do not share its itemExt")
 	}

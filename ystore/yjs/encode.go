@@ -69,10 +69,10 @@ func (d *Doc) EncodeStateAsUpdate(stateVector []byte) ([]byte, error) {
 	for _, c := range slices.Backward(slices.Sorted(maps.Keys(clients))) {
 		from := sv[c]
 		var list []*item
-		if cs := d.clients[c]; cs != nil && len(cs.structs) > 0 {
-			from = max(from, cs.structs[0].id.Clock)
-			if i := findIndex(cs.structs, from); i >= 0 {
-				list = cs.structs[i:]
+		if cs := d.clients[c]; cs != nil && cs.len() > 0 {
+			from = max(from, cs.at(0).id.Clock)
+			if i := cs.find(from); i >= 0 {
+				list = cs.from(i)
 			}
 		}
 		state := d.state(c)
@@ -131,7 +131,7 @@ func (d *Doc) storeDeleteSet() map[uint64][]dsRange {
 	ds := make(map[uint64][]dsRange)
 	for c, cs := range d.clients {
 		var rs []dsRange
-		for _, it := range cs.structs {
+		for it := range cs.all() {
 			if !it.deleted() {
 				continue
 			}
@@ -273,7 +273,7 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 // it is not the document's whole content.
 func (d *Doc) CutPairs() bool {
 	for _, cs := range d.clients {
-		for _, it := range cs.structs {
+		for it := range cs.all() {
 			if it.kind == kindString && utf16Len(it.text) != uint64(it.length) {
 				return true
 			}

@@ -1,10 +1,162 @@
 package yjs
 
-import "slices"
+import (
+	"iter"
+	"slices"
+	"sort"
+)
 
-// clientStructs holds one client's structs sorted by clock, contiguous from clock 0.
+// chunkMax is the most structs a chunk of a client's list holds.
+const chunkMax = 128
+
+// clientStructs holds one client's structs sorted by clock, contiguous from clock 0, in
+// chunks of at most chunkMax: a split or a merge in the middle of a long history moves
+// the pointers of one chunk, not of every later struct (moving pointers costs a write
+// barrier each while the collector marks). Structs are addressed by their index in the
+// whole list.
 type clientStructs struct {
-	structs []*item
+	chunks [][]*item
+	starts []int // starts[c] is the index of chunks[c][0]
+	n      int
+	cur    int // the chunk last located: indexes are mostly near the previous one
+}
+
+// len returns the number of structs.
+func (cs *clientStructs) len() int { return cs.n }
+
+// locate returns the chunk holding index i (0 <= i < len) and i's offset in it.
+func (cs *clientStructs) locate(i int) (c, off int) {
+	if c := cs.cur; c < len(cs.chunks) && cs.starts[c] <= i && i < cs.starts[c]+len(cs.chunks[c]) {
+		return c, i - cs.starts[c]
+	}
+	c = sort.Search(len(cs.starts), func(k int) bool { return cs.starts[k] > i }) - 1
+	cs.cur = c
+	return c, i - cs.starts[c]
+}
+
+// at returns the struct at index i.
+func (cs *clientStructs) at(i int) *item {
+	c, off := cs.locate(i)
+	return cs.chunks[c][off]
+}
+
+// last returns the last struct; the list is not empty.
+func (cs *clientStructs) last() *item {
+	ch := cs.chunks[len(cs.chunks)-1]
+	return ch[len(ch)-1]
+}
+
+// push appends it.
+func (cs *clientStructs) push(it *item) {
+	if k := len(cs.chunks) - 1; k >= 0 && len(cs.chunks[k]) < chunkMax {
+		cs.chunks[k] = append(cs.chunks[k], it)
+	} else {
+		ch := make([]*item, 1, chunkMax)
+		ch[0] = it
+		cs.chunks = append(cs.chunks, ch)
+		cs.starts = append(cs.starts, cs.n)
+	}
+	cs.n++
+}
+
+// insert puts it at index i (0 <= i <= len).
+func (cs *clientStructs) insert(i int, it *item) {
+	if i == cs.n {
+		cs.push(it)
+		return
+	}
+	c, off := cs.locate(i)
+	cs.chunks[c] = slices.Insert(cs.chunks[c], off, it)
+	cs.shift(c+1, 1)
+	cs.n++
+	if ch := cs.chunks[c]; len(ch) > chunkMax {
+		half := len(ch) / 2
+		right := make([]*item, len(ch)-half, chunkMax)
+		copy(right, ch[half:])
+		clear(ch[half:])
+		cs.chunks[c] = ch[:half]
+		cs.chunks = slices.Insert(cs.chunks, c+1, right)
+		cs.starts = slices.Insert(cs.starts, c+1, cs.starts[c]+half)
+	}
+}
+
+// remove takes out the k structs from index i on.
+func (cs *clientStructs) remove(i, k int) {
+	for k > 0 {
+		c, off := cs.locate(i)
+		m := min(k, len(cs.chunks[c])-off)
+		cs.chunks[c] = slices.Delete(cs.chunks[c], off, off+m)
+		cs.shift(c+1, -m)
+		cs.n -= m
+		k -= m
+		switch ch := cs.chunks[c]; {
+		case len(ch) == 0:
+			cs.chunks = slices.Delete(cs.chunks, c, c+1)
+			cs.starts = slices.Delete(cs.starts, c, c+1)
+		case len(ch) < chunkMax/4 && c+1 < len(cs.chunks) && len(ch)+len(cs.chunks[c+1]) <= chunkMax:
+			// a small chunk takes in its right neighbour, so chunks stay few
+			cs.chunks[c] = append(ch, cs.chunks[c+1]...)
+			cs.chunks = slices.Delete(cs.chunks, c+1, c+2)
+			cs.starts = slices.Delete(cs.starts, c+1, c+2)
+		}
+	}
+}
+
+// shift adds d to the starts of the chunks from c on.
+func (cs *clientStructs) shift(c, d int) {
+	for k := c; k < len(cs.starts); k++ {
+		cs.starts[k] += d
+	}
+}
+
+// find returns the index of the struct containing clock, or -1.
+func (cs *clientStructs) find(clock uint64) int {
+	if cs.n == 0 {
+		return -1
+	}
+	c := sort.Search(len(cs.chunks), func(k int) bool { return cs.chunks[k][0].id.Clock > clock }) - 1
+	if c < 0 {
+		return -1
+	}
+	cs.cur = c
+	if i := findIndex(cs.chunks[c], clock); i >= 0 {
+		return cs.starts[c] + i
+	}
+	return -1
+}
+
+// findNear is find starting from a guess: the chunk of index hint is tried first, so
+// walking sorted ranges costs little more than a scan. Any hint is correct.
+func (cs *clientStructs) findNear(clock uint64, hint int) int {
+	if hint >= 0 && hint < cs.n {
+		c, _ := cs.locate(hint)
+		if ch := cs.chunks[c]; ch[0].id.Clock <= clock && clock < ch[len(ch)-1].end() {
+			return cs.starts[c] + findIndex(ch, clock)
+		}
+	}
+	return cs.find(clock)
+}
+
+// all yields the structs in order.
+func (cs *clientStructs) all() iter.Seq[*item] {
+	return func(yield func(*item) bool) {
+		for _, ch := range cs.chunks {
+			for _, it := range ch {
+				if !yield(it) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// from returns a copy of the structs from index i on.
+func (cs *clientStructs) from(i int) []*item {
+	out := make([]*item, 0, cs.n-i)
+	for it := range cs.all() {
+		out = append(out, it)
+	}
+	return out[i:]
 }
 
 // structsOf returns the struct list of client, or nil; the last lookup is cached.
@@ -22,11 +174,10 @@ func (d *Doc) structsOf(client uint64) *clientStructs {
 // state returns the next expected clock of client.
 func (d *Doc) state(client uint64) uint64 {
 	cs := d.structsOf(client)
-	if cs == nil || len(cs.structs) == 0 {
+	if cs == nil || cs.n == 0 {
 		return 0
 	}
-	last := cs.structs[len(cs.structs)-1]
-	return last.end()
+	return cs.last().end()
 }
 
 // findIndex returns the index of the struct containing clock, or -1.
@@ -42,8 +193,12 @@ func findIndex(structs []*item, clock uint64) int {
 		}
 		return -1
 	}
+	first := structs[0].id.Clock
+	if clock < first {
+		return -1
+	}
 	// Pivot on the clock like Yjs's findIndexSS: clocks grow roughly evenly.
-	mid := min(int(float64(clock)/float64(last.end()-1)*float64(hi)), hi)
+	mid := min(int(float64(clock-first)/float64(last.end()-1-first)*float64(hi)), hi)
 	for lo <= hi {
 		s := structs[mid]
 		switch {
@@ -59,45 +214,20 @@ func findIndex(structs []*item, clock uint64) int {
 	return -1
 }
 
-// findIndexNear is findIndex starting from a guess: it gallops from hint to bracket
-// clock, so walking sorted ranges costs little more than a scan. Any hint is correct.
-func findIndexNear(structs []*item, clock uint64, hint int) int {
-	if hint < 0 || hint >= len(structs) {
-		return findIndex(structs, clock)
-	}
-	lo, hi := hint, hint
-	if clock >= structs[hint].id.Clock {
-		for step := 1; hi < len(structs)-1 && structs[hi].end() <= clock; step <<= 1 {
-			lo = hi
-			hi = min(hi+step, len(structs)-1)
-		}
-	} else {
-		for step := 1; lo > 0 && structs[lo].id.Clock > clock; step <<= 1 {
-			hi = lo
-			lo = max(lo-step, 0)
-		}
-	}
-	i := findIndex(structs[lo:hi+1], clock)
-	if i < 0 {
-		return -1
-	}
-	return lo + i
-}
-
 // getItem returns the struct containing id; the caller has checked id.Clock < state.
 func (d *Doc) getItem(id ID) *item {
 	cs := d.structsOf(id.Client)
-	return cs.structs[findIndex(cs.structs, id.Clock)]
+	return cs.at(cs.find(id.Clock))
 }
 
 // getItemCleanStart returns the struct starting at id, splitting an item if needed.
 func (d *Doc) getItemCleanStart(id ID) *item {
 	cs := d.structsOf(id.Client)
-	i := findIndex(cs.structs, id.Clock)
-	it := cs.structs[i]
+	i := cs.find(id.Clock)
+	it := cs.at(i)
 	if it.id.Clock < id.Clock && it.kind != kindGC {
 		r := d.split(it, id.Clock-it.id.Clock)
-		cs.structs = slices.Insert(cs.structs, i+1, r)
+		cs.insert(i+1, r)
 		return r
 	}
 	return it
@@ -106,11 +236,10 @@ func (d *Doc) getItemCleanStart(id ID) *item {
 // getItemCleanEnd returns the struct ending at id, splitting an item if needed.
 func (d *Doc) getItemCleanEnd(id ID) *item {
 	cs := d.structsOf(id.Client)
-	i := findIndex(cs.structs, id.Clock)
-	it := cs.structs[i]
+	i := cs.find(id.Clock)
+	it := cs.at(i)
 	if id.Clock != it.end()-1 && it.kind != kindGC {
-		r := d.split(it, id.Clock-it.id.Clock+1)
-		cs.structs = slices.Insert(cs.structs, i+1, r)
+		cs.insert(i+1, d.split(it, id.Clock-it.id.Clock+1))
 	}
 	return it
 }
@@ -134,5 +263,5 @@ func (d *Doc) addStruct(txn *Txn, it *item) {
 		d.clients[it.id.Client] = cs
 	}
 	txn.touch(d, it.id.Client)
-	cs.structs = append(cs.structs, it)
+	cs.push(it)
 }

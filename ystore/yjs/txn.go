@@ -7,7 +7,8 @@ import (
 
 // Txn reports what one ApplyUpdate changed, like the changed map of a Yjs transaction:
 // every type that existed before the update, is not deleted, and gained or lost content.
-// Re-applying known structs reports nothing.
+// Re-applying known structs reports nothing. It is valid until the document applies
+// another update.
 type Txn struct {
 	changes []Change
 	index   map[*Type]int // built once changes outgrow a linear scan
@@ -18,17 +19,20 @@ type Txn struct {
 	mergeStructs []ID
 	// seqTypes are the types inserted into or deleted from a sequence.
 	seqTypes []*Type
-	// inline storage for the common small transaction
-	changesBuf [2]Change
-	beforeBuf  [2]clientClock
 }
 
-// newTxn returns an empty transaction using its inline storage.
-func newTxn() *Txn {
-	t := &Txn{}
-	t.changes = t.changesBuf[:0]
-	t.before = t.beforeBuf[:0]
-	return t
+// reset empties t for the next update, keeping the storage of its lists: a document
+// applies every update in the same Txn.
+func (t *Txn) reset() {
+	clear(t.changes)
+	clear(t.seqTypes)
+	*t = Txn{
+		changes:      t.changes[:0],
+		before:       t.before[:0],
+		deletes:      t.deletes[:0],
+		mergeStructs: t.mergeStructs[:0],
+		seqTypes:     t.seqTypes[:0],
+	}
 }
 
 // clientClock is the state of a client before the transaction first added to it.
