@@ -36,23 +36,28 @@ func (c *Changes) Merge(o Changes) {
 	c.Removed = union(c.Removed, o.Removed)
 	c.Moved = union(c.Moved, o.Moved)
 	for id, oc := range o.Cells {
-		if c.Cells == nil {
-			c.Cells = make(map[string]CellChange, len(o.Cells))
-		}
-		cc := c.Cells[id]
-		cc.Source = cc.Source || oc.Source
-		cc.Metadata = cc.Metadata || oc.Metadata
-		cc.Outputs = cc.Outputs || oc.Outputs
-		cc.ExecutionCount = cc.ExecutionCount || oc.ExecutionCount
-		cc.Attachments = cc.Attachments || oc.Attachments
-		cc.CellType = cc.CellType || oc.CellType
-		for _, i := range oc.OutputIndexes {
-			if j, found := slices.BinarySearch(cc.OutputIndexes, i); !found {
-				cc.OutputIndexes = slices.Insert(cc.OutputIndexes, j, i)
-			}
-		}
-		c.Cells[id] = cc
+		c.mergeCell(id, oc, len(o.Cells))
 	}
+}
+
+// mergeCell adds oc, a later change of cell id, to c; hint sizes a new Cells map.
+func (c *Changes) mergeCell(id string, oc CellChange, hint int) {
+	if c.Cells == nil {
+		c.Cells = make(map[string]CellChange, hint)
+	}
+	cc := c.Cells[id]
+	cc.Source = cc.Source || oc.Source
+	cc.Metadata = cc.Metadata || oc.Metadata
+	cc.Outputs = cc.Outputs || oc.Outputs
+	cc.ExecutionCount = cc.ExecutionCount || oc.ExecutionCount
+	cc.Attachments = cc.Attachments || oc.Attachments
+	cc.CellType = cc.CellType || oc.CellType
+	for _, i := range oc.OutputIndexes {
+		if j, found := slices.BinarySearch(cc.OutputIndexes, i); !found {
+			cc.OutputIndexes = slices.Insert(cc.OutputIndexes, j, i)
+		}
+	}
+	c.Cells[id] = cc
 }
 
 // union appends to a the elements of b it does not hold yet.
@@ -120,7 +125,7 @@ func reorder(prev, next []readCell) Changes {
 		common = append(common, j)
 		commonOld = append(commonOld, i)
 		if next[j].fresh || prev[i].typ != next[j].typ {
-			ch.addCell(prev[i].cell, next[j].cell)
+			ch.addCell(prev[i].cell, next[j].cell, partOther)
 		}
 	}
 	keep := increasing(commonOld)
@@ -158,27 +163,31 @@ func increasing(xs []int) []bool {
 	return keep
 }
 
-// addCell records what differs between a and b, the same cell before and after.
-func (c *Changes) addCell(a, b *Cell) {
+// addCell records what differs between a and b, the same cell before and after, where
+// b may differ from a in the parts p only (reread copies the others; partOther: in any).
+func (c *Changes) addCell(a, b *Cell, p part) {
 	// execution_count is in the JSON of code cells only, attachments in that of the
 	// others (see jsonObject): a field that appears or disappears has changed.
+	all := p&partOther != 0
 	aCode, bCode := a.CellType == CellCode, b.CellType == CellCode
 	aAtt, bAtt := !aCode && a.hasAttachments, !bCode && b.hasAttachments
 	cc := CellChange{
-		Source:         a.Source != b.Source,
-		Metadata:       (a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata),
-		ExecutionCount: aCode != bCode || aCode && !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
-		Attachments:    aAtt != bAtt || aAtt && !reflect.DeepEqual(a.attachments, b.attachments),
+		Source:         (all || p&partSource != 0) && a.Source != b.Source,
+		Metadata:       (all || p&partMetadata != 0) && ((a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata)),
+		ExecutionCount: aCode != bCode || (all || p&partExecutionCount != 0) && aCode && !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
+		Attachments:    aAtt != bAtt || (all || p&partAttachments != 0) && aAtt && !reflect.DeepEqual(a.attachments, b.attachments),
 		CellType:       a.CellType != b.CellType,
 	}
-	for i := range max(len(a.Outputs), len(b.Outputs)) {
-		if i >= len(a.Outputs) || i >= len(b.Outputs) || !reflect.DeepEqual(a.Outputs[i], b.Outputs[i]) {
-			cc.OutputIndexes = append(cc.OutputIndexes, i)
+	if all || p&partOutputs != 0 {
+		for i := range max(len(a.Outputs), len(b.Outputs)) {
+			if i >= len(a.Outputs) || i >= len(b.Outputs) || !reflect.DeepEqual(a.Outputs[i], b.Outputs[i]) {
+				cc.OutputIndexes = append(cc.OutputIndexes, i)
+			}
 		}
 	}
 	cc.Outputs = len(cc.OutputIndexes) > 0
 	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs {
 		return
 	}
-	c.Merge(Changes{Cells: map[string]CellChange{b.ID: cc}})
+	c.mergeCell(b.ID, cc, 1)
 }

@@ -60,7 +60,7 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 		old := sl.cell()
 		c, _ := reread(old, (*yjs.Map)(t), p)
 		s.cells.set(sl, c)
-		ch.addCell(old, c)
+		ch.addCell(old, c, p)
 	}
 	n.remove(removed)
 	n.insert(inserted)
@@ -87,7 +87,7 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	if cross >= 0 {
 		x := &inserted[cross]
 		i := slices.IndexFunc(removed, func(c spliced) bool { return keyOf(c.cell) == crossKey })
-		ch.addCell(removed[i].cell, x.cell)
+		ch.addCell(removed[i].cell, x.cell, partOther)
 		ch.Moved = n.moved(removed, inserted, removed[i].pos, x.pos, cross)
 	}
 	return ch, true
