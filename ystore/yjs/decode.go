@@ -24,6 +24,27 @@ type update struct {
 	ds   map[uint64][]dsRange
 }
 
+// clear empties u for decoding another update into it, keeping the storage of its lists
+// (a document decodes each update it applies alone into the same one).
+func (u *update) clear() {
+	for i := range u.refs[:cap(u.refs)] {
+		clear(u.refs[:cap(u.refs)][i].refs)
+	}
+	u.refs = u.refs[:0]
+	clear(u.ds)
+}
+
+// spare returns an empty list for the structs of the next client, from u's storage when
+// it holds one of capacity n.
+func (u *update) spare(n int) []*item {
+	if k := len(u.refs); k < cap(u.refs) {
+		if r := u.refs[:k+1][k].refs; cap(r) >= n {
+			return r[:0]
+		}
+	}
+	return make([]*item, 0, n)
+}
+
 // sortRefs sorts refs by client; of a client listed twice, the last list counts, as in
 // Yjs's map of struct refs.
 func sortRefs(refs []structRefs) []structRefs {
@@ -86,7 +107,7 @@ var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed"
 
 // DecodeUpdate decodes a v1 update without applying it.
 func DecodeUpdate(b []byte) (*Update, error) {
-	u, err := decodeUpdate(b, &arena{}, nil)
+	u, err := decodeUpdate(b, &arena{}, nil, &update{})
 	if err != nil {
 		return nil, err
 	}
@@ -205,14 +226,13 @@ func (b *structBuf) reset() {
 	b.free = b.buf
 }
 
-// decodeUpdate decodes a complete v1 update; nothing is integrated. Structs come from
-// structs when not nil.
-func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
+// decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
+// integrated. Structs come from structs when not nil.
+func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*update, error) {
 	d := lib0.NewDecoder(b)
-	u := &update{}
 	nClients := d.CountAtMost(3, "number of clients with structs")
-	if nClients > 0 {
-		u.refs = make([]structRefs, 0, nClients)
+	if nClients > cap(u.refs) {
+		u.refs = slices.Grow(u.refs, nClients)
 	}
 	for range nClients {
 		n := d.CountAtMost(2, "number of structs")
@@ -222,7 +242,7 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 			break
 		}
 		backing := structs.take(n)
-		refs := make([]*item, 0, n)
+		refs := u.spare(n)
 		var exts []itemExt
 		stuck := false // a struct of this client that can never integrate was read
 		for i := range backing {
@@ -256,7 +276,7 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf) (*update, error) {
 		u.refs = sortRefs(u.refs)
 	}
 	nDS := d.CountAtMost(2, "number of clients with deletes")
-	if nDS > 0 {
+	if nDS > 0 && u.ds == nil {
 		u.ds = make(map[uint64][]dsRange, nDS)
 	}
 	for range nDS {

@@ -53,6 +53,7 @@ type Doc struct {
 	txnBuf         Txn       // every update's transaction, reset before each
 	texts          arena     // decoded strings and map keys
 	structs        structBuf // decoded structs of small updates
+	scratch        update    // ApplyUpdate's update, decoded into the same storage each time
 	lastClient     uint64
 	lastCS         *clientStructs
 	conflicting    itemSet
@@ -200,8 +201,11 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	if d.failed != nil {
 		return nil, d.failed
 	}
-	defer d.structs.reset()
-	u, err := decodeUpdate(update, &d.texts, &d.structs)
+	defer func() {
+		d.structs.reset()
+		d.scratch.clear()
+	}()
+	u, err := decodeUpdate(update, &d.texts, &d.structs, &d.scratch)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +227,7 @@ func (d *Doc) ApplyUpdates(updates [][]byte) error {
 	defer d.structs.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
-		u, err := decodeUpdate(b, &d.texts, &d.structs)
+		u, err := decodeUpdate(b, &d.texts, &d.structs, &update{})
 		if err != nil {
 			return fmt.Errorf("update %d: %w", i, err)
 		}

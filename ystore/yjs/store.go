@@ -3,7 +3,6 @@ package yjs
 import (
 	"iter"
 	"slices"
-	"sort"
 )
 
 // chunkMax is the most structs a chunk of a client's list holds.
@@ -29,7 +28,15 @@ func (cs *clientStructs) locate(i int) (c, off int) {
 	if c := cs.cur; c < len(cs.chunks) && cs.starts[c] <= i && i < cs.starts[c]+len(cs.chunks[c]) {
 		return c, i - cs.starts[c]
 	}
-	c = sort.Search(len(cs.starts), func(k int) bool { return cs.starts[k] > i }) - 1
+	lo, hi := 0, len(cs.starts) // the last chunk starting at or before i
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); cs.starts[m] <= i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	c = lo - 1
 	cs.cur = c
 	return c, i - cs.starts[c]
 }
@@ -114,11 +121,21 @@ func (cs *clientStructs) find(clock uint64) int {
 	if cs.n == 0 {
 		return -1
 	}
-	c := sort.Search(len(cs.chunks), func(k int) bool { return cs.chunks[k][0].id.Clock > clock }) - 1
-	if c < 0 {
-		return -1
+	c := cs.cur
+	if c >= len(cs.chunks) || cs.chunks[c][0].id.Clock > clock || c+1 < len(cs.chunks) && cs.chunks[c+1][0].id.Clock <= clock {
+		lo, hi := 0, len(cs.chunks) // the last chunk starting at or before clock
+		for lo < hi {
+			if m := int(uint(lo+hi) >> 1); cs.chunks[m][0].id.Clock <= clock {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if c = lo - 1; c < 0 {
+			return -1
+		}
+		cs.cur = c
 	}
-	cs.cur = c
 	if i := findIndex(cs.chunks[c], clock); i >= 0 {
 		return cs.starts[c] + i
 	}
