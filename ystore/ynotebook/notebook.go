@@ -33,6 +33,8 @@ type Notebook struct {
 	ids    map[cellKey]int
 	hidden map[*yjs.Type]bool
 	dups   bool
+	// parts is the storage of the scope of the update being applied (scopeOf).
+	parts map[*yjs.Type]part
 }
 
 // cellKey is what pairs cells across an update (with the number of cells before carrying
@@ -105,9 +107,10 @@ type scope struct {
 	parts map[*yjs.Type]part // cell maps with changes inside, and where
 }
 
-// scopeOf attributes every changed type of txn to the notebook part holding it.
-func scopeOf(txn *yjs.Txn) scope {
-	var sc scope
+// scopeOf attributes every changed type of txn to the notebook part holding it; parts,
+// empty, receives the touched cell maps (nil: a map is made when needed).
+func scopeOf(txn *yjs.Txn, parts map[*yjs.Type]part) scope {
+	sc := scope{parts: parts}
 	for _, c := range txn.Changes() {
 		// walk up to the root, remembering the cell map and the key below it
 		var cell, below *yjs.Type
@@ -160,7 +163,9 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 	if err != nil {
 		return Changes{}, fmt.Errorf("apply notebook update: %w", err)
 	}
-	sc := scopeOf(txn)
+	clear(n.parts)
+	sc := scopeOf(txn, n.parts)
+	n.parts = sc.parts
 	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
 		return Changes{}, nil
 	}
