@@ -121,8 +121,19 @@ func (cs *clientStructs) find(clock uint64) int {
 	if cs.n == 0 {
 		return -1
 	}
-	c := cs.cur
-	if c >= len(cs.chunks) || cs.chunks[c][0].id.Clock > clock || c+1 < len(cs.chunks) && cs.chunks[c+1][0].id.Clock <= clock {
+	c := min(cs.cur, len(cs.chunks)-1)
+	holds := func(c int) bool { // whether chunk c is the last starting at or before clock
+		return cs.chunks[c][0].id.Clock <= clock && (c+1 == len(cs.chunks) || cs.chunks[c+1][0].id.Clock > clock)
+	}
+	switch {
+	case holds(c):
+	case c+1 < len(cs.chunks) && holds(c+1):
+		c++
+		cs.cur = c
+	case c > 0 && holds(c-1):
+		c--
+		cs.cur = c
+	default:
 		lo, hi := 0, len(cs.chunks) // the last chunk starting at or before clock
 		for lo < hi {
 			if m := int(uint(lo+hi) >> 1); cs.chunks[m][0].id.Clock <= clock {

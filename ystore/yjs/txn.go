@@ -149,6 +149,9 @@ func (t *Txn) addDelete(id ID, length uint64) {
 // sortDeletes sorts the deleted ranges by client and clock and merges adjacent ones,
 // like Yjs's sortAndMergeDeleteSet.
 func (t *Txn) sortDeletes() {
+	if len(t.deletes) < 2 {
+		return
+	}
 	slices.SortFunc(t.deletes, func(a, b deleteRange) int {
 		if c := cmp.Compare(a.client, b.client); c != 0 {
 			return c
