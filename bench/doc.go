@@ -1,4 +1,7 @@
-// Package bench holds the engine benchmarks: bench/run.sh generates the corpus and compares
-// ystore/yjs and ystore/ynotebook with yjs and ywasm in Node; memory_test.go measures one
-// notebook's memory against its history (YMEM=1), see docs/BENCHMARKS.md.
+// Package bench holds the engine benchmarks: bench/ratios.sh measures in one run the
+// ratios the engine and the notebook layer are held to (against pycrdt, ywasm, yjs and
+// @jupyter/ydoc) and fails when one is short of its guard; bench/run.sh and
+// bench/notebook.sh compare ystore/yjs and ystore/ynotebook with yjs and ywasm in Node
+// in detail; memory_test.go measures one notebook's memory against its history (YMEM=1).
+// See docs/BENCHMARKS.md.
 package bench
