@@ -22,17 +22,26 @@ type Txn struct {
 }
 
 // reset empties t for the next update, keeping the storage of its lists: a document
-// applies every update in the same Txn.
+// applies every update in the same Txn. Only fields in use are written (each pointer
+// written costs a write barrier while the collector marks).
 func (t *Txn) reset() {
-	clear(t.changes)
-	clear(t.seqTypes)
-	*t = Txn{
-		changes:      t.changes[:0],
-		before:       t.before[:0],
-		deletes:      t.deletes[:0],
-		mergeStructs: t.mergeStructs[:0],
-		seqTypes:     t.seqTypes[:0],
+	if len(t.changes) > 0 {
+		clear(t.changes)
+		t.changes = t.changes[:0]
 	}
+	if len(t.seqTypes) > 0 {
+		clear(t.seqTypes)
+		t.seqTypes = t.seqTypes[:0]
+	}
+	if t.index != nil {
+		t.index = nil
+	}
+	if t.beforeM != nil {
+		t.beforeM = nil
+	}
+	t.before = t.before[:0]
+	t.deletes = t.deletes[:0]
+	t.mergeStructs = t.mergeStructs[:0]
 }
 
 // clientClock is the state of a client before the transaction first added to it.
