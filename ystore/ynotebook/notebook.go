@@ -233,10 +233,12 @@ func NewLoading() *Loading { return &Loading{n: New()} }
 // updates. Nothing refers to updates once Add returns.
 func (l *Loading) Add(updates [][]byte) error { return l.n.loadUpdates(updates) }
 
-// Done reads the notebook and returns it; l must not be used afterwards.
+// Done reads the notebook and returns it; l must not be used afterwards. The text the
+// load decoded is compacted (yjs.Doc.CompactText): what stays is the live text's.
 func (l *Loading) Done() *Notebook {
 	n := l.n
 	l.n = nil
+	n.doc.CompactText()
 	n.reread()
 	return n
 }
