@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,14 +20,18 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // TestInspectMemory measures, for docs/BENCHMARKS.md ("inspect: memory against rows and
 // live content"), the peak RSS of `inspect` reading a whole pycrdt-store SQLite file,
 // side by side, in one run, with a yjs reader (bench/storeread.mjs: one Y.Doc per room) and
 // a pycrdt reader (bench/storeread.py: one pycrdt Doc per room, what jupyter-collaboration
-// holds) of the same rooms; and inspect's live Go heap at its peak and at the end
-// (GODEBUG=gctrace=1: the heap marked live by each collection). Run only with
+// holds) of the same rooms; and inspect's live Go heap at its peak and at its last
+// collection (GODEBUG=gctrace=1: the heap marked live by each collection, in whole MB), and
+// the live heap the rooms hold once loaded the same way in this process, against the
+// store's rows and its live cells. Run only with
 // YINSPECT=DIR: every directory under DIR holding room-*.bin frame files (one room's
 // updates each, bench/inspect.sh writes them) is a store, written once to DIR/NAME/store.db
 // with the rooms' rows interleaved in commit order. YINSPECT_BIN: name=binary pairs,
@@ -60,7 +65,7 @@ func TestInspectMemory(t *testing.T) {
 	for _, f := range stores {
 		names[filepath.Dir(f)] = append(names[filepath.Dir(f)], f)
 	}
-	t.Log("| store | rooms | rows | live cells | live JSON | reader | peak RSS | peak live heap | live heap at the end | wall |")
+	t.Log("| store | rooms | rows | live cells | live JSON | reader | peak RSS | peak live heap | live heap at the last collection | wall |")
 	t.Log("|---|---|---|---|---|---|---|---|---|---|")
 	for _, sd := range slices.Sorted(func(yield func(string) bool) {
 		for k := range names {
@@ -116,6 +121,9 @@ func TestInspectMemory(t *testing.T) {
 			}
 			keep("pycrdt", figure{rss, 0, 0, wall})
 		}
+		held := heldHeap(t, db)
+		t.Logf("%s, this tree in process: the rooms hold %.1f MiB of live heap, %.1f kB a live cell, %.0f B a row", filepath.Base(sd),
+			float64(held)/(1<<20), float64(held)/1e3/float64(content.Cells), float64(held)/float64(rows))
 		readers := []string{}
 		for _, b := range bins {
 			readers = append(readers, b.name)
@@ -132,6 +140,28 @@ func TestInspectMemory(t *testing.T) {
 				content.Cells, float64(content.JSON)/1e3, r, float64(f.rss)/(1<<20), heap(f.peakHeap), heap(f.endHeap), f.wall.Seconds())
 		}
 	}
+}
+
+// heldHeap loads the store at db as inspect does (sqlite.Tailer.LoadStream into the rooms)
+// in this process and returns the live heap the rooms hold, collected before and after.
+func heldHeap(t *testing.T, db string) uint64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tl, err := sqlite.New(sqlite.Config{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	rs := rooms.New(rooms.Config{}).Writer(nil)
+	if err := tl.LoadStream(t.Context(), rs.Sink); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(rs)
+	return after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc)
 }
 
 // writeStore writes the rooms' frames into a pycrdt-store SQLite file at path, unless it
