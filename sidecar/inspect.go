@@ -25,20 +25,31 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 		return err
 	}
 	defer func() { tailer.Close(); _ = closeResolver() }()
-	events, err := tailer.Load(ctx)
-	if err != nil {
-		return fmt.Errorf("load store: %w", err)
-	}
 	rs := rooms.New(rooms.Config{Log: log, Resolver: resolver}).Writer(nil)
-	if target != "" {
-		// Decode only the room the target names, when its key or the file id database
-		// says which one it is; else every room (the path is in the document itself).
-		if one := roomOf(ctx, events, target, resolver); one != nil {
-			events = one
+	sink := func(ctx context.Context, events []ystore.Event) error {
+		if target != "" {
+			// Decode only the room the target names, when its key or the file id database
+			// says which one it is; else every room (the path is in the document itself).
+			if one := roomOf(ctx, events, target, resolver); one != nil {
+				events = one
+			}
 		}
+		return rs.Sink(ctx, events)
 	}
-	if err := rs.Sink(ctx, events); err != nil {
-		return err
+	// A store that can stream its rooms' rows is decoded as they are read, so that no
+	// more than a chunk of them is held at once.
+	load := func(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+		events, err := tailer.Load(ctx)
+		if err != nil {
+			return err
+		}
+		return sink(ctx, events)
+	}
+	if s, ok := tailer.(ystore.StreamLoader); ok {
+		load = s.LoadStream
+	}
+	if err := load(ctx, sink); err != nil {
+		return fmt.Errorf("load store: %w", err)
 	}
 	if target == "" {
 		return writeRooms(w, rs.Infos())

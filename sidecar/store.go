@@ -169,6 +169,7 @@ type sqliteBackend struct{}
 func (sqliteBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error) {
 	c := cfg.Store.SQLite.TailerConfig(log, reg)
 	c.Watcher, c.Confine = sh.watcher, conf.store
+	c.StreamLoads = true // the rooms decode a load as its rows are read, never holding them
 	return newTailer(sqlite.New(c))
 }
 

@@ -155,6 +155,15 @@ type Tailer interface {
 	Close()
 }
 
+// StreamLoader is a Tailer that can read every room once without holding their rows:
+// inspect reads a store of any size through it.
+type StreamLoader interface {
+	// LoadStream reads every room once and hands sink, in one call, a Reset per room in
+	// room order whose rows it reads through Event.Stream while the call runs; it returns
+	// sink's error as is, or the error of a read that failed (a room's stream included).
+	LoadStream(ctx context.Context, sink func(context.Context, []Event) error) error
+}
+
 // Reloader is a Tailer that delivers a room again on request: the way to rebuild a
 // room's document from the store rather than apply further onto it.
 type Reloader interface {

@@ -167,7 +167,9 @@ func mergeUpdates(t testing.TB, updates [][]byte) []byte {
 // (SERVE_MEMORY_ROWS, default 300,000 and 1,500,000 rows), as written and compacted to
 // one row a room (the same documents), each served by the built binary; once /readyz is
 // ready it reports the heap (go_memstats_heap_alloc_bytes, after the load's own
-// collections), the resident set and its peak. Run only with SERVE_MEMORY=1.
+// collections), the resident set and its peak; then, after the next collection (an idle
+// process collects every 2 minutes), the live heap, a room's and a live cell's share of
+// it. Run only with SERVE_MEMORY=1.
 func TestServeMemory(t *testing.T) {
 	if os.Getenv("SERVE_MEMORY") == "" {
 		t.Skip("set SERVE_MEMORY=1 to measure")
@@ -194,7 +196,8 @@ func TestServeMemory(t *testing.T) {
 		}
 		return us
 	}()))
-	t.Logf("a room: %d rows, %d B as notebook JSON, %d B as one merged update", len(steps), live, state)
+	cells := steps[len(steps)-1].after.Len()
+	t.Logf("a room: %d rows, %d cells, %d B as notebook JSON, %d B as one merged update", len(steps), cells, live, state)
 	for _, rows := range sizes {
 		for _, compact := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d rows, compacted %v", rows, compact), func(t *testing.T) {
@@ -217,6 +220,11 @@ func TestServeMemory(t *testing.T) {
 				t.Logf("serve of %d rows in %d rooms (compacted %v): ready in %.1f s; heap alloc %.0f MB (%.0f kB a room), in use %.0f MB; RSS %.0f MB, peak %.0f MB; /readyz while loading: %s",
 					rows, rooms, compact, took.Seconds(), m[0]/1e6, m[0]/1e3/float64(rooms), m[1]/1e6,
 					status(t, pid, "VmRSS"), status(t, pid, "VmHWM"), loading)
+				gcs := sc.metrics("go_gc_duration_seconds_count")[0]
+				testutil.Eventually(t, 3*time.Minute, "the next collection", func() bool { return sc.metrics("go_gc_duration_seconds_count")[0] > gcs })
+				heap := sc.metrics("go_memstats_heap_alloc_bytes")[0]
+				t.Logf("live heap after the next collection: %.0f MB, %.0f kB a room, %.1f kB a live cell (%d cells a room)",
+					heap/1e6, heap/1e3/float64(rooms), heap/1e3/float64(rooms*cells), cells)
 			})
 		}
 	}

@@ -21,8 +21,14 @@ func originOf(info ystore.Room, rows []ystore.Row) Origin {
 	for _, row := range rows {
 		newest = max(newest, row.Timestamp)
 	}
+	return originAt(info, newest)
+}
+
+// originAt is the origin of a change of the room info whose newest row was committed at
+// newest (seconds since the epoch; not above 0: unknown, or no row).
+func originAt(info ystore.Room, newest float64) Origin {
 	o := Origin{Room: info}
-	if len(rows) > 0 && newest > 0 {
+	if newest > 0 {
 		// Seconds as a float: microseconds are what survive the round trip.
 		o.At = time.UnixMicro(int64(math.Round(newest * 1e6))).UTC()
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -198,48 +199,67 @@ func (noMetrics) SetDegraded(int)                 {}
 func (noMetrics) Diverged()                       {}
 func (noMetrics) Gap()                            {}
 
-// Sink applies a tailer's events; it never fails on a bad row, only on ctx.
+// Sink applies a tailer's events; it never fails on a bad row, only on ctx or on a
+// streamed Reset whose rows could not be read (ystore.Event.Stream's error: the room is
+// left as it was).
 func (r *Writer) Sink(ctx context.Context, events []ystore.Event) error {
+	defer func() { r.metrics.SetRooms(r.count()) }()
 	for _, ev := range events {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		info, ok := ystore.ParseRoom(ev.Room)
 		if !ok || info.Kind != ystore.KindNotebook {
-			r.trackOther(ev)
+			if err := r.trackOther(ctx, ev); err != nil {
+				return err
+			}
 			continue
 		}
 		switch ev.Kind {
 		case ystore.EventReset:
-			r.reset(ctx, info, ev.Rows)
+			if err := r.reset(ctx, info, ev); err != nil {
+				return err
+			}
 		case ystore.EventUpdates:
 			r.update(ctx, info, ev.Rows)
 		case ystore.EventRemoved:
 			r.remove(info)
 		}
 	}
-	r.metrics.SetRooms(r.count())
 	return nil
 }
 
-func (r *Set) trackOther(ev ystore.Event) {
+// trackOther counts the rows of a room that is not a notebook's (a streamed Reset's are
+// read to be counted).
+func (r *Set) trackOther(ctx context.Context, ev ystore.Event) error {
+	n := 0
+	if err := ev.Each(ctx, func(rows []ystore.Row) error { n += len(rows); return nil }); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch ev.Kind {
 	case ystore.EventRemoved:
 		delete(r.others, ev.Room)
 	case ystore.EventReset:
-		r.others[ev.Room] = len(ev.Rows)
+		r.others[ev.Room] = n
 	default:
-		r.others[ev.Room] += len(ev.Rows)
+		r.others[ev.Room] += n
 	}
+	return nil
 }
 
-// reset replaces a room's document by one built from rows alone.
-func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row) {
-	nb, bad := r.load(info, rows)
+// reset replaces a room's document by one built from the event's rows alone, read as they
+// stream in (ystore.Event.Each); when they cannot be read, the room is left as it was and
+// the error returned.
+func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) error {
+	l, err := r.load(ctx, info, ev)
+	if err != nil {
+		return err
+	}
+	nb := l.nb
 	var ch ynotebook.Changes
-	if bad < len(rows) {
+	if l.bad < l.rows {
 		ch = addedAll(nb.Snapshot())
 	}
 	r.mu.Lock()
@@ -262,10 +282,10 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row)
 			ch.Merge(removedAll(old))
 		}
 	}
-	rm.nb, rm.rows, rm.badRows = nb, len(rows), bad
+	rm.nb, rm.rows, rm.badRows = nb, l.rows, l.bad
 	rm.detached = false
 	rm.updated = time.Now()
-	o := originOf(info, rows)
+	o := originAt(info, l.newest)
 	var content time.Time
 	if !same {
 		content = o.At // what the document shows is as of its newest row
@@ -275,11 +295,12 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, rows []ystore.Row)
 
 	p := r.resolvePath(ctx, rm)
 	r.metrics.SetDegraded(r.degradedCount())
-	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", len(rows), "bad_rows", bad)
+	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", l.rows, "bad_rows", l.bad)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
 	}
 	r.consult(rm)
+	return nil
 }
 
 // update applies rows on top of a room's document.
@@ -337,37 +358,74 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	r.consult(rm)
 }
 
-// load builds a room's document from its rows in one pass (ynotebook.Load: no change
-// sets, one read at the end), logging and counting the rows that do not decode.
-func (r *Set) load(info ystore.Room, rows []ystore.Row) (*ynotebook.Notebook, int) {
-	nb := ynotebook.New()
-	updates := make([][]byte, len(rows))
-	for i, row := range rows {
-		updates[i] = row.Update
-	}
+// loadRows bounds the rows a load hands ynotebook.Loading at once: a room's rows given
+// whole (not streamed) are applied in pieces of it too, so that the load's own memory is
+// a piece's, whatever the room's history.
+const loadRows = 1024
+
+// loaded is a room's document built by load, with its rows, the bad ones among them and
+// the commit time of the newest (seconds since the epoch; -Inf without rows).
+type loaded struct {
+	nb        *ynotebook.Notebook
+	rows, bad int
+	newest    float64
+}
+
+// load builds a room's document from the event's rows as they stream in, loadRows at a
+// time (ynotebook.Loading: no change sets, one read at the end), logging and counting the
+// rows that do not decode. Its error is the stream's (the rows could not be read) or ctx's.
+func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event) (loaded, error) {
+	ld := ynotebook.NewLoading()
+	l := loaded{newest: math.Inf(-1)}
+	updates := make([][]byte, 0, loadRows)
 	start := time.Now()
-	err := nb.Load(updates)
-	if len(rows) > 0 {
-		r.metrics.ObserveApply(start, rows[len(rows)-1].Timestamp)
+	err := ev.Each(ctx, func(rows []ystore.Row) error {
+		for piece := range slices.Chunk(rows, loadRows) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			updates = updates[:0]
+			for _, row := range piece {
+				updates = append(updates, row.Update)
+				l.newest = max(l.newest, row.Timestamp)
+			}
+			l.bad += r.skipped(info, piece, ld.Add(updates))
+			l.rows += len(piece)
+		}
+		clear(updates[:cap(updates)]) // hold no row's update past its piece
+		return nil
+	})
+	if err != nil {
+		return loaded{}, fmt.Errorf("load room %s: %w", info.Key, err)
 	}
+	l.nb = ld.Done()
+	if l.rows > 0 {
+		r.metrics.ObserveApply(start, l.newest)
+	}
+	r.metrics.DecodeErrors(l.bad)
+	r.metrics.RowsApplied(l.rows - l.bad)
+	return l, nil
+}
+
+// skipped logs the rows of piece that err (ynotebook.Loading.Add's) says were skipped,
+// and returns how many.
+func (r *Set) skipped(info ystore.Room, piece []ystore.Row, err error) int {
 	bad := 0
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() {
 			var ue *ynotebook.UpdateError
-			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(rows) {
+			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(piece) {
 				r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", e)
 				continue
 			}
 			bad++
-			row := rows[ue.Index]
+			row := piece[ue.Index]
 			r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
 		}
 	} else if err != nil {
 		r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", err)
 	}
-	r.metrics.DecodeErrors(bad)
-	r.metrics.RowsApplied(len(rows) - bad)
-	return nb, bad
+	return bad
 }
 
 // applyRow applies one row, logging and counting a row that does not decode.

@@ -54,7 +54,8 @@ type Config struct {
 	Decompress func([]byte) ([]byte, error)
 	// StreamLoads delivers a read of the whole store (the load at start, a re-read) in one
 	// call of Reset events whose rows the sink reads through ystore.Event.Stream, a chunk
-	// at a time, rather than held: ship copies a store of any size in bounded memory.
+	// at a time, rather than held: ship copies, and serve's rooms decode, a store of any
+	// size in bounded memory.
 	// Without it, the rooms are read whole and delivered in calls of about 50,000 rows.
 	StreamLoads bool
 	// Logger receives the tailer's logs; slog.Default() if nil.

@@ -47,6 +47,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -146,24 +147,81 @@ func (t *Tailer) Reload(room string) { t.reloads.Ask(room) }
 
 // Load reads every room once, as Reset events in room order, with its own connection.
 func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
+	var events []ystore.Event
+	err := t.load(ctx, func(st *store, p *plan) error {
+		events = make([]ystore.Event, 0, len(p.rooms))
+		for _, room := range p.sortedRooms() {
+			rows, err := t.roomRows(ctx, st, p, room)
+			if err != nil {
+				return err
+			}
+			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: rows})
+		}
+		return nil
+	})
+	return events, err
+}
+
+var _ ystore.StreamLoader = (*Tailer)(nil)
+
+// LoadStream reads every room once, as Reset events in room order whose rows sink reads
+// through Event.Stream, a chunk per read transaction, with its own connection.
+func (t *Tailer) LoadStream(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
+	return t.load(ctx, func(st *store, p *plan) error {
+		rooms := p.sortedRooms()
+		fails := make([]error, len(rooms))
+		events := make([]ystore.Event, 0, len(rooms))
+		for i, room := range rooms {
+			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Stream: t.stream(st, p, room, &fails[i], nil)})
+		}
+		if err := sink(ctx, events); err != nil {
+			return cmp.Or(errors.Join(fails...), err)
+		}
+		return errors.Join(fails...)
+	})
+}
+
+// load reads the plan of the whole store with its own connection, and hands both to read.
+func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error {
 	st, err := t.open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+		return fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
 	defer st.close()
 	p, err := st.readPlan(ctx, t.cfg.ChunkRows)
+	if err == nil {
+		err = read(st, p)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+		return fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
-	events := make([]ystore.Event, 0, len(p.rooms))
-	for _, room := range p.sortedRooms() {
-		rows, err := t.roomRows(ctx, st, p, room)
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", t.cfg.Path, err)
+	return nil
+}
+
+// stream is the Event.Stream of room's load of plan p on st: it hands yield the room's
+// rows a chunk per read transaction, decompressed, each passed to taken once yield has
+// taken it (nil: none), and records in failed the error of its last call when a read
+// failed (nil when it read everything, or stopped at yield's error): what a sink's error
+// may stand for, the store's failure rather than the sink's.
+func (t *Tailer) stream(st *store, p *plan, room string, failed *error, taken func([]ystore.Row)) func(context.Context, func([]ystore.Row) error) error {
+	return func(ctx context.Context, yield func([]ystore.Row) error) error {
+		var yieldErr error
+		err := st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
+			chunk = t.decompress(chunk)
+			if yieldErr = yield(chunk); yieldErr != nil {
+				return yieldErr
+			}
+			if taken != nil {
+				taken(chunk)
+			}
+			return nil
+		})
+		*failed = nil
+		if err != nil && yieldErr == nil {
+			*failed = err
 		}
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: rows})
+		return err
 	}
-	return events, nil
 }
 
 // roomRows reads room's load of plan p whole, decompressed.
@@ -511,8 +569,9 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	}
 	prog := t.startLoad(reason, len(rooms), total)
 	var events []ystore.Event
+	var fails []error
 	if t.cfg.StreamLoads {
-		events, err = t.streamed(ctx, p, rooms, prog), nil
+		events, fails = t.streamed(p, rooms, prog)
 	} else {
 		events, err = t.batched(ctx, p, rooms, prog, sink)
 	}
@@ -520,7 +579,13 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 		return 0, err
 	}
 	if events = append(events, removed...); len(events) > 0 {
-		if err := ystore.Deliver(ctx, sink, events); err != nil {
+		err := ystore.Deliver(ctx, sink, events)
+		if failed := errors.Join(fails...); failed != nil {
+			// The sink failed, or not, because the store could not be read: a read
+			// error, retried at the next wake-up, not the sink's.
+			return 0, failed
+		}
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -536,25 +601,19 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 }
 
 // streamed returns a Reset per room whose rows the sink reads through Event.Stream, each
-// chunk counted once the sink has taken it.
-func (t *Tailer) streamed(ctx context.Context, p *plan, rooms []string, prog *loadProgress) []ystore.Event {
-	st := t.st
+// chunk counted once the sink has taken it, and where each room's stream records the
+// error of a read that failed (tailer.stream).
+func (t *Tailer) streamed(p *plan, rooms []string, prog *loadProgress) ([]ystore.Event, []error) {
 	events := make([]ystore.Event, 0, len(rooms))
-	for _, room := range rooms {
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room,
-			Stream: func(ctx context.Context, yield func([]ystore.Row) error) error {
-				return st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
-					chunk = t.decompress(chunk)
-					if err := yield(chunk); err != nil {
-						return err
-					}
-					t.status.Streamed(chunk)
-					prog.add(len(chunk))
-					return nil
-				})
-			}})
+	fails := make([]error, len(rooms))
+	taken := func(chunk []ystore.Row) {
+		t.status.Streamed(chunk)
+		prog.add(len(chunk))
 	}
-	return events
+	for i, room := range rooms {
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Stream: t.stream(t.st, p, room, &fails[i], taken)})
+	}
+	return events, fails
 }
 
 // batched reads rooms whole and delivers them in calls of about loadBatchRows rows, each

@@ -471,3 +471,20 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 	}
 	return v
 }
+
+// CompactText moves the text of the document's items out of the chunks it was decoded
+// into (an arena chunk holds the text of many updates, and stays while any of it is
+// live, deleted text around it included) into chunks of its own, so that the memory text
+// takes follows the live text, not the history that typed it. A load calls it once at
+// the end; it changes no content.
+func (d *Doc) CompactText() {
+	fresh := arena{keys: d.texts.keys}
+	for _, cs := range d.clients {
+		for it := range cs.all() {
+			if n := len(it.text); n > 0 && n <= arenaMax {
+				it.text = fresh.copy(it.text)
+			}
+		}
+	}
+	d.texts = fresh
+}

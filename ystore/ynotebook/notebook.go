@@ -197,6 +197,13 @@ const loadBatch = 4096
 // unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
 // update applied).
 func (n *Notebook) Load(updates [][]byte) error {
+	err := n.loadUpdates(updates)
+	n.reread()
+	return err
+}
+
+// loadUpdates applies updates as Load does, without reading the notebook.
+func (n *Notebook) loadUpdates(updates [][]byte) error {
 	var errs []error
 	for start := 0; start < len(updates); start += loadBatch {
 		batch := updates[start:min(start+loadBatch, len(updates))]
@@ -209,8 +216,36 @@ func (n *Notebook) Load(updates [][]byte) error {
 			}
 		}
 	}
-	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
 	return errors.Join(errs...)
+}
+
+// reread reads the whole notebook again into a new current snapshot.
+func (n *Notebook) reread() {
+	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
+}
+
+// Loading is a new notebook built from updates that arrive in batches (a store's rows
+// read as they stream in), so that no more than a batch of them is held at once: Add
+// applies each batch as Load does, Done reads the notebook once and hands it over. The
+// result is the notebook Load of every update, in order, gives.
+type Loading struct{ n *Notebook }
+
+// NewLoading starts loading a new notebook.
+func NewLoading() *Loading { return &Loading{n: New()} }
+
+// Add applies updates as Load does (an update that does not decode or nests too deep is
+// skipped): the error joins an *UpdateError for each skipped, its Index counted in
+// updates. Nothing refers to updates once Add returns.
+func (l *Loading) Add(updates [][]byte) error { return l.n.loadUpdates(updates) }
+
+// Done reads the notebook and returns it; l must not be used afterwards. The text the
+// load decoded is compacted (yjs.Doc.CompactText): what stays is the live text's.
+func (l *Loading) Done() *Notebook {
+	n := l.n
+	l.n = nil
+	n.doc.CompactText()
+	n.reread()
+	return n
 }
 
 // UpdateError is an update Load skipped because it does not decode or nests too deep.

@@ -47,7 +47,8 @@ func applyReadingAll(t *testing.T, n *Notebook, u []byte) Changes {
 }
 
 // TestLoad loads the first half of each session at once and applies the rest one by one:
-// the snapshots and the change sets after it are those of applying every update.
+// the snapshots and the change sets after it are those of applying every update. Loading
+// the same half in batches (Loading, a streamed load) makes the same notebook.
 func TestLoad(t *testing.T) {
 	for _, s := range ysessions.All(t) {
 		t.Run(s.Name, func(t *testing.T) {
@@ -64,6 +65,13 @@ func TestLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			requireSnapshotsEqual(t, half, nb.Snapshot(), ref.Snapshot())
+			l := NewLoading()
+			for batch := range slices.Chunk(first, 7) {
+				if err := l.Add(batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			requireSnapshotsEqual(t, half, l.Done().Snapshot(), ref.Snapshot())
 			for i, u := range s.Updates[half:] {
 				got, err := nb.Apply(u.Update)
 				if err != nil {
@@ -111,4 +119,19 @@ func TestLoadError(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireSnapshotsEqual(t, len(updates), nb.Snapshot(), ref.Snapshot())
+
+	// Loaded in two batches, each names its skipped updates by their index in it.
+	l := NewLoading()
+	got = nil
+	for _, batch := range [][][]byte{updates[:bad[1]], updates[bad[1]:]} {
+		var ue *UpdateError
+		if err := l.Add(batch); !errors.As(err, &ue) {
+			t.Fatalf("Loading.Add: %v, want an *UpdateError", err)
+		}
+		got = append(got, ue.Index)
+	}
+	if want := []int{3, 0}; !slices.Equal(got, want) {
+		t.Fatalf("Loading skipped updates %v, want %v", got, want)
+	}
+	requireSnapshotsEqual(t, len(updates), l.Done().Snapshot(), ref.Snapshot())
 }

@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"bytes"
+	"cmp"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+// TestInspectMemory measures, for docs/BENCHMARKS.md ("inspect: memory against rows and
+// live content"), the peak RSS of `inspect` reading a whole pycrdt-store SQLite file,
+// side by side, in one run, with a yjs reader (bench/storeread.mjs: one Y.Doc per room) and
+// a pycrdt reader (bench/storeread.py: one pycrdt Doc per room, what jupyter-collaboration
+// holds) of the same rooms; and inspect's live Go heap at its peak and at its last
+// collection (GODEBUG=gctrace=1: the heap marked live by each collection, in whole MB), and
+// the live heap the rooms hold once loaded the same way in this process, against the
+// store's rows and its live cells. Run only with
+// YINSPECT=DIR: every directory under DIR holding room-*.bin frame files (one room's
+// updates each, bench/inspect.sh writes them) is a store, written once to DIR/NAME/store.db
+// with the rooms' rows interleaved in commit order. YINSPECT_BIN: name=binary pairs,
+// comma-separated, to compare builds (default: this tree's, built here);
+// YINSPECT_ROUNDS: rounds, the smallest figure of each counts (default 3).
+func TestInspectMemory(t *testing.T) {
+	dir := os.Getenv("YINSPECT")
+	if dir == "" {
+		t.Skip("set YINSPECT=DIR to measure (bench/inspect.sh)")
+	}
+	type build struct{ name, path string }
+	var bins []build
+	for pair := range strings.SplitSeq(os.Getenv("YINSPECT_BIN"), ",") {
+		if name, path, ok := strings.Cut(pair, "="); ok {
+			bins = append(bins, build{name, path})
+		}
+	}
+	if len(bins) == 0 {
+		bin := filepath.Join(t.TempDir(), "sidecar")
+		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/jupyter-mcp-sidecar").CombinedOutput(); err != nil {
+			t.Fatalf("build: %v\n%s", err, out)
+		}
+		bins = []build{{"this tree", bin}}
+	}
+	rounds, _ := strconv.Atoi(os.Getenv("YINSPECT_ROUNDS"))
+	rounds = cmp.Or(rounds, 3)
+	python := filepath.Join(os.Getenv("SIDECAR_TEST_JUPYTER_VENV"), "bin", "python")
+
+	stores, _ := filepath.Glob(filepath.Join(dir, "*", "room-*.bin"))
+	names := map[string][]string{}
+	for _, f := range stores {
+		names[filepath.Dir(f)] = append(names[filepath.Dir(f)], f)
+	}
+	t.Log("| store | rooms | rows | live cells | live JSON | reader | peak RSS | peak live heap | live heap at the last collection | wall |")
+	t.Log("|---|---|---|---|---|---|---|---|---|---|")
+	for _, sd := range slices.Sorted(func(yield func(string) bool) {
+		for k := range names {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		rooms := names[sd]
+		slices.Sort(rooms)
+		db := filepath.Join(sd, "store.db")
+		rows := writeStore(t, db, rooms)
+		type figure struct {
+			rss, peakHeap, endHeap uint64
+			wall                   time.Duration
+		}
+		best := map[string]figure{}
+		keep := func(name string, f figure) {
+			b, ok := best[name]
+			if !ok {
+				best[name] = f
+				return
+			}
+			best[name] = figure{min(b.rss, f.rss), min(b.peakHeap, f.peakHeap), min(b.endHeap, f.endHeap), min(b.wall, f.wall)}
+		}
+		var content struct{ Cells, JSON int }
+		for range rounds {
+			for _, b := range bins {
+				cmd := exec.Command(b.path, "inspect", "--store", db)
+				cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+				stdout, stderr, rss, wall := measure(t, cmd)
+				if n := strings.Count(stdout, "\n") - 1; n != len(rooms) {
+					t.Fatalf("%s inspect listed %d rooms, want %d:\n%s", b.name, n, len(rooms), stdout)
+				}
+				peak, end := liveHeaps(stderr)
+				keep(b.name, figure{rss, peak, end, wall})
+			}
+			cmd := exec.Command("node", append([]string{"--expose-gc", "storeread.mjs"}, rooms...)...)
+			stdout, _, rss, wall := measure(t, cmd)
+			var js struct {
+				Rows, Cells, JSON int
+				Heap              uint64
+			}
+			if err := json.Unmarshal([]byte(stdout), &js); err != nil || js.Rows != rows {
+				t.Fatalf("yjs reader: %v (%d rows, want %d): %s", err, js.Rows, rows, stdout)
+			}
+			content.Cells, content.JSON = js.Cells, js.JSON
+			keep("yjs 13.6", figure{rss, js.Heap, js.Heap, wall})
+			stdout, _, rss, wall = measure(t, exec.Command(python, "storeread.py", db))
+			var py struct{ Rows int }
+			if err := json.Unmarshal([]byte(stdout), &py); err != nil || py.Rows != rows {
+				t.Fatalf("pycrdt reader: %v (%d rows, want %d): %s", err, py.Rows, rows, stdout)
+			}
+			keep("pycrdt", figure{rss, 0, 0, wall})
+		}
+		held := heldHeap(t, db)
+		t.Logf("%s, this tree in process: the rooms hold %.1f MiB of live heap, %.1f kB a live cell, %.0f B a row", filepath.Base(sd),
+			float64(held)/(1<<20), float64(held)/1e3/float64(content.Cells), float64(held)/float64(rows))
+		readers := []string{}
+		for _, b := range bins {
+			readers = append(readers, b.name)
+		}
+		for _, r := range append(readers, "yjs 13.6", "pycrdt") {
+			f := best[r]
+			heap := func(v uint64) string {
+				if v == 0 {
+					return "—"
+				}
+				return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20))
+			}
+			t.Logf("| %s | %d | %d | %d | %.0f kB | %s | %.1f MiB | %s | %s | %.1f s |", filepath.Base(sd), len(rooms), rows,
+				content.Cells, float64(content.JSON)/1e3, r, float64(f.rss)/(1<<20), heap(f.peakHeap), heap(f.endHeap), f.wall.Seconds())
+		}
+	}
+}
+
+// heldHeap loads the store at db as inspect does (sqlite.Tailer.LoadStream into the rooms)
+// in this process and returns the live heap the rooms hold, collected before and after.
+func heldHeap(t *testing.T, db string) uint64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tl, err := sqlite.New(sqlite.Config{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	rs := rooms.New(rooms.Config{}).Writer(nil)
+	if err := tl.LoadStream(t.Context(), rs.Sink); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(rs)
+	return after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc)
+}
+
+// writeStore writes the rooms' frames into a pycrdt-store SQLite file at path, unless it
+// exists, one row per update, the rooms' rows interleaved as concurrent sessions commit
+// them; it returns the number of rows.
+func writeStore(t *testing.T, path string, rooms []string) int {
+	t.Helper()
+	updates := make([][][]byte, len(rooms))
+	total := 0
+	for i, f := range rooms {
+		buf, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		updates[i] = frames(buf)
+		total += len(updates[i])
+	}
+	if _, err := os.Stat(path); err == nil {
+		return total
+	}
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	db, err := sql.Open("sqlite", "file:"+tmp+"?_pragma=journal_mode(off)&_pragma=synchronous(off)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, q := range demo.StoreSchema {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := float64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix())
+	for i := 0; ; i++ {
+		wrote := false
+		for r, us := range updates {
+			if i >= len(us) {
+				continue
+			}
+			ts += 0.001
+			room := fmt.Sprintf(".notebook:00000000-0000-4000-8000-%012d.y", r)
+			if _, err := tx.Exec(`INSERT INTO yupdates VALUES (?, ?, ?, ?)`, room, us[i], []byte{}, ts); err != nil {
+				t.Fatal(err)
+			}
+			wrote = true
+		}
+		if !wrote {
+			break
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// measure runs cmd under GNU time and returns its output, its peak RSS and its
+// wall-clock time. The peak is what time reports of the process it forks: a process
+// started by the test directly would report the test's own peak as a floor (Linux keeps
+// the peak across the exec of a process the test's memory was shared with).
+func measure(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, rss uint64, wall time.Duration) {
+	t.Helper()
+	peak := filepath.Join(t.TempDir(), "maxrss")
+	cmd.Args = append([]string{"/usr/bin/time", "-f", "%M", "-o", peak}, cmd.Args...)
+	cmd.Path = "/usr/bin/time"
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, e.String())
+	}
+	wall = time.Since(start)
+	b, err := os.ReadFile(peak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("GNU time: %v", err)
+	}
+	return o.String(), e.String(), kb << 10, wall
+}
+
+// gcLine matches a gctrace line's heap sizes: before, after and marked live, in MB.
+var gcLine = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
+
+// liveHeaps returns the largest and the last heap a collection marked live, from a
+// GODEBUG=gctrace=1 trace.
+func liveHeaps(trace string) (peak, end uint64) {
+	for _, m := range gcLine.FindAllStringSubmatch(trace, -1) {
+		v, _ := strconv.ParseUint(m[3], 10, 64)
+		end = v << 20
+		peak = max(peak, end)
+	}
+	return peak, end
+}
