@@ -30,7 +30,7 @@ func TestParseHubOptions(t *testing.T) {
 			m["token_cache_ttl"], m["cache_size"], m["timeout"] = "10s", 16, 2*time.Second
 		}, hubOptions{APIURL: "http://127.0.0.1:8081/hub/api", ServiceName: "mcp",
 			TokenCacheTTL: 10 * time.Second, CacheSize: 16, Timeout: 2 * time.Second}, ""},
-		{"unknown key", func(m map[string]any) { m["ttl"] = "1s" }, hubOptions{}, `unknown option "ttl" (known: api_url, cache_size, service_name, timeout, token_cache_ttl)`},
+		{"unknown key", func(m map[string]any) { m["ttl"] = "1s" }, hubOptions{}, `ttl: unknown key (known: api_url, cache_size, service_name, timeout, token_cache_ttl)`},
 		{"bad duration", func(m map[string]any) { m["timeout"] = "soon" }, hubOptions{}, "timeout"},
 		{"no api url", func(m map[string]any) { delete(m, "api_url") }, hubOptions{}, "option api_url"},
 		{"api url scheme", func(m map[string]any) { m["api_url"] = "ftp://hub/api" }, hubOptions{}, "option api_url"},

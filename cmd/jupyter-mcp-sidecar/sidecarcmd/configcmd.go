@@ -19,6 +19,7 @@ import (
 var errMissingDSN = &config.KeyError{
 	Key: "store.postgres.dsn",
 	Msg: "must be set (--dsn, --dsn-file or JUPYTER_MCP_SIDECAR_STORE_POSTGRES_DSN)",
+	Err: config.ErrInvalid,
 }
 
 // registered lists the names compiled into this binary for each seam.

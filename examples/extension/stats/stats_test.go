@@ -101,7 +101,7 @@ func TestStats(t *testing.T) {
 func TestStatsRefusesUnknownOptions(t *testing.T) {
 	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
 	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(nil), extensions.Deps{Library: lib})
-	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"lable" (known: label)`) {
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `lable: unknown key (known: label)`) {
 		t.Fatalf("Build = %v, want option.ErrUnknown naming lable", err)
 	}
 }
