@@ -145,8 +145,8 @@ func (h Hub) PrefixedPath(path string) string {
 
 // VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
 // for this configuration. Call it after WithServiceEnv.
-func (h Hub) VerifierOptions() map[string]any {
-	return map[string]any{"api_url": h.APIURL, "service_name": h.ServiceName, "token_cache_ttl": h.TokenCacheTTL}
+func (h Hub) VerifierOptions() auth.HubOptions {
+	return auth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
 }
 
 // StorePath is the user's SQLite store: hub.stores.sqlite_path for user.
