@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Transports the server speaks.
@@ -73,6 +76,9 @@ type Config struct {
 	SessionGrace      time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
 	SendTimeout       time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
 	Version           string        // reported in serverInfo; default "dev"
+
+	Logger     *slog.Logger          // the server's and its plugins' logs; default slog.Default()
+	Registerer prometheus.Registerer // the server's, publisher's and hooks' metrics (servers on one feed the same series); nil: none
 }
 
 // Endpoint is how the server is reached: its transport, address and path, who is
@@ -137,6 +143,7 @@ func (c Config) Defaults() Config {
 	c.MaxNames = cmp.Or(c.MaxNames, DefaultMaxNames)
 	c.MaxPathBytes = cmp.Or(c.MaxPathBytes, DefaultMaxPathBytes)
 	c.Version = cmp.Or(c.Version, "dev")
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

@@ -29,7 +29,9 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
-	rs := rooms.New(rooms.Config{Log: log, Resolver: resolver}).Writer(nil)
+	rc := cfg.RoomsConfig(log)
+	rc.Resolver = resolver
+	rs := rooms.New(rc).Writer(nil)
 	if target != "" {
 		// Decode only the room the target names, when its key or the file id database
 		// says which one it is; else every room (the path is in the document itself).

@@ -5,19 +5,20 @@
 package config
 
 import (
+	"cmp"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -38,6 +39,10 @@ type Config struct {
 	Ship          Ship                      `option:"ship" yaml:"ship"`
 	Hub           Hub                       `option:"hub" yaml:"hub"`
 	OnDisk        OnDisk                    `option:"ondisk" yaml:"ondisk"`
+
+	// Logger is where the daemon logs, built by the command from the log section (no
+	// key); nil: slog.Default().
+	Logger *slog.Logger `option:"-" yaml:"-"`
 }
 
 // OnDisk configures the watch of the notebooks' .ipynb files (sidecar/ondisk): a file
@@ -73,18 +78,6 @@ type SQLite struct {
 	ChunkRows    int           `option:"chunk_rows" yaml:"chunk_rows"` // rows per read transaction
 }
 
-// TailerConfig is the sqlite.Config of this section.
-func (s SQLite) TailerConfig(log *slog.Logger, reg prometheus.Registerer) sqlite.Config {
-	return sqlite.Config{
-		Path:            s.Path,
-		PollInterval:    s.PollInterval,
-		ChunkRows:       s.ChunkRows,
-		DisableFSNotify: !s.FSNotify,
-		Logger:          log,
-		Registerer:      reg,
-	}
-}
-
 // Postgres configures the Postgres Y-store tailer (see postgres.Config).
 type Postgres struct {
 	DSN           string        `option:"dsn" yaml:"dsn"`
@@ -95,21 +88,6 @@ type Postgres struct {
 	PollInterval  time.Duration `option:"poll_interval" yaml:"poll_interval"`
 	DisableListen bool          `option:"disable_listen" yaml:"disable_listen"` // poll only
 	Owner         string        `option:"owner" yaml:"owner"`                   // only this user's rooms; "" = every room
-}
-
-// StoreConfig is the postgres.Config of this section.
-func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
-	return postgres.Config{
-		DSN:           p.DSN,
-		Schema:        p.Schema,
-		Table:         p.Table,
-		Channel:       p.Channel,
-		PollInterval:  p.PollInterval,
-		DisableListen: p.DisableListen,
-		Owner:         p.Owner,
-		Logger:        log,
-		Registerer:    reg,
-	}
 }
 
 // FileID configures how file ids are mapped to notebook paths.
@@ -157,22 +135,17 @@ type ShipPostgres struct {
 	Table   string `option:"table" yaml:"table"`
 }
 
-// StoreConfig is the postgres.Config of this section.
-func (p ShipPostgres) StoreConfig(log *slog.Logger) postgres.Config {
-	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: log}
-}
-
 // Default returns the configuration used when no file, environment or flag says otherwise.
 func Default() Config {
 	return Config{
 		Log: Log{Level: "info", Format: "text"},
 		Store: Store{
 			Backend:      BackendSQLite,
-			LagThreshold: 5 * time.Second,
+			LagThreshold: ystore.DefaultLagThreshold,
 			GapAfter:     rooms.DefaultGapAfter,
 			// The store defaults are the libraries' own, decided there once.
 			SQLite: SQLite{
-				Path: ".jupyter_ystore.db", PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
+				Path: sqlite.DefaultPath, PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
 				ChunkRows: sqlite.DefaultChunkRows,
 			},
 			Postgres: Postgres{
@@ -276,26 +249,8 @@ func stateDirectory() string {
 	return d
 }
 
-// FileIDDBPath is fileid.db_path, or file_id_manager.db in Jupyter's data directory
-// ($JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter).
+// FileIDDBPath is fileid.db_path, or jupyter_server_fileid's own default
+// (fileid.DefaultDBPath: file_id_manager.db in Jupyter's data directory).
 func (c Config) FileIDDBPath() string {
-	if c.FileID.DBPath != "" {
-		return c.FileID.DBPath
-	}
-	return filepath.Join(jupyterDataDir(), "file_id_manager.db")
-}
-
-// jupyterDataDir mirrors jupyter_core.paths.jupyter_data_dir on Linux.
-func jupyterDataDir() string {
-	if d := os.Getenv("JUPYTER_DATA_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "jupyter")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "."
-	}
-	return filepath.Join(home, ".local", "share", "jupyter")
+	return cmp.Or(c.FileID.DBPath, fileid.DefaultDBPath())
 }

@@ -14,6 +14,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // Hub configures hub mode: one sidecar, run as a JupyterHub service, serving every
@@ -80,18 +83,24 @@ const DefaultServiceName = "mcp"
 // a user name that cannot be put into a path safely.
 var ErrBadUsername = errors.New("user name not usable in a store path")
 
-// DefaultHub returns hub mode's defaults: off, a user's files under /home/{username}.
+// DefaultHubIdleTimeout is hub.idle_timeout's default. Decided here: the sidecar, the
+// one reader of hub.idle_timeout, is a package config cannot import.
+const DefaultHubIdleTimeout = 10 * time.Minute
+
+// DefaultHub returns hub mode's defaults: off, a user's files where a single-user server
+// running in /home/{username} writes them by default.
 func DefaultHub() Hub {
+	home := "/home/" + Placeholder
 	return Hub{
 		Stores: HubStores{
 			Backend:    BackendSQLite,
-			SQLitePath: "/home/{username}/.jupyter_ystore.db",
-			FileIDDB:   "/home/{username}/.local/share/jupyter/file_id_manager.db",
-			RootDir:    "/home/{username}",
+			SQLitePath: home + "/" + sqlite.DefaultPath,
+			FileIDDB:   home + "/.local/share/jupyter/" + fileid.DBName,
+			RootDir:    home,
 		},
 		TokenCacheTTL: auth.DefaultTokenCacheTTL,
-		IdleTimeout:   10 * time.Minute,
-		OAuth:         HubOAuth{ProxyHops: 1},
+		IdleTimeout:   DefaultHubIdleTimeout,
+		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops},
 	}
 }
 
@@ -141,12 +150,6 @@ func ServiceListen(getenv func(string) string) (string, error) {
 // /mcp becomes /services/mcp/mcp. Call it after WithServiceEnv.
 func (h Hub) PrefixedPath(path string) string {
 	return strings.TrimRight(h.ServicePrefix, "/") + path
-}
-
-// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
-// for this configuration. Call it after WithServiceEnv.
-func (h Hub) VerifierOptions() auth.HubOptions {
-	return auth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
 }
 
 // StorePath is the user's SQLite store: hub.stores.sqlite_path for user.

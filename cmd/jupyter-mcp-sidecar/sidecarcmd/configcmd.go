@@ -59,10 +59,11 @@ secrets masked. It exits non-zero, naming each offending key, when anything is w
 			return err
 		}
 		seams := cfg
+		seams.Logger = log
 		if needsToken(seams) { // serve would generate one
 			seams.Server.Token = "generated"
 		}
-		if err := sidecar.Check(seams, log); err != nil {
+		if err := sidecar.Check(seams); err != nil {
 			return &configError{file: file, err: err}
 		}
 		if file == "" {
