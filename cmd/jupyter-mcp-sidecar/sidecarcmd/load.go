@@ -25,7 +25,7 @@ const envPrefix = "JUPYTER_MCP_SIDECAR"
 const configName = "jupyter-mcp-sidecar.yaml"
 
 // freeForm are the keys whose entries are named by the user, not by the schema; viper
-// would lower-case their keys, so they are re-read from the file with case kept.
+// lower-cases their keys, so decode takes them from the file as written.
 var freeForm = []string{
 	"extensions", "gate.options", "hooks", "notebooks", "publisher.options", "server.verifier.options",
 }
@@ -258,7 +258,8 @@ func set(tree map[string]any, key string, val any) {
 	}
 	m := tree
 	if parents != "" {
-		sub, ok := lookup(tree, parents)
+		sub, _ := lookup(tree, parents) // nil when missing
+		var ok bool
 		if m, ok = sub.(map[string]any); !ok {
 			return // a section the file gave another type: the decoder says so
 		}
