@@ -50,15 +50,14 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	cfg := resources.Config{
-		Endpoint:  resources.Endpoint{Token: "secret"},
-		StateFile: t.TempDir() + "/names.json",
-		Notebooks: map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
-		Publisher: resources.Seam{Name: "subscribers"},
+		Endpoint:   resources.Endpoint{Token: "secret"},
+		StateFile:  t.TempDir() + "/names.json",
+		Notebooks:  map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
+		Publisher:  resources.Seam{Name: "subscribers"},
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registerer: reg,
 	}
-	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"},
-		resources.WithListener(ln),
-		resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		resources.WithRegisterer(reg))
+	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"}, resources.WithListener(ln))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +159,8 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 func TestPublicAPIOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}}, oneNotebook{path: "a.ipynb"},
-		resources.WithStdio(inR, outW), resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		oneNotebook{path: "a.ipynb"}, resources.WithStdio(inR, outW))
 	if err != nil {
 		t.Fatal(err)
 	}

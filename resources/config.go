@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Transports the server speaks.
@@ -50,8 +53,8 @@ func DefaultHooks() map[string]map[string]any { return map[string]map[string]any
 // Seam names an implementation registered in the binary (a publisher, gate or
 // token verifier) and its options; the tags are its configuration keys.
 type Seam struct {
-	Name    string         `mapstructure:"name" yaml:"name"`
-	Options map[string]any `mapstructure:"options" yaml:"options"`
+	Name    string         `option:"name" yaml:"name"`
+	Options map[string]any `option:"options" yaml:"options"`
 }
 
 // Config is the typed configuration of the MCP server. The zero value of a
@@ -73,39 +76,42 @@ type Config struct {
 	SessionGrace      time.Duration // a 2025-11-25 session ends this long after its last GET stream closed; default 10 s
 	SendTimeout       time.Duration // a session or listen stream whose notification queue stays full this long is ended; default 5 s
 	Version           string        // reported in serverInfo; default "dev"
+
+	Logger     *slog.Logger          // the server's and its plugins' logs; default slog.Default()
+	Registerer prometheus.Registerer // the server's, publisher's and hooks' metrics (servers on one feed the same series); nil: none
 }
 
 // Endpoint is how the server is reached: its transport, address and path, who is
 // admitted, and the limits of its HTTP connections. The tags are the keys of the
 // daemon's server section, which holds it as is.
 type Endpoint struct {
-	Transport       string        `mapstructure:"transport" yaml:"transport"`                 // "http" (default) or "stdio"
-	Listen          string        `mapstructure:"listen" yaml:"listen"`                       // HTTP listen address; default 127.0.0.1:4040
-	Path            string        `mapstructure:"path" yaml:"path"`                           // HTTP endpoint path; default /mcp
-	Token           string        `mapstructure:"token" yaml:"token"`                         // resolved bearer token (config, file or environment)
-	InsecureNoAuth  bool          `mapstructure:"insecure_no_auth" yaml:"insecure_no_auth"`   // serve HTTP without a token; must be explicit
-	AllowedOrigins  []string      `mapstructure:"allowed_origins" yaml:"allowed_origins"`     // browser origins admitted besides loopback ones; "*" admits all
-	Verifier        Seam          `mapstructure:"verifier" yaml:"verifier"`                   // token verifier; default "static" (constant-time compare with Token)
-	MaxRequestBytes int64         `mapstructure:"max_request_bytes" yaml:"max_request_bytes"` // request body limit; default 4 MiB
-	DrainTimeout    time.Duration `mapstructure:"drain_timeout" yaml:"drain_timeout"`         // graceful shutdown deadline; default 10 s
-	IdleTimeout     time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`           // idle keep-alive HTTP connections are closed after it; default 30 s
-	ReadTimeout     time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`           // an HTTP request's header, then its body, must arrive within it; default 10 s
-	MaxConnections  int           `mapstructure:"max_connections" yaml:"max_connections"`     // open HTTP connections at most; more are closed at once; default 1024
+	Transport       string        `option:"transport" yaml:"transport"`                 // "http" (default) or "stdio"
+	Listen          string        `option:"listen" yaml:"listen"`                       // HTTP listen address; default 127.0.0.1:4040
+	Path            string        `option:"path" yaml:"path"`                           // HTTP endpoint path; default /mcp
+	Token           string        `option:"token" yaml:"token"`                         // resolved bearer token (config, file or environment)
+	InsecureNoAuth  bool          `option:"insecure_no_auth" yaml:"insecure_no_auth"`   // serve HTTP without a token; must be explicit
+	AllowedOrigins  []string      `option:"allowed_origins" yaml:"allowed_origins"`     // browser origins admitted besides loopback ones; "*" admits all
+	Verifier        Seam          `option:"verifier" yaml:"verifier"`                   // token verifier; default "static" (constant-time compare with Token)
+	MaxRequestBytes int64         `option:"max_request_bytes" yaml:"max_request_bytes"` // request body limit; default 4 MiB
+	DrainTimeout    time.Duration `option:"drain_timeout" yaml:"drain_timeout"`         // graceful shutdown deadline; default 10 s
+	IdleTimeout     time.Duration `option:"idle_timeout" yaml:"idle_timeout"`           // idle keep-alive HTTP connections are closed after it; default 30 s
+	ReadTimeout     time.Duration `option:"read_timeout" yaml:"read_timeout"`           // an HTTP request's header, then its body, must arrive within it; default 10 s
+	MaxConnections  int           `option:"max_connections" yaml:"max_connections"`     // open HTTP connections at most; more are closed at once; default 1024
 }
 
 // Limits bound what one client can make the server hold. The tags are the keys of
 // the daemon's server.limits section, which holds it as is.
 type Limits struct {
-	MaxURIBytes          int           `mapstructure:"max_uri_bytes" yaml:"max_uri_bytes"`                   // longest URI a subscription or listen filter may name; default 2 KiB
-	MaxSubscriptions     int           `mapstructure:"max_subscriptions" yaml:"max_subscriptions"`           // resources/subscribe URIs per 2025-11-25 session; default 4096
-	MaxSubscriptionBytes int           `mapstructure:"max_subscription_bytes" yaml:"max_subscription_bytes"` // bytes of the URIs one 2025-11-25 session subscribes to, summed; default 256 KiB
-	MaxSessions          int           `mapstructure:"max_sessions" yaml:"max_sessions"`                     // live 2025-11-25 sessions at most; an initialize beyond is refused (503); default 1024
-	SessionIdleTimeout   time.Duration `mapstructure:"session_idle_timeout" yaml:"session_idle_timeout"`     // 2025-11-25 sessions idle this long are closed; default 30 min
-	MaxListenURIs        int           `mapstructure:"max_listen_uris" yaml:"max_listen_uris"`               // resource URIs one subscriptions/listen filter may name; default 4096
-	ReplayEvents         int           `mapstructure:"replay_buffer_events" yaml:"replay_buffer_events"`     // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
-	ReplayBytes          int           `mapstructure:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`       // and at most this many bytes of them; default 1 MiB
-	MaxNames             int           `mapstructure:"max_names" yaml:"max_names"`                           // names bound with use_notebook at most; default 1000
-	MaxPathBytes         int           `mapstructure:"max_path_bytes" yaml:"max_path_bytes"`                 // longest notebook path a name is bound to; default 1024
+	MaxURIBytes          int           `option:"max_uri_bytes" yaml:"max_uri_bytes"`                   // longest URI a subscription or listen filter may name; default 2 KiB
+	MaxSubscriptions     int           `option:"max_subscriptions" yaml:"max_subscriptions"`           // resources/subscribe URIs per 2025-11-25 session; default 4096
+	MaxSubscriptionBytes int           `option:"max_subscription_bytes" yaml:"max_subscription_bytes"` // bytes of the URIs one 2025-11-25 session subscribes to, summed; default 256 KiB
+	MaxSessions          int           `option:"max_sessions" yaml:"max_sessions"`                     // live 2025-11-25 sessions at most; an initialize beyond is refused (503); default 1024
+	SessionIdleTimeout   time.Duration `option:"session_idle_timeout" yaml:"session_idle_timeout"`     // 2025-11-25 sessions idle this long are closed; default 30 min
+	MaxListenURIs        int           `option:"max_listen_uris" yaml:"max_listen_uris"`               // resource URIs one subscriptions/listen filter may name; default 4096
+	ReplayEvents         int           `option:"replay_buffer_events" yaml:"replay_buffer_events"`     // per 2025-11-25 session, the last events kept for a stream resumed with Last-Event-ID; default 1000
+	ReplayBytes          int           `option:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`       // and at most this many bytes of them; default 1 MiB
+	MaxNames             int           `option:"max_names" yaml:"max_names"`                           // names bound with use_notebook at most; default 1000
+	MaxPathBytes         int           `option:"max_path_bytes" yaml:"max_path_bytes"`                 // longest notebook path a name is bound to; default 1024
 }
 
 // Defaults returns c with every zero field set to its default.
@@ -137,6 +143,7 @@ func (c Config) Defaults() Config {
 	c.MaxNames = cmp.Or(c.MaxNames, DefaultMaxNames)
 	c.MaxPathBytes = cmp.Or(c.MaxPathBytes, DefaultMaxPathBytes)
 	c.Version = cmp.Or(c.Version, "dev")
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

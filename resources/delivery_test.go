@@ -347,7 +347,8 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 		Limits:      Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
 		Notebooks:   map[string]string{"work": testPath},
 		SendTimeout: 300 * time.Millisecond,
-	}, newLibrary(t, testPath), WithRegisterer(reg))
+		Registerer:  reg,
+	}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
 	var uris []string

@@ -3,6 +3,7 @@
 package resources
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -160,7 +161,8 @@ func startServer(t testing.TB, cfg Config, lib library.Library, opts ...Option) 
 		cfg.StateFile = t.TempDir() + "/state.json"
 	}
 	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(quietLog)}, opts...)...)
+	cfg.Logger = cmp.Or(cfg.Logger, quietLog)
+	srv, err := New(cfg, lib, append([]Option{WithListener(ln)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

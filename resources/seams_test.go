@@ -86,12 +86,13 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 		{Config{Endpoint: Endpoint{Token: "t"}, Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
 	}
 	for _, tt := range tests {
-		_, err := New(tt.cfg, lib, WithLogger(quietLog))
+		tt.cfg.Logger = quietLog
+		_, err := New(tt.cfg, lib)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
 		}
 	}
-	if _, err := New(Config{Endpoint: Endpoint{InsecureNoAuth: true}}, lib, WithLogger(quietLog)); err != nil {
+	if _, err := New(Config{Endpoint: Endpoint{InsecureNoAuth: true}, Logger: quietLog}, lib); err != nil {
 		t.Errorf("explicit insecure_no_auth: %v", err)
 	}
 }
@@ -255,10 +256,11 @@ func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Token = "t"
 			tt.cfg.Extensions = onlyExtensions(tt.cfg.Extensions)
-			_, err := New(tt.cfg, lib, WithLogger(quietLog), WithRegisterer(prometheus.NewRegistry()))
+			tt.cfg.Logger, tt.cfg.Registerer = quietLog, prometheus.NewRegistry()
+			_, err := New(tt.cfg, lib)
 			plugin := strings.Fields(tt.name)[1]
-			if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"max_retry"`) || !strings.Contains(err.Error(), `"`+plugin+`"`) {
-				t.Fatalf("New = %v, want option.ErrUnknown naming \"max_retry\" and %q", err, plugin)
+			if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"`+plugin+`": max_retry: unknown key (known: `) {
+				t.Fatalf("New = %v, want option.ErrUnknown naming %q and max_retry", err, plugin)
 			}
 		})
 	}

@@ -27,7 +27,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
@@ -75,24 +74,13 @@ type Server struct {
 
 // options are what the Options set before the transport is built.
 type options struct {
-	log        *slog.Logger
-	registerer prometheus.Registerer
-	listener   net.Listener
-	stdin      io.Reader
-	stdout     io.Writer
+	listener net.Listener
+	stdin    io.Reader
+	stdout   io.Writer
 }
 
 // Option adjusts a Server.
 type Option func(*options)
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithRegisterer registers the server's, publisher's and hooks' metrics on r; servers
-// on one Registerer feed the same series.
-func WithRegisterer(r prometheus.Registerer) Option {
-	return func(o *options) { o.registerer = r }
-}
 
 // WithListener serves HTTP on l instead of listening on Config.Listen.
 func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
@@ -115,13 +103,13 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid mcp config: %w", err)
 	}
-	o := options{log: slog.Default(), stdin: os.Stdin, stdout: os.Stdout}
+	o := options{stdin: os.Stdin, stdout: os.Stdout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{cfg: cfg, lib: lib, log: o.log.With("component", "mcp"), loaded: make(chan struct{})}
+	s := &Server{cfg: cfg, lib: lib, log: cfg.Logger.With("component", "mcp"), loaded: make(chan struct{})}
 	var err error
-	if s.metrics, err = newMetrics(o.registerer); err != nil {
+	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
 	if s.names, err = names.New(cfg.StateFile, cfg.Notebooks, names.Limits{MaxNames: cfg.MaxNames, MaxPathBytes: cfg.MaxPathBytes}); err != nil {
@@ -130,17 +118,20 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
 		return nil, err
 	}
-	if s.subs, err = subscribers.New(s.log, cfg.SendTimeout, o.registerer); err != nil {
+	if s.subs, err = subscribers.New(subscribers.Config{SendTimeout: cfg.SendTimeout, Logger: s.log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
-		publish.Deps{Local: s.subs, Logger: s.log, Registerer: o.registerer}); err != nil {
+		publish.Deps{Local: s.subs, Logger: s.log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: o.registerer}); err != nil {
+	if s.hooks, err = hooks.Build(cfg.Hooks, hooks.Deps{Logger: s.log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	surface := extensions.NewSurface(s.log, nbview.TemplateNotebook, nbview.TemplateCell, nbview.TemplateOutput, nbview.CapabilitiesURI)
+	surface := extensions.NewSurface(extensions.SurfaceConfig{
+		Reserved: []string{nbview.TemplateNotebook, nbview.TemplateCell, nbview.TemplateOutput, nbview.CapabilitiesURI},
+		Logger:   s.log,
+	})
 	if err := s.addCoreTools(surface); err != nil {
 		return nil, err
 	}
@@ -153,7 +144,7 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	s.mcp = s.newMCP(surface)
 	if cfg.Transport == TransportStdio {
 		s.transport = newStdio(s, o.stdin, o.stdout)
-	} else if s.transport, err = newHTTP(s, o.listener, o.registerer); err != nil {
+	} else if s.transport, err = newHTTP(s, o.listener, cfg.Registerer); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -58,7 +58,7 @@ func sdkSessions(s *Server) int {
 func TestSessionCap(t *testing.T) {
 	const max = 3
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{Limits: Limits{MaxSessions: max}}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, Config{Limits: Limits{MaxSessions: max}, Registerer: reg}, newLibrary(t, testPath))
 	refusals := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
 	}
@@ -119,7 +119,8 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 		Limits:       Limits{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond},
 		Notebooks:    map[string]string{"work": testPath},
 		SessionGrace: time.Hour,
-	}, lib, WithRegisterer(reg))
+		Registerer:   reg,
+	}, lib)
 	gauge := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", subscribers.Era20251125)
 	}
@@ -166,7 +167,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 // number; a refusal is counted under its limit.
 func TestSubscriptionByteBudget(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{Limits: Limits{MaxSubscriptionBytes: 64}}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, Config{Limits: Limits{MaxSubscriptionBytes: 64}, Registerer: reg}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	for _, tt := range []struct {
 		method, uri string

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -26,7 +27,8 @@ func startStdio(t *testing.T, cfg Config, lib library.Library) (*Server, *stdioP
 	outR, outW := io.Pipe()
 	cfg.Transport = TransportStdio
 	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	srv, err := New(cfg, lib, WithStdio(inR, outW), WithLogger(quietLog))
+	cfg.Logger = cmp.Or(cfg.Logger, quietLog)
+	srv, err := New(cfg, lib, WithStdio(inR, outW))
 	if err != nil {
 		t.Fatal(err)
 	}

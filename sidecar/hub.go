@@ -103,7 +103,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	defer release()
 	sh.hub = true
 	h.shared = sh
-	verifier, err := auth.New("jupyterhub", auth.Settings{Options: cfg.Hub.VerifierOptions(), Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
+	verifier, err := auth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("hub token verifier: %w", err)
 	}

@@ -25,7 +25,9 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 		return err
 	}
 	defer func() { tailer.Close(); _ = closeResolver() }()
-	rs := rooms.New(rooms.Config{Log: log, Resolver: resolver}).Writer(nil)
+	rc := cfg.RoomsConfig(log)
+	rc.Resolver = resolver
+	rs := rooms.New(rc).Writer(nil)
 	sink := func(ctx context.Context, events []ystore.Event) error {
 		if target != "" {
 			// Decode only the room the target names, when its key or the file id database

@@ -4,6 +4,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,9 +60,11 @@ func WithStdio(in io.Reader, out io.Writer) Option {
 // Run serves until ctx is done or the MCP server ends (its stdio client closed
 // its input), then drains within server.drain_timeout: past it, Run returns
 // ErrDrainTimeout, leaving behind what did not stop. cfg must be
-// valid with its secrets resolved (config.Config.Validate, ResolveSecrets). With
-// hub.enabled it serves every user of a JupyterHub their own notebooks (runHub).
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
+// valid with its secrets resolved (config.Config.Validate, ResolveSecrets); Run logs to
+// cfg.Logger. With hub.enabled it serves every user of a JupyterHub their own notebooks
+// (runHub).
+func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
+	log := cmp.Or(cfg.Logger, slog.Default())
 	var o runOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -146,22 +149,21 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 		return nil, err
 	}
 	rm := &roomsMetrics{m: m}
-	rc := rooms.Config{Log: log, Resolver: resolver, Metrics: rm, GapAfter: cfg.Store.GapAfter}
+	rc := cfg.RoomsConfig(log)
+	rc.Resolver, rc.Metrics = resolver, rm
 	if rl, ok := tailer.(ystore.Reloader); ok {
 		rc.Reload = rl.Reload
 	}
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
-		files = ondisk.New(ondisk.Config{
-			Root: cfg.RootDirPath(), PollInterval: cfg.OnDisk.PollInterval, MaxWatchedDirs: cfg.OnDisk.MaxWatchedDirs,
-			MaxFileBytes: cfg.OnDisk.MaxFileBytes, FSNotify: cfg.OnDisk.FSNotify && !sh.hub, // hub mode: one inotify instance in all (the store watcher's)
-			Confined: conf.notebooks,
-		}, log)
+		fc := cfg.FilesConfig(log)
+		fc.FSNotify = fc.FSNotify && !sh.hub // hub mode: one inotify instance in all (the store watcher's)
+		fc.Confined = conf.notebooks
+		files = ondisk.New(fc)
 		rc.Files = files
 	}
 	set := rooms.New(rc)
-	opts = append([]resources.Option{resources.WithLogger(log), resources.WithRegisterer(reg)}, opts...)
-	srv, err := resources.New(serverConfig(cfg, version), set, opts...)
+	srv, err := resources.New(cfg.ServerConfig(version, log, reg), set, opts...)
 	if err != nil {
 		closeStore()
 		return nil, fmt.Errorf("mcp server: %w", err)
@@ -241,9 +243,10 @@ func (in *instance) close() {
 // Check tries where Run would keep name bindings (a file written and removed there:
 // a configured place that cannot be used is the error Run stops with) and builds,
 // without other I/O, the MCP server Run would build from cfg (its gate, publisher,
-// verifier, hooks and extensions with their options), logging to log as Run does, and
-// returns the error Run would stop with. cfg must be valid with its secrets resolved.
-func Check(cfg config.Config, log *slog.Logger) error {
+// verifier, hooks and extensions with their options), logging to cfg.Logger as Run does,
+// and returns the error Run would stop with. cfg must be valid with its secrets resolved.
+func Check(cfg config.Config) error {
+	log := cmp.Or(cfg.Logger, slog.Default())
 	var err error
 	if cfg.Hub.Enabled {
 		_, err = hubStateDir(cfg, log)
@@ -253,27 +256,10 @@ func Check(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if _, err := resources.New(serverConfig(cfg, ""), nil, resources.WithLogger(log), resources.WithRegisterer(prometheus.NewRegistry())); err != nil {
+	if _, err := resources.New(cfg.ServerConfig("", log, prometheus.NewRegistry()), nil); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil
-}
-
-// serverConfig maps the sidecar's configuration onto the MCP server's: the server
-// section's Endpoint and Limits are the server's own.
-func serverConfig(cfg config.Config, version string) resources.Config {
-	return resources.Config{
-		Endpoint:   cfg.Server.Endpoint,
-		Limits:     cfg.Server.Limits,
-		StateFile:  cfg.Server.StateFile, // withStateFile's choice; hub mode: the user's
-		Notebooks:  cfg.Notebooks,
-		Publisher:  cfg.Publisher,
-		Gate:       cfg.Gate,
-		Extensions: cfg.Extensions,
-		Effective:  cfg.Masked(),
-		Hooks:      cfg.Hooks,
-		Version:    version,
-	}
 }
 
 // refreshPaths re-resolves room paths until ctx is done.

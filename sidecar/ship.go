@@ -24,7 +24,8 @@ const envHubUser = "JUPYTERHUB_USER"
 // streamed (sqlite.Config.StreamLoads): its memory does not grow with the store. It serves
 // /healthz, /readyz and /metrics, as serve does, on server.metrics_listen, or on
 // server.listen when that is not set.
-func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func Ship(ctx context.Context, cfg config.Config) error {
+	log := cmp.Or(cfg.Logger, slog.Default())
 	reg, metricsHandler, err := newRegistry()
 	if err != nil {
 		return err
@@ -42,9 +43,8 @@ func Ship(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ship.source_id: %w", err)
 		}
 	}
-	dest := cfg.Ship.Postgres.StoreConfig(log)
+	dest := cfg.Ship.Postgres.StoreConfig(log, reg)
 	dest.Owner = cmp.Or(cfg.Ship.Owner, os.Getenv(envHubUser)) // JupyterHub sets JUPYTERHUB_USER in every single-user server
-	dest.Registerer = reg
 
 	s, err := postgres.NewShipper(dest, source, id)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -178,7 +177,7 @@ func (sqliteBackend) share(cfg config.Config, log *slog.Logger) (shared, func(),
 	if !cfg.Store.SQLite.FSNotify {
 		return shared{}, func() {}, nil
 	}
-	w := sqlite.NewWatcher(log)
+	w := sqlite.NewWatcher(sqlite.WatcherConfig{Logger: log})
 	return shared{watcher: w}, func() { _ = w.Close() }, nil
 }
 
@@ -230,17 +229,18 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 // endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
 // The database is confined by conf. The returned close releases the database.
 func openResolver(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, conf confinement) (fileid.Chain, func() error, error) {
-	root, err := filepath.Abs(cfg.RootDirPath())
+	dc, err := cfg.FileIDConfig(log, reg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fileid.root_dir: %w", err)
+		return nil, nil, err
 	}
-	db, err := fileid.NewDB(fileid.DBConfig{Path: cfg.FileIDDBPath(), RootDir: root, Confine: conf.fileID, Logger: log, Registerer: reg})
+	dc.Confine = conf.fileID
+	db, err := fileid.NewDB(dc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fileid: %w", err)
 	}
 	chain := fileid.Chain{db}
 	if cfg.FileID.API.URL != "" {
-		rest, err := fileid.NewREST(fileid.RESTConfig{BaseURL: cfg.FileID.API.URL, Token: cfg.FileID.API.Token})
+		rest, err := fileid.NewREST(cfg.FileID.API.RESTConfig())
 		if err != nil {
 			_ = db.Close()
 			return nil, nil, fmt.Errorf("fileid.api: %w", err)

@@ -102,6 +102,10 @@ type LoadProgress struct {
 	Started time.Time
 }
 
+// DefaultLagThreshold is how far behind (Status.Lag) a tailer may be while its reader
+// is still ready: the daemon's /readyz fails past it (store.lag_threshold).
+const DefaultLagThreshold = 5 * time.Second
+
 // Status reports a tailer's health.
 type Status struct {
 	// Reachable is true while the store can be read.
@@ -116,7 +120,8 @@ type Status struct {
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
 	// Lag is the age of the oldest row read from the store and not yet applied: 0 when
-	// the tailer has applied everything it read, however old those rows are.
+	// the tailer has applied everything it read, however old those rows are. A reader
+	// whose Lag exceeds DefaultLagThreshold (unless configured otherwise) is behind.
 	Lag time.Duration
 	// LastRowAt is the commit time of the newest delivered row.
 	LastRowAt time.Time

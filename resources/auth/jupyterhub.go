@@ -35,22 +35,18 @@ const (
 	maxUserModel   = 1 << 20
 )
 
-// hubOptions are the "jupyterhub" verifier's options (Settings.Options).
-type hubOptions struct {
+// HubOptions are the "jupyterhub" verifier's options: its keys in Settings.Options, or
+// given typed to NewJupyterHub (hub mode). Zero fields take the defaults.
+type HubOptions struct {
 	APIURL        string        `option:"api_url"`         // e.g. http://127.0.0.1:8081/hub/api (JUPYTERHUB_API_URL)
 	ServiceName   string        `option:"service_name"`    // this service's name in the Hub (JUPYTERHUB_SERVICE_NAME)
-	TokenCacheTTL time.Duration `option:"token_cache_ttl"` // how long an admitted token's answer is reused
-	CacheSize     int           `option:"cache_size"`      // entries of the admitted (and of the rejected) cache
-	Timeout       time.Duration `option:"timeout"`         // of one Hub API call
+	TokenCacheTTL time.Duration `option:"token_cache_ttl"` // how long an admitted token's answer is reused; default DefaultTokenCacheTTL
+	CacheSize     int           `option:"cache_size"`      // entries of the admitted (and of the rejected) cache; default DefaultCacheSize
+	Timeout       time.Duration `option:"timeout"`         // of one Hub API call; default DefaultHubTimeout
 }
 
-// parseHubOptions decodes options strictly (unknown keys and wrong types are
-// errors) and fills defaults.
-func parseHubOptions(options map[string]any) (hubOptions, error) {
-	var o hubOptions
-	if err := option.Decode(options, &o); err != nil {
-		return o, err
-	}
+// withDefaults fills the zero fields and checks the result.
+func (o HubOptions) withDefaults() (HubOptions, error) {
 	o.TokenCacheTTL = cmp.Or(o.TokenCacheTTL, DefaultTokenCacheTTL)
 	o.CacheSize = cmp.Or(o.CacheSize, DefaultCacheSize)
 	o.Timeout = cmp.Or(o.Timeout, DefaultHubTimeout)
@@ -71,7 +67,7 @@ func parseHubOptions(options map[string]any) (hubOptions, error) {
 // (GET {api_url}/user) and admits the user when the token's scopes grant
 // access to this service.
 type jupyterHub struct {
-	opts    hubOptions
+	opts    HubOptions
 	userURL string
 	scope   string // access:services!service={name}
 	client  *http.Client
@@ -88,8 +84,19 @@ type hubMetrics struct {
 	lookup prometheus.Histogram
 }
 
+// newJupyterHub is the "jupyterhub" factory: its options are decoded from s.Options.
 func newJupyterHub(s Settings) (Verifier, error) {
-	o, err := parseHubOptions(s.Options)
+	var o HubOptions
+	if err := option.Decode(s.Options, &o); err != nil {
+		return nil, err
+	}
+	return NewJupyterHub(o, s)
+}
+
+// NewJupyterHub builds the "jupyterhub" verifier from typed options, as hub mode does;
+// s.Options is not read.
+func NewJupyterHub(o HubOptions, s Settings) (Verifier, error) {
+	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +109,7 @@ func newJupyterHub(s Settings) (Verifier, error) {
 			// A redirect is an answer we do not expect; never resend the token.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		log:  s.Logger,
+		log:  cmp.Or(s.Logger, slog.Default()),
 		good: newLRU[Principal](o.CacheSize),
 		bad:  newLRU[struct{}](o.CacheSize),
 	}

@@ -12,36 +12,42 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
-func TestParseHubOptions(t *testing.T) {
+func TestHubOptions(t *testing.T) {
 	base := func() map[string]any {
 		return map[string]any{"api_url": "http://127.0.0.1:8081/hub/api", "service_name": "mcp"}
 	}
 	tests := []struct {
 		name   string
 		mutate func(map[string]any)
-		want   hubOptions
+		want   HubOptions
 		err    string
 	}{
-		{"defaults", func(map[string]any) {}, hubOptions{APIURL: "http://127.0.0.1:8081/hub/api", ServiceName: "mcp",
+		{"defaults", func(map[string]any) {}, HubOptions{APIURL: "http://127.0.0.1:8081/hub/api", ServiceName: "mcp",
 			TokenCacheTTL: DefaultTokenCacheTTL, CacheSize: DefaultCacheSize, Timeout: DefaultHubTimeout}, ""},
 		{"typed and strings", func(m map[string]any) {
 			m["token_cache_ttl"], m["cache_size"], m["timeout"] = "10s", 16, 2*time.Second
-		}, hubOptions{APIURL: "http://127.0.0.1:8081/hub/api", ServiceName: "mcp",
+		}, HubOptions{APIURL: "http://127.0.0.1:8081/hub/api", ServiceName: "mcp",
 			TokenCacheTTL: 10 * time.Second, CacheSize: 16, Timeout: 2 * time.Second}, ""},
-		{"unknown key", func(m map[string]any) { m["ttl"] = "1s" }, hubOptions{}, `unknown option "ttl" (known: api_url, cache_size, service_name, timeout, token_cache_ttl)`},
-		{"bad duration", func(m map[string]any) { m["timeout"] = "soon" }, hubOptions{}, "timeout"},
-		{"no api url", func(m map[string]any) { delete(m, "api_url") }, hubOptions{}, "option api_url"},
-		{"api url scheme", func(m map[string]any) { m["api_url"] = "ftp://hub/api" }, hubOptions{}, "option api_url"},
-		{"no service", func(m map[string]any) { delete(m, "service_name") }, hubOptions{}, "option service_name"},
-		{"negative", func(m map[string]any) { m["cache_size"] = -1 }, hubOptions{}, "must not be negative"},
+		{"unknown key", func(m map[string]any) { m["ttl"] = "1s" }, HubOptions{}, `ttl: unknown key (known: api_url, cache_size, service_name, timeout, token_cache_ttl)`},
+		{"bad duration", func(m map[string]any) { m["timeout"] = "soon" }, HubOptions{}, "timeout"},
+		{"no api url", func(m map[string]any) { delete(m, "api_url") }, HubOptions{}, "option api_url"},
+		{"api url scheme", func(m map[string]any) { m["api_url"] = "ftp://hub/api" }, HubOptions{}, "option api_url"},
+		{"no service", func(m map[string]any) { delete(m, "service_name") }, HubOptions{}, "option service_name"},
+		{"negative", func(m map[string]any) { m["cache_size"] = -1 }, HubOptions{}, "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := base()
 			tt.mutate(m)
-			got, err := parseHubOptions(m)
+			var got HubOptions
+			err := option.Decode(m, &got)
+			if err == nil {
+				got, err = got.withDefaults()
+			}
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error %v, want %q", err, tt.err)
@@ -49,7 +55,7 @@ func TestParseHubOptions(t *testing.T) {
 				return
 			}
 			if err != nil || got != tt.want {
-				t.Fatalf("parseHubOptions = %+v, %v; want %+v", got, err, tt.want)
+				t.Fatalf("options = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}

@@ -124,7 +124,7 @@ func readNothing(context.Context, string) ([]mcp.ResourceContents, error) { retu
 var core = []Capability{{Name: "notebooks.resources", Source: "core"}}
 
 func coreSurface(t *testing.T, log *slog.Logger) *Surface {
-	s := NewSurface(log, "notebook://{name}")
+	s := NewSurface(SurfaceConfig{Reserved: []string{"notebook://{name}"}, Logger: log})
 	if err := s.AddTool(mcp.NewTool("list_notebooks"), text("core")); err != nil {
 		t.Fatal(err)
 	}

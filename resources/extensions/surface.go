@@ -1,6 +1,7 @@
 package extensions
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,13 +40,16 @@ type Surface struct {
 	core  []string // core resource templates
 }
 
-// NewSurface returns an empty surface whose additions are owned by "core";
-// reserved are the core resource templates, which no extension may add.
-func NewSurface(log *slog.Logger, reserved ...string) *Surface {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Surface{owner: "core", log: log, tools: map[string]server.ServerTool{}, by: map[string]string{}, core: reserved}
+// SurfaceConfig configures a Surface.
+type SurfaceConfig struct {
+	Reserved []string     // the core resource templates, which no extension may add
+	Logger   *slog.Logger // nil: slog.Default()
+}
+
+// NewSurface returns an empty surface whose additions are owned by "core".
+func NewSurface(cfg SurfaceConfig) *Surface {
+	log := cmp.Or(cfg.Logger, slog.Default())
+	return &Surface{owner: "core", log: log, tools: map[string]server.ServerTool{}, by: map[string]string{}, core: cfg.Reserved}
 }
 
 // AddTool registers a new tool; a name already present is ErrDuplicateTool.

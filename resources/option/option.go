@@ -1,6 +1,8 @@
-// Package option is the one decoder of plugin options (publishers, resource gates,
-// token verifiers, extensions, hooks): strict, so that a misspelt key or a value of the
-// wrong type is refused, by name, the same way whichever plugin it was meant for.
+// Package option is the one strict decoder of configuration: the daemon's configuration
+// (file, environment and flags, merged by the command) and every plugin's options
+// (publishers, resource gates, token verifiers, extensions, hooks). A misspelt key or a
+// value of the wrong type is refused by name, as a *KeyError, the same way wherever the
+// key was meant to go.
 package option
 
 import (
@@ -10,47 +12,101 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 )
 
-// ErrUnknown is wrapped by Decode for a key that no field of the options takes.
-var ErrUnknown = errors.New("unknown option")
+// ErrUnknown is wrapped by Decode's *KeyError for a key that no field takes.
+var ErrUnknown = errors.New("unknown key")
 
-// ErrInvalid is wrapped by Decode for a value of the wrong type or that does not parse.
-var ErrInvalid = errors.New("invalid option")
+// ErrInvalid is wrapped by Decode's *KeyError for a value of the wrong type or that does
+// not parse.
+var ErrInvalid = errors.New("invalid value")
 
 // Tag is the struct tag that names a field's key: `option:"max_retries"`.
 const Tag = "option"
 
+// KeyError is a problem with one key, named by its dotted path (store.sqlite.path,
+// max_retries, headers[X]): "key: message".
+type KeyError struct {
+	Key string
+	Msg string
+	Err error // the sentinel it wraps: ErrUnknown, ErrInvalid or the caller's own
+}
+
+// Error returns "key: message".
+func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Text is a value given as text (an environment variable, a command-line flag): it is
+// parsed as the field it goes into takes it (a number, a boolean, a comma-separated
+// list, a duration), where a string in a file or in options is no number.
+type Text string
+
 // Decode sets the fields of the struct into points to from raw by their `option` tags,
-// keeping the fields raw does not name (defaults). An unknown key or a value of the wrong
-// type is an error naming the key (ErrUnknown, ErrInvalid); durations are strings with a
-// unit, integers whole numbers. A field tagged `option:",squash"` adds the keys of its
-// struct; one tagged `option:",remain"` takes the keys no other field does.
+// at every depth, keeping the fields raw does not name (defaults). Every unknown key
+// (ErrUnknown, with the keys known there) and every value of the wrong type (ErrInvalid)
+// is a *KeyError naming its dotted key, all of them joined, sorted by key. Keys match
+// exactly; durations are strings with a unit, integers whole numbers. A field tagged
+// `option:",squash"` adds the keys of its struct; one tagged `option:",remain"` takes the
+// keys no other field does.
 func Decode(raw map[string]any, into any) error {
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result:     into,
 		TagName:    Tag,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(DurationHook, wholeNumberHook),
+		MatchName:  func(key, field string) bool { return key == field },
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(textHook, DurationHook, wholeNumberHook),
 	})
 	if err != nil {
 		return fmt.Errorf("options decoder: %w", err)
 	}
-	var errs []error
-	if keys, remain := known(into); !remain {
-		for _, k := range slices.Sorted(maps.Keys(raw)) {
-			if !slices.Contains(keys, k) {
-				errs = append(errs, fmt.Errorf("%w %q (known: %s)", ErrUnknown, k, list(keys)))
-			}
-		}
-	}
+	errs := unknown(raw, reflect.TypeOf(into), "")
 	if err := dec.Decode(raw); err != nil {
 		errs = append(errs, invalid(err)...)
 	}
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// unknown lists the keys of raw, at every depth, that type t does not take.
+func unknown(raw any, t reflect.Type, prefix string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil // not a section: the decoder says what is wrong with it
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Map:
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			errs = append(errs, unknown(m[k], t.Elem(), join(prefix, k))...)
+		}
+	case reflect.Struct:
+		fs, remain := fields(t)
+		keys := slices.Sorted(maps.Keys(fs))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if f, ok := fs[k]; ok {
+				errs = append(errs, unknown(m[k], f, join(prefix, k))...)
+			} else if !remain {
+				errs = append(errs, &KeyError{Key: join(prefix, k), Msg: fmt.Sprintf("%v (known: %s)", ErrUnknown, list(keys)), Err: ErrUnknown})
+			}
+		}
+	}
+	return errs
+}
+
+func join(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
 }
 
 func list(keys []string) string {
@@ -58,6 +114,26 @@ func list(keys []string) string {
 		return "none"
 	}
 	return strings.Join(keys, ", ")
+}
+
+// fields maps the keys of struct type t, those of its squashed fields among them, to
+// their types; remain reports a field that takes the others.
+func fields(t reflect.Type) (keys map[string]reflect.Type, remain bool) {
+	keys = map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, flags, _ := strings.Cut(f.Tag.Get(Tag), ",")
+		switch {
+		case strings.Contains(flags, "remain"):
+			remain = true
+		case strings.Contains(flags, "squash"):
+			sub, r := fields(f.Type)
+			maps.Copy(keys, sub)
+			remain = remain || r
+		case name != "" && name != "-":
+			keys[name] = f.Type
+		}
+	}
+	return keys, remain
 }
 
 // invalid turns mapstructure's errors into one ErrInvalid per key.
@@ -72,42 +148,10 @@ func invalid(err error) []error {
 		return out
 	default:
 		if errors.As(err, &de) {
-			return []error{fmt.Errorf("%w %q: %v", ErrInvalid, de.Name(), de.Unwrap())}
+			return []error{&KeyError{Key: de.Name(), Msg: de.Unwrap().Error(), Err: ErrInvalid}}
 		}
 		return []error{fmt.Errorf("%w: %v", ErrInvalid, err)}
 	}
-}
-
-// known lists the keys of the struct into points to, sorted; remain reports a field
-// that takes the others.
-func known(into any) (keys []string, remain bool) {
-	t := reflect.TypeOf(into)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil, true // a map takes any key
-	}
-	keys, remain = fields(t)
-	slices.Sort(keys)
-	return keys, remain
-}
-
-// fields lists the keys of struct type t, those of its squashed fields among them.
-func fields(t reflect.Type) (keys []string, remain bool) {
-	for f := range t.Fields() {
-		name, flags, _ := strings.Cut(f.Tag.Get(Tag), ",")
-		switch {
-		case strings.Contains(flags, "remain"):
-			remain = true
-		case strings.Contains(flags, "squash"):
-			sub, r := fields(f.Type)
-			keys, remain = append(keys, sub...), remain || r
-		case name != "" && name != "-":
-			keys = append(keys, name)
-		}
-	}
-	return keys, remain
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -141,4 +185,43 @@ func wholeNumberHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		}
 	}
 	return data, nil
+}
+
+// textHook parses a Text as the field it goes into takes it: a number, a boolean, a
+// comma-separated list; a duration and a string stay strings (DurationHook parses the
+// one).
+func textHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	s, ok := data.(Text)
+	if !ok {
+		return data, nil
+	}
+	var v any
+	var err error
+	switch to.Kind() {
+	case reflect.Bool:
+		v, err = strconv.ParseBool(string(s))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if to == durationType {
+			return string(s), nil
+		}
+		v, err = strconv.ParseInt(string(s), 10, to.Bits())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v, err = strconv.ParseUint(string(s), 10, to.Bits())
+	case reflect.Float32, reflect.Float64:
+		v, err = strconv.ParseFloat(string(s), to.Bits())
+	case reflect.Slice:
+		var items []any
+		if s != "" {
+			for item := range strings.SplitSeq(string(s), ",") {
+				items = append(items, Text(item))
+			}
+		}
+		return items, nil
+	default:
+		return string(s), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a %s", string(s), to.Kind())
+	}
+	return v, nil
 }

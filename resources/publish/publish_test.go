@@ -70,11 +70,11 @@ func TestNewDefaultAndErrors(t *testing.T) {
 		{"webhook", map[string]any{"url": "http://x", "scope": "some"}, `"scope" must be "all" or "bound"`},
 		{"pgnotify", nil, `option "dsn" is required`},
 		{"pgnotify", map[string]any{"dsn": "postgres://%zz"}, "dsn"},
-		{"webhook", map[string]any{"url": "http://x", "max_retry": 3}, `unknown option "max_retry" (known: backoff, headers, max_retries, queue_size, scope, timeout, url)`},
-		{"webhook", map[string]any{"url": "http://x", "headers": map[string]any{"X": 1}}, `invalid option "headers[X]"`},
-		{"webhook", map[string]any{"url": "http://x", "queue_size": 1.5}, `invalid option "queue_size"`},
-		{"pgnotify", map[string]any{"dsn": "postgres://x/y", "max_retry": 3}, `unknown option "max_retry" (known: backoff, channel, dsn, max_retries, queue_size, scope)`},
-		{"subscribers", map[string]any{"scope": "bound"}, `unknown option "scope" (known: none)`},
+		{"webhook", map[string]any{"url": "http://x", "max_retry": 3}, `max_retry: unknown key (known: backoff, headers, max_retries, queue_size, scope, timeout, url)`},
+		{"webhook", map[string]any{"url": "http://x", "headers": map[string]any{"X": 1}}, `headers[X]: `},
+		{"webhook", map[string]any{"url": "http://x", "queue_size": 1.5}, `queue_size: want a whole number`},
+		{"pgnotify", map[string]any{"dsn": "postgres://x/y", "max_retry": 3}, `max_retry: unknown key (known: backoff, channel, dsn, max_retries, queue_size, scope)`},
+		{"subscribers", map[string]any{"scope": "bound"}, `scope: unknown key (known: none)`},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.name, tt.opts, Deps{Local: l, Logger: quiet})

@@ -143,7 +143,7 @@ func TestSSEOptions(t *testing.T) {
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "scope": "some"}, `"scope" must be`},
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffer": 0}, "buffer must be"},
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "heartbeat": "0s"}, "heartbeat"},
-		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffers": 3}, `unknown option "buffers" (known: buffer, buffer_bytes, heartbeat, listen, max_connections, max_consumers, path, read_timeout, scope, token, write_timeout)`},
+		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffers": 3}, `buffers: unknown key (known: buffer, buffer_bytes, heartbeat, listen, max_connections, max_consumers, path, read_timeout, scope, token, write_timeout)`},
 	} {
 		_, err := New("sse", tt.opts, Deps{Logger: quiet})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

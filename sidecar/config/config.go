@@ -5,160 +5,134 @@
 package config
 
 import (
+	"cmp"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
-// Config is the whole configuration; the mapstructure and yaml tags are the YAML keys.
+// Config is the whole configuration; the option and yaml tags are the YAML keys
+// (resources/option decodes it, as it decodes the plugins' options).
 type Config struct {
-	Log           Log                       `mapstructure:"log" yaml:"log"`
-	Store         Store                     `mapstructure:"store" yaml:"store"`
-	FileID        FileID                    `mapstructure:"fileid" yaml:"fileid"`
-	Server        Server                    `mapstructure:"server" yaml:"server"`
-	Notebooks     map[string]string         `mapstructure:"notebooks" yaml:"notebooks"`
-	Notifications Notifications             `mapstructure:"notifications" yaml:"notifications"`
-	Publisher     resources.Seam            `mapstructure:"publisher" yaml:"publisher"`
-	Gate          resources.Seam            `mapstructure:"gate" yaml:"gate"`
-	Extensions    map[string]map[string]any `mapstructure:"extensions" yaml:"extensions"`
-	Hooks         map[string]map[string]any `mapstructure:"hooks" yaml:"hooks"`
-	Ship          Ship                      `mapstructure:"ship" yaml:"ship"`
-	Hub           Hub                       `mapstructure:"hub" yaml:"hub"`
-	OnDisk        OnDisk                    `mapstructure:"ondisk" yaml:"ondisk"`
+	Log           Log                       `option:"log" yaml:"log"`
+	Store         Store                     `option:"store" yaml:"store"`
+	FileID        FileID                    `option:"fileid" yaml:"fileid"`
+	Server        Server                    `option:"server" yaml:"server"`
+	Notebooks     map[string]string         `option:"notebooks" yaml:"notebooks"`
+	Notifications Notifications             `option:"notifications" yaml:"notifications"`
+	Publisher     resources.Seam            `option:"publisher" yaml:"publisher"`
+	Gate          resources.Seam            `option:"gate" yaml:"gate"`
+	Extensions    map[string]map[string]any `option:"extensions" yaml:"extensions"`
+	Hooks         map[string]map[string]any `option:"hooks" yaml:"hooks"`
+	Ship          Ship                      `option:"ship" yaml:"ship"`
+	Hub           Hub                       `option:"hub" yaml:"hub"`
+	OnDisk        OnDisk                    `option:"ondisk" yaml:"ondisk"`
+
+	// Logger is where the daemon logs, built by the command from the log section (no
+	// key); nil: slog.Default().
+	Logger *slog.Logger `option:"-" yaml:"-"`
 }
 
 // OnDisk configures the watch of the notebooks' .ipynb files (sidecar/ondisk): a file
 // rewritten while no room is open is served from the file until the store is live again.
 type OnDisk struct {
-	Enabled        bool          `mapstructure:"enabled" yaml:"enabled"`
-	FSNotify       bool          `mapstructure:"fsnotify" yaml:"fsnotify"`           // false: poll every file
-	PollInterval   time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"` // polled files, path list
-	MaxWatchedDirs int           `mapstructure:"max_watched_dirs" yaml:"max_watched_dirs"`
-	MaxFileBytes   int64         `mapstructure:"max_file_bytes" yaml:"max_file_bytes"`
+	Enabled        bool          `option:"enabled" yaml:"enabled"`
+	FSNotify       bool          `option:"fsnotify" yaml:"fsnotify"`           // false: poll every file
+	PollInterval   time.Duration `option:"poll_interval" yaml:"poll_interval"` // polled files, path list
+	MaxWatchedDirs int           `option:"max_watched_dirs" yaml:"max_watched_dirs"`
+	MaxFileBytes   int64         `option:"max_file_bytes" yaml:"max_file_bytes"`
 }
 
 // Log configures log/slog output.
 type Log struct {
-	Level  string `mapstructure:"level" yaml:"level"`   // debug, info, warn, error
-	Format string `mapstructure:"format" yaml:"format"` // text, json
+	Level  string `option:"level" yaml:"level"`   // debug, info, warn, error
+	Format string `option:"format" yaml:"format"` // text, json
 }
 
 // Store selects and configures the Y-store backend the sidecar tails.
 type Store struct {
-	Backend      Backend       `mapstructure:"backend" yaml:"backend"`             // sqlite, postgres
-	LagThreshold time.Duration `mapstructure:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
-	GapAfter     time.Duration `mapstructure:"gap_after" yaml:"gap_after"`         // updates waiting this long for a missing one: a gap (rooms.Config.GapAfter)
-	SQLite       SQLite        `mapstructure:"sqlite" yaml:"sqlite"`
-	Postgres     Postgres      `mapstructure:"postgres" yaml:"postgres"`
+	Backend      Backend       `option:"backend" yaml:"backend"`             // sqlite, postgres
+	LagThreshold time.Duration `option:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
+	GapAfter     time.Duration `option:"gap_after" yaml:"gap_after"`         // updates waiting this long for a missing one: a gap (rooms.Config.GapAfter)
+	SQLite       SQLite        `option:"sqlite" yaml:"sqlite"`
+	Postgres     Postgres      `option:"postgres" yaml:"postgres"`
 }
 
 // SQLite configures the pycrdt-store SQLite file tailer (see sqlite.Config).
 type SQLite struct {
-	Path         string        `mapstructure:"path" yaml:"path"`
-	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
-	FSNotify     bool          `mapstructure:"fsnotify" yaml:"fsnotify"`
-	ChunkRows    int           `mapstructure:"chunk_rows" yaml:"chunk_rows"` // rows per read transaction
-}
-
-// TailerConfig is the sqlite.Config of this section.
-func (s SQLite) TailerConfig(log *slog.Logger, reg prometheus.Registerer) sqlite.Config {
-	return sqlite.Config{
-		Path:            s.Path,
-		PollInterval:    s.PollInterval,
-		ChunkRows:       s.ChunkRows,
-		DisableFSNotify: !s.FSNotify,
-		Logger:          log,
-		Registerer:      reg,
-	}
+	Path         string        `option:"path" yaml:"path"`
+	PollInterval time.Duration `option:"poll_interval" yaml:"poll_interval"`
+	FSNotify     bool          `option:"fsnotify" yaml:"fsnotify"`
+	ChunkRows    int           `option:"chunk_rows" yaml:"chunk_rows"` // rows per read transaction
 }
 
 // Postgres configures the Postgres Y-store tailer (see postgres.Config).
 type Postgres struct {
-	DSN           string        `mapstructure:"dsn" yaml:"dsn"`
-	DSNFile       string        `mapstructure:"dsn_file" yaml:"dsn_file"`
-	Schema        string        `mapstructure:"schema" yaml:"schema"`
-	Table         string        `mapstructure:"table" yaml:"table"`
-	Channel       string        `mapstructure:"channel" yaml:"channel"`
-	PollInterval  time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
-	DisableListen bool          `mapstructure:"disable_listen" yaml:"disable_listen"` // poll only
-	Owner         string        `mapstructure:"owner" yaml:"owner"`                   // only this user's rooms; "" = every room
-}
-
-// StoreConfig is the postgres.Config of this section.
-func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
-	return postgres.Config{
-		DSN:           p.DSN,
-		Schema:        p.Schema,
-		Table:         p.Table,
-		Channel:       p.Channel,
-		PollInterval:  p.PollInterval,
-		DisableListen: p.DisableListen,
-		Owner:         p.Owner,
-		Logger:        log,
-		Registerer:    reg,
-	}
+	DSN           string        `option:"dsn" yaml:"dsn"`
+	DSNFile       string        `option:"dsn_file" yaml:"dsn_file"`
+	Schema        string        `option:"schema" yaml:"schema"`
+	Table         string        `option:"table" yaml:"table"`
+	Channel       string        `option:"channel" yaml:"channel"`
+	PollInterval  time.Duration `option:"poll_interval" yaml:"poll_interval"`
+	DisableListen bool          `option:"disable_listen" yaml:"disable_listen"` // poll only
+	Owner         string        `option:"owner" yaml:"owner"`                   // only this user's rooms; "" = every room
 }
 
 // FileID configures how file ids are mapped to notebook paths.
 type FileID struct {
-	DBPath  string    `mapstructure:"db_path" yaml:"db_path"`
-	RootDir string    `mapstructure:"root_dir" yaml:"root_dir"`
-	API     FileIDAPI `mapstructure:"api" yaml:"api"`
+	DBPath  string    `option:"db_path" yaml:"db_path"`
+	RootDir string    `option:"root_dir" yaml:"root_dir"`
+	API     FileIDAPI `option:"api" yaml:"api"`
 }
 
 // FileIDAPI is the optional Jupyter REST endpoint for file id lookups.
 type FileIDAPI struct {
-	URL       string `mapstructure:"url" yaml:"url"`
-	Token     string `mapstructure:"token" yaml:"token"`
-	TokenFile string `mapstructure:"token_file" yaml:"token_file"`
+	URL       string `option:"url" yaml:"url"`
+	Token     string `option:"token" yaml:"token"`
+	TokenFile string `option:"token_file" yaml:"token_file"`
 }
 
 // Server configures the MCP server and its HTTP listeners: the server's own Endpoint
 // and Limits, as the MCP server takes them, and what the daemon does around it.
 type Server struct {
-	resources.Endpoint `mapstructure:",squash" yaml:",inline"`
-	TokenFile          string           `mapstructure:"token_file" yaml:"token_file"`
-	StateFile          string           `mapstructure:"state_file" yaml:"state_file"`
-	MetricsListen      string           `mapstructure:"metrics_listen" yaml:"metrics_listen"`
-	Limits             resources.Limits `mapstructure:"limits" yaml:"limits"`
+	resources.Endpoint `option:",squash" yaml:",inline"`
+	TokenFile          string           `option:"token_file" yaml:"token_file"`
+	StateFile          string           `option:"state_file" yaml:"state_file"`
+	MetricsListen      string           `option:"metrics_listen" yaml:"metrics_listen"`
+	Limits             resources.Limits `option:"limits" yaml:"limits"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
 type Notifications struct {
-	Debounce time.Duration `mapstructure:"debounce" yaml:"debounce"`   // quiet period; 0 sends every change
-	MaxDelay time.Duration `mapstructure:"max_delay" yaml:"max_delay"` // ceiling after the first change
+	Debounce time.Duration `option:"debounce" yaml:"debounce"`   // quiet period; 0 sends every change
+	MaxDelay time.Duration `option:"max_delay" yaml:"max_delay"` // ceiling after the first change
 }
 
 // Ship configures ship mode: the local SQLite store appended into a shared Postgres.
 type Ship struct {
-	SourceID string       `mapstructure:"source_id" yaml:"source_id"` // default: the host name
-	Owner    string       `mapstructure:"owner" yaml:"owner"`         // the rooms' owner; default: $JUPYTERHUB_USER
-	Postgres ShipPostgres `mapstructure:"postgres" yaml:"postgres"`
+	SourceID string       `option:"source_id" yaml:"source_id"` // default: the host name
+	Owner    string       `option:"owner" yaml:"owner"`         // the rooms' owner; default: $JUPYTERHUB_USER
+	Postgres ShipPostgres `option:"postgres" yaml:"postgres"`
 }
 
 // ShipPostgres is the Postgres store ship mode writes into.
 type ShipPostgres struct {
-	DSN     string `mapstructure:"dsn" yaml:"dsn"`
-	DSNFile string `mapstructure:"dsn_file" yaml:"dsn_file"`
-	Schema  string `mapstructure:"schema" yaml:"schema"`
-	Table   string `mapstructure:"table" yaml:"table"`
-}
-
-// StoreConfig is the postgres.Config of this section.
-func (p ShipPostgres) StoreConfig(log *slog.Logger) postgres.Config {
-	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: log}
+	DSN     string `option:"dsn" yaml:"dsn"`
+	DSNFile string `option:"dsn_file" yaml:"dsn_file"`
+	Schema  string `option:"schema" yaml:"schema"`
+	Table   string `option:"table" yaml:"table"`
 }
 
 // Default returns the configuration used when no file, environment or flag says otherwise.
@@ -167,11 +141,11 @@ func Default() Config {
 		Log: Log{Level: "info", Format: "text"},
 		Store: Store{
 			Backend:      BackendSQLite,
-			LagThreshold: 5 * time.Second,
+			LagThreshold: ystore.DefaultLagThreshold,
 			GapAfter:     rooms.DefaultGapAfter,
 			// The store defaults are the libraries' own, decided there once.
 			SQLite: SQLite{
-				Path: ".jupyter_ystore.db", PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
+				Path: sqlite.DefaultPath, PollInterval: sqlite.DefaultPollInterval, FSNotify: true,
 				ChunkRows: sqlite.DefaultChunkRows,
 			},
 			Postgres: Postgres{
@@ -275,26 +249,8 @@ func stateDirectory() string {
 	return d
 }
 
-// FileIDDBPath is fileid.db_path, or file_id_manager.db in Jupyter's data directory
-// ($JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter).
+// FileIDDBPath is fileid.db_path, or jupyter_server_fileid's own default
+// (fileid.DefaultDBPath: file_id_manager.db in Jupyter's data directory).
 func (c Config) FileIDDBPath() string {
-	if c.FileID.DBPath != "" {
-		return c.FileID.DBPath
-	}
-	return filepath.Join(jupyterDataDir(), "file_id_manager.db")
-}
-
-// jupyterDataDir mirrors jupyter_core.paths.jupyter_data_dir on Linux.
-func jupyterDataDir() string {
-	if d := os.Getenv("JUPYTER_DATA_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "jupyter")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = "."
-	}
-	return filepath.Join(home, ".local", "share", "jupyter")
+	return cmp.Or(c.FileID.DBPath, fileid.DefaultDBPath())
 }

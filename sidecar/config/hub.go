@@ -14,31 +14,34 @@ import (
 	"unicode/utf8"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
 // Hub configures hub mode: one sidecar, run as a JupyterHub service, serving every
 // user of the Hub their own notebooks. Off by default (single-server mode).
 type Hub struct {
-	Enabled       bool          `mapstructure:"enabled" yaml:"enabled"`
-	APIURL        string        `mapstructure:"api_url" yaml:"api_url"`               // "" = $JUPYTERHUB_API_URL
-	APIToken      string        `mapstructure:"api_token" yaml:"api_token"`           // "" = $JUPYTERHUB_API_TOKEN
-	APITokenFile  string        `mapstructure:"api_token_file" yaml:"api_token_file"` // or a file holding it
-	ServiceName   string        `mapstructure:"service_name" yaml:"service_name"`     // "" = $JUPYTERHUB_SERVICE_NAME, else mcp
-	ServicePrefix string        `mapstructure:"service_prefix" yaml:"service_prefix"` // "" = $JUPYTERHUB_SERVICE_PREFIX, else /services/{name}/
-	Stores        HubStores     `mapstructure:"stores" yaml:"stores"`
-	TokenCacheTTL time.Duration `mapstructure:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
-	IdleTimeout   time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
-	StateDir      string        `mapstructure:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
-	OAuth         HubOAuth      `mapstructure:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
+	Enabled       bool          `option:"enabled" yaml:"enabled"`
+	APIURL        string        `option:"api_url" yaml:"api_url"`               // "" = $JUPYTERHUB_API_URL
+	APIToken      string        `option:"api_token" yaml:"api_token"`           // "" = $JUPYTERHUB_API_TOKEN
+	APITokenFile  string        `option:"api_token_file" yaml:"api_token_file"` // or a file holding it
+	ServiceName   string        `option:"service_name" yaml:"service_name"`     // "" = $JUPYTERHUB_SERVICE_NAME, else mcp
+	ServicePrefix string        `option:"service_prefix" yaml:"service_prefix"` // "" = $JUPYTERHUB_SERVICE_PREFIX, else /services/{name}/
+	Stores        HubStores     `option:"stores" yaml:"stores"`
+	TokenCacheTTL time.Duration `option:"token_cache_ttl" yaml:"token_cache_ttl"` // reuse of a token's Hub answer
+	IdleTimeout   time.Duration `option:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
+	StateDir      string        `option:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
+	OAuth         HubOAuth      `option:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
 }
 
 // HubOAuth configures the MCP authorization flow with the Hub as the login (docs/HUB.md,
 // "Log in with the Hub").
 type HubOAuth struct {
-	Enabled   bool   `mapstructure:"enabled" yaml:"enabled"`
-	PublicURL string `mapstructure:"public_url" yaml:"public_url"` // the Hub's origin as browsers reach it, e.g. https://hub.example.org
-	ClientID  string `mapstructure:"client_id" yaml:"client_id"`   // the service's OAuth client id at the Hub; "" = service-{service_name}
-	ProxyHops int    `mapstructure:"proxy_hops" yaml:"proxy_hops"` // proxies in front appending to X-Forwarded-For (the Hub's: 1): the rate limits' source address
+	Enabled   bool   `option:"enabled" yaml:"enabled"`
+	PublicURL string `option:"public_url" yaml:"public_url"` // the Hub's origin as browsers reach it, e.g. https://hub.example.org
+	ClientID  string `option:"client_id" yaml:"client_id"`   // the service's OAuth client id at the Hub; "" = service-{service_name}
+	ProxyHops int    `option:"proxy_hops" yaml:"proxy_hops"` // proxies in front appending to X-Forwarded-For (the Hub's: 1): the rate limits' source address
 }
 
 // maxProxyHops bounds hub.oauth.proxy_hops.
@@ -54,10 +57,10 @@ func (h Hub) OAuthClientID() string {
 
 // HubStores are the templates of each user's files; {username} is the Hub user's name.
 type HubStores struct {
-	Backend    Backend `mapstructure:"backend" yaml:"backend"`         // sqlite: one file per user; postgres: store.postgres, rooms by owner
-	SQLitePath string  `mapstructure:"sqlite_path" yaml:"sqlite_path"` // the user's pycrdt-store file
-	FileIDDB   string  `mapstructure:"fileid_db" yaml:"fileid_db"`     // the user's jupyter_server_fileid database
-	RootDir    string  `mapstructure:"root_dir" yaml:"root_dir"`       // the user's Jupyter root directory
+	Backend    Backend `option:"backend" yaml:"backend"`         // sqlite: one file per user; postgres: store.postgres, rooms by owner
+	SQLitePath string  `option:"sqlite_path" yaml:"sqlite_path"` // the user's pycrdt-store file
+	FileIDDB   string  `option:"fileid_db" yaml:"fileid_db"`     // the user's jupyter_server_fileid database
+	RootDir    string  `option:"root_dir" yaml:"root_dir"`       // the user's Jupyter root directory
 }
 
 // Placeholder is what the store templates put a user's name in place of.
@@ -80,18 +83,24 @@ const DefaultServiceName = "mcp"
 // a user name that cannot be put into a path safely.
 var ErrBadUsername = errors.New("user name not usable in a store path")
 
-// DefaultHub returns hub mode's defaults: off, a user's files under /home/{username}.
+// DefaultHubIdleTimeout is hub.idle_timeout's default. Decided here: the sidecar, the
+// one reader of hub.idle_timeout, is a package config cannot import.
+const DefaultHubIdleTimeout = 10 * time.Minute
+
+// DefaultHub returns hub mode's defaults: off, a user's files where a single-user server
+// running in /home/{username} writes them by default.
 func DefaultHub() Hub {
+	home := "/home/" + Placeholder
 	return Hub{
 		Stores: HubStores{
 			Backend:    BackendSQLite,
-			SQLitePath: "/home/{username}/.jupyter_ystore.db",
-			FileIDDB:   "/home/{username}/.local/share/jupyter/file_id_manager.db",
-			RootDir:    "/home/{username}",
+			SQLitePath: home + "/" + sqlite.DefaultPath,
+			FileIDDB:   home + "/.local/share/jupyter/" + fileid.DBName,
+			RootDir:    home,
 		},
 		TokenCacheTTL: auth.DefaultTokenCacheTTL,
-		IdleTimeout:   10 * time.Minute,
-		OAuth:         HubOAuth{ProxyHops: 1},
+		IdleTimeout:   DefaultHubIdleTimeout,
+		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops},
 	}
 }
 
@@ -130,9 +139,9 @@ func ServiceListen(getenv func(string) string) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s: %v", EnvHubServiceURL, err)}
+		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s: %v", EnvHubServiceURL, err), Err: ErrInvalid}
 	case u.Scheme != "http" || u.Hostname() == "":
-		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s is %q: want http://host[:port]/ (the sidecar serves plain HTTP; set server.listen)", EnvHubServiceURL, raw)}
+		return "", &KeyError{Key: "server.listen", Msg: fmt.Sprintf("$%s is %q: want http://host[:port]/ (the sidecar serves plain HTTP; set server.listen)", EnvHubServiceURL, raw), Err: ErrInvalid}
 	}
 	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80")), nil
 }
@@ -141,12 +150,6 @@ func ServiceListen(getenv func(string) string) (string, error) {
 // /mcp becomes /services/mcp/mcp. Call it after WithServiceEnv.
 func (h Hub) PrefixedPath(path string) string {
 	return strings.TrimRight(h.ServicePrefix, "/") + path
-}
-
-// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
-// for this configuration. Call it after WithServiceEnv.
-func (h Hub) VerifierOptions() map[string]any {
-	return map[string]any{"api_url": h.APIURL, "service_name": h.ServiceName, "token_cache_ttl": h.TokenCacheTTL}
 }
 
 // StorePath is the user's SQLite store: hub.stores.sqlite_path for user.

@@ -203,8 +203,12 @@ func TestHubTemplates(t *testing.T) {
 // The hub keys build the "jupyterhub" verifier as they are.
 func TestHubVerifierOptions(t *testing.T) {
 	h := hubOn().Hub.WithServiceEnv(func(string) string { return "" })
-	if _, err := auth.New("jupyterhub", auth.Settings{Options: h.VerifierOptions()}); err != nil {
-		t.Fatalf("auth.New(jupyterhub, %v) = %v", h.VerifierOptions(), err)
+	o := h.VerifierOptions()
+	if want := (auth.HubOptions{APIURL: h.APIURL, ServiceName: DefaultServiceName, TokenCacheTTL: h.TokenCacheTTL}); o != want {
+		t.Fatalf("VerifierOptions = %+v, want %+v", o, want)
+	}
+	if _, err := auth.NewJupyterHub(o, auth.Settings{}); err != nil {
+		t.Fatalf("auth.NewJupyterHub(%+v) = %v", o, err)
 	}
 }
 

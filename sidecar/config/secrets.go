@@ -38,11 +38,11 @@ func (c *Config) ResolveSecrets() error {
 		}
 		b, err := os.ReadFile(*s.file)
 		if err != nil {
-			return &KeyError{Key: s.fileKey, Msg: fmt.Sprintf("reading secret: %v", err)}
+			return &KeyError{Key: s.fileKey, Msg: fmt.Sprintf("reading secret: %v", err), Err: ErrInvalid}
 		}
 		v := strings.TrimSpace(string(b))
 		if v == "" {
-			return &KeyError{Key: s.fileKey, Msg: fmt.Sprintf("secret file %s is empty", *s.file)}
+			return &KeyError{Key: s.fileKey, Msg: fmt.Sprintf("secret file %s is empty", *s.file), Err: ErrInvalid}
 		}
 		*s.val = v
 	}

@@ -13,22 +13,16 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid configuration")
 
-// KeyError is a problem with one configuration key, named by its dotted YAML path.
-type KeyError struct {
-	Key string // dotted path, e.g. store.sqlite.poll_interval
-	Msg string
-}
-
-// Error returns "key: message".
-func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
-
-// Unwrap returns ErrInvalid.
-func (e *KeyError) Unwrap() error { return ErrInvalid }
+// KeyError is a problem with one configuration key, named by its dotted YAML path
+// (store.sqlite.poll_interval): the one vocabulary of the decoder (resources/option: an
+// unknown key, a value of the wrong type) and of the checks here (wrapping ErrInvalid).
+type KeyError = option.KeyError
 
 // Backend names a store backend: store.backend, hub.stores.backend.
 type Backend string
@@ -70,7 +64,7 @@ var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 type validator struct{ errs []error }
 
 func (v *validator) fail(key, format string, args ...any) {
-	v.errs = append(v.errs, &KeyError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &KeyError{Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrInvalid})
 }
 
 func (v *validator) oneOf(key, val string, allowed []string) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
@@ -32,9 +33,9 @@ var session []byte
 
 // File names inside Options.Dir.
 const (
-	NotebookPath = "demo.ipynb"         // the notebook, relative to the Jupyter root (Dir)
-	StoreFile    = ".jupyter_ystore.db" // the pycrdt-store SQLite file
-	FileIDFile   = "file_id_manager.db" // the jupyter_server_fileid database
+	NotebookPath = "demo.ipynb"       // the notebook, relative to the Jupyter root (Dir)
+	StoreFile    = sqlite.DefaultPath // the pycrdt-store SQLite file
+	FileIDFile   = fileid.DBName      // the jupyter_server_fileid database
 )
 
 // StoreSchema is pycrdt-store's SQLite schema, version 2: the statements that create a

@@ -64,6 +64,10 @@ import (
 	"time"
 )
 
+// DefaultProxyHops is Config.ProxyHops behind JupyterHub: its proxy appends one
+// X-Forwarded-For entry. New does not apply it: 0 hops is a setting of its own.
+const DefaultProxyHops = 1
+
 // ErrConfig is wrapped by New's errors for an unusable Config.
 var ErrConfig = errors.New("hubauth: bad configuration")
 
@@ -90,7 +94,7 @@ type Config struct {
 	RegisterRate  float64       // registrations a second from one source address; 0: 1
 	RegisterBurst int           // and the burst above it; 0: 10
 	MaxSources    int           // source addresses whose rates are tracked; 0: 10000
-	ProxyHops     int           // proxies in front appending to X-Forwarded-For whose entries name the source; 0: the connection's peer
+	ProxyHops     int           // proxies in front appending to X-Forwarded-For whose entries name the source; 0: the connection's peer (JupyterHub's: DefaultProxyHops)
 
 	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
 	Logger *slog.Logger // nil: slog.Default()

@@ -54,6 +54,8 @@ type Config struct {
 	// while they stay inside it (ystore/confine): a link to another user's notebook is
 	// not read. False follows links anywhere, as the Jupyter server does.
 	Confined bool
+	// Logger receives the watcher's logs; nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // withDefaults is c with each field that is not positive set to its default.
@@ -63,6 +65,7 @@ func (c Config) withDefaults() Config {
 	c.MaxFileBytes = cmp.Or(max(c.MaxFileBytes, 0), DefaultMaxFileBytes)
 	c.Coalesce = cmp.Or(max(c.Coalesce, 0), DefaultCoalesce)
 	c.GoneAfter = cmp.Or(max(c.GoneAfter, 0), DefaultGoneAfter)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
@@ -92,8 +95,9 @@ type Watcher struct {
 }
 
 // New returns a watcher of the notebook files under cfg.Root. No I/O.
-func New(cfg Config, log *slog.Logger) *Watcher {
-	return &Watcher{cfg: cfg.withDefaults(), log: log}
+func New(cfg Config) *Watcher {
+	cfg = cfg.withDefaults()
+	return &Watcher{cfg: cfg, log: cfg.Logger}
 }
 
 // stat is what tells a file changed without reading it.

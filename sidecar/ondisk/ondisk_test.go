@@ -1,6 +1,7 @@
 package ondisk
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -80,7 +81,8 @@ func write(t *testing.T, path, body string) {
 func start(t *testing.T, cfg Config, paths ...string) *recorder {
 	t.Helper()
 	rec := &recorder{paths: paths}
-	w := New(cfg, slog.New(slog.DiscardHandler))
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	w := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx, rec) }()
@@ -213,8 +215,8 @@ func TestConfinedFiles(t *testing.T) {
 	outside := []string{"relative.ipynb", "absolute.ipynb", "bobdir/b.ipynb"}
 	for _, confined := range []bool{true, false} {
 		t.Run(map[bool]string{true: "confined", false: "not confined"}[confined], func(t *testing.T) {
-			cfg := Config{Root: alice, Confined: confined, PollInterval: 20 * time.Millisecond, Coalesce: 10 * time.Millisecond}
-			w := New(cfg, slog.New(slog.DiscardHandler))
+			cfg := Config{Root: alice, Confined: confined, PollInterval: 20 * time.Millisecond, Coalesce: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+			w := New(cfg)
 			if f, err := w.Read("inside.ipynb"); err != nil || f.Snapshot.At(0).Source != "alice" {
 				t.Fatalf("Read(inside.ipynb) = %v", err)
 			}

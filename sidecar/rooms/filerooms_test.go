@@ -140,7 +140,7 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 	updates, _ := loadSession(t, "s0001.json.gz")
 	var log told
 	root := t.TempDir()
-	r, sink := logged(t, &log, ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler)), key)
+	r, sink := logged(t, &log, ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)}), key)
 	served := func(want bool, file bool) {
 		t.Helper()
 		_, src, err := r.SourcedNotebook(p)

@@ -74,7 +74,7 @@ type oracleRig struct {
 func newOracleRig(t *testing.T, key string, files Files, gapAfter time.Duration) *oracleRig {
 	g := &oracleRig{t: t, told: &told{}, log: &logBuffer{}, m: &counted{}, key: key}
 	g.r = New(Config{
-		Log: slog.New(slog.NewJSONHandler(g.log, nil)), Files: files, Metrics: g.m, GapAfter: gapAfter,
+		Logger: slog.New(slog.NewJSONHandler(g.log, nil)), Files: files, Metrics: g.m, GapAfter: gapAfter,
 		Reload: func(room string) { g.mu.Lock(); g.reloads = append(g.reloads, room); g.mu.Unlock() },
 	}).Writer(g.told)
 	return g
@@ -174,7 +174,7 @@ func TestRoomsDivergenceFromSavedFile(t *testing.T) {
 				if err := os.Chtimes(abs, at(250), at(250)); err != nil {
 					t.Fatal(err)
 				}
-				files = ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler))
+				files = ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)})
 			}
 			g := newOracleRig(t, key, files, 0)
 			g.sink(ystore.EventReset, rowsAt(key, 1, updates, 100))
@@ -284,7 +284,7 @@ func TestRoomsGap(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(p)), body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files := ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler))
+	files := ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)})
 	// The row removed: the first whose absence leaves a later one waiting.
 	lost := -1
 	for i := 1; i < len(updates)-1 && lost < 0; i++ {

@@ -32,7 +32,8 @@ import (
 
 // Config is what a Set is built from; nil fields are none.
 type Config struct {
-	Log *slog.Logger
+	// Logger receives the rooms' logs; nil: none.
+	Logger *slog.Logger
 	// Resolver maps file ids to paths; nil: paths come from the room key or the
 	// document's state.
 	Resolver fileid.Resolver
@@ -148,14 +149,14 @@ type Info struct {
 
 // New returns an empty set of rooms. No I/O.
 func New(cfg Config) *Set {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
 	return &Set{
-		log:      cfg.Log,
+		log:      cfg.Logger,
 		resolver: cfg.Resolver,
 		files:    cfg.Files,
 		metrics:  cfg.Metrics,

@@ -99,7 +99,7 @@ func (l *told) len() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.chs) }
 // writer returns the writer of a new set of rooms with resolver res (nil: none) and
 // files (nil: none), telling n (nil: nobody).
 func writer(res fileid.Resolver, files Files, n Notifier) *Writer {
-	return New(Config{Log: slog.New(slog.DiscardHandler), Resolver: res, Files: files}).Writer(n)
+	return New(Config{Logger: slog.New(slog.DiscardHandler), Resolver: res, Files: files}).Writer(n)
 }
 
 func TestRoomsServeWhatTheRowsHold(t *testing.T) {
@@ -253,7 +253,7 @@ func TestRoomsFollowRenames(t *testing.T) {
 	res := &renames{path: "drafts/a.ipynb"}
 	root := t.TempDir()
 	var log told
-	r := writer(res, ondisk.New(ondisk.Config{Root: root}, slog.New(slog.DiscardHandler)), &log)
+	r := writer(res, ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)}), &log)
 	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -116,8 +116,11 @@ var _ Resolver = (*DB)(nil)
 // jupyter_data_dir()/file_id_manager.db, that is $JUPYTER_DATA_DIR, else the platform's
 // data directory ($XDG_DATA_HOME/jupyter or ~/.local/share/jupyter on Linux).
 func DefaultDBPath() string {
-	return filepath.Join(jupyterDataDir(), "file_id_manager.db")
+	return filepath.Join(jupyterDataDir(), DBName)
 }
+
+// DBName is the name of jupyter_server_fileid's database file.
+const DBName = "file_id_manager.db"
 
 func jupyterDataDir() string {
 	if d := os.Getenv("JUPYTER_DATA_DIR"); d != "" {

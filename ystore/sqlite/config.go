@@ -19,13 +19,18 @@ const (
 	DefaultMaxBusyWait  = 30 * time.Second
 )
 
+// DefaultPath is the store file jupyter-collaboration writes by default (pycrdt-store's
+// SQLiteYStore), in the Jupyter server's working directory. New does not apply it: a
+// Config names its file.
+const DefaultPath = ".jupyter_ystore.db"
+
 // ErrConfig reports an invalid Config.
 var ErrConfig = errors.New("invalid sqlite tailer config")
 
 // Config configures a Tailer.
 type Config struct {
-	// Path is the store file (jupyter-collaboration's default: .jupyter_ystore.db in the
-	// Jupyter server's working directory). It need not exist yet.
+	// Path is the store file (jupyter-collaboration's default: DefaultPath in the Jupyter
+	// server's working directory). It need not exist yet.
 	Path string
 	// Confine, when set (hub mode), is the user's directory: Path is resolved beneath
 	// its root, following symbolic links only inside it, the file must belong to its

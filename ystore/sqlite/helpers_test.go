@@ -156,7 +156,7 @@ func runTailer(t testing.TB, tl *Tailer, deliver func(context.Context, []ystore.
 
 // sharedWatcher serves the tailers of every test in the "shared" mode, as hub mode's
 // one Watcher serves every user's tailer.
-var sharedWatcher = NewWatcher(nil)
+var sharedWatcher = NewWatcher(WatcherConfig{})
 
 // modes are the ways a tailer wakes.
 var modes = []struct {

@@ -303,7 +303,7 @@ func (t *Tailer) Run(ctx context.Context, sink func(context.Context, []ystore.Ev
 	case t.cfg.Watcher != nil:
 		x = t.cfg.Watcher
 	default:
-		x = NewWatcher(t.log)
+		x = NewWatcher(WatcherConfig{Logger: t.log})
 		defer x.Close()
 	}
 	w := newWaker(x, t.cfg.Path)

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -33,12 +34,15 @@ type dirWatch struct {
 	watched bool // the watch is in place (false after the directory went away)
 }
 
-// NewWatcher returns a Watcher logging to log (slog.Default() if nil); it does no I/O.
-func NewWatcher(log *slog.Logger) *Watcher {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Watcher{log: log, dirs: map[string]*dirWatch{}, byName: map[string][]*waker{}}
+// WatcherConfig configures a Watcher.
+type WatcherConfig struct {
+	// Logger receives the watcher's logs; slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// NewWatcher returns a Watcher; it does no I/O.
+func NewWatcher(cfg WatcherConfig) *Watcher {
+	return &Watcher{log: cmp.Or(cfg.Logger, slog.Default()), dirs: map[string]*dirWatch{}, byName: map[string][]*waker{}}
 }
 
 // Close stops watching; the tailers still registered poll from then on.

@@ -33,7 +33,7 @@ func inotifyInstances(t testing.TB) int {
 // polls), and the process holds one inotify instance for all of them.
 func TestSharedWatcher(t *testing.T) {
 	const stores = 12
-	x := NewWatcher(nil)
+	x := NewWatcher(WatcherConfig{})
 	t.Cleanup(func() { _ = x.Close() })
 	before := inotifyInstances(t)
 	root := t.TempDir()
@@ -70,7 +70,7 @@ func TestSharedWatcher(t *testing.T) {
 // TestSharedWatcherRelease stops the tailers of a Watcher: their directories are
 // unregistered, and a tailer registered later is woken again.
 func TestSharedWatcherRelease(t *testing.T) {
-	x := NewWatcher(nil)
+	x := NewWatcher(WatcherConfig{})
 	t.Cleanup(func() { _ = x.Close() })
 	dir := t.TempDir()
 	k1 := newWaker(x, filepath.Join(dir, "a.db"))
@@ -103,7 +103,7 @@ func TestSharedWatcherRelease(t *testing.T) {
 // TestWatcherWakesOnCommits: the store file's events and the journal's removal wake its
 // tailer; a journal created or written (a writer inside its transaction) does not.
 func TestWatcherWakesOnCommits(t *testing.T) {
-	x := NewWatcher(nil)
+	x := NewWatcher(WatcherConfig{})
 	path := filepath.Join(t.TempDir(), "y.db")
 	k := newWaker(x, path)
 	t.Cleanup(k.close)

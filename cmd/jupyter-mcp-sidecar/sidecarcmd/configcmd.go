@@ -19,6 +19,7 @@ import (
 var errMissingDSN = &config.KeyError{
 	Key: "store.postgres.dsn",
 	Msg: "must be set (--dsn, --dsn-file or JUPYTER_MCP_SIDECAR_STORE_POSTGRES_DSN)",
+	Err: config.ErrInvalid,
 }
 
 // registered lists the names compiled into this binary for each seam.
@@ -58,10 +59,11 @@ secrets masked. It exits non-zero, naming each offending key, when anything is w
 			return err
 		}
 		seams := cfg
+		seams.Logger = log
 		if needsToken(seams) { // serve would generate one
 			seams.Server.Token = "generated"
 		}
-		if err := sidecar.Check(seams, log); err != nil {
+		if err := sidecar.Check(seams); err != nil {
 			return &configError{file: file, err: err}
 		}
 		if file == "" {

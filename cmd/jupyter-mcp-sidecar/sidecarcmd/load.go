@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -27,7 +25,7 @@ const envPrefix = "JUPYTER_MCP_SIDECAR"
 const configName = "jupyter-mcp-sidecar.yaml"
 
 // freeForm are the keys whose entries are named by the user, not by the schema; viper
-// would lower-case their keys, so they are re-read from the file with case kept.
+// lower-cases their keys, so decode takes them from the file as written.
 var freeForm = []string{
 	"extensions", "gate.options", "hooks", "notebooks", "publisher.options", "server.verifier.options",
 }
@@ -179,19 +177,16 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 		if err != nil {
 			return config.Config{}, err
 		}
-		// Two copies: viper lower-cases the keys of the map it merges, in place.
-		var merged map[string]any
-		for _, m := range []*map[string]any{&raw, &merged} {
-			if err := yaml.Unmarshal(b, m); err != nil {
-				return config.Config{}, fmt.Errorf("parse YAML: %w", err)
-			}
+		if err := yaml.Unmarshal(b, &raw); err != nil {
+			return config.Config{}, fmt.Errorf("parse YAML: %w", err)
 		}
-		if err := v.MergeConfigMap(merged); err != nil {
+		// viper lower-cases the keys of the map it merges, in place: it merges a copy.
+		if err := v.MergeConfigMap(clone(raw)); err != nil {
 			return config.Config{}, fmt.Errorf("merge YAML: %w", err)
 		}
 	}
 
-	cfg, err := decode(v, raw)
+	cfg, err := decode(v, src, raw)
 	if err != nil {
 		return cfg, err
 	}
@@ -214,6 +209,15 @@ func build(src source, file string, known config.Names) (config.Config, error) {
 // configured says whether key was set by the file, the environment or a flag, rather
 // than left to its default.
 func configured(src source, raw map[string]any, key string) bool {
+	if asText(src, key) {
+		return true
+	}
+	_, ok := lookup(raw, key)
+	return ok
+}
+
+// asText says whether key was set by the environment or a flag: as text.
+func asText(src source, key string) bool {
 	if os.Getenv(envName(key)) != "" { // viper reads an empty variable as unset
 		return true
 	}
@@ -222,55 +226,71 @@ func configured(src source, raw map[string]any, key string) bool {
 			return true
 		}
 	}
-	var node any = raw
-	for part := range strings.SplitSeq(key, ".") {
-		m, ok := node.(map[string]any)
-		if !ok {
-			return false
-		}
-		if node, ok = m[part]; !ok {
-			return false
+	return false
+}
+
+// decode decodes what v merged into a Config, once, with the one strict decoder
+// (resources/option): a value set by the environment or a flag as text, parsed as its
+// key takes it; the free-form maps as the file wrote them, since viper lower-cases keys.
+func decode(v *viper.Viper, src source, raw map[string]any) (config.Config, error) {
+	tree := v.AllSettings()
+	for key := range flatDefaults {
+		if asText(src, key) {
+			if s, ok := v.Get(key).(string); ok {
+				set(tree, key, option.Text(s))
+			}
+		} else if slices.Contains(freeForm, key) {
+			if sub, ok := lookup(raw, key); ok {
+				set(tree, key, sub)
+			}
 		}
 	}
-	return true
-}
-
-// decodeOptions make decoding strict: no unknown keys, no implicit type conversion
-// except from strings (the environment and flags give strings).
-func decodeOptions(dc *mapstructure.DecoderConfig) {
-	dc.ErrorUnused = true
-	dc.WeaklyTypedInput = false
-	dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
-		option.DurationHook, // the plugins' durations parse the same way
-		mapstructure.StringToSliceHookFunc(","),
-		mapstructure.StringToBasicTypeHookFunc(),
-	)
-}
-
-// decode unmarshals v strictly, then re-reads the free-form maps from the raw file so
-// that their keys keep their case.
-func decode(v *viper.Viper, raw map[string]any) (config.Config, error) {
 	var cfg config.Config
-	if err := v.Unmarshal(&cfg, decodeOptions); err != nil {
-		return cfg, keyErrors(err)
+	return cfg, option.Decode(tree, &cfg)
+}
+
+// set replaces the value of a dotted key in a tree of viper's (keys lower-cased) that
+// has it.
+func set(tree map[string]any, key string, val any) {
+	parents, leaf := "", key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		parents, leaf = key[:i], key[i+1:]
 	}
-	c := reflect.ValueOf(&cfg).Elem()
-	for _, key := range freeForm {
-		sub, ok := lookup(raw, key)
-		if !ok {
-			continue
-		}
-		field := fieldByKey(c, key)
-		field.SetZero()
-		dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: field.Addr().Interface()})
-		if err != nil {
-			return cfg, fmt.Errorf("decoder for %s: %w", key, err)
-		}
-		if err := dec.Decode(sub); err != nil {
-			return cfg, &config.KeyError{Key: key, Msg: err.Error()}
+	m := tree
+	if parents != "" {
+		sub, _ := lookup(tree, parents) // nil when missing
+		var ok bool
+		if m, ok = sub.(map[string]any); !ok {
+			return // a section the file gave another type: the decoder says so
 		}
 	}
-	return cfg, nil
+	if _, ok := m[leaf]; ok {
+		m[leaf] = val
+	}
+}
+
+// clone copies a YAML tree deeply.
+func clone(v map[string]any) map[string]any {
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, val := range x {
+				out[k] = walk(val)
+			}
+			return out
+		case []any:
+			out := make([]any, len(x))
+			for i, val := range x {
+				out[i] = walk(val)
+			}
+			return out
+		}
+		return v
+	}
+	m, _ := walk(v).(map[string]any)
+	return m
 }
 
 // lookup finds a dotted key in a raw YAML tree, matching keys without case as viper does.
@@ -293,68 +313,4 @@ func lookup(tree map[string]any, key string) (any, bool) {
 		}
 	}
 	return cur, true
-}
-
-// fieldByKey walks the mapstructure tags of v along a dotted key, into squashed
-// embedded structs too.
-func fieldByKey(v reflect.Value, key string) reflect.Value {
-	for part := range strings.SplitSeq(key, ".") {
-		v, _ = fieldByTag(v, part)
-	}
-	return v
-}
-
-// fieldByTag is the field of struct v whose mapstructure tag is tag, looked for in
-// its squashed embedded structs too.
-func fieldByTag(v reflect.Value, tag string) (reflect.Value, bool) {
-	t := v.Type()
-	for i := range t.NumField() {
-		switch got := t.Field(i).Tag.Get("mapstructure"); {
-		case got == tag:
-			return v.Field(i), true
-		case got == ",squash":
-			if f, ok := fieldByTag(v.Field(i), tag); ok {
-				return f, true
-			}
-		}
-	}
-	return v, false
-}
-
-// keyErrors turns mapstructure's errors into KeyErrors: "'server' has invalid keys: a, b"
-// becomes "server.a: unknown key" and "server.b: unknown key".
-func keyErrors(err error) error {
-	var leaves []error
-	var walk func(error)
-	walk = func(e error) {
-		switch x := e.(type) {
-		case *mapstructure.DecodeError:
-			msg := x.Unwrap().Error()
-			if keys, ok := strings.CutPrefix(msg, "has invalid keys: "); ok {
-				for k := range strings.SplitSeq(keys, ", ") {
-					leaves = append(leaves, &config.KeyError{Key: joinKey(x.Name(), k), Msg: "unknown key"})
-				}
-				return
-			}
-			leaves = append(leaves, &config.KeyError{Key: x.Name(), Msg: msg})
-		case interface{ Unwrap() []error }:
-			for _, sub := range x.Unwrap() {
-				walk(sub)
-			}
-		case interface{ Unwrap() error }:
-			walk(x.Unwrap())
-		default:
-			leaves = append(leaves, e)
-		}
-	}
-	walk(err)
-	slices.SortFunc(leaves, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(leaves...)
-}
-
-func joinKey(parent, key string) string {
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
 }

@@ -75,9 +75,9 @@ See configs/sidecar.yaml for every key and its default.`,
 	return root
 }
 
-// daemon runs fn, the body of a long-running command, with its configuration and
-// logger, until SIGTERM or SIGINT ends fn's context.
-func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, config.Config, *slog.Logger) error) error {
+// daemon runs fn, the body of a long-running command, with its configuration and its
+// logger (config.Config.Logger), until SIGTERM or SIGINT ends fn's context.
+func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, config.Config) error) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	cfg, _, err := load(src, registered())
@@ -91,7 +91,8 @@ func (a *app) daemon(ctx context.Context, src source, fn func(context.Context, c
 	for _, name := range unknownEnv(os.Environ()) {
 		log.Warn("environment variable names no configuration key; ignored", "variable", name)
 	}
-	return fn(ctx, cfg, log)
+	cfg.Logger = log
+	return fn(ctx, cfg)
 }
 
 // newLogger builds the slog logger the configuration asks for, writing to w. Durations

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,16 +45,16 @@ loopback address: any MCP client can connect at once.`,
 	cmd.Flags().BoolVar(&demoMode, "demo", false, "serve a throwaway store with a notebook that keeps changing (no token, loopback only)")
 	src := a.withFlags(cmd, storeFlags, serverFlags)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
+		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config) (err error) {
 			if demoMode {
-				return a.serveDemo(ctx, cfg, log)
+				return a.serveDemo(ctx, cfg)
 			}
 			if needsToken(cfg) {
-				if cfg.Server.Token, err = a.generateToken(cfg, log); err != nil {
+				if cfg.Server.Token, err = a.generateToken(cfg); err != nil {
 					return err
 				}
 			}
-			return sidecar.Run(ctx, cfg, log, sidecar.WithVersion(versionString()))
+			return sidecar.Run(ctx, cfg, sidecar.WithVersion(versionString()))
 		})
 	}
 	return cmd
@@ -74,7 +73,7 @@ const generatedTokenName = ".jupyter-mcp-sidecar-token"
 // first of config.StateFiles whose directory takes it; mode 0600, replaced atomically)
 // and logs that file's path. The token itself goes only to a terminal: never into a log
 // stream, where a collector would keep it and a JSON parser would trip over a plain line.
-func (a *app) generateToken(cfg config.Config, log *slog.Logger) (string, error) {
+func (a *app) generateToken(cfg config.Config) (string, error) {
 	token, err := randomToken()
 	if err != nil {
 		return "", err
@@ -87,7 +86,7 @@ func (a *app) generateToken(cfg config.Config, log *slog.Logger) (string, error)
 			errs = append(errs, err)
 			continue
 		}
-		log.Warn("no token configured: generated one; clients send Authorization: Bearer <the file's content>", "token_file", path)
+		cfg.Logger.Warn("no token configured: generated one; clients send Authorization: Bearer <the file's content>", "token_file", path)
 		if isTerminal(a.stderr) {
 			fmt.Fprintf(a.stderr, "No token configured; clients must send this one (also in %s):\n  Authorization: Bearer %s\n", path, token)
 		}
@@ -128,7 +127,7 @@ func randomToken() (string, error) {
 }
 
 // serveDemo runs the sidecar over a throwaway store that a demo.Writer keeps editing.
-func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func (a *app) serveDemo(ctx context.Context, cfg config.Config) error {
 	if cfg.Server.Transport == resources.TransportHTTP && !isLoopback(cfg.Server.Listen) {
 		return fmt.Errorf("server.listen: --demo serves without a token, so only on a loopback address, got %q", cfg.Server.Listen)
 	}
@@ -137,7 +136,7 @@ func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	w := demo.New(demo.Options{Dir: dir, Logger: log})
+	w := demo.New(demo.Options{Dir: dir, Logger: cfg.Logger})
 	if err := w.Create(ctx); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -152,7 +151,7 @@ func (a *app) serveDemo(ctx context.Context, cfg config.Config, log *slog.Logger
 	g.Go(func() error { return w.Run(ctx) })
 	g.Go(func() error {
 		defer stop() // the writer stops with the server, whatever ended it
-		return sidecar.Run(ctx, cfg, log, sidecar.WithVersion(versionString()))
+		return sidecar.Run(ctx, cfg, sidecar.WithVersion(versionString()))
 	})
 	return g.Wait()
 }

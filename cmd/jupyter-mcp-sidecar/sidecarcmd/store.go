@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -62,11 +61,11 @@ server.metrics_listen, or on server.listen when that is not set.`,
 	}
 	src := a.withFlags(cmd, shipFlags)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+		return a.daemon(cmd.Context(), src(), func(ctx context.Context, cfg config.Config) error {
 			if err := cfg.ValidateShip(); err != nil {
 				return err
 			}
-			return sidecar.Ship(ctx, cfg, log)
+			return sidecar.Ship(ctx, cfg)
 		})
 	}
 	return cmd

@@ -59,7 +59,7 @@ func TestStats(t *testing.T) {
 	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
 	lib.set("a.ipynb", ynotebook.Cell{ID: "1", CellType: "code", Outputs: []map[string]any{{"output_type": "stream"}}},
 		ynotebook.Cell{ID: "2", CellType: "markdown"})
-	surface := extensions.NewSurface(nil)
+	surface := extensions.NewSurface(extensions.SurfaceConfig{})
 	set, err := extensions.Build(map[string]map[string]any{"stats": {"label": "mine"}}, surface, extensions.Deps{Library: lib})
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +100,8 @@ func TestStats(t *testing.T) {
 // TestStatsRefusesUnknownOptions checks that a misspelt option stops the build, by name.
 func TestStatsRefusesUnknownOptions(t *testing.T) {
 	lib := &library{snaps: map[string]*ynotebook.Snapshot{}}
-	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(nil), extensions.Deps{Library: lib})
-	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"lable" (known: label)`) {
+	_, err := extensions.Build(map[string]map[string]any{"stats": {"lable": "mine"}}, extensions.NewSurface(extensions.SurfaceConfig{}), extensions.Deps{Library: lib})
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `lable: unknown key (known: label)`) {
 		t.Fatalf("Build = %v, want option.ErrUnknown naming lable", err)
 	}
 }

@@ -6,6 +6,7 @@
 package subscribers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,15 +66,23 @@ type Registry struct {
 	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
 }
 
-// New returns an empty registry, its metrics registered on reg (nil: none); a
-// subscriber whose SDK channel stays full for sendTimeout loses its pending
-// notifications and subscriptions.
-func New(log *slog.Logger, sendTimeout time.Duration, reg prometheus.Registerer) (*Registry, error) {
-	m, err := newMetrics(reg)
+// Config configures a Registry.
+type Config struct {
+	// SendTimeout is how long a subscriber's SDK channel may stay full before it loses
+	// its pending notifications and subscriptions.
+	SendTimeout time.Duration
+	Logger      *slog.Logger          // nil: slog.Default()
+	Registerer  prometheus.Registerer // the registry's metrics; nil: none
+}
+
+// New returns an empty registry.
+func New(cfg Config) (*Registry, error) {
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{log: log, m: m, sendTimeout: sendTimeout, subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}, nil
+	return &Registry{log: cmp.Or(cfg.Logger, slog.Default()), m: m, sendTimeout: cfg.SendTimeout,
+		subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}, nil
 }
 
 // SessionKey is the registry key of a 2025-11-25 session.

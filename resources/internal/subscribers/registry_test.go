@@ -19,7 +19,7 @@ import (
 // newRegistry is a Registry with a 1 s send timeout, its metrics on reg.
 func newRegistry(t *testing.T, reg prometheus.Registerer) *Registry {
 	t.Helper()
-	r, err := New(quietLog, time.Second, reg)
+	r, err := New(Config{SendTimeout: time.Second, Logger: quietLog, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

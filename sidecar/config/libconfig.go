@@ -1,0 +1,112 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+// The configuration mapped onto the libraries' own: every typed library config the
+// daemon builds from its keys comes from here. What only a running daemon has (a
+// logger, a metrics registry) is an argument; what hub mode adds for a user (a shared
+// watcher, confinement) the caller sets on the result.
+
+// TailerConfig is the sqlite.Config of this section.
+func (s SQLite) TailerConfig(log *slog.Logger, reg prometheus.Registerer) sqlite.Config {
+	return sqlite.Config{
+		Path:            s.Path,
+		PollInterval:    s.PollInterval,
+		ChunkRows:       s.ChunkRows,
+		DisableFSNotify: !s.FSNotify,
+		Logger:          log,
+		Registerer:      reg,
+	}
+}
+
+// StoreConfig is the postgres.Config of this section.
+func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
+	return postgres.Config{
+		DSN:           p.DSN,
+		Schema:        p.Schema,
+		Table:         p.Table,
+		Channel:       p.Channel,
+		PollInterval:  p.PollInterval,
+		DisableListen: p.DisableListen,
+		Owner:         p.Owner,
+		Logger:        log,
+		Registerer:    reg,
+	}
+}
+
+// StoreConfig is the postgres.Config of this section.
+func (p ShipPostgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
+	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: log, Registerer: reg}
+}
+
+// ServerConfig is the MCP server's resources.Config: the server section's Endpoint and
+// Limits are the server's own; version is reported to clients.
+func (c Config) ServerConfig(version string, log *slog.Logger, reg prometheus.Registerer) resources.Config {
+	return resources.Config{
+		Endpoint:   c.Server.Endpoint,
+		Limits:     c.Server.Limits,
+		StateFile:  c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
+		Notebooks:  c.Notebooks,
+		Publisher:  c.Publisher,
+		Gate:       c.Gate,
+		Extensions: c.Extensions,
+		Effective:  c.Masked(),
+		Hooks:      c.Hooks,
+		Version:    version,
+		Logger:     log,
+		Registerer: reg,
+	}
+}
+
+// RoomsConfig is the rooms.Config of the store section; the caller adds the rooms'
+// resolver, file reader, metrics and reload.
+func (c Config) RoomsConfig(log *slog.Logger) rooms.Config {
+	return rooms.Config{Logger: log, GapAfter: c.Store.GapAfter}
+}
+
+// FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.
+func (c Config) FilesConfig(log *slog.Logger) ondisk.Config {
+	return ondisk.Config{
+		Root:           c.RootDirPath(),
+		PollInterval:   c.OnDisk.PollInterval,
+		MaxWatchedDirs: c.OnDisk.MaxWatchedDirs,
+		MaxFileBytes:   c.OnDisk.MaxFileBytes,
+		FSNotify:       c.OnDisk.FSNotify,
+		Logger:         log,
+	}
+}
+
+// FileIDConfig is the fileid.DBConfig of the fileid section: its database, and the
+// Jupyter root made absolute.
+func (c Config) FileIDConfig(log *slog.Logger, reg prometheus.Registerer) (fileid.DBConfig, error) {
+	root, err := filepath.Abs(c.RootDirPath())
+	if err != nil {
+		return fileid.DBConfig{}, fmt.Errorf("fileid.root_dir: %w", err)
+	}
+	return fileid.DBConfig{Path: c.FileIDDBPath(), RootDir: root, Logger: log, Registerer: reg}, nil
+}
+
+// RESTConfig is the fileid.RESTConfig of the fileid.api section.
+func (a FileIDAPI) RESTConfig() fileid.RESTConfig {
+	return fileid.RESTConfig{BaseURL: a.URL, Token: a.Token}
+}
+
+// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
+// for this configuration. Call it after WithServiceEnv.
+func (h Hub) VerifierOptions() auth.HubOptions {
+	return auth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
+}

@@ -1,0 +1,161 @@
+package config
+
+import (
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
+)
+
+// The store sections map every key onto the backends' typed configs.
+func TestStoreConfigs(t *testing.T) {
+	s := SQLite{Path: "/s/y.db", PollInterval: 3 * time.Second, FSNotify: false, ChunkRows: 7}
+	if got, want := s.TailerConfig(nil, nil), (sqlite.Config{
+		Path: "/s/y.db", PollInterval: 3 * time.Second, ChunkRows: 7, DisableFSNotify: true,
+	}); got.Path != want.Path || got.PollInterval != want.PollInterval || got.ChunkRows != want.ChunkRows ||
+		got.DisableFSNotify != want.DisableFSNotify {
+		t.Errorf("TailerConfig() = %+v, want %+v", got, want)
+	}
+	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice"}
+	if got, want := p.StoreConfig(nil, nil), (postgres.Config{
+		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice",
+	}); got != want {
+		t.Errorf("StoreConfig() = %+v, want %+v", got, want)
+	}
+	sp := ShipPostgres{DSN: "postgres://h/db", Schema: "s", Table: "t"}
+	if got, want := sp.StoreConfig(nil, nil), (postgres.Config{DSN: "postgres://h/db", Schema: "s", Table: "t"}); got != want {
+		t.Errorf("ShipPostgres.StoreConfig() = %+v, want %+v", got, want)
+	}
+}
+
+// The other sections map onto their libraries' configs, with the logger and the
+// registerer handed over as given.
+func TestLibraryConfigs(t *testing.T) {
+	log, reg := slog.New(slog.DiscardHandler), prometheus.NewRegistry()
+	c := Default()
+	c.Store.GapAfter = 7 * time.Second
+	c.FileID = FileID{DBPath: "/j/ids.db", RootDir: "rel/root", API: FileIDAPI{URL: "http://127.0.0.1:1/", Token: "t"}}
+	c.OnDisk = OnDisk{Enabled: true, FSNotify: true, PollInterval: time.Minute, MaxWatchedDirs: 3, MaxFileBytes: 9}
+	c.Server.Listen, c.Server.Limits.MaxNames, c.Server.StateFile = "127.0.0.1:1", 5, "/s/names.json"
+	c.Notebooks = map[string]string{"nb": "a.ipynb"}
+	c.Server.Token = "secret"
+
+	if rc := c.RoomsConfig(log); rc.Logger != log || rc.GapAfter != 7*time.Second {
+		t.Errorf("RoomsConfig = %+v", rc)
+	}
+	if fc := c.FilesConfig(log); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
+		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confined || fc.Logger != log {
+		t.Errorf("FilesConfig = %+v", fc)
+	}
+	abs, _ := filepath.Abs("rel/root")
+	if dc, err := c.FileIDConfig(log, reg); err != nil || dc != (fileid.DBConfig{Path: "/j/ids.db", RootDir: abs, Logger: log, Registerer: reg}) {
+		t.Errorf("FileIDConfig = %+v, %v", dc, err)
+	}
+	if rc := c.FileID.API.RESTConfig(); rc.BaseURL != "http://127.0.0.1:1/" || rc.Token != "t" {
+		t.Errorf("RESTConfig = %+v", rc)
+	}
+	sc := c.ServerConfig("v1", log, reg)
+	if !reflect.DeepEqual(sc.Endpoint, c.Server.Endpoint) || sc.Limits != c.Server.Limits || sc.StateFile != "/s/names.json" ||
+		!reflect.DeepEqual(sc.Notebooks, c.Notebooks) || sc.Version != "v1" || sc.Logger != log || sc.Registerer != reg ||
+		!reflect.DeepEqual(sc.Hooks, c.Hooks) || !reflect.DeepEqual(sc.Effective, c.Masked()) {
+		t.Errorf("ServerConfig = %+v", sc)
+	}
+	if m, _ := sc.Effective.(Config); m.Server.Token != Mask {
+		t.Errorf("the configuration shown to extensions is not masked: %+v", sc.Effective)
+	}
+}
+
+// The daemon's defaults (Default, which configs/sidecar.yaml documents) are the ones
+// the MCP server runs with: filling the server's own defaults changes nothing the
+// daemon configures, and the metrics hook is on.
+func TestServerRunsWithTheDocumentedDefaults(t *testing.T) {
+	sc := Default().ServerConfig("v", nil, nil)
+	filled := sc.Defaults()
+	for name, pair := range map[string][2]any{
+		"transport":         {sc.Transport, filled.Transport},
+		"listen":            {sc.Listen, filled.Listen},
+		"path":              {sc.Path, filled.Path},
+		"max_request_bytes": {sc.MaxRequestBytes, filled.MaxRequestBytes},
+		"drain_timeout":     {sc.DrainTimeout, filled.DrainTimeout},
+		"hooks":             {sc.Hooks, filled.Hooks},
+		"verifier":          {sc.Verifier, filled.Verifier},
+		"limits": {[]int{sc.MaxURIBytes, sc.MaxSubscriptions, sc.MaxSubscriptionBytes, sc.MaxSessions, sc.MaxListenURIs, sc.ReplayEvents, sc.ReplayBytes},
+			[]int{filled.MaxURIBytes, filled.MaxSubscriptions, filled.MaxSubscriptionBytes, filled.MaxSessions, filled.MaxListenURIs, filled.ReplayEvents, filled.ReplayBytes}},
+		"session_idle_timeout": {sc.SessionIdleTimeout, filled.SessionIdleTimeout},
+	} {
+		if !reflect.DeepEqual(pair[0], pair[1]) {
+			t.Errorf("%s: the daemon configures %v, the server's default is %v", name, pair[0], pair[1])
+		}
+	}
+	if _, ok := sc.Hooks["metrics"]; !ok {
+		t.Errorf("default hooks %v: the metrics hook is off", sc.Hooks)
+	}
+}
+
+// The daemon's defaults are the libraries' Default constants, decided there once
+// (configs/sidecar.yaml documents them: cmd/jupyter-mcp-sidecar checks that it is
+// Default, and TestServerRunsWithTheDocumentedDefaults the server's).
+func TestDefaultsAreTheLibraries(t *testing.T) {
+	d := Default()
+	h := d.Hub
+	t.Setenv("JUPYTER_DATA_DIR", "/data/jupyter")
+	for name, pair := range map[string][2]any{
+		"store.lag_threshold":          {d.Store.LagThreshold, ystore.DefaultLagThreshold},
+		"store.gap_after":              {d.Store.GapAfter, rooms.DefaultGapAfter},
+		"store.sqlite.path":            {d.Store.SQLite.Path, sqlite.DefaultPath},
+		"store.sqlite.poll_interval":   {d.Store.SQLite.PollInterval, sqlite.DefaultPollInterval},
+		"store.sqlite.chunk_rows":      {d.Store.SQLite.ChunkRows, sqlite.DefaultChunkRows},
+		"store.postgres.schema":        {d.Store.Postgres.Schema, postgres.DefaultSchema},
+		"store.postgres.table":         {d.Store.Postgres.Table, postgres.DefaultTable},
+		"store.postgres.channel":       {d.Store.Postgres.Channel, postgres.DefaultChannel},
+		"store.postgres.poll_interval": {d.Store.Postgres.PollInterval, postgres.DefaultPollInterval},
+		"ship.postgres.schema":         {d.Ship.Postgres.Schema, postgres.DefaultSchema},
+		"ship.postgres.table":          {d.Ship.Postgres.Table, postgres.DefaultTable},
+		"fileid.db_path (unset)":       {d.FileIDDBPath(), fileid.DefaultDBPath()},
+		"notifications.debounce":       {d.Notifications.Debounce, debounce.DefaultQuiet},
+		"notifications.max_delay":      {d.Notifications.MaxDelay, debounce.DefaultCeiling},
+		"ondisk.poll_interval":         {d.OnDisk.PollInterval, ondisk.DefaultPollInterval},
+		"ondisk.max_watched_dirs":      {d.OnDisk.MaxWatchedDirs, ondisk.DefaultMaxWatchedDirs},
+		"ondisk.max_file_bytes":        {d.OnDisk.MaxFileBytes, int64(ondisk.DefaultMaxFileBytes)},
+		"hub.token_cache_ttl":          {h.TokenCacheTTL, auth.DefaultTokenCacheTTL},
+		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
+		"hub.stores.sqlite_path":       {filepath.Base(h.Stores.SQLitePath), sqlite.DefaultPath},
+		"hub.stores.fileid_db":         {filepath.Base(h.Stores.FileIDDB), fileid.DBName},
+	} {
+		if pair[0] != pair[1] {
+			t.Errorf("%s: the daemon's default is %v, the library's %v", name, pair[0], pair[1])
+		}
+	}
+	if d.Store.Postgres.DisableListen || !d.Store.SQLite.FSNotify {
+		t.Errorf("store defaults %+v", d.Store)
+	}
+	// A user's store files are where their single-user server, started in their home
+	// directory, writes them by default.
+	for tmpl, def := range map[string]string{h.Stores.SQLitePath: sqlite.DefaultPath, h.Stores.FileIDDB: ".local/share/jupyter/" + fileid.DBName} {
+		if got, err := Render(tmpl, "alice"); err != nil || got != filepath.Join("/home/alice", def) {
+			t.Errorf("template %s for alice = %q, %v; want /home/alice/%s", tmpl, got, err, def)
+		}
+	}
+}
+
+func TestValidateStore(t *testing.T) {
+	c := Default()
+	c.Store.SQLite.ChunkRows = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "store.sqlite.chunk_rows: must be > 0") {
+		t.Fatalf("Validate() = %v", err)
+	}
+}
