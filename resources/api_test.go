@@ -17,17 +17,23 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
+	clienttransport "github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// This file pins the API the sidecar uses, from outside the package.
+// This file pins the API the sidecar uses, from outside the package: the surface
+// built with its transport (sidecar/transport), its endpoint served by the front
+// (sidecar/front), as the sidecar composes them.
 
 // oneNotebook is a Library holding one empty notebook.
 type oneNotebook struct{ path string }
@@ -55,9 +61,10 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		Notebooks: map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
 		Publisher: resources.Seam{Name: "subscribers"},
 	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"},
-		resources.WithListener(ln),
-		resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		resources.WithTransport(transport.HTTP),
+		resources.WithLogger(log),
 		resources.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
@@ -65,19 +72,33 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	if srv.Handler() == nil {
 		t.Fatal("Handler() is nil for the HTTP transport")
 	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: time.Second}, front.Probes{Live: ok, Ready: ok, Metrics: ok}, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, err := front.Edge{Verifier: v}.Wrap(srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Handle(resources.DefaultPath, endpoint)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	healthz := resources.Route{Pattern: "GET /healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
-	go func() { done <- srv.Run(ctx, healthz) }()
+	var g errgroup.Group
+	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error { <-srv.Loaded(); return f.Run(ctx) }) // the sidecar serves once the names are loaded
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := g.Wait(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
 	base := "http://" + ln.Addr().String()
 
-	// The route given to Run is mounted outside the endpoint's authentication.
+	// The probes are served outside the endpoint's authentication.
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +117,8 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		t.Fatalf("POST without a token: %s, want 401", resp.Status)
 	}
 
-	tr, err := transport.NewStreamableHTTP(base+resources.DefaultPath,
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), transport.WithContinuousListening())
+	tr, err := clienttransport.NewStreamableHTTP(base+resources.DefaultPath,
+		clienttransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), clienttransport.WithContinuousListening())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +182,7 @@ func TestPublicAPIOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}}, oneNotebook{path: "a.ipynb"},
-		resources.WithStdio(inR, outW), resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		resources.WithTransport(transport.Stdio(inR, outW)), resources.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +217,6 @@ func TestPublicAPIOverStdio(t *testing.T) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
 }
-
-// CORS wraps any MCP endpoint (the hub front uses it).
-var _ func([]string, http.Handler) http.Handler = resources.CORS
 
 // deliverySeries is what the server's metrics say of its sessions and notifications,
 // for a failure message.

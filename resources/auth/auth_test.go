@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
@@ -117,11 +118,21 @@ func TestPrincipalFrom(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	if _, err := New("", Settings{}); err == nil {
-		t.Fatal("static verifier without a token built")
+	if _, err := New("", Settings{}); err == nil || !strings.Contains(err.Error(), "no token configured") {
+		t.Fatalf("static verifier without a token: %v", err)
 	}
 	if _, err := New("nope", Settings{Token: "x"}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("unknown verifier: %v", err)
+	}
+	// Every verifier refuses a misspelt option through the one decoder, naming key and verifier.
+	for name, opts := range map[string]map[string]any{
+		"static":     {"max_retry": 3},
+		"jupyterhub": {"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp", "max_retry": 3},
+	} {
+		_, err := New(name, Settings{Token: "t", Options: opts, Registerer: prometheus.NewRegistry()})
+		if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"max_retry"`) || !strings.Contains(err.Error(), `"`+name+`"`) {
+			t.Fatalf("%s: New = %v, want option.ErrUnknown naming \"max_retry\" and %q", name, err, name)
+		}
 	}
 }
 

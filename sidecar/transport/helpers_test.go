@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"context"
@@ -22,14 +22,26 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 const (
 	testToken = "test-token"
 	testPath  = "work/analysis.ipynb"
+)
+
+// What the surface answers and counts, as clients and /metrics see it
+// (resources/read.go, resources/admit.go).
+const (
+	codeWithheld           = -32010
+	codeTooManySessions    = -32011
+	limitSessions          = "sessions"
+	limitSubscriptionBytes = "subscription_bytes"
 )
 
 // fixture is resources/testdata/notebooks.json, made by
@@ -44,7 +56,7 @@ type fixture struct {
 
 func loadFixture(t testing.TB) fixture {
 	t.Helper()
-	data, err := os.ReadFile("testdata/notebooks.json")
+	data, err := os.ReadFile("../../resources/testdata/notebooks.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +152,46 @@ func onlyExtensions(configured map[string]map[string]any) map[string]map[string]
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// running is a server serving HTTP on a loopback port.
+// running is a server serving HTTP on a loopback port, behind the front as the
+// sidecar serves it (origin check, CORS, bearer token).
 type running struct {
-	srv  *Server
+	srv  *resources.Server
+	link resources.Link      // the surface as its transport sees it
+	tr   resources.Transport // the server's transport
 	url  string
 	stop func()
 }
 
-func startServer(t testing.TB, cfg Config, lib library.Library, opts ...Option) *running {
+// withTransport is the option building the transport with nt, recording it and its
+// link in r.
+func (r *running) withTransport(nt resources.NewTransport) resources.Option {
+	return resources.WithTransport(func(l resources.Link) (resources.Transport, error) {
+		tr, err := nt(l)
+		r.link, r.tr = l, tr
+		return tr, err
+	})
+}
+
+// endpoint is the server's MCP endpoint behind the edge the sidecar puts before it.
+func (r *running) endpoint(t testing.TB) http.Handler {
+	t.Helper()
+	cfg := r.link.Config()
+	edge := front.Edge{AllowedOrigins: cfg.AllowedOrigins, Guard: auth.Guard{Logger: quietLog, Registerer: r.link.Registerer()}}
+	if !cfg.InsecureNoAuth {
+		v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token, Options: cfg.Verifier.Options, Logger: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge.Verifier = v
+	}
+	h, err := edge.Wrap(r.srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func startServer(t testing.TB, cfg resources.Config, lib library.Library, opts ...resources.Option) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,23 +204,33 @@ func startServer(t testing.TB, cfg Config, lib library.Library, opts ...Option) 
 		cfg.StateFile = t.TempDir() + "/state.json"
 	}
 	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	srv, err := New(cfg, lib, append([]Option{WithListener(ln), WithLogger(quietLog)}, opts...)...)
+	r := &running{}
+	srv, err := resources.New(cfg, lib, append([]resources.Option{r.withTransport(HTTP), resources.WithLogger(quietLog)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.srv, r.url = srv, "http://"+ln.Addr().String()+r.link.Config().Path
+	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: r.link.Config().DrainTimeout},
+		front.Probes{Live: http.NotFoundHandler(), Ready: http.NotFoundHandler(), Metrics: http.NotFoundHandler()}, quietLog, r.link.Registerer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Handle(r.link.Config().Path, r.endpoint(t))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- srv.Run(ctx) }()
-	r := &running{srv: srv, url: "http://" + ln.Addr().String() + "/mcp"}
+	go func() { <-srv.Loaded(); done <- f.Run(ctx) }() // as the sidecar serves it: once the names are loaded
 	r.stop = sync.OnceFunc(func() {
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
+		for range 2 {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return after cancel")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after cancel")
 		}
 	})
 	t.Cleanup(r.stop)

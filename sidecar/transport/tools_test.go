@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 // TestToolHints lists the tools through an mcp-go client, with every compiled-in
@@ -22,7 +24,7 @@ func TestToolHints(t *testing.T) {
 		"unuse_notebook":   {destructive: true, idempotent: true},
 	}
 	on := map[string]map[string]any{"outline": {}, "search": {}}
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, Extensions: on}, newLibrary(t, testPath))
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}, Extensions: on}, newLibrary(t, testPath))
 	c := dialGo(t, r.url, false)
 	list, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {

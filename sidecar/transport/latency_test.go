@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -30,9 +30,9 @@ func TestLatency(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		for _, n := range []int{1, 100, 1000} {
 			p50, p99, worst, samples := measureLatency(t, n, modern)
-			era := subscribers.Era20251125 + " (GET stream)"
+			era := resources.Era20251125 + " (GET stream)"
 			if modern {
-				era = subscribers.Era20260728 + " (subscriptions/listen)"
+				era = resources.Era20260728 + " (subscriptions/listen)"
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %d | %d | %v | %v | %v |", era, n, samples, p50, p99, worst))
 		}
@@ -53,7 +53,7 @@ func joinLines(rows []string) string {
 // receipt latency distribution over all clients and changes.
 func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Duration, samples int) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, lib)
 	uri := "notebook://work/cells/c1"
 	type receipt struct {
 		client int
@@ -88,12 +88,12 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 		})
 	}
 	wg.Wait()
-	era := subscribers.Era20251125
+	era := resources.Era20251125
 	if modern {
-		era = subscribers.Era20260728
+		era = resources.Era20260728
 	}
 	testutil.Eventually(t, testutil.Wait, "every client subscribed", func() bool {
-		perEra, subs, streams := r.srv.subs.Stats()
+		perEra, subs, streams := r.link.Stats()
 		if modern {
 			return perEra[era] == n && subs == n
 		}

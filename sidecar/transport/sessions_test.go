@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -47,9 +47,9 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value stri
 
 // sdkSessions is how many 2025-11-25 sessions the registry (and so the
 // jupyter_mcp_sidecar_mcp_sessions gauge) counts.
-func sdkSessions(s *Server) int {
-	perEra, _, _ := s.subs.Stats()
-	return perEra[subscribers.Era20251125]
+func sdkSessions(r *running) int {
+	perEra, _, _ := r.link.Stats()
+	return perEra[resources.Era20251125]
 }
 
 // An initialize beyond MaxSessions is refused with 503, Retry-After and a
@@ -58,7 +58,7 @@ func sdkSessions(s *Server) int {
 func TestSessionCap(t *testing.T) {
 	const max = 3
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{Limits: Limits{MaxSessions: max}}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, resources.Config{Limits: resources.Limits{MaxSessions: max}}, newLibrary(t, testPath), resources.WithRegisterer(reg))
 	refusals := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
 	}
@@ -87,12 +87,12 @@ func TestSessionCap(t *testing.T) {
 		if got := refusals(); got != float64(i+1) {
 			t.Fatalf("limit_refusals_total{limit=sessions} = %v, want %d", got, i+1)
 		}
-		if n, ids := sdkSessions(r.srv), liveSessions(r.srv); n != max || ids != max {
+		if n, ids := sdkSessions(r), liveSessions(r); n != max || ids != max {
 			t.Fatalf("after a refused initialize: %d sessions, %d session ids; want %d", n, ids, max)
 		}
 	}
 	// A 2026-07-28 request is served at the cap: it opens no session.
-	modern := post(t, r.url, "", map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20260728, "Mcp-Method": "tools/list"},
+	modern := post(t, r.url, "", map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20260728, "Mcp-Method": "tools/list"},
 		`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	modern.Body.Close()
 	if modern.StatusCode != http.StatusOK {
@@ -102,7 +102,7 @@ func TestSessionCap(t *testing.T) {
 	if resp := do(t, http.MethodDelete, r.url, sessions[0], legacyHeaders); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: %s", resp.Status)
 	}
-	testutil.Eventually(t, testutil.Wait, "the ended session's slot freed", func() bool { return sdkSessions(r.srv) == max-1 })
+	testutil.Eventually(t, testutil.Wait, "the ended session's slot freed", func() bool { return sdkSessions(r) == max-1 })
 	initialize(t, r.url)
 	if got := refusals(); got != 2 {
 		t.Fatalf("limit_refusals_total{limit=sessions} = %v after a session was let in, want 2", got)
@@ -115,16 +115,16 @@ func TestSessionCap(t *testing.T) {
 func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{
-		Limits:       Limits{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond},
+	r := startServer(t, resources.Config{
+		Limits:       resources.Limits{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond},
 		Notebooks:    map[string]string{"work": testPath},
 		SessionGrace: time.Hour,
-	}, lib, WithRegisterer(reg))
+	}, lib, resources.WithRegisterer(reg))
 	gauge := func() float64 {
-		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", subscribers.Era20251125)
+		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", resources.Era20251125)
 	}
 	replayed := func(id string) bool {
-		rs := r.srv.transport.(*httpTransport).replay
+		rs := r.tr.(*httpTransport).replay
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		_, ok := rs.sessions[id]
@@ -148,12 +148,12 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); status != http.StatusOK {
 		t.Fatalf("ping: %d", status)
 	}
-	testutil.Eventually(t, testutil.Wait, "the idle session reclaimed", func() bool { return sdkSessions(r.srv) == 0 && liveSessions(r.srv) == 0 },
-		func() string { return fmt.Sprintf("%d sessions, %d ids", sdkSessions(r.srv), liveSessions(r.srv)) })
+	testutil.Eventually(t, testutil.Wait, "the idle session reclaimed", func() bool { return sdkSessions(r) == 0 && liveSessions(r) == 0 },
+		func() string { return fmt.Sprintf("%d sessions, %d ids", sdkSessions(r), liveSessions(r)) })
 	if replayed(session) || gauge() != 0 {
 		t.Fatalf("after the idle timeout: replay buffer kept %v, sessions gauge %v; want false, 0", replayed(session), gauge())
 	}
-	if _, subs, _ := r.srv.subs.Stats(); subs != 0 {
+	if _, subs, _ := r.link.Stats(); subs != 0 {
 		t.Fatalf("%d subscriptions held after the idle timeout", subs)
 	}
 	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":5,"method":"ping"}`); status != http.StatusNotFound {
@@ -166,7 +166,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 // number; a refusal is counted under its limit.
 func TestSubscriptionByteBudget(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{Limits: Limits{MaxSubscriptionBytes: 64}}, newLibrary(t, testPath), WithRegisterer(reg))
+	r := startServer(t, resources.Config{Limits: resources.Limits{MaxSubscriptionBytes: 64}}, newLibrary(t, testPath), resources.WithRegisterer(reg))
 	session := initialize(t, r.url)
 	for _, tt := range []struct {
 		method, uri string
@@ -193,7 +193,7 @@ func TestSubscriptionByteBudget(t *testing.T) {
 // An initialize whose client is gone before the SDK registers its session
 // leaves no id behind to hold a slot.
 func TestAbandonedInitializeFreesItsSlot(t *testing.T) {
-	r := startServer(t, Config{Limits: Limits{MaxSessions: 1}}, newLibrary(t, testPath))
+	r := startServer(t, resources.Config{Limits: resources.Limits{MaxSessions: 1}}, newLibrary(t, testPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(initializeBody))
@@ -201,7 +201,7 @@ func TestAbandonedInitializeFreesItsSlot(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	r.srv.Handler().ServeHTTP(httptest.NewRecorder(), req)
-	if n, ids := sdkSessions(r.srv), liveSessions(r.srv); n != 0 || ids != 0 {
+	if n, ids := sdkSessions(r), liveSessions(r); n != 0 || ids != 0 {
 		t.Fatalf("an abandoned initialize left %d sessions, %d ids", n, ids)
 	}
 	initialize(t, r.url) // MaxSessions 1: the slot is free

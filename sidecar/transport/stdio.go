@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"bufio"
@@ -8,19 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 // stdioSession is the one client session of the stdio transport.
 type stdioSession struct {
 	ch   chan mcp.JSONRPCNotification
-	acks sync.Map // subscriptions/listen request id (string or float64) → *ackWait
+	acks sync.Map // subscriptions/listen request id (string or float64) → *resources.Ack
 }
 
 func (*stdioSession) Initialize()                                           {}
@@ -31,26 +32,34 @@ func (*stdioSession) SessionID() string                                     { re
 // stdioTransport serves newline-delimited JSON-RPC on two streams, to the
 // one client session they carry.
 type stdioTransport struct {
-	s      *Server
+	link   resources.Link
+	cfg    resources.Config
+	log    *slog.Logger
+	mcp    *server.MCPServer
 	in     io.Reader
 	out    io.Writer
 	cancel context.CancelCauseFunc // ends serve; set before the session registers
 }
 
-func newStdio(s *Server, in io.Reader, out io.Writer) *stdioTransport {
-	return &stdioTransport{s: s, in: in, out: out}
+func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, error) {
+	// The HTTP transport's series, at 0: /metrics names the same series whatever the transport.
+	if _, err := newMetrics(l.Registerer()); err != nil {
+		return nil, err
+	}
+	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), in: in, out: out}, nil
 }
 
-func (*stdioTransport) handler() http.Handler { return nil }
+// Handler is nil: stdio has no HTTP endpoint.
+func (*stdioTransport) Handler() http.Handler { return nil }
 
 // errStalled ends the stdio transport whose client stopped reading.
 var errStalled = errors.New("stdio client stopped reading notifications")
 
-// sessionStarted registers the stdio session: its notifications go out at
+// SessionStarted registers the stdio session: its notifications go out at
 // once. A client that stops reading ends the transport: serve returns
 // errStalled, and output that blocks is closed when it can be.
-func (t *stdioTransport) sessionStarted(sess server.ClientSession) {
-	t.s.subs.AddSession(sess.SessionID(), sess.NotificationChannel(), false, func() {
+func (t *stdioTransport) SessionStarted(sess server.ClientSession) {
+	t.link.Delivery().AddSession(sess.SessionID(), sess.NotificationChannel(), false, func() {
 		t.cancel(errStalled)
 		if c, ok := t.out.(io.Closer); ok {
 			_ = c.Close()
@@ -58,34 +67,34 @@ func (t *stdioTransport) sessionStarted(sess server.ClientSession) {
 	})
 }
 
-func (*stdioTransport) sessionEnded(string) {}
+// SessionEnded: the stdio session ends with Serve.
+func (*stdioTransport) SessionEnded(string) {}
 
-// serve serves newline-delimited JSON-RPC on the stdio streams (no listener:
-// nothing beside) until ctx is done or the input ends. Each message is handled concurrently (a
+// Serve serves newline-delimited JSON-RPC on the stdio streams until ctx is
+// done or the input ends. Each message is handled concurrently (a
 // subscriptions/listen request lasts as long as its stream); responses and
 // notifications are written whole, one per line.
-func (t *stdioTransport) serve(ctx context.Context, _ []Route) error {
-	s := t.s
+func (t *stdioTransport) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t.cancel = cancel
 	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024)}
-	if err := s.mcp.RegisterSession(ctx, sess); err != nil {
+	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
 	}
-	defer s.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
+	defer t.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
 
 	var wmu sync.Mutex
 	write := func(msg any) {
 		b, err := json.Marshal(msg)
 		if err != nil {
-			s.log.Error("cannot encode stdio message", "err", err)
+			t.log.Error("cannot encode stdio message", "err", err)
 			return
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
 		if _, err := t.out.Write(append(b, '\n')); err != nil {
-			s.log.Error("cannot write to stdout", "err", err)
+			t.log.Error("cannot write to stdout", "err", err)
 		}
 	}
 	var wg sync.WaitGroup
@@ -97,7 +106,7 @@ func (t *stdioTransport) serve(ctx context.Context, _ []Route) error {
 				write(n)
 				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 					if a, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
-						a.(*subscribers.AckWait).Wrote()
+						a.(*resources.Ack).Written()
 					}
 				}
 			case <-ctx.Done():
@@ -128,7 +137,7 @@ func (t *stdioTransport) serve(ctx context.Context, _ []Route) error {
 // readLines sends each input line to lines; a line over MaxRequestBytes is
 // answered with an error and skipped.
 func (t *stdioTransport) readLines(ctx context.Context, lines chan<- []byte, write func(any)) error {
-	limit := t.s.cfg.MaxRequestBytes
+	limit := t.cfg.MaxRequestBytes
 	r := bufio.NewReaderSize(t.in, 64<<10)
 	for {
 		line, tooLong, err := readLine(r, limit)
@@ -169,10 +178,9 @@ func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err erro
 
 // handle handles one message, patching resources/read responses.
 func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []byte, write func(any)) {
-	s := t.s
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("panic serving stdio message", "panic", p)
+			t.log.Error("panic serving stdio message", "panic", p)
 			write(rpcError(mcp.INTERNAL_ERROR, "internal error"))
 		}
 	}()
@@ -180,7 +188,7 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		write(errBatch)
 		return
 	}
-	ctx, o := withOutcome(s.mcp.WithContext(ctx, sess))
+	ctx, o := resources.WithReadOutcome(t.mcp.WithContext(ctx, sess))
 	var env struct {
 		ID     any    `json:"id"`
 		Method string `json:"method"`
@@ -192,8 +200,8 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 			} `json:"params"`
 		}
 		_ = json.Unmarshal(line, &req)
-		if ref := s.admitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
-			write(ref.error(env.ID))
+		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
+			write(ref.Answer(env.ID))
 			return
 		}
 	}
@@ -201,17 +209,17 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		var end context.CancelFunc
 		ctx, end = context.WithCancel(ctx)
 		defer end()
-		ctx = withEnd(ctx, end)
+		ctx = resources.WithListenEnd(ctx, end)
 		switch env.ID.(type) {
 		case string, float64: // a valid id; one already in flight is not held
-			aw := &subscribers.AckWait{}
-			if _, dup := sess.acks.LoadOrStore(env.ID, aw); !dup {
-				defer sess.acks.CompareAndDelete(env.ID, aw)
-				ctx = subscribers.WithAckWait(ctx, aw)
+			ack := &resources.Ack{}
+			if _, dup := sess.acks.LoadOrStore(env.ID, ack); !dup {
+				defer sess.acks.CompareAndDelete(env.ID, ack)
+				ctx = resources.WithAck(ctx, ack)
 			}
 		}
 	}
-	if resp := s.mcp.HandleMessage(ctx, line); resp != nil {
-		write(patchResponse(resp, o, s.log))
+	if resp := t.mcp.HandleMessage(ctx, line); resp != nil {
+		write(patchResponse(resp, o, t.log))
 	}
 }

@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
@@ -20,13 +20,14 @@ type stdioPeer struct {
 	lines chan map[string]any
 }
 
-func startStdio(t *testing.T, cfg Config, lib library.Library) (*Server, *stdioPeer) {
+func startStdio(t *testing.T, cfg resources.Config, lib library.Library) (*running, *stdioPeer) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	cfg.Transport = TransportStdio
+	cfg.Transport = resources.TransportStdio
 	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	srv, err := New(cfg, lib, WithStdio(inR, outW), WithLogger(quietLog))
+	r := &running{}
+	srv, err := resources.New(cfg, lib, r.withTransport(Stdio(inR, outW)), resources.WithLogger(quietLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,8 @@ func startStdio(t *testing.T, cfg Config, lib library.Library) (*Server, *stdioP
 		}
 		_ = outW.Close()
 	})
-	return srv, p
+	r.srv = srv
+	return r, p
 }
 
 func (p *stdioPeer) send(t *testing.T, msg string) {
@@ -94,7 +96,7 @@ func updated(uri string) func(map[string]any) bool {
 
 func TestStdioBothEras(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	srv, p := startStdio(t, Config{Endpoint: Endpoint{MaxRequestBytes: 2048}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r, p := startStdio(t, resources.Config{Endpoint: resources.Endpoint{MaxRequestBytes: 2048}, Notebooks: map[string]string{"work": testPath}}, lib)
 
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	p.await(t, byID(1))
@@ -103,9 +105,9 @@ func TestStdioBothEras(t *testing.T) {
 	p.await(t, byID(2))
 	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":["notebook://work"]}}}`)
 	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
-	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
+	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := r.link.Stats(); return n[resources.Era20260728] == 1 })
 
-	srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
+	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 	// The session's and the listen stream's notifications come in either order.
 	var n map[string]any
 	seenCell := false
@@ -185,7 +187,7 @@ func FuzzReadLine(f *testing.F) {
 
 func TestListenAcknowledgesListChanged(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	_, p := startStdio(t, Config{}, lib)
+	_, p := startStdio(t, resources.Config{}, lib)
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`)
 	ack := p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
 	honoured, _ := ack["params"].(map[string]any)["notifications"].(map[string]any)
@@ -199,7 +201,7 @@ func TestListenAcknowledgesListChanged(t *testing.T) {
 // TestStdioRefusesBatches checks that a JSON-RPC batch is answered as such, not as a
 // parse error.
 func TestStdioRefusesBatches(t *testing.T) {
-	_, p := startStdio(t, Config{}, newLibrary(t))
+	_, p := startStdio(t, resources.Config{}, newLibrary(t))
 	p.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)
 	m := p.await(t, func(m map[string]any) bool { return m["error"] != nil })
 	e, _ := m["error"].(map[string]any)

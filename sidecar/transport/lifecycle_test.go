@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -25,7 +25,7 @@ func (p panicking) Notebook(path string) (*ynotebook.Snapshot, error) {
 
 func TestPanicsNeverReachTheClient(t *testing.T) {
 	lib := panicking{newLibrary(t, testPath)}
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath, "boom": "boom.ipynb"}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath, "boom": "boom.ipynb"}}, lib)
 	c := dialGo(t, r.url, false)
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = "notebook://boom"
@@ -40,7 +40,7 @@ func TestPanicsNeverReachTheClient(t *testing.T) {
 
 func TestRunDrainsOpenStreams(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Endpoint: Endpoint{DrainTimeout: 2 * time.Second}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r := startServer(t, resources.Config{Endpoint: resources.Endpoint{DrainTimeout: 2 * time.Second}, Notebooks: map[string]string{"work": testPath}}, lib)
 	legacyClient := dialGo(t, r.url, false)
 	modernClient := dialGo(t, r.url, true)
 	stop, err := modernClient.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{"notebook://work"}}, nil)
@@ -49,8 +49,8 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 	}
 	defer stop()
 	testutil.Eventually(t, testutil.Wait, "the listen stream and the GET stream registered", func() bool {
-		perEra, _, streams := r.srv.subs.Stats()
-		return perEra[subscribers.Era20260728] == 1 && streams == 1
+		perEra, _, streams := r.link.Stats()
+		return perEra[resources.Era20260728] == 1 && streams == 1
 	})
 	_ = legacyClient
 	start := time.Now()

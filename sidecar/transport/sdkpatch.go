@@ -1,49 +1,27 @@
-package resources
+package transport
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 // Everything here works around what mcp-go cannot express yet, so it can go
 // when the SDK can: a resource handler's error is always answered -32603, and
-// one cache hint applies to every read. The handler records the real outcome
-// in the request context; the transports rewrite the response with it.
-
-// readOutcome carries what the SDK cannot express from a resource handler
-// (it reports every handler error as -32603 and applies one cache hint to
-// all reads) from the handler to the transport, which patches the response.
-type readOutcome struct {
-	code    int    // JSON-RPC error code to answer with; 0 for success
-	message string // error message
-	uri     string
-	ttl     time.Duration
-	modern  bool // 2026-07-28 request
-}
-
-type outcomeKey struct{}
-
-func withOutcome(ctx context.Context) (context.Context, *readOutcome) {
-	o := &readOutcome{}
-	return context.WithValue(ctx, outcomeKey{}, o), o
-}
-
-func outcomeFrom(ctx context.Context) *readOutcome {
-	o, _ := ctx.Value(outcomeKey{}).(*readOutcome)
-	return o
-}
+// one cache hint applies to every read. The surface's handler records the real
+// outcome in the request context (resources.ReadOutcome); the transports rewrite
+// the response with it.
 
 // patchMessage rewrites one JSON-RPC response of a resources/read according
 // to o: the error code and message the SDK could not set, or, for 2026-07-28,
 // the per-resource ttlMs.
-func patchMessage(msg []byte, o *readOutcome) ([]byte, error) {
+func patchMessage(msg []byte, o *resources.ReadOutcome) ([]byte, error) {
 	var m struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -54,22 +32,22 @@ func patchMessage(msg []byte, o *readOutcome) ([]byte, error) {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	switch {
-	case m.Error != nil && o.code != 0:
+	case m.Error != nil && o.Code != 0:
 		e, err := json.Marshal(struct {
 			Code    int            `json:"code"`
 			Message string         `json:"message"`
 			Data    map[string]any `json:"data"`
-		}{o.code, o.message, map[string]any{"uri": o.uri}})
+		}{o.Code, o.Message, map[string]any{"uri": o.URI}})
 		if err != nil {
 			return nil, err
 		}
 		m.Error = e
-	case m.Result != nil && o.modern && o.code == 0:
+	case m.Result != nil && o.Modern && o.Code == 0:
 		var r map[string]json.RawMessage
 		if err := json.Unmarshal(m.Result, &r); err != nil {
 			return nil, fmt.Errorf("decode result: %w", err)
 		}
-		r["ttlMs"] = json.RawMessage(fmt.Sprint(o.ttl.Milliseconds()))
+		r["ttlMs"] = json.RawMessage(fmt.Sprint(o.TTL.Milliseconds()))
 		r["cacheScope"] = json.RawMessage(`"private"`)
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -84,8 +62,8 @@ func patchMessage(msg []byte, o *readOutcome) ([]byte, error) {
 
 // patchHTTP rewrites a buffered resources/read HTTP response: a JSON body, or
 // the response event of an SSE body. It returns the body and the status.
-func patchHTTP(body []byte, contentType string, status int, o *readOutcome) ([]byte, int, error) {
-	if o.uri == "" || (o.code == 0 && !o.modern) {
+func patchHTTP(body []byte, contentType string, status int, o *resources.ReadOutcome) ([]byte, int, error) {
+	if o.URI == "" || (o.Code == 0 && !o.Modern) {
 		return body, status, nil
 	}
 	if bytes.HasPrefix([]byte(contentType), []byte("text/event-stream")) {
@@ -110,9 +88,9 @@ func patchHTTP(body []byte, contentType string, status int, o *readOutcome) ([]b
 	if err != nil {
 		return nil, 0, err
 	}
-	if o.modern && o.code != 0 {
+	if o.Modern && o.Code != 0 {
 		status = http.StatusOK
-		if o.code == mcp.INVALID_PARAMS {
+		if o.Code == mcp.INVALID_PARAMS {
 			status = http.StatusBadRequest
 		}
 	}
@@ -126,7 +104,7 @@ func servePatched(w http.ResponseWriter, r *http.Request, method string, next ht
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx, o := withOutcome(r.Context())
+	ctx, o := resources.WithReadOutcome(r.Context())
 	buf := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
 	next.ServeHTTP(buf, r.WithContext(ctx))
 	body, status, err := patchHTTP(buf.body.Bytes(), buf.header.Get("Content-Type"), buf.status, o)
@@ -144,8 +122,8 @@ func servePatched(w http.ResponseWriter, r *http.Request, method string, next ht
 
 // patchResponse patches a stdio response to a resources/read the way
 // patchHTTP does; other responses are returned as they are.
-func patchResponse(resp any, o *readOutcome, log *slog.Logger) any {
-	if o.uri == "" {
+func patchResponse(resp any, o *resources.ReadOutcome, log *slog.Logger) any {
+	if o.URI == "" {
 		return resp
 	}
 	b, err := json.Marshal(resp)

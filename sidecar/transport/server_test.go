@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestLegacySubscribeNotifyRead(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{}, lib)
+	r := startServer(t, resources.Config{}, lib)
 	c := dialGo(t, r.url, false)
 	res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath})
 	if res.IsError {
@@ -44,7 +44,7 @@ func TestLegacySubscribeNotifyRead(t *testing.T) {
 
 func TestModernListenNotifyRead(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, lib)
 	c := dialGo(t, r.url, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,7 +53,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := r.srv.subs.Stats(); return n[subscribers.Era20260728] == 1 })
+	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := r.link.Stats(); return n[resources.Era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
 	ids := c.waitUpdated(t, testutil.Wait, "notebook://work", "notebook://work/cells/c1")
@@ -68,7 +68,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 func TestNotebookMovedNamesFollow(t *testing.T) {
 	const moved = "work/renamed.ipynb"
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Notebooks: map[string]string{"pinned": testPath}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"pinned": testPath}}, lib)
 	c := dialGo(t, r.url, false)
 	if res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath}); res.IsError {
 		t.Fatalf("use_notebook: %+v", res.Content)
@@ -84,13 +84,29 @@ func TestNotebookMovedNamesFollow(t *testing.T) {
 	lib.mu.Unlock()
 	r.srv.NotebookMoved(testPath, moved, noOrigin)
 	c.waitUpdated(t, testutil.Wait, "notebook://work")
-	if p, _ := r.srv.names.Path("work"); p != moved {
+	if p := boundPath(t, c, "work"); p != moved {
 		t.Fatalf("bound name at %q after the rename, want %q", p, moved)
 	}
 	if got := readText(t, c, "notebook://work"); !strings.Contains(got, `"cells"`) {
 		t.Fatalf("read after the rename: %s", got)
 	}
-	if p, _ := r.srv.names.Path("pinned"); p != testPath {
+	if p := boundPath(t, c, "pinned"); p != testPath {
 		t.Fatalf("configured name moved to %q", p)
 	}
+}
+
+// boundPath is the path the name is bound to, as resources/list describes it.
+func boundPath(t *testing.T, c *goClient, name string) string {
+	t.Helper()
+	res, err := c.ListResources(context.Background(), mcp.ListResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Resources {
+		if r.URI == "notebook://"+name {
+			return r.Description
+		}
+	}
+	t.Fatalf("%s is not listed: %+v", name, res.Resources)
+	return ""
 }

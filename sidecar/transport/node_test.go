@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"bufio"
@@ -16,13 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // The Node drivers live in testdata/mcpclient (npm ci there installs them).
-var mcpclientDir = filepath.Join("..", "testdata", "mcpclient")
+var mcpclientDir = filepath.Join("..", "..", "testdata", "mcpclient")
 
 func requireNode(t *testing.T) {
 	t.Helper()
@@ -159,8 +159,8 @@ func (n *nodeClient) updatesUntilQuiet(t *testing.T, d time.Duration) []event {
 }
 
 var drivers = []struct{ script, era string }{
-	{"sdk1.mjs", subscribers.Era20251125},
-	{"sdk2.mjs", subscribers.Era20260728},
+	{"sdk1.mjs", resources.Era20251125},
+	{"sdk2.mjs", resources.Era20260728},
 }
 
 func TestNodeDrivers(t *testing.T) {
@@ -169,7 +169,7 @@ func TestNodeDrivers(t *testing.T) {
 		t.Run(d.era, func(t *testing.T) {
 			lib := newLibrary(t, testPath)
 			reg := prometheus.NewRegistry()
-			r := startServer(t, Config{SessionGrace: 200 * time.Millisecond}, lib, WithRegisterer(reg))
+			r := startServer(t, resources.Config{SessionGrace: 200 * time.Millisecond}, lib, resources.WithRegisterer(reg))
 			r.serving(t) // a baseline taken before Run started its goroutines would be too low
 			baseGoroutines := settledGoroutines()
 			n := startNode(t, d.script, r.url, "--name", "work", "--path", testPath,
@@ -187,7 +187,7 @@ func TestNodeDrivers(t *testing.T) {
 			if _, ok := seen["notebook://work/cells/c1"]; !ok {
 				t.Fatalf("updates %v lack the cell", seen)
 			}
-			if d.era == subscribers.Era20260728 && seen["notebook://work"] == nil {
+			if d.era == resources.Era20260728 && seen["notebook://work"] == nil {
 				t.Fatalf("2026-07-28 notification without a subscription id: %v", seen)
 			}
 			res := n.do(t, map[string]any{"op": "read", "uri": "notebook://work/cells/c1"})
@@ -244,11 +244,11 @@ func TestNodeDrivers(t *testing.T) {
 			}
 			_ = n.cmd.Process.Kill()
 			testutil.Eventually(t, testutil.Wait, "the killed client's session and subscriptions gone", func() bool {
-				perEra, subs, _ := r.srv.subs.Stats()
-				return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] == 0 && subs == 0 && liveSessions(r.srv) == 0
+				perEra, subs, _ := r.link.Stats()
+				return perEra[resources.Era20251125]+perEra[resources.Era20260728] == 0 && subs == 0 && liveSessions(r) == 0
 			}, func() string {
-				perEra, subs, _ := r.srv.subs.Stats()
-				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r.srv))
+				perEra, subs, _ := r.link.Stats()
+				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r))
 			})
 			// The session's grace, the SDK's stream pump and the heartbeat wind down.
 			testutil.Eventually(t, testutil.Wait, "goroutines back to their base", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
@@ -275,7 +275,7 @@ func settledGoroutines() int {
 }
 
 // liveSessions counts the 2025-11-25 session ids the server still honours.
-func liveSessions(s *Server) int { return s.transport.(*httpTransport).sessions.count() }
+func liveSessions(r *running) int { return r.tr.(*httpTransport).sessions.count() }
 
 // counterValue is the value of the counter family name with label era in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, era string) float64 {

@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"io"
@@ -9,12 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
+
+// outputC10URIs are the URIs the fixture edit output-c1-0 of notebook://work changes
+// (resources/internal/nbview.ChangedURIs).
+var outputC10URIs = []string{"notebook://work", "notebook://work/cells/c1",
+	"notebook://work/cells/c1/outputs/0", "notebook://work/cells/c1/outputs/1", "notebook://work/cells/c1/outputs/2"}
 
 // noOrigin is the origin of the changes tests make up: no room, committed now.
 var noOrigin = publish.Origin{}
@@ -37,9 +42,9 @@ func TestEventsForEveryNotebook(t *testing.T) {
 			}))
 			defer hook.Close()
 			lib := newLibrary(t, testPath, "other.ipynb")
-			r := startServer(t, Config{
+			r := startServer(t, resources.Config{
 				Notebooks: map[string]string{"work": testPath},
-				Publisher: Seam{Name: "webhook", Options: map[string]any{"url": hook.URL, "scope": scope}},
+				Publisher: resources.Seam{Name: "webhook", Options: map[string]any{"url": hook.URL, "scope": scope}},
 			}, lib)
 			at := time.Date(2026, 12, 1, 12, 0, 0, 500, time.UTC)
 			origin := publish.Origin{Room: ".notebook:f-other.y", FileID: "f-other", Time: at}
@@ -78,7 +83,7 @@ func TestEventsForEveryNotebook(t *testing.T) {
 				}
 			}
 			if work.Path != testPath || work.FileID != "f-work" || work.Seq != 1 ||
-				!slices.Equal(work.URIs, nbview.ChangedURIs("work", ch)) || len(work.URIs) < 3 ||
+				!slices.Equal(work.URIs, outputC10URIs) ||
 				!slices.Equal(work.Changes.Cells["c1"].OutputIndexes, ch.Cells["c1"].OutputIndexes) {
 				t.Errorf("bound notebook's event = %+v", work)
 			}

@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"bytes"
@@ -17,8 +17,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/")
@@ -33,7 +32,7 @@ type exchange struct {
 }
 
 func legacy(name, method, params string) exchange {
-	return exchange{name: name, era: subscribers.Era20251125,
+	return exchange{name: name, era: resources.Era20251125,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -43,7 +42,7 @@ func modern(name, method, params string) exchange {
 	if params == "{"+meta+",}" {
 		params = "{" + meta + "}"
 	}
-	return exchange{name: name, era: subscribers.Era20260728,
+	return exchange{name: name, era: resources.Era20260728,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -78,20 +77,20 @@ func TestGoldenTranscripts(t *testing.T) {
 		modern("modern-read-output", "resources/read", read("notebook://work/cells/c1/outputs/1")),
 		modern("modern-error-unknown-cell", "resources/read", read("notebook://work/cells/nope")),
 		modern("modern-error-withheld", "resources/read", read("notebook://work/cells/c3/outputs/0")),
-		{name: "error-malformed-json", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
-		{name: "error-batch", era: subscribers.Era20251125, body: ` [{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
-		{name: "error-malformed-params", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
+		{name: "error-malformed-json", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
+		{name: "error-batch", era: resources.Era20251125, body: ` [{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
+		{name: "error-malformed-params", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
 		{name: "error-unauthorized", noAuth: true, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-wrong-token", headers: map[string]string{"Authorization": "Bearer wrong"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-origin", headers: map[string]string{"Origin": "https://evil.example.com"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
-		{name: "error-too-large", era: subscribers.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
+		{name: "error-too-large", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
 	}
 	lib := newLibrary(t, testPath)
 	withheld := func(name string) bool { return strings.Contains(name, "withheld") }
 	for _, gated := range []bool{false, true} {
-		cfg := Config{Endpoint: Endpoint{MaxRequestBytes: 4096}, Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}}
+		cfg := resources.Config{Endpoint: resources.Endpoint{MaxRequestBytes: 4096}, Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}}
 		if gated {
-			cfg.Gate = Seam{Name: "withhold", Options: map[string]any{"templates": []any{nbview.TemplateOutput}}}
+			cfg.Gate = resources.Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}}
 		}
 		r := startServer(t, cfg, lib)
 		session := initialize(t, r.url)
@@ -133,7 +132,7 @@ func initialize(t *testing.T, url string) string {
 	if session == "" {
 		t.Fatal("no session id")
 	}
-	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20251125},
+	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20251125},
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
 	return session
 }
@@ -177,11 +176,11 @@ func transcript(t *testing.T, url, session string, ex exchange) []byte {
 	}
 	sess := ""
 	switch ex.era {
-	case subscribers.Era20251125:
+	case resources.Era20251125:
 		sess = session
-		headers["MCP-Protocol-Version"] = subscribers.Era20251125
-	case subscribers.Era20260728:
-		headers["MCP-Protocol-Version"] = subscribers.Era20260728
+		headers["MCP-Protocol-Version"] = resources.Era20251125
+	case resources.Era20260728:
+		headers["MCP-Protocol-Version"] = resources.Era20260728
 		var m struct {
 			Method string `json:"method"`
 			Params struct {

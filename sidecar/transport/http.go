@@ -1,4 +1,4 @@
-package resources
+package transport
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,36 +18,29 @@ import (
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 // sessionRetryAfter is the Retry-After of an initialize refused for
 // MaxSessions.
 const sessionRetryAfter = 10 * time.Second
 
-// errTooManySessions: MaxSessions sessions are live.
-var errTooManySessions = errors.New("too many sessions")
-
-// codeTooManySessions is the JSON-RPC error code of an initialize refused for
-// MaxSessions (a server error code, as codeWithheld).
-const codeTooManySessions = -32011
-
 // postDrainWait bounds how long a 2025-11-25 POST waits for its session's
 // notification channel to empty before it proceeds.
 const postDrainWait = time.Second
 
 // httpTransport serves Streamable HTTP: the SDK's handler wrapped in the
-// endpoint's middleware, the routes Run puts beside it (/healthz, /readyz,
-// /metrics), and the bookkeeping of 2025-11-25 sessions and long-lived streams.
+// endpoint's middleware, and the bookkeeping of 2025-11-25 sessions and
+// long-lived streams.
 type httpTransport struct {
-	s        *Server
+	link     resources.Link
+	cfg      resources.Config
+	log      *slog.Logger
+	subs     resources.Delivery
+	m        metrics
 	sdk      *server.StreamableHTTPServer
 	endpoint http.Handler
-	listener net.Listener // nil: listen on Config.Listen
 	sessions *sessionIDs
 	streams  *streamSet
 	orphans  *orphanTimers
@@ -55,103 +48,61 @@ type httpTransport struct {
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
-// recover → origin → CORS → bearer auth → body limit → stream/POST tracking →
-// resources/read patching → mcp-go.
-func newHTTP(s *Server, ln net.Listener, reg prometheus.Registerer) (*httpTransport, error) {
+// recover → body limit → stream/POST tracking → resources/read patching →
+// mcp-go. The front puts the origin check, CORS and bearer auth before it.
+func newHTTP(l resources.Link) (*httpTransport, error) {
+	cfg := l.Config()
+	m, err := newMetrics(l.Registerer())
+	if err != nil {
+		return nil, err
+	}
 	t := &httpTransport{
-		s: s, listener: ln,
-		sessions: newSessionIDs(s.cfg.MaxSessions),
+		link: l, cfg: cfg, log: l.Logger(), subs: l.Delivery(), m: m,
+		sessions: newSessionIDs(cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
-		replay:   newReplayStore(s.cfg.ReplayEvents, s.cfg.ReplayBytes),
+		replay:   newReplayStore(cfg.ReplayEvents, cfg.ReplayBytes),
 	}
-	t.sdk = server.NewStreamableHTTPServer(s.mcp,
-		server.WithEndpointPath(s.cfg.Path),
+	t.sdk = server.NewStreamableHTTPServer(l.MCP(),
+		server.WithEndpointPath(cfg.Path),
 		server.WithSessionIdManagerResolver(t.sessions),
-		server.WithHeartbeatInterval(s.cfg.HeartbeatInterval),
+		server.WithHeartbeatInterval(cfg.HeartbeatInterval),
 		server.WithEventStore(t.replay),
-		server.WithStreamableHTTPLogger(s.log),
-		server.WithDisableLocalhostProtection(true), // the origin check and the token guard instead
+		server.WithStreamableHTTPLogger(t.log),
+		server.WithDisableLocalhostProtection(true), // the front's origin check and token guard instead
 	)
 	h := t.track(t.sdk)
 	h = t.limitBody(h)
-	if !s.cfg.InsecureNoAuth {
-		v, err := auth.New(s.cfg.Verifier.Name, auth.Settings{Token: s.cfg.Token, Options: s.cfg.Verifier.Options, Logger: s.log, Registerer: reg})
-		if err != nil {
-			return nil, err
-		}
-		if h, err = auth.RequireBearerWith(v, auth.Guard{Logger: s.log, Registerer: reg}, h); err != nil {
-			return nil, err
-		}
-	}
-	h = CORS(s.cfg.AllowedOrigins, h)
-	h = auth.OriginPolicy{Allowed: s.cfg.AllowedOrigins, AllowLoopback: true}.Wrap(h)
 	t.endpoint = t.recoverPanics(h)
 	return t, nil
 }
 
-func (t *httpTransport) handler() http.Handler { return t.endpoint }
+// Handler is the MCP endpoint.
+func (t *httpTransport) Handler() http.Handler { return t.endpoint }
 
-// sessionStarted registers a 2025-11-25 session: its notifications go out on
+// SessionStarted registers a 2025-11-25 session: its notifications go out on
 // its GET stream only, it ends after SessionIdleTimeout if it never opens one,
 // and it is ended (its streams cut, 404 afterwards) if it stops taking them.
-func (t *httpTransport) sessionStarted(sess server.ClientSession) {
+func (t *httpTransport) SessionStarted(sess server.ClientSession) {
 	id := sess.SessionID()
 	t.sessions.registered(id)
-	t.s.subs.AddSession(id, sess.NotificationChannel(), true, func() {
+	t.subs.AddSession(id, sess.NotificationChannel(), true, func() {
 		t.streams.abort(id)
 		t.endSession(id)
 	})
-	t.expireSession(id, t.s.cfg.SessionIdleTimeout)
+	t.expireSession(id, t.cfg.SessionIdleTimeout)
 }
 
-func (t *httpTransport) sessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
+// SessionEnded forgets the session's orphan timer.
+func (t *httpTransport) SessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
 
-// serve serves the endpoint and the routes beside it until ctx is done; mounted,
-// it has no listener: it ends the sessions once ctx is done.
-func (t *httpTransport) serve(ctx context.Context, beside []Route) error {
-	cfg := t.s.cfg
-	if cfg.Transport == TransportMounted {
-		<-ctx.Done()
-		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout)
-		defer cancel()
-		t.closeSessions(drain)
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle(cfg.Path, t.endpoint)
-	for _, r := range beside {
-		mux.Handle(r.Pattern, r.Handler)
-	}
-	ln := t.listener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-		}
-	}
-	ln = conns.Listen(ln, cfg.MaxConnections, t.s.metrics.connectionsRefused)
-	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.IdleTimeout, ReadTimeout: cfg.ReadTimeout})
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	t.s.log.Info("mcp server listening", "addr", ln.Addr().String(), "path", cfg.Path, "auth", !cfg.InsecureNoAuth)
-	if cfg.InsecureNoAuth && !loopback(ln.Addr()) {
-		t.s.log.Warn("AUTHENTICATION IS DISABLED (server.insecure_no_auth) on an address other than loopback: "+
-			"anyone who can reach it reads every notebook and binds names. Set a token, or listen on 127.0.0.1 behind an authenticating proxy",
-			"listen", cfg.Listen)
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
-	}
-	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout)
+// Serve waits until ctx is done (the front serves the endpoint), then ends the
+// long-lived streams and every session within DrainTimeout.
+func (t *httpTransport) Serve(ctx context.Context) error {
+	<-ctx.Done()
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.DrainTimeout)
 	defer cancel()
 	t.closeSessions(drain)
-	if err := srv.Shutdown(drain); err != nil {
-		t.s.log.Warn("drain deadline passed; closing connections", "err", err)
-		_ = srv.Close()
-	}
 	return nil
 }
 
@@ -170,7 +121,7 @@ func (t *httpTransport) recoverPanics(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				t.s.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
+				t.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
 				writeRPCError(w, http.StatusInternalServerError, mcp.INTERNAL_ERROR, "internal error")
 			}
 		}()
@@ -180,7 +131,7 @@ func (t *httpTransport) recoverPanics(next http.Handler) http.Handler {
 
 // limitBody reads POST bodies up to MaxRequestBytes; larger ones get 413.
 func (t *httpTransport) limitBody(next http.Handler) http.Handler {
-	limit := t.s.cfg.MaxRequestBytes
+	limit := t.cfg.MaxRequestBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
@@ -228,7 +179,7 @@ type envelope struct {
 // GET streams and listen requests can be cut at shutdown or when they stop
 // taking notifications; resources/read responses are patched (sdkpatch.go).
 func (t *httpTransport) track(next http.Handler) http.Handler {
-	subs, cfg := t.s.subs, t.s.cfg
+	subs, cfg := t.subs, t.cfg
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sessionID := r.Header.Get(server.HeaderKeySessionID)
 		var env envelope
@@ -248,13 +199,13 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		case r.Method == http.MethodGet && live:
 			if last := r.Header.Get("Last-Event-ID"); last != "" {
 				if !t.replay.resumable(sessionID, last) {
-					t.s.metrics.resumeRefused.Inc()
-					t.s.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
+					t.m.resumeRefused.Inc()
+					t.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
 					t.endSession(sessionID)
 					writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
 					return
 				}
-				t.s.metrics.resumed.Inc()
+				t.m.resumed.Inc()
 			}
 			ctx, _, done := t.streams.add(r.Context(), w, sessionID)
 			defer done()
@@ -283,15 +234,15 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 			ctx, st, done := t.streams.add(r.Context(), w, "")
 			defer done()
 			// The SDK writes the acknowledgement before anything else on the stream.
-			aw := &subscribers.AckWait{}
-			ctx = withEnd(subscribers.WithAckWait(ctx, aw), st.end)
-			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: aw.Wrote}, r.WithContext(ctx))
+			ack := &resources.Ack{}
+			ctx = resources.WithListenEnd(resources.WithAck(ctx, ack), st.end)
+			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: ack.Written}, r.WithContext(ctx))
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodInitialize) && !modernRequest(r):
 			t.initialize(w, r, env, next)
 		case r.Method == http.MethodPost && live:
 			if env.Method == string(mcp.MethodResourcesSubscribe) {
-				if ref := t.s.admitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
-					writeJSON(w, http.StatusOK, ref.error(env.id()))
+				if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+					writeJSON(w, http.StatusOK, ref.Answer(env.id()))
 					return
 				}
 			}
@@ -302,9 +253,9 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 					t.expireSession(sessionID, cfg.SessionIdleTimeout)
 				}
 			}()
-			servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r, env.Method, next, t.s.log)
+			servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r, env.Method, next, t.log)
 		default:
-			servePatched(w, r, env.Method, next, t.s.log)
+			servePatched(w, r, env.Method, next, t.log)
 		}
 	})
 }
@@ -315,11 +266,9 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 func (t *httpTransport) initialize(w http.ResponseWriter, r *http.Request, env envelope, next http.Handler) {
 	a, ok := t.sessions.reserve()
 	if !ok {
-		ref := t.s.refused(&refusal{limitSessions, codeTooManySessions,
-			fmt.Sprintf("%v: %d sessions are open, the most this server holds; retry later, or end a session you no longer use (DELETE)",
-				errTooManySessions, t.s.cfg.MaxSessions)})
+		ref := t.link.RefuseSession(t.cfg.MaxSessions)
 		w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
-		writeJSON(w, http.StatusServiceUnavailable, ref.error(env.id()))
+		writeJSON(w, http.StatusServiceUnavailable, ref.Answer(env.id()))
 		return
 	}
 	defer func() {
@@ -369,7 +318,7 @@ func (e envelope) id() any {
 // is open by then or another request re-arms the timer first.
 func (t *httpTransport) expireSession(sessionID string, d time.Duration) {
 	t.orphans.schedule(sessionID, d, func() {
-		if !t.s.subs.Streaming(sessionID) && !t.s.subs.Posting(sessionID) {
+		if !t.subs.Streaming(sessionID) && !t.subs.Posting(sessionID) {
 			t.endSession(sessionID)
 		}
 	})
@@ -378,7 +327,7 @@ func (t *httpTransport) expireSession(sessionID string, d time.Duration) {
 // endSession terminates a 2025-11-25 session whose last GET stream closed, the
 // way a DELETE would: the SDK drops its state and the registry its subscriptions.
 func (t *httpTransport) endSession(sessionID string) {
-	req, err := http.NewRequest(http.MethodDelete, t.s.cfg.Path, nil)
+	req, err := http.NewRequest(http.MethodDelete, t.cfg.Path, nil)
 	if err != nil {
 		return
 	}
@@ -646,10 +595,4 @@ func (o *orphanTimers) stopAll() {
 		t.Stop()
 		delete(o.timers, id)
 	}
-}
-
-// loopback reports whether addr is a TCP address on a loopback interface only.
-func loopback(addr net.Addr) bool {
-	a, ok := addr.(*net.TCPAddr)
-	return ok && a.IP.IsLoopback()
 }

@@ -1,4 +1,4 @@
-package resources
+package front
 
 import (
 	"net/http"

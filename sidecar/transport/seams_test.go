@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
@@ -72,33 +72,31 @@ func init() {
 func TestNewRejectsUnbuildableSeams(t *testing.T) {
 	lib := newLibrary(t)
 	tests := []struct {
-		cfg  Config
+		cfg  resources.Config
 		want string
 	}{
-		{Config{Endpoint: Endpoint{Token: "t"}, Publisher: Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
-		{Config{Endpoint: Endpoint{Token: "t"}, Publisher: Seam{Name: "webhook"}}, `"webhook"`},
-		{Config{Endpoint: Endpoint{Token: "t"}, Gate: Seam{Name: "bouncer"}}, `"bouncer"`},
-		{Config{Endpoint: Endpoint{Token: "t"}, Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{Config{Endpoint: Endpoint{Token: "t"}, Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{Config{Endpoint: Endpoint{Token: "t", Verifier: Seam{Name: "hub"}}}, `"hub"`},
-		{Config{}, "no token configured"},
-		{Config{Endpoint: Endpoint{Token: "t", Transport: "carrier"}}, "transport"},
-		{Config{Endpoint: Endpoint{Token: "t"}, Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Publisher: resources.Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Publisher: resources.Seam{Name: "webhook"}}, `"webhook"`},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Gate: resources.Seam{Name: "bouncer"}}, `"bouncer"`},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t", Transport: "carrier"}}, "transport"},
+		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
 	}
 	for _, tt := range tests {
-		_, err := New(tt.cfg, lib, WithLogger(quietLog))
+		_, err := resources.New(tt.cfg, lib, resources.WithLogger(quietLog))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
 		}
 	}
-	if _, err := New(Config{Endpoint: Endpoint{InsecureNoAuth: true}}, lib, WithLogger(quietLog)); err != nil {
+	if _, err := resources.New(resources.Config{Endpoint: resources.Endpoint{InsecureNoAuth: true}}, lib, resources.WithLogger(quietLog)); err != nil {
 		t.Errorf("explicit insecure_no_auth: %v", err)
 	}
 }
 
 func TestExtensionsAndHooksThroughTheServer(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{
+	r := startServer(t, resources.Config{
 		Notebooks:  map[string]string{"work": testPath},
 		Extensions: map[string]map[string]any{"t-wrap": nil, "t-wrap-badcaps": nil},
 		Hooks:      map[string]map[string]any{"t-panic": nil, "audit": nil, "metrics": nil},
@@ -112,7 +110,7 @@ func TestExtensionsAndHooksThroughTheServer(t *testing.T) {
 		t.Fatalf("a panicking hook broke a read: %s", got)
 	}
 	var caps struct{ Capabilities []extensions.Capability }
-	if err := json.Unmarshal([]byte(readText(t, c, nbview.CapabilitiesURI)), &caps); err != nil {
+	if err := json.Unmarshal([]byte(readText(t, c, "capabilities://")), &caps); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -139,9 +137,9 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 	}))
 	defer hook.Close()
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{
+	r := startServer(t, resources.Config{
 		Notebooks: map[string]string{"work": testPath},
-		Publisher: Seam{Name: "webhook", Options: map[string]any{"url": hook.URL}},
+		Publisher: resources.Seam{Name: "webhook", Options: map[string]any{"url": hook.URL}},
 	}, lib)
 	c := dialGo(t, r.url, false)
 	req := mcp.SubscribeRequest{}
@@ -172,7 +170,7 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
 	lib := newLibrary(t, testPath, "other.ipynb")
 	state := t.TempDir() + "/state.json"
-	r := startServer(t, Config{StateFile: state}, lib)
+	r := startServer(t, resources.Config{StateFile: state}, lib)
 	c := dialGo(t, r.url, false)
 	if res := callTool(t, c, "use_notebook", map[string]any{"notebook_name": "work", "notebook_path": testPath}); res.IsError {
 		t.Fatalf("use_notebook: %+v", res.Content)
@@ -191,7 +189,7 @@ func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
 	}
 	r.stop()
 
-	r2 := startServer(t, Config{StateFile: state}, lib)
+	r2 := startServer(t, resources.Config{StateFile: state}, lib)
 	c2 := dialGo(t, r2.url, false)
 	if got := readText(t, c2, "notebook://work/cells/c1"); !strings.Contains(got, `"id":"c1"`) {
 		t.Fatalf("binding lost across restart: %s", got)
@@ -229,33 +227,31 @@ func waitForNote(t *testing.T, c *goClient, method string) {
 	}
 }
 
-// TestEveryPluginRefusesUnknownOptions builds each compiled-in plugin, of every kind, with
-// a misspelt option: all of them refuse it through the one decoder, naming key and plugin.
+// TestEveryPluginRefusesUnknownOptions builds each compiled-in plugin of the surface, of
+// every kind, with a misspelt option: all of them refuse it through the one decoder,
+// naming key and plugin (the front's token verifiers: resources/auth's TestNewErrors).
 func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
 	lib := newLibrary(t)
 	typo := map[string]any{"max_retry": 3}
-	hub := map[string]any{"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp", "max_retry": 3}
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  resources.Config
 	}{
-		{"publisher subscribers", Config{Publisher: Seam{Name: "subscribers", Options: typo}}},
-		{"publisher webhook", Config{Publisher: Seam{Name: "webhook", Options: map[string]any{"url": "http://x", "max_retry": 3}}}},
-		{"publisher pgnotify", Config{Publisher: Seam{Name: "pgnotify", Options: map[string]any{"dsn": "postgres://x/y", "max_retry": 3}}}},
-		{"gate all", Config{Gate: Seam{Name: "all", Options: typo}}},
-		{"gate withhold", Config{Gate: Seam{Name: "withhold", Options: map[string]any{"templates": []any{}, "max_retry": 3}}}},
-		{"verifier static", Config{Endpoint: Endpoint{Verifier: Seam{Name: "static", Options: typo}}}},
-		{"verifier jupyterhub", Config{Endpoint: Endpoint{Verifier: Seam{Name: "jupyterhub", Options: hub}}}},
-		{"extension outline", Config{Extensions: map[string]map[string]any{"outline": typo}}},
-		{"extension search", Config{Extensions: map[string]map[string]any{"search": typo}}},
-		{"hook audit", Config{Hooks: map[string]map[string]any{"audit": typo}}},
-		{"hook metrics", Config{Hooks: map[string]map[string]any{"metrics": typo}}},
+		{"publisher subscribers", resources.Config{Publisher: resources.Seam{Name: "subscribers", Options: typo}}},
+		{"publisher webhook", resources.Config{Publisher: resources.Seam{Name: "webhook", Options: map[string]any{"url": "http://x", "max_retry": 3}}}},
+		{"publisher pgnotify", resources.Config{Publisher: resources.Seam{Name: "pgnotify", Options: map[string]any{"dsn": "postgres://x/y", "max_retry": 3}}}},
+		{"gate all", resources.Config{Gate: resources.Seam{Name: "all", Options: typo}}},
+		{"gate withhold", resources.Config{Gate: resources.Seam{Name: "withhold", Options: map[string]any{"templates": []any{}, "max_retry": 3}}}},
+		{"extension outline", resources.Config{Extensions: map[string]map[string]any{"outline": typo}}},
+		{"extension search", resources.Config{Extensions: map[string]map[string]any{"search": typo}}},
+		{"hook audit", resources.Config{Hooks: map[string]map[string]any{"audit": typo}}},
+		{"hook metrics", resources.Config{Hooks: map[string]map[string]any{"metrics": typo}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Token = "t"
 			tt.cfg.Extensions = onlyExtensions(tt.cfg.Extensions)
-			_, err := New(tt.cfg, lib, WithLogger(quietLog), WithRegisterer(prometheus.NewRegistry()))
+			_, err := resources.New(tt.cfg, lib, resources.WithLogger(quietLog), resources.WithRegisterer(prometheus.NewRegistry()))
 			plugin := strings.Fields(tt.name)[1]
 			if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"max_retry"`) || !strings.Contains(err.Error(), `"`+plugin+`"`) {
 				t.Fatalf("New = %v, want option.ErrUnknown naming \"max_retry\" and %q", err, plugin)

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"bufio"
@@ -17,12 +17,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-var legacyHeaders = map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20251125}
+var legacyHeaders = map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20251125}
 
 // do sends a request with the given verb (and no body) to the endpoint.
 func do(t *testing.T, method, url, session string, headers map[string]string) *http.Response {
@@ -48,7 +48,7 @@ func rpc(t *testing.T, url, session, body string) (status int, msg map[string]an
 }
 
 func TestSessionsNotLiveAre404OnEveryVerb(t *testing.T) {
-	r := startServer(t, Config{}, newLibrary(t, testPath))
+	r := startServer(t, resources.Config{}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	if resp := do(t, http.MethodDelete, r.url, session, legacyHeaders); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE of a live session: %s", resp.Status)
@@ -66,7 +66,7 @@ func TestSessionsNotLiveAre404OnEveryVerb(t *testing.T) {
 		}
 	}
 	// A GET without a session id is refused and leaves no session behind.
-	before := liveSessions(r.srv)
+	before := liveSessions(r)
 	for range 50 {
 		resp := do(t, http.MethodGet, r.url, "", legacyHeaders)
 		resp.Body.Close()
@@ -74,7 +74,7 @@ func TestSessionsNotLiveAre404OnEveryVerb(t *testing.T) {
 			t.Fatalf("GET without a session id: %s, want 400", resp.Status)
 		}
 	}
-	if after := liveSessions(r.srv); after != before {
+	if after := liveSessions(r); after != before {
 		t.Fatalf("GETs without a session id left %d session ids (had %d)", after, before)
 	}
 }
@@ -139,12 +139,12 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // waitStreams waits until n GET streams are open.
 func waitStreams(t *testing.T, r *running, n int) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := r.srv.subs.Stats(); return streams == n })
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := r.link.Stats(); return streams == n })
 }
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, Config{Limits: Limits{ReplayEvents: 3}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r := startServer(t, resources.Config{Limits: resources.Limits{ReplayEvents: 3}, Notebooks: map[string]string{"work": testPath}}, lib)
 	session := initialize(t, r.url)
 	for _, uri := range []string{"notebook://work", "capabilities://"} {
 		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
@@ -193,7 +193,7 @@ func TestGetStreamResumesWithLastEventID(t *testing.T) {
 // is recorded for replay only: handed to the SDK before the stream answered 200, the
 // change was lost (under -race within a few rounds).
 func TestChangeBeforeTheFirstGetStream(t *testing.T) {
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
 	for round := range 200 {
 		session := initialize(t, r.url)
 		if _, msg := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"notebook://work"}}`); msg["error"] != nil {
@@ -212,9 +212,9 @@ func TestChangeBeforeTheFirstGetStream(t *testing.T) {
 }
 
 func TestSubscriptionLimits(t *testing.T) {
-	r := startServer(t, Config{
-		Limits: Limits{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3},
-		Gate:   Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}},
+	r := startServer(t, resources.Config{
+		Limits: resources.Limits{MaxSubscriptions: 3, MaxURIBytes: 64, MaxListenURIs: 3},
+		Gate:   resources.Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}},
 	}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	subscribe := func(uri string) map[string]any {
@@ -243,12 +243,12 @@ func TestSubscriptionLimits(t *testing.T) {
 			t.Errorf("subscribe %q: %v, want error code %v", tt.uri, msg, tt.code)
 		}
 	}
-	if _, subs, _ := r.srv.subs.Stats(); subs != 3 {
+	if _, subs, _ := r.link.Stats(); subs != 3 {
 		t.Fatalf("%d subscriptions held, want 3", subs)
 	}
 
 	// A listen filter is cut to what will be served, and acknowledged so.
-	headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": subscribers.Era20260728, "Mcp-Method": "subscriptions/listen"}
+	headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20260728, "Mcp-Method": "subscriptions/listen"}
 	body := `{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},` +
 		`"notifications":{"resourceSubscriptions":["file:///etc/passwd","notebook://work/cells/c1/outputs/0","notebook://work","notebook://x"]}}}`
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,8 +293,8 @@ func TestSubscriptionLimits(t *testing.T) {
 
 func TestGateGovernsEverySurface(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	withhold := func(templates ...any) Config {
-		return Config{Notebooks: map[string]string{"work": testPath}, Gate: Seam{Name: "withhold", Options: map[string]any{"templates": templates}}}
+	withhold := func(templates ...any) resources.Config {
+		return resources.Config{Notebooks: map[string]string{"work": testPath}, Gate: resources.Seam{Name: "withhold", Options: map[string]any{"templates": templates}}}
 	}
 	t.Run("notebook", func(t *testing.T) {
 		r := startServer(t, withhold("notebook://{name}"), lib)
@@ -343,11 +343,11 @@ func TestGateGovernsEverySurface(t *testing.T) {
 // client's next request is 404, and /metrics counts it.
 func TestUndeliverableSessionIsEnded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r := startServer(t, Config{
-		Limits:      Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
+	r := startServer(t, resources.Config{
+		Limits:      resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
 		Notebooks:   map[string]string{"work": testPath},
 		SendTimeout: 300 * time.Millisecond,
-	}, newLibrary(t, testPath), WithRegisterer(reg))
+	}, newLibrary(t, testPath), resources.WithRegisterer(reg))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
 	var uris []string
@@ -368,8 +368,8 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	waitStreams(t, r, 1)
 	// Changes keep coming until the server gives up on the session that does not read.
 	testutil.Eventually(t, testutil.Wait, "a session that does not read ended", func() bool {
-		_ = r.srv.subs.Publish(context.Background(), uris)
-		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", subscribers.Era20251125) > 0
+		_ = registry(r.link).Publish(context.Background(), uris)
+		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", resources.Era20251125) > 0
 	})
 	testutil.Eventually(t, testutil.Wait, "the ended session is 404", func() bool {
 		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
 
-package resources
+package transport
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
 	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/search"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
@@ -21,7 +22,7 @@ import (
 // only when an extension's Changed says so.
 func TestExtensionResourceThroughTheServer(t *testing.T) {
 	lib := newLibrary(t, testPath, "other.ipynb")
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath, "other": "other.ipynb"}, Extensions: map[string]map[string]any{"outline": {}}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath, "other": "other.ipynb"}, Extensions: map[string]map[string]any{"outline": {}}}, lib)
 	c := dialGo(t, r.url, false)
 	tmpls, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
 	if err != nil {
@@ -74,7 +75,7 @@ func TestExtensionResourceThroughTheServer(t *testing.T) {
 // with cell URIs, others by path, and the index follows change sets.
 func TestSearchThroughTheServer(t *testing.T) {
 	lib := newLibrary(t, testPath, "other.ipynb")
-	r := startServer(t, Config{Notebooks: map[string]string{"work": testPath}, Extensions: map[string]map[string]any{"search": {"timeout": "1s"}}}, lib)
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}, Extensions: map[string]map[string]any{"search": {"timeout": "1s"}}}, lib)
 	c := dialGo(t, r.url, false)
 	find := func(query, in string) (out struct {
 		Results []struct{ URI, Path, CellID string }
