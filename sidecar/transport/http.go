@@ -175,89 +175,132 @@ type envelope struct {
 // flight); a session ends SessionGrace after its last GET stream closed, or
 // SessionIdleTimeout after its last request if it has no stream, unless a new
 // request comes first. A GET resuming with Last-Event-ID past the replay
-// buffer ends its session (404). Subscriptions are admitted here (admit.go);
-// GET streams and listen requests can be cut at shutdown or when they stop
-// taking notifications; resources/read responses are patched (sdkpatch.go).
+// buffer ends its session (404). Subscriptions are admitted here (the surface's
+// admit.go); GET streams and listen requests can be cut at shutdown or when they
+// stop taking notifications; resources/read responses are patched (sdkpatch.go).
+// Each case is a step of its own: readEnvelope, serveStream (resume), serveListen,
+// initialize, servePost.
 func (t *httpTransport) track(next http.Handler) http.Handler {
-	subs, cfg := t.subs, t.cfg
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sessionID := r.Header.Get(server.HeaderKeySessionID)
-		var env envelope
-		if body, ok := r.Context().Value(bodyKey{}).([]byte); ok {
-			if isBatch(body) {
-				writeJSON(w, http.StatusBadRequest, errBatch)
-				return
-			}
-			_ = json.Unmarshal(body, &env)
+		env, ok := readEnvelope(w, r)
+		if !ok {
+			return
 		}
+		sessionID := r.Header.Get(server.HeaderKeySessionID)
 		live := sessionID != "" && t.sessions.known(sessionID)
+		legacy := !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 		switch {
-		case sessionID != "" && !live && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)):
+		case sessionID != "" && !live && legacy:
 			writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
-		case r.Method == http.MethodGet && sessionID == "" && !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)):
+		case r.Method == http.MethodGet && sessionID == "" && legacy:
 			writeRPCError(w, http.StatusBadRequest, mcp.INVALID_REQUEST, "a GET stream needs the Mcp-Session-Id of an initialized session")
 		case r.Method == http.MethodGet && live:
-			if last := r.Header.Get("Last-Event-ID"); last != "" {
-				if !t.replay.resumable(sessionID, last) {
-					t.m.resumeRefused.Inc()
-					t.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
-					t.endSession(sessionID)
-					writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
-					return
-				}
-				t.m.resumed.Inc()
-			}
-			ctx, _, done := t.streams.add(r.Context(), w, sessionID)
-			defer done()
-			t.orphans.cancel(sessionID)
-			// The stream counts as open, and the session's notifications flow into the
-			// SDK, only once the SDK answers 200: it attaches the connection to the
-			// session's stream before that, while a notification it takes earlier (its
-			// pump starts first) is recorded for replay and written nowhere, lost to a
-			// client that opens a fresh stream.
-			var opened atomic.Bool
-			started := func(status int) {
-				if status == http.StatusOK && opened.CompareAndSwap(false, true) {
-					subs.StreamOpened(sessionID)
-				}
-			}
-			defer func() {
-				if opened.Load() {
-					subs.StreamClosed(sessionID)
-				}
-				if !subs.Streaming(sessionID) {
-					t.expireSession(sessionID, cfg.SessionGrace)
-				}
-			}()
-			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }, started: started}, r.WithContext(ctx))
+			t.serveStream(w, r, sessionID, next)
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
-			ctx, st, done := t.streams.add(r.Context(), w, "")
-			defer done()
-			// The SDK writes the acknowledgement before anything else on the stream.
-			ack := &resources.Ack{}
-			ctx = resources.WithListenEnd(resources.WithAck(ctx, ack), st.end)
-			next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: ack.Written}, r.WithContext(ctx))
+			t.serveListen(w, r, next)
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodInitialize) && !modernRequest(r):
 			t.initialize(w, r, env, next)
 		case r.Method == http.MethodPost && live:
-			if env.Method == string(mcp.MethodResourcesSubscribe) {
-				if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
-					writeJSON(w, http.StatusOK, ref.Answer(env.id()))
-					return
-				}
-			}
-			subs.PostStarted(sessionID, postDrainWait)
-			defer func() {
-				subs.PostEnded(sessionID)
-				if !subs.Streaming(sessionID) {
-					t.expireSession(sessionID, cfg.SessionIdleTimeout)
-				}
-			}()
-			servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { subs.SessionWrote(sessionID) }}, r, env.Method, next, t.log)
+			t.servePost(w, r, sessionID, env, next)
 		default:
 			servePatched(w, r, env.Method, next, t.log)
 		}
 	})
+}
+
+// readEnvelope reads the method and id of a POST's JSON-RPC message (nothing for
+// other requests); a batch is answered 400 and not served (ok false).
+func readEnvelope(w http.ResponseWriter, r *http.Request) (env envelope, ok bool) {
+	if body, ok := r.Context().Value(bodyKey{}).([]byte); ok {
+		if isBatch(body) {
+			writeJSON(w, http.StatusBadRequest, errBatch)
+			return env, false
+		}
+		_ = json.Unmarshal(body, &env)
+	}
+	return env, true
+}
+
+// serveStream serves a GET stream of a live 2025-11-25 session, resumed from its
+// Last-Event-ID if it names one (resume), counted open in the registry once the SDK
+// answers 200; the session expires SessionGrace after its last stream closed.
+func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sessionID string, next http.Handler) {
+	if !t.resume(w, sessionID, r.Header.Get("Last-Event-ID")) {
+		return
+	}
+	ctx, _, done := t.streams.add(r.Context(), w, sessionID)
+	defer done()
+	t.orphans.cancel(sessionID)
+	// The stream counts as open, and the session's notifications flow into the
+	// SDK, only once the SDK answers 200: it attaches the connection to the
+	// session's stream before that, while a notification it takes earlier (its
+	// pump starts first) is recorded for replay and written nowhere, lost to a
+	// client that opens a fresh stream.
+	var opened atomic.Bool
+	started := func(status int) {
+		if status == http.StatusOK && opened.CompareAndSwap(false, true) {
+			t.subs.StreamOpened(sessionID)
+		}
+	}
+	defer func() {
+		if opened.Load() {
+			t.subs.StreamClosed(sessionID)
+		}
+		if !t.subs.Streaming(sessionID) {
+			t.expireSession(sessionID, t.cfg.SessionGrace)
+		}
+	}()
+	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }, started: started}, r.WithContext(ctx))
+}
+
+// resume decides a GET stream's Last-Event-ID ("" : a fresh stream): within the
+// replay buffer it resumes; past it the session is ended and the stream answered
+// 404 (false), so the client starts again rather than miss changes silently.
+func (t *httpTransport) resume(w http.ResponseWriter, sessionID, last string) bool {
+	if last == "" {
+		return true
+	}
+	if !t.replay.resumable(sessionID, last) {
+		t.m.resumeRefused.Inc()
+		t.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
+		t.endSession(sessionID)
+		writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
+		return false
+	}
+	t.m.resumed.Inc()
+	return true
+}
+
+// serveListen serves a subscriptions/listen request: a long-lived stream that can be
+// cut at shutdown or when it stops taking notifications, whose changes wait until the
+// SDK has written its acknowledgement, the first thing on the stream.
+func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx, st, done := t.streams.add(r.Context(), w, "")
+	defer done()
+	ack := &resources.Ack{}
+	ctx = resources.WithListenEnd(resources.WithAck(ctx, ack), st.end)
+	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: ack.Written}, r.WithContext(ctx))
+}
+
+// servePost serves a POST of a live 2025-11-25 session: a resources/subscribe is
+// admitted first (admit.go); while the POST is in flight the session's notifications
+// wait (mcp-go PR #969); the session expires SessionIdleTimeout after it if no GET
+// stream is open.
+func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessionID string, env envelope, next http.Handler) {
+	if env.Method == string(mcp.MethodResourcesSubscribe) {
+		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+			writeJSON(w, http.StatusOK, ref.Answer(env.id()))
+			return
+		}
+	}
+	t.subs.PostStarted(sessionID, postDrainWait)
+	defer func() {
+		t.subs.PostEnded(sessionID)
+		if !t.subs.Streaming(sessionID) {
+			t.expireSession(sessionID, t.cfg.SessionIdleTimeout)
+		}
+	}()
+	servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }}, r, env.Method, next, t.log)
 }
 
 // initialize serves a 2025-11-25 initialize if a session slot is free (see
