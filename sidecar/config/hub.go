@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 )
 
 // Hub configures hub mode: one sidecar, run as a JupyterHub service, serving every
@@ -89,7 +89,7 @@ func DefaultHub() Hub {
 			FileIDDB:   "/home/{username}/.local/share/jupyter/file_id_manager.db",
 			RootDir:    "/home/{username}",
 		},
-		TokenCacheTTL: auth.DefaultTokenCacheTTL,
+		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
 		IdleTimeout:   10 * time.Minute,
 		OAuth:         HubOAuth{ProxyHops: 1},
 	}
@@ -143,7 +143,7 @@ func (h Hub) PrefixedPath(path string) string {
 	return strings.TrimRight(h.ServicePrefix, "/") + path
 }
 
-// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
+// VerifierOptions are the options of the "jupyterhub" token verifier (sidecar/hubauth)
 // for this configuration. Call it after WithServiceEnv.
 func (h Hub) VerifierOptions() map[string]any {
 	return map[string]any{"api_url": h.APIURL, "service_name": h.ServiceName, "token_cache_ttl": h.TokenCacheTTL}

@@ -229,7 +229,8 @@ func waitForNote(t *testing.T, c *goClient, method string) {
 
 // TestEveryPluginRefusesUnknownOptions builds each compiled-in plugin of the surface, of
 // every kind, with a misspelt option: all of them refuse it through the one decoder,
-// naming key and plugin (the front's token verifiers: resources/auth's TestNewErrors).
+// naming key and plugin (the front's token verifiers: sidecar/auth's TestNewErrors, sidecar/hubauth's
+// TestJupyterHubRefusesUnknownOptions).
 func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
 	lib := newLibrary(t)
 	typo := map[string]any{"max_retry": 3}

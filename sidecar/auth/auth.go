@@ -1,8 +1,8 @@
 // Package auth admits HTTP requests to the MCP endpoint: tokens checked by a
 // Verifier (registered by name; default "static", a constant-time compare
-// against the configured token; "jupyterhub", the token resolved to a user by
-// the Hub's REST API), the caller's Principal put into the request context, and
-// the Origin header checked against an allow-list.
+// against the configured token; sidecar/hubauth registers "jupyterhub"), the
+// caller's Principal put into the request context, and the Origin header checked
+// against an allow-list. The front (sidecar/front) puts them before an endpoint.
 package auth
 
 import (
@@ -18,7 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/registry"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
@@ -96,7 +96,6 @@ func init() {
 		}
 		return static{token: []byte(s.Token)}, nil
 	})
-	Register("jupyterhub", newJupyterHub)
 }
 
 // static accepts exactly one token.

@@ -1,4 +1,4 @@
-package auth
+package hubauth
 
 import (
 	"context"
@@ -12,7 +12,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
+
+// The verifier, built by name as the front builds it, refuses a misspelt option through
+// the one decoder, naming key and verifier.
+func TestJupyterHubRefusesUnknownOptions(t *testing.T) {
+	_, err := auth.New("jupyterhub", auth.Settings{Token: "t", Registerer: prometheus.NewRegistry(),
+		Options: map[string]any{"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp", "max_retry": 3}})
+	if !errors.Is(err, option.ErrUnknown) || !strings.Contains(err.Error(), `"max_retry"`) || !strings.Contains(err.Error(), `"jupyterhub"`) {
+		t.Fatalf("New = %v, want option.ErrUnknown naming \"max_retry\" and \"jupyterhub\"", err)
+	}
+}
 
 func TestParseHubOptions(t *testing.T) {
 	base := func() map[string]any {
@@ -122,7 +135,7 @@ func TestJupyterHubUndecided(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
-			v, err := New("jupyterhub", Settings{Registerer: reg, Options: map[string]any{
+			v, err := auth.New("jupyterhub", auth.Settings{Registerer: reg, Options: map[string]any{
 				"api_url": tt.apiURL, "service_name": "mcp", "timeout": "200ms",
 			}})
 			if err != nil {
@@ -130,7 +143,7 @@ func TestJupyterHubUndecided(t *testing.T) {
 			}
 			h := v.(*jupyterHub)
 			for range 2 {
-				if _, err := v.Verify(context.Background(), "t0k3n"); !errors.Is(err, ErrUnavailable) {
+				if _, err := v.Verify(context.Background(), "t0k3n"); !errors.Is(err, auth.ErrUnavailable) {
 					t.Fatalf("Verify = %v, want ErrUnavailable", err)
 				}
 			}
@@ -148,12 +161,12 @@ func TestJupyterHubUndecided(t *testing.T) {
 }
 
 func TestJupyterHubRejectsWithoutAsking(t *testing.T) {
-	v, err := New("jupyterhub", Settings{Options: map[string]any{"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp"}})
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": "http://127.0.0.1:1/hub/api", "service_name": "mcp"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tok := range []string{"", strings.Repeat("x", maxTokenBytes+1)} {
-		if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrUnauthorized) {
+		if _, err := v.Verify(context.Background(), tok); !errors.Is(err, auth.ErrUnauthorized) {
 			t.Errorf("Verify(%d bytes) = %v, want ErrUnauthorized", len(tok), err)
 		}
 	}
@@ -162,14 +175,14 @@ func TestJupyterHubRejectsWithoutAsking(t *testing.T) {
 func TestJupyterHubCallerGivesUp(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer srv.Close()
-	v, err := New("jupyterhub", Settings{Options: map[string]any{"api_url": srv.URL, "service_name": "mcp", "timeout": "1s"}})
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": srv.URL, "service_name": "mcp", "timeout": "1s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := v.Verify(ctx, "t0k3n"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := v.Verify(ctx, "t0k3n"); !errors.Is(err, auth.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Verify = %v, want ErrUnavailable and the context's error", err)
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {

@@ -1,4 +1,4 @@
-package auth
+package hubauth
 
 import (
 	"container/list"

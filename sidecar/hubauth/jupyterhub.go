@@ -1,4 +1,4 @@
-package auth
+package hubauth
 
 import (
 	"cmp"
@@ -17,11 +17,16 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 )
+
+// The "jupyterhub" token verifier: hub mode's, the Hub's tokens resolved to users by
+// its REST API (GET {api_url}/user), registered with sidecar/auth.
+func init() { auth.Register("jupyterhub", newJupyterHub) }
 
 // JupyterHub verifier defaults.
 const (
@@ -77,7 +82,7 @@ type jupyterHub struct {
 	client  *http.Client
 	log     *slog.Logger
 	flight  singleflight.Group
-	good    *lru[Principal]
+	good    *lru[auth.Principal]
 	bad     *lru[struct{}]
 	metrics hubMetrics
 }
@@ -88,7 +93,7 @@ type hubMetrics struct {
 	lookup prometheus.Histogram
 }
 
-func newJupyterHub(s Settings) (Verifier, error) {
+func newJupyterHub(s auth.Settings) (auth.Verifier, error) {
 	o, err := parseHubOptions(s.Options)
 	if err != nil {
 		return nil, err
@@ -103,7 +108,7 @@ func newJupyterHub(s Settings) (Verifier, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		log:  s.Logger,
-		good: newLRU[Principal](o.CacheSize),
+		good: newLRU[auth.Principal](o.CacheSize),
 		bad:  newLRU[struct{}](o.CacheSize),
 	}
 	r := promreg.On(s.Registerer)
@@ -128,13 +133,13 @@ func newJupyterHub(s Settings) (Verifier, error) {
 }
 
 // errRejected is the answer for a token the Hub does not admit to this service.
-var errRejected = fmt.Errorf("%w: token not admitted by jupyterhub", ErrUnauthorized)
+var errRejected = fmt.Errorf("%w: token not admitted by jupyterhub", auth.ErrUnauthorized)
 
 // Verify answers from the cache, else asks the Hub (one call per token at a
 // time, however many requests wait for it).
-func (h *jupyterHub) Verify(ctx context.Context, token string) (Principal, error) {
+func (h *jupyterHub) Verify(ctx context.Context, token string) (auth.Principal, error) {
 	if token == "" || len(token) > maxTokenBytes {
-		return Principal{}, errRejected
+		return auth.Principal{}, errRejected
 	}
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
@@ -144,7 +149,7 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (Principal, error
 	}
 	if _, ok := h.bad.get(key, now); ok {
 		h.metrics.cache.WithLabelValues("negative_hit").Inc()
-		return Principal{}, errRejected
+		return auth.Principal{}, errRejected
 	}
 	h.metrics.cache.WithLabelValues("miss").Inc()
 	ch := h.flight.DoChan(string(key[:]), func() (any, error) {
@@ -152,7 +157,7 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (Principal, error
 		switch {
 		case err == nil:
 			h.good.put(key, p, time.Now().Add(h.opts.TokenCacheTTL))
-		case errors.Is(err, ErrUnauthorized):
+		case errors.Is(err, auth.ErrUnauthorized):
 			h.bad.put(key, struct{}{}, time.Now().Add(min(h.opts.TokenCacheTTL, maxNegativeTTL)))
 		}
 		return p, err
@@ -160,11 +165,11 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (Principal, error
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return Principal{}, res.Err
+			return auth.Principal{}, res.Err
 		}
-		return res.Val.(Principal), nil
+		return res.Val.(auth.Principal), nil
 	case <-ctx.Done():
-		return Principal{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		return auth.Principal{}, fmt.Errorf("%w: %w", auth.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -177,12 +182,12 @@ type hubUser struct {
 
 // lookup asks the Hub whose token this is. It outlives the request that
 // started it (other requests may wait for it), bounded by the timeout.
-func (h *jupyterHub) lookup(token string) (Principal, error) {
+func (h *jupyterHub) lookup(token string) (auth.Principal, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.userURL, nil)
 	if err != nil {
-		return Principal{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return auth.Principal{}, fmt.Errorf("%w: %w", auth.ErrUnavailable, err)
 	}
 	req.Header.Set("Authorization", "token "+token)
 	req.Header.Set("Accept", "application/json")
@@ -194,27 +199,27 @@ func (h *jupyterHub) lookup(token string) (Principal, error) {
 		if ne, ok := errors.AsType[net.Error](err); (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) {
 			kind = "timeout"
 		}
-		return Principal{}, h.unavailable(kind, err)
+		return auth.Principal{}, h.unavailable(kind, err)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return Principal{}, errRejected
+		return auth.Principal{}, errRejected
 	default:
-		return Principal{}, h.unavailable("status", fmt.Errorf("GET %s: status %d", h.userURL, resp.StatusCode))
+		return auth.Principal{}, h.unavailable("status", fmt.Errorf("GET %s: status %d", h.userURL, resp.StatusCode))
 	}
 	var u hubUser
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxUserModel)).Decode(&u); err != nil {
-		return Principal{}, h.unavailable("decode", fmt.Errorf("GET %s: decode user model: %w", h.userURL, err))
+		return auth.Principal{}, h.unavailable("decode", fmt.Errorf("GET %s: decode user model: %w", h.userURL, err))
 	}
 	if u.Kind != "user" || u.Name == "" {
-		return Principal{}, errRejected // a service's token, or no user at all
+		return auth.Principal{}, errRejected // a service's token, or no user at all
 	}
 	if !slices.Contains(u.Scopes, h.scope) && !slices.Contains(u.Scopes, "access:services") {
-		return Principal{}, errRejected
+		return auth.Principal{}, errRejected
 	}
-	return Principal{User: u.Name}, nil
+	return auth.Principal{User: u.Name}, nil
 }
 
 // unavailable counts and logs a Hub call that could not decide; the log has
@@ -222,5 +227,5 @@ func (h *jupyterHub) lookup(token string) (Principal, error) {
 func (h *jupyterHub) unavailable(kind string, err error) error {
 	h.metrics.errors.WithLabelValues(kind).Inc()
 	h.log.Warn("jupyterhub token lookup failed; answering 503", "kind", kind, "err", err)
-	return fmt.Errorf("%w: jupyterhub: %w", ErrUnavailable, err)
+	return fmt.Errorf("%w: jupyterhub: %w", auth.ErrUnavailable, err)
 }
