@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		if err != nil {
 			return err
 		}
-		g.Go(func() error { return serveLoaded(gctx, in.srv, f) })
+		g.Go(func() error { return f.Run(gctx) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
 	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
@@ -322,15 +322,16 @@ func frontConfig(s config.Server, name string, ln net.Listener) front.Config {
 	}
 }
 
-// serveLoaded runs f once srv has loaded its name bindings (or stopped), so that no
-// client reads before a bound name is found.
-func serveLoaded(ctx context.Context, srv *resources.Server, f *front.Front) error {
-	select {
-	case <-srv.Loaded():
-	case <-ctx.Done():
-		return nil
-	}
-	return f.Run(ctx)
+// afterLoad holds each request until srv has loaded its name bindings (or stopped), so
+// that no read misses a bound name.
+func afterLoad(srv *resources.Server, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-srv.Loaded():
+			h.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
 }
 
 // mcpVerifier is the token verifier of single mode's MCP endpoint (server.verifier,
@@ -371,6 +372,6 @@ func singleFront(s config.Server, in *instance, metrics http.Handler, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	f.Handle(s.Path, endpoint)
+	f.Handle(s.Path, afterLoad(in.srv, endpoint))
 	return f, nil
 }
