@@ -69,18 +69,6 @@ func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusa
 // RefuseSession counts and returns the refusal of an initialize beyond max sessions.
 func (l Link) RefuseSession(max int) *Refusal { return l.s.refuseSession(max) }
 
-// Stats reports subscribers per era (keys Era20251125, Era20260728), the number of
-// subscribed URIs and the number of 2025-11-25 sessions with a GET stream open.
-func (l Link) Stats() (perEra map[string]int, subscriptions, streams int) {
-	return l.s.subs.Stats()
-}
-
-// The protocol eras of Link.Stats.
-const (
-	Era20251125 = subscribers.Era20251125
-	Era20260728 = subscribers.Era20260728
-)
-
 // Delivery hands change notifications to the SDK's sessions by the rules mcp-go
 // cannot keep itself: a 2025-11-25 session's notifications go out on its GET stream
 // only, never while one of its POSTs is in flight (mcp-go PR #969), and a session

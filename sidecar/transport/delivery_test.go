@@ -22,7 +22,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-var legacyHeaders = map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20251125}
+var legacyHeaders = map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20251125}
 
 // do sends a request with the given verb (and no body) to the endpoint.
 func do(t *testing.T, method, url, session string, headers map[string]string) *http.Response {
@@ -139,7 +139,7 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // waitStreams waits until n GET streams are open.
 func waitStreams(t *testing.T, r *running, n int) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := r.link.Stats(); return streams == n })
+	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := stats(r.link); return streams == n })
 }
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
@@ -243,12 +243,12 @@ func TestSubscriptionLimits(t *testing.T) {
 			t.Errorf("subscribe %q: %v, want error code %v", tt.uri, msg, tt.code)
 		}
 	}
-	if _, subs, _ := r.link.Stats(); subs != 3 {
+	if _, subs, _ := stats(r.link); subs != 3 {
 		t.Fatalf("%d subscriptions held, want 3", subs)
 	}
 
 	// A listen filter is cut to what will be served, and acknowledged so.
-	headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20260728, "Mcp-Method": "subscriptions/listen"}
+	headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "subscriptions/listen"}
 	body := `{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},` +
 		`"notifications":{"resourceSubscriptions":["file:///etc/passwd","notebook://work/cells/c1/outputs/0","notebook://work","notebook://x"]}}}`
 	ctx, cancel := context.WithCancel(context.Background())
@@ -368,8 +368,8 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	waitStreams(t, r, 1)
 	// Changes keep coming until the server gives up on the session that does not read.
 	testutil.Eventually(t, testutil.Wait, "a session that does not read ended", func() bool {
-		_ = registry(r.link).Publish(context.Background(), uris)
-		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", resources.Era20251125) > 0
+		_ = registryOf(r.link).Publish(context.Background(), uris)
+		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125) > 0
 	})
 	testutil.Eventually(t, testutil.Wait, "the ended session is 404", func() bool {
 		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)

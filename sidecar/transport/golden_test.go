@@ -32,7 +32,7 @@ type exchange struct {
 }
 
 func legacy(name, method, params string) exchange {
-	return exchange{name: name, era: resources.Era20251125,
+	return exchange{name: name, era: era20251125,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -42,7 +42,7 @@ func modern(name, method, params string) exchange {
 	if params == "{"+meta+",}" {
 		params = "{" + meta + "}"
 	}
-	return exchange{name: name, era: resources.Era20260728,
+	return exchange{name: name, era: era20260728,
 		body: fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, params)}
 }
 
@@ -77,13 +77,13 @@ func TestGoldenTranscripts(t *testing.T) {
 		modern("modern-read-output", "resources/read", read("notebook://work/cells/c1/outputs/1")),
 		modern("modern-error-unknown-cell", "resources/read", read("notebook://work/cells/nope")),
 		modern("modern-error-withheld", "resources/read", read("notebook://work/cells/c3/outputs/0")),
-		{name: "error-malformed-json", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
-		{name: "error-batch", era: resources.Era20251125, body: ` [{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
-		{name: "error-malformed-params", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
+		{name: "error-malformed-json", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read",`},
+		{name: "error-batch", era: era20251125, body: ` [{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"ping"}]`},
+		{name: "error-malformed-params", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":42}}`},
 		{name: "error-unauthorized", noAuth: true, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-wrong-token", headers: map[string]string{"Authorization": "Bearer wrong"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
 		{name: "error-origin", headers: map[string]string{"Origin": "https://evil.example.com"}, body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`},
-		{name: "error-too-large", era: resources.Era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
+		{name: "error-too-large", era: era20251125, body: `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`},
 	}
 	lib := newLibrary(t, testPath)
 	withheld := func(name string) bool { return strings.Contains(name, "withheld") }
@@ -132,7 +132,7 @@ func initialize(t *testing.T, url string) string {
 	if session == "" {
 		t.Fatal("no session id")
 	}
-	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20251125},
+	post(t, url, session, map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20251125},
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
 	return session
 }
@@ -176,11 +176,11 @@ func transcript(t *testing.T, url, session string, ex exchange) []byte {
 	}
 	sess := ""
 	switch ex.era {
-	case resources.Era20251125:
+	case era20251125:
 		sess = session
-		headers["MCP-Protocol-Version"] = resources.Era20251125
-	case resources.Era20260728:
-		headers["MCP-Protocol-Version"] = resources.Era20260728
+		headers["MCP-Protocol-Version"] = era20251125
+	case era20260728:
+		headers["MCP-Protocol-Version"] = era20260728
 		var m struct {
 			Method string `json:"method"`
 			Params struct {

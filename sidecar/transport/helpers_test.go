@@ -35,6 +35,29 @@ const (
 	testPath  = "work/analysis.ipynb"
 )
 
+// The protocol eras, as MCP-Protocol-Version says them and the subscriber registry
+// counts them (stats).
+const (
+	era20251125 = "2025-11-25"
+	era20260728 = "2026-07-28"
+)
+
+// registry is the server's subscriber registry behind its Delivery: the default
+// publisher, and what it holds.
+type registry interface {
+	Publish(ctx context.Context, uris []string) error
+	Stats() (perEra map[string]int, subscriptions, streams int)
+}
+
+// registryOf is the server's subscriber registry, to publish URIs to directly.
+func registryOf(l resources.Link) registry { return l.Delivery().(registry) }
+
+// stats reports the registry's subscribers per era, subscribed URIs, and the
+// 2025-11-25 sessions with a GET stream open.
+func stats(l resources.Link) (perEra map[string]int, subscriptions, streams int) {
+	return registryOf(l).Stats()
+}
+
 // What the surface answers and counts, as clients and /metrics see it
 // (resources/read.go, resources/admit.go).
 const (

@@ -30,9 +30,9 @@ func TestLatency(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		for _, n := range []int{1, 100, 1000} {
 			p50, p99, worst, samples := measureLatency(t, n, modern)
-			era := resources.Era20251125 + " (GET stream)"
+			era := era20251125 + " (GET stream)"
 			if modern {
-				era = resources.Era20260728 + " (subscriptions/listen)"
+				era = era20260728 + " (subscriptions/listen)"
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %d | %d | %v | %v | %v |", era, n, samples, p50, p99, worst))
 		}
@@ -88,12 +88,12 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 		})
 	}
 	wg.Wait()
-	era := resources.Era20251125
+	era := era20251125
 	if modern {
-		era = resources.Era20260728
+		era = era20260728
 	}
 	testutil.Eventually(t, testutil.Wait, "every client subscribed", func() bool {
-		perEra, subs, streams := r.link.Stats()
+		perEra, subs, streams := stats(r.link)
 		if modern {
 			return perEra[era] == n && subs == n
 		}

@@ -49,8 +49,8 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 	}
 	defer stop()
 	testutil.Eventually(t, testutil.Wait, "the listen stream and the GET stream registered", func() bool {
-		perEra, _, streams := r.link.Stats()
-		return perEra[resources.Era20260728] == 1 && streams == 1
+		perEra, _, streams := stats(r.link)
+		return perEra[era20260728] == 1 && streams == 1
 	})
 	_ = legacyClient
 	start := time.Now()

@@ -18,17 +18,9 @@ func listenBody(id int, uri string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":[%q]}}}`, id, uri)
 }
 
-// publisher is the subscriber registry, the default publisher, behind its Delivery.
-type publisher interface {
-	Publish(ctx context.Context, uris []string) error
-}
-
-// registry is the server's subscriber registry, to publish URIs to directly.
-func registry(l resources.Link) publisher { return l.Delivery().(publisher) }
-
 // publishing publishes uri in a tight loop until the test ends, so that a
 // change lands while each listen stream is being set up.
-func publishing(t *testing.T, r publisher, uri string) {
+func publishing(t *testing.T, r registry, uri string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -47,8 +39,8 @@ func TestListenAcknowledgementComesFirst(t *testing.T) {
 	const uri, streams = "notebook://work", 40
 	t.Run("http", func(t *testing.T) {
 		r := startServer(t, resources.Config{}, newLibrary(t, testPath))
-		publishing(t, registry(r.link), uri)
-		headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20260728, "Mcp-Method": "subscriptions/listen"}
+		publishing(t, registryOf(r.link), uri)
+		headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "subscriptions/listen"}
 		for i := range streams {
 			resp := post(t, r.url, "", headers, listenBody(i+1, uri))
 			sc := bufio.NewScanner(resp.Body)
@@ -70,7 +62,7 @@ func TestListenAcknowledgementComesFirst(t *testing.T) {
 	})
 	t.Run("stdio", func(t *testing.T) {
 		r, p := startStdio(t, resources.Config{}, newLibrary(t, testPath))
-		publishing(t, registry(r.link), uri)
+		publishing(t, registryOf(r.link), uri)
 		for i := range streams {
 			id := float64(i + 1)
 			p.send(t, listenBody(i+1, uri))

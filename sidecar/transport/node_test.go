@@ -159,8 +159,8 @@ func (n *nodeClient) updatesUntilQuiet(t *testing.T, d time.Duration) []event {
 }
 
 var drivers = []struct{ script, era string }{
-	{"sdk1.mjs", resources.Era20251125},
-	{"sdk2.mjs", resources.Era20260728},
+	{"sdk1.mjs", era20251125},
+	{"sdk2.mjs", era20260728},
 }
 
 func TestNodeDrivers(t *testing.T) {
@@ -187,7 +187,7 @@ func TestNodeDrivers(t *testing.T) {
 			if _, ok := seen["notebook://work/cells/c1"]; !ok {
 				t.Fatalf("updates %v lack the cell", seen)
 			}
-			if d.era == resources.Era20260728 && seen["notebook://work"] == nil {
+			if d.era == era20260728 && seen["notebook://work"] == nil {
 				t.Fatalf("2026-07-28 notification without a subscription id: %v", seen)
 			}
 			res := n.do(t, map[string]any{"op": "read", "uri": "notebook://work/cells/c1"})
@@ -244,10 +244,10 @@ func TestNodeDrivers(t *testing.T) {
 			}
 			_ = n.cmd.Process.Kill()
 			testutil.Eventually(t, testutil.Wait, "the killed client's session and subscriptions gone", func() bool {
-				perEra, subs, _ := r.link.Stats()
-				return perEra[resources.Era20251125]+perEra[resources.Era20260728] == 0 && subs == 0 && liveSessions(r) == 0
+				perEra, subs, _ := stats(r.link)
+				return perEra[era20251125]+perEra[era20260728] == 0 && subs == 0 && liveSessions(r) == 0
 			}, func() string {
-				perEra, subs, _ := r.link.Stats()
+				perEra, subs, _ := stats(r.link)
 				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r))
 			})
 			// The session's grace, the SDK's stream pump and the heartbeat wind down.

@@ -53,7 +53,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := r.link.Stats(); return n[resources.Era20260728] == 1 })
+	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r.link); return n[era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
 	ids := c.waitUpdated(t, testutil.Wait, "notebook://work", "notebook://work/cells/c1")

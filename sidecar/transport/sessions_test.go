@@ -48,8 +48,8 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value stri
 // sdkSessions is how many 2025-11-25 sessions the registry (and so the
 // jupyter_mcp_sidecar_mcp_sessions gauge) counts.
 func sdkSessions(r *running) int {
-	perEra, _, _ := r.link.Stats()
-	return perEra[resources.Era20251125]
+	perEra, _, _ := stats(r.link)
+	return perEra[era20251125]
 }
 
 // An initialize beyond MaxSessions is refused with 503, Retry-After and a
@@ -92,7 +92,7 @@ func TestSessionCap(t *testing.T) {
 		}
 	}
 	// A 2026-07-28 request is served at the cap: it opens no session.
-	modern := post(t, r.url, "", map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": resources.Era20260728, "Mcp-Method": "tools/list"},
+	modern := post(t, r.url, "", map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "tools/list"},
 		`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	modern.Body.Close()
 	if modern.StatusCode != http.StatusOK {
@@ -121,7 +121,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 		SessionGrace: time.Hour,
 	}, lib, resources.WithRegisterer(reg))
 	gauge := func() float64 {
-		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", resources.Era20251125)
+		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", era20251125)
 	}
 	replayed := func(id string) bool {
 		rs := r.tr.(*httpTransport).replay
@@ -153,7 +153,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	if replayed(session) || gauge() != 0 {
 		t.Fatalf("after the idle timeout: replay buffer kept %v, sessions gauge %v; want false, 0", replayed(session), gauge())
 	}
-	if _, subs, _ := r.link.Stats(); subs != 0 {
+	if _, subs, _ := stats(r.link); subs != 0 {
 		t.Fatalf("%d subscriptions held after the idle timeout", subs)
 	}
 	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":5,"method":"ping"}`); status != http.StatusNotFound {
