@@ -23,8 +23,15 @@ const (
 	limitSessions          = "sessions"
 )
 
-// refusal is why a subscription is not admitted: a JSON-RPC error.
-type refusal struct {
+// errTooManySessions: MaxSessions sessions are live.
+var errTooManySessions = errors.New("too many sessions")
+
+// codeTooManySessions is the JSON-RPC error code of an initialize refused for
+// MaxSessions (a server error code, as codeWithheld).
+const codeTooManySessions = -32011
+
+// Refusal is why a subscription or a session is not admitted: a JSON-RPC error.
+type Refusal struct {
 	limit   string
 	code    int
 	message string
@@ -33,9 +40,9 @@ type refusal struct {
 // subscribable decides whether uri may be subscribed to or listened for: a
 // URI of the three notebook templates or of a template an extension added,
 // whose template the gate serves, or capabilities://, no longer than MaxURIBytes.
-func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
+func (s *Server) subscribable(ctx context.Context, uri string) *Refusal {
 	if len(uri) > s.cfg.MaxURIBytes {
-		return &refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)}
+		return &Refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)}
 	}
 	if uri == nbview.CapabilitiesURI {
 		return nil
@@ -46,11 +53,11 @@ func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
 	} else if r, ok := s.exts.Match(uri); ok {
 		template = r.Template.URITemplate.Raw()
 	} else {
-		return &refusal{limitNotAResource, mcp.RESOURCE_NOT_FOUND,
+		return &Refusal{limitNotAResource, mcp.RESOURCE_NOT_FOUND,
 			fmt.Sprintf("%q is not a resource of this server (notebook://{name}[/cells/{cell_id}[/outputs/{index}]], an extension's template, or capabilities://)", uri)}
 	}
 	if !s.serves(ctx, template) {
-		return &refusal{limitWithheld, codeWithheld, fmt.Sprintf("%v: %s is not served here (%s)", errWithheld, uri, template)}
+		return &Refusal{limitWithheld, codeWithheld, fmt.Sprintf("%v: %s is not served here (%s)", errWithheld, uri, template)}
 	}
 	return nil
 }
@@ -59,16 +66,16 @@ func (s *Server) subscribable(ctx context.Context, uri string) *refusal {
 // the SDK sees it (the SDK's sessions cannot refuse one), and records an
 // admitted one in the registry at once so that concurrent subscribes stay
 // within the session's limits.
-func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *refusal {
+func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *Refusal {
 	if r := s.subscribable(ctx, uri); r != nil {
 		return s.refused(r)
 	}
 	err := s.subs.Admit(subscribers.SessionKey(sessionID), uri, s.cfg.MaxSubscriptions, s.cfg.MaxSubscriptionBytes)
 	switch {
 	case errors.Is(err, subscribers.ErrSubscriptions):
-		return s.refused(&refusal{limitSubscriptions, mcp.INVALID_PARAMS, fmt.Sprintf("at most %d subscriptions per session", s.cfg.MaxSubscriptions)})
+		return s.refused(&Refusal{limitSubscriptions, mcp.INVALID_PARAMS, fmt.Sprintf("at most %d subscriptions per session", s.cfg.MaxSubscriptions)})
 	case errors.Is(err, subscribers.ErrSubscriptionBytes):
-		return s.refused(&refusal{limitSubscriptionBytes, mcp.INVALID_PARAMS,
+		return s.refused(&Refusal{limitSubscriptionBytes, mcp.INVALID_PARAMS,
 			fmt.Sprintf("at most %d bytes of subscribed URIs per session; unsubscribe from some first", s.cfg.MaxSubscriptionBytes)})
 	}
 	return nil
@@ -79,7 +86,7 @@ func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *ref
 // acknowledges exactly these.
 func (s *Server) listenable(ctx context.Context, uris []string) []string {
 	if len(uris) > s.cfg.MaxListenURIs {
-		s.refused(&refusal{limit: limitListenURIs})
+		s.refused(&Refusal{limit: limitListenURIs})
 		uris = uris[:s.cfg.MaxListenURIs]
 	}
 	kept := make([]string, 0, len(uris))
@@ -94,7 +101,7 @@ func (s *Server) listenable(ctx context.Context, uris []string) []string {
 }
 
 // refused counts r and returns it.
-func (s *Server) refused(r *refusal) *refusal {
+func (s *Server) refused(r *Refusal) *Refusal {
 	s.metrics.refusals.WithLabelValues(r.limit).Inc()
 	return r
 }
@@ -104,8 +111,15 @@ func (s *Server) serves(ctx context.Context, template string) bool {
 	return gate.Decide(ctx, s.gate, template, s.log)
 }
 
-// error is the JSON-RPC error answering request id.
-func (r *refusal) error(id any) mcp.JSONRPCError {
+// refuseSession counts and returns the refusal of an initialize beyond max sessions.
+func (s *Server) refuseSession(max int) *Refusal {
+	return s.refused(&Refusal{limitSessions, codeTooManySessions,
+		fmt.Sprintf("%v: %d sessions are open, the most this server holds; retry later, or end a session you no longer use (DELETE)",
+			errTooManySessions, max)})
+}
+
+// Answer is the JSON-RPC error answering request id.
+func (r *Refusal) Answer(id any) mcp.JSONRPCError {
 	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
 		Error: mcp.NewJSONRPCErrorDetails(r.code, r.message, nil)}
 }

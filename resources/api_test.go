@@ -17,17 +17,23 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
+	clienttransport "github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// This file pins the API the sidecar uses, from outside the package.
+// This file pins the API the sidecar uses, from outside the package: the surface
+// built with its transport (sidecar/transport), its endpoint served by the front
+// (sidecar/front), as the sidecar composes them.
 
 // oneNotebook is a Library holding one empty notebook.
 type oneNotebook struct{ path string }
@@ -57,26 +63,40 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: reg,
 	}
-	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"}, resources.WithListener(ln))
+	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.HTTP))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if srv.Handler() == nil {
 		t.Fatal("Handler() is nil for the HTTP transport")
 	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: time.Second, Logger: cfg.Logger, Registerer: reg}, front.Probes{Live: ok, Ready: ok, Metrics: ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, err := front.Edge{Verifier: v}.Wrap(srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Handle(resources.DefaultPath, endpoint)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	healthz := resources.Route{Pattern: "GET /healthz", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
-	go func() { done <- srv.Run(ctx, healthz) }()
+	var g errgroup.Group
+	g.Go(func() error { return srv.Run(ctx) })
+	g.Go(func() error { <-srv.Loaded(); return f.Run(ctx) }) // the sidecar serves once the names are loaded
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := g.Wait(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	}()
 	base := "http://" + ln.Addr().String()
 
-	// The route given to Run is mounted outside the endpoint's authentication.
+	// The probes are served outside the endpoint's authentication.
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +115,8 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		t.Fatalf("POST without a token: %s, want 401", resp.Status)
 	}
 
-	tr, err := transport.NewStreamableHTTP(base+resources.DefaultPath,
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), transport.WithContinuousListening())
+	tr, err := clienttransport.NewStreamableHTTP(base+resources.DefaultPath,
+		clienttransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), clienttransport.WithContinuousListening())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +180,7 @@ func TestPublicAPIOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		oneNotebook{path: "a.ipynb"}, resources.WithStdio(inR, outW))
+		oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.Stdio(inR, outW)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,9 +215,6 @@ func TestPublicAPIOverStdio(t *testing.T) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
 }
-
-// CORS wraps any MCP endpoint (the hub front uses it).
-var _ func([]string, http.Handler) http.Handler = resources.CORS
 
 // deliverySeries is what the server's metrics say of its sessions and notifications,
 // for a failure message.

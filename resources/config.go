@@ -14,8 +14,9 @@ import (
 const (
 	TransportHTTP  = "http"
 	TransportStdio = "stdio"
-	// TransportMounted is Streamable HTTP without a listener of its own: the
-	// caller serves Handler() (hub mode mounts one server per user).
+	// TransportMounted is Streamable HTTP behind another server's endpoint (hub
+	// mode mounts one server per user); to the server, the same as TransportHTTP:
+	// the caller serves Handler() either way (sidecar/front).
 	TransportMounted = "mounted"
 )
 

@@ -85,17 +85,17 @@ func (s *Server) observeRead(ctx context.Context, uri, template string, ttl time
 	})
 	modern := mcp.IsModernProtocol(server.RequestProtocolVersion(ctx))
 	if o := outcomeFrom(ctx); o != nil {
-		*o = readOutcome{uri: uri, ttl: ttl, modern: modern}
+		*o = ReadOutcome{URI: uri, TTL: ttl, Modern: modern}
 		switch {
 		case errors.Is(err, errWithheld):
-			o.code, o.message = codeWithheld, err.Error()
+			o.Code, o.Message = codeWithheld, err.Error()
 		case errors.Is(err, library.ErrNotFound):
-			o.code, o.message = mcp.RESOURCE_NOT_FOUND, err.Error()
+			o.Code, o.Message = mcp.RESOURCE_NOT_FOUND, err.Error()
 			if modern {
-				o.code = mcp.INVALID_PARAMS
+				o.Code = mcp.INVALID_PARAMS
 			}
 		case err != nil:
-			o.code, o.message = mcp.INTERNAL_ERROR, err.Error()
+			o.Code, o.Message = mcp.INTERNAL_ERROR, err.Error()
 		}
 	}
 	return contents, err

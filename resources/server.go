@@ -2,13 +2,13 @@
 // resources (notebook://{name}, …/cells/{cell_id}, …/outputs/{index}), the
 // tools that bind names to notebooks, and change notifications for both
 // protocol eras (2025-11-25 resources/subscribe and 2026-07-28
-// subscriptions/listen), served over Streamable HTTP or stdio with mcp-go.
+// subscriptions/listen), on mcp-go. It serves no client itself: a transport
+// (sidecar/transport, Streamable HTTP or stdio) is built from it through the
+// seam in seam.go.
 //
-// The SDK records no subscriptions for its built-in sessions, filters
-// resources/updated off listen streams and can lose a notification queued as a
-// POST ends (mcp-go PR #969), so the server keeps its own registry, delivers on
-// each listen stream's own session tagged with its subscription id, and holds a
-// 2025-11-25 session's notifications while one of its POSTs is in flight.
+// The SDK records no subscriptions for its built-in sessions and filters
+// resources/updated off listen streams, so the server keeps its own registry and
+// delivers on each listen stream's own session tagged with its subscription id.
 package resources
 
 import (
@@ -16,11 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -51,8 +48,8 @@ const (
 // Server is the MCP surface of the sidecar. It owns the mcp-go server (the tools,
 // the three resource templates and capabilities://), the name bindings, the seams
 // chosen in the configuration (gate, publisher, hooks, extensions), the subscriber
-// registry that delivers change notifications, and the one transport (Streamable
-// HTTP or stdio) that serves them. New builds it without I/O; Run serves it.
+// registry that delivers change notifications, and the transport New was given
+// (WithTransport). New builds it without I/O; Run serves it.
 type Server struct {
 	cfg       Config
 	lib       library.Library
@@ -66,29 +63,19 @@ type Server struct {
 	hooks     *hooks.Chain
 	subs      *subscribers.Registry
 	metrics   metrics
-	transport mcpTransport
+	transport Transport // nil: none (Check)
 
 	loaded     chan struct{} // closed once the bindings are loaded
 	loadedOnce sync.Once
 }
 
-// options are what the Options set before the transport is built.
+// options are what the Options set.
 type options struct {
-	listener net.Listener
-	stdin    io.Reader
-	stdout   io.Writer
+	transport NewTransport
 }
 
 // Option adjusts a Server.
 type Option func(*options)
-
-// WithListener serves HTTP on l instead of listening on Config.Listen.
-func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
-
-// WithStdio sets the streams of the stdio transport (default os.Stdin, os.Stdout).
-func WithStdio(in io.Reader, out io.Writer) Option {
-	return func(o *options) { o.stdin, o.stdout = in, out }
-}
 
 // Core capabilities, listed at capabilities:// beside the extensions' ones.
 var coreCapabilities = []extensions.Capability{
@@ -103,7 +90,7 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid mcp config: %w", err)
 	}
-	o := options{stdin: os.Stdin, stdout: os.Stdout}
+	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -142,10 +129,10 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	}
 	s.caps = append(slices.Clone(coreCapabilities), s.exts.Capabilities()...)
 	s.mcp = s.newMCP(surface)
-	if cfg.Transport == TransportStdio {
-		s.transport = newStdio(s, o.stdin, o.stdout)
-	} else if s.transport, err = newHTTP(s, o.listener, cfg.Registerer); err != nil {
-		return nil, err
+	if o.transport != nil {
+		if s.transport, err = o.transport(Link{s}); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -154,10 +141,16 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 // the tools, the templates and the capabilities resource.
 func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 	h := &server.Hooks{}
-	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) { s.transport.sessionStarted(sess) })
+	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) {
+		if s.transport != nil {
+			s.transport.SessionStarted(sess)
+		}
+	})
 	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
 		s.subs.Remove(subscribers.SessionKey(sess.SessionID()))
-		s.transport.sessionEnded(sess.SessionID())
+		if s.transport != nil {
+			s.transport.SessionEnded(sess.SessionID())
+		}
 	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		s.subs.Subscribe(subscribers.SessionKey(sessionIDFrom(ctx)), req.Params.URI)
@@ -264,9 +257,15 @@ func (s *Server) Active() bool {
 	return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] > 0
 }
 
-// Handler returns the MCP endpoint with origin check, authentication, body
-// limit and panic recovery (nil for the stdio transport).
-func (s *Server) Handler() http.Handler { return s.transport.handler() }
+// Handler returns the MCP endpoint of the server's transport: body limit, session
+// tracking, panic recovery (nil for stdio or without a transport). The front
+// (sidecar/front) puts the origin check, CORS and authentication before it.
+func (s *Server) Handler() http.Handler {
+	if s.transport == nil {
+		return nil
+	}
+	return s.transport.Handler()
+}
 
 // NotebookChanged publishes a change of the notebook at path, bound to a name or
 // not, as one event (publish.NewEvent) carrying the URIs of every name bound to
@@ -311,20 +310,10 @@ func (s *Server) publish(ev publish.Event) {
 	}
 }
 
-// Route is a handler the HTTP listener serves at Pattern beside the MCP endpoint,
-// outside its authentication (/healthz, /readyz, /metrics).
-type Route struct {
-	Pattern string
-	Handler http.Handler
-}
-
 // Run loads the bindings, starts the publisher and extensions, and serves the
-// configured transport, with beside on its HTTP listener (the stdio and mounted
-// transports have none), until ctx is done or the transport ends (the stdio
-// client closed its input), then drains within DrainTimeout. The routes are
-// given here rather than to New so that they can read the server (/readyz: its
-// publisher's health).
-func (s *Server) Run(ctx context.Context, beside ...Route) error {
+// transport until ctx is done or the transport ends (the stdio client closed its
+// input), then drains within DrainTimeout.
+func (s *Server) Run(ctx context.Context) error {
 	defer s.markLoaded()
 	switch err := s.names.Load(); {
 	case errors.Is(err, names.ErrStateFile):
@@ -349,7 +338,9 @@ func (s *Server) Run(ctx context.Context, beside ...Route) error {
 	gctx, served := context.WithCancel(gctx) // the transport done (stdio input closed), the rest stops
 	defer served()
 	g.Go(func() error { return s.publisher.Run(gctx) })
-	g.Go(func() error { defer served(); return s.transport.serve(gctx, beside) })
+	if s.transport != nil {
+		g.Go(func() error { defer served(); return s.transport.Serve(gctx) })
+	}
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

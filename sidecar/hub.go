@@ -25,11 +25,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 )
 
 // Hub mode serves every user of a JupyterHub their own notebooks from one process.
@@ -103,69 +103,41 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 	defer release()
 	sh.hub = true
 	h.shared = sh
-	verifier, err := auth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
+	verifier, err := hubauth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
-	mux := http.NewServeMux()
-	challenge, err := mountHubAuth(mux, cfg, verifier, h.log)
+	// The front: the users' router behind the origin check, CORS and the Hub's
+	// tokens; the probes also under the service prefix, where the Hub's proxy reaches.
+	fc := cfg.Server.FrontConfig("hub", o.listener, h.log, reg) // "mcp" is the users' transports' own, shared
+	fc.ProbePrefixes = []string{"", cfg.Hub.PrefixedPath("")}
+	fc.Listening = func(addr net.Addr) {
+		log.Info("sidecar started in hub mode", "listen", addr.String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
+	}
+	f, err := front.New(fc, front.Probes{Live: live, Ready: h.ready(), Metrics: metrics})
 	if err != nil {
-		return err
-	}
-	guarded, err := auth.RequireBearerWith(verifier, auth.Guard{Challenge: challenge, Logger: h.log, Registerer: reg}, h)
-	if err != nil {
-		return err
-	}
-	endpoint := auth.OriginPolicy{Allowed: cfg.Server.AllowedOrigins, AllowLoopback: true}.Wrap(
-		resources.CORS(cfg.Server.AllowedOrigins, guarded))
-	mux.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
-	for _, p := range []string{"/healthz", cfg.Hub.PrefixedPath("/healthz")} {
-		mux.Handle("GET "+p, live)
-	}
-	for _, p := range []string{"/readyz", cfg.Hub.PrefixedPath("/readyz")} {
-		mux.Handle("GET "+p, h.ready())
-	}
-	if cfg.Server.MetricsListen == "" {
-		mux.Handle("GET /metrics", metrics)
-	}
-	ln := o.listener
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
-		}
-	}
-	r := promreg.On(reg)
-	refused := promreg.Register(r, conns.RefusedCounter("hub")) // "mcp" is the users' servers' own, shared
-	if err := r.Err(); err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	ln = conns.Listen(ln, cfg.Server.MaxConnections, refused)
-	srv := conns.Server(mux, conns.Limits{IdleTimeout: cfg.Server.IdleTimeout, ReadTimeout: cfg.Server.ReadTimeout})
+	challenge, err := mountHubAuth(f, cfg, verifier, h.log)
+	if err != nil {
+		return err
+	}
+	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: verifier,
+		Guard: auth.Guard{Challenge: challenge, Logger: h.log, Registerer: reg}}.Wrap(h)
+	if err != nil {
+		return err
+	}
+	f.Handle(cfg.Hub.PrefixedPath(cfg.Server.Path), endpoint)
 	g, gctx := errgroup.WithContext(ctx)
 	if h.shared.follower != nil {
 		g.Go(func() error { return h.shared.follower.Run(gctx) })
 	}
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return f.Run(gctx) })
 	g.Go(func() error {
 		h.reap(gctx)
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Server.DrainTimeout)
-		defer cancel()
 		h.closeAll()
-		return srv.Shutdown(sctx)
+		return nil
 	})
-	if cfg.Server.MetricsListen != "" {
-		mm := http.NewServeMux()
-		mm.Handle("GET /healthz", live)
-		mm.Handle("GET /readyz", h.ready())
-		mm.Handle("GET /metrics", metrics)
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server, mm, reg) })
-	}
-	log.Info("sidecar started in hub mode", "listen", ln.Addr().String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
 	log.Info("sidecar stopped", "err", err)
 	return err
@@ -233,7 +205,7 @@ func (h *hub) start(user string) (*tenant, error) {
 	log := h.tenantLog(user)
 	log.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
 	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared, conf); err != nil {
+	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -245,7 +217,7 @@ func (h *hub) start(user string) (*tenant, error) {
 		defer h.wg.Done()
 		defer close(t.done)
 		defer t.in.close()
-		if err := t.in.run(ctx, nil); err != nil {
+		if err := t.in.run(ctx); err != nil {
 			log.Error("user instance stopped", "err", err)
 		}
 	}()
@@ -456,7 +428,7 @@ func (h *hub) tenantLog(user string) *slog.Logger {
 
 // mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under
 // the service prefix and returns the challenge parameter a 401 carries; "" when off.
-func mountHubAuth(mux *http.ServeMux, cfg config.Config, verifier auth.Verifier, log *slog.Logger) (string, error) {
+func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, log *slog.Logger) (string, error) {
 	o := cfg.Hub.OAuth
 	if !o.Enabled {
 		return "", nil
@@ -487,7 +459,7 @@ func mountHubAuth(mux *http.ServeMux, cfg config.Config, verifier auth.Verifier,
 	}
 	h := srv.Handler()
 	for _, p := range hubauth.Paths {
-		mux.Handle(cfg.Hub.PrefixedPath(p), h)
+		f.Handle(cfg.Hub.PrefixedPath(p), h)
 	}
 	return srv.Challenge(), nil
 }

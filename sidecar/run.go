@@ -20,11 +20,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
@@ -77,35 +79,33 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		return runHub(ctx, cfg, log, reg, metricsHandler, o)
 	}
 
-	var extra []resources.Option
-	if o.listener != nil {
-		extra = append(extra, resources.WithListener(o.listener))
-	}
-	if o.stdin != nil || o.stdout != nil {
-		extra = append(extra, resources.WithStdio(o.stdin, o.stdout))
+	nt := resources.NewTransport(transport.HTTP)
+	stdio := cfg.Server.Transport == resources.TransportStdio
+	if stdio {
+		nt = transport.Stdio(o.stdin, o.stdout)
 	}
 	cfg, err = withStateFile(cfg, log)
 	if err != nil {
 		return err
 	}
-	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, confinement{}, extra...)
+	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, confinement{}, resources.WithTransport(nt))
 	if err != nil {
 		return err
 	}
 	defer in.close()
 
-	// The probes are served by the MCP listener, or by a listener of their own.
-	probes := probeRoutes(in.health, metricsHandler)
-	var beside []resources.Route
-	if cfg.Server.MetricsListen == "" {
-		beside = probes
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
 	defer stop()
-	g.Go(func() error { defer stop(); return in.run(gctx, beside) }) // the instance done (stdio input closed), all stops
-	if cfg.Server.MetricsListen != "" {
-		g.Go(func() error { return serveMetrics(gctx, cfg.Server, probeMux(probes), reg) })
+	g.Go(func() error { defer stop(); return in.run(gctx) }) // the instance done (stdio input closed), all stops
+	// The front: the MCP endpoint with the probes, or stdio with the probes on a
+	// listener of their own.
+	if !stdio || cfg.Server.MetricsListen != "" {
+		f, err := singleFront(cfg.Server, in, metricsHandler, log, reg, o.listener, stdio)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return f.Run(gctx) })
 	}
 	log.Info("sidecar started", "backend", cfg.Store.Backend, "transport", cfg.Server.Transport, "listen", cfg.Server.Listen)
 	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
@@ -188,10 +188,9 @@ func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer,
 	}, nil
 }
 
-// run tails, debounces and serves, with beside on the MCP server's HTTP listener, until
-// ctx is done or its MCP server ends, then stops within the drain timeout (or returns
-// ErrDrainTimeout).
-func (in *instance) run(ctx context.Context, beside []resources.Route) error {
+// run tails, debounces and serves until ctx is done or its MCP server ends, then stops
+// within the drain timeout (or returns ErrDrainTimeout).
+func (in *instance) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	gctx, stop := context.WithCancel(gctx)
 	defer stop()
@@ -202,7 +201,7 @@ func (in *instance) run(ctx context.Context, beside []resources.Route) error {
 		return nil
 	})
 	g.Go(func() error { return in.deb.Run(gctx) })
-	g.Go(func() error { defer stop(); return in.srv.Run(gctx, beside...) }) // the MCP server done (stdio input closed), the instance stops
+	g.Go(func() error { defer stop(); return in.srv.Run(gctx) }) // the MCP server done (stdio input closed), the instance stops
 	g.Go(func() error { refreshPaths(gctx, in.rooms); return nil })
 	g.Go(func() error { return in.rooms.Run(gctx) })
 	if in.files != nil {
@@ -259,6 +258,11 @@ func Check(cfg config.Config) error {
 	if _, err := resources.New(cfg.ServerConfig("", log, prometheus.NewRegistry()), nil); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
+	if cfg.Server.Transport != resources.TransportStdio { // the front's, as Run builds it
+		if _, err := mcpVerifier(cfg.Server, log, prometheus.NewRegistry()); err != nil {
+			return fmt.Errorf("mcp server: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -294,49 +298,56 @@ func newRegistry() (*prometheus.Registry, http.Handler, error) {
 	return reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), nil
 }
 
-// probeRoutes are the liveness, readiness and metrics routes over h and metrics.
-func probeRoutes(h *Health, metrics http.Handler) []resources.Route {
-	return []resources.Route{
-		{Pattern: "GET /healthz", Handler: live},
-		{Pattern: "GET /readyz", Handler: h.Ready()},
-		{Pattern: "GET /metrics", Handler: metrics},
-	}
+// afterLoad holds each request until srv has loaded its name bindings (or stopped), so
+// that no read misses a bound name.
+func afterLoad(srv *resources.Server, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-srv.Loaded():
+			h.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
 }
 
-// probeMux serves routes on a listener of their own (serveMetrics).
-func probeMux(routes []resources.Route) http.Handler {
-	mux := http.NewServeMux()
-	for _, r := range routes {
-		mux.Handle(r.Pattern, r.Handler)
+// mcpVerifier is the token verifier of single mode's MCP endpoint (server.verifier,
+// server.token); nil with server.insecure_no_auth.
+func mcpVerifier(s config.Server, log *slog.Logger, reg prometheus.Registerer) (auth.Verifier, error) {
+	if s.InsecureNoAuth {
+		return nil, nil
 	}
-	return mux
+	return auth.New(s.Verifier.Name, auth.Settings{Token: s.Token, Options: s.Verifier.Options, Logger: log, Registerer: reg})
 }
 
-// serveMetrics serves mux on s.MetricsListen, within the connection limits of
-// the MCP listener (its refusals counted on reg), until ctx is done.
-func serveMetrics(ctx context.Context, s config.Server, mux http.Handler, reg prometheus.Registerer) error {
-	addr := s.MetricsListen
-	r := promreg.On(reg)
-	refused := promreg.Register(r, conns.RefusedCounter("metrics"))
-	if err := r.Err(); err != nil {
-		return fmt.Errorf("metrics listener %s: %w", addr, err)
+// singleFront is single mode's front: the instance's MCP endpoint behind the origin
+// check, CORS and the configured token verifier, and the probes; with stdio, the
+// probes alone, on the metrics listener.
+func singleFront(s config.Server, in *instance, metrics http.Handler, log *slog.Logger, reg prometheus.Registerer, ln net.Listener, stdio bool) (*front.Front, error) {
+	mlog := log.With("component", "mcp")
+	fc := s.FrontConfig("mcp", ln, log, reg)
+	fc.Listening = func(addr net.Addr) {
+		mlog.Info("mcp server listening", "addr", addr.String(), "path", s.Path, "auth", !s.InsecureNoAuth)
+		if s.InsecureNoAuth && !front.Loopback(addr) {
+			mlog.Warn("AUTHENTICATION IS DISABLED (server.insecure_no_auth) on an address other than loopback: "+
+				"anyone who can reach it reads every notebook and binds names. Set a token, or listen on 127.0.0.1 behind an authenticating proxy",
+				"listen", s.Listen)
+		}
 	}
-	ln, err := net.Listen("tcp", addr)
+	if stdio {
+		fc.Listen, fc.Listening = "", nil
+	}
+	f, err := front.New(fc, front.Probes{Live: live, Ready: in.health.Ready(), Metrics: metrics})
+	if err != nil || stdio {
+		return f, err
+	}
+	v, err := mcpVerifier(s, mlog, reg)
 	if err != nil {
-		return fmt.Errorf("metrics listener %s: %w", addr, err)
+		return nil, err
 	}
-	hs := conns.Server(mux, conns.Limits{IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout})
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(conns.Listen(ln, s.MaxConnections, refused)) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics listener %s: %w", addr, err)
-	case <-ctx.Done():
+	endpoint, err := front.Edge{AllowedOrigins: s.AllowedOrigins, Verifier: v, Guard: auth.Guard{Logger: mlog, Registerer: reg}}.Wrap(in.srv.Handler())
+	if err != nil {
+		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), s.DrainTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		return fmt.Errorf("metrics listener %s: %w", addr, err)
-	}
-	return nil
+	f.Handle(s.Path, afterLoad(in.srv, endpoint))
+	return f, nil
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
@@ -51,12 +52,16 @@ func Ship(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("ship: %w", err)
 	}
 	health := NewHealth(func() ystore.Status { return shipStatus(s.Status()) }, func() []rooms.Degradation { return nil }, nil, nil, cfg.Store.LagThreshold)
-	probes := cfg.Server
-	probes.MetricsListen = cmp.Or(probes.MetricsListen, probes.Listen)
+	fc := cfg.Server.FrontConfig("", nil, log, reg)
+	fc.Listen, fc.MetricsListen = "", cmp.Or(cfg.Server.MetricsListen, cfg.Server.Listen) // the probes only
+	f, err := front.New(fc, front.Probes{Live: live, Ready: health.Ready(), Metrics: metricsHandler})
+	if err != nil {
+		return err
+	}
 	log.Info("shipping the SQLite store into Postgres", "store", cfg.Store.SQLite.Path, "source_id", id, "owned", dest.Owner != "",
-		"probes", probes.MetricsListen)
+		"probes", fc.MetricsListen)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, probes, probeMux(probeRoutes(health, metricsHandler)), reg) })
+	g.Go(func() error { return f.Run(gctx) })
 	g.Go(func() error { return s.Run(gctx) })
 	return g.Wait()
 }

@@ -13,7 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -98,7 +97,7 @@ func DefaultHub() Hub {
 			FileIDDB:   home + "/.local/share/jupyter/" + fileid.DBName,
 			RootDir:    home,
 		},
-		TokenCacheTTL: auth.DefaultTokenCacheTTL,
+		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
 		IdleTimeout:   DefaultHubIdleTimeout,
 		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops},
 	}

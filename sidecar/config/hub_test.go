@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 )
 
 // hubOn is the default configuration with hub mode on and its API URL set.
@@ -204,11 +205,11 @@ func TestHubTemplates(t *testing.T) {
 func TestHubVerifierOptions(t *testing.T) {
 	h := hubOn().Hub.WithServiceEnv(func(string) string { return "" })
 	o := h.VerifierOptions()
-	if want := (auth.HubOptions{APIURL: h.APIURL, ServiceName: DefaultServiceName, TokenCacheTTL: h.TokenCacheTTL}); o != want {
+	if want := (hubauth.HubOptions{APIURL: h.APIURL, ServiceName: DefaultServiceName, TokenCacheTTL: h.TokenCacheTTL}); o != want {
 		t.Fatalf("VerifierOptions = %+v, want %+v", o, want)
 	}
-	if _, err := auth.NewJupyterHub(o, auth.Settings{}); err != nil {
-		t.Fatalf("auth.NewJupyterHub(%+v) = %v", o, err)
+	if _, err := hubauth.NewJupyterHub(o, auth.Settings{}); err != nil {
+		t.Fatalf("hubauth.NewJupyterHub(%+v) = %v", o, err)
 	}
 }
 

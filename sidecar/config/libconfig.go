@@ -3,12 +3,14 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -107,6 +109,16 @@ func (a FileIDAPI) RESTConfig() fileid.RESTConfig {
 
 // VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
 // for this configuration. Call it after WithServiceEnv.
-func (h Hub) VerifierOptions() auth.HubOptions {
-	return auth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
+func (h Hub) VerifierOptions() hubauth.HubOptions {
+	return hubauth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
+}
+
+// FrontConfig is the front of the server section's listeners: the MCP listener (ln
+// instead of listening, if set), its refusals counted as name's, and the metrics one.
+func (s Server) FrontConfig(name string, ln net.Listener, log *slog.Logger, reg prometheus.Registerer) front.Config {
+	return front.Config{
+		Listen: s.Listen, Listener: ln, Name: name, MaxConnections: s.MaxConnections,
+		IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout, DrainTimeout: s.DrainTimeout,
+		MetricsListen: s.MetricsListen, Logger: log, Registerer: reg,
+	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
@@ -131,7 +130,7 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"ondisk.poll_interval":         {d.OnDisk.PollInterval, ondisk.DefaultPollInterval},
 		"ondisk.max_watched_dirs":      {d.OnDisk.MaxWatchedDirs, ondisk.DefaultMaxWatchedDirs},
 		"ondisk.max_file_bytes":        {d.OnDisk.MaxFileBytes, int64(ondisk.DefaultMaxFileBytes)},
-		"hub.token_cache_ttl":          {h.TokenCacheTTL, auth.DefaultTokenCacheTTL},
+		"hub.token_cache_ttl":          {h.TokenCacheTTL, hubauth.DefaultTokenCacheTTL},
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
 		"hub.stores.sqlite_path":       {filepath.Base(h.Stores.SQLitePath), sqlite.DefaultPath},
 		"hub.stores.fileid_db":         {filepath.Base(h.Stores.FileIDDB), fileid.DBName},

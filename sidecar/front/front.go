@@ -1,0 +1,184 @@
+// Package front is the sidecar's HTTP front, one for single mode and hub mode: the
+// listener and its connection limits (internal/conns), the admission of the MCP
+// endpoint (origin policy, CORS, bearer token: Edge), and the probes (/healthz,
+// /readyz) and /metrics, on the MCP listener or on a metrics listener of their own.
+// Single mode serves one MCP server's endpoint behind it; hub mode its users' router
+// and the Hub's login routes.
+package front
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
+)
+
+// Config is what the front is built from: the daemon's server section's listener
+// settings.
+type Config struct {
+	Listen         string        // the MCP listener's address; "" without Listener: none (stdio)
+	Listener       net.Listener  // served instead of listening on Listen; nil: listen
+	Name           string        // the MCP listener's label in connections_refused_total: "mcp", "hub"
+	MaxConnections int           // open connections at most, on each listener
+	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
+	ReadTimeout    time.Duration // a request's header, then its body, must arrive within it
+	DrainTimeout   time.Duration // how long open requests have to end once the front stops
+	MetricsListen  string        // the probes' and /metrics' own listener; "": the MCP listener
+	// ProbePrefixes are where /healthz and /readyz are served on the MCP listener
+	// whatever MetricsListen ("" the root): hub mode's, reached through the Hub's proxy.
+	ProbePrefixes []string
+	// Listening is told the MCP listener's address once it listens; nil: nobody.
+	Listening func(net.Addr)
+
+	Logger     *slog.Logger          // nil: slog.Default()
+	Registerer prometheus.Registerer // where the listeners' refusals are counted; nil: nowhere
+}
+
+// Probes are the handlers of /healthz, /readyz and /metrics.
+type Probes struct {
+	Live, Ready, Metrics http.Handler
+}
+
+// Front serves the MCP listener and the metrics listener.
+type Front struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux // the MCP listener's
+	probes  *http.ServeMux // the metrics listener's; nil without one
+	refused prometheus.Counter
+	// metricsRefused counts the metrics listener's refusals; nil without one.
+	metricsRefused prometheus.Counter
+}
+
+// New builds the front (no I/O): p on the metrics listener if cfg.MetricsListen is
+// set, else on the MCP listener; their refusals counted on cfg.Registerer.
+func New(cfg Config, p Probes) (*Front, error) {
+	f := &Front{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux()}
+	r := promreg.On(cfg.Registerer)
+	if cfg.Listen != "" || cfg.Listener != nil {
+		f.refused = promreg.Register(r, conns.RefusedCounter(cfg.Name))
+	}
+	onMain := cfg.ProbePrefixes
+	if cfg.MetricsListen == "" {
+		if !slices.Contains(onMain, "") {
+			onMain = append([]string{""}, onMain...)
+		}
+		f.mux.Handle("GET /metrics", p.Metrics)
+	} else {
+		f.metricsRefused = promreg.Register(r, conns.RefusedCounter("metrics"))
+		f.probes = http.NewServeMux()
+		f.probes.Handle("GET /healthz", p.Live)
+		f.probes.Handle("GET /readyz", p.Ready)
+		f.probes.Handle("GET /metrics", p.Metrics)
+	}
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register listener metrics: %w", err)
+	}
+	for _, prefix := range onMain {
+		f.mux.Handle("GET "+prefix+"/healthz", p.Live)
+		f.mux.Handle("GET "+prefix+"/readyz", p.Ready)
+	}
+	return f, nil
+}
+
+// Handle serves h at pattern on the MCP listener.
+func (f *Front) Handle(pattern string, h http.Handler) { f.mux.Handle(pattern, h) }
+
+// Run serves the listeners until ctx is done, then gives open requests
+// cfg.DrainTimeout to end before it closes their connections.
+func (f *Front) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if ln := f.cfg.Listener; ln != nil || f.cfg.Listen != "" {
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", f.cfg.Listen); err != nil {
+				return fmt.Errorf("listen %s: %w", f.cfg.Listen, err)
+			}
+		}
+		if f.cfg.Listening != nil {
+			f.cfg.Listening(ln.Addr())
+		}
+		g.Go(func() error {
+			if err := f.serve(gctx, ln, f.refused, f.mux); err != nil {
+				return fmt.Errorf("serve http: %w", err)
+			}
+			return nil
+		})
+	}
+	if f.probes != nil {
+		g.Go(func() error {
+			addr := f.cfg.MetricsListen
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				err = f.serve(gctx, ln, f.metricsRefused, f.probes)
+			}
+			if err != nil {
+				return fmt.Errorf("metrics listener %s: %w", addr, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// serve serves mux on ln within the connection limits (refusals counted in refused)
+// until ctx is done, then drains.
+func (f *Front) serve(ctx context.Context, ln net.Listener, refused prometheus.Counter, mux http.Handler) error {
+	srv := conns.Server(mux, conns.Limits{IdleTimeout: f.cfg.IdleTimeout, ReadTimeout: f.cfg.ReadTimeout})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(conns.Listen(ln, f.cfg.MaxConnections, refused)) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drain); err != nil {
+		f.log.Warn("drain deadline passed; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Edge is the admission of an MCP endpoint, in front of it: the origin policy
+// (listed origins and loopback ones), CORS for the listed origins, and the bearer
+// token.
+type Edge struct {
+	AllowedOrigins []string
+	Verifier       auth.Verifier // nil: no authentication (server.insecure_no_auth, or the hub's users' servers)
+	Guard          auth.Guard    // how refusals are answered, logged and counted
+}
+
+// Wrap puts the edge before h: origin → CORS → bearer token → h.
+func (e Edge) Wrap(h http.Handler) (http.Handler, error) {
+	if e.Verifier != nil {
+		var err error
+		if h, err = auth.RequireBearerWith(e.Verifier, e.Guard, h); err != nil {
+			return nil, err
+		}
+	}
+	h = CORS(e.AllowedOrigins, h)
+	return auth.OriginPolicy{Allowed: e.AllowedOrigins, AllowLoopback: true}.Wrap(h), nil
+}
+
+// Loopback reports whether addr is a TCP address on a loopback interface only.
+func Loopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}

@@ -1,0 +1,379 @@
+//lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe, the GET stream) is served and tested on purpose; mcp-go deprecates its client API
+
+package transport
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+const (
+	testToken = "test-token"
+	testPath  = "work/analysis.ipynb"
+)
+
+// The protocol eras, as MCP-Protocol-Version says them and the subscriber registry
+// counts them (stats).
+const (
+	era20251125 = "2025-11-25"
+	era20260728 = "2026-07-28"
+)
+
+// registry is the server's subscriber registry behind its Delivery: the default
+// publisher, and what it holds.
+type registry interface {
+	Publish(ctx context.Context, uris []string) error
+	Stats() (perEra map[string]int, subscriptions, streams int)
+}
+
+// registryOf is the server's subscriber registry, to publish URIs to directly.
+func registryOf(l resources.Link) registry { return l.Delivery().(registry) }
+
+// stats reports the registry's subscribers per era, subscribed URIs, and the
+// 2025-11-25 sessions with a GET stream open.
+func stats(l resources.Link) (perEra map[string]int, subscriptions, streams int) {
+	return registryOf(l).Stats()
+}
+
+// What the surface answers and counts, as clients and /metrics see it
+// (resources/read.go, resources/admit.go).
+const (
+	codeWithheld           = -32010
+	codeTooManySessions    = -32011
+	limitSessions          = "sessions"
+	limitSubscriptionBytes = "subscription_bytes"
+)
+
+// fixture is resources/testdata/notebooks.json, made by
+// testdata/mcpclient/gen-notebooks.mjs with @jupyter/ydoc.
+type fixture struct {
+	Initial string `json:"initial"`
+	Edits   []struct {
+		Name   string `json:"name"`
+		Update string `json:"update"`
+	} `json:"edits"`
+}
+
+func loadFixture(t testing.TB) fixture {
+	t.Helper()
+	data, err := os.ReadFile("../../resources/testdata/notebooks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// fixtureLibrary is a library.Library of real ynotebook documents built from the fixture.
+type fixtureLibrary struct {
+	mu  sync.Mutex
+	nbs map[string]*ynotebook.Notebook
+	fx  fixture
+}
+
+func newLibrary(t testing.TB, paths ...string) *fixtureLibrary {
+	t.Helper()
+	l := &fixtureLibrary{nbs: map[string]*ynotebook.Notebook{}, fx: loadFixture(t)}
+	for _, p := range paths {
+		nb := ynotebook.New()
+		if _, err := nb.Apply(mustB64(t, l.fx.Initial)); err != nil {
+			t.Fatal(err)
+		}
+		l.nbs[p] = nb
+	}
+	return l
+}
+
+func mustB64(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (l *fixtureLibrary) Notebook(path string) (*ynotebook.Snapshot, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nb, ok := l.nbs[path]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", library.ErrNotFound, path)
+	}
+	return nb.Snapshot(), nil
+}
+
+func (l *fixtureLibrary) Paths() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for p := range l.nbs {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// edit applies the fixture edit called name to the notebook at path.
+func (l *fixtureLibrary) edit(t testing.TB, path, name string) ynotebook.Changes {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.fx.Edits {
+		if e.Name == name {
+			ch, err := l.nbs[path].Apply(mustB64(t, e.Update))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}
+	}
+	t.Fatalf("no edit %q", name)
+	return ynotebook.Changes{}
+}
+
+// onlyExtensions disables every compiled-in extension that configured does
+// not name: compiled-in extensions are on by default.
+func onlyExtensions(configured map[string]map[string]any) map[string]map[string]any {
+	out := maps.Clone(configured)
+	if out == nil {
+		out = map[string]map[string]any{}
+	}
+	for _, n := range extensions.Names() {
+		if _, ok := out[n]; !ok {
+			out[n] = map[string]any{"enabled": false}
+		}
+	}
+	return out
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// running is a server serving HTTP on a loopback port, behind the front as the
+// sidecar serves it (origin check, CORS, bearer token).
+type running struct {
+	srv  *resources.Server
+	link resources.Link      // the surface as its transport sees it
+	tr   resources.Transport // the server's transport
+	url  string
+	stop func()
+}
+
+// withTransport is the option building the transport with nt, recording it and its
+// link in r.
+func (r *running) withTransport(nt resources.NewTransport) resources.Option {
+	return resources.WithTransport(func(l resources.Link) (resources.Transport, error) {
+		tr, err := nt(l)
+		r.link, r.tr = l, tr
+		return tr, err
+	})
+}
+
+// endpoint is the server's MCP endpoint behind the edge the sidecar puts before it.
+func (r *running) endpoint(t testing.TB) http.Handler {
+	t.Helper()
+	cfg := r.link.Config()
+	edge := front.Edge{AllowedOrigins: cfg.AllowedOrigins, Guard: auth.Guard{Logger: quietLog, Registerer: r.link.Registerer()}}
+	if !cfg.InsecureNoAuth {
+		v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token, Options: cfg.Verifier.Options, Logger: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge.Verifier = v
+	}
+	h, err := edge.Wrap(r.srv.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func startServer(t testing.TB, cfg resources.Config, lib library.Library, opts ...resources.Option) *running {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Token == "" && !cfg.InsecureNoAuth {
+		cfg.Token = testToken
+	}
+	if cfg.StateFile == "" {
+		cfg.StateFile = t.TempDir() + "/state.json"
+	}
+	cfg.Extensions = onlyExtensions(cfg.Extensions)
+	cfg.Logger = cmp.Or(cfg.Logger, quietLog)
+	r := &running{}
+	srv, err := resources.New(cfg, lib, append([]resources.Option{r.withTransport(HTTP)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv, r.url = srv, "http://"+ln.Addr().String()+r.link.Config().Path
+	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: r.link.Config().DrainTimeout, Logger: quietLog, Registerer: r.link.Registerer()},
+		front.Probes{Live: http.NotFoundHandler(), Ready: http.NotFoundHandler(), Metrics: http.NotFoundHandler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Handle(r.link.Config().Path, r.endpoint(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- srv.Run(ctx) }()
+	go func() { <-srv.Loaded(); done <- f.Run(ctx) }() // as the sidecar serves it: once the names are loaded
+	r.stop = sync.OnceFunc(func() {
+		cancel()
+		for range 2 {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return after cancel")
+			}
+		}
+	})
+	t.Cleanup(r.stop)
+	return r
+}
+
+// serving returns once the server answers HTTP: Run has started serving (a request
+// waits for its accept), so its goroutines are counted in a baseline taken next.
+func (r *running) serving(t testing.TB) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Close = true // no idle connection left behind
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the server does not answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+}
+
+// goClient is an mcp-go client with every notification it receives.
+type goClient struct {
+	*client.Client
+	mu    sync.Mutex
+	notes []mcp.JSONRPCNotification
+	got   chan mcp.JSONRPCNotification
+}
+
+func dialGo(t testing.TB, url string, modern bool) *goClient {
+	t.Helper()
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + testToken})}
+	if !modern {
+		topts = append(topts, transport.WithContinuousListening())
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []client.ClientOption
+	if !modern {
+		opts = append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	}
+	c := &goClient{Client: client.NewClient(tr, opts...), got: make(chan mcp.JSONRPCNotification, 10000)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		c.mu.Lock()
+		c.notes = append(c.notes, n)
+		c.mu.Unlock()
+		c.got <- n
+	})
+	// Start's context is the GET listener's for the client's whole life.
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "resources-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waitUpdated waits for resources/updated notifications until every uri in
+// want was seen, and returns the subscription ids they carried.
+func (c *goClient) waitUpdated(t testing.TB, within time.Duration, want ...string) []any {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, u := range want {
+		missing[u] = true
+	}
+	var ids []any
+	deadline := time.After(within)
+	for len(missing) > 0 {
+		select {
+		case n := <-c.got:
+			if n.Method != string(mcp.MethodNotificationResourceUpdated) {
+				continue
+			}
+			uri, _ := n.Params.AdditionalFields["uri"].(string)
+			delete(missing, uri)
+			if n.Params.Meta != nil {
+				ids = append(ids, n.Params.Meta[mcp.MetaKeySubscriptionID])
+			}
+		case <-deadline:
+			t.Fatalf("after %v still missing resources/updated for %v", within, slices.Sorted(maps.Keys(missing)))
+		}
+	}
+	return ids
+}
+
+func callTool(t testing.TB, c *goClient, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func readText(t testing.TB, c *goClient, uri string) string {
+	t.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := c.ReadResource(context.Background(), req)
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	tc, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		t.Fatalf("read %s: %T", uri, res.Contents[0])
+	}
+	return tc.Text
+}

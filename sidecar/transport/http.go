@@ -1,0 +1,641 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+)
+
+// sessionRetryAfter is the Retry-After of an initialize refused for
+// MaxSessions.
+const sessionRetryAfter = 10 * time.Second
+
+// postDrainWait bounds how long a 2025-11-25 POST waits for its session's
+// notification channel to empty before it proceeds.
+const postDrainWait = time.Second
+
+// httpTransport serves Streamable HTTP: the SDK's handler wrapped in the
+// endpoint's middleware, and the bookkeeping of 2025-11-25 sessions and
+// long-lived streams.
+type httpTransport struct {
+	link     resources.Link
+	cfg      resources.Config
+	log      *slog.Logger
+	subs     resources.Delivery
+	m        metrics
+	sdk      *server.StreamableHTTPServer
+	endpoint http.Handler
+	sessions *sessionIDs
+	streams  *streamSet
+	orphans  *orphanTimers
+	replay   *replayStore
+}
+
+// newHTTP builds the Streamable HTTP endpoint and its middleware stack:
+// recover → body limit → stream/POST tracking → resources/read patching →
+// mcp-go. The front puts the origin check, CORS and bearer auth before it.
+func newHTTP(l resources.Link) (*httpTransport, error) {
+	cfg := l.Config()
+	m, err := newMetrics(l.Registerer())
+	if err != nil {
+		return nil, err
+	}
+	t := &httpTransport{
+		link: l, cfg: cfg, log: l.Logger(), subs: l.Delivery(), m: m,
+		sessions: newSessionIDs(cfg.MaxSessions),
+		streams:  &streamSet{open: map[*stream]struct{}{}},
+		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
+		replay:   newReplayStore(cfg.ReplayEvents, cfg.ReplayBytes),
+	}
+	t.sdk = server.NewStreamableHTTPServer(l.MCP(),
+		server.WithEndpointPath(cfg.Path),
+		server.WithSessionIdManagerResolver(t.sessions),
+		server.WithHeartbeatInterval(cfg.HeartbeatInterval),
+		server.WithEventStore(t.replay),
+		server.WithStreamableHTTPLogger(t.log),
+		server.WithDisableLocalhostProtection(true), // the front's origin check and token guard instead
+	)
+	h := t.track(t.sdk)
+	h = t.limitBody(h)
+	t.endpoint = t.recoverPanics(h)
+	return t, nil
+}
+
+// Handler is the MCP endpoint.
+func (t *httpTransport) Handler() http.Handler { return t.endpoint }
+
+// SessionStarted registers a 2025-11-25 session: its notifications go out on
+// its GET stream only, it ends after SessionIdleTimeout if it never opens one,
+// and it is ended (its streams cut, 404 afterwards) if it stops taking them.
+func (t *httpTransport) SessionStarted(sess server.ClientSession) {
+	id := sess.SessionID()
+	t.sessions.registered(id)
+	t.subs.AddSession(id, sess.NotificationChannel(), true, func() {
+		t.streams.abort(id)
+		t.endSession(id)
+	})
+	t.expireSession(id, t.cfg.SessionIdleTimeout)
+}
+
+// SessionEnded forgets the session's orphan timer.
+func (t *httpTransport) SessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
+
+// Serve waits until ctx is done (the front serves the endpoint), then ends the
+// long-lived streams and every session within DrainTimeout.
+func (t *httpTransport) Serve(ctx context.Context) error {
+	<-ctx.Done()
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.DrainTimeout)
+	defer cancel()
+	t.closeSessions(drain)
+	return nil
+}
+
+// closeSessions ends the long-lived streams and every session.
+func (t *httpTransport) closeSessions(ctx context.Context) {
+	t.streams.closeAll()
+	t.orphans.stopAll()
+	t.sdk.CloseSessions(ctx)
+}
+
+// recoverPanics turns a panic anywhere below into a JSON-RPC internal error.
+func (t *httpTransport) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				t.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
+				writeRPCError(w, http.StatusInternalServerError, mcp.INTERNAL_ERROR, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody reads POST bodies up to MaxRequestBytes; larger ones get 413.
+func (t *httpTransport) limitBody(next http.Handler) http.Handler {
+	limit := t.cfg.MaxRequestBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, mcp.INVALID_REQUEST,
+				fmt.Sprintf("request body exceeds %d bytes", limit))
+			return
+		}
+		if err != nil {
+			writeRPCError(w, http.StatusBadRequest, mcp.PARSE_ERROR, "cannot read request body")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, withBody(r, body))
+	})
+}
+
+type bodyKey struct{}
+
+func withBody(r *http.Request, body []byte) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
+}
+
+// envelope is what the tracking layer needs of a JSON-RPC message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+}
+
+// track follows the requests of 2025-11-25 sessions and the long-lived ones.
+// A request naming a session that is not live (ended, expired, never issued)
+// is answered 404 whatever its verb, so the client starts a new one; a GET
+// without a session id is refused rather than given a session nobody ends.
+// A session's GET streams and POSTs in flight are counted in the registry
+// (its notifications go out on a GET stream, never while a POST is in
+// flight); a session ends SessionGrace after its last GET stream closed, or
+// SessionIdleTimeout after its last request if it has no stream, unless a new
+// request comes first. A GET resuming with Last-Event-ID past the replay
+// buffer ends its session (404). Subscriptions are admitted here (the surface's
+// admit.go); GET streams and listen requests can be cut at shutdown or when they
+// stop taking notifications; resources/read responses are patched (sdkpatch.go).
+// Each case is a step of its own: readEnvelope, serveStream (resume), serveListen,
+// initialize, servePost.
+func (t *httpTransport) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		env, ok := readEnvelope(w, r)
+		if !ok {
+			return
+		}
+		sessionID := r.Header.Get(server.HeaderKeySessionID)
+		live := sessionID != "" && t.sessions.known(sessionID)
+		legacy := !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
+		switch {
+		case sessionID != "" && !live && legacy:
+			writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
+		case r.Method == http.MethodGet && sessionID == "" && legacy:
+			writeRPCError(w, http.StatusBadRequest, mcp.INVALID_REQUEST, "a GET stream needs the Mcp-Session-Id of an initialized session")
+		case r.Method == http.MethodGet && live:
+			t.serveStream(w, r, sessionID, next)
+		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
+			t.serveListen(w, r, next)
+		case r.Method == http.MethodPost && env.Method == string(mcp.MethodInitialize) && !modernRequest(r):
+			t.initialize(w, r, env, next)
+		case r.Method == http.MethodPost && live:
+			t.servePost(w, r, sessionID, env, next)
+		default:
+			servePatched(w, r, env.Method, next, t.log)
+		}
+	})
+}
+
+// readEnvelope reads the method and id of a POST's JSON-RPC message (nothing for
+// other requests); a batch is answered 400 and not served (ok false).
+func readEnvelope(w http.ResponseWriter, r *http.Request) (env envelope, ok bool) {
+	if body, ok := r.Context().Value(bodyKey{}).([]byte); ok {
+		if isBatch(body) {
+			writeJSON(w, http.StatusBadRequest, errBatch)
+			return env, false
+		}
+		_ = json.Unmarshal(body, &env)
+	}
+	return env, true
+}
+
+// serveStream serves a GET stream of a live 2025-11-25 session, resumed from its
+// Last-Event-ID if it names one (resume), counted open in the registry once the SDK
+// answers 200; the session expires SessionGrace after its last stream closed.
+func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sessionID string, next http.Handler) {
+	if !t.resume(w, sessionID, r.Header.Get("Last-Event-ID")) {
+		return
+	}
+	ctx, _, done := t.streams.add(r.Context(), w, sessionID)
+	defer done()
+	t.orphans.cancel(sessionID)
+	// The stream counts as open, and the session's notifications flow into the
+	// SDK, only once the SDK answers 200: it attaches the connection to the
+	// session's stream before that, while a notification it takes earlier (its
+	// pump starts first) is recorded for replay and written nowhere, lost to a
+	// client that opens a fresh stream.
+	var opened atomic.Bool
+	started := func(status int) {
+		if status == http.StatusOK && opened.CompareAndSwap(false, true) {
+			t.subs.StreamOpened(sessionID)
+		}
+	}
+	defer func() {
+		if opened.Load() {
+			t.subs.StreamClosed(sessionID)
+		}
+		if !t.subs.Streaming(sessionID) {
+			t.expireSession(sessionID, t.cfg.SessionGrace)
+		}
+	}()
+	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }, started: started}, r.WithContext(ctx))
+}
+
+// resume decides a GET stream's Last-Event-ID ("" : a fresh stream): within the
+// replay buffer it resumes; past it the session is ended and the stream answered
+// 404 (false), so the client starts again rather than miss changes silently.
+func (t *httpTransport) resume(w http.ResponseWriter, sessionID, last string) bool {
+	if last == "" {
+		return true
+	}
+	if !t.replay.resumable(sessionID, last) {
+		t.m.resumeRefused.Inc()
+		t.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
+		t.endSession(sessionID)
+		writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
+		return false
+	}
+	t.m.resumed.Inc()
+	return true
+}
+
+// serveListen serves a subscriptions/listen request: a long-lived stream that can be
+// cut at shutdown or when it stops taking notifications, whose changes wait until the
+// SDK has written its acknowledgement, the first thing on the stream.
+func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx, st, done := t.streams.add(r.Context(), w, "")
+	defer done()
+	ack := &resources.Ack{}
+	ctx = resources.WithListenEnd(resources.WithAck(ctx, ack), st.end)
+	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: ack.Written}, r.WithContext(ctx))
+}
+
+// servePost serves a POST of a live 2025-11-25 session: a resources/subscribe is
+// admitted first (admit.go); while the POST is in flight the session's notifications
+// wait (mcp-go PR #969); the session expires SessionIdleTimeout after it if no GET
+// stream is open.
+func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessionID string, env envelope, next http.Handler) {
+	if env.Method == string(mcp.MethodResourcesSubscribe) {
+		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+			writeJSON(w, http.StatusOK, ref.Answer(env.id()))
+			return
+		}
+	}
+	t.subs.PostStarted(sessionID, postDrainWait)
+	defer func() {
+		t.subs.PostEnded(sessionID)
+		if !t.subs.Streaming(sessionID) {
+			t.expireSession(sessionID, t.cfg.SessionIdleTimeout)
+		}
+	}()
+	servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }}, r, env.Method, next, t.log)
+}
+
+// initialize serves a 2025-11-25 initialize if a session slot is free (see
+// sessionIDs), and refuses it otherwise: 503 with Retry-After and a JSON-RPC
+// error, counted as limit "sessions", with no session state created.
+func (t *httpTransport) initialize(w http.ResponseWriter, r *http.Request, env envelope, next http.Handler) {
+	a, ok := t.sessions.reserve()
+	if !ok {
+		ref := t.link.RefuseSession(t.cfg.MaxSessions)
+		w.Header().Set("Retry-After", strconv.Itoa(int(sessionRetryAfter/time.Second)))
+		writeJSON(w, http.StatusServiceUnavailable, ref.Answer(env.id()))
+		return
+	}
+	defer func() {
+		if ghost := t.sessions.settle(a); ghost != "" {
+			_ = t.replay.PurgeSession(r.Context(), ghost)
+		}
+	}()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admissionKey{}, a)))
+}
+
+// modernRequest reports whether the SDK serves r as a 2026-07-28 request (no
+// session): its MCP-Protocol-Version header or its params._meta say so.
+func modernRequest(r *http.Request) bool {
+	var req struct {
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	if body, ok := r.Context().Value(bodyKey{}).([]byte); ok && json.Unmarshal(body, &req) == nil && mcp.IsModernProtocol(req.Params.Meta.ProtocolVersion()) {
+		return true
+	}
+	return mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
+}
+
+// subscribeURI is the uri parameter of a resources/subscribe request body.
+func subscribeURI(r *http.Request) string {
+	var req struct {
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	_ = json.Unmarshal(body, &req)
+	return req.Params.URI
+}
+
+// id is the envelope's request id as the SDK types it (nil if absent or invalid).
+func (e envelope) id() any {
+	var id any
+	if json.Unmarshal(e.ID, &id) != nil {
+		return nil
+	}
+	return id
+}
+
+// expireSession ends the session after d unless a GET stream or a POST of it
+// is open by then or another request re-arms the timer first.
+func (t *httpTransport) expireSession(sessionID string, d time.Duration) {
+	t.orphans.schedule(sessionID, d, func() {
+		if !t.subs.Streaming(sessionID) && !t.subs.Posting(sessionID) {
+			t.endSession(sessionID)
+		}
+	})
+}
+
+// endSession terminates a 2025-11-25 session whose last GET stream closed, the
+// way a DELETE would: the SDK drops its state and the registry its subscriptions.
+func (t *httpTransport) endSession(sessionID string) {
+	req, err := http.NewRequest(http.MethodDelete, t.cfg.Path, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(server.HeaderKeySessionID, sessionID)
+	t.sdk.ServeHTTP(&bufferedWriter{header: http.Header{}}, req)
+}
+
+// sessionWriter reports every write of a response to the client: for a GET
+// stream or a POST of a 2025-11-25 session, that the SDK may have taken a
+// notification from the session's channel; for a listen stream, that its
+// acknowledgement (the SDK's first write) is out.
+type sessionWriter struct {
+	http.ResponseWriter
+	wrote   func()
+	started func(status int) // the response's status is written; may be nil
+}
+
+func (a *sessionWriter) WriteHeader(status int) {
+	a.ResponseWriter.WriteHeader(status)
+	if a.started != nil {
+		a.started(status)
+	}
+}
+
+func (a *sessionWriter) Write(p []byte) (int, error) {
+	n, err := a.ResponseWriter.Write(p)
+	a.wrote()
+	return n, err
+}
+
+func (a *sessionWriter) Flush() {
+	if f, ok := a.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (a *sessionWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// writeRPCError writes a JSON-RPC error with a null id.
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, rpcError(code, msg))
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// sessionIDs issues and validates 2025-11-25 session ids and keeps their
+// number within MaxSessions. Unlike the SDK's stateful manager it keeps no
+// tombstones: a terminated id is simply unknown. An initialize is admitted
+// (reserve) before the SDK sees it and generates its id through the
+// admission the request carries (ResolveSessionIdManager); an id whose
+// session the SDK never registered (the client left before the response) is
+// forgotten when its initialize returns (settle), so it holds no slot.
+type sessionIDs struct {
+	max int
+
+	mu       sync.Mutex
+	live     map[string]bool // issued, not terminated → registered by the SDK
+	reserved int             // admitted initializes that have not generated their id yet
+}
+
+const sessionPrefix = "mcp-session-"
+
+func newSessionIDs(max int) *sessionIDs { return &sessionIDs{max: max, live: map[string]bool{}} }
+
+// admission is one admitted initialize: the SessionIdManager the SDK uses
+// for it, so that the id it generates takes the reserved slot.
+type admission struct {
+	*sessionIDs
+	id string // generated; "" until then
+}
+
+type admissionKey struct{}
+
+// reserve admits an initialize if fewer than max sessions are live or admitted.
+func (m *sessionIDs) reserve() (*admission, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.live)+m.reserved >= m.max {
+		return nil, false
+	}
+	m.reserved++
+	return &admission{sessionIDs: m}, true
+}
+
+// settle ends an admission once its initialize returned: a slot never used is
+// released, an id the SDK did not register is forgotten and returned.
+func (m *sessionIDs) settle(a *admission) (forgotten string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch registered, issued := m.live[a.id]; {
+	case a.id == "":
+		m.reserved--
+	case issued && !registered:
+		delete(m.live, a.id)
+		return a.id
+	}
+	return ""
+}
+
+// registered records that the SDK registered the session of id.
+func (m *sessionIDs) registered(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.live[id]; ok {
+		m.live[id] = true
+	}
+}
+
+// Generate issues an id in the slot the initialize reserved.
+func (a *admission) Generate() string {
+	id := sessionPrefix + uuid.NewString()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.id == "" {
+		a.reserved--
+	}
+	a.id = id
+	a.live[id] = false
+	return id
+}
+
+// Generate issues an id outside any admission; the SDK calls it only for an
+// initialize, which track always admits first, so it is not reached in practice.
+func (m *sessionIDs) Generate() string {
+	id := sessionPrefix + uuid.NewString()
+	m.mu.Lock()
+	m.live[id] = false
+	m.mu.Unlock()
+	return id
+}
+
+func (m *sessionIDs) Validate(id string) (bool, error) {
+	if !m.known(id) {
+		return false, fmt.Errorf("unknown session id %q", id)
+	}
+	return false, nil
+}
+
+func (m *sessionIDs) Terminate(id string) (bool, error) {
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+	return false, nil
+}
+
+func (m *sessionIDs) known(id string) bool {
+	m.mu.Lock()
+	_, ok := m.live[id]
+	m.mu.Unlock()
+	return ok && strings.HasPrefix(id, sessionPrefix)
+}
+
+// count is the number of live sessions.
+func (m *sessionIDs) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// ResolveSessionIdManager is the admission of r's initialize, if it has one.
+func (m *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if a, ok := r.Context().Value(admissionKey{}).(*admission); ok {
+			return a
+		}
+	}
+	return m
+}
+
+// streamSet holds the long-lived requests (GET streams and
+// subscriptions/listen) so that shutdown, or a session that stopped taking
+// notifications, can end them.
+type streamSet struct {
+	mu   sync.Mutex
+	open map[*stream]struct{}
+}
+
+// stream is one long-lived request; owner is its 2025-11-25 session id ("" for listen).
+type stream struct {
+	owner  string
+	cancel context.CancelFunc
+	rc     *http.ResponseController
+}
+
+// add registers a request; done, once the handler returns, cancels its
+// context and forgets it.
+func (ss *streamSet) add(parent context.Context, w http.ResponseWriter, owner string) (context.Context, *stream, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	st := &stream{owner: owner, cancel: cancel, rc: http.NewResponseController(w)}
+	ss.mu.Lock()
+	ss.open[st] = struct{}{}
+	ss.mu.Unlock()
+	return ctx, st, func() {
+		ss.mu.Lock()
+		delete(ss.open, st)
+		ss.mu.Unlock()
+		cancel()
+	}
+}
+
+// end cuts a request that stopped taking notifications: it cancels its
+// context and fails the write it may be blocked in, and the next ones.
+func (st *stream) end() {
+	_ = st.rc.SetWriteDeadline(time.Now())
+	st.cancel()
+}
+
+// abort ends the streams of a session.
+func (ss *streamSet) abort(owner string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for st := range ss.open {
+		if st.owner == owner {
+			st.end()
+		}
+	}
+}
+
+func (ss *streamSet) closeAll() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for st := range ss.open {
+		st.cancel()
+	}
+}
+
+// orphanTimers ends 2025-11-25 sessions left without a GET stream.
+type orphanTimers struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+}
+
+func (o *orphanTimers) schedule(sessionID string, after time.Duration, end func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t, ok := o.timers[sessionID]; ok {
+		t.Stop()
+	}
+	o.timers[sessionID] = time.AfterFunc(after, func() {
+		o.mu.Lock()
+		delete(o.timers, sessionID)
+		o.mu.Unlock()
+		end()
+	})
+}
+
+func (o *orphanTimers) cancel(sessionID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t, ok := o.timers[sessionID]; ok {
+		t.Stop()
+		delete(o.timers, sessionID)
+	}
+}
+
+func (o *orphanTimers) stopAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id, t := range o.timers {
+		t.Stop()
+		delete(o.timers, id)
+	}
+}

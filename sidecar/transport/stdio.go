@@ -1,0 +1,225 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+)
+
+// stdioSession is the one client session of the stdio transport.
+type stdioSession struct {
+	ch   chan mcp.JSONRPCNotification
+	acks sync.Map // subscriptions/listen request id (string or float64) → *resources.Ack
+}
+
+func (*stdioSession) Initialize()                                           {}
+func (*stdioSession) Initialized() bool                                     { return true }
+func (s *stdioSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.ch }
+func (*stdioSession) SessionID() string                                     { return "stdio" }
+
+// stdioTransport serves newline-delimited JSON-RPC on two streams, to the
+// one client session they carry.
+type stdioTransport struct {
+	link   resources.Link
+	cfg    resources.Config
+	log    *slog.Logger
+	mcp    *server.MCPServer
+	in     io.Reader
+	out    io.Writer
+	cancel context.CancelCauseFunc // ends serve; set before the session registers
+}
+
+func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, error) {
+	// The HTTP transport's series, at 0: /metrics names the same series whatever the transport.
+	if _, err := newMetrics(l.Registerer()); err != nil {
+		return nil, err
+	}
+	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), in: in, out: out}, nil
+}
+
+// Handler is nil: stdio has no HTTP endpoint.
+func (*stdioTransport) Handler() http.Handler { return nil }
+
+// errStalled ends the stdio transport whose client stopped reading.
+var errStalled = errors.New("stdio client stopped reading notifications")
+
+// SessionStarted registers the stdio session: its notifications go out at
+// once. A client that stops reading ends the transport: serve returns
+// errStalled, and output that blocks is closed when it can be.
+func (t *stdioTransport) SessionStarted(sess server.ClientSession) {
+	t.link.Delivery().AddSession(sess.SessionID(), sess.NotificationChannel(), false, func() {
+		t.cancel(errStalled)
+		if c, ok := t.out.(io.Closer); ok {
+			_ = c.Close()
+		}
+	})
+}
+
+// SessionEnded: the stdio session ends with Serve.
+func (*stdioTransport) SessionEnded(string) {}
+
+// Serve serves newline-delimited JSON-RPC on the stdio streams until ctx is
+// done or the input ends. Each message is handled concurrently (a
+// subscriptions/listen request lasts as long as its stream); responses and
+// notifications are written whole, one per line.
+func (t *stdioTransport) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t.cancel = cancel
+	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024)}
+	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
+		return fmt.Errorf("register stdio session: %w", err)
+	}
+	defer t.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
+
+	var wmu sync.Mutex
+	write := func(msg any) {
+		b, err := json.Marshal(msg)
+		if err != nil {
+			t.log.Error("cannot encode stdio message", "err", err)
+			return
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		if _, err := t.out.Write(append(b, '\n')); err != nil {
+			t.log.Error("cannot write to stdout", "err", err)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case n := <-sess.ch:
+				write(n)
+				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
+					if a, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
+						a.(*resources.Ack).Written()
+					}
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() { readErr <- t.readLines(ctx, lines, write) }()
+	for {
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+				return cause
+			}
+			return nil
+		case err := <-readErr:
+			cancel(nil)
+			return err
+		case line := <-lines:
+			wg.Go(func() { t.handle(ctx, sess, line, write) })
+		}
+	}
+}
+
+// readLines sends each input line to lines; a line over MaxRequestBytes is
+// answered with an error and skipped.
+func (t *stdioTransport) readLines(ctx context.Context, lines chan<- []byte, write func(any)) error {
+	limit := t.cfg.MaxRequestBytes
+	r := bufio.NewReaderSize(t.in, 64<<10)
+	for {
+		line, tooLong, err := readLine(r, limit)
+		if tooLong {
+			write(rpcError(mcp.INVALID_REQUEST, fmt.Sprintf("message exceeds %d bytes", limit)))
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			select {
+			case lines <- line:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read stdin: %w", err)
+		}
+	}
+}
+
+// readLine reads one newline-terminated line of at most limit bytes; a longer
+// one is consumed and reported as tooLong.
+func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			line = append(line, chunk...)
+			if int64(len(line)) > limit {
+				tooLong, line = true, nil
+			}
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, tooLong, err
+		}
+	}
+}
+
+// handle handles one message, patching resources/read responses.
+func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []byte, write func(any)) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.log.Error("panic serving stdio message", "panic", p)
+			write(rpcError(mcp.INTERNAL_ERROR, "internal error"))
+		}
+	}()
+	if isBatch(line) {
+		write(errBatch)
+		return
+	}
+	ctx, o := resources.WithReadOutcome(t.mcp.WithContext(ctx, sess))
+	var env struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodResourcesSubscribe) {
+		var req struct {
+			Params struct {
+				URI string `json:"uri"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(line, &req)
+		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
+			write(ref.Answer(env.ID))
+			return
+		}
+	}
+	if env.Method == string(mcp.MethodSubscriptionsListen) {
+		var end context.CancelFunc
+		ctx, end = context.WithCancel(ctx)
+		defer end()
+		ctx = resources.WithListenEnd(ctx, end)
+		switch env.ID.(type) {
+		case string, float64: // a valid id; one already in flight is not held
+			ack := &resources.Ack{}
+			if _, dup := sess.acks.LoadOrStore(env.ID, ack); !dup {
+				defer sess.acks.CompareAndDelete(env.ID, ack)
+				ctx = resources.WithAck(ctx, ack)
+			}
+		}
+	}
+	if resp := t.mcp.HandleMessage(ctx, line); resp != nil {
+		write(patchResponse(resp, o, t.log))
+	}
+}
