@@ -82,7 +82,7 @@ func fanout(b *testing.B, steps []step, n int) {
 	w.write(steps[next].update)
 	next++
 	fc.wait(0)
-	committed := make([]time.Time, edits+1)
+	committed, announced := make([]time.Time, edits+1), make([]time.Time, edits+1)
 	cpu0, self0 := procCPU(b, sc.cmd.Process.Pid), procCPU(b, os.Getpid())
 	b.ResetTimer()
 	for e := 1; e <= edits; e++ {
@@ -90,6 +90,7 @@ func fanout(b *testing.B, steps []step, n int) {
 			b.Fatalf("edit %d: the recorded session has no visible step left; use fewer edits", e)
 		}
 		next = writeInvisible(w, steps, next)
+		announced[e] = time.Now()
 		fc.expect(e)
 		committed[e] = w.write(steps[next].update)
 		next++
@@ -102,11 +103,13 @@ func fanout(b *testing.B, steps []step, n int) {
 	lat := make([]time.Duration, 0, n*edits)
 	for _, times := range fc.received {
 		for e := 1; e <= edits; e++ {
-			d := time.Unix(0, times[e]).Sub(committed[e])
-			if d < 0 {
-				b.Fatalf("edit %d received %v before its commit: a notification counted for the wrong edit", e, -d)
+			at := time.Unix(0, times[e])
+			if at.Before(announced[e]) {
+				b.Fatalf("edit %d received before it was written: a notification counted for the wrong edit", e)
 			}
-			lat = append(lat, d)
+			// Slightly negative when the writer was preempted between its commit and
+			// reading the clock (a loaded machine): kept, as measured.
+			lat = append(lat, at.Sub(committed[e]))
 		}
 	}
 	slices.Sort(lat)
