@@ -7,6 +7,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
 
 // mcpTransport serves the MCP server to its clients: Streamable HTTP (httpTransport)
@@ -52,4 +54,18 @@ func withEnd(ctx context.Context, end func()) context.Context {
 func endFrom(ctx context.Context) func() {
 	end, _ := ctx.Value(endKey{}).(func())
 	return end
+}
+
+type notesKey struct{}
+
+// withNotes records in a listen request's context the channel its transport
+// writes the registry's notifications from.
+func withNotes(ctx context.Context, ch chan<- subscribers.Message) context.Context {
+	return context.WithValue(ctx, notesKey{}, ch)
+}
+
+// notesFrom returns the channel recorded in ctx, or nil.
+func notesFrom(ctx context.Context) chan<- subscribers.Message {
+	ch, _ := ctx.Value(notesKey{}).(chan<- subscribers.Message)
+	return ch
 }

@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +27,12 @@ func newRegistry(t *testing.T, reg prometheus.Registerer) *Registry {
 	return r
 }
 
-func drain(ch chan mcp.JSONRPCNotification) []string {
+func drain(ch chan Message) []string {
 	var out []string
 	for {
 		select {
 		case n := <-ch:
-			out = append(out, n.Params.AdditionalFields["uri"].(string))
+			out = append(out, n.Note.URI)
 		default:
 			return out
 		}
@@ -41,7 +42,7 @@ func drain(ch chan mcp.JSONRPCNotification) []string {
 func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(t, nil)
-		ch := make(chan mcp.JSONRPCNotification, 2)
+		ch := make(chan Message, 2)
 		ended := make(chan struct{})
 		r.AddSession("s1", ch, false, func() { close(ended) })
 		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
@@ -112,7 +113,7 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 			t.Fatalf("%s: the registries' Stats sum to %v", what, got)
 		}
 	}
-	ch := make(chan mcp.JSONRPCNotification, 8)
+	ch := make(chan Message, 8)
 	a.AddSession("s1", ch, false, nil)
 	b.AddSession("s1", ch, false, nil)
 	for _, u := range []string{"notebook://a", "notebook://b", "notebook://a"} { // once each
@@ -137,7 +138,7 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 // A held listen stream queues its changes, coalesced, until it is released.
 func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 10)
+	ch := make(chan Message, 10)
 	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true, nil)
 	for range 3 {
 		_ = r.Publish(context.Background(), []string{"notebook://w"})
@@ -155,7 +156,7 @@ func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 // The registry fills at most three quarters of an SDK channel.
 func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 8)
+	ch := make(chan Message, 8)
 	key := r.AddListen(ch, 1.0, nil, false, false, nil)
 	var uris []string
 	for i := range 10 {
@@ -171,7 +172,7 @@ func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 
 func TestRegistryGatedCoalesces(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 100)
+	ch := make(chan Message, 100)
 	r.AddSession("s1", ch, true, nil)
 	r.Subscribe(SessionKey("s1"), "notebook://w")
 	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
@@ -206,11 +207,14 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 10)
+	ch := make(chan Message, 10)
 	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false, nil)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
-	n := <-ch
-	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
+	var n mcp.JSONRPCNotification
+	if err := json.Unmarshal((<-ch).AppendJSON(nil), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Method != string(mcp.MethodNotificationResourceUpdated) || n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
 		t.Fatalf("notification %+v", n)
 	}
 	if len(ch) != 0 {
@@ -231,7 +235,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 func TestRegistryAdmitLimits(t *testing.T) {
 	const maxN, maxBytes = 3, 10
 	r := newRegistry(t, nil)
-	r.AddSession("s1", make(chan mcp.JSONRPCNotification, 1), true, nil)
+	r.AddSession("s1", make(chan Message, 1), true, nil)
 	key := SessionKey("s1")
 	for i, tt := range []struct {
 		unsubscribe bool
