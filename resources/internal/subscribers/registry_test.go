@@ -268,3 +268,60 @@ func TestRegistryAdmitLimits(t *testing.T) {
 		t.Errorf("Admit for an unknown session: %v", err)
 	}
 }
+
+// A notification is serialised once, whoever is told: every subscriber is handed the
+// same Note, the sessions the very same bytes, a listen stream those bytes with its
+// subscription id; and a publish allocates the same whether two or two hundred
+// subscribers are told (mcp-go's notification path marshalled it once per session).
+func TestPublishSerialisesOnce(t *testing.T) {
+	const uri = "notebook://w/cells/c1"
+	r := newRegistry(t, nil)
+	a, b, l := make(chan Message, 1), make(chan Message, 1), make(chan Message, 1)
+	r.AddSession("a", a, false, nil)
+	r.AddSession("b", b, false, nil)
+	r.Subscribe(SessionKey("a"), uri)
+	r.Subscribe(SessionKey("b"), uri)
+	r.AddListen(l, 7.0, []string{uri}, false, false, nil)
+	_ = r.Publish(context.Background(), []string{uri})
+	ma, mb, ml := <-a, <-b, <-l
+	ja, sharedA := ma.Shared()
+	jb, sharedB := mb.Shared()
+	if !sharedA || !sharedB || &ja[0] != &jb[0] || ma.Note != ml.Note {
+		t.Fatalf("two sessions and a listen stream were handed different notifications: %p %p %p", ma.Note, mb.Note, ml.Note)
+	}
+	if _, shared := ml.Shared(); shared {
+		t.Fatal("a listen stream's notification has no subscription id")
+	}
+	for i, m := range []Message{ma, ml} {
+		var n mcp.JSONRPCNotification
+		if err := json.Unmarshal(m.AppendJSON(nil), &n); err != nil {
+			t.Fatalf("%s: %v", m.AppendJSON(nil), err)
+		}
+		if n.Method != string(mcp.MethodNotificationResourceUpdated) || n.Params.AdditionalFields["uri"] != uri {
+			t.Fatalf("notification %s", m.AppendJSON(nil))
+		}
+		if id, tagged := n.Params.Meta[mcp.MetaKeySubscriptionID]; tagged != (i == 1) || (tagged && id != 7.0) {
+			t.Fatalf("notification %s: subscription id %v", m.AppendJSON(nil), id)
+		}
+	}
+
+	allocs := func(subscribers int) float64 {
+		r := newRegistry(t, nil)
+		chs := make([]chan Message, subscribers)
+		for i := range chs {
+			chs[i] = make(chan Message, 4)
+			r.AddSession(fmt.Sprint(i), chs[i], false, nil)
+			r.Subscribe(SessionKey(fmt.Sprint(i)), uri)
+		}
+		return testing.AllocsPerRun(50, func() {
+			_ = r.Publish(context.Background(), []string{uri})
+			for _, ch := range chs {
+				<-ch
+			}
+		})
+	}
+	// A slice of the subscribers may take one more allocation; one per subscriber is 198.
+	if few, many := allocs(2), allocs(200); many-few >= 10 {
+		t.Fatalf("a publish to 200 subscribers allocates %v times, to 2 %v: something is made per subscriber", many, few)
+	}
+}
