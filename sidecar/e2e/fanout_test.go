@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -112,6 +113,26 @@ func fanout(b *testing.B, steps []step, n int) {
 			lat = append(lat, at.Sub(committed[e]))
 		}
 	}
+	// The slowest edits, first and last stream told: a whole edit late (a stall of the
+	// tailer, the writer, the machine) or some streams late (the fan-out).
+	type edit struct {
+		n           int
+		first, last time.Duration
+	}
+	spread := make([]edit, edits)
+	for e := range spread {
+		spread[e] = edit{e + 1, lat[e], lat[e]}
+		for i := range n {
+			d := lat[i*edits+e]
+			spread[e].first, spread[e].last = min(spread[e].first, d), max(spread[e].last, d)
+		}
+	}
+	slices.SortFunc(spread, func(a, b edit) int { return cmp.Compare(b.last, a.last) })
+	var slow []string
+	for _, e := range spread[:min(3, edits)] {
+		slow = append(slow, fmt.Sprintf("edit %d: first told %v, last %v", e.n, e.first.Round(10*time.Microsecond), e.last.Round(10*time.Microsecond)))
+	}
+	b.Logf("slowest edits: %s", strings.Join(slow, "; "))
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
