@@ -41,7 +41,7 @@ type subscriber struct {
 	removed      bool
 	held         bool        // listen stream whose acknowledgement is not written yet: changes queue, nothing is sent
 	listChanged  bool        // also told notifications/resources/list_changed
-	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
+	blockedSince time.Time   // when the channel was first found full, zero while it takes notifications
 	retry        *time.Timer // pending flush while the channel is full
 	uris         map[string]struct{}
 	uriBytes     int                 // the bytes of the URIs in uris, summed
@@ -63,11 +63,11 @@ type Registry struct {
 
 	listenSeq   atomic.Int64
 	m           *metrics
-	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
+	sendTimeout time.Duration // how long a full channel may block a subscriber before it is dropped
 }
 
 // New returns an empty registry, its metrics registered on reg (nil: none); a
-// subscriber whose SDK channel stays full for sendTimeout loses its pending
+// subscriber whose channel stays full for sendTimeout loses its pending
 // notifications and subscriptions.
 func New(log *slog.Logger, sendTimeout time.Duration, reg prometheus.Registerer) (*Registry, error) {
 	m, err := newMetrics(reg)
@@ -425,7 +425,7 @@ func (a *AckWait) Wrote() {
 	}
 }
 
-// retryFlush is how soon a flush that found the SDK channel full tries again.
+// retryFlush is how soon a flush that found the channel full tries again.
 const retryFlush = 5 * time.Millisecond
 
 // StreamOpened records an open GET stream of a 2025-11-25 session.
@@ -436,9 +436,9 @@ func (r *Registry) StreamOpened(sessionID string) {
 	r.flushSession(sessionID)
 }
 
-// SessionWrote tells the registry that a stream of the session (its GET stream,
-// or a POST's event stream) wrote to its client: the SDK may have taken a
-// notification from the session's channel.
+// SessionWrote tells the registry that the session's writer took a
+// notification from its channel, or that a stream of the session wrote to its
+// client.
 func (r *Registry) SessionWrote(sessionID string) {
 	if s := r.get(SessionKey(sessionID)); s != nil {
 		s.mu.Lock()
@@ -474,10 +474,11 @@ func (r *Registry) StreamClosed(sessionID string) {
 }
 
 // PostStarted marks a POST of the session in flight. While one is, nothing
-// new is queued on the session's SDK channel, and it waits (at most maxWait)
-// until the GET stream has taken everything already queued, woken by the
-// session's writes (SessionWrote), so the SDK's per-POST forwarder cannot pick
-// one up as the POST ends and drop it (mcp-go PR #969).
+// new is queued on the session's channel, and it waits (at most maxWait)
+// until the session's writer has taken everything already queued, woken by
+// SessionWrote. (The rule dates from the SDK's channel, whose per-POST
+// forwarder could pick a notification up as the POST ended and drop it,
+// mcp-go PR #969; the transport's own channel keeps it.)
 func (r *Registry) PostStarted(sessionID string, maxWait time.Duration) {
 	r.mu.Lock()
 	r.posts[sessionID]++
