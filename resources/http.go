@@ -421,8 +421,8 @@ func (t *httpTransport) endSession(sessionID string) {
 }
 
 // sessionWriter reports every write of a response to the client: for a GET
-// stream or a POST of a 2025-11-25 session, that the SDK may have taken a
-// notification from the session's channel; for a listen stream, that its
+// stream or a POST of a 2025-11-25 session, that the session wrote (a POST
+// waiting for the session's channel to drain checks again); for a listen stream, that its
 // acknowledgement (the SDK's first write) is out. On a long-lived stream
 // (newStreamWriter) the SDK and the stream's noteWriter both write: an SDK
 // event, from its first Write to the Flush that ends it, and a noteWriter's

@@ -16,8 +16,8 @@ type Note struct {
 	fields bool   // params holds a field before the subscription id goes in
 }
 
-// NewNote serialises notifications/resources/updated for uri.
-func NewNote(uri string) *Note {
+// newNote serialises notifications/resources/updated for uri.
+func newNote(uri string) *Note {
 	q, _ := json.Marshal(uri) // a string always encodes
 	b := make([]byte, 0, len(updatedHead)+len(q)+2)
 	b = append(append(append(b, updatedHead...), q...), "}}"...)
@@ -34,14 +34,6 @@ var listChanged = &Note{json: []byte(`{"jsonrpc":"2.0","method":"` + string(mcp.
 type Message struct {
 	Note *Note
 	tag  []byte // `,"_meta":{"io.modelcontextprotocol/subscriptionId":ID}`; nil: none
-}
-
-// Method is the notification's JSON-RPC method.
-func (m Message) Method() mcp.MCPMethod {
-	if m.Note.URI == "" {
-		return mcp.MethodNotificationResourcesListChanged
-	}
-	return mcp.MethodNotificationResourceUpdated
 }
 
 // Shared returns the message's JSON when it is the same for every subscriber (no

@@ -254,7 +254,7 @@ func (r *Registry) snapshot() []*subscriber {
 func (r *Registry) Publish(_ context.Context, uris []string) error {
 	notes := make([]*Note, len(uris))
 	for i, u := range uris {
-		notes[i] = NewNote(u)
+		notes[i] = newNote(u)
 	}
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
