@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,7 +18,7 @@ import (
 // surface tells the Transport when the SDK opens and drops a session. What mcp-go
 // cannot express yet crosses here and nowhere else: a read's real outcome
 // (ReadOutcome), the subscriber registry's hand-off rules (Delivery), a listen
-// stream's end and acknowledgement (WithListenEnd, Ack), the admission of a
+// stream's end, acknowledgement and writer (WithListenEnd, Ack, WithListenNotes), the admission of a
 // subscription before the SDK sees it (Link.AdmitSubscribe).
 
 // Transport serves the surface's mcp-go server to its clients.
@@ -69,15 +68,20 @@ func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusa
 // RefuseSession counts and returns the refusal of an initialize beyond max sessions.
 func (l Link) RefuseSession(max int) *Refusal { return l.s.refuseSession(max) }
 
-// Delivery hands change notifications to the SDK's sessions by the rules mcp-go
+// Message is a change notification the registry hands a session or listen stream:
+// its bytes serialised once for every subscriber (AppendJSON adds a listen stream's
+// subscription id). The transport writes it.
+type Message = subscribers.Message
+
+// Delivery hands change notifications to the transport's writers by the rules mcp-go
 // cannot keep itself: a 2025-11-25 session's notifications go out on its GET stream
 // only, never while one of its POSTs is in flight (mcp-go PR #969), and a session
 // that stops taking them is ended.
 type Delivery interface {
-	// AddSession records a session whose notifications go to ch; gated: only while a
-	// GET stream is open and no POST in flight. end ends a session that stopped
-	// taking notifications.
-	AddSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool, end func())
+	// AddSession records a session whose notifications go to ch, the transport's
+	// writer of it; gated: only while a GET stream is open and no POST in flight. end
+	// ends a session that stopped taking notifications.
+	AddSession(id string, ch chan<- Message, gated bool, end func())
 	// StreamOpened and StreamClosed count the session's open GET streams.
 	StreamOpened(sessionID string)
 	StreamClosed(sessionID string)
@@ -119,6 +123,20 @@ func WithListenEnd(ctx context.Context, end func()) context.Context {
 func endFrom(ctx context.Context) func() {
 	end, _ := ctx.Value(endKey{}).(func())
 	return end
+}
+
+type notesKey struct{}
+
+// WithListenNotes records in a listen request's context the channel its transport
+// writes the stream's notifications from.
+func WithListenNotes(ctx context.Context, ch chan<- Message) context.Context {
+	return context.WithValue(ctx, notesKey{}, ch)
+}
+
+// notesFrom returns the channel recorded in ctx, or nil.
+func notesFrom(ctx context.Context) chan<- Message {
+	ch, _ := ctx.Value(notesKey{}).(chan<- Message)
+	return ch
 }
 
 // ReadOutcome carries what the SDK cannot express from a resource handler (it

@@ -169,7 +169,7 @@ func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 		want.ResourceSubscriptions = s.listenable(ctx, want.ResourceSubscriptions)
 		req.Params.Notifications.ResourceSubscriptions = want.ResourceSubscriptions
 		aw := subscribers.AckWaitFrom(ctx)
-		key := s.subs.AddListen(sess.NotificationChannel(), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil, endFrom(ctx))
+		key := s.subs.AddListen(notesFrom(ctx), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil, endFrom(ctx))
 		context.AfterFunc(ctx, func() { s.subs.Remove(key) })
 		if aw != nil {
 			aw.OnWritten(func() { s.subs.Release(key) })

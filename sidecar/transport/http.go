@@ -45,6 +45,7 @@ type httpTransport struct {
 	streams  *streamSet
 	orphans  *orphanTimers
 	replay   *replayStore
+	notes    *noteWriters // per 2025-11-25 session, the writer of its notifications
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
@@ -62,6 +63,7 @@ func newHTTP(l resources.Link) (*httpTransport, error) {
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
 		replay:   newReplayStore(cfg.ReplayEvents, cfg.ReplayBytes),
+		notes:    &noteWriters{open: map[string]*noteWriter{}, stop: map[string]chan struct{}{}},
 	}
 	t.sdk = server.NewStreamableHTTPServer(l.MCP(),
 		server.WithEndpointPath(cfg.Path),
@@ -86,15 +88,19 @@ func (t *httpTransport) Handler() http.Handler { return t.endpoint }
 func (t *httpTransport) SessionStarted(sess server.ClientSession) {
 	id := sess.SessionID()
 	t.sessions.registered(id)
-	t.subs.AddSession(id, sess.NotificationChannel(), true, func() {
+	nw := t.notes.start(id, t.replay, func() { t.subs.SessionWrote(id) })
+	t.subs.AddSession(id, nw.ch, true, func() {
 		t.streams.abort(id)
 		t.endSession(id)
 	})
 	t.expireSession(id, t.cfg.SessionIdleTimeout)
 }
 
-// SessionEnded forgets the session's orphan timer.
-func (t *httpTransport) SessionEnded(sessionID string) { t.orphans.cancel(sessionID) }
+// SessionEnded forgets the session's orphan timer and stops its writer.
+func (t *httpTransport) SessionEnded(sessionID string) {
+	t.orphans.cancel(sessionID)
+	t.notes.end(sessionID)
+}
 
 // Serve waits until ctx is done (the front serves the endpoint), then ends the
 // long-lived streams and every session within DrainTimeout.
@@ -223,26 +229,43 @@ func readEnvelope(w http.ResponseWriter, r *http.Request) (env envelope, ok bool
 
 // serveStream serves a GET stream of a live 2025-11-25 session, resumed from its
 // Last-Event-ID if it names one (resume), counted open in the registry once the SDK
-// answers 200; the session expires SessionGrace after its last stream closed.
+// answers 200; the session's notifications are written to it by its noteWriter from
+// then; the session expires SessionGrace after its last stream closed.
 func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sessionID string, next http.Handler) {
-	if !t.resume(w, sessionID, r.Header.Get("Last-Event-ID")) {
+	last := r.Header.Get("Last-Event-ID")
+	if !t.resume(w, sessionID, last) {
 		return
+	}
+	resumeNotes := ""
+	if last != "" && t.replay.streamOf(sessionID, last) == noteStream {
+		// The transport's own notifications: it replays them itself, and the SDK
+		// attaches the connection as a fresh GET stream.
+		resumeNotes = last
+		r = r.Clone(r.Context())
+		r.Header.Del("Last-Event-ID")
 	}
 	ctx, _, done := t.streams.add(r.Context(), w, sessionID)
 	defer done()
 	t.orphans.cancel(sessionID)
-	// The stream counts as open, and the session's notifications flow into the
-	// SDK, only once the SDK answers 200: it attaches the connection to the
-	// session's stream before that, while a notification it takes earlier (its
-	// pump starts first) is recorded for replay and written nowhere, lost to a
-	// client that opens a fresh stream.
+	// The stream counts as open, and the session's notifications are written to it,
+	// only once the SDK answers 200: the SDK has attached the connection to the
+	// session's stream by then (a fresh stream supersedes the one before).
+	sw := newStreamWriter(w, func() { t.subs.SessionWrote(sessionID) })
 	var opened atomic.Bool
-	started := func(status int) {
+	var nw *noteWriter
+	sw.started = func(status int) {
 		if status == http.StatusOK && opened.CompareAndSwap(false, true) {
+			if nw = t.notes.get(sessionID); nw != nil {
+				nw.attach(sw, resumeNotes)
+			}
 			t.subs.StreamOpened(sessionID)
 		}
 	}
 	defer func() {
+		if nw != nil {
+			nw.detach(sw)
+		}
+		sw.release()
 		if opened.Load() {
 			t.subs.StreamClosed(sessionID)
 		}
@@ -250,7 +273,7 @@ func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sess
 			t.expireSession(sessionID, t.cfg.SessionGrace)
 		}
 	}()
-	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }, started: started}, r.WithContext(ctx))
+	next.ServeHTTP(sw, r.WithContext(ctx))
 }
 
 // resume decides a GET stream's Last-Event-ID ("" : a fresh stream): within the
@@ -272,14 +295,27 @@ func (t *httpTransport) resume(w http.ResponseWriter, sessionID, last string) bo
 }
 
 // serveListen serves a subscriptions/listen request: a long-lived stream that can be
-// cut at shutdown or when it stops taking notifications, whose changes wait until the
-// SDK has written its acknowledgement, the first thing on the stream.
+// cut at shutdown or when it stops taking notifications. The SDK writes the
+// acknowledgement before anything else on the stream; the registry's notifications
+// wait for it and are written by a noteWriter of the stream.
 func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx, st, done := t.streams.add(r.Context(), w, "")
 	defer done()
 	ack := &resources.Ack{}
-	ctx = resources.WithListenEnd(resources.WithAck(ctx, ack), st.end)
-	next.ServeHTTP(&sessionWriter{ResponseWriter: w, wrote: ack.Written}, r.WithContext(ctx))
+	sw := newStreamWriter(w, ack.Written)
+	nw := newNoteWriter("", nil, nil)
+	nw.attach(sw, "")
+	stop := make(chan struct{})
+	var writing sync.WaitGroup
+	writing.Go(func() { nw.run(stop) })
+	defer func() {
+		nw.detach(sw)
+		close(stop)
+		writing.Wait()
+		sw.release()
+	}()
+	ctx = resources.WithListenNotes(resources.WithListenEnd(resources.WithAck(ctx, ack), st.end), nw.ch)
+	next.ServeHTTP(sw, r.WithContext(ctx))
 }
 
 // servePost serves a POST of a live 2025-11-25 session: a resources/subscribe is
@@ -379,13 +415,26 @@ func (t *httpTransport) endSession(sessionID string) {
 }
 
 // sessionWriter reports every write of a response to the client: for a GET
-// stream or a POST of a 2025-11-25 session, that the SDK may have taken a
-// notification from the session's channel; for a listen stream, that its
-// acknowledgement (the SDK's first write) is out.
+// stream or a POST of a 2025-11-25 session, that the session wrote (a POST
+// waiting for the session's channel to drain checks again); for a listen stream, that its
+// acknowledgement (the SDK's first write) is out. On a long-lived stream
+// (newStreamWriter) the SDK and the stream's noteWriter both write: an SDK
+// event, from its first Write to the Flush that ends it, and a noteWriter's
+// event are written whole, one after the other, under mu.
 type sessionWriter struct {
 	http.ResponseWriter
 	wrote   func()
 	started func(status int) // the response's status is written; may be nil
+
+	mu      *sync.Mutex // nil: the SDK is the only writer
+	holding bool        // the SDK's writes hold mu until its Flush (one SDK goroutine at a time)
+	rc      *http.ResponseController
+}
+
+// newStreamWriter wraps the response of a long-lived stream (a GET stream, a
+// listen stream) that a noteWriter writes to as well.
+func newStreamWriter(w http.ResponseWriter, wrote func()) *sessionWriter {
+	return &sessionWriter{ResponseWriter: w, wrote: wrote, mu: &sync.Mutex{}, rc: http.NewResponseController(w)}
 }
 
 func (a *sessionWriter) WriteHeader(status int) {
@@ -396,15 +445,43 @@ func (a *sessionWriter) WriteHeader(status int) {
 }
 
 func (a *sessionWriter) Write(p []byte) (int, error) {
+	if a.mu != nil && !a.holding {
+		a.mu.Lock()
+		a.holding = true
+	}
 	n, err := a.ResponseWriter.Write(p)
 	a.wrote()
 	return n, err
 }
 
 func (a *sessionWriter) Flush() {
+	if a.mu != nil && !a.holding {
+		a.mu.Lock()
+		a.holding = true
+	}
 	if f, ok := a.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+	a.release()
+}
+
+// release lets the noteWriter write again after SDK writes no Flush ended (the
+// handler has returned).
+func (a *sessionWriter) release() {
+	if a.holding {
+		a.holding = false
+		a.mu.Unlock()
+	}
+}
+
+// writeEvent writes one whole SSE event of the noteWriter and flushes it.
+func (a *sessionWriter) writeEvent(b []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.ResponseWriter.Write(b); err != nil {
+		return err
+	}
+	return a.rc.Flush()
 }
 
 func (a *sessionWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
@@ -638,4 +715,136 @@ func (o *orphanTimers) stopAll() {
 		t.Stop()
 		delete(o.timers, id)
 	}
+}
+
+// noteBuffer is the capacity of a noteWriter's channel: the registry fills at most
+// three quarters of it before it holds a subscriber's notifications (coalesced) and
+// counts its send timeout.
+const noteBuffer = 100
+
+// noteWriter writes the registry's notifications of one 2025-11-25 session, on its
+// newest GET stream, or of one listen stream: the bytes serialised once for every
+// subscriber, framed as an SSE event and written and flushed in one go, with no
+// allocation once its buffer has grown. A session's notification is recorded for
+// replay first (its event id), also while no stream is attached, so that a stream
+// resuming with Last-Event-ID receives what it missed.
+type noteWriter struct {
+	ch      chan resources.Message
+	session string       // 2025-11-25 session id; "" for a listen stream (no ids, no replay)
+	replay  *replayStore // the session's replay buffer
+	wrote   func()       // after each notification taken (wakes a POST waiting for the channel to drain); may be nil
+
+	mu  sync.Mutex
+	cur *sessionWriter // the stream written to; nil: none
+	buf []byte
+}
+
+func newNoteWriter(session string, replay *replayStore, wrote func()) *noteWriter {
+	return &noteWriter{ch: make(chan resources.Message, noteBuffer), session: session, replay: replay, wrote: wrote}
+}
+
+// run writes the notifications handed to the writer until stop is closed.
+func (nw *noteWriter) run(stop <-chan struct{}) {
+	for {
+		select {
+		case m := <-nw.ch:
+			nw.write(m)
+			if nw.wrote != nil {
+				nw.wrote()
+			}
+		case <-stop:
+			return
+		}
+	}
+}
+
+// write records m (a session's) and writes it to the attached stream; a stream
+// whose write fails is detached (the SDK ends its request).
+func (nw *noteWriter) write(m resources.Message) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	b := nw.buf[:0]
+	if nw.session != "" {
+		msg, shared := m.Shared()
+		if !shared {
+			msg = m.AppendJSON(nil)
+		}
+		b = strconv.AppendUint(append(b, "id: "...), nw.replay.storeNote(nw.session, msg), 10)
+		b = append(b, '\n')
+	}
+	b = append(m.AppendJSON(append(b, "event: message\ndata: "...)), "\n\n"...)
+	nw.buf = b
+	if nw.cur != nil && nw.cur.writeEvent(b) != nil {
+		nw.cur = nil
+	}
+}
+
+// attach makes sw the stream written to, after writing it the session's
+// notifications recorded after the event id resume ("": none), in order: none is
+// written twice or missed, as write records and writes under the same lock.
+func (nw *noteWriter) attach(sw *sessionWriter, resume string) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.cur = sw
+	if resume == "" {
+		return
+	}
+	var b []byte
+	for _, e := range nw.replay.notesAfter(nw.session, resume) {
+		b = strconv.AppendUint(append(b[:0], "id: "...), e.seq, 10)
+		b = append(append(append(b, "\nevent: message\ndata: "...), e.msg...), "\n\n"...)
+		if sw.writeEvent(b) != nil {
+			nw.cur = nil
+			return
+		}
+	}
+}
+
+// detach stops writing to sw, once a write in progress is done; sw's request
+// may end then.
+func (nw *noteWriter) detach(sw *sessionWriter) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	if nw.cur == sw {
+		nw.cur = nil
+	}
+}
+
+// noteWriters are the running noteWriters of the 2025-11-25 sessions.
+type noteWriters struct {
+	mu   sync.Mutex
+	open map[string]*noteWriter
+	stop map[string]chan struct{} // closed to end each one's goroutine
+}
+
+// start starts the session's noteWriter, until stop.
+func (ns *noteWriters) start(session string, replay *replayStore, wrote func()) *noteWriter {
+	nw := newNoteWriter(session, replay, wrote)
+	stop := make(chan struct{})
+	ns.mu.Lock()
+	if old := ns.stop[session]; old != nil {
+		close(old)
+	}
+	ns.open[session], ns.stop[session] = nw, stop
+	ns.mu.Unlock()
+	go nw.run(stop)
+	return nw
+}
+
+// get is the session's noteWriter, nil if it has none.
+func (ns *noteWriters) get(session string) *noteWriter {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.open[session]
+}
+
+// end stops the session's noteWriter.
+func (ns *noteWriters) end(session string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if stop := ns.stop[session]; stop != nil {
+		close(stop)
+	}
+	delete(ns.open, session)
+	delete(ns.stop, session)
 }

@@ -47,7 +47,24 @@ func newReplayStore(maxEvents, maxBytes int) *replayStore {
 // StoreEvent records message as the next event of the session's stream and
 // evicts the oldest events beyond the bounds (never the newest one).
 func (rs *replayStore) StoreEvent(_ context.Context, sessionID, streamID string, message json.RawMessage) (string, error) {
-	ev := replayEvent{seq: rs.seq.Add(1), stream: streamID, msg: slices.Clone(message)}
+	return strconv.FormatUint(rs.store(sessionID, streamID, slices.Clone(message)), 10), nil
+}
+
+// noteStream is the stream id of the notifications the transport writes itself on a
+// 2025-11-25 session's GET stream (noteWriter); the SDK's streams have UUIDs.
+const noteStream = "notes"
+
+// storeNote records a notification the transport writes on the session's GET
+// stream and returns its event id. msg is kept as it is, not copied: it is the
+// bytes every subscriber is handed, never modified.
+func (rs *replayStore) storeNote(sessionID string, msg []byte) uint64 {
+	return rs.store(sessionID, noteStream, msg)
+}
+
+// store records msg as the next event of the session's stream and returns its
+// sequence number.
+func (rs *replayStore) store(sessionID, streamID string, msg []byte) uint64 {
+	ev := replayEvent{seq: rs.seq.Add(1), stream: streamID, msg: msg}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	l := rs.sessions[sessionID]
@@ -65,7 +82,7 @@ func (rs *replayStore) StoreEvent(_ context.Context, sessionID, streamID string,
 	if drop > 0 {
 		l.events = slices.Delete(l.events, 0, drop)
 	}
-	return strconv.FormatUint(ev.seq, 10), nil
+	return ev.seq
 }
 
 // find returns the position of the event lastEventID in the session's log.
@@ -118,6 +135,34 @@ func (rs *replayStore) ReplayEventsAfter(_ context.Context, sessionID, lastEvent
 		}
 	}
 	return stream, nil
+}
+
+// streamOf is the stream of the session's event lastEventID ("" if unknown).
+func (rs *replayStore) streamOf(sessionID, lastEventID string) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if l, i, ok := rs.find(sessionID, lastEventID); ok {
+		return l.events[i].stream
+	}
+	return ""
+}
+
+// notesAfter returns, in order, the transport's notifications of the session
+// recorded after lastEventID.
+func (rs *replayStore) notesAfter(sessionID, lastEventID string) []replayEvent {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	l, i, ok := rs.find(sessionID, lastEventID)
+	if !ok {
+		return nil
+	}
+	var tail []replayEvent
+	for _, e := range l.events[i+1:] {
+		if e.stream == noteStream {
+			tail = append(tail, e)
+		}
+	}
+	return tail
 }
 
 // PurgeSession forgets the session's events; the SDK calls it when the session ends.

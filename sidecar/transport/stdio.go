@@ -20,8 +20,9 @@ import (
 
 // stdioSession is the one client session of the stdio transport.
 type stdioSession struct {
-	ch   chan mcp.JSONRPCNotification
-	acks sync.Map // subscriptions/listen request id (string or float64) → *resources.Ack
+	ch    chan mcp.JSONRPCNotification // the SDK's own notifications
+	notes chan resources.Message       // the registry's, the session's and its listen streams'
+	acks  sync.Map                     // subscriptions/listen request id (string or float64) → *resources.Ack
 }
 
 func (*stdioSession) Initialize()                                           {}
@@ -59,7 +60,7 @@ var errStalled = errors.New("stdio client stopped reading notifications")
 // once. A client that stops reading ends the transport: serve returns
 // errStalled, and output that blocks is closed when it can be.
 func (t *stdioTransport) SessionStarted(sess server.ClientSession) {
-	t.link.Delivery().AddSession(sess.SessionID(), sess.NotificationChannel(), false, func() {
+	t.link.Delivery().AddSession(sess.SessionID(), sess.(*stdioSession).notes, false, func() {
 		t.cancel(errStalled)
 		if c, ok := t.out.(io.Closer); ok {
 			_ = c.Close()
@@ -78,13 +79,18 @@ func (t *stdioTransport) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t.cancel = cancel
-	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024)}
+	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024), notes: make(chan resources.Message, 1024)}
 	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
 	}
 	defer t.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
 
 	var wmu sync.Mutex
+	writeLine := func(b []byte) {
+		if _, err := t.out.Write(b); err != nil {
+			t.log.Error("cannot write to stdout", "err", err)
+		}
+	}
 	write := func(msg any) {
 		b, err := json.Marshal(msg)
 		if err != nil {
@@ -93,15 +99,22 @@ func (t *stdioTransport) Serve(ctx context.Context) error {
 		}
 		wmu.Lock()
 		defer wmu.Unlock()
-		if _, err := t.out.Write(append(b, '\n')); err != nil {
-			t.log.Error("cannot write to stdout", "err", err)
-		}
+		writeLine(append(b, '\n'))
+	}
+	var line []byte // the registry's notifications: the bytes serialised once, and a newline
+	writeNote := func(m resources.Message) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		line = append(m.AppendJSON(line[:0]), '\n')
+		writeLine(line)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
 		for {
 			select {
+			case m := <-sess.notes:
+				writeNote(m)
 			case n := <-sess.ch:
 				write(n)
 				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
@@ -209,7 +222,7 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		var end context.CancelFunc
 		ctx, end = context.WithCancel(ctx)
 		defer end()
-		ctx = resources.WithListenEnd(ctx, end)
+		ctx = resources.WithListenNotes(resources.WithListenEnd(ctx, end), sess.notes)
 		switch env.ID.(type) {
 		case string, float64: // a valid id; one already in flight is not held
 			ack := &resources.Ack{}

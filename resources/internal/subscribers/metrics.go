@@ -13,6 +13,7 @@ import (
 // subscriptions, moved by each registry's own changes so that the series is the sum.
 type metrics struct {
 	sent, dropped, ended *prometheus.CounterVec
+	sentTo               map[string]prometheus.Counter // sent, by era: looked up once, not per notification
 	sessions             *prometheus.GaugeVec
 	subscriptions        prometheus.Gauge
 }
@@ -35,8 +36,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register mcp subscriber metrics: %w", err)
 	}
+	m.sentTo = map[string]prometheus.Counter{}
 	for _, era := range []string{Era20251125, Era20260728} {
 		m.sessions.WithLabelValues(era)
+		m.sentTo[era] = m.sent.WithLabelValues(era)
 	}
 	return m, nil
 }

@@ -2,7 +2,9 @@
 // the delivery of change notifications to them: 2025-11-25 sessions (resources/subscribe)
 // and 2026-07-28 subscriptions/listen streams. The SDK records no subscriptions for its
 // built-in sessions, so the server feeds this registry from its session, subscribe and
-// listen hooks and hands it the notification channels of the SDK's sessions.
+// listen hooks. A notification is serialised once (Note) and every subscriber is handed
+// the same bytes on a channel of its transport, which writes them; only a listen
+// stream's subscription id, serialised once per stream, is added as they are written.
 package subscribers
 
 import (
@@ -16,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -31,23 +32,23 @@ const (
 type subscriber struct {
 	key       string
 	era       string
-	sessionID string                         // 2025-11-25 session id
-	ch        chan<- mcp.JSONRPCNotification // the SDK session's notification channel
-	subID     any                            // listen stream: its subscription id, tagged on every notification
-	gated     bool                           // HTTP 2025-11-25: send only on an open GET stream, while no POST of the session is in flight
-	end       func()                         // ends the session or stream when it cannot take notifications; may be nil
+	sessionID string         // 2025-11-25 session id
+	ch        chan<- Message // the transport's writer of the session or stream
+	tag       []byte         // listen stream: its subscription id, tagged on every notification
+	gated     bool           // HTTP 2025-11-25: send only on an open GET stream, while no POST of the session is in flight
+	end       func()         // ends the session or stream when it cannot take notifications; may be nil
 
 	mu           sync.Mutex
 	removed      bool
 	held         bool        // listen stream whose acknowledgement is not written yet: changes queue, nothing is sent
 	listChanged  bool        // also told notifications/resources/list_changed
-	blockedSince time.Time   // when the SDK channel was first found full, zero while it takes notifications
+	blockedSince time.Time   // when the channel was first found full, zero while it takes notifications
 	retry        *time.Timer // pending flush while the channel is full
 	uris         map[string]struct{}
-	uriBytes     int      // the bytes of the URIs in uris, summed
-	pending      []string // URIs whose resources/updated waits for the transport
-	pendingSet   map[string]struct{}
-	wrote        chan struct{} // closed at the next write of a GET stream, while a POST waits for the channel to drain
+	uriBytes     int                 // the bytes of the URIs in uris, summed
+	pending      []*Note             // notifications that wait for the transport
+	pendingSet   map[string]struct{} // their URIs ("": list_changed)
+	wrote        chan struct{}       // closed at the next write of a GET stream, while a POST waits for the channel to drain
 }
 
 // Registry is the server's own record of who is subscribed to what. The SDK
@@ -63,12 +64,12 @@ type Registry struct {
 
 	listenSeq   atomic.Int64
 	m           *metrics
-	sendTimeout time.Duration // how long a full SDK channel may block a subscriber before it is dropped
+	sendTimeout time.Duration // how long a full channel may block a subscriber before it is dropped
 }
 
 // Config configures a Registry.
 type Config struct {
-	// SendTimeout is how long a subscriber's SDK channel may stay full before it loses
+	// SendTimeout is how long a subscriber's channel may stay full before it loses
 	// its pending notifications and subscriptions.
 	SendTimeout time.Duration
 	Logger      *slog.Logger          // nil: slog.Default()
@@ -88,19 +89,19 @@ func New(cfg Config) (*Registry, error) {
 // SessionKey is the registry key of a 2025-11-25 session.
 func SessionKey(id string) string { return "s:" + id }
 
-// AddSession records a 2025-11-25 session (no subscriptions yet). end is
+// AddSession records a 2025-11-25 session (no subscriptions yet), told on ch. end is
 // called, once and on its own goroutine, if the session stops taking
 // notifications for the send timeout; the registry has forgotten it by then.
-func (r *Registry) AddSession(id string, ch chan<- mcp.JSONRPCNotification, gated bool, end func()) {
+func (r *Registry) AddSession(id string, ch chan<- Message, gated bool, end func()) {
 	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true, end: end})
 }
 
 // AddListen records a subscriptions/listen stream and returns its key. A held
 // stream queues its changes until release: the stream is registered before the
-// SDK sends its acknowledgement, which must come first on the stream. end is
-// called as for AddSession.
-func (r *Registry) AddListen(ch chan<- mcp.JSONRPCNotification, subID any, uris []string, listChanged, held bool, end func()) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, subID: subID, listChanged: listChanged, held: held, end: end}
+// SDK sends its acknowledgement, which must come first on the stream. Its
+// notifications, on ch, carry subID. end is called as for AddSession.
+func (r *Registry) AddListen(ch chan<- Message, subID any, uris []string, listChanged, held bool, end func()) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, tag: subscriptionTag(subID), listChanged: listChanged, held: held, end: end}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -258,12 +259,17 @@ func (r *Registry) snapshot() []*subscriber {
 }
 
 // Publish tells every subscriber of any of uris, of either era; it never blocks.
+// Each notification is serialised once, whoever is told.
 func (r *Registry) Publish(_ context.Context, uris []string) error {
+	notes := make([]*Note, len(uris))
+	for i, u := range uris {
+		notes[i] = newNote(u)
+	}
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
-		for _, u := range uris {
-			if _, ok := s.uris[u]; ok {
-				s.queue(u)
+		for _, n := range notes {
+			if _, ok := s.uris[n.URI]; ok {
+				s.queue(n)
 			}
 		}
 		r.flushLocked(s)
@@ -279,7 +285,7 @@ func (r *Registry) ListChanged() {
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
 		if s.listChanged {
-			s.queue("")
+			s.queue(listChanged)
 			r.flushLocked(s)
 		}
 		s.mu.Unlock()
@@ -292,20 +298,21 @@ func (r *Registry) Run(ctx context.Context) error {
 	return nil
 }
 
-// queue adds uri to the pending set; repeated changes coalesce (as the
-// protocol allows) while a send has to wait.
-func (s *subscriber) queue(uri string) {
-	if _, ok := s.pendingSet[uri]; ok {
+// queue adds n to the pending notifications; repeated changes of a URI
+// coalesce (as the protocol allows) while a send has to wait.
+func (s *subscriber) queue(n *Note) {
+	if _, ok := s.pendingSet[n.URI]; ok {
 		return
 	}
-	s.pendingSet[uri] = struct{}{}
-	s.pending = append(s.pending, uri)
+	s.pendingSet[n.URI] = struct{}{}
+	s.pending = append(s.pending, n)
 }
 
-// flushLocked hands s's pending notifications to its SDK channel as far as
-// three quarters of the channel have room, and retries shortly for the rest:
-// the SDK sends its own messages (a listen stream's acknowledgement among
-// them) without waiting and fails them on a full channel. A channel that stays
+// flushLocked hands s's pending notifications to its transport's channel as
+// far as three quarters of the channel have room, and retries shortly for the
+// rest: a transport may share the channel with its own messages, sent without
+// waiting (the SDK's channels did, a listen stream's acknowledgement among
+// them). A channel that stays
 // full for sendTimeout is a failed send: the subscriber is forgotten and its
 // session or stream ended, so its client learns it (404, or a listen request
 // that ends) instead of waiting on a stream that no longer delivers. s.mu is held.
@@ -322,34 +329,29 @@ func (r *Registry) flushLocked(s *subscriber) {
 		}
 	}
 	sent := 0
-	for _, uri := range s.pending {
-		method, params := mcp.MethodNotificationResourceUpdated, mcp.NotificationParams{AdditionalFields: map[string]any{"uri": uri}}
-		if uri == "" {
-			method, params = mcp.MethodNotificationResourcesListChanged, mcp.NotificationParams{}
-		}
-		if s.subID != nil {
-			params.Meta = map[string]any{mcp.MetaKeySubscriptionID: s.subID}
-		}
-		msg := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: method, Params: params}}
+	for _, n := range s.pending {
 		if c := cap(s.ch); c > 0 && len(s.ch) >= c-c/4 {
-			break // a quarter stays free for the SDK's own sends, which fail on a full channel
+			break // a quarter stays free for the transport's own sends
 		}
 		select {
-		case s.ch <- msg:
-			r.m.sent.WithLabelValues(s.era).Inc()
-			delete(s.pendingSet, uri)
+		case s.ch <- Message{Note: n, tag: s.tag}:
+			delete(s.pendingSet, n.URI)
 			sent++
 			continue
 		default:
 		}
 		break
 	}
-	s.pending = s.pending[sent:]
-	if len(s.pending) == 0 {
-		s.pending = nil
+	if sent > 0 {
+		r.m.sentTo[s.era].Add(float64(sent))
+	}
+	if sent == len(s.pending) {
+		clear(s.pending)
+		s.pending = s.pending[:0] // kept: the next notification needs no allocation
 		s.blockedSince = time.Time{}
 		return
 	}
+	s.pending = s.pending[sent:]
 	now := time.Now()
 	if sent > 0 || s.blockedSince.IsZero() {
 		s.blockedSince = now
@@ -432,7 +434,7 @@ func (a *AckWait) Wrote() {
 	}
 }
 
-// retryFlush is how soon a flush that found the SDK channel full tries again.
+// retryFlush is how soon a flush that found the channel full tries again.
 const retryFlush = 5 * time.Millisecond
 
 // StreamOpened records an open GET stream of a 2025-11-25 session.
@@ -443,9 +445,9 @@ func (r *Registry) StreamOpened(sessionID string) {
 	r.flushSession(sessionID)
 }
 
-// SessionWrote tells the registry that a stream of the session (its GET stream,
-// or a POST's event stream) wrote to its client: the SDK may have taken a
-// notification from the session's channel.
+// SessionWrote tells the registry that the session's writer took a
+// notification from its channel, or that a stream of the session wrote to its
+// client.
 func (r *Registry) SessionWrote(sessionID string) {
 	if s := r.get(SessionKey(sessionID)); s != nil {
 		s.mu.Lock()
@@ -481,10 +483,11 @@ func (r *Registry) StreamClosed(sessionID string) {
 }
 
 // PostStarted marks a POST of the session in flight. While one is, nothing
-// new is queued on the session's SDK channel, and it waits (at most maxWait)
-// until the GET stream has taken everything already queued, woken by the
-// session's writes (SessionWrote), so the SDK's per-POST forwarder cannot pick
-// one up as the POST ends and drop it (mcp-go PR #969).
+// new is queued on the session's channel, and it waits (at most maxWait)
+// until the session's writer has taken everything already queued, woken by
+// SessionWrote. (The rule dates from the SDK's channel, whose per-POST
+// forwarder could pick a notification up as the POST ended and drop it,
+// mcp-go PR #969; the transport's own channel keeps it.)
 func (r *Registry) PostStarted(sessionID string, maxWait time.Duration) {
 	r.mu.Lock()
 	r.posts[sessionID]++

@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +27,12 @@ func newRegistry(t *testing.T, reg prometheus.Registerer) *Registry {
 	return r
 }
 
-func drain(ch chan mcp.JSONRPCNotification) []string {
+func drain(ch chan Message) []string {
 	var out []string
 	for {
 		select {
 		case n := <-ch:
-			out = append(out, n.Params.AdditionalFields["uri"].(string))
+			out = append(out, n.Note.URI)
 		default:
 			return out
 		}
@@ -41,7 +42,7 @@ func drain(ch chan mcp.JSONRPCNotification) []string {
 func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(t, nil)
-		ch := make(chan mcp.JSONRPCNotification, 2)
+		ch := make(chan Message, 2)
 		ended := make(chan struct{})
 		r.AddSession("s1", ch, false, func() { close(ended) })
 		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
@@ -112,7 +113,7 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 			t.Fatalf("%s: the registries' Stats sum to %v", what, got)
 		}
 	}
-	ch := make(chan mcp.JSONRPCNotification, 8)
+	ch := make(chan Message, 8)
 	a.AddSession("s1", ch, false, nil)
 	b.AddSession("s1", ch, false, nil)
 	for _, u := range []string{"notebook://a", "notebook://b", "notebook://a"} { // once each
@@ -137,7 +138,7 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 // A held listen stream queues its changes, coalesced, until it is released.
 func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 10)
+	ch := make(chan Message, 10)
 	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true, nil)
 	for range 3 {
 		_ = r.Publish(context.Background(), []string{"notebook://w"})
@@ -155,7 +156,7 @@ func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
 // The registry fills at most three quarters of an SDK channel.
 func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 8)
+	ch := make(chan Message, 8)
 	key := r.AddListen(ch, 1.0, nil, false, false, nil)
 	var uris []string
 	for i := range 10 {
@@ -171,7 +172,7 @@ func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
 
 func TestRegistryGatedCoalesces(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 100)
+	ch := make(chan Message, 100)
 	r.AddSession("s1", ch, true, nil)
 	r.Subscribe(SessionKey("s1"), "notebook://w")
 	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
@@ -206,11 +207,14 @@ func TestRegistryGatedCoalesces(t *testing.T) {
 
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan mcp.JSONRPCNotification, 10)
+	ch := make(chan Message, 10)
 	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false, nil)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
-	n := <-ch
-	if n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
+	var n mcp.JSONRPCNotification
+	if err := json.Unmarshal((<-ch).AppendJSON(nil), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Method != string(mcp.MethodNotificationResourceUpdated) || n.Params.Meta[mcp.MetaKeySubscriptionID] != "listen:7" || n.Params.AdditionalFields["uri"] != "notebook://w/cells/c1" {
 		t.Fatalf("notification %+v", n)
 	}
 	if len(ch) != 0 {
@@ -231,7 +235,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 func TestRegistryAdmitLimits(t *testing.T) {
 	const maxN, maxBytes = 3, 10
 	r := newRegistry(t, nil)
-	r.AddSession("s1", make(chan mcp.JSONRPCNotification, 1), true, nil)
+	r.AddSession("s1", make(chan Message, 1), true, nil)
 	key := SessionKey("s1")
 	for i, tt := range []struct {
 		unsubscribe bool
@@ -262,5 +266,62 @@ func TestRegistryAdmitLimits(t *testing.T) {
 	}
 	if err := r.Admit("s:unknown", "x", maxN, maxBytes); err != nil {
 		t.Errorf("Admit for an unknown session: %v", err)
+	}
+}
+
+// A notification is serialised once, whoever is told: every subscriber is handed the
+// same Note, the sessions the very same bytes, a listen stream those bytes with its
+// subscription id; and a publish allocates the same whether two or two hundred
+// subscribers are told (mcp-go's notification path marshalled it once per session).
+func TestPublishSerialisesOnce(t *testing.T) {
+	const uri = "notebook://w/cells/c1"
+	r := newRegistry(t, nil)
+	a, b, l := make(chan Message, 1), make(chan Message, 1), make(chan Message, 1)
+	r.AddSession("a", a, false, nil)
+	r.AddSession("b", b, false, nil)
+	r.Subscribe(SessionKey("a"), uri)
+	r.Subscribe(SessionKey("b"), uri)
+	r.AddListen(l, 7.0, []string{uri}, false, false, nil)
+	_ = r.Publish(context.Background(), []string{uri})
+	ma, mb, ml := <-a, <-b, <-l
+	ja, sharedA := ma.Shared()
+	jb, sharedB := mb.Shared()
+	if !sharedA || !sharedB || &ja[0] != &jb[0] || ma.Note != ml.Note {
+		t.Fatalf("two sessions and a listen stream were handed different notifications: %p %p %p", ma.Note, mb.Note, ml.Note)
+	}
+	if _, shared := ml.Shared(); shared {
+		t.Fatal("a listen stream's notification has no subscription id")
+	}
+	for i, m := range []Message{ma, ml} {
+		var n mcp.JSONRPCNotification
+		if err := json.Unmarshal(m.AppendJSON(nil), &n); err != nil {
+			t.Fatalf("%s: %v", m.AppendJSON(nil), err)
+		}
+		if n.Method != string(mcp.MethodNotificationResourceUpdated) || n.Params.AdditionalFields["uri"] != uri {
+			t.Fatalf("notification %s", m.AppendJSON(nil))
+		}
+		if id, tagged := n.Params.Meta[mcp.MetaKeySubscriptionID]; tagged != (i == 1) || (tagged && id != 7.0) {
+			t.Fatalf("notification %s: subscription id %v", m.AppendJSON(nil), id)
+		}
+	}
+
+	allocs := func(subscribers int) float64 {
+		r := newRegistry(t, nil)
+		chs := make([]chan Message, subscribers)
+		for i := range chs {
+			chs[i] = make(chan Message, 4)
+			r.AddSession(fmt.Sprint(i), chs[i], false, nil)
+			r.Subscribe(SessionKey(fmt.Sprint(i)), uri)
+		}
+		return testing.AllocsPerRun(50, func() {
+			_ = r.Publish(context.Background(), []string{uri})
+			for _, ch := range chs {
+				<-ch
+			}
+		})
+	}
+	// A slice of the subscribers may take one more allocation; one per subscriber is 198.
+	if few, many := allocs(2), allocs(200); many-few >= 10 {
+		t.Fatalf("a publish to 200 subscribers allocates %v times, to 2 %v: something is made per subscriber", many, few)
 	}
 }
