@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // The tests with a person in JupyterLab (issue 20): real JupyterLab 4.6 in headless
@@ -120,7 +120,7 @@ func (l *lab) samePage(t *testing.T, name, page, path string) []pageCell {
 	l.sameAs(t, name, false, l.pageModel(page, path))
 	var cs []pageCell
 	var diff string
-	testutil.Eventually(t, testutil.Wait, "the cell resources of notebook://"+name+" show what the page does", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the cell resources of notebook://"+name+" show what the page does", func() bool {
 		var err error
 		if cs, err = l.cells(page, path); err != nil {
 			diff = err.Error()
@@ -255,12 +255,12 @@ func (l *lab) heardAfter(t *testing.T, name string, from time.Time) []time.Durat
 	t.Helper()
 	var lags []time.Duration
 	for _, c := range l.subs {
-		deadline := time.Now().Add(testutil.Wait)
+		deadline := time.Now().Add(testenv.Wait)
 		var seen []string
 		for {
 			n, ok := timedNote(c, time.Until(deadline))
 			if !ok {
-				t.Fatalf("%s: not told of notebook://%s at or after %s within %v; told of %v", c.name(), name, from.Format("15:04:05.000"), testutil.Wait, seen)
+				t.Fatalf("%s: not told of notebook://%s at or after %s within %v; told of %v", c.name(), name, from.Format("15:04:05.000"), testenv.Wait, seen)
 			}
 			seen = append(seen, n.uri+"@"+n.at.Format("15:04:05.000"))
 			if n.uri == "notebook://"+name && !n.at.Before(from) {
@@ -494,14 +494,14 @@ func TestJupyterLab(t *testing.T) {
 		l.heardAfter(t, "moving", start)
 		var renamed received
 		for renamed.ev.RenamedFrom == "" {
-			renamed = events.next(t, testutil.Wait)
+			renamed = events.next(t, testenv.Wait)
 		}
 		if renamed.ev.RenamedFrom != from || renamed.ev.Path != to {
 			t.Errorf("rename event: path %q renamed_from %q, want %q from %q", renamed.ev.Path, renamed.ev.RenamedFrom, to, from)
 		}
 		// The event came from the second sidecar; this one follows the rename on its own.
 		var list string
-		testutil.Eventually(t, testutil.Wait, "list_notebooks naming moving at its new path", func() bool {
+		testenv.Eventually(t, testenv.Wait, "list_notebooks naming moving at its new path", func() bool {
 			list = c.callTool("list_notebooks", nil)
 			return strings.Contains(list, `{"name":"moving","path":"`+to+`"`) && !strings.Contains(list, `"present":false`)
 		}, func() string { return list })
@@ -524,7 +524,7 @@ func TestJupyterLab(t *testing.T) {
 			deleted := strings.Count(l.srv.Log(), "Room json:notebook:"+room+" deleted")
 			l.do(t, map[string]any{"op": "close", "page": "ann"})
 			l.flushSubs()
-			testutil.Eventually(t, testutil.Wait, "the room deleted (document_cleanup_delay)", func() bool {
+			testenv.Eventually(t, testenv.Wait, "the room deleted (document_cleanup_delay)", func() bool {
 				return strings.Count(l.srv.Log(), "Room json:notebook:"+room+" deleted") > deleted
 			})
 			l.sameAs(t, "typed", false, func() ([]byte, error) { return []byte(before), nil })
@@ -618,7 +618,7 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	watcher.bind("bench", p)
-	testutil.Eventually(t, testutil.Wait, "jupyter-mcp-server watching the notebook", func() bool {
+	testenv.Eventually(t, testenv.Wait, "jupyter-mcp-server watching the notebook", func() bool {
 		return jms.logs.Contains("Watching notebook [bench]")
 	}, jms.logs.String)
 	watcher.subscribe("notebook://bench")
@@ -705,7 +705,7 @@ func TestJupyterLabTypingLatency(t *testing.T) {
 		l.do(t, map[string]any{"op": "select", "page": "ann", "path": p, "index": 1})
 		at := typed(l.do(t, map[string]any{"op": "keys", "page": "ann", "keys": []string{"Control+Enter"}}))[0]
 		want := fmt.Sprintf("%d\n", i)
-		testutil.Eventually(t, testutil.Wait, "the run's output readable", func() bool {
+		testenv.Eventually(t, testenv.Wait, "the run's output readable", func() bool {
 			_, body, err := readOutput(reader, cellURI("bench", "b-2")+"/outputs/0")
 			return err == nil && body == want
 		})

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // rpcStatus posts one JSON-RPC message as a 2025-11-25 client of session and returns
@@ -69,7 +69,7 @@ func getStatus(t *testing.T, url, session string) int {
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Wait)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
@@ -142,7 +142,7 @@ func TestDeliveryIsNeverSilent(t *testing.T) {
 			last = i + 1
 			time.Sleep(time.Second) // the pace of the edits (past the debounce), not a wait
 		}
-		testutil.Eventually(t, testutil.Wait, "every notification sent received", func() bool {
+		testenv.Eventually(t, testenv.Wait, "every notification sent received", func() bool {
 			n := sc.metric(sent) - sentBefore
 			return n >= float64(len(edits)) && float64(got.count()) == n
 		}, func() string {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // mcpClient is one MCP client of either era, Go or TypeScript.
@@ -31,7 +31,7 @@ const (
 	preloaded = 200 // session steps in the store before the sidecar starts
 	// delivery is a property, not a wait: the budget within which a committed change is
 	// announced (docs/BENCHMARKS.md), the 2 s debounce ceiling (notifications.max_delay)
-	// plus 500 ms for the tail and the fan-out. Waits for anything else use testutil.Wait.
+	// plus 500 ms for the tail and the fan-out. Waits for anything else use testenv.Wait.
 	delivery = 2500 * time.Millisecond
 )
 
@@ -94,7 +94,7 @@ func jsonEqual(t *testing.T, what string, got string, want []byte) {
 func eventuallyJSON(t *testing.T, what string, read func() string, want []byte) {
 	t.Helper()
 	var got string
-	testutil.Eventually(t, testutil.Wait, what, func() bool { got = read(); return jsonSame(got, want) },
+	testenv.Eventually(t, testenv.Wait, what, func() bool { got = read(); return jsonSame(got, want) },
 		func() string { return jsonDiff(got, want) })
 }
 
@@ -252,7 +252,7 @@ func TestEndToEnd(t *testing.T) {
 		c.subscribe(nbURI)
 		drain(c, 600*time.Millisecond)
 		renameInFileIDDB(t, filepath.Join(dir, "file_id_manager.db"), filepath.Join(dir, "work", "final.ipynb"))
-		await(t, c, testutil.Wait, nbURI)
+		await(t, c, testenv.Wait, nbURI)
 		jsonEqual(t, "renamed notebook", c.read(nbURI), mustJSON(t, steps[next-1].after))
 		c.close()
 	})
@@ -274,7 +274,7 @@ func TestEndToEnd(t *testing.T) {
 			c.close()
 		}
 		var subs, sessions, g float64
-		testutil.Eventually(t, testutil.Wait, "subscriptions, sessions and goroutines back after disconnect", func() bool {
+		testenv.Eventually(t, testenv.Wait, "subscriptions, sessions and goroutines back after disconnect", func() bool {
 			m := sc.metrics("jupyter_mcp_sidecar_mcp_subscriptions", "jupyter_mcp_sidecar_mcp_sessions", "go_goroutines")
 			subs, sessions, g = m[0], m[1], m[2]
 			return subs == 0 && sessions == 0 && g <= baseGoroutines+2
@@ -313,7 +313,7 @@ func TestEndToEnd(t *testing.T) {
 			history = append(history, s.update)
 		}
 		w.flood(history)
-		await(t, c, testutil.Wait, nbURI)
+		await(t, c, testenv.Wait, nbURI)
 		eventuallyJSON(t, "notebook beside a degraded room", func() string { return c.read(nbURI) }, mustJSON(t, steps[next+1].after))
 	})
 }

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // eventFixture is testdata/events.json, made by testdata/mcpclient/gen-events.mjs with
@@ -285,7 +285,7 @@ func TestEventsReachConsumers(t *testing.T) {
 			// Loading the store: each notebook appears with its cells.
 			load := map[string]publish.Event{}
 			for range nbs {
-				r := c.next(t, testutil.Wait)
+				r := c.next(t, testenv.Wait)
 				load[r.ev.Path] = r.ev
 			}
 			for _, nb := range nbs {
@@ -339,11 +339,11 @@ func TestEventsReachConsumers(t *testing.T) {
 			// Nothing more arrives: the barrier is one more edit of a, whose event must be
 			// the next one, and the last the publisher delivered (two loads, two edits, it).
 			w.writeRoom(a.room, fx.edits["output-c1-0"])
-			if r := c.next(t, testutil.Wait); r.ev.Path != a.path || r.ev.Seq != 3 {
+			if r := c.next(t, testenv.Wait); r.ev.Path != a.path || r.ev.Seq != 3 {
 				t.Fatalf("unexpected event %s", r.raw)
 			}
 			const delivered = "jupyter_mcp_sidecar_publisher_delivered_total"
-			testutil.Eventually(t, testutil.Wait, "5 events delivered", func() bool { return sc.metric(delivered) == 5 },
+			testenv.Eventually(t, testenv.Wait, "5 events delivered", func() bool { return sc.metric(delivered) == 5 },
 				func() string { return fmt.Sprintf("%v delivered", sc.metric(delivered)) })
 		})
 	}
@@ -380,7 +380,7 @@ func TestEventsAtScale(t *testing.T) {
 			nbs := notebookRooms(notebooks)
 			_, w := startEventsSidecar(t, c, nbs, fx, "source-c1", "output-c1-0", "add-e0")
 			for range nbs {
-				if r := c.next(t, testutil.Wait); r.ev.Seq != 1 || r.ev.Part != nil {
+				if r := c.next(t, testenv.Wait); r.ev.Seq != 1 || r.ev.Part != nil {
 					t.Fatalf("load event %+v", r.ev)
 				}
 			}
@@ -398,7 +398,7 @@ func TestEventsAtScale(t *testing.T) {
 					_, committed[nb.path] = w.writeRoom(nb.room, fx.edits[edit])
 				}
 				for done := 0; done < notebooks; {
-					r := c.next(t, testutil.Wait)
+					r := c.next(t, testenv.Wait)
 					notifications++
 					maxPayload = max(maxPayload, len(r.raw))
 					evs := byPath[r.ev.Path]
@@ -471,7 +471,7 @@ func TestEventsAtScale(t *testing.T) {
 func TestEventsInHubMode(t *testing.T) {
 	fx := loadEventFixture(t)
 	root := t.TempDir()
-	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testenv.FreeAddr(t))
 	home := filepath.Join(root, "home", "alice")
 	if err := os.MkdirAll(filepath.Join(home, "team"), 0o755); err != nil {
 		t.Fatal(err)
@@ -500,11 +500,11 @@ publisher: %s
 		t.Fatal(err)
 	}
 	defer g.close()
-	if r := c.next(t, testutil.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.FileID != nb.fileID || r.ev.Seq != 1 {
+	if r := c.next(t, testenv.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.FileID != nb.fileID || r.ev.Seq != 1 {
 		t.Fatalf("alice's load event = %+v", r.ev)
 	}
 	w.writeRoom(nb.room, fx.edits["source-c1"])
-	if r := c.next(t, testutil.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.Seq != 2 || len(r.ev.Changes.Cells) != 1 {
+	if r := c.next(t, testenv.Wait); r.ev.User != "alice" || r.ev.Path != nb.path || r.ev.Seq != 2 || len(r.ev.Changes.Cells) != 1 {
 		t.Fatalf("alice's edit event = %+v", r.ev)
 	}
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -26,7 +26,7 @@ func (g *goClient) callTool(name string, args map[string]any) string {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	res, err := g.c.CallTool(waitCtx(g.t, testutil.Wait), req)
+	res, err := g.c.CallTool(waitCtx(g.t, testenv.Wait), req)
 	if err != nil {
 		g.t.Fatalf("%s: %v", name, err)
 	}
@@ -146,7 +146,7 @@ func TestExtensionsOutlineAndSearch(t *testing.T) {
 		}
 		w.write(steps[insert].update)
 		for _, c := range cs {
-			await(t, c, testutil.Wait, outlineURI)
+			await(t, c, testenv.Wait, outlineURI)
 		}
 		// Told; the read shows the insert once the sidecar has applied it (a notification
 		// of the steps before may still arrive after the barrier on a starved machine).
@@ -182,7 +182,7 @@ func TestExtensionsOutlineAndSearch(t *testing.T) {
 		}
 		committed := w.write(steps[i].update)
 		// The delivery budget is the property: found within it of the commit.
-		testutil.Eventually(t, delivery-time.Since(committed), fmt.Sprintf("%q (typed in cell %s) found after the write", query, cell),
+		testenv.Eventually(t, delivery-time.Since(committed), fmt.Sprintf("%q (typed in cell %s) found after the write", query, cell),
 			func() bool { return slices.Contains(search(), cellURI(nbName, cell)) })
 		t.Logf("search found %q %v after its write (debounce 250 ms)", query, time.Since(committed).Round(time.Millisecond))
 		next = i + 1
@@ -230,7 +230,7 @@ func TestExampleExtensionModule(t *testing.T) {
 		}
 	}
 	// The notebook's first change set reaches the extension after the debounce.
-	testutil.Eventually(t, testutil.Wait, "notebook_stats with a notebook", func() bool {
+	testenv.Eventually(t, testenv.Wait, "notebook_stats with a notebook", func() bool {
 		if err := json.Unmarshal([]byte(c.callTool("notebook_stats", nil)), &got); err != nil {
 			t.Fatal(err)
 		}

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 const feedToken = "e2e-feed-token-0123456789"
@@ -50,7 +50,7 @@ func feedStream(t *testing.T, addr, last string, stop func(line string) bool) (n
 	if _, err := io.WriteString(c, feedRequest(feedToken, last)); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
+	_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("feed stream: %v, %v", resp, err)
@@ -81,7 +81,7 @@ func TestFeedListenerFlood(t *testing.T) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &own); err != nil || own.Cur < flood+256 {
 		t.Skipf("the test process may open %d files, fewer than the flood's %d and a margin (%v)", own.Cur, flood, err)
 	}
-	addr := testutil.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	sc, _ := startEventsSidecar(t, feedPublisher(addr, ", read_timeout: 3s"), notebookRooms(1), loadEventFixture(t))
 	sc.waitHTTP("/readyz", http.StatusOK)
 	if err := unix.Prlimit(sc.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: nofile, Max: nofile}, nil); err != nil {
@@ -101,7 +101,7 @@ func TestFeedListenerFlood(t *testing.T) {
 			closed.Add(1)
 		}()
 	}
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("the feed holding at most %d of %d flood connections", maxConns, flood), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("the feed holding at most %d of %d flood connections", maxConns, flood), func() bool {
 		return flood-closed.Load() <= maxConns
 	}, func() string { return fmt.Sprintf("%d open", flood-closed.Load()) })
 	// The flood's held connections are open: the sidecar answers its probes (a failure
@@ -120,7 +120,7 @@ func TestFeedListenerFlood(t *testing.T) {
 	if n := sc.metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse"); n == 0 {
 		t.Error("no connection beyond the feed's max_connections counted")
 	}
-	testutil.Eventually(t, testutil.Wait, "every flood connection closed (read_timeout 3s)", func() bool {
+	testenv.Eventually(t, testenv.Wait, "every flood connection closed (read_timeout 3s)", func() bool {
 		return closed.Load() == flood
 	})
 	if _, line, _ := feedStream(t, addr, "", func(l string) bool { return strings.HasPrefix(l, "event: ") }); line != "event: "+publish.SSEHello {
@@ -156,7 +156,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 		t.Skip("a memory property: checked without -race")
 	}
 	const notebooks, cellsEach, stalled = 64, 2100, 32
-	addr := testutil.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	nbs := notebookRooms(notebooks)
 	dir := t.TempDir()
 	sc, _ := startEventsSidecarIn(t, dir, feedPublisher(addr, ", buffer_bytes: 16777216, max_consumers: 64, write_timeout: 5m"), nbs, loadEventFixture(t), nil)
@@ -178,7 +178,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 	// A consumer reading everything from the start: the buffer holds the load's events
 	// and the files' (a load's and a file's event of one notebook may be one).
 	var epoch string
-	testutil.Eventually(t, testutil.Wait, "the hello's id", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the hello's id", func() bool {
 		c, line, _ := feedStream(t, addr, "", func(l string) bool { return strings.HasPrefix(l, "id: ") })
 		c.Close()
 		epoch, _, _ = strings.Cut(strings.TrimPrefix(line, "id: "), "-")
@@ -212,7 +212,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 		// barrier: its stream is writing the backlog), then nothing.
 		feedStream(t, addr, start, func(l string) bool { return l == "event: "+publish.SSEChange })
 	}
-	testutil.Eventually(t, testutil.Wait, "the stalled consumers and the reading one connected, no other", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the stalled consumers and the reading one connected, no other", func() bool {
 		return sc.metric("jupyter_mcp_sidecar_publisher_sse_consumers") == stalled+1
 	})
 	after := status(t, pid, "VmRSS")

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // fifoDrain is the drain deadline of the named-pipe tests' sidecars.
@@ -32,7 +32,7 @@ func saysFIFO(t *testing.T, sc *sidecar) bool {
 	t.Helper()
 	var code int
 	var body string
-	err := testutil.Within(testutil.Wait, func() bool {
+	err := testenv.Within(testenv.Wait, func() bool {
 		code, body = sc.get("/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "not a regular file") && strings.Contains(body, "named pipe")
 	})

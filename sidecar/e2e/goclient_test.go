@@ -12,7 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // goClient is mcp-go's client on one protocol era.
@@ -77,7 +77,7 @@ func dialGoAs(t testing.TB, url string, modern bool, authorization string) (*goC
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "sidecar-e2e", Version: "1"}
-	res, err := g.c.Initialize(waitCtx(t, testutil.Wait), init)
+	res, err := g.c.Initialize(waitCtx(t, testenv.Wait), init)
 	if err != nil {
 		_ = g.c.Close()
 		return nil, err
@@ -105,7 +105,7 @@ func (g *goClient) bind(name, path string) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "use_notebook"
 	req.Params.Arguments = map[string]any{"notebook_name": name, "notebook_path": path}
-	res, err := g.c.CallTool(waitCtx(g.t, testutil.Wait), req)
+	res, err := g.c.CallTool(waitCtx(g.t, testenv.Wait), req)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func (g *goClient) subscribe(uris ...string) {
 		req := mcp.SubscribeRequest{}
 		req.Params.URI = u
 		//lint:ignore SA1019 the 2025-11-25 era is under test
-		if err := g.c.Subscribe(waitCtx(g.t, testutil.Wait), req); err != nil {
+		if err := g.c.Subscribe(waitCtx(g.t, testenv.Wait), req); err != nil {
 			g.t.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func (g *goClient) unsubscribe(uris ...string) {
 		req := mcp.UnsubscribeRequest{}
 		req.Params.URI = u
 		//lint:ignore SA1019 the 2025-11-25 era is under test
-		if err := g.c.Unsubscribe(waitCtx(g.t, testutil.Wait), req); err != nil {
+		if err := g.c.Unsubscribe(waitCtx(g.t, testenv.Wait), req); err != nil {
 			g.t.Fatal(err)
 		}
 	}
@@ -175,7 +175,7 @@ func (g *goClient) listen() {
 	}
 	g.stopListen = stop
 	// The server registers the stream's subscriptions before it acknowledges them.
-	testutil.Receive(g.t, testutil.Wait, g.name()+" listen acknowledged", g.acks)
+	testenv.Receive(g.t, testenv.Wait, g.name()+" listen acknowledged", g.acks)
 }
 
 func (g *goClient) read(uri string) string {
@@ -191,7 +191,7 @@ func (g *goClient) read(uri string) string {
 func (g *goClient) tryRead(uri string) (string, error) {
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
-	res, err := g.c.ReadResource(waitCtx(g.t, testutil.Wait), req)
+	res, err := g.c.ReadResource(waitCtx(g.t, testenv.Wait), req)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", uri, err)
 	}

@@ -18,10 +18,10 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -187,7 +187,7 @@ notifications: {debounce: %s, max_delay: 2s}
 // running args in dir.
 func launch(t testing.TB, dir, cfg string, args ...string) *sidecar {
 	t.Helper()
-	return launchOn(t, dir, testutil.FreePort(t), cfg, args...)
+	return launchOn(t, dir, testenv.FreePort(t), cfg, args...)
 }
 
 // launchOn is launch with serve listening on the given loopback port.
@@ -282,19 +282,19 @@ func (s *sidecar) waitHTTP(path string, code int) string {
 
 // metric returns the sum of the samples of series on /metrics whose labels include
 // labels (name, value pairs); 0 when it has none (a labelled metric before its first
-// sample). See testutil.Sum.
+// sample). See testenv.Sum.
 func (s *sidecar) metric(series string, labels ...string) float64 {
 	s.t.Helper()
-	return testutil.Sum(testutil.Scrape(s.t, s.url+"/metrics"), series, labels...)
+	return testenv.Sum(testenv.Scrape(s.t, s.url+"/metrics"), series, labels...)
 }
 
 // metrics returns the sum of the samples of each series, from one scrape.
 func (s *sidecar) metrics(series ...string) []float64 {
 	s.t.Helper()
-	fams := testutil.Scrape(s.t, s.url+"/metrics")
+	fams := testenv.Scrape(s.t, s.url+"/metrics")
 	out := make([]float64, len(series))
 	for i, name := range series {
-		out[i] = testutil.Sum(fams, name)
+		out[i] = testenv.Sum(fams, name)
 	}
 	return out
 }

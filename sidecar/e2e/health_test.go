@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
@@ -24,7 +24,7 @@ func waitStatus(t testing.TB, sc *sidecar, path string, code int) string {
 	t.Helper()
 	var got int
 	var body string
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%s answering %d", path, code), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%s answering %d", path, code), func() bool {
 		got, body = sc.get(path)
 		return got == code
 	}, func() string { return fmt.Sprintf("last answer %d %q", got, body) })
@@ -120,7 +120,7 @@ func TestDamagedStore(t *testing.T) {
 		for _, s := range steps[preloaded : i+1] {
 			w.write(s.update)
 		}
-		await(t, c, testutil.Wait, nbURI)
+		await(t, c, testenv.Wait, nbURI)
 		eventuallyJSON(t, "notebook after the restore and a write", func() string { return readIn(t, c, nbURI) }, mustJSON(t, steps[i].after))
 		waitStatus(t, sc, "/readyz", http.StatusOK)
 	})
@@ -182,7 +182,7 @@ func TestDeepNestDegradesOnlyItsRoom(t *testing.T) {
 		var code int
 		var body string
 		// A 24 MB row takes a while to refuse on a busy machine.
-		testutil.Eventually(t, 2*time.Minute, fmt.Sprintf("the rooms %v degraded", want), func() bool {
+		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("the rooms %v degraded", want), func() bool {
 			select {
 			case err := <-sc.done:
 				sc.done <- err // for stop
@@ -243,7 +243,7 @@ func TestFileIDFaults(t *testing.T) {
 			sc := launch(t, dir, fmt.Sprintf("store: {backend: sqlite, sqlite: {path: %q}}\nfileid: {db_path: %q, root_dir: %q}\n",
 				store, fileidDB, root), "serve")
 			var body string
-			testutil.Eventually(t, testutil.Wait, "/readyz 503 saying "+tc.reason, func() bool {
+			testenv.Eventually(t, testenv.Wait, "/readyz 503 saying "+tc.reason, func() bool {
 				var code int
 				code, body = sc.get("/readyz")
 				var r struct{ Reasons []string }
@@ -254,7 +254,7 @@ func TestFileIDFaults(t *testing.T) {
 				t.Fatalf("/readyz names a path: %s", body)
 			}
 			const faults = "jupyter_mcp_sidecar_fileid_lookup_faults_total"
-			testutil.Eventually(t, testutil.Wait, "three failed lookups (the rooms' 2 s re-resolution)", func() bool { return sc.metric(faults) >= 3 })
+			testenv.Eventually(t, testenv.Wait, "three failed lookups (the rooms' 2 s re-resolution)", func() bool { return sc.metric(faults) >= 3 })
 			if n := sc.logCount("WARN", "file id lookups fail"); n != 1 {
 				t.Fatalf("%d warnings for %v failed lookups, want 1", n, sc.metric(faults))
 			}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // hubConfig configures hub mode with the Hub at apiURL for users whose homes (store,
@@ -89,7 +89,7 @@ func editReal(t *testing.T, u *hubUser) []byte {
 func sameNotebook(t *testing.T, c mcpClient, uri string, want []byte) {
 	t.Helper()
 	var got string
-	testutil.Eventually(t, testutil.Wait, c.name()+" serves "+uri+" as its user's server has it",
+	testenv.Eventually(t, testenv.Wait, c.name()+" serves "+uri+" as its user's server has it",
 		func() bool { got = c.read(uri); return jsonSame(got, want) },
 		func() string { return fmt.Sprintf("got %.2000s\nwant %.2000s", got, want) })
 }
@@ -104,7 +104,7 @@ func sameNotebook(t *testing.T, c mcpClient, uri string, want []byte) {
 // surface is refused, every own access served; an idle user is released.
 func TestHubMode(t *testing.T) {
 	root := t.TempDir()
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
@@ -143,7 +143,7 @@ func TestHubMode(t *testing.T) {
 			// The path from the user's server to its store is the real stack's: waited
 			// for, not bounded (the sidecar's own bound is TestEndToEnd's).
 			for _, c := range tt.told {
-				await(t, c, testutil.Wait, nbURI)
+				await(t, c, testenv.Wait, nbURI)
 			}
 			for _, c := range tt.silent {
 				if n := drain(c, time.Second); n != 0 {
@@ -191,7 +191,7 @@ func TestHubMode(t *testing.T) {
 			t.Fatal("alice's notebook not served directly")
 		}
 		c.close()
-		testutil.Eventually(t, testutil.Wait, "alice released after her last request (idle timeout 2s)",
+		testenv.Eventually(t, testenv.Wait, "alice released after her last request (idle timeout 2s)",
 			func() bool { return direct.metric("jupyter_mcp_sidecar_hub_user_releases_total") >= 1 })
 		if _, body := direct.get("/services/mcp/readyz"); !strings.Contains(body, `"users_active":0`) {
 			t.Fatalf("/readyz under the prefix after the release: %s", body)
@@ -254,7 +254,7 @@ func isolationMatrix(t *testing.T, sc *sidecar, endpoint string, hub *jhubtest.H
 	ownOK("subscribe", subscribeErr(ctx, a, "notebook://alice-only") == nil)
 	res, err := callToolAs(ctx, a, "list_notebooks", nil)
 	ownOK("list_notebooks", err == nil && strings.Contains(res, "alice-only"))
-	_ = testutil.Within(testutil.Wait, func() bool { // indexed after the debounce
+	_ = testenv.Within(testenv.Wait, func() bool { // indexed after the debounce
 		res, err = callToolAs(ctx, a, "search_notebooks", map[string]any{"query": "import"})
 		return err == nil && strings.Contains(res, "notebook://alice-only/cells/")
 	})

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // listenRedirect is an OAuth client's loopback redirect URI, http://127.0.0.1:PORT/cb:
@@ -117,7 +117,7 @@ func (c oauthClient) tokenForm(code string, mod func(url.Values)) url.Values {
 func (c oauthClient) code(t *testing.T, people *jupytertest.Client, user string, delivered <-chan url.Values) string {
 	t.Helper()
 	l := logIn(t, people, c.authorizeURL(nil), user, c.redirect)
-	back := testutil.Receive(t, testutil.Wait, "the authorization response at the redirect URI", delivered)
+	back := testenv.Receive(t, testenv.Wait, "the authorization response at the redirect URI", delivered)
 	// The Hub shows its authorization page only until the user has approved the
 	// service once; the sidecar its consent page until the user has approved the client.
 	consent := map[bool]string{false: " consent]", true: "]"}[c.approvedBy[user]]
@@ -162,7 +162,7 @@ func fetchFrom(t *testing.T, people *jupytertest.Client, pageURL string, request
 func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecar) {
 	t.Helper()
 	root := t.TempDir()
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	spawned := spawnUsers(t, hub, users...)
 	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
@@ -179,8 +179,8 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 	t.Helper()
 	chromium := jupytertest.NeedBrowser(t)
 	dir := filepath.Join(repoRoot, "testdata", "mcpclient")
-	testutil.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
-	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", testutil.FreePort(t))
+	testenv.Need(t, statErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
+	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", testenv.FreePort(t))
 	c := &tsClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
 	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
 		"--chromium", chromium, "--user", user, "--name", nbName, "--path", nbPath, "--subscribe", nbURI)
@@ -205,13 +205,13 @@ func startOAuthTS(t *testing.T, endpoint, user string) *tsClient {
 		Seen         []string
 		Status       int
 	}
-	line := testutil.Receive(t, loginWait, "sdk1oauth.mjs's login as "+user, first)
+	line := testenv.Receive(t, loginWait, "sdk1oauth.mjs's login as "+user, first)
 	if json.Unmarshal(line, &login) != nil || login.Event != "login" || fmt.Sprint(login.Seen) != "[login authorize consent]" || login.Status != http.StatusOK {
 		t.Fatalf("sdk1oauth.mjs's login as %s: %s, want the Hub's login form and authorization page, the sidecar's consent page approved, then the callback page", user, line)
 	}
 	ready := make(chan tsEvent, 1)
 	go c.readLoop(br, ready)
-	if ev := testutil.Receive(t, testutil.Wait, "sdk1oauth.mjs connected as "+user, ready); ev.Event != "ready" {
+	if ev := testenv.Receive(t, testenv.Wait, "sdk1oauth.mjs connected as "+user, ready); ev.Event != "ready" {
 		t.Fatalf("sdk1oauth.mjs after the login as %s: %+v", user, ev)
 	}
 	return c
@@ -307,7 +307,7 @@ func TestHubLogin(t *testing.T) {
 		}
 		for _, tt := range []struct{ who, other *hubUser }{{alice, bob}, {bob, alice}} {
 			want := editReal(t, tt.who)
-			await(t, clients[tt.who.name], testutil.Wait, nbURI)
+			await(t, clients[tt.who.name], testenv.Wait, nbURI)
 			if n := drain(clients[tt.other.name], time.Second); n != 0 {
 				t.Fatalf("%s's client heard %d notifications of %s's edit", tt.other.name, n, tt.who.name)
 			}
@@ -377,7 +377,7 @@ func TestHubLogin(t *testing.T) {
 		// login. Again: remembered, no page at all.
 		for i, want := range [][]string{{"[login consent]", "[login authorize consent]"}, {"[]"}} {
 			l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("approve"))
-			back := testutil.Receive(t, testutil.Wait, "alice's code at her own client", ownDelivered)
+			back := testenv.Receive(t, testenv.Wait, "alice's code at her own client", ownDelivered)
 			if !slices.Contains(want, fmt.Sprint(l.Seen)) || back.Get("code") == "" || back.Get("state") != "s1" {
 				t.Fatalf("alice's login %d from her own client: %+v, got %v; want %s and a code", i, l, back, want)
 			}
@@ -398,7 +398,7 @@ func TestHubLogin(t *testing.T) {
 		}
 		// Declining sends the client access_denied and no code.
 		l = logIn(t, people, evilC.authorizeURL(nil), "alice", evil, inHerBrowser("deny"))
-		back := testutil.Receive(t, testutil.Wait, "the other client's authorization response", evilDelivered)
+		back := testenv.Receive(t, testenv.Wait, "the other client's authorization response", evilDelivered)
 		if fmt.Sprint(l.Seen) != "[consent]" || back.Get("error") != "access_denied" || back.Get("code") != "" || back.Get("state") != "s1" {
 			t.Fatalf("alice declining: %+v, the client got %v; want access_denied and no code", l, back)
 		}
@@ -567,7 +567,7 @@ func TestHubLogin(t *testing.T) {
 
 		// Revoked at the Hub: refused within the token cache's TTL (1 s here).
 		revokeOAuthTokens(t, hub, "alice")
-		testutil.Eventually(t, testutil.Wait, "alice's revoked OAuth token refused", func() bool {
+		testenv.Eventually(t, testenv.Wait, "alice's revoked OAuth token refused", func() bool {
 			status, _ := rpcStatusAs(t, endpoint, "", "Bearer "+tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 			return status == http.StatusUnauthorized
 		})

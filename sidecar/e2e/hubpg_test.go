@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // initPostgres creates a fresh schema on the test cluster with `postgres init` and
@@ -39,7 +39,7 @@ func TestHubModePostgres(t *testing.T) {
 	dsn, schema := initPostgres(t)
 	steps := session(t)
 	root := t.TempDir()
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	users := spawnUsers(t, hub, "alice", "bob")
 	alice, bob := users["alice"], users["bob"]
@@ -106,7 +106,7 @@ notifications: {debounce: 250ms, max_delay: 2s}
 	if err := os.MkdirAll(offlineDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	offline := launch(t, offlineDir, strings.Replace(hubCfg, dsn, fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?connect_timeout=1", testutil.FreePort(t)), 1), "serve")
+	offline := launch(t, offlineDir, strings.Replace(hubCfg, dsn, fmt.Sprintf("postgres://nobody@127.0.0.1:%d/none?connect_timeout=1", testenv.FreePort(t)), 1), "serve")
 	if code, body := offline.get("/services/mcp/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "store not reachable") {
 		t.Fatalf("/readyz of a replica whose store is unreachable: %d %s", code, body)
 	}
@@ -150,7 +150,7 @@ notifications: {debounce: 250ms, max_delay: 2s}
 		editReal(t, u)
 		// Through the user's server, its store, ship and Postgres: waited for.
 		for _, c := range clients[u.name] {
-			await(t, c, testutil.Wait, nbURI)
+			await(t, c, testenv.Wait, nbURI)
 		}
 		for _, c := range clients[tt.other.name] {
 			if n := drain(c, time.Second); n != 0 {

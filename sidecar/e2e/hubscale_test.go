@@ -21,10 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
@@ -77,7 +77,7 @@ func TestHubScale(t *testing.T) {
 	t.Logf("HUBSCALE stores: %d users × %d notebooks from %d recorded sessions (%d templates, %d–%d rows a notebook, one checkpoint every %d rows), %.1f MB a store, built in %v",
 		users, hubNotebooks, len(pool), len(tpls), lo, hi, checkpointInterval, fileMB(t, filepath.Join(root, "home", names[0], ".jupyter_ystore.db")), time.Since(begin).Round(time.Second))
 
-	port := testutil.FreePort(t)
+	port := testenv.FreePort(t)
 	hub := jhubtest.Start(t, fmt.Sprintf("http://127.0.0.1:%d", port))
 	// Only the users who make requests need to be Hub users; a busy Hub creates a
 	// few dozen a second, so in batches.
@@ -166,7 +166,7 @@ func TestHubScale(t *testing.T) {
 		endSession(t, endpoint, c, tokens[i])
 	}
 	released := time.Now()
-	testutil.Eventually(t, idle+time.Minute, fmt.Sprintf("%d users released after their last request", active), func() bool {
+	testenv.Eventually(t, idle+time.Minute, fmt.Sprintf("%d users released after their last request", active), func() bool {
 		return sc.metric("jupyter_mcp_sidecar_hub_user_releases_total") >= float64(active)
 	}, func() string {
 		return fmt.Sprintf("%v released", sc.metric("jupyter_mcp_sidecar_hub_user_releases_total"))
@@ -219,7 +219,7 @@ func TestHubScale(t *testing.T) {
 func readBound(t *testing.T, c *goClient, uri string, unbound *atomic.Int64) string {
 	var body string
 	var err error
-	if testutil.Within(testutil.Wait, func() bool {
+	if testenv.Within(testenv.Wait, func() bool {
 		if body, err = c.tryRead(uri); err == nil || !strings.Contains(err.Error(), "no notebook is bound") {
 			return true
 		}

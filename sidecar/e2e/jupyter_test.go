@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // The tests against the real stack (issue 18): a real Jupyter server with
@@ -70,7 +70,7 @@ func TestJupyterStack(t *testing.T) {
 			t.Fatalf("/readyz %s: want the state saying the store is awaited", body)
 		}
 		s.join(t, "edit.ipynb", "o")
-		testutil.Eventually(t, testutil.Wait, "/readyz without the waiting state once the store is written", func() bool {
+		testenv.Eventually(t, testenv.Wait, "/readyz without the waiting state once the store is written", func() bool {
 			code, body := s.sc.get("/readyz")
 			return code == http.StatusOK && !strings.Contains(body, `"state"`)
 		})
@@ -152,7 +152,7 @@ func TestJupyterStack(t *testing.T) {
 		const p = "ckpt.ipynb"
 		id := s.join(t, p, "o", "a")
 		s.step(t, "ckpt", "a", p, "type", map[string]any{"index": 0, "text": strings.Repeat("0123456789", 16), "chunk": 1})
-		testutil.Eventually(t, testutil.Wait, "a checkpoint of the room", func() bool {
+		testenv.Eventually(t, testenv.Wait, "a checkpoint of the room", func() bool {
 			return len(queryStore(t, s.srv.StorePath, "SELECT 1 FROM ycheckpoints WHERE path = ?", jupytertest.RoomKey(id))) > 0
 		})
 		s.step(t, "ckpt", "a", p, "type", map[string]any{"index": 1, "text": " # after the checkpoint"})
@@ -171,7 +171,7 @@ func TestJupyterStack(t *testing.T) {
 		s.forget(t, p, "o")
 		time.Sleep(time.Second) // stimulus pacing: the server drops the first client before the second leaves
 		s.forget(t, p, "a")
-		testutil.Eventually(t, testutil.Wait, "the room evicted (document_cleanup_delay)", func() bool {
+		testenv.Eventually(t, testenv.Wait, "the room evicted (document_cleanup_delay)", func() bool {
 			return strings.Contains(s.srv.Log(), "Room json:notebook:"+id+" deleted")
 		})
 		// No room: the store and the saved file are the truth.
@@ -195,7 +195,7 @@ func TestJupyterStack(t *testing.T) {
 			t.Fatalf("DELETE: %d %s", code, body)
 		}
 		// The server has no such notebook any more: neither may the sidecar.
-		testutil.Eventually(t, 10*time.Second, "notebook://gone no longer served (path refresh: 2 s)", func() bool {
+		testenv.Eventually(t, 10*time.Second, "notebook://gone no longer served (path refresh: 2 s)", func() bool {
 			_, err := s.subs[0].tryRead("notebook://gone")
 			return err != nil
 		})
@@ -243,7 +243,7 @@ func TestJupyterStack(t *testing.T) {
 		s.forget(t, p, "o", "a", "b")
 		s.srv.Restart(func() { writeStore(t, s.srv.StorePath, "PRAGMA user_version = 1") })
 		s.join(t, p, "o", "a")
-		testutil.Eventually(t, testutil.Wait, "pycrdt-store moved the store aside", func() bool {
+		testenv.Eventually(t, testenv.Wait, "pycrdt-store moved the store aside", func() bool {
 			_, err := os.Stat(strings.TrimSuffix(s.srv.StorePath, ".db") + "(1).db")
 			return err == nil
 		})
@@ -273,7 +273,7 @@ func TestJupyterStack(t *testing.T) {
 			t.Logf("UPSTREAM: the store is garbled: %v", err)
 			var code int
 			var body string
-			testutil.Eventually(t, testutil.Wait, "/readyz reports the garbled room degraded", func() bool {
+			testenv.Eventually(t, testenv.Wait, "/readyz reports the garbled room degraded", func() bool {
 				code, body = s.sc.get("/readyz")
 				return code == http.StatusServiceUnavailable && strings.Contains(body, id)
 			}, func() string { return fmt.Sprintf("/readyz %d %s", code, body) })
@@ -295,18 +295,18 @@ func renameScenario(t *testing.T, s *stack, from, to string) {
 	s.join(t, from, "o", "a")
 	s.drainSubs()
 	s.edit(t, "a", from, "type", map[string]any{"index": 0, "text": "\nbefore = 'rename'"})
-	await(t, c, testutil.Wait, "notebook://moving")
+	await(t, c, testenv.Wait, "notebook://moving")
 	s.same(t, "moving", from)
 	s.drainSubs()
 	if code, body := s.srv.REST(http.MethodPatch, "/api/contents/"+from, map[string]any{"path": to}); code != http.StatusOK {
 		t.Fatalf("PATCH rename: %d %s", code, body)
 	}
-	await(t, c, testutil.Wait, "notebook://moving")
+	await(t, c, testenv.Wait, "notebook://moving")
 	// The room keeps its file id: the clients joined before the rename stay in it.
 	s.sameAs(t, "moving", false, func() ([]byte, error) { return s.oracle(from) })
 	s.drainSubs()
 	s.edit(t, "a", from, "type", map[string]any{"index": 0, "text": "\nafter = 'rename'"})
-	await(t, c, testutil.Wait, "notebook://moving")
+	await(t, c, testenv.Wait, "notebook://moving")
 	s.sameAs(t, "moving", false, func() ([]byte, error) { return s.oracle(from) })
 	// A client opening the new path joins the same room.
 	s.join(t, to, "o")
@@ -371,14 +371,14 @@ func TestJupyterSquash(t *testing.T) {
 	time.Sleep(inactivity + time.Second) // stimulus pacing: the room inactive past squash_after_inactivity_of
 	s.drainSubs()
 	s.edit(t, "a", p, "type", map[string]any{"index": 1, "text": "\nafter = 'squash'"})
-	testutil.Eventually(t, testutil.Wait, "the squash", func() bool { return older() == 0 })
+	testenv.Eventually(t, testenv.Wait, "the squash", func() bool { return older() == 0 })
 	// pycrdt-store 0.1.5 applies the squashed rows only when it decompresses them, so
 	// without compression the merged row is an empty document: the store loses the
 	// notebook while the server keeps it. The sidecar must read the store as pycrdt does:
 	// its cells (an empty document's JSON differs: jupyter_ydoc gives metadata {} and
 	// nbformat 0, ystore/ynotebook leaves those keys out).
 	var got, want string
-	testutil.Eventually(t, testutil.Wait, "notebook://sq has the store's cells", func() bool {
+	testenv.Eventually(t, testenv.Wait, "notebook://sq has the store's cells", func() bool {
 		w, err := s.storeView(id)()
 		g, err2 := s.subs[0].tryRead("notebook://sq")
 		got, want = g, string(w)
@@ -557,7 +557,7 @@ func (s *stack) serverKeptEveryWrite(t *testing.T, rooms, names map[string]strin
 	for key, name := range rooms {
 		p := names[name]
 		var behind string
-		err := testutil.Within(testutil.Wait, func() bool {
+		err := testenv.Within(testenv.Wait, func() bool {
 			st := s.do(t, map[string]any{"op": "state", "client": "o", "path": p})
 			store := s.do(t, map[string]any{"op": "store", "db": s.srv.StorePath, "room": key})
 			osv, _ := st["sv"].(map[string]any)
@@ -589,9 +589,9 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 // count of observations above each bucket bound from 0.1 s up.
 func (s *sidecar) histogram(name string) string {
 	s.t.Helper()
-	fams := testutil.Scrape(s.t, s.url+"/metrics")
-	count := testutil.Sum(fams, name+"_count")
-	out := fmt.Sprintf("%v observations, mean %.4fs", count, testutil.Sum(fams, name+"_sum")/max(count, 1))
+	fams := testenv.Scrape(s.t, s.url+"/metrics")
+	count := testenv.Sum(fams, name+"_count")
+	out := fmt.Sprintf("%v observations, mean %.4fs", count, testenv.Sum(fams, name+"_sum")/max(count, 1))
 	for _, m := range fams[name].GetMetric() {
 		for _, b := range m.GetHistogram().GetBucket() {
 			if le := b.GetUpperBound(); le >= 0.1 && !math.IsInf(le, 1) {

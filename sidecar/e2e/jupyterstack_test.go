@@ -14,8 +14,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // stack is a real Jupyter server, the built sidecar tailing its store as an operator
@@ -169,7 +169,7 @@ func (s *stack) drainSubs() {
 func (s *stack) told(t *testing.T, name string) {
 	t.Helper()
 	for _, c := range s.subs {
-		await(t, c, testutil.Wait, "notebook://"+name)
+		await(t, c, testenv.Wait, "notebook://"+name)
 	}
 }
 
@@ -191,7 +191,7 @@ func (s *stack) sameAs(t *testing.T, name string, disk bool, want func() ([]byte
 	var got, diff string
 	var w []byte
 	var err error
-	testutil.Eventually(t, testutil.Wait, "notebook://"+name+" equals the server's view", func() bool {
+	testenv.Eventually(t, testenv.Wait, "notebook://"+name+" equals the server's view", func() bool {
 		if w, err = want(); err != nil {
 			diff = "oracle: " + err.Error()
 			return false

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // TestLatency measures store commit → client receipt of notifications/resources/updated
@@ -87,7 +87,7 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 	w.write(steps[next].update)
 	next++
 	for _, c := range cs {
-		await(t, c, testutil.Wait, nbURI)
+		await(t, c, testenv.Wait, nbURI)
 	}
 	// The pace of the edits: past the debounce, so that each is its own burst.
 	pace := max(debounce, 0) + 200*time.Millisecond
@@ -111,8 +111,8 @@ func measure(t *testing.T, steps []step, debounce time.Duration, sessions int) (
 			case at := <-c.times:
 				<-c.notes
 				lat = append(lat, at.Sub(committed))
-			case <-time.After(testutil.Wait):
-				t.Fatalf("edit %d: %s not notified within %v", e, c.name(), testutil.Wait)
+			case <-time.After(testenv.Wait):
+				t.Fatalf("edit %d: %s not notified within %v", e, c.name(), testenv.Wait)
 			}
 		}
 		time.Sleep(pace)

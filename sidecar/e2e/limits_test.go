@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // rawConn opens a TCP connection to addr, closed at the end of the test.
@@ -34,7 +34,7 @@ func tryKeepAliveGet(c net.Conn, path string) (int, error) {
 	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: sidecar\r\n\r\n"); err != nil {
 		return 0, err
 	}
-	_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
+	_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		return 0, err
@@ -105,7 +105,7 @@ func TestConnectionLimits(t *testing.T) {
 			w.write(s.update)
 		}
 		for _, c := range cs {
-			await(t, c, testutil.Wait, nbURI)
+			await(t, c, testenv.Wait, nbURI)
 		}
 	})
 }
@@ -129,7 +129,7 @@ func (r *rawClient) callTool(name string, args map[string]any) (text string, isE
 func capAndIdle(t *testing.T, addr string, max int, listener, metricsURL string) {
 	t.Helper()
 	const name = "jupyter_mcp_sidecar_http_connections_refused_total"
-	refused := func() float64 { return testutil.Sum(testutil.Scrape(t, metricsURL), name, "listener", listener) }
+	refused := func() float64 { return testenv.Sum(testenv.Scrape(t, metricsURL), name, "listener", listener) }
 	before := refused()
 	http.DefaultClient.CloseIdleConnections()
 	// The connections the client just closed hold their slots until the server notices
@@ -137,7 +137,7 @@ func capAndIdle(t *testing.T, addr string, max int, listener, metricsURL string)
 	// are held, counting the refused ones.
 	held := make([]net.Conn, 0, max)
 	early := 0
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d connections held", max), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d connections held", max), func() bool {
 		c := rawConn(t, addr)
 		if code, err := tryKeepAliveGet(c, "/healthz"); err != nil {
 			early++
@@ -168,9 +168,9 @@ func capAndIdle(t *testing.T, addr string, max int, listener, metricsURL string)
 // TestMetricsListenerLimits: the separate metrics listener has the same limits.
 func TestMetricsListenerLimits(t *testing.T) {
 	dir := t.TempDir()
-	addr := testutil.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true, metrics_listen: %q, max_connections: 5, idle_timeout: 2s, read_timeout: 1s}\n",
-		testutil.FreePort(t), addr)
+		testenv.FreePort(t), addr)
 	cfg := filepath.Join(dir, "serve.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)), 0o600); err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 			t.Errorf("serve: %v\n%s", err, logs.String())
 		}
 	}()
-	testutil.Eventually(t, testutil.Wait, "the metrics listener answering", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the metrics listener answering", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -286,7 +286,7 @@ func TestStateFile(t *testing.T) {
 	})
 
 	t.Run("unusable file stops serve at start", func(t *testing.T) {
-		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", testutil.FreePort(t))
+		extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true}\n", testenv.FreePort(t))
 		out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 15*time.Second, "--state-file", "/dev/full")
 		if !exited {
 			t.Fatalf("serve --state-file /dev/full still running after 15 s:\n%s", out)
@@ -333,7 +333,7 @@ func TestStdioExitsOnEOF(t *testing.T) {
 // TestBlankTokenRefused: serve refuses a token of white space only, as it refuses a
 // token file of white space only, naming the key.
 func TestBlankTokenRefused(t *testing.T) {
-	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", testutil.FreePort(t))
+	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, token: \"   \"}\n", testenv.FreePort(t))
 	out, err, exited := serveOnce(t, t.TempDir(), extra, nil, 10*time.Second)
 	if !exited {
 		t.Fatalf("serve with server.token \"   \" still running after 10 s:\n%s", out)
@@ -427,7 +427,7 @@ func TestHubFrontLimits(t *testing.T) {
   service_name: mcp
   stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
   state_dir: %q
-`, testutil.FreePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
+`, testenv.FreePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
 		filepath.Join(root, "{username}"), filepath.Join(root, "state")), "serve")
 	req, _ := http.NewRequest(http.MethodOptions, sc.url+"/services/mcp/mcp", nil)
 	req.Header.Set("Origin", page)
@@ -455,7 +455,7 @@ type limitsServer struct {
 func serveLimits(t *testing.T, limits string) *limitsServer {
 	t.Helper()
 	dir := t.TempDir()
-	addr := testutil.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	cfg := filepath.Join(dir, "serve.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\nserver:\n  listen: %s\n  insecure_no_auth: true\n  state_file: %q\n  limits:\n%s",
 		filepath.Join(dir, "store.db"), addr, filepath.Join(dir, "names.json"), limits)), 0o600); err != nil {
@@ -513,7 +513,7 @@ func (s *limitsServer) initialize() (*http.Response, string) {
 // (name, value pairs); 0 if absent.
 func (s *limitsServer) metric(name string, labels ...string) float64 {
 	s.t.Helper()
-	return testutil.Sum(testutil.Scrape(s.t, s.base+"/metrics"), name, labels...)
+	return testenv.Sum(testenv.Scrape(s.t, s.base+"/metrics"), name, labels...)
 }
 
 // sessions is the sessions gauge of the 2025-11-25 era.

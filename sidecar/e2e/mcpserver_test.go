@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // mcpServerVenvEnv names the virtual environment holding the real jupyter-mcp-server
@@ -97,10 +97,10 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	fs := &feedStack{py: needMCPServer(t), rc: readRecipe(t),
 		clients: filepath.Join(repoRoot, "testdata", "mcpclient"), feedToken: "e2e-feed-token-0123456789"}
 	if _, err := os.Stat(filepath.Join(fs.clients, "node_modules")); err != nil {
-		testutil.Need(t, err, "npm ci in testdata/mcpclient")
+		testenv.Need(t, err, "npm ci in testdata/mcpclient")
 	}
 	fs.srv = jupytertest.Start(t, jupytertest.Options{Notebooks: notebooks})
-	fs.feedAddr = testutil.FreeAddr(t)
+	fs.feedAddr = testenv.FreeAddr(t)
 	// The recipe's YAML is the sidecar's whole configuration (launch adds the listener,
 	// the token and the log format of every test).
 	cfg := strings.NewReplacer(recipeStore, fs.srv.StorePath, recipeFileID, fs.srv.FileIDPath, recipeRoot, fs.srv.Root,
@@ -120,10 +120,10 @@ func needMCPServer(t *testing.T) string {
 	if venv == "" {
 		err = fmt.Errorf("%s is not set", mcpServerVenvEnv)
 	}
-	testutil.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
+	testenv.Need(t, err, "export "+mcpServerVenvEnv+"=$(scripts/jupyter-venv.sh testdata/jupyter-mcp-server/requirements.txt) and pip install ./jupyter_mcp_sidecar_feed into it")
 	py := filepath.Join(venv, "bin", "python")
 	if out, err := exec.Command(py, "-c", "import importlib.metadata as m; print(m.version('jupyter-mcp-sidecar-feed'), m.version('jupyter-mcp-server'))").CombinedOutput(); err != nil {
-		testutil.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
+		testenv.Need(t, fmt.Errorf("%s: %s", err, out), "pip install ./jupyter_mcp_sidecar_feed into "+venv)
 	} else {
 		t.Logf("installed: jupyter-mcp-sidecar-feed, jupyter-mcp-server: %s", strings.TrimSpace(string(out)))
 	}
@@ -149,7 +149,7 @@ func (fs *feedStack) startJMS(t *testing.T, extra []string) *jmsProcess {
 type jmsProcess struct {
 	url  string // its MCP endpoint
 	cmd  *exec.Cmd
-	logs *testutil.LockedBuffer
+	logs *testenv.LockedBuffer
 }
 
 // startJMS starts the real jupyter-mcp-server on jupyter as the recipe's shell lines
@@ -162,8 +162,8 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 	if len(rc.sh) == 0 || rc.sh[0] != "pip install ./jupyter_mcp_sidecar_feed" {
 		t.Fatalf("the recipe starts with %q; .ci/run installs ./jupyter_mcp_sidecar_feed", rc.sh)
 	}
-	port := testutil.FreePort(t)
-	p := &jmsProcess{url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), logs: &testutil.LockedBuffer{}}
+	port := testenv.FreePort(t)
+	p := &jmsProcess{url: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), logs: &testenv.LockedBuffer{}}
 	replace := strings.NewReplacer(recipeFeedAddr, feedAddr, recipeFeedToken, feedToken, recipeJupyter, jupyter.URL,
 		recipeJMSPort, fmt.Sprintf("--port %d", port))
 	var script, exported []string
@@ -221,7 +221,7 @@ func startJMS(t *testing.T, py string, jupyter *jupytertest.Server, rc recipe, f
 			t.Logf("jupyter-mcp-server logs:\n%s", p.logs.String())
 		}
 	})
-	testutil.Eventually(t, 90*time.Second, "jupyter-mcp-server serving with its feed at the sidecar", func() bool {
+	testenv.Eventually(t, 90*time.Second, "jupyter-mcp-server serving with its feed at the sidecar", func() bool {
 		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			conn.Close()
@@ -255,7 +255,7 @@ const maxArrivals = 10000
 func tapFeed(t *testing.T, url, tok string) *feedTap {
 	t.Helper()
 	var resp *http.Response
-	testutil.Eventually(t, testutil.Wait, "the sse feed answering", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the sse feed answering", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		var err error
@@ -318,7 +318,7 @@ func (f *feedTap) count(path string) int {
 func (f *feedTap) arrival(t *testing.T, path string, from time.Time) tapArrival {
 	t.Helper()
 	var got tapArrival
-	testutil.Eventually(t, testutil.Wait, "the feed's event of "+path, func() bool {
+	testenv.Eventually(t, testenv.Wait, "the feed's event of "+path, func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, a := range f.arrivals[path] {
@@ -451,9 +451,9 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	// edit suppressed while the feed announces it).
 	once := func(what, nbPath string, m mark, uris ...string) {
 		t.Helper()
-		testutil.Eventually(t, testutil.Wait, what+": the feed's event", func() bool { return tap.count(nbPath) > m.events })
+		testenv.Eventually(t, testenv.Wait, what+": the feed's event", func() bool { return tap.count(nbPath) > m.events })
 		for i, h := range hs {
-			testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%s: %s told", what, listeners[i].name()), func() bool {
+			testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%s: %s told", what, listeners[i].name()), func() bool {
 				for _, u := range uris[1:] {
 					if h.n(u) <= m.heard[i][u] {
 						return false
@@ -464,7 +464,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 			// The feed's event reaches the tap a moment before jupyter-mcp-server's
 			// announcement of it reaches the listener: a second announcement of the same
 			// change would show within that moment as more than the feed sent.
-			if testutil.Within(time.Second, func() bool {
+			if testenv.Within(time.Second, func() bool {
 				return h.n(uris[0])-m.heard[i][uris[0]] > tap.count(nbPath)-m.events
 			}) == nil {
 				t.Fatalf("%s: %s heard %s more often than the feed sent events (%d): %s", what, listeners[i].name(),
@@ -480,7 +480,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	person.Do(map[string]any{"op": "set_source", "client": "p", "path": path, "index": 0, "source": "x = 41"})
 	once("a person's edit", path, m, "notebook://work", cellURI("work", "c1"))
 	for _, l := range listeners {
-		testutil.Eventually(t, testutil.Wait, l.name()+" reads the person's edit", func() bool {
+		testenv.Eventually(t, testenv.Wait, l.name()+" reads the person's edit", func() bool {
 			return strings.Contains(l.read(cellURI("work", "c1")), "x = 41")
 		})
 	}
@@ -502,7 +502,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	callTool(t, agent, "execute_cell", map[string]any{"notebook_name": "work", "cell_index": 1, "timeout": 120})
 	once("execute_cell", path, m, "notebook://work", cellURI("work", "c2"), cellURI("work", "c2")+"/outputs/0")
 	for _, l := range listeners {
-		testutil.Eventually(t, testutil.Wait, l.name()+" reads the output", func() bool {
+		testenv.Eventually(t, testenv.Wait, l.name()+" reads the output", func() bool {
 			return strings.Contains(l.read(cellURI("work", "c2")+"/outputs/0"), "42")
 		})
 	}
@@ -513,12 +513,12 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	diskID, _ := person.Do(map[string]any{"op": "join", "client": "p", "path": diskPath})["file_id"].(string)
 	n := deleted(diskID)
 	person.Do(map[string]any{"op": "forget", "client": "p", "path": diskPath})
-	testutil.Eventually(t, 2*testutil.Wait, "the room of "+diskPath+" closed (document_cleanup_delay)", func() bool { return deleted(diskID) > n })
+	testenv.Eventually(t, 2*testenv.Wait, "the room of "+diskPath+" closed (document_cleanup_delay)", func() bool { return deleted(diskID) > n })
 	m = snapshot(diskPath, "notebook://disk", cellURI("disk", "d1"))
 	srv.WriteFile(diskPath, jupytertest.NotebookJSON([2]string{"d1", "y = 2"}))
 	once("a file rewritten on disk", diskPath, m, "notebook://disk", cellURI("disk", "d1"))
 	for _, l := range listeners {
-		testutil.Eventually(t, testutil.Wait, l.name()+" reads the file's content", func() bool {
+		testenv.Eventually(t, testenv.Wait, l.name()+" reads the file's content", func() bool {
 			return strings.Contains(l.read(cellURI("disk", "d1")), "y = 2")
 		})
 	}
@@ -529,7 +529,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 	opened := strings.Count(jms.logs.String(), "sidecar feed: stream open")
 	fs.restartSidecar(t)
 	for i, h := range hs {
-		testutil.Eventually(t, 2*testutil.Wait, listeners[i].name()+" told of every bound notebook after the gap", func() bool {
+		testenv.Eventually(t, 2*testenv.Wait, listeners[i].name()+" told of every bound notebook after the gap", func() bool {
 			return h.n("notebook://work") > m.heard[i]["notebook://work"] && h.n("notebook://disk") > m.heard[i]["notebook://disk"]
 		}, h.String)
 	}
@@ -588,9 +588,9 @@ func (f *feedTap) settled(t *testing.T) {
 		}
 		return n
 	}
-	testutil.Eventually(t, 2*testutil.Wait, "the feed quiet for a second", func() bool {
+	testenv.Eventually(t, 2*testenv.Wait, "the feed quiet for a second", func() bool {
 		n := total()
-		return testutil.Within(time.Second, func() bool { return total() != n }) != nil
+		return testenv.Within(time.Second, func() bool { return total() != n }) != nil
 	})
 }
 
@@ -689,13 +689,13 @@ func TestJupyterMCPServerFeedReplicas(t *testing.T) {
 	}
 	events := 0
 	for i, c := range clients {
-		testutil.Eventually(t, 2*testutil.Wait, c.name()+" heard every event", func() bool {
+		testenv.Eventually(t, 2*testenv.Wait, c.name()+" heard every event", func() bool {
 			short, over := diff(i)
 			return len(short) == 0 && len(over) == 0
 		}, func() string { short, over := diff(i); return fmt.Sprint(short, over) })
 	}
 	for i, c := range clients {
-		if testutil.Within(time.Second, func() bool { _, over := diff(i); return len(over) > 0 }) == nil {
+		if testenv.Within(time.Second, func() bool { _, over := diff(i); return len(over) > 0 }) == nil {
 			_, over := diff(i)
 			t.Fatalf("%s heard more than the feed sent: %v", c.name(), over)
 		}

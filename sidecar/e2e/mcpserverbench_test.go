@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // procStat is a process's CPU time (user + system) and resident set size, from /proc.
@@ -169,7 +169,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 			listener := startTS(t, fs.clients, "sdk2.mjs", jms.url, "2026-07-28", mcpServerToken)
 			listener.subscribe(uris...)
 			if mode.watch {
-				testutil.Eventually(t, 2*testutil.Wait, "a watcher per bound notebook", func() bool {
+				testenv.Eventually(t, 2*testenv.Wait, "a watcher per bound notebook", func() bool {
 					return strings.Count(jms.logs.String(), "Watching notebook") >= bound
 				})
 			}
@@ -186,7 +186,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 				t0 := time.Now()
 				py.Do(map[string]any{"op": "set_source", "client": "p", "path": path, "index": 0, "source": fmt.Sprintf("v = %d", seq)})
 				for {
-					got := testutil.Receive(t, testutil.Wait, "the notification of "+uri, listener.updates())
+					got := testenv.Receive(t, testenv.Wait, "the notification of "+uri, listener.updates())
 					if got == uri {
 						break
 					}

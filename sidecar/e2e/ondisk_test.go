@@ -13,9 +13,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -24,7 +24,7 @@ func (g *goClient) readMeta(uri string) (string, map[string]any) {
 	g.t.Helper()
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
-	res, err := g.c.ReadResource(waitCtx(g.t, testutil.Wait), req)
+	res, err := g.c.ReadResource(waitCtx(g.t, testenv.Wait), req)
 	if err != nil {
 		g.t.Fatalf("%s: read %s: %v", g.name(), uri, err)
 	}
@@ -116,11 +116,11 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	}
 	sc, w := startEventsSidecarIn(t, dir, c, nbs, fx, func() { writeNotebookFile(t, abs, stored) })
 	if webhook {
-		if ev := c.next(t, testutil.Wait).ev; ev.Seq != 1 || ev.Source != "" {
+		if ev := c.next(t, testenv.Wait).ev; ev.Seq != 1 || ev.Source != "" {
 			t.Fatalf("load event %+v", ev)
 		}
 	}
-	testutil.Eventually(t, testutil.Wait, "the saved file read", func() bool { return sc.fileReads(nb.path) >= 1 })
+	testenv.Eventually(t, testenv.Wait, "the saved file read", func() bool { return sc.fileReads(nb.path) >= 1 })
 
 	const name = "nb"
 	nbU, c1U, c2U := "notebook://"+name, cellURI(name, "c1"), cellURI(name, "c2")
@@ -128,7 +128,7 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	// The load's announcement is made before any name is bound, so no subscriber hears
 	// it as if it were a later change's.
 	const flushed = "jupyter_mcp_sidecar_changes_flushed_total"
-	testutil.Eventually(t, testutil.Wait, "the load announced", func() bool { return sc.metric(flushed) >= 1 })
+	testenv.Eventually(t, testenv.Wait, "the load announced", func() bool { return sc.metric(flushed) >= 1 })
 	gs := []*goClient{dialGo(t, sc.mcpURL(), false), dialGo(t, sc.mcpURL(), true)}
 	for _, g := range gs {
 		g.bind(name, nb.path)
@@ -141,7 +141,7 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	heard := func(g *goClient, want ...string) []string {
 		var got []string
 		for slices.ContainsFunc(want, func(u string) bool { return !slices.Contains(got, u) }) {
-			got = append(got, testutil.Receive(t, testutil.Wait, fmt.Sprintf("%s notified of %v", g.name(), want), g.updates()))
+			got = append(got, testenv.Receive(t, testenv.Wait, fmt.Sprintf("%s notified of %v", g.name(), want), g.updates()))
 		}
 		return got
 	}
@@ -150,12 +150,12 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	// next announcement is the rewrite's).
 	reads := sc.fileReads(nb.path)
 	writeNotebookFile(t, abs, stored)
-	testutil.Eventually(t, testutil.Wait, "the saved file read again", func() bool { return sc.fileReads(nb.path) > reads })
+	testenv.Eventually(t, testenv.Wait, "the saved file read again", func() bool { return sc.fileReads(nb.path) > reads })
 
 	// Rewritten out of band while no room writes: served from the file, announced.
 	mtime := writeNotebookFile(t, abs, edited)
 	if webhook {
-		ev := c.next(t, testutil.Wait).ev
+		ev := c.next(t, testenv.Wait).ev
 		if ev.Seq != 2 || ev.Source != "file" || ev.Room != nb.room || ev.FileID != nb.fileID || !ev.Time.Equal(mtime.UTC()) ||
 			!slices.Equal(slices.Sorted(maps.Keys(ev.Changes.Cells)), []string{"c1"}) ||
 			!slices.Equal(ev.Changes.Cells["c1"].Parts, []string{publish.PartSource}) ||
@@ -186,7 +186,7 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	// live again, unmarked, and nothing is announced.
 	w.writeRoom(nb.room, fx.edits["source-c1"])
 	for _, g := range gs {
-		testutil.Eventually(t, testutil.Wait, g.name()+" reads the store, unmarked", func() bool {
+		testenv.Eventually(t, testenv.Wait, g.name()+" reads the store, unmarked", func() bool {
 			text, meta := g.readMeta(nbU)
 			return jsonSame(text, fileJSON) && meta[resources.SourceKey] == nil && meta[resources.ModTimeKey] == nil
 		})
@@ -194,12 +194,12 @@ func testNotebookFileOnDisk(t *testing.T, webhook bool) {
 	// The barrier: an output of c1, from the store. Its announcement is the next one.
 	w.writeRoom(nb.room, fx.edits["output-c1-0"])
 	if webhook {
-		if ev := c.next(t, testutil.Wait).ev; ev.Seq != 3 || ev.Source != "" ||
+		if ev := c.next(t, testenv.Wait).ev; ev.Seq != 3 || ev.Source != "" ||
 			!slices.Equal(ev.Changes.Cells["c1"].Parts, []string{publish.PartOutputs}) || len(ev.Changes.Cells) != 1 {
 			t.Fatalf("the barrier's event = %+v, want the third, c1's output, from the store", ev)
 		}
 		const delivered = "jupyter_mcp_sidecar_publisher_delivered_total"
-		testutil.Eventually(t, testutil.Wait, "3 events delivered", func() bool { return sc.metric(delivered) == 3 },
+		testenv.Eventually(t, testenv.Wait, "3 events delivered", func() bool { return sc.metric(delivered) == 3 },
 			func() string { return fmt.Sprintf("%v delivered", sc.metric(delivered)) })
 		return
 	}

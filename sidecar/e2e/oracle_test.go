@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -92,7 +92,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 	// tells the subscribers.
 	s.drainSubs()
 	deleteLastContentRow(t, s.srv.StorePath, room)
-	testutil.Eventually(t, testutil.Wait, "the room rebuilt without the lost row", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the room rebuilt without the lost row", func() bool {
 		text, _ := s.subs[0].readMeta("notebook://" + name)
 		return !strings.Contains(text, "z = 3")
 	})
@@ -103,7 +103,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 	start := time.Now()
 	s.edit(t, "a", path, "type", map[string]any{"index": 0, "text": "\nw = 4"})
 	var served time.Duration
-	testutil.Eventually(t, testutil.Wait, "the saved file served", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the saved file served", func() bool {
 		text, meta := s.subs[0].readMeta("notebook://" + name)
 		if meta[resources.SourceKey] != "file" || !strings.Contains(text, "z = 3") || !strings.Contains(text, "w = 4") {
 			return false
@@ -126,7 +126,7 @@ func TestJupyterLostRowServedFromSavedFile(t *testing.T) {
 	}
 
 	// The gap: counted, and named in /readyz with the client and clocks missing.
-	testutil.Eventually(t, testutil.Wait, "the gap counted", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the gap counted", func() bool {
 		return s.sc.metric("jupyter_mcp_sidecar_store_gaps_total") >= 1
 	})
 	code, body := s.sc.get("/readyz")

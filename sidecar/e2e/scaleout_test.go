@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // TestScaleOut ships a Jupyter server's SQLite store into Postgres with `ship` and serves
@@ -44,6 +44,6 @@ fileid: {db_path: %q, root_dir: %q}
 	c.subscribe(nbURI, cellURI(nbName, cell))
 	drain(c, 700*time.Millisecond)
 	w.write(steps[i].update)
-	await(t, c, testutil.Wait, nbURI, cellURI(nbName, cell))
+	await(t, c, testenv.Wait, nbURI, cellURI(nbName, cell))
 	jsonEqual(t, "notebook served from Postgres", c.read(nbURI), mustJSON(t, steps[i].after))
 }

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -71,11 +71,11 @@ func TestServerStoreServedAsSaved(t *testing.T) {
 			g.subscribe(serverStoreURI)
 			for i := tc.before; i < len(rows); i++ {
 				w.writeRoom(serverStoreRoom, rows[i])
-				testutil.Eventually(t, testutil.Wait, fmt.Sprintf("row %d applied", i), func() bool {
+				testenv.Eventually(t, testenv.Wait, fmt.Sprintf("row %d applied", i), func() bool {
 					return sc.metric("jupyter_mcp_sidecar_rows_applied_total") >= float64(i+1)
 				})
 			}
-			if uri := testutil.Receive(t, testutil.Wait, "a notification of "+serverStoreURI, g.updates()); uri != serverStoreURI {
+			if uri := testenv.Receive(t, testenv.Wait, "a notification of "+serverStoreURI, g.updates()); uri != serverStoreURI {
 				t.Fatalf("notified of %s, subscribed to %s only", uri, serverStoreURI)
 			}
 			servedAsSaved(t, g, saved)
@@ -126,7 +126,7 @@ func servedAsSaved(t *testing.T, g *goClient, saved *ynotebook.Snapshot) {
 	t.Helper()
 	var text, cell1 string
 	var meta map[string]any
-	testutil.Eventually(t, testutil.Wait, serverStoreURI+" served as the server saved it", func() bool {
+	testenv.Eventually(t, testenv.Wait, serverStoreURI+" served as the server saved it", func() bool {
 		text, meta = g.readMeta(serverStoreURI)
 		snap := parse(t, []byte(text))
 		if snap.Len() < 2 {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -67,7 +67,7 @@ ship: {source_id: bench, postgres: {dsn: %q, schema: %s}}
 `, store, dsn, schema), "ship")
 			sc.waitHTTP("/healthz", http.StatusOK)
 			var loading string
-			testutil.Eventually(t, 10*time.Minute, fmt.Sprintf("%d rows shipped", rows), func() bool {
+			testenv.Eventually(t, 10*time.Minute, fmt.Sprintf("%d rows shipped", rows), func() bool {
 				if _, body := sc.get("/readyz"); loading == "" && strings.Contains(body, `"loading"`) {
 					loading = strings.TrimSpace(body)
 				}
@@ -204,7 +204,7 @@ func TestServeMemory(t *testing.T) {
 				start := time.Now()
 				sc := startSidecar(t, dir, options{})
 				var loading string
-				testutil.Eventually(t, 10*time.Minute, "serve ready", func() bool {
+				testenv.Eventually(t, 10*time.Minute, "serve ready", func() bool {
 					code, body := sc.get("/readyz")
 					if loading == "" && strings.Contains(body, `"loading"`) {
 						loading = strings.TrimSpace(body)

@@ -18,9 +18,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -290,7 +290,7 @@ notebooks: {%s}
 			c.run(ctx)
 		}()
 	}
-	testutil.Eventually(t, testutil.Wait, "every client's first stream open", func() bool {
+	testenv.Eventually(t, testenv.Wait, "every client's first stream open", func() bool {
 		return !slices.ContainsFunc(clients, func(c *soakClient) bool { return !c.streaming() })
 	}, func() string {
 		var down []string
@@ -357,7 +357,7 @@ notebooks: {%s}
 		want := mustJSON(t, s.steps[room.next-1].after)
 		req := mcp.ReadResourceRequest{}
 		req.Params.URI = room.uri
-		res, err := reader.c.ReadResource(waitCtx(t, testutil.Wait), req)
+		res, err := reader.c.ReadResource(waitCtx(t, testenv.Wait), req)
 		if err != nil {
 			t.Errorf("read %s: %v", room.uri, err)
 			continue

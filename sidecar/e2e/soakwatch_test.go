@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // readySample is one answer of /readyz.
@@ -223,9 +223,9 @@ func goMetrics(url string) (heap, live, goroutines float64) {
 		return -1, -1, -1
 	}
 	defer resp.Body.Close()
-	fams, err := testutil.ParseMetrics(resp.Body)
+	fams, err := testenv.ParseMetrics(resp.Body)
 	if err != nil {
 		return -1, -1, -1
 	}
-	return testutil.Sum(fams, "go_memstats_heap_inuse_bytes"), testutil.Sum(fams, "go_memstats_next_gc_bytes") / 2, testutil.Sum(fams, "go_goroutines")
+	return testenv.Sum(fams, "go_memstats_heap_inuse_bytes"), testenv.Sum(fams, "go_memstats_next_gc_bytes") / 2, testenv.Sum(fams, "go_goroutines")
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // tsClient is one official TypeScript SDK client driven by testdata/mcpclient: sdk1.mjs
@@ -81,7 +81,7 @@ func startTS(t *testing.T, dir, script, url, era, tok string) *tsClient {
 		if ev.Event != "ready" || ev.ProtocolVersion != era {
 			t.Fatalf("%s: %+v, want ready on %s", script, ev, era)
 		}
-	case <-time.After(testutil.Wait):
+	case <-time.After(testenv.Wait):
 		t.Fatalf("%s did not connect", script)
 	}
 	t.Cleanup(c.close)
@@ -135,7 +135,7 @@ func (c *tsClient) do(cmd map[string]any) json.RawMessage {
 			c.t.Fatalf("%s %v: %s", c.script, cmd["op"], ev.Error)
 		}
 		return ev.Result
-	case <-time.After(testutil.Wait):
+	case <-time.After(testenv.Wait):
 		c.t.Fatalf("%s %v: no answer", c.script, cmd["op"])
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 func nbJSON(src string) string {
@@ -86,7 +86,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 	go func() { done <- w.Run(ctx, rec) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := testutil.Receive(t, testutil.Wait, "watcher stopped", done); err != nil {
+		if err := testenv.Receive(t, testenv.Wait, "watcher stopped", done); err != nil {
 			t.Error(err)
 		}
 	})
@@ -95,7 +95,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 
 func expect(t *testing.T, rec *recorder, p string, want ...string) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, "reports of "+p, func() bool {
+	testenv.Eventually(t, testenv.Wait, "reports of "+p, func() bool {
 		return strings.Join(rec.sources(p), "|") == strings.Join(want, "|")
 	}, func() string { return strings.Join(rec.sources(p), "|") })
 }

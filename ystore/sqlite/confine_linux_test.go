@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // A confined store (hub mode) is read only from beneath the user's directory and only
@@ -74,10 +74,10 @@ func TestConfinedStore(t *testing.T) {
 			if c.want == nil {
 				want := docs{}
 				want.apply(roomA, tokens("alice"))
-				testutil.Eventually(t, testutil.Wait, "alice's store delivered", func() bool { return s.String() == want.String() }, s.String)
+				testenv.Eventually(t, testenv.Wait, "alice's store delivered", func() bool { return s.String() == want.String() }, s.String)
 				return
 			}
-			testutil.Eventually(t, testutil.Wait, "unreachable with the reason", func() bool {
+			testenv.Eventually(t, testenv.Wait, "unreachable with the reason", func() bool {
 				st := tl.Status()
 				return !st.Reachable && strings.Contains(st.LastError, c.why)
 			})

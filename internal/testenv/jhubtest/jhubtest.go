@@ -35,8 +35,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 )
 
 // ServiceName is the Hub's name of the service under test; its proxy prefix is
@@ -133,7 +133,7 @@ func Available() (string, error) {
 func require(t testing.TB) string {
 	t.Helper()
 	py, err := Available()
-	testutil.Need(t, err, "export "+jupytertest.VenvEnv+"=$(scripts/jupyter-venv.sh); npm ci in testdata/jupyterhub")
+	testenv.Need(t, err, "export "+jupytertest.VenvEnv+"=$(scripts/jupyter-venv.sh); npm ci in testdata/jupyterhub")
 	return py
 }
 
@@ -177,9 +177,9 @@ func start(t testing.TB, python string, o Options) (*Hub, error) {
 	if h.Homes == "" {
 		h.Homes = filepath.Join(h.Dir, "home")
 	}
-	hubAddr := testutil.FreeAddr(t)
-	h.ProxyURL = "http://" + testutil.FreeAddr(t)
-	h.proxyAPI = "http://" + testutil.FreeAddr(t)
+	hubAddr := testenv.FreeAddr(t)
+	h.ProxyURL = "http://" + testenv.FreeAddr(t)
+	h.proxyAPI = "http://" + testenv.FreeAddr(t)
 	h.APIURL = "http://" + hubAddr + "/hub/api"
 	cfg := filepath.Join(h.Dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfg, []byte(h.config(hubAddr)), 0o600); err != nil {
@@ -252,7 +252,7 @@ func (h *Hub) config(hubAddr string) string {
 func (h *Hub) waitReady() error {
 	var last error
 	exited := false
-	if testutil.Within(startTimeout, func() bool {
+	if testenv.Within(startTimeout, func() bool {
 		select {
 		case <-h.done:
 			exited = true
@@ -341,7 +341,7 @@ func (h *Hub) Spawn(user string) string {
 		}
 	}
 	var last error
-	if testutil.Within(spawnTimeout, func() bool {
+	if testenv.Within(spawnTimeout, func() bool {
 		body, err := h.call(http.MethodGet, h.APIURL+"/users/"+url.PathEscape(user), "token "+h.ServiceToken, nil, http.StatusOK)
 		if last = err; err != nil {
 			return false

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // ChromiumEnv names the environment variable holding the Chromium executable the browser
@@ -30,11 +30,11 @@ func Chromium() (string, error) {
 func NeedBrowser(t testing.TB) string {
 	t.Helper()
 	chromium, err := Chromium()
-	testutil.Need(t, err, "apt-get install chromium (as root), or export "+ChromiumEnv)
+	testenv.Need(t, err, "apt-get install chromium (as root), or export "+ChromiumEnv)
 	_, err = exec.LookPath("node")
-	testutil.Need(t, err, "install Node.js 20")
+	testenv.Need(t, err, "install Node.js 20")
 	_, err = os.Stat(testdata("browser", "node_modules", "playwright-core"))
-	testutil.Need(t, err, "cd testdata/browser && npm ci")
+	testenv.Need(t, err, "cd testdata/browser && npm ci")
 	return chromium
 }
 

@@ -1,11 +1,16 @@
-// Package testutil holds the helpers every package's tests share: waiting for a
-// condition, a buffer safe for concurrent writers, reading metrics (from a registry or,
-// with expfmt, from a /metrics body), a free loopback port, and the rule that a missing
-// test dependency skips a test on a developer's machine but fails it on CI.
+// Package testenv is the test harness every package's tests share: waiting for a
+// condition (Eventually, Within, Receive), a buffer safe for concurrent writers, the one
+// reader of metrics (Metric from a registry; ParseMetrics, Scrape and Sum on expfmt, from
+// a /metrics body), a free loopback port, and the rule that a missing test dependency
+// skips a test on a developer's machine but fails it on CI (Need).
 //
-// It lives in ystore, the lowest layer, so that the tests of every layer can import it
-// without an import pointing upwards. Nothing outside tests imports it.
-package testutil
+// It imports nothing of the module, so that the tests of every package, the lowest
+// layers' included, can import it. Its subpackages start the real things the
+// integration tests run: jupytertest (a Jupyter server with jupyter-collaboration, and
+// the browser driver of testdata/browser on Chromium), jhubtest (a JupyterHub) and
+// sidecartest (the built sidecar binary, its store writer and MCP clients). Nothing
+// outside tests imports any of them.
+package testenv
 
 import (
 	"bytes"

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // VenvEnv names the environment variable holding the virtual environment's directory.
@@ -67,7 +67,7 @@ func Python() (string, error) {
 func Need(t testing.TB) string {
 	t.Helper()
 	py, err := Python()
-	testutil.Need(t, err, "export "+VenvEnv+"=$(scripts/jupyter-venv.sh)")
+	testenv.Need(t, err, "export "+VenvEnv+"=$(scripts/jupyter-venv.sh)")
 	return py
 }
 
@@ -126,7 +126,7 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	var err error
 	for range 3 { // a port taken between choosing and binding: choose again
-		s.port = testutil.FreePort(t)
+		s.port = testenv.FreePort(t)
 		s.URL = fmt.Sprintf("http://127.0.0.1:%d", s.port)
 		if err = s.start(); !errors.Is(err, errExited) {
 			break
@@ -365,7 +365,7 @@ func process(t testing.TB, cmd *exec.Cmd) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &testutil.LockedBuffer{}
+	stderr := &testenv.LockedBuffer{}
 	c.cmd.Stderr = stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

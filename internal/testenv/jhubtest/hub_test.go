@@ -24,10 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/auth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jhubtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/e2e/jupytertest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // whoami answers 200 with the admitted principal's user name.
@@ -64,7 +64,7 @@ func get(t *testing.T, url, authz string, header ...string) (int, string) {
 // admitted by name with either scheme, a user without the access scope and unknown
 // tokens refused, a revoked token refused within the cache TTL, a stopped Hub 503.
 func TestJupyterHubVerifier(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testenv.FreeAddr(t))
 	const ttl = time.Second
 	reg := prometheus.NewPedanticRegistry()
 	v, err := auth.New("jupyterhub", auth.Settings{Registerer: reg, Options: map[string]any{
@@ -126,7 +126,7 @@ func TestJupyterHubVerifier(t *testing.T) {
 	// The property is when an admitted request was sent, not when its answer came back
 	// on a loaded machine: none sent more than the TTL (and a second's margin) after the
 	// answer was cached is admitted.
-	testutil.Eventually(t, testutil.Wait, "the revoked token refused", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the revoked token refused", func() bool {
 		sent := time.Now()
 		status, _ := get(t, srv.URL, "token "+alice.Value)
 		switch {
@@ -315,7 +315,7 @@ func TestPrincipalInMCPHandlers(t *testing.T) {
 // TestAddUsers checks that users added through the Hub's API may use the service: their
 // tokens are admitted under their own names.
 func TestAddUsers(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testenv.FreeAddr(t))
 	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{
 		"api_url": hub.APIURL, "service_name": jhubtest.ServiceName,
 	}})
@@ -338,7 +338,7 @@ func TestAddUsers(t *testing.T) {
 // writes its Y-store and file id database where the hub-mode store templates look
 // (Homes/{username}/StoreFile and FileIDFile), and refuses the other user's token.
 func TestSpawn(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testenv.FreeAddr(t))
 	tokens := map[string]jhubtest.Token{}
 	for _, u := range jhubtest.Users {
 		nb := filepath.Join(hub.Homes, u, "work", "analysis.ipynb")
@@ -359,7 +359,7 @@ func TestSpawn(t *testing.T) {
 			t.Fatalf("%s's notebook through their server: %s", u, got)
 		}
 		for _, f := range []string{jhubtest.StoreFile, jhubtest.FileIDFile} {
-			testutil.Eventually(t, testutil.Wait, u+"'s "+f, func() bool {
+			testenv.Eventually(t, testenv.Wait, u+"'s "+f, func() bool {
 				_, err := os.Stat(filepath.Join(hub.Homes, u, f))
 				return err == nil
 			})
@@ -378,7 +378,7 @@ func TestSpawn(t *testing.T) {
 // not exited 10 s after SIGTERM: JupyterHub starts its proxy in a session of its own, so
 // only Stop's pid-file step ends it (a CI run under load left one running).
 func TestStopEndsTheProxyOfAKilledHub(t *testing.T) {
-	hub := jhubtest.Start(t, "http://"+testutil.FreeAddr(t))
+	hub := jhubtest.Start(t, "http://"+testenv.FreeAddr(t))
 	pid := func(file string) int {
 		b, err := os.ReadFile(filepath.Join(hub.Dir, file))
 		if err != nil {
@@ -395,7 +395,7 @@ func TestStopEndsTheProxyOfAKilledHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub.Stop()
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("the proxy (pid %d) ended", proxyPID), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("the proxy (pid %d) ended", proxyPID), func() bool {
 		// It is not this process's child: once killed, init reaps it.
 		return syscall.Kill(proxyPID, 0) == syscall.ESRCH
 	})
