@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,4 +162,35 @@ func FreePort(t testing.TB) int {
 	_, port, _ := net.SplitHostPort(FreeAddr(t))
 	n, _ := strconv.Atoi(port)
 	return n
+}
+
+// Stranger is the uid and gid GiveAway gives a file: no user of the test's machine.
+const Stranger = 4242
+
+// Homes makes a directory (mode 0700, as users' homes are) for each name under a new
+// temporary directory and returns their paths, in the order of names: the users of a
+// confinement test.
+func Homes(t testing.TB, names ...string) []string {
+	t.Helper()
+	top := t.TempDir()
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(top, n)
+		if err := os.Mkdir(out[i], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// GiveAway makes path owned by Stranger, a file that is not the test user's; it skips
+// the test unless it runs as root, the only user who may give a file away.
+func GiveAway(t testing.TB, path string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("a file of another owner needs root to make (chown)")
+	}
+	if err := os.Chown(path, Stranger, Stranger); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -24,6 +24,7 @@ func (r *recorder) Helper()                      {}
 func (r *recorder) Fatal(args ...any)            { r.fatal = fmt.Sprint(args...) }
 func (r *recorder) Fatalf(f string, args ...any) { r.fatal = fmt.Sprintf(f, args...) }
 func (r *recorder) Skipf(f string, args ...any)  { r.skip = fmt.Sprintf(f, args...) }
+func (r *recorder) Skip(args ...any)             { r.skip = fmt.Sprint(args...) }
 
 func TestEventually(t *testing.T) {
 	var n atomic.Int32

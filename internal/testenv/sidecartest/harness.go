@@ -143,11 +143,12 @@ func (w Writer) Flood(updates [][]byte) {
 	w.Send(map[string]any{"op": "flood", "room": roomKey, "updates": enc})
 }
 
+// UnixTime is a commit time of the writer, in seconds since the epoch, as a time.
 func UnixTime(sec float64) time.Time {
 	return time.Unix(0, int64(sec*1e9))
 }
 
-// Sidecar is the running binary with its store, fileid database and config.
+// Sidecar is a running process of the binary: its directory, listener and output.
 type Sidecar struct {
 	t      testing.TB
 	dir    string
@@ -159,6 +160,7 @@ type Sidecar struct {
 	Done   chan error
 }
 
+// Options configure StartSidecar.
 type Options struct {
 	Debounce time.Duration     // 0: the default 250 ms; <0: off
 	Extra    string            // more configuration (YAML, top-level keys other than store, fileid, notifications, server)
@@ -198,26 +200,35 @@ func Launch(t testing.TB, dir, cfg string, args ...string) *Sidecar {
 	return LaunchOn(t, dir, testenv.FreePort(t), cfg, args...)
 }
 
-// LaunchOn is launch with serve listening on the given loopback port.
+// LaunchOn is Launch with serve listening on the given loopback port.
 func LaunchOn(t testing.TB, dir string, port int, cfg string, args ...string) *Sidecar {
 	t.Helper()
-	s := &Sidecar{t: t, dir: dir, store: filepath.Join(dir, ".jupyter_ystore.db"),
-		Logs: &bytes.Buffer{}, LogsMu: &sync.Mutex{}, Done: make(chan error, 1)}
 	cfg = "log: {level: debug, format: json}\n" + cfg
-	serve := args[0] == "serve"
-	if serve {
+	var url string
+	switch args[0] {
+	case "serve":
 		tokenFile := filepath.Join(dir, "token")
 		if err := os.WriteFile(tokenFile, []byte(Token+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		url = fmt.Sprintf("http://127.0.0.1:%d", port)
 		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d, token_file: %q, state_file: %q}\n",
 			port, tokenFile, filepath.Join(dir, "names.json"))
-	}
-	if args[0] == "ship" { // its probes
-		s.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	case "ship": // its probes
+		url = fmt.Sprintf("http://127.0.0.1:%d", port)
 		cfg += fmt.Sprintf("server: {listen: 127.0.0.1:%d}\n", port)
 	}
+	return Start(t, dir, url, cfg, args...)
+}
+
+// Start is the tests' one launcher of the binary: it writes cfg, as it is, as the config
+// of a new process running args in dir, whose HTTP listener is url ("" for none). The
+// process's output is kept (Logs) and shown when the test fails; the process is stopped
+// when the test ends (Stop). Serve is waited for until url answers /healthz.
+func Start(t testing.TB, dir, url, cfg string, args ...string) *Sidecar {
+	t.Helper()
+	s := &Sidecar{t: t, dir: dir, store: filepath.Join(dir, ".jupyter_ystore.db"), URL: url,
+		Logs: &bytes.Buffer{}, LogsMu: &sync.Mutex{}, Done: make(chan error, 1)}
 	cfgPath := filepath.Join(dir, args[0]+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -237,7 +248,7 @@ func LaunchOn(t testing.TB, dir string, port int, cfg string, args ...string) *S
 			s.LogsMu.Unlock()
 		}
 	})
-	if serve {
+	if args[0] == "serve" {
 		s.WaitHTTP("/healthz", http.StatusOK)
 	}
 	return s

@@ -159,29 +159,8 @@ func TestMetricsListenerLimits(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	extra := fmt.Sprintf("server: {listen: 127.0.0.1:%d, insecure_no_auth: true, metrics_listen: %q, max_connections: 5, idle_timeout: 2s, read_timeout: 1s}\n",
 		testenv.FreePort(t), addr)
-	cfg := filepath.Join(dir, "serve.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sidecartest.Binary, "serve", "--config", cfg)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("serve: %v\n%s", err, logs.String())
-		}
-	}()
-	testenv.Eventually(t, testenv.Wait, "the metrics listener answering", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	// With a metrics listener, the probes are there: Start waits for its /healthz.
+	sidecartest.Start(t, dir, "http://"+addr, fmt.Sprintf("store: {sqlite: {path: %q}}\n%s", filepath.Join(dir, "store.db"), extra), "serve")
 	capAndIdle(t, addr, 5, "metrics", "http://"+addr+"/metrics")
 }
 
@@ -433,51 +412,27 @@ func TestHubFrontLimits(t *testing.T) {
 }
 
 // limitsServer is serve with insecure_no_auth and the given server.limits (YAML
-// lines indented for the mapping), stopped at the end of the test.
+// lines indented for the mapping), started by the one launcher and stopped at the end
+// of the test.
 type limitsServer struct {
-	t    *testing.T
-	base string
-	pid  int
+	*sidecartest.Sidecar
+	t *testing.T
 }
 
 func serveLimits(t *testing.T, limits string) *limitsServer {
 	t.Helper()
 	dir := t.TempDir()
 	addr := testenv.FreeAddr(t)
-	cfg := filepath.Join(dir, "serve.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("store: {sqlite: {path: %q}}\nserver:\n  listen: %s\n  insecure_no_auth: true\n  state_file: %q\n  limits:\n%s",
-		filepath.Join(dir, "store.db"), addr, filepath.Join(dir, "names.json"), limits)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sidecartest.Binary, "serve", "--config", cfg)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("serve: %v\n%s", err, logs.String())
-		}
-	})
-	s := &limitsServer{t: t, base: "http://" + addr, pid: cmd.Process.Pid}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(s.base + "/healthz"); err == nil {
-			resp.Body.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer /healthz within 20 s:\n%s", logs.String())
-		}
-	}
+	cfg := fmt.Sprintf("store: {sqlite: {path: %q}}\nserver:\n  listen: %s\n  insecure_no_auth: true\n  state_file: %q\n  limits:\n%s",
+		filepath.Join(dir, "store.db"), addr, filepath.Join(dir, "names.json"), limits)
+	return &limitsServer{Sidecar: sidecartest.Start(t, dir, "http://"+addr, cfg, "serve"), t: t}
 }
 
 // send sends a request of a 2025-11-25 session (none for initialize) and returns
 // the response with its body read.
 func (s *limitsServer) send(method, session, body string) (*http.Response, string) {
 	s.t.Helper()
-	req, _ := http.NewRequest(method, s.base+"/mcp", strings.NewReader(body))
+	req, _ := http.NewRequest(method, s.MCPURL(), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if session != "" {
@@ -497,17 +452,10 @@ func (s *limitsServer) initialize() (*http.Response, string) {
 	return s.send(http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
 }
 
-// metric is the sum of the samples of name on /metrics whose labels include labels
-// (name, value pairs); 0 if absent.
-func (s *limitsServer) metric(name string, labels ...string) float64 {
-	s.t.Helper()
-	return testenv.Sum(testenv.Scrape(s.t, s.base+"/metrics"), name, labels...)
-}
-
 // sessions is the sessions gauge of the 2025-11-25 era.
 func (s *limitsServer) sessions() float64 {
 	s.t.Helper()
-	return s.metric(sessionsGauge, "era", "2025-11-25")
+	return s.Metric(sessionsGauge, "era", "2025-11-25")
 }
 
 const sessionsGauge = `jupyter_mcp_sidecar_mcp_sessions`
@@ -530,7 +478,7 @@ func TestSessionLimit(t *testing.T) {
 	if got := s.sessions(); got != maxSessions {
 		t.Fatalf("%s = %v, want %d", sessionsGauge, got, maxSessions)
 	}
-	before := sidecartest.ProcStatus(t, s.pid, "VmRSS")
+	before := sidecartest.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
 	for i := range refused {
 		resp, body := s.initialize()
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Mcp-Session-Id") != "" ||
@@ -539,14 +487,14 @@ func TestSessionLimit(t *testing.T) {
 				i+1, maxSessions, resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Mcp-Session-Id"), body)
 		}
 	}
-	after := sidecartest.ProcStatus(t, s.pid, "VmRSS")
+	after := sidecartest.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
 	t.Logf("RSS %.1f MB with %d sessions, %.1f MB after %d refused initializes", before, maxSessions, after, refused)
 	// Unbounded, each would hold about 13 kB: 65 MB.
 	if after-before > 16 {
 		t.Errorf("RSS grew %.1f MB over %d refused initializes", after-before, refused)
 	}
 	const refusals = "jupyter_mcp_sidecar_mcp_limit_refusals_total"
-	if got, n := s.metric(refusals, "limit", "sessions"), s.sessions(); got != refused || n != maxSessions {
+	if got, n := s.Metric(refusals, "limit", "sessions"), s.sessions(); got != refused || n != maxSessions {
 		t.Fatalf("%s{limit=\"sessions\"} = %v, %s = %v; want %d, %d", refusals, got, sessionsGauge, n, refused, maxSessions)
 	}
 	if resp, _ := s.send(http.MethodDelete, sessions[0], ""); resp.StatusCode != http.StatusOK {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -88,25 +88,9 @@ func TestServerStoreServedAsSaved(t *testing.T) {
 // rowid order.
 func serverStoreRows(t *testing.T) [][]byte {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+serverStoreDir+"ystore.db?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rs, err := db.Query(`SELECT yupdate FROM yupdates WHERE path = ? ORDER BY rowid`, serverStoreRoom)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows [][]byte
-	for rs.Next() {
-		var u []byte
-		if err := rs.Scan(&u); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, u)
-	}
-	if err := rs.Err(); err != nil || len(rows) != 45 {
-		t.Fatalf("the fixture's room has %d rows (%v); want 45", len(rows), err)
+	rows := sqlitetest.Rows(t, serverStoreDir+"ystore.db", serverStoreRoom)
+	if len(rows) != 45 {
+		t.Fatalf("the fixture's room has %d rows; want 45", len(rows))
 	}
 	return rows
 }
