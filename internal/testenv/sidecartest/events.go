@@ -25,6 +25,7 @@ type EventFixture struct {
 	Edits   map[string][]byte
 }
 
+// LoadEventFixture reads the event fixture.
 func LoadEventFixture(t testing.TB) EventFixture {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(RepoRoot, "sidecar", "e2e", "testdata", "events.json"))
@@ -55,6 +56,7 @@ func LoadEventFixture(t testing.TB) EventFixture {
 // NotebookRoom is one notebook of an events test: its path, file id and room key.
 type NotebookRoom struct{ Path, FileID, Room string }
 
+// NotebookRooms names n notebooks of an events test, each with its own file id and room.
 func NotebookRooms(n int) []NotebookRoom {
 	out := make([]NotebookRoom, n)
 	for i := range out {

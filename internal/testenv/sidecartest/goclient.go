@@ -29,6 +29,8 @@ type GoClient struct {
 	stopListen func()
 }
 
+// DialGo connects mcp-go's client to url with the test token, on the 2026-07-28 era
+// if modern, else 2025-11-25.
 func DialGo(t testing.TB, url string, modern bool) *GoClient {
 	t.Helper()
 	g, err := DialGoAs(t, url, modern, "Bearer "+Token)
@@ -93,6 +95,7 @@ func DialGoAs(t testing.TB, url string, modern bool, authorization string) (*GoC
 	return g, nil
 }
 
+// Name is the client's kind and era.
 func (g *GoClient) Name() string {
 	if g.Modern {
 		return "mcp-go/2026-07-28"
@@ -100,6 +103,7 @@ func (g *GoClient) Name() string {
 	return "mcp-go/2025-11-25"
 }
 
+// Bind binds name to the notebook at path (use_notebook).
 func (g *GoClient) Bind(name, path string) {
 	g.T.Helper()
 	req := mcp.CallToolRequest{}
@@ -114,6 +118,7 @@ func (g *GoClient) Bind(name, path string) {
 	}
 }
 
+// Subscribe subscribes to each uri.
 func (g *GoClient) Subscribe(uris ...string) {
 	g.T.Helper()
 	if g.Modern {
@@ -133,6 +138,7 @@ func (g *GoClient) Subscribe(uris ...string) {
 	}
 }
 
+// Unsubscribe ends the subscriptions to each uri.
 func (g *GoClient) Unsubscribe(uris ...string) {
 	g.T.Helper()
 	if g.Modern {
@@ -178,6 +184,7 @@ func (g *GoClient) listen() {
 	testenv.Receive(g.T, testenv.Wait, g.Name()+" listen acknowledged", g.acks)
 }
 
+// Read returns the text of uri (resources/read).
 func (g *GoClient) Read(uri string) string {
 	g.T.Helper()
 	text, err := g.TryRead(uri)
@@ -205,8 +212,10 @@ func (g *GoClient) TryRead(uri string) (string, error) {
 	return tc.Text, nil
 }
 
+// Updates are the URIs the server says were updated.
 func (g *GoClient) Updates() <-chan string { return g.Notes }
 
+// Close ends the session.
 func (g *GoClient) Close() {
 	g.mu.Lock()
 	if g.stopListen != nil {

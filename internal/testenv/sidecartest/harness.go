@@ -106,6 +106,7 @@ type Writer struct {
 	t testing.TB
 }
 
+// StartWriter starts the writer on the store file at store.
 func StartWriter(t testing.TB, store string) Writer { return Writer{sqlitetest.Start(t, store), t} }
 
 // StartPreloaded starts the writer on store and writes the session's first preloaded steps.
@@ -318,6 +319,7 @@ func (s *Sidecar) Metrics(series ...string) []float64 {
 	return out
 }
 
+// MCPURL is the sidecar's MCP endpoint.
 func (s *Sidecar) MCPURL() string { return s.URL + "/mcp" }
 
 // CreateFileIDDB writes a jupyter_server_fileid database naming the notebook.

@@ -13,19 +13,20 @@ import (
 
 // MCPClient is one MCP client of either era, Go or TypeScript.
 type MCPClient interface {
-	Name() string
-	Bind(name, path string)
-	Subscribe(uris ...string)
-	Unsubscribe(uris ...string)
-	Read(uri string) string
-	Updates() <-chan string
-	Close()
+	Name() string               // the client's kind and era, for messages
+	Bind(name, path string)     // use_notebook: name is the notebook at path
+	Subscribe(uris ...string)   // resources/subscribe (or listen) to each uri
+	Unsubscribe(uris ...string) // ends the subscriptions to each uri
+	Read(uri string) string     // resources/read: the text of uri
+	Updates() <-chan string     // the URIs the server says were updated, as they arrive
+	Close()                     // ends the session
 }
 
+// The notebook of the demo session, as the tests bind it.
 const (
-	NbName    = "analysis"
-	NbURI     = "notebook://" + NbName
-	Preloaded = 200 // session steps in the store before the sidecar starts
+	NbName    = "analysis"             // the name it is bound to
+	NbURI     = "notebook://" + NbName // its resource
+	Preloaded = 200                    // session steps in the store before the sidecar starts
 	// Delivery is a property, not a wait: the budget within which a committed change is
 	// announced (docs/BENCHMARKS.md), the 2 s debounce ceiling (notifications.max_delay)
 	// plus 500 ms for the tail and the fan-out. Waits for anything else use testenv.Wait.
@@ -80,6 +81,7 @@ func Clients(t *testing.T, sc *Sidecar) []MCPClient {
 	return append(cs, dialTS(t, sc.MCPURL())...)
 }
 
+// JSONEqual fails the test unless got and want are the same JSON value.
 func JSONEqual(t *testing.T, what string, got string, want []byte) {
 	t.Helper()
 	if !JSONSame(got, want) {
@@ -110,7 +112,7 @@ func jsonDiff(got string, want []byte) string {
 	return fmt.Sprintf("%d and %d bytes, first difference at byte %d:\n got …%.1500s\nwant …%.1500s", len(a), len(b), i, a[from:], b[from:])
 }
 
-// TryReadText returns a read of uri by g for eventuallyJSON: the text, or what went wrong.
+// TryReadText returns a read of uri by g for EventuallyJSON: the text, or what went wrong.
 func TryReadText(g *GoClient, uri string) func() string {
 	return func() string {
 		text, err := g.TryRead(uri)
@@ -127,6 +129,7 @@ func JSONSame(got string, want []byte) bool {
 	return json.Unmarshal([]byte(got), &a) == nil && json.Unmarshal(want, &b) == nil && reflect.DeepEqual(a, b)
 }
 
+// MustJSON is s as JSON; an error fails the test.
 func MustJSON(t *testing.T, s interface{ JSON() ([]byte, error) }) []byte {
 	t.Helper()
 	b, err := s.JSON()

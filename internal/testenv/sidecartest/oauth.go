@@ -65,4 +65,5 @@ func StartOAuthTS(t *testing.T, endpoint, user string) *TSClient {
 	return c
 }
 
+// StatErr is why p cannot be stat'ed, or nil.
 func StatErr(p string) error { _, err := os.Stat(p); return err }

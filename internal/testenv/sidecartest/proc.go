@@ -27,6 +27,7 @@ func ProcStatus(t *testing.T, pid int, field string) float64 {
 	return 0
 }
 
+// EnvInt is the integer in the environment variable name, def if unset; anything else fails the test.
 func EnvInt(t *testing.T, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {

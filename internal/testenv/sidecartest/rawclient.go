@@ -23,6 +23,7 @@ type rawClient struct {
 	Stream  io.Closer
 }
 
+// DialRaw opens a raw client's session at url with the test token.
 func DialRaw(t testing.TB, url string) *rawClient {
 	t.Helper()
 	r := &rawClient{t: t, url: url, notes: make(chan string, 100000)}
@@ -144,8 +145,10 @@ func (r *rawClient) Call(method string, params any) (map[string]any, http.Header
 	return nil, nil
 }
 
+// Name is the client's kind and era.
 func (r *rawClient) Name() string { return "raw-http/2025-11-25" }
 
+// Bind binds name to the notebook at path (use_notebook).
 func (r *rawClient) Bind(name, path string) {
 	res, _ := r.Call("tools/call", map[string]any{"name": "use_notebook", "arguments": map[string]any{"notebook_name": name, "notebook_path": path}})
 	if isErr, _ := res["isError"].(bool); isErr {
@@ -153,18 +156,21 @@ func (r *rawClient) Bind(name, path string) {
 	}
 }
 
+// Subscribe subscribes to each uri.
 func (r *rawClient) Subscribe(uris ...string) {
 	for _, u := range uris {
 		r.Call("resources/subscribe", map[string]any{"uri": u})
 	}
 }
 
+// Unsubscribe ends the subscriptions to each uri.
 func (r *rawClient) Unsubscribe(uris ...string) {
 	for _, u := range uris {
 		r.Call("resources/unsubscribe", map[string]any{"uri": u})
 	}
 }
 
+// Read returns the text of uri (resources/read).
 func (r *rawClient) Read(uri string) string {
 	res, _ := r.Call("resources/read", map[string]any{"uri": uri})
 	contents, _ := res["contents"].([]any)
@@ -176,8 +182,10 @@ func (r *rawClient) Read(uri string) string {
 	return text
 }
 
+// Updates are the URIs the server says were updated.
 func (r *rawClient) Updates() <-chan string { return r.notes }
 
+// Close ends the session.
 func (r *rawClient) Close() {
 	if r.Stream != nil {
 		_ = r.Stream.Close()

@@ -58,6 +58,8 @@ func DialTSAs(t *testing.T, url, tok string) []MCPClient {
 	return []MCPClient{StartTS(t, dir, "sdk1.mjs", url, "2025-11-25", tok), StartTS(t, dir, "sdk2.mjs", url, "2026-07-28", tok)}
 }
 
+// StartTS runs script of dir (testdata/mcpclient) as a client of url with the bearer
+// token tok and waits until it is ready on protocol version era.
 func StartTS(t *testing.T, dir, script, url, era, tok string) *TSClient {
 	t.Helper()
 	c := &TSClient{t: t, script: script, notes: make(chan string, 100000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
@@ -141,8 +143,10 @@ func (c *TSClient) Do(cmd map[string]any) json.RawMessage {
 	return nil
 }
 
+// Name is the client's kind and era.
 func (c *TSClient) Name() string { return c.script }
 
+// Bind binds name to the notebook at path (use_notebook).
 func (c *TSClient) Bind(name, path string) {
 	var res struct {
 		IsError bool `json:"isError"`
@@ -153,18 +157,21 @@ func (c *TSClient) Bind(name, path string) {
 	}
 }
 
+// Subscribe subscribes to each uri.
 func (c *TSClient) Subscribe(uris ...string) {
 	for _, u := range uris {
 		c.Do(map[string]any{"op": "subscribe", "uri": u})
 	}
 }
 
+// Unsubscribe ends the subscriptions to each uri.
 func (c *TSClient) Unsubscribe(uris ...string) {
 	for _, u := range uris {
 		c.Do(map[string]any{"op": "unsubscribe", "uri": u})
 	}
 }
 
+// Read returns the text of uri (resources/read).
 func (c *TSClient) Read(uri string) string {
 	var res struct {
 		Contents []struct {
@@ -178,8 +185,10 @@ func (c *TSClient) Read(uri string) string {
 	return res.Contents[0].Text
 }
 
+// Updates are the URIs the server says were updated.
 func (c *TSClient) Updates() <-chan string { return c.notes }
 
+// Close ends the session.
 func (c *TSClient) Close() {
 	if c.in == nil {
 		return

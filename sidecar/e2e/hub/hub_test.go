@@ -53,7 +53,7 @@ type hubUser struct {
 // hubCell is the id of the first cell of every user's notebook in the real-server tests.
 const hubCell = "c0ffee00-0000-4000-8000-000000000001"
 
-// spawnUsers writes each user's notebook (nbPath) into their home under hub.Homes,
+// spawnUsers writes each user's notebook (sidecartest.NbPath) into their home under hub.Homes,
 // starts their real single-user server through the Hub and joins a collaboration client
 // with the user's own token to the notebook's room, so that the server writes the room
 // into its Y-store.

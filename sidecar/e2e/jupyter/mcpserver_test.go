@@ -102,7 +102,7 @@ func startFeedStack(t *testing.T, notebooks map[string]string) *feedStack {
 	}
 	fs.srv = jupytertest.Start(t, jupytertest.Options{Notebooks: notebooks})
 	fs.feedAddr = testenv.FreeAddr(t)
-	// The recipe's YAML is the sidecar's whole configuration (launch adds the listener,
+	// The recipe's YAML is the sidecar's whole configuration (sidecartest.Launch adds the listener,
 	// the token and the log format of every test).
 	cfg := strings.NewReplacer(recipeStore, fs.srv.StorePath, recipeFileID, fs.srv.FileIDPath, recipeRoot, fs.srv.Root,
 		recipeFeedAddr, fs.feedAddr, recipeFeedToken, fs.feedToken).Replace(fs.rc.yaml)
@@ -446,7 +446,7 @@ func TestJupyterMCPServerFeed(t *testing.T) {
 		}
 		return m
 	}
-	// once waits until the feed sent an event of nbPath since m and every listener heard
+	// once waits until the feed sent an event of sidecartest.NbPath since m and every listener heard
 	// each of uris since, and the notebook URI (uris[0]) exactly as often as the feed sent
 	// events: once per change, never a second time for one (the tool's own publish of an
 	// edit suppressed while the feed announces it).
