@@ -6,10 +6,11 @@
 //
 // It imports nothing of the module, so that the tests of every package, the lowest
 // layers' included, can import it. Its subpackages start the real things the
-// integration tests run: jupytertest (a Jupyter server with jupyter-collaboration, and
-// the browser driver of testdata/browser on Chromium), jhubtest (a JupyterHub) and
-// sidecartest (the built sidecar binary, its store writer and MCP clients). Nothing
-// outside tests imports any of them.
+// integration tests run: jupytertest (a Jupyter server with jupyter-collaboration and
+// its Python clients), browser (people in JupyterLab or at a JupyterHub's login in
+// Chromium, the Go side of testdata/browser), jhubtest (a JupyterHub) and sidecartest
+// (the built sidecar binary, its one launcher, its store writer and MCP clients).
+// Nothing outside tests imports any of them.
 package testenv
 
 import (
@@ -18,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,6 +145,12 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 	}
 	t.Fatalf("no sample of %s%v", name, labels)
 	return 0
+}
+
+// Testdata is the path of elem under the repository's testdata directory.
+func Testdata(elem ...string) string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(self), "..", "..", "testdata"}, elem...)...)
 }
 
 // FreeAddr returns a loopback host:port nothing listens on right now.

@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -108,8 +107,7 @@ type Token struct {
 // Proxy returns the path of the pinned configurable-http-proxy (testdata/jupyterhub's
 // node_modules, filled by npm ci).
 func Proxy() string {
-	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "jupyterhub", "node_modules", ".bin", "configurable-http-proxy")
+	return testenv.Testdata("jupyterhub", "node_modules", ".bin", "configurable-http-proxy")
 }
 
 // Available returns the virtual environment's Python if it holds jupyterhub and the

@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -99,6 +98,23 @@ type Server struct {
 	done   chan struct{}
 	logf   string
 }
+
+// labSettings turns off what JupyterLab would fetch from the internet (news, update
+// checks) and the notification asking about it, in the user settings of the server.
+func (s *Server) labSettings() {
+	s.t.Helper()
+	dir := filepath.Join(s.Dir, "config", "lab", "user-settings", "@jupyterlab", "apputils-extension")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	settings := `{"fetchNews": "false", "checkForUpdates": false}`
+	if err := os.WriteFile(filepath.Join(dir, "notification.jupyterlab-settings"), []byte(settings), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Options are the options s was started with.
+func (s *Server) Options() Options { return s.opts }
 
 // Start runs a server with o and stops it when the test ends.
 func Start(t testing.TB, o Options) *Server {
@@ -343,18 +359,12 @@ func (s *Server) Client() *Client {
 // websocket; it ends when the test ends.
 func Connect(t testing.TB, url, token string) *Client {
 	t.Helper()
-	return process(t, exec.Command(Need(t), testdata("jupyter", "client.py"), "--url", url, "--token", token))
+	return Process(t, exec.Command(Need(t), testenv.Testdata("jupyter", "client.py"), "--url", url, "--token", token))
 }
 
-// testdata is the path of a file under the repository's testdata/.
-func testdata(elem ...string) string {
-	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(self), "..", "..", "..", "testdata"}, elem...)...)
-}
-
-// process starts cmd, a client speaking JSON lines whose first line says it is ready;
+// Process starts cmd, a client speaking JSON lines whose first line says it is ready;
 // it ends when the test ends.
-func process(t testing.TB, cmd *exec.Cmd) *Client {
+func Process(t testing.TB, cmd *exec.Cmd) *Client {
 	t.Helper()
 	c := &Client{t: t, cmd: cmd}
 	var err error

