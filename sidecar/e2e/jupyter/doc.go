@@ -3,7 +3,7 @@
 // every notebook equals the server's own through edits, kernels, renames and squashes
 // (jupyter_test.go, on the stack of jupyterstack_test.go), a lost row served from the
 // saved file (oracle_test.go); the real jupyter-mcp-server fed by the sidecar's sse feed
-// through jupyter_mcp_sidecar_feed (mcpserver_test.go, mcpserverbench_test.go); and
-// people typing in real JupyterLab in headless Chromium, the sidecar seeing what the page
-// renders (browser_test.go).
+// through this repository's Python feed package (mcpserver_test.go,
+// mcpserverbench_test.go); and people typing in real JupyterLab in headless Chromium,
+// the sidecar seeing what the page renders (browser_test.go, internal/testenv/browser).
 package jupyter
