@@ -18,12 +18,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // tailSQLite runs a SQLite tailer of path, discarding what it delivers, until the test
@@ -53,7 +53,7 @@ func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, h := tailSQLite(t, path)
-	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
+	testenv.Eventually(t, testenv.Wait, "the store reported unreachable", func() bool { return h.Check().LastError != "" })
 	r := h.Check()
 	if r.Ready || r.Reachable || !slices.Contains(r.Reasons, "store not reachable") ||
 		!strings.Contains(r.LastError, "not a regular file") || !strings.Contains(r.LastError, "named pipe") {
@@ -67,21 +67,21 @@ func TestHealthOfAFIFOAtTheStorePath(t *testing.T) {
 func TestHealthOfAStoreNotWrittenYet(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 	tl, h := tailSQLite(t, path)
-	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return tl.Status().Absent })
+	testenv.Eventually(t, testenv.Wait, "the store awaited", func() bool { return tl.Status().Absent })
 	code, r := readyz(t, h)
 	if code != http.StatusOK || !r.Ready || r.State != StateWaiting || len(r.Reasons) > 0 || r.Loaded || r.Reachable {
 		t.Fatalf("/readyz %d %+v of a store not written yet: want 200, ready, state %q", code, r, StateWaiting)
 	}
 	w := sqlitetest.Start(t, path)
 	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
-	testutil.Eventually(t, testutil.Wait, "the store read", func() bool { return h.Check().Loaded })
+	testenv.Eventually(t, testenv.Wait, "the store read", func() bool { return h.Check().Loaded })
 	if code, r := readyz(t, h); code != http.StatusOK || !r.Ready || r.State != "" {
 		t.Fatalf("/readyz %d %+v once the store is read: want 200, ready, no state", code, r)
 	}
 	if err := os.Rename(path, path+".aside"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "the store gone reported", func() bool { return !h.Check().Reachable })
+	testenv.Eventually(t, testenv.Wait, "the store gone reported", func() bool { return !h.Check().Reachable })
 	if code, r := readyz(t, h); code != http.StatusServiceUnavailable || r.Ready || r.State != "" || !slices.Contains(r.Reasons, "store not reachable") {
 		t.Fatalf("/readyz %d %+v once the store read is gone: want 503, store not reachable", code, r)
 	}
@@ -106,7 +106,7 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 	w := sqlitetest.Start(t, path)
 	w.Do(map[string]any{"op": "write", "room": "r", "update": base64.StdEncoding.EncodeToString([]byte("new"))})
 	tl, h := tailSQLite(t, path)
-	testutil.Eventually(t, testutil.Wait, "ready", func() bool { return h.Check().Ready })
+	testenv.Eventually(t, testenv.Wait, "ready", func() bool { return h.Check().Ready })
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO yupdates VALUES ('r', x'6f6c64', x'', ?)", old); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
+	testenv.Eventually(t, testenv.Wait, "the old row applied", func() bool { return tl.Status().RowsTailed == 2 })
 	if r := h.Check(); !r.Ready || r.LagSeconds != 0 {
 		t.Fatalf("readiness %+v: want ready with no lag once the old row is applied", r)
 	}
@@ -130,13 +130,13 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl, broken := tailSQLite(t, fifo)
-	testutil.Eventually(t, testutil.Wait, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
+	testenv.Eventually(t, testenv.Wait, "the store reported unreachable", func() bool { return !tl.Status().LastErrorAt.IsZero() })
 	loaded := make(chan struct{})
 	close(loaded)
 	good := NewHealth(func() ystore.Status { return ystore.Status{Reachable: true, LastReadAt: time.Now()} },
 		func() []rooms.Degradation { return nil }, nil, nil, 5*time.Second)
 	_, waiting := tailSQLite(t, filepath.Join(t.TempDir(), ".jupyter_ystore.db"))
-	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return waiting.Check().State == StateWaiting })
+	testenv.Eventually(t, testenv.Wait, "the store awaited", func() bool { return waiting.Check().State == StateWaiting })
 	h := &hub{tenants: map[string]*tenant{
 		"ok":      {in: &instance{health: good}, loaded: loaded},
 		"new":     {in: &instance{health: waiting}, loaded: loaded},
@@ -274,7 +274,7 @@ func TestHealthDuringColdLoad(t *testing.T) {
 					t.Errorf("Run: %v", err)
 				}
 			}()
-			testutil.Eventually(t, testutil.Wait, "ready", func() bool { return h.Check().Ready })
+			testenv.Eventually(t, testenv.Wait, "ready", func() bool { return h.Check().Ready })
 			if r := h.Check(); r.Loading != nil {
 				t.Errorf("loaded, readiness %+v: want no loading", r)
 			}

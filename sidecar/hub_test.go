@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
@@ -128,7 +128,7 @@ func TestHubMetrics(t *testing.T) {
 	}
 	rows := float64(tenants[0].in.tailer.Status().RowsTailed + tenants[1].in.tailer.Status().RowsTailed)
 	reg := h.reg.(prometheus.Gatherer)
-	series := func(name string) float64 { t.Helper(); return testutil.Metric(t, reg, "jupyter_mcp_sidecar_"+name) }
+	series := func(name string) float64 { t.Helper(); return testenv.Metric(t, reg, "jupyter_mcp_sidecar_"+name) }
 	check := func(what string, want map[string]float64) {
 		t.Helper()
 		for name, v := range want {
@@ -174,7 +174,7 @@ func TestHubMetrics(t *testing.T) {
 func TestHubRefusesFilesNotTheUsers(t *testing.T) {
 	dir := t.TempDir()
 	h := testHub(t, dir)
-	var logs testutil.LockedBuffer
+	var logs testenv.LockedBuffer
 	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	const bob = "user-b0b"
 	writeStore(t, dir, bob, "b.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
@@ -247,7 +247,7 @@ func TestHubRefusesFilesNotTheUsers(t *testing.T) {
 func TestTenantLogNamesNoUser(t *testing.T) {
 	dir := t.TempDir()
 	h := testHub(t, dir)
-	var logs testutil.LockedBuffer
+	var logs testenv.LockedBuffer
 	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const user = "user-ev3"
 	l := h.tenantLog(user)

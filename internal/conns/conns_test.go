@@ -11,7 +11,7 @@ import (
 
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // serve starts Server(h, l) on a loopback listener capped at l.MaxConnections.
@@ -76,7 +76,7 @@ func TestCapRefusesAndCounts(t *testing.T) {
 	_ = held[0].Close()
 	// The server frees the slot once it notices the close: a new connection is
 	// served from then on (those refused before count, and are closed).
-	testutil.Eventually(t, testutil.Wait, "a connection served after a slot was freed", func() bool {
+	testenv.Eventually(t, testenv.Wait, "a connection served after a slot was freed", func() bool {
 		c := dial(t, addr)
 		defer c.Close()
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -159,7 +159,7 @@ func TestSlotFreeWhenClosedSeen(t *testing.T) {
 			t.Fatalf("round %d: %v %v (refused %v)", i, resp, err, refused())
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = c.SetReadDeadline(time.Now().Add(testutil.Wait))
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
 		if _, err := io.Copy(io.Discard, br); err != nil {
 			t.Fatalf("round %d: the idle connection was not closed: %v", i, err)
 		}

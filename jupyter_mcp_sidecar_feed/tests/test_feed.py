@@ -2,7 +2,7 @@
 
 python -m unittest discover -s jupyter_mcp_sidecar_feed/tests (from .ci/run, in the
 jupyter-mcp-server virtual environment). The end-to-end test with the real sidecar, Jupyter
-server and jupyter-mcp-server is sidecar/e2e/mcpserver_test.go.
+server and jupyter-mcp-server is sidecar/e2e/jupyter/mcpserver_test.go.
 """
 
 from __future__ import annotations

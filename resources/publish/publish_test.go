@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
@@ -117,7 +117,7 @@ func TestWebhookDeliversWithRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Delivered once the webhook has read the response, after the handler returned.
-	testutil.Eventually(t, testutil.Wait, "one webhook delivery", func() bool {
+	testenv.Eventually(t, testenv.Wait, "one webhook delivery", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(bodies) == 1 && promtest.ToFloat64(p.(*webhook).delivered) == 1

@@ -20,8 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -116,7 +116,7 @@ func (c *consumer) close() { c.resp.Body.Close() }
 // next is the next frame that is not a heartbeat.
 func (c *consumer) next(t *testing.T) frame {
 	t.Helper()
-	return testutil.Receive(t, testutil.Wait, "an SSE frame", c.frames)
+	return testenv.Receive(t, testenv.Wait, "an SSE frame", c.frames)
 }
 
 // change reads the next frame, which must be a change event, and validates it.
@@ -229,7 +229,7 @@ func TestSSEResume(t *testing.T) {
 		last = f.id
 	}
 	c.close()
-	testutil.Eventually(t, testutil.Wait, "the consumer gone", func() bool { return s.Consumers() == 0 })
+	testenv.Eventually(t, testenv.Wait, "the consumer gone", func() bool { return s.Consumers() == 0 })
 	_ = s.Publish(context.Background(), event("a.ipynb"))
 	_ = s.Publish(context.Background(), event("b.ipynb"))
 
@@ -308,7 +308,7 @@ func TestSSEBoundedMemory(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", sseToken)
-	testutil.Eventually(t, testutil.Wait, "the stalled consumer connected", func() bool { return s.Consumers() == 1 })
+	testenv.Eventually(t, testenv.Wait, "the stalled consumer connected", func() bool { return s.Consumers() == 1 })
 	start := time.Now()
 	const n = 20000
 	for i := range n {
@@ -324,7 +324,7 @@ func TestSSEBoundedMemory(t *testing.T) {
 		t.Errorf("%d publishes took %v with a stalled consumer", n, d)
 	}
 	// Now read: every change id follows the previous one unless a gap frame came between.
-	_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+	_ = conn.SetReadDeadline(time.Now().Add(testenv.Wait))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +406,7 @@ func TestSSERun(t *testing.T) {
 	var runErr error
 	go func() { defer wg.Done(); runErr = p.Run(ctx) }()
 	var c *consumer
-	testutil.Eventually(t, testutil.Wait, "the feed listening", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the feed listening", func() bool {
 		conn, err := net.Dial("tcp", addr)
 		if err == nil {
 			conn.Close()
@@ -430,7 +430,7 @@ func TestSSERun(t *testing.T) {
 // address until the test ends; it returns the publisher, its address and its registry.
 func runSSE(t *testing.T, opts map[string]any) (*sse, string, *prometheus.Registry) {
 	t.Helper()
-	addr := testutil.FreeAddr(t)
+	addr := testenv.FreeAddr(t)
 	raw := map[string]any{"listen": addr, "token": sseToken}
 	maps.Copy(raw, opts)
 	reg := prometheus.NewRegistry()
@@ -447,7 +447,7 @@ func runSSE(t *testing.T, opts map[string]any) (*sse, string, *prometheus.Regist
 			t.Errorf("Run: %v", err)
 		}
 	})
-	testutil.Eventually(t, testutil.Wait, "the feed listening", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the feed listening", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -502,7 +502,7 @@ func TestSSEListenerBounds(t *testing.T) {
 			}
 			br := bufio.NewReader(conn)
 			if tt.status != "" {
-				_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+				_ = conn.SetReadDeadline(time.Now().Add(testenv.Wait))
 				if line, err := br.ReadString('\n'); err != nil || strings.TrimSpace(line) != tt.status {
 					t.Fatalf("answer %q, %v; want %q", line, err, tt.status)
 				}
@@ -525,12 +525,12 @@ func TestSSEMaxConnections(t *testing.T) {
 	c := connect(t, "http://"+addr+"/events", sseToken, "")
 	c.next(t)
 	refused := func() float64 {
-		return testutil.Metric(t, reg, "jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse")
+		return testenv.Metric(t, reg, "jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse")
 	}
 	// The other slots held by connections that send nothing (read_timeout is a minute).
 	// The listening check's connection holds a slot until the server sees it closed, so
 	// a connection opened before that is refused: dial until one is.
-	testutil.Eventually(t, testutil.Wait, "every slot held", func() bool {
+	testenv.Eventually(t, testenv.Wait, "every slot held", func() bool {
 		return closedWithin(dial(), 500*time.Millisecond)
 	})
 	before := refused()
@@ -598,7 +598,7 @@ func TestSSEStalledConsumersShareTheBuffer(t *testing.T) {
 		t.Cleanup(func() { conn.Close() })
 		_ = conn.(*net.TCPConn).SetReadBuffer(16 << 10)
 		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nLast-Event-ID: %s\r\n\r\n", sseToken, s.id(0))
-		_ = conn.SetReadDeadline(time.Now().Add(testutil.Wait))
+		_ = conn.SetReadDeadline(time.Now().Add(testenv.Wait))
 		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("consumer: %v %v", resp, err)

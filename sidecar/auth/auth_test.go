@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // verifierFunc adapts a function to Verifier.
@@ -205,7 +205,7 @@ func TestGuardReportsRefusals(t *testing.T) {
 		}
 	}
 	for reason, want := range map[string]float64{"missing": 1, "rejected": 2, "unavailable": 1} {
-		if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_auth_failures_total", "reason", reason); got != want {
+		if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_auth_failures_total", "reason", reason); got != want {
 			t.Errorf("auth_failures_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -186,7 +186,7 @@ func TestWriterReplaysForever(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	testutil.Eventually(t, testutil.Wait, "writer replays the session twice", func() bool { return w.Rounds() >= 2 },
+	testenv.Eventually(t, testenv.Wait, "writer replays the session twice", func() bool { return w.Rounds() >= 2 },
 		func() string { return fmt.Sprintf("%d rounds", w.Rounds()) })
 	cancel()
 	if err := <-done; err != nil {
@@ -225,7 +225,7 @@ func TestWriterPace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var rows []storeRow
-	testutil.Eventually(t, testutil.Wait, "two rows in the store", func() bool {
+	testenv.Eventually(t, testenv.Wait, "two rows in the store", func() bool {
 		rows, _, _ = readStore(t, w.StorePath())
 		return len(rows) >= 2
 	}, func() string { return fmt.Sprintf("%d rows", len(rows)) })

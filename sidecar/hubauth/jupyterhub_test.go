@@ -110,7 +110,7 @@ func TestLRU(t *testing.T) {
 // TestJupyterHubUndecided checks that answers the verifier cannot read as a
 // verdict (an unreachable Hub, a server error, a redirect, not a user model)
 // are ErrUnavailable, counted, and not cached. The real Hub's verdicts are
-// tested in sidecar/e2e/jhubtest.
+// tested in internal/testenv/jhubtest.
 func TestJupyterHubUndecided(t *testing.T) {
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 func nbJSON(src string) string {
@@ -88,7 +88,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 	go func() { done <- w.Run(ctx, rec) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := testutil.Receive(t, testutil.Wait, "watcher stopped", done); err != nil {
+		if err := testenv.Receive(t, testenv.Wait, "watcher stopped", done); err != nil {
 			t.Error(err)
 		}
 	})
@@ -97,7 +97,7 @@ func start(t *testing.T, cfg Config, paths ...string) *recorder {
 
 func expect(t *testing.T, rec *recorder, p string, want ...string) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, "reports of "+p, func() bool {
+	testenv.Eventually(t, testenv.Wait, "reports of "+p, func() bool {
 		return strings.Join(rec.sources(p), "|") == strings.Join(want, "|")
 	}, func() string { return strings.Join(rec.sources(p), "|") })
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -139,7 +139,7 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // waitStreams waits until n GET streams are open.
 func waitStreams(t *testing.T, r *running, n int) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := stats(r.link); return streams == n })
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := stats(r.link); return streams == n })
 }
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
@@ -335,7 +335,7 @@ func TestGateGovernsEverySurface(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"), noOrigin)
-		c.waitUpdated(t, testutil.Wait, "notebook://work/cells/c1")
+		c.waitUpdated(t, testenv.Wait, "notebook://work/cells/c1")
 	})
 }
 
@@ -368,11 +368,11 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n", testToken, session)
 	waitStreams(t, r, 1)
 	// Changes keep coming until the server gives up on the session that does not read.
-	testutil.Eventually(t, testutil.Wait, "a session that does not read ended", func() bool {
+	testenv.Eventually(t, testenv.Wait, "a session that does not read ended", func() bool {
 		_ = registryOf(r.link).Publish(context.Background(), uris)
 		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125) > 0
 	})
-	testutil.Eventually(t, testutil.Wait, "the ended session is 404", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the ended session is 404", func() bool {
 		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 		return status == http.StatusNotFound
 	})

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -59,7 +59,7 @@ func TestEventsForEveryNotebook(t *testing.T) {
 			// A barrier: events are delivered in order, so once a last change of the
 			// bound notebook arrives, every event the three above caused has.
 			r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, publish.Origin{Room: "barrier", Time: at})
-			testutil.Eventually(t, testutil.Wait, "the barrier event", func() bool {
+			testenv.Eventually(t, testenv.Wait, "the barrier event", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(events) > 0 && events[len(events)-1].Room == "barrier"

@@ -10,10 +10,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/outline"
 	_ "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions/search"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -57,7 +57,7 @@ func TestExtensionResourceThroughTheServer(t *testing.T) {
 	// A barrier: a session's notifications arrive in order, so once the other
 	// notebook's arrives, every outline notification of the two changes has.
 	r.srv.NotebookChanged("other.ipynb", ynotebook.Changes{Metadata: true}, noOrigin)
-	c.waitUpdated(t, testutil.Wait, "notebook://work/outline", "notebook://other")
+	c.waitUpdated(t, testenv.Wait, "notebook://work/outline", "notebook://other")
 	var n int
 	c.mu.Lock()
 	for _, note := range c.notes {
@@ -82,7 +82,7 @@ func TestSearchThroughTheServer(t *testing.T) {
 		Hint    string
 	}) {
 		// The index follows change sets in the background: wait for a result.
-		_ = testutil.Within(testutil.Wait, func() bool {
+		_ = testenv.Within(testenv.Wait, func() bool {
 			res := callTool(t, c, "search_notebooks", map[string]any{"query": query, "in": in})
 			if res.IsError {
 				t.Fatalf("search_notebooks: %+v", res.Content)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -92,7 +92,7 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 	if modern {
 		era = era20260728
 	}
-	testutil.Eventually(t, testutil.Wait, "every client subscribed", func() bool {
+	testenv.Eventually(t, testenv.Wait, "every client subscribed", func() bool {
 		perEra, subs, streams := stats(r.link)
 		if modern {
 			return perEra[era] == n && subs == n

@@ -8,8 +8,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -48,7 +48,7 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testutil.Eventually(t, testutil.Wait, "the listen stream and the GET stream registered", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the listen stream and the GET stream registered", func() bool {
 		perEra, _, streams := stats(r.link)
 		return perEra[era20260728] == 1 && streams == 1
 	})

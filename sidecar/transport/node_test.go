@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -30,7 +30,7 @@ func requireNode(t *testing.T) {
 	if err == nil {
 		_, err = exec.LookPath("node")
 	}
-	testutil.Need(t, err, "node, and npm ci in testdata/mcpclient")
+	testenv.Need(t, err, "node, and npm ci in testdata/mcpclient")
 }
 
 // event is one JSON line a driver prints.
@@ -181,7 +181,7 @@ func TestNodeDrivers(t *testing.T) {
 			r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 			seen := map[string]any{}
 			for len(seen) < 2 {
-				e := n.expect(t, testutil.Wait-time.Since(start), func(e event) bool { return e.Event == "updated" })
+				e := n.expect(t, testenv.Wait-time.Since(start), func(e event) bool { return e.Event == "updated" })
 				seen[e.URI] = e.SubscriptionID
 			}
 			if _, ok := seen["notebook://work/cells/c1"]; !ok {
@@ -243,7 +243,7 @@ func TestNodeDrivers(t *testing.T) {
 				t.Fatalf("resubscribe: %+v", res)
 			}
 			_ = n.cmd.Process.Kill()
-			testutil.Eventually(t, testutil.Wait, "the killed client's session and subscriptions gone", func() bool {
+			testenv.Eventually(t, testenv.Wait, "the killed client's session and subscriptions gone", func() bool {
 				perEra, subs, _ := stats(r.link)
 				return perEra[era20251125]+perEra[era20260728] == 0 && subs == 0 && liveSessions(r) == 0
 			}, func() string {
@@ -251,7 +251,7 @@ func TestNodeDrivers(t *testing.T) {
 				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r))
 			})
 			// The session's grace, the SDK's stream pump and the heartbeat wind down.
-			testutil.Eventually(t, testutil.Wait, "goroutines back to their base", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
+			testenv.Eventually(t, testenv.Wait, "goroutines back to their base", func() bool { return runtime.NumGoroutine() <= baseGoroutines+2 }, func() string {
 				buf := make([]byte, 1<<20)
 				return fmt.Sprintf("%d goroutines, %d before\n%s", runtime.NumGoroutine(), baseGoroutines, buf[:runtime.Stack(buf, true)])
 			})

@@ -18,11 +18,11 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // wrapExt wraps list_notebooks and declares a capability; failCaps fails its declarations.
@@ -149,7 +149,7 @@ func TestConfiguredPublisherReplacesSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
-	testutil.Eventually(t, testutil.Wait, "one webhook delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
+	testenv.Eventually(t, testenv.Wait, "one webhook delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(bodies) == 1 })
 	if !strings.Contains(bodies[0], `"notebook://work/cells/c1"`) {
 		t.Fatalf("webhook body %s", bodies[0])
 	}
@@ -215,7 +215,7 @@ func TestBindingsPersistAcrossRestartAndListChanged(t *testing.T) {
 // after initialize: on a loaded machine that can take seconds.
 func waitForNote(t *testing.T, c *goClient, method string) {
 	t.Helper()
-	deadline := time.After(testutil.Wait)
+	deadline := time.After(testenv.Wait)
 	for {
 		select {
 		case n := <-c.got:
@@ -223,7 +223,7 @@ func waitForNote(t *testing.T, c *goClient, method string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("no %s within %v", method, testutil.Wait)
+			t.Fatalf("no %s within %v", method, testenv.Wait)
 		}
 	}
 }

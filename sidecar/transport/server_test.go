@@ -9,8 +9,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestLegacySubscribeNotifyRead(t *testing.T) {
@@ -30,13 +30,13 @@ func TestLegacySubscribeNotifyRead(t *testing.T) {
 	}
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
-	c.waitUpdated(t, testutil.Wait, "notebook://work", "notebook://work/cells/c1")
+	c.waitUpdated(t, testenv.Wait, "notebook://work", "notebook://work/cells/c1")
 	if got := readText(t, c, "notebook://work/cells/c1"); !strings.Contains(got, "hello, world") {
 		t.Fatalf("cell after the change: %s", got)
 	}
 	// An output subscription hears its output change.
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "output-c1-0"), noOrigin)
-	c.waitUpdated(t, testutil.Wait, "notebook://work/cells/c1/outputs/0")
+	c.waitUpdated(t, testenv.Wait, "notebook://work/cells/c1/outputs/0")
 	if got := readText(t, c, "notebook://work/cells/c1/outputs/0"); got != "hello, world\n" {
 		t.Fatalf("output after the change: %q", got)
 	}
@@ -53,10 +53,10 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testutil.Eventually(t, testutil.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r.link); return n[era20260728] == 1 })
+	testenv.Eventually(t, testenv.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r.link); return n[era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
-	ids := c.waitUpdated(t, testutil.Wait, "notebook://work", "notebook://work/cells/c1")
+	ids := c.waitUpdated(t, testenv.Wait, "notebook://work", "notebook://work/cells/c1")
 	if len(ids) != 2 || ids[0] == nil {
 		t.Fatalf("notifications not tagged with the subscription id: %v", ids)
 	}
@@ -83,7 +83,7 @@ func TestNotebookMovedNamesFollow(t *testing.T) {
 	delete(lib.nbs, testPath)
 	lib.mu.Unlock()
 	r.srv.NotebookMoved(testPath, moved, noOrigin)
-	c.waitUpdated(t, testutil.Wait, "notebook://work")
+	c.waitUpdated(t, testenv.Wait, "notebook://work")
 	if p := boundPath(t, c, "work"); p != moved {
 		t.Fatalf("bound name at %q after the rename, want %q", p, moved)
 	}

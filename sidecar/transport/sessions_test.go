@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -102,7 +102,7 @@ func TestSessionCap(t *testing.T) {
 	if resp := do(t, http.MethodDelete, r.url, sessions[0], legacyHeaders); resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: %s", resp.Status)
 	}
-	testutil.Eventually(t, testutil.Wait, "the ended session's slot freed", func() bool { return sdkSessions(r) == max-1 })
+	testenv.Eventually(t, testenv.Wait, "the ended session's slot freed", func() bool { return sdkSessions(r) == max-1 })
 	initialize(t, r.url)
 	if got := refusals(); got != 2 {
 		t.Fatalf("limit_refusals_total{limit=sessions} = %v after a session was let in, want 2", got)
@@ -149,7 +149,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); status != http.StatusOK {
 		t.Fatalf("ping: %d", status)
 	}
-	testutil.Eventually(t, testutil.Wait, "the idle session reclaimed", func() bool { return sdkSessions(r) == 0 && liveSessions(r) == 0 },
+	testenv.Eventually(t, testenv.Wait, "the idle session reclaimed", func() bool { return sdkSessions(r) == 0 && liveSessions(r) == 0 },
 		func() string { return fmt.Sprintf("%d sessions, %d ids", sdkSessions(r), liveSessions(r)) })
 	if replayed(session) || gauge() != 0 {
 		t.Fatalf("after the idle timeout: replay buffer kept %v, sessions gauge %v; want false, 0", replayed(session), gauge())

@@ -1,5 +1,5 @@
 // A person in JupyterLab: drives real JupyterLab in headless Chromium (Debian's chromium,
-// through playwright-core) for sidecar/e2e's browser tests. See README.md here.
+// through playwright-core) for sidecar/e2e/jupyter's browser tests. See README.md here.
 //
 //   node driver.mjs --url http://127.0.0.1:8888 --token TOKEN --chromium /usr/bin/chromium
 //

@@ -1,5 +1,5 @@
 // Writes sidecar/e2e/testdata/events.json: Yjs updates made by @jupyter/ydoc's YNotebook
-// for the change-event tests (sidecar/e2e/events_test.go). The updates name no room, so
+// for the change-event tests (sidecar/e2e/mcp/events_test.go). The updates name no room, so
 // the tests write the same ones into many rooms (one notebook each).
 // Run: node gen-events.mjs > ../../sidecar/e2e/testdata/events.json
 import './quiet-prelim.mjs';

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // homes makes /alice and /bob under a temporary directory, each with a notebook, and
@@ -141,14 +143,9 @@ func TestLocateOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if os.Getuid() != 0 {
-		t.Skip("the file of another owner needs root to make (chown)")
-	}
-	if err := os.Chown(nb, 4242, 4242); err != nil {
-		t.Fatal(err)
-	}
+	testenv.GiveAway(t, nb)
 	if _, err := d.Locate(nb, uid); !errors.Is(err, ErrNotOwned) || !errors.Is(err, ErrRefused) {
-		t.Fatalf("Locate of uid 4242's file for uid %d = %v, want ErrNotOwned", uid, err)
+		t.Fatalf("Locate of a stranger's file for uid %d = %v, want ErrNotOwned", uid, err)
 	}
 	if l, err := d.Locate(nb, -1); err != nil {
 		t.Fatalf("Locate with no owner asked: %v", err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
@@ -31,24 +32,14 @@ func TestConfinedDB(t *testing.T) {
 			}
 		}, confine.ErrEscapes},
 		{"a database not hers", func(t *testing.T, alice, bob, db string) {
-			if os.Getuid() != 0 {
-				t.Skip("a file of another owner needs root to make (chown)")
-			}
 			edit, _ := startManager(t, db, "arbitrary")
 			edit("add", id1, root+"/alice.ipynb")
-			if err := os.Chown(db, 4242, 4242); err != nil {
-				t.Fatal(err)
-			}
+			testenv.GiveAway(t, db)
 		}, confine.ErrNotOwned},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			top := t.TempDir()
-			alice, bob := filepath.Join(top, "alice"), filepath.Join(top, "bob")
-			for _, d := range []string{alice, bob} {
-				if err := os.Mkdir(d, 0o700); err != nil {
-					t.Fatal(err)
-				}
-			}
+			homes := testenv.Homes(t, "alice", "bob")
+			alice, bob := homes[0], homes[1]
 			edit, _ := startManager(t, filepath.Join(bob, "file_id_manager.db"), "arbitrary")
 			edit("add", id1, root+"/bob.ipynb")
 			db := filepath.Join(alice, "file_id_manager.db")

@@ -19,7 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 func TestAPIPath(t *testing.T) {
@@ -309,7 +309,7 @@ func TestRESTBoundedAnswer(t *testing.T) {
 	if _, err := r.Path(context.Background(), realID); !errors.Is(err, ErrAnswer) {
 		t.Fatalf("huge answer: %v, want ErrAnswer", err)
 	}
-	if n := testutil.Receive(t, testutil.Wait, "the handler's end", sent); n >= 1024*MaxRESTAnswer {
+	if n := testenv.Receive(t, testenv.Wait, "the handler's end", sent); n >= 1024*MaxRESTAnswer {
 		t.Fatalf("the whole answer (%d bytes) was read", n)
 	}
 }
@@ -425,10 +425,10 @@ func TestDBQuietDatabase(t *testing.T) {
 
 	lookup("a.ipynb") // the files just changed: asked, not remembered
 	// The files settle once their last change is racyWindow old.
-	testutil.Eventually(t, testutil.Wait, "the files to settle", func() bool { _, settled := r.stampFiles(); return settled })
+	testenv.Eventually(t, testenv.Wait, "the files to settle", func() bool { _, settled := r.stampFiles(); return settled })
 	lookup("a.ipynb") // settled: asked once more, remembered
 	returned := time.Now()
-	testutil.Eventually(t, dbIdle+testutil.Wait, "the idle connections to close", func() bool { return r.db.Stats().MaxIdleTimeClosed > 0 && open() == 0 },
+	testenv.Eventually(t, dbIdle+testenv.Wait, "the idle connections to close", func() bool { return r.db.Stats().MaxIdleTimeClosed > 0 && open() == 0 },
 		func() string {
 			return fmt.Sprintf("%d connections still open %v after the last lookup (idle time %v): %+v", open(), time.Since(returned), dbIdle, r.db.Stats())
 		})
@@ -480,7 +480,7 @@ func TestDBFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dbPath := filepath.Join(t.TempDir(), "file_id_manager.db")
-			var logs testutil.LockedBuffer
+			var logs testenv.LockedBuffer
 			reg := prometheus.NewPedanticRegistry()
 			r, err := NewDB(DBConfig{Path: dbPath, RootDir: root, Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
@@ -505,7 +505,7 @@ func TestDBFaults(t *testing.T) {
 			if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 				t.Fatalf("%d warnings for %d failed lookups, want 1:\n%s", n, lookups, logs.String())
 			}
-			if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_fileid_lookup_faults_total", "fault", tc.label); got != lookups {
+			if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_fileid_lookup_faults_total", "fault", tc.label); got != lookups {
 				t.Errorf("lookup_faults_total{fault=%q} = %v, want %d", tc.label, got, lookups)
 			}
 			fix()

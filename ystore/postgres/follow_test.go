@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // setOwner records owner as the owner of room, as a shipper does.
@@ -219,7 +219,7 @@ func TestFollowerConnections(t *testing.T) {
 		return n
 	}
 	// The loads' connections close after the loads are delivered.
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d owners loaded: the follower's one connection", owners),
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d owners loaded: the follower's one connection", owners),
 		func() bool { return connections() == 1 }, func() string { return fmt.Sprintf("%d connections", connections()) })
 
 	// A compaction of r3 (a reset row) reaches u3 only.
@@ -286,7 +286,7 @@ func TestFollowerServerRestart(t *testing.T) {
 	w := startFaultWriter(t, cfg, rooms...)
 	ca.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
 	pgCtl(t, "stop", "-m", "immediate")
-	testutil.Eventually(t, testutil.Wait, "alice's tailer to report the outage", func() bool { return !alice.Status().Reachable },
+	testenv.Eventually(t, testenv.Wait, "alice's tailer to report the outage", func() bool { return !alice.Status().Reachable },
 		func() string { return fmt.Sprintf("status %+v", alice.Status()) })
 	if st := alice.Status(); st.Reachable || st.LastError == "" {
 		t.Errorf("alice's status while the server is down: %+v", st)
@@ -294,7 +294,7 @@ func TestFollowerServerRestart(t *testing.T) {
 	bob, cb := runOwner(t, f, cfg, "bob")
 	// His load is tried, and fails, during the outage.
 	loadRetries := bob.(*ownerTailer).load.m.retries
-	testutil.Eventually(t, testutil.Wait, "bob's load to fail", func() bool { return promtest.ToFloat64(loadRetries) >= 1 },
+	testenv.Eventually(t, testenv.Wait, "bob's load to fail", func() bool { return promtest.ToFloat64(loadRetries) >= 1 },
 		func() string { return fmt.Sprintf("status %+v", bob.Status()) })
 	if st := bob.Status(); st.Reachable || st.LastError == "" || !st.LastReadAt.IsZero() {
 		t.Errorf("bob's status before his load, the server down: %+v (want the follower's failure)", st)
@@ -305,7 +305,7 @@ func TestFollowerServerRestart(t *testing.T) {
 		t.Fatalf("acknowledged rows never delivered to alice: %v", m)
 	}
 	cb.waitFor(t, "bob's load", func(ev []ystore.Event) bool { return len(ev) == 1 && ev[0].Room == "b" })
-	testutil.Eventually(t, testutil.Wait, "alice's tailer reachable after the restart", func() bool { return alice.Status().Reachable },
+	testenv.Eventually(t, testenv.Wait, "alice's tailer reachable after the restart", func() bool { return alice.Status().Reachable },
 		func() string { return fmt.Sprintf("status %+v", alice.Status()) })
 }
 
@@ -317,7 +317,7 @@ func TestFollowerOwnerFirstRead(t *testing.T) {
 	setOwner(t, conn, cfg, "a1", "alice")
 	insert(t, conn, cfg, "a1", []byte("a1-0"))
 	alice, ca := runOwner(t, runFollower(t, cfg, 1), cfg, "alice")
-	testutil.Eventually(t, testutil.Wait, "alice's first read", closed(alice.FirstRead()))
+	testenv.Eventually(t, testenv.Wait, "alice's first read", closed(alice.FirstRead()))
 	if ev := ca.snapshot(); len(ev) != 1 || ev[0].Kind != ystore.EventReset || ev[0].Room != "a1" {
 		t.Fatalf("delivered by alice's first read:%s; want the reset of a1", describe(ev))
 	}
@@ -325,7 +325,7 @@ func TestFollowerOwnerFirstRead(t *testing.T) {
 	down := cfg
 	down.DSN = "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
 	bob, _ := runOwner(t, runFollower(t, down, 1), down, "bob")
-	testutil.Eventually(t, testutil.Wait, "bob's first read", closed(bob.FirstRead()))
+	testenv.Eventually(t, testenv.Wait, "bob's first read", closed(bob.FirstRead()))
 	if st := bob.Status(); st.Reachable || st.LastError == "" || !st.LastReadAt.IsZero() {
 		t.Fatalf("bob's status after his first read, the store unreachable: %+v", st)
 	}

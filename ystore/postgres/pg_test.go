@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // Environment of the throwaway clusters that .ci/postgres.sh starts.
@@ -136,7 +136,7 @@ func (c *collector) snapshot() []ystore.Event {
 func (c *collector) waitFor(t testing.TB, what string, cond func([]ystore.Event) bool) []ystore.Event {
 	t.Helper()
 	var ev []ystore.Event
-	testutil.Eventually(t, testutil.Wait, what, func() bool { ev = c.snapshot(); return cond(ev) },
+	testenv.Eventually(t, testenv.Wait, what, func() bool { ev = c.snapshot(); return cond(ev) },
 		func() string { return "events:" + describe(c.snapshot()) })
 	return ev
 }
@@ -204,6 +204,6 @@ func pgCtl(t testing.TB, args ...string) {
 // waitLoaded waits for the tailer's first successful read.
 func waitLoaded(t testing.TB, tl *Tailer) {
 	t.Helper()
-	testutil.Eventually(t, testutil.Wait, "the tailer's first read of the store", func() bool { return !tl.Status().LastReadAt.IsZero() },
+	testenv.Eventually(t, testenv.Wait, "the tailer's first read of the store", func() bool { return !tl.Status().LastReadAt.IsZero() },
 		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 }

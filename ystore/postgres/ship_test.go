@@ -15,9 +15,9 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // testRows returns rows of room r with the updates us.
@@ -251,7 +251,7 @@ func pgState(t testing.TB, conn *pgx.Conn, cfg Config) (rooms map[string][]strin
 func waitPG(t testing.TB, conn *pgx.Conn, cfg Config, want map[string][]string) (resets int, maxID int64) {
 	t.Helper()
 	var rooms map[string][]string
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("postgres to hold %v", want), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("postgres to hold %v", want), func() bool {
 		rooms, resets, maxID = pgState(t, conn, cfg)
 		return fmt.Sprint(rooms) == fmt.Sprint(want)
 	}, func() string { return fmt.Sprintf("postgres holds %v", rooms) })
@@ -294,7 +294,7 @@ func TestShipFromSQLite(t *testing.T) {
 		t.Errorf("%d reset rows after the first load, want 2 (one per new room)", resets)
 	}
 	// The shipper counts a row once Postgres committed it: the count may follow the row.
-	testutil.Eventually(t, testutil.Wait, "the shipper's status to count every row", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the shipper's status to count every row", func() bool {
 		st := sh.Status()
 		return st.Reachable && st.RowsShipped == 4 && st.Resets == 2 && st.Source.Reachable
 	}, func() string { return fmt.Sprintf("status %+v", sh.Status()) })
@@ -312,7 +312,7 @@ func TestShipFromSQLite(t *testing.T) {
 	}
 
 	sh, stop = runShipper(t, cfg, src.path) // nothing changed
-	testutil.Eventually(t, testutil.Wait, "the shipper's first read of the source", func() bool { return !sh.Status().Source.LastReadAt.IsZero() },
+	testenv.Eventually(t, testenv.Wait, "the shipper's first read of the source", func() bool { return !sh.Status().Source.LastReadAt.IsZero() },
 		func() string { return fmt.Sprintf("status %+v", sh.Status()) })
 	// A barrier: a row added after the shipper's load is shipped after anything the
 	// load ships; once it is in Postgres, it is the only row the restart wrote.
@@ -448,7 +448,7 @@ func TestShipStatusNamesNoUserOrDatabase(t *testing.T) {
 	src.add("a", "a1")
 	sh, stop := runShipper(t, cfg, src.path)
 	defer stop()
-	testutil.Eventually(t, testutil.Wait, "the shipper to report the failure",
+	testenv.Eventually(t, testenv.Wait, "the shipper to report the failure",
 		func() bool { return sh.Status().LastError != "" },
 		func() string { return fmt.Sprintf("status %+v", sh.Status()) })
 	if st := sh.Status(); st.Reachable || strings.Contains(st.LastError, user) || strings.Contains(st.LastError, "nodb_s8y") {

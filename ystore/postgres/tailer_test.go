@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
@@ -101,7 +101,7 @@ func TestSinkErrorStopsRun(t *testing.T) {
 
 func TestPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs testutil.LockedBuffer
+		var logs testenv.LockedBuffer
 		cfg := Config{BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		start := time.Now()
 		if err := cfg.pause(context.Background(), 3, "retrying", "room", "r"); err != nil {
@@ -184,18 +184,18 @@ func TestTailSteady(t *testing.T) {
 		t.Fatalf("delivered %d updates, want %d", len(got), n)
 	}
 	// Status is updated right after the sink returns.
-	testutil.Eventually(t, testutil.Wait, "the status to count every row", func() bool { return tl.Status().RowsTailed == 3+n },
+	testenv.Eventually(t, testenv.Wait, "the status to count every row", func() bool { return tl.Status().RowsTailed == 3+n },
 		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	st := tl.Status()
 	if !st.Reachable || st.LastError != "" || st.RowsTailed != 3+n || st.Rooms != 5 || st.Lag > 5*time.Second {
 		t.Errorf("status %+v", st)
 	}
 	for _, name := range []string{"jupyter_mcp_sidecar_rows_tailed_total", "jupyter_mcp_sidecar_postgres_rows_tailed_total"} {
-		if got := testutil.Metric(t, reg, name); got != 3+n {
+		if got := testenv.Metric(t, reg, name); got != 3+n {
 			t.Errorf("%s = %v, want %d", name, got, 3+n)
 		}
 	}
-	reachable := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable") + testutil.Metric(t, reg, "jupyter_mcp_sidecar_postgres_reachable")
+	reachable := testenv.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable") + testenv.Metric(t, reg, "jupyter_mcp_sidecar_postgres_reachable")
 	if reachable != 2 || promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakeNotify)) == 0 ||
 		promtest.CollectAndCount(tl.m.read) != 1 {
 		t.Errorf("metrics: store_reachable + postgres_reachable %v, notify wake-ups %v", reachable,
@@ -207,14 +207,14 @@ func TestTailSteady(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a second tailer on the registry: %v", err)
 	}
-	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 0 {
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 0 {
 		t.Errorf("store_reachable %v with a tailer not read yet, want 0", got)
 	}
 	second.Close()
-	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 1 {
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_store_reachable"); got != 1 {
 		t.Errorf("store_reachable %v once it is closed, want 1", got)
 	}
-	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_rows_tailed_total"); got != 3+n {
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_rows_tailed_total"); got != 3+n {
 		t.Errorf("rows_tailed_total %v, want %d", got, 3+n)
 	}
 }
@@ -231,7 +231,7 @@ func TestTailWaitsForSchema(t *testing.T) {
 		}
 	})
 	tl, c := runTailer(t, cfg)
-	testutil.Eventually(t, testutil.Wait, "the tailer to report the missing schema",
+	testenv.Eventually(t, testenv.Wait, "the tailer to report the missing schema",
 		func() bool { return strings.Contains(tl.Status().LastError, "does not exist") },
 		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	if st := tl.Status(); st.Reachable || !strings.Contains(st.LastError, "does not exist") {
@@ -272,7 +272,7 @@ func TestTailOutOfOrderCommit(t *testing.T) {
 	c.waitFor(t, "C", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
 	polls := func() float64 { return promtest.ToFloat64(tl.m.wakeups.WithLabelValues(wakePoll)) }
 	before := polls()
-	testutil.Eventually(t, testutil.Wait, "3 polls with A open", func() bool { return polls() >= before+3 })
+	testenv.Eventually(t, testenv.Wait, "3 polls with A open", func() bool { return polls() >= before+3 })
 	if err := txA.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestTailResetRows(t *testing.T) {
 // writer runs and restarts it: every acknowledged row is delivered exactly once.
 func TestTailServerRestart(t *testing.T) {
 	cfg := testConfigOn(t, envCrashDSN)
-	var logs testutil.LockedBuffer
+	var logs testenv.LockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	tl, c := runTailer(t, cfg)
 	waitLoaded(t, tl)
@@ -464,7 +464,7 @@ func TestTailServerRestart(t *testing.T) {
 	w := startFaultWriter(t, cfg, "room0", "room1", "room2", "room3")
 	c.waitFor(t, "rows before the crash", func(ev []ystore.Event) bool { return rowCount(ev) >= 50 })
 	pgCtl(t, "stop", "-m", "immediate")
-	testutil.Eventually(t, testutil.Wait, "the tailer to report the outage",
+	testenv.Eventually(t, testenv.Wait, "the tailer to report the outage",
 		func() bool { return strings.Contains(tl.Status().LastError, "connect") },
 		func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 	if st := tl.Status(); st.Reachable || st.LastError == "" {
@@ -568,14 +568,14 @@ func (w *faultWriter) ackedCount() int {
 func (w *faultWriter) stopAfter(t testing.TB, n int) (acked, maybe map[string]bool) {
 	t.Helper()
 	before := w.ackedCount()
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d more acknowledged rows", n), func() bool { return w.ackedCount() >= before+n },
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d more acknowledged rows", n), func() bool { return w.ackedCount() >= before+n },
 		func() string { return fmt.Sprintf("%d acknowledged", w.ackedCount()-before) })
 	w.cancel()
 	<-w.done
 	return w.acked, w.maybe
 }
 
-// waitDelivered waits up to testutil.Wait for every acknowledged row to reach c and
+// waitDelivered waits up to testenv.Wait for every acknowledged row to reach c and
 // returns those that did not.
 func waitDelivered(c *collector, acked map[string]bool) []string {
 	missing := func() []string {
@@ -593,7 +593,7 @@ func waitDelivered(c *collector, acked map[string]bool) []string {
 		}
 		return out
 	}
-	_ = testutil.Within(testutil.Wait, func() bool { return len(missing()) == 0 })
+	_ = testenv.Within(testenv.Wait, func() bool { return len(missing()) == 0 })
 	return missing()
 }
 
@@ -650,7 +650,7 @@ func TestStatusNamesNoUserOrDatabase(t *testing.T) {
 			tc.mangle(&bad)
 			cfg.DSN = bad.String()
 			tl, _ := runTailer(t, cfg)
-			testutil.Eventually(t, testutil.Wait, "the tailer to report the failure",
+			testenv.Eventually(t, testenv.Wait, "the tailer to report the failure",
 				func() bool { return tl.Status().LastError != "" },
 				func() string { return fmt.Sprintf("status %+v", tl.Status()) })
 			st := tl.Status()

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 func TestConfig(t *testing.T) {
@@ -55,7 +55,7 @@ func TestConfig(t *testing.T) {
 	}
 	x.m.busy.Inc()
 	y.m.busy.Inc()
-	if got := testutil.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_busy_retries_total"); got != 2 {
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_busy_retries_total"); got != 2 {
 		t.Fatalf("busy retries of both tailers %v, want 2 in one series", got)
 	}
 }
@@ -84,7 +84,7 @@ func TestDirectoryAppearsLater(t *testing.T) {
 	tl := newTailer(t, Config{Path: path, PollInterval: 100 * time.Millisecond})
 	s := newSink()
 	runTailer(t, tl, s.deliver)
-	testutil.Eventually(t, testutil.Wait, "the store awaited", func() bool { return tl.Status().Absent })
+	testenv.Eventually(t, testenv.Wait, "the store awaited", func() bool { return tl.Status().Absent })
 	if st := tl.Status(); st.Reachable || st.LastError != "" {
 		t.Fatalf("status %+v of a store not written yet: want unreachable with no error", st)
 	}
@@ -103,7 +103,7 @@ func TestDirectoryAppearsLater(t *testing.T) {
 	if err := os.Rename(path, path+".aside"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "the store gone reported", func() bool { return tl.Status().LastError != "" })
+	testenv.Eventually(t, testenv.Wait, "the store gone reported", func() bool { return tl.Status().LastError != "" })
 	if st := tl.Status(); st.Absent || st.Reachable || !strings.Contains(st.LastError, ErrNoStore.Error()) {
 		t.Fatalf("status %+v of a store gone: want unreachable with ErrNoStore, not absent", st)
 	}
@@ -114,7 +114,7 @@ func TestRunTwice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- tl.Run(ctx, newSink().deliver) }()
-	testutil.Eventually(t, testutil.Wait, "first run", func() bool { return tl.running.Load() })
+	testenv.Eventually(t, testenv.Wait, "first run", func() bool { return tl.running.Load() })
 	if err := tl.Run(ctx, newSink().deliver); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Run: %v, want ErrRunning", err)
 	}
@@ -182,7 +182,7 @@ func TestSchemaVersionChange(t *testing.T) {
 	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
+	testenv.Eventually(t, testenv.Wait, "a second reset", func() bool { return s.kinds(roomA)[ystore.EventReset] == 2 })
 	converge(t, s, m)
 }
 

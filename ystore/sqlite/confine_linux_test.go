@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // A confined store (hub mode) is read only from beneath the user's directory and only
@@ -37,23 +37,13 @@ func TestConfinedStore(t *testing.T) {
 			symlinkAt(t, filepath.Join(bob, "store.db"), store)
 		}, confine.ErrEscapes, "outside the user's directory"},
 		{"a store that is not hers", func(t *testing.T, alice, bob, store string) {
-			if os.Getuid() != 0 {
-				t.Skip("a file of another owner needs root to make (chown)")
-			}
 			newModel(startWriter(t, store)).write(roomA, "alice")
-			if err := os.Chown(store, 4242, 4242); err != nil {
-				t.Fatal(err)
-			}
+			testenv.GiveAway(t, store)
 		}, confine.ErrNotOwned, "not owned by the user"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			top := t.TempDir()
-			alice, bob := filepath.Join(top, "alice"), filepath.Join(top, "bob")
-			for _, d := range []string{alice, bob} {
-				if err := os.Mkdir(d, 0o700); err != nil {
-					t.Fatal(err)
-				}
-			}
+			homes := testenv.Homes(t, "alice", "bob")
+			alice, bob := homes[0], homes[1]
 			newModel(startWriter(t, filepath.Join(bob, "store.db"))).write(roomB, "bob")
 			store := filepath.Join(alice, "store.db")
 			c.make(t, alice, bob, store)
@@ -74,10 +64,10 @@ func TestConfinedStore(t *testing.T) {
 			if c.want == nil {
 				want := docs{}
 				want.apply(roomA, tokens("alice"))
-				testutil.Eventually(t, testutil.Wait, "alice's store delivered", func() bool { return s.String() == want.String() }, s.String)
+				testenv.Eventually(t, testenv.Wait, "alice's store delivered", func() bool { return s.String() == want.String() }, s.String)
 				return
 			}
-			testutil.Eventually(t, testutil.Wait, "unreachable with the reason", func() bool {
+			testenv.Eventually(t, testenv.Wait, "unreachable with the reason", func() bool {
 				st := tl.Status()
 				return !st.Reachable && strings.Contains(st.LastError, c.why)
 			})

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // damages are writes over a live store outside SQLite's locking, each leaving a file
@@ -43,7 +43,7 @@ func TestDamagedInPlace(t *testing.T) {
 				m.write(roomB, "b1")
 				m.write(roomA, "a2")
 				tl, s := tailing(t, mode.cfg(path), m)
-				testutil.Eventually(t, testutil.Wait, "reachable status", func() bool { return tl.Status().Reachable })
+				testenv.Eventually(t, testenv.Wait, "reachable status", func() bool { return tl.Status().Reachable })
 				good, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
@@ -57,7 +57,7 @@ func TestDamagedInPlace(t *testing.T) {
 				// and header, cannot be told from no write by stat.
 				afterMtimeTick(t, path)
 				d.do(t, path, good)
-				testutil.Eventually(t, testutil.Wait, "unreachable status", func() bool {
+				testenv.Eventually(t, testenv.Wait, "unreachable status", func() bool {
 					st := tl.Status()
 					return !st.Reachable && st.LastError != ""
 				})
@@ -68,7 +68,7 @@ func TestDamagedInPlace(t *testing.T) {
 					before := tl.Status().LastErrorAt
 					d.do(t, path, good)
 					var st ystore.Status
-					testutil.Eventually(t, testutil.Wait, "another read of the damaged store", func() bool {
+					testenv.Eventually(t, testenv.Wait, "another read of the damaged store", func() bool {
 						st = tl.Status()
 						return st.Reachable || st.LastErrorAt.After(before)
 					})
@@ -81,7 +81,7 @@ func TestDamagedInPlace(t *testing.T) {
 				}
 
 				sqlitetest.WriteInPlace(t, path, good)
-				testutil.Eventually(t, testutil.Wait, "reachable status after the restore", func() bool { return tl.Status().Reachable })
+				testenv.Eventually(t, testenv.Wait, "reachable status after the restore", func() bool { return tl.Status().Reachable })
 				s.mu.Lock()
 				extra := s.events[delivered:]
 				s.mu.Unlock()
@@ -105,7 +105,7 @@ func afterMtimeTick(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir() // not path's directory, whose tailers would be woken
-	testutil.Eventually(t, testutil.Wait, "the file clock to tick past the last commit", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the file clock to tick past the last commit", func() bool {
 		f, err := os.CreateTemp(dir, "tick")
 		if err != nil {
 			t.Fatal(err)

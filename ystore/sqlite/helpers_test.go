@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // writer drives testdata/pycrdt_writer/writer.py, which writes like pycrdt-store.
@@ -136,7 +136,7 @@ func (s *sink) kinds(room string) map[ystore.EventKind]int {
 func converge(t testing.TB, s *sink, m *model) {
 	t.Helper()
 	want := m.docs.String()
-	testutil.Eventually(t, testutil.Wait, "the served documents to equal the writer's", func() bool { return s.String() == want },
+	testenv.Eventually(t, testenv.Wait, "the served documents to equal the writer's", func() bool { return s.String() == want },
 		func() string { return fmt.Sprintf("served documents\n  %s\nwant\n  %s", s.String(), want) })
 }
 

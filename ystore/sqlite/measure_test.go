@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // The measurements behind docs/BENCHMARKS.md run only with YSTORE_SQLITE_BENCH=1:
@@ -60,14 +60,14 @@ func TestMeasureLatency(t *testing.T) {
 				}
 				return nil
 			})
-			testutil.Eventually(t, testutil.Wait, "initial load", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == 1 })
+			testenv.Eventually(t, testenv.Wait, "initial load", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == 1 })
 			const n = 300
 			updates := make([]string, n)
 			for i := range updates {
 				updates[i] = b64(tokens(fmt.Sprintf("u%d", i)))
 			}
 			r := w.Do(map[string]any{"op": "flood", "room": roomB, "updates": updates, "interval": 0.01})
-			testutil.Eventually(t, testutil.Wait, "every row", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == n+1 })
+			testenv.Eventually(t, testenv.Wait, "every row", func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == n+1 })
 			lat := make([]time.Duration, 0, n)
 			for _, row := range r.Rows {
 				committed := time.Unix(0, int64(row[2]*1e9))

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // nonRegular are the things other than a regular file that can be at a store path, each
@@ -84,7 +84,7 @@ func TestNonRegularStorePath(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- tl.Run(ctx, newSink().deliver) }()
-				testutil.Eventually(t, testutil.Wait, "unreachable with the reason", unreachable)
+				testenv.Eventually(t, testenv.Wait, "unreachable with the reason", unreachable)
 				cancel()
 				stopped(t, done)
 				if _, err := tl.Load(context.Background()); !errors.Is(err, ErrNotRegular) {
@@ -93,7 +93,7 @@ func TestNonRegularStorePath(t *testing.T) {
 
 				s := newSink()
 				runTailer(t, tl, s.deliver)
-				testutil.Eventually(t, testutil.Wait, "unreachable with the reason", unreachable)
+				testenv.Eventually(t, testenv.Wait, "unreachable with the reason", unreachable)
 				// The store is made aside and renamed into place whole: a store read while
 				// it is being created is another test's matter.
 				m := newModel(startWriter(t, path+".new"))
@@ -111,7 +111,7 @@ func TestNonRegularStorePath(t *testing.T) {
 				if n := s.kinds("")[ystore.EventUpdates]; n == 0 {
 					t.Fatalf("events %v: want the rows after the load tailed as updates", s.kinds(""))
 				}
-				testutil.Eventually(t, testutil.Wait, "reachable", func() bool {
+				testenv.Eventually(t, testenv.Wait, "reachable", func() bool {
 					st := tl.Status()
 					return st.Reachable && st.LastError == ""
 				})
@@ -135,7 +135,7 @@ func TestStoreReplacedByFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "unreachable with the reason", func() bool {
+	testenv.Eventually(t, testenv.Wait, "unreachable with the reason", func() bool {
 		st := tl.Status()
 		return !st.Reachable && strings.Contains(st.LastError, "a named pipe (FIFO)")
 	})
@@ -143,7 +143,7 @@ func TestStoreReplacedByFIFO(t *testing.T) {
 	if err := os.Rename(aside, path); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "reachable", func() bool { return tl.Status().Reachable })
+	testenv.Eventually(t, testenv.Wait, "reachable", func() bool { return tl.Status().Reachable })
 	converge(t, s, m)
 }
 
@@ -161,7 +161,7 @@ func TestFIFOAtTheJournalPath(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tl.Run(ctx, s.deliver) }()
-	testutil.Eventually(t, testutil.Wait, "a read, failed or not", func() bool {
+	testenv.Eventually(t, testenv.Wait, "a read, failed or not", func() bool {
 		st := tl.Status()
 		return !st.LastReadAt.IsZero() || !st.LastErrorAt.IsZero()
 	})

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // deleteRow deletes one row through a connection of its own, as an operator would.
@@ -77,7 +77,7 @@ func TestReloadDeliversTheRoomAgain(t *testing.T) {
 
 			tl.Reload(roomA)
 			tl.Reload("no such room")
-			testutil.Eventually(t, testutil.Wait, "room A delivered again", func() bool {
+			testenv.Eventually(t, testenv.Wait, "room A delivered again", func() bool {
 				return s.kinds(roomA)[ystore.EventReset] == resetsA+1
 			})
 			converge(t, s, m)

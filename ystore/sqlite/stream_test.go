@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // LoadStream hands the sink, in one call, the Resets Load returns, their rows streamed a
@@ -103,7 +103,7 @@ func TestStreamedLoadReadFails(t *testing.T) {
 		}
 		return s.deliver(ctx, events)
 	})
-	testutil.Eventually(t, testutil.Wait, "unreachable status", func() bool {
+	testenv.Eventually(t, testenv.Wait, "unreachable status", func() bool {
 		st := tl.Status()
 		return !st.Reachable && st.LastError != ""
 	})
@@ -111,5 +111,5 @@ func TestStreamedLoadReadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	converge(t, s, m)
-	testutil.Eventually(t, testutil.Wait, "reachable status after the restore", func() bool { return tl.Status().Reachable })
+	testenv.Eventually(t, testenv.Wait, "reachable status after the restore", func() bool { return tl.Status().Reachable })
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 const (
@@ -74,7 +74,7 @@ func TestScenarios(t *testing.T) {
 			}
 			converge(e.t, e.s, m)
 			// Status is recorded once the sink has returned: caught up, the lag is 0.
-			testutil.Eventually(e.t, testutil.Wait, "40 rows tailed", func() bool { return e.tl.Status().RowsTailed == 40 })
+			testenv.Eventually(e.t, testenv.Wait, "40 rows tailed", func() bool { return e.tl.Status().RowsTailed == 40 })
 			st := e.tl.Status()
 			if !st.Reachable || st.RowsTailed != 40 || st.Rooms != 3 || st.LastError != "" ||
 				st.LastRowAt.IsZero() || st.Lag != 0 || st.MaxReadTx <= 0 {
@@ -83,7 +83,7 @@ func TestScenarios(t *testing.T) {
 		}},
 		{"store appears later", func(e *env) {
 			e.run()
-			testutil.Eventually(e.t, testutil.Wait, "the store awaited", func() bool {
+			testenv.Eventually(e.t, testenv.Wait, "the store awaited", func() bool {
 				st := e.tl.Status()
 				return !st.Reachable && st.Absent && st.LastError == ""
 			})
@@ -91,7 +91,7 @@ func TestScenarios(t *testing.T) {
 			m.write(roomA, "a1")
 			m.write(roomB, "b1")
 			converge(e.t, e.s, m)
-			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool {
+			testenv.Eventually(e.t, testenv.Wait, "reachable status", func() bool {
 				st := e.tl.Status()
 				return st.Reachable && !st.Absent
 			})
@@ -216,12 +216,12 @@ func TestScenarios(t *testing.T) {
 			e.run()
 			converge(e.t, e.s, m)
 			m.w.Do(map[string]any{"op": "delete"})
-			testutil.Eventually(e.t, testutil.Wait, "unreachable status", func() bool { return !e.tl.Status().Reachable })
+			testenv.Eventually(e.t, testenv.Wait, "unreachable status", func() bool { return !e.tl.Status().Reachable })
 			converge(e.t, e.s, m) // the last state stays served
 			m.docs = docs{}
 			m.write(roomB, "b1")
 			converge(e.t, e.s, m)
-			testutil.Eventually(e.t, testutil.Wait, "reachable status", func() bool { return e.tl.Status().Reachable })
+			testenv.Eventually(e.t, testenv.Wait, "reachable status", func() bool { return e.tl.Status().Reachable })
 			if n := e.s.kinds(roomA)[ystore.EventRemoved]; n != 1 {
 				e.t.Fatalf("room %s removed %d times, want 1", roomA, n)
 			}
@@ -308,7 +308,7 @@ func TestOldRowAppliedIsNoLag(t *testing.T) {
 	insertRow(t, path, roomA, tokens("old"), time.Now().Add(-time.Hour))
 	m.docs.apply(roomA, tokens("old"))
 	converge(t, s, m)
-	testutil.Eventually(t, testutil.Wait, "the old row tailed", func() bool { return tl.Status().RowsTailed == 2 })
+	testenv.Eventually(t, testenv.Wait, "the old row tailed", func() bool { return tl.Status().RowsTailed == 2 })
 	if st := tl.Status(); st.Lag != 0 || !st.Reachable {
 		t.Fatalf("status %+v: want lag 0 once the old row is applied", st)
 	}

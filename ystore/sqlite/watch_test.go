@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // inotifyInstances counts the inotify instances this process holds.
@@ -92,7 +92,7 @@ func TestSharedWatcherRelease(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "c.db"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Receive(t, testutil.Wait, "a tailer registered after the others left woken by its store", k3.wake)
+	testenv.Receive(t, testenv.Wait, "a tailer registered after the others left woken by its store", k3.wake)
 	select {
 	case <-k1.wake:
 		t.Fatal("a tailer that left was woken")

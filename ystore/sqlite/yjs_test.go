@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
@@ -110,7 +110,7 @@ func TestYjsSessions(t *testing.T) {
 	w.Do(map[string]any{"op": "squash", "room": roomB, "merged": b64(b.Merged), "cutoff": 1e12})
 	want := map[string]string{roomA: notebookJSON(t, a.Merged), roomB: notebookJSON(t, b.Merged)}
 	for room, nb := range want {
-		testutil.Eventually(t, testutil.Wait, "notebook "+room, func() bool { return nbs.json(room) == nb })
+		testenv.Eventually(t, testenv.Wait, "notebook "+room, func() bool { return nbs.json(room) == nb })
 	}
 	events, err := tl.Load(context.Background())
 	if err != nil {

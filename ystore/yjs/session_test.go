@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // session is one random editing session written by testdata/yjs-golden/sessions.mjs.
@@ -398,7 +398,7 @@ func TestSessionsRoundTripYjs(t *testing.T) {
 	if err == nil {
 		_, err = os.Stat(filepath.Join(dir, "node_modules", "yjs"))
 	}
-	testutil.Need(t, err, "node, and npm ci in testdata/yjs-golden")
+	testenv.Need(t, err, "node, and npm ci in testdata/yjs-golden")
 	type rtCase struct {
 		Name  string `json:"name"`
 		State string `json:"state"`

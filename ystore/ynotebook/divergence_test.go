@@ -1,11 +1,10 @@
 package ynotebook
 
 import (
-	"database/sql"
 	"os"
 	"testing"
 
-	_ "modernc.org/sqlite"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 )
 
 // divergenceDir holds a store the real Jupyter server wrote (jupyter-collaboration 5.0.4,
@@ -18,25 +17,9 @@ const divergenceDir = "testdata/yjs-order-divergence/"
 // saved. Yjs drops an item whose neighbour was collected with its deleted type (here the
 // second 日本, inserted next to text of a cell moved away meanwhile); yrs keeps it.
 func TestServerStoreDivergence(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+divergenceDir+"ystore.db?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rs, err := db.Query(`SELECT yupdate FROM yupdates WHERE path = ? ORDER BY rowid`, ".notebook:b8f289fb-62ea-44da-8b68-ed10c4d0d74c.y")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows [][]byte
-	for rs.Next() {
-		var u []byte
-		if err := rs.Scan(&u); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, u)
-	}
-	if err := rs.Err(); err != nil || len(rows) != 45 {
-		t.Fatalf("%d rows: %v", len(rows), err)
+	rows := sqlitetest.Rows(t, divergenceDir+"ystore.db", ".notebook:b8f289fb-62ea-44da-8b68-ed10c4d0d74c.y")
+	if len(rows) != 45 {
+		t.Fatalf("%d rows", len(rows))
 	}
 	b, err := os.ReadFile(divergenceDir + "c0-as-saved-by-the-server.ipynb")
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -107,12 +107,12 @@ func runPycrdt(t *testing.T, cases []pycrdtCase) {
 }
 
 // pinnedPython returns the Python of the pinned Jupyter stack ($SIDECAR_TEST_JUPYTER_VENV),
-// or "" when the test cannot run (testutil.Need: a failure on CI; -short skips it).
+// or "" when the test cannot run (testenv.Need: a failure on CI; -short skips it).
 func pinnedPython(t *testing.T) string {
 	t.Helper()
 	venv := os.Getenv(venvVar)
 	if venv == "" {
-		testutil.Need(t, errors.New(venvVar+" is not set"), "scripts/jupyter-venv.sh makes the pinned virtual environment")
+		testenv.Need(t, errors.New(venvVar+" is not set"), "scripts/jupyter-venv.sh makes the pinned virtual environment")
 		return ""
 	}
 	if testing.Short() {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
 
@@ -23,7 +23,7 @@ func requireNode(t *testing.T) string {
 	if err == nil {
 		_, err = os.Stat(filepath.Join(yjsDir, "node_modules", "@jupyter", "ydoc"))
 	}
-	testutil.Need(t, err, "node, and npm ci in "+yjsDir)
+	testenv.Need(t, err, "node, and npm ci in "+yjsDir)
 	return node
 }
 

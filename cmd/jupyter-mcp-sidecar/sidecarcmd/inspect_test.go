@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // inspect lists the rooms of a store written by the demo writer and prints its notebook
@@ -74,7 +74,7 @@ func demoStore(t *testing.T) (*demo.Writer, string) {
 	defer db.Close()
 	room := w.Room()
 	var n int
-	testutil.Eventually(t, testutil.Wait, fmt.Sprintf("%d demo updates in the store", rows), func() bool {
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d demo updates in the store", rows), func() bool {
 		if err := db.QueryRow(`SELECT count(*) FROM yupdates WHERE path = ?`, room).Scan(&n); err != nil {
 			t.Fatal(err)
 		}

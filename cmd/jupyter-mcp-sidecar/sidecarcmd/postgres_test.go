@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // The Postgres commands against the real PostgreSQL .ci/run starts: postgres init (twice:
@@ -48,15 +48,15 @@ func TestPostgresInitShipInspect(t *testing.T) {
 	shipCtx, stopShip := context.WithCancel(context.Background())
 	defer stopShip()
 	shipped := make(chan error, 1)
-	probes := "http://" + testutil.FreeAddr(t)
+	probes := "http://" + testenv.FreeAddr(t)
 	go func() {
-		root := newRoot(&testutil.LockedBuffer{}, &testutil.LockedBuffer{})
+		root := newRoot(&testenv.LockedBuffer{}, &testenv.LockedBuffer{})
 		root.SetArgs([]string{"ship", "--store", w.StorePath(), "--ship-dsn", dsn, "--source-id", "test-host", "--log-level", "error",
 			"--metrics-listen", strings.TrimPrefix(probes, "http://")})
 		shipped <- root.ExecuteContext(shipCtx)
 	}()
 	inspect := []string{"inspect", "--backend", "postgres", "--fileid-db", w.FileIDDBPath(), "--root-dir", dir, "--dsn", dsn}
-	testutil.Eventually(t, testutil.Wait, "the shipped room visible to inspect", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the shipped room visible to inspect", func() bool {
 		select {
 		case err := <-shipped:
 			t.Fatalf("ship stopped: %v", err)
@@ -72,7 +72,7 @@ func TestPostgresInitShipInspect(t *testing.T) {
 		{"/readyz", `"ready":true`},
 		{"/metrics", "jupyter_mcp_sidecar_postgres_shipped_rows_total"},
 	} {
-		testutil.Eventually(t, testutil.Wait, "ship's "+p.path, func() bool {
+		testenv.Eventually(t, testenv.Wait, "ship's "+p.path, func() bool {
 			resp, err := http.Get(probes + p.path)
 			if err != nil {
 				return false

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -51,8 +51,8 @@ func readNotebook(ctx context.Context, t *testing.T, c *client.Client) (string, 
 // keeps changing; SIGTERM-like cancellation stops it cleanly.
 func TestServeDemo(t *testing.T) {
 	isolate(t)
-	addr := testutil.FreeAddr(t)
-	var stdout, stderr testutil.LockedBuffer
+	addr := testenv.FreeAddr(t)
+	var stdout, stderr testenv.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -63,7 +63,7 @@ func TestServeDemo(t *testing.T) {
 	}()
 
 	base := "http://" + addr
-	testutil.Eventually(t, testutil.Wait, "GET /readyz = 200", func() bool {
+	testenv.Eventually(t, testenv.Wait, "GET /readyz = 200", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -89,12 +89,12 @@ func TestServeDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	var first string
-	testutil.Eventually(t, testutil.Wait, "notebook://demo readable with cells", func() bool {
+	testenv.Eventually(t, testenv.Wait, "notebook://demo readable with cells", func() bool {
 		var ok bool
 		first, ok = readNotebook(ctx, t, c)
 		return ok
 	})
-	testutil.Eventually(t, testutil.Wait, "notebook://demo changing", func() bool {
+	testenv.Eventually(t, testenv.Wait, "notebook://demo changing", func() bool {
 		now, ok := readNotebook(ctx, t, c)
 		return ok && now != first
 	})
@@ -115,19 +115,19 @@ func TestServeDemo(t *testing.T) {
 // collector reads it) is JSON lines only and never holds the token.
 func TestServeGeneratesToken(t *testing.T) {
 	dir := isolate(t)
-	addr := testutil.FreeAddr(t)
-	var stderr testutil.LockedBuffer
+	addr := testenv.FreeAddr(t)
+	var stderr testenv.LockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		root := newRoot(&testutil.LockedBuffer{}, &stderr)
+		root := newRoot(&testenv.LockedBuffer{}, &stderr)
 		root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
 			"--listen", addr, "--log-level", "info", "--log-format", "json"})
 		done <- root.ExecuteContext(ctx)
 	}()
 	var tokenFile string
-	testutil.Eventually(t, testutil.Wait, "the generated token's file in the log", func() bool {
+	testenv.Eventually(t, testenv.Wait, "the generated token's file in the log", func() bool {
 		for _, rec := range jsonLines(t, stderr.String()) {
 			if f, ok := rec["token_file"].(string); ok {
 				tokenFile = f
@@ -146,7 +146,7 @@ func TestServeGeneratesToken(t *testing.T) {
 	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("%s: %v, mode %v; want 0600", tokenFile, err, fi.Mode())
 	}
-	testutil.Eventually(t, testutil.Wait, "the MCP endpoint answering with the token", func() bool { return postInitialize(addr, token) == http.StatusOK })
+	testenv.Eventually(t, testenv.Wait, "the MCP endpoint answering with the token", func() bool { return postInitialize(addr, token) == http.StatusOK })
 	if code := postInitialize(addr, ""); code != http.StatusUnauthorized {
 		t.Errorf("no token: status %d, want 401", code)
 	}
@@ -209,15 +209,15 @@ func TestMain(m *testing.M) {
 func TestServeStopsOnSIGTERM(t *testing.T) {
 	isolate(t)
 	tmp := t.TempDir()
-	addr := testutil.FreeAddr(t)
-	var stderr testutil.LockedBuffer
+	addr := testenv.FreeAddr(t)
+	var stderr testenv.LockedBuffer
 	cmd := exec.Command(os.Args[0], "serve", "--demo", "--listen", addr, "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "JMS_TEST_RUN_MAIN=1", "TMPDIR="+tmp)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, testutil.Wait, "GET /healthz = 200", func() bool {
+	testenv.Eventually(t, testenv.Wait, "GET /healthz = 200", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false
@@ -256,18 +256,18 @@ func TestServeWarnsInsecureNoAuth(t *testing.T) {
 	} {
 		t.Run(tc.host, func(t *testing.T) {
 			dir := isolate(t)
-			addr := net.JoinHostPort(tc.host, strconv.Itoa(testutil.FreePort(t)))
-			var stderr testutil.LockedBuffer
+			addr := net.JoinHostPort(tc.host, strconv.Itoa(testenv.FreePort(t)))
+			var stderr testenv.LockedBuffer
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				root := newRoot(&testutil.LockedBuffer{}, &stderr)
+				root := newRoot(&testenv.LockedBuffer{}, &stderr)
 				root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
 					"--listen", addr, "--insecure-no-auth", "--log-format", "json"})
 				done <- root.ExecuteContext(ctx)
 			}()
-			testutil.Eventually(t, testutil.Wait, "the MCP server listening", func() bool {
+			testenv.Eventually(t, testenv.Wait, "the MCP server listening", func() bool {
 				return strings.Contains(stderr.String(), `"msg":"mcp server listening"`)
 			}, stderr.String)
 			cancel()

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -86,15 +86,22 @@ func TestStats(t *testing.T) {
 	}
 	lib.set("b.ipynb", ynotebook.Cell{ID: "3", CellType: "raw"})
 	set.NotebookChanged("b.ipynb", ynotebook.Changes{Added: []string{"3"}})
-	var last string
-	testutil.Eventually(t, testutil.Wait, "the change set counted", func() bool {
-		last = call()
+	// The extension counts change sets on its own goroutine: poll until it has, within a
+	// failure bound (this module, like any extension's, cannot import the sidecar's
+	// internal test helpers).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		last := call()
 		var got struct{ Notebooks []any }
 		if err := json.Unmarshal([]byte(last), &got); err != nil {
 			t.Fatal(err)
 		}
-		return len(got.Notebooks) == 2
-	}, func() string { return last })
+		if len(got.Notebooks) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the change set counted: not within 30 s: %s", last)
+		}
+	}
 }
 
 // TestStatsRefusesUnknownOptions checks that a misspelt option stops the build, by name.

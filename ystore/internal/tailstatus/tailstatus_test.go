@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
 )
 
 // newRecorder returns a Recorder tracked, as backend "test", on the registry returned.
@@ -24,7 +24,7 @@ func newRecorder(t *testing.T) (*Recorder, *prometheus.Registry) {
 // value is the value of the series name (without the namespace) on reg.
 func value(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	return testutil.Metric(t, reg, "jupyter_mcp_sidecar_"+name)
+	return testenv.Metric(t, reg, "jupyter_mcp_sidecar_"+name)
 }
 
 // events returns one event of kind with rows committed ago before now.

@@ -9,7 +9,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/testutil"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // The environment variables .ci/postgres.sh exports.
@@ -25,7 +25,7 @@ func Env(t testing.TB, name string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		testutil.Need(t, fmt.Errorf("%s is not set", name), "run the tests under .ci/postgres.sh")
+		testenv.Need(t, fmt.Errorf("%s is not set", name), "run the tests under .ci/postgres.sh")
 	}
 	return v
 }

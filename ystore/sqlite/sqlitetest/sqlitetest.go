@@ -5,6 +5,7 @@ package sqlitetest
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	_ "modernc.org/sqlite"
 )
 
 // Writer is one running writer process on one store file.
@@ -115,4 +118,32 @@ func WriteInPlace(t testing.TB, path string, b []byte) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Rows returns the updates of room in the pycrdt-store file at path (opened read-only),
+// in rowid order: a stored fixture's room, as a tailer would read it.
+func Rows(t testing.TB, path, room string) [][]byte {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := db.Query(`SELECT yupdate FROM yupdates WHERE path = ? ORDER BY rowid`, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var rows [][]byte
+	for rs.Next() {
+		var u []byte
+		if err := rs.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, u)
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }

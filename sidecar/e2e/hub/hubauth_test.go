@@ -1,0 +1,632 @@
+package hub
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jhubtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
+)
+
+// listenRedirect is an OAuth client's loopback redirect URI, http://127.0.0.1:PORT/cb:
+// it answers each request to it and hands over the query (the authorization response).
+func listenRedirect(t *testing.T) (string, <-chan url.Values) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan url.Values, 16)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cb" {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case got <- r.URL.Query():
+		default:
+		}
+		_, _ = io.WriteString(w, "Logged in: you may close this page.")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/cb", got
+}
+
+// hubLogin is where a person's login in Chromium ended (hublogin.mjs's reply).
+type hubLogin struct {
+	URL    string   `json:"url"`
+	Seen   []string `json:"seen"` // the pages the person filled: the Hub's "login", "authorize", the sidecar's "consent"
+	Status int      `json:"status"`
+	Text   string   `json:"text"`
+}
+
+// logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
+// user, approving there and on the sidecar's consent page, until the browser leaves for
+// until. more sets the login command's other fields: "consent" ("deny", or "none" to
+// stop at the page), "session" (the person's browser, kept from one login to the next).
+func logIn(t *testing.T, people *jupytertest.Client, authorizeURL, user, until string, more ...map[string]any) hubLogin {
+	t.Helper()
+	cmd := map[string]any{"op": "login", "url": authorizeURL, "user": user, "until": until}
+	for _, m := range more {
+		maps.Copy(cmd, m)
+	}
+	r := people.Do(cmd)
+	b, _ := json.Marshal(r)
+	var l hubLogin
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// oauthClient is a client registered at the sidecar, with one PKCE pair: the
+// authorization request and the token request it makes.
+type oauthClient struct {
+	issuer, resource, id, redirect, verifier, challenge string
+	approvedBy                                          map[string]bool // the users who approved it on the consent page
+}
+
+func newOAuthClient(t *testing.T, issuer, resource, id, redirect string) oauthClient {
+	v, c := pkcePair(t)
+	return oauthClient{issuer: issuer, resource: resource, id: id, redirect: redirect, verifier: v, challenge: c, approvedBy: map[string]bool{}}
+}
+
+// authorizeURL is the authorization request (state s1), changed by mod.
+func (c oauthClient) authorizeURL(mod func(url.Values)) string {
+	q := url.Values{"response_type": {"code"}, "client_id": {c.id}, "redirect_uri": {c.redirect}, "state": {"s1"},
+		"code_challenge": {c.challenge}, "code_challenge_method": {"S256"}, "resource": {c.resource}}
+	if mod != nil {
+		mod(q)
+	}
+	return c.issuer + "/oauth/authorize?" + q.Encode()
+}
+
+// tokenForm is the token request for code, changed by mod.
+func (c oauthClient) tokenForm(code string, mod func(url.Values)) url.Values {
+	f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {c.redirect}, "client_id": {c.id}, "code_verifier": {c.verifier}}
+	if mod != nil {
+		mod(f)
+	}
+	return f
+}
+
+// code logs user in through people's Chromium and returns the code the redirect URI
+// got (delivered: listenRedirect's), after checking the authorization response.
+func (c oauthClient) code(t *testing.T, people *jupytertest.Client, user string, delivered <-chan url.Values) string {
+	t.Helper()
+	l := logIn(t, people, c.authorizeURL(nil), user, c.redirect)
+	back := testenv.Receive(t, testenv.Wait, "the authorization response at the redirect URI", delivered)
+	// The Hub shows its authorization page only until the user has approved the
+	// service once; the sidecar its consent page until the user has approved the client.
+	consent := map[bool]string{false: " consent]", true: "]"}[c.approvedBy[user]]
+	if (fmt.Sprint(l.Seen) != "[login"+consent && fmt.Sprint(l.Seen) != "[login authorize"+consent) || !strings.HasPrefix(l.URL, c.redirect+"?") ||
+		back.Get("state") != "s1" || back.Get("code") == "" || back.Get("iss") != c.issuer {
+		t.Fatalf("back from the login: %+v, the redirect URI got %v", l, back)
+	}
+	c.approvedBy[user] = true
+	return back.Get("code")
+}
+
+// fetchRequest is one fetch of a page's script (hublogin.mjs's "fetch").
+type fetchRequest struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// fetchAnswer is what the page could read of the answer, or the browser's error.
+type fetchAnswer struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Error   string            `json:"error"`
+}
+
+// fetchFrom runs requests in people's Chromium from a page at pageURL, one after the
+// other.
+func fetchFrom(t *testing.T, people *jupytertest.Client, pageURL string, requests ...fetchRequest) []fetchAnswer {
+	t.Helper()
+	b, _ := json.Marshal(people.Do(map[string]any{"op": "fetch", "page": pageURL, "requests": requests})["answers"])
+	var out []fetchAnswer
+	if err := json.Unmarshal(b, &out); err != nil || len(out) != len(requests) {
+		t.Fatalf("fetch answers %s: %v", b, err)
+	}
+	return out
+}
+
+// startHubAuth starts a Hub running the servers of users and a hub-mode sidecar behind
+// it with hub.oauth on.
+func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hubUser, *sidecartest.Sidecar) {
+	t.Helper()
+	root := t.TempDir()
+	port := testenv.FreePort(t)
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	spawned := spawnUsers(t, hub, users...)
+	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
+		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q}", hub.ProxyURL)) +
+		"notifications: {debounce: 250ms, max_delay: 2s}\n"
+	return hub, spawned, sidecartest.LaunchOn(t, root, port, cfg, "serve")
+}
+
+// TestHubLogin runs the MCP authorization flow with the Hub as the login against a real
+// JupyterHub and real users' servers, people logging in at the Hub in headless Chromium:
+// a request without a token gets 401 naming the protected-resource metadata, which
+// names the sidecar's authorization server; the official TypeScript SDK's OAuth client
+// registers, its redirect handler opens the authorization URL in Chromium, where the
+// user fills the Hub's own login form and approves on its authorization page, and the
+// browser's redirect to the client's loopback listener delivers the code; the client
+// exchanges it, lists only its user's notebooks and hears its user's edits made through
+// the user's server, and nothing of the other user's. A client in a web page of an
+// allowed origin does the same through CORS; a page of another origin cannot read the
+// endpoint. Tampered redirect URIs, missing state or PKCE, a missing or wrong verifier,
+// another client's code and a reused code are refused, and a Hub user without the
+// service's scope gets no code; the token is its user's only; revoked at the Hub, it is
+// refused within hub.token_cache_ttl.
+func TestHubLogin(t *testing.T) {
+	people := browser.HubLogin(t)
+	// A web page's origin allowed to use the MCP endpoint (the MCP Inspector's).
+	page, pageDelivered := listenRedirect(t)
+	origin := strings.TrimSuffix(page, "/cb")
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", origin)
+	hub, users, sc := startHubAuth(t, "alice", "bob")
+	alice, bob := users["alice"], users["bob"]
+	endpoint := hub.ServicePrefix() + "mcp"
+	issuer := strings.TrimRight(hub.ServicePrefix(), "/")
+
+	t.Run("discovery from the 401", func(t *testing.T) {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := fmt.Sprintf(`resource_metadata=%q`, issuer+"/.well-known/oauth-protected-resource")
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), want) {
+			t.Fatalf("no token: %d %q, want 401 with %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
+		}
+		// A client holding a stale or wrong token is pointed to the metadata too.
+		req, _ := http.NewRequest(http.MethodGet, endpoint, nil)
+		req.Header.Set("Authorization", "Bearer not-a-token-the-hub-knows")
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized ||
+			!strings.Contains(got, want) || !strings.Contains(got, `error="invalid_token"`) {
+			t.Fatalf("wrong token: %d %q, want 401 invalid_token with %s", resp.StatusCode, got, want)
+		}
+		var prm struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		getJSON(t, issuer+"/.well-known/oauth-protected-resource", &prm)
+		if prm.Resource != endpoint || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != issuer {
+			t.Fatalf("protected-resource metadata: %+v", prm)
+		}
+		for _, p := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+			var asm map[string]any
+			getJSON(t, issuer+p, &asm)
+			if asm["issuer"] != issuer || fmt.Sprint(asm["code_challenge_methods_supported"]) != "[S256]" || asm["registration_endpoint"] != issuer+"/oauth/register" {
+				t.Fatalf("%s: %v", p, asm)
+			}
+		}
+	})
+
+	t.Run("the official SDK logs in as each user", func(t *testing.T) {
+		clients := map[string]*sidecartest.TSClient{}
+		for _, u := range []*hubUser{alice, bob} {
+			c := sidecartest.StartOAuthTS(t, endpoint, u.name)
+			clients[u.name] = c
+			var list struct{ Resources []struct{ URI, Name string } }
+			if err := json.Unmarshal(c.Do(map[string]any{"op": "list"}), &list); err != nil {
+				t.Fatal(err)
+			}
+			var uris []string
+			for _, r := range list.Resources {
+				if strings.HasPrefix(r.URI, "notebook://") {
+					uris = append(uris, r.URI)
+				}
+			}
+			if fmt.Sprint(uris) != "["+sidecartest.NbURI+"]" {
+				t.Fatalf("%s's resources/list: %v, want only their notebook", u.name, uris)
+			}
+			sameNotebook(t, c, sidecartest.NbURI, u.py.Notebook("a", sidecartest.NbPath))
+		}
+		for _, c := range clients {
+			sidecartest.Drain(c, 700*time.Millisecond)
+		}
+		for _, tt := range []struct{ who, other *hubUser }{{alice, bob}, {bob, alice}} {
+			want := editReal(t, tt.who)
+			sidecartest.Await(t, clients[tt.who.name], testenv.Wait, sidecartest.NbURI)
+			if n := sidecartest.Drain(clients[tt.other.name], time.Second); n != 0 {
+				t.Fatalf("%s's client heard %d notifications of %s's edit", tt.other.name, n, tt.who.name)
+			}
+			sameNotebook(t, clients[tt.who.name], sidecartest.NbURI, want)
+		}
+	})
+
+	t.Run("a client in a web page", func(t *testing.T) {
+		// What a client running in a page of another origin (the MCP Inspector) fetches,
+		// in Chromium, which enforces CORS: the 401's challenge, both metadata documents,
+		// the registration, then, after alice's login, the token and MCP with it.
+		const version = "2025-11-25"
+		initialize := fetchRequest{URL: endpoint, Method: http.MethodPost, Body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`,
+			Headers: map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": version}}
+		meta := map[string]string{"MCP-Protocol-Version": version} // the SDK's discovery sends it: a preflight
+		a := fetchFrom(t, people, origin+"/", initialize,
+			fetchRequest{URL: issuer + "/.well-known/oauth-protected-resource", Headers: meta},
+			fetchRequest{URL: issuer + "/.well-known/oauth-authorization-server", Headers: meta},
+			fetchRequest{URL: issuer + "/oauth/register", Method: http.MethodPost, Headers: map[string]string{"Content-Type": "application/json"},
+				Body: `{"client_name":"page","redirect_uris":["` + page + `"],"token_endpoint_auth_method":"none"}`})
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		if a[0].Status != http.StatusUnauthorized || !strings.Contains(a[0].Headers["www-authenticate"], `resource_metadata="`+issuer+`/.well-known/oauth-protected-resource"`) ||
+			a[1].Status != http.StatusOK || a[2].Status != http.StatusOK || a[3].Status != http.StatusCreated || json.Unmarshal([]byte(a[3].Body), &reg) != nil {
+			t.Fatalf("the page's discovery and registration: %+v", a)
+		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, page)
+		code := oc.code(t, people, "alice", pageDelivered)
+		b := fetchFrom(t, people, origin+"/", fetchRequest{URL: issuer + "/oauth/token", Method: http.MethodPost,
+			Headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, Body: oc.tokenForm(code, nil).Encode()})
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		if b[0].Status != http.StatusOK || json.Unmarshal([]byte(b[0].Body), &tok) != nil || tok.AccessToken == "" {
+			t.Fatalf("the page's token request: %+v", b[0])
+		}
+		initialize.Headers["Authorization"] = "Bearer " + tok.AccessToken
+		if c := fetchFrom(t, people, origin+"/", initialize)[0]; c.Status != http.StatusOK || c.Headers["mcp-session-id"] == "" {
+			t.Fatalf("the page's initialize with alice's token: %+v", c)
+		}
+		// A page of an origin not allowed may not read the endpoint's answers.
+		other, _ := listenRedirect(t)
+		if c := fetchFrom(t, people, strings.TrimSuffix(other, "cb"), initialize)[0]; c.Error == "" {
+			t.Fatalf("a page of an origin not in server.allowed_origins read the endpoint: %+v", c)
+		}
+	})
+
+	t.Run("a confused deputy", func(t *testing.T) {
+		// alice's own client, and another registered with a redirect URI of its choosing:
+		// a loopback listener standing in for https://evil.example/steal, recording
+		// every hit.
+		own, ownDelivered := listenRedirect(t)
+		evil, evilDelivered := listenRedirect(t)
+		var ownReg, evilReg struct {
+			ClientID string `json:"client_id"`
+		}
+		const evilName = `Notebook helper <img src=x onerror="document.title='pwned'">`
+		postJSON(t, issuer+"/oauth/register", map[string]any{"client_name": "alice's client", "redirect_uris": []string{own}}, http.StatusCreated, &ownReg)
+		postJSON(t, issuer+"/oauth/register", map[string]any{"client_name": evilName, "redirect_uris": []string{evil}}, http.StatusCreated, &evilReg)
+		ownC := newOAuthClient(t, issuer, endpoint, ownReg.ClientID, own)
+		evilC := newOAuthClient(t, issuer, endpoint, evilReg.ClientID, evil)
+		inHerBrowser := func(consent string) map[string]any { return map[string]any{"session": "alice", "consent": consent} }
+
+		// alice logs in from her own client, approving it on the consent page (and the
+		// service on the Hub's page, if this runs first); her browser keeps her Hub
+		// login. Again: remembered, no page at all.
+		for i, want := range [][]string{{"[login consent]", "[login authorize consent]"}, {"[]"}} {
+			l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("approve"))
+			back := testenv.Receive(t, testenv.Wait, "alice's code at her own client", ownDelivered)
+			if !slices.Contains(want, fmt.Sprint(l.Seen)) || back.Get("code") == "" || back.Get("state") != "s1" {
+				t.Fatalf("alice's login %d from her own client: %+v, got %v; want %s and a code", i, l, back, want)
+			}
+		}
+
+		// The attack: a link made by the other client, opened in alice's browser,
+		// ends at the consent page naming that client (as text) and where it would
+		// send her; nothing reaches the client.
+		l := logIn(t, people, evilC.authorizeURL(nil), "alice", evil, inHerBrowser("none"))
+		evilHost := strings.TrimPrefix(strings.TrimSuffix(evil, "/cb"), "http://")
+		if fmt.Sprint(l.Seen) != "[consent]" || !strings.HasPrefix(l.URL, issuer+"/oauth_callback?") || l.Status != http.StatusOK ||
+			!strings.Contains(l.Text, evilName) || !strings.Contains(l.Text, evilHost) || !strings.Contains(l.Text, "alice") {
+			t.Fatalf("the other client's link in alice's browser: %+v; want the consent page naming %q and %s", l, evilName, evilHost)
+		}
+		// The page was loaded after every redirect of the login: a hit would be in.
+		if len(evilDelivered) != 0 {
+			t.Fatalf("the other client's redirect URI was hit: %v", <-evilDelivered)
+		}
+		// Declining sends the client access_denied and no code.
+		l = logIn(t, people, evilC.authorizeURL(nil), "alice", evil, inHerBrowser("deny"))
+		back := testenv.Receive(t, testenv.Wait, "the other client's authorization response", evilDelivered)
+		if fmt.Sprint(l.Seen) != "[consent]" || back.Get("error") != "access_denied" || back.Get("code") != "" || back.Get("state") != "s1" {
+			t.Fatalf("alice declining: %+v, the client got %v; want access_denied and no code", l, back)
+		}
+
+		// alice lists her approvals with her Hub token and revokes her client's: its
+		// next login asks again.
+		call := func(method, path string, want int) string {
+			req, err := http.NewRequest(method, issuer+"/oauth/consents"+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+alice.tok.Value)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want {
+				t.Fatalf("%s /oauth/consents%s: %d %s", method, path, resp.StatusCode, b)
+			}
+			return string(b)
+		}
+		if list := call(http.MethodGet, "", http.StatusOK); !strings.Contains(list, ownReg.ClientID) || strings.Contains(list, evilReg.ClientID) {
+			t.Fatalf("alice's approvals: %s; want her client's only", list)
+		}
+		call(http.MethodDelete, "/"+ownReg.ClientID, http.StatusNoContent)
+		if l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("none")); fmt.Sprint(l.Seen) != "[consent]" || len(ownDelivered) != 0 {
+			t.Fatalf("alice's client after she revoked it: %+v; want the consent page again", l)
+		}
+	})
+
+	t.Run("a registration flood", func(t *testing.T) {
+		// One client at 127.0.0.2 registers through the Hub's proxy until refused;
+		// registrations and logins from elsewhere go on.
+		flooder := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+		register := func(c *http.Client) int {
+			resp, err := c.Post(issuer+"/oauth/register", "application/json", strings.NewReader(`{"redirect_uris":["http://127.0.0.1:9/cb"]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		n := 1
+		for register(flooder) != http.StatusTooManyRequests {
+			if n++; n == 1000 {
+				break
+			}
+		}
+		if n == 1000 {
+			t.Fatal("1000 registrations from one source, none refused")
+		}
+		if status := register(http.DefaultClient); status != http.StatusCreated {
+			t.Fatalf("a registration from another source after %d from the flooding one: %d", n, status)
+		}
+		redirect, _ := listenRedirect(t)
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{redirect}}, http.StatusCreated, &reg)
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Get(newOAuthClient(t, issuer, endpoint, reg.ClientID, redirect).authorizeURL(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), hub.ProxyURL+"/hub/api/oauth2/authorize?") {
+			t.Fatalf("a login from another source during the flood: %d %q, want the Hub's authorize", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		redirect, delivered := listenRedirect(t)
+		var reg struct {
+			ClientID string `json:"client_id"`
+		}
+		postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none"}, http.StatusCreated, &reg)
+		for _, bad := range []string{"http://evil.example/cb", "javascript:alert(1)", "https://x.example/cb#frag"} {
+			postJSON(t, issuer+"/oauth/register", map[string]any{"redirect_uris": []string{bad}}, http.StatusBadRequest, nil)
+		}
+		oc := newOAuthClient(t, issuer, endpoint, reg.ClientID, redirect)
+		authz, form, verifier := oc.authorizeURL, oc.tokenForm, oc.verifier
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for name, tt := range map[string]struct {
+			mod    func(url.Values)
+			status int
+			error  string // in the redirect to the client
+		}{
+			"tampered redirect_uri": {func(q url.Values) { q.Set("redirect_uri", redirect+"/x") }, http.StatusBadRequest, ""},
+			"another host":          {func(q url.Values) { q.Set("redirect_uri", "http://evil.example/cb") }, http.StatusBadRequest, ""},
+			"unknown client":        {func(q url.Values) { q.Set("client_id", "nobody") }, http.StatusBadRequest, ""},
+			"no PKCE":               {func(q url.Values) { q.Del("code_challenge") }, http.StatusFound, "invalid_request"},
+			"PKCE plain":            {func(q url.Values) { q.Set("code_challenge_method", "plain") }, http.StatusFound, "invalid_request"},
+			"no state":              {func(q url.Values) { q.Del("state") }, http.StatusFound, "invalid_request"},
+			"another resource":      {func(q url.Values) { q.Set("resource", "http://evil.example/mcp") }, http.StatusFound, "invalid_target"},
+		} {
+			resp, err := noFollow.Get(authz(tt.mod))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("Location")
+			if resp.StatusCode != tt.status || (tt.error == "" && loc != "") || (tt.error != "" && (!strings.HasPrefix(loc, redirect+"?") || !strings.Contains(loc, "error="+tt.error))) {
+				t.Errorf("%s: %d Location %q, want %d %s", name, resp.StatusCode, loc, tt.status, tt.error)
+			}
+		}
+
+		// A code for alice, redeemed once, by its client, with its redirect URI and
+		// verifier only.
+		code := func() string { return oc.code(t, people, "alice", delivered) }
+		// carol logs in at the Hub but may not use the service: no code for her.
+		if l := logIn(t, people, authz(nil), jhubtest.NoAccessUser, redirect); l.Status != http.StatusForbidden || len(delivered) != 0 {
+			t.Errorf("%s's login: %+v, %d authorization responses; want the Hub's 403 and none", jhubtest.NoAccessUser, l, len(delivered))
+		}
+		tokenReq := func(f url.Values) (int, map[string]any) {
+			resp, err := http.PostForm(issuer+"/oauth/token", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			return resp.StatusCode, out
+		}
+		for name, mod := range map[string]func(url.Values){
+			"no verifier":           func(f url.Values) { f.Del("code_verifier") },
+			"wrong verifier":        func(f url.Values) { f.Set("code_verifier", verifier[:len(verifier)-1]+"x") },
+			"tampered redirect_uri": func(f url.Values) { f.Set("redirect_uri", redirect+"/x") },
+			"another client":        func(f url.Values) { f.Set("client_id", "nobody") },
+		} {
+			c := code()
+			if status, out := tokenReq(form(c, mod)); status != http.StatusBadRequest || out["access_token"] != nil {
+				t.Errorf("token request with %s: %d %v", name, status, out["error"])
+			}
+			if status, out := tokenReq(form(c, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+				t.Errorf("the code after a failed request (%s): %d %v, want it gone", name, status, out["error"])
+			}
+		}
+		c := code()
+		status, out := tokenReq(form(c, nil))
+		tok, _ := out["access_token"].(string)
+		if status != http.StatusOK || tok == "" || out["token_type"] != "Bearer" {
+			t.Fatalf("token request: %d %v", status, out["error"])
+		}
+		if status, out := tokenReq(form(c, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Errorf("reused code: %d %v, want invalid_grant", status, out["error"])
+		}
+
+		// The token is alice's: her notebook, not bob's.
+		g, err := sidecartest.DialGoAs(t, endpoint, true, "Bearer "+tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Bind(sidecartest.NbName, sidecartest.NbPath)
+		sameNotebook(t, g, sidecartest.NbURI, alice.py.Notebook("a", sidecartest.NbPath))
+		ctx := sidecartest.WaitCtx(t, time.Minute)
+		res, err := callToolAs(ctx, g, "use_notebook", map[string]any{"notebook_name": "bobs", "notebook_path": "../bob/" + sidecartest.NbPath})
+		if err == nil && !strings.Contains(res, `"isError":true`) {
+			t.Errorf("alice's OAuth token bound bob's notebook: %s", res)
+		}
+		if _, err := g.TryRead("notebook://bobs"); err == nil {
+			t.Error("alice's OAuth token read bob's notebook")
+		}
+		g.Close()
+
+		// Revoked at the Hub: refused within the token cache's TTL (1 s here).
+		revokeOAuthTokens(t, hub, "alice")
+		testenv.Eventually(t, testenv.Wait, "alice's revoked OAuth token refused", func() bool {
+			status, _ := sidecartest.RPCStatusAs(t, endpoint, "", "Bearer "+tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
+			return status == http.StatusUnauthorized
+		})
+		// Hub API tokens keep working.
+		if _, err := sidecartest.DialGoAs(t, endpoint, true, "token "+bob.tok.Value); err != nil {
+			t.Errorf("bob's Hub API token: %v", err)
+		}
+		// No token or code in the sidecar's log.
+		sc.LogsMu.Lock()
+		logs := sc.Logs.String()
+		sc.LogsMu.Unlock()
+		for what, secret := range map[string]string{"the access token": tok, "a code": c, "the service's token": hub.ServiceToken} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the sidecar's log holds %s", what)
+			}
+		}
+	})
+}
+
+// pkcePair is an RFC 7636 verifier and its S256 challenge.
+func pkcePair(t *testing.T) (string, string) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	v := base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(v))
+	return v, base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// revokeOAuthTokens deletes user's tokens that a service's OAuth client got, through
+// the Hub's API with the service's token (the Hub may revoke a client's other tokens of
+// the user with one: the list is read again after each).
+func revokeOAuthTokens(t *testing.T, hub *jhubtest.Hub, user string) {
+	t.Helper()
+	for n := 0; ; n++ {
+		var list struct {
+			APITokens []struct {
+				ID          string `json:"id"`
+				OAuthClient string `json:"oauth_client"`
+			} `json:"api_tokens"`
+		}
+		hubAPI(t, hub, http.MethodGet, "/users/"+user+"/tokens", http.StatusOK, &list)
+		id := ""
+		for _, tok := range list.APITokens {
+			if tok.OAuthClient != "" && tok.OAuthClient != "JupyterHub" {
+				id = tok.ID
+			}
+		}
+		switch {
+		case id != "":
+			hubAPI(t, hub, http.MethodDelete, "/users/"+user+"/tokens/"+id, http.StatusNoContent, nil)
+		case n == 0:
+			t.Fatalf("%s has no OAuth token of a service: %+v", user, list)
+		default:
+			return
+		}
+	}
+}
+
+func hubAPI(t *testing.T, hub *jhubtest.Hub, method, path string, want int, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, hub.APIURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token "+hub.ServiceToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func getJSON(t *testing.T, u string, out any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", u, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+func postJSON(t *testing.T, u string, body any, want int, out any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(u, "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s %s: %d, want %d", u, b, resp.StatusCode, want)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
