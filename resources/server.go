@@ -26,6 +26,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/gate"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
@@ -34,7 +35,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -292,11 +292,11 @@ func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
 	ev.RenamedFrom = oldPath
 	for _, name := range s.names.NamesFor(oldPath) {
 		if _, err := s.names.Bind(name, newPath); err != nil {
-			s.log.Info("name stays at its configured path after a rename", ystore.LogKeyPath, newPath, "name", name, "from", oldPath, "err", err)
+			s.log.Info("name stays at its configured path after a rename", logkey.Path, newPath, "name", name, "from", oldPath, "err", err)
 			continue
 		}
 		s.subs.ListChanged()
-		s.log.Info("name follows its renamed notebook", ystore.LogKeyPath, newPath, "name", name, "from", oldPath)
+		s.log.Info("name follows its renamed notebook", logkey.Path, newPath, "name", name, "from", oldPath)
 		ev.URIs = append(ev.URIs, nbview.NotebookURI(name))
 	}
 	s.publish(ev)
@@ -306,7 +306,7 @@ func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
 func (s *Server) publish(ev publish.Event) {
 	if err := s.publisher.Publish(context.Background(), ev); err != nil {
 		s.metrics.publisherErrors.Inc()
-		s.log.Warn("publisher did not accept a change", ystore.LogKeyPath, ev.Path, "uris", len(ev.URIs), "err", err)
+		s.log.Warn("publisher did not accept a change", logkey.Path, ev.Path, "uris", len(ev.URIs), "err", err)
 	}
 }
 

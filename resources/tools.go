@@ -8,11 +8,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
 // errToolFailed stands for a tool result flagged isError, for the hooks.
@@ -93,7 +93,7 @@ func (s *Server) useNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp.C
 	p, _ := s.names.Path(name)
 	if changed {
 		s.subs.ListChanged()
-		s.log.Info("notebook bound", ystore.LogKeyPath, p, "name", name)
+		s.log.Info("notebook bound", logkey.Path, p, "name", name)
 	}
 	entry := notebookEntry{Name: name, Path: p, URI: nbview.NotebookURI(name), Present: slices.Contains(s.lib.Paths(), p)}
 	return mcp.NewToolResultJSON(entry)
@@ -110,7 +110,7 @@ func (s *Server) unuseNotebook(_ context.Context, req mcp.CallToolRequest) (*mcp
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	s.subs.ListChanged()
-	s.log.Info("notebook unbound", ystore.LogKeyPath, path, "name", name)
+	s.log.Info("notebook unbound", logkey.Path, path, "name", name)
 	return mcp.NewToolResultJSON(map[string]any{"name": name, "unbound": true})
 }
 

@@ -40,7 +40,7 @@ import (
 // user's server knows only that user's store and name bindings, so another user's
 // notebook, session or subscription is not found rather than refused. Every instance
 // registers its metrics on the process's registry, so the users feed one set of
-// series (ystore/promreg) and /metrics names no user.
+// series (internal/promreg) and /metrics names no user.
 
 // errNoUser answers a token that names no Hub user.
 var errNoUser = errors.New("the token names no JupyterHub user")

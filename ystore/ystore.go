@@ -177,9 +177,3 @@ type Reloader interface {
 	// ignored.
 	Reload(room string)
 }
-
-// The log keys every layer uses, each with one meaning.
-const (
-	LogKeyRoom = "room" // a store room key, ".notebook:<file id>.y"
-	LogKeyPath = "path" // a notebook path, relative to the Jupyter root
-)

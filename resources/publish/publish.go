@@ -24,10 +24,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // Publisher delivers change events.
@@ -309,7 +309,7 @@ func (q *queue) send(ctx context.Context, ev Event) {
 		}
 		if attempt >= q.retries || ctx.Err() != nil {
 			q.failed.Inc()
-			q.log.Error("publisher gave up on an event", "publisher", q.name, ystore.LogKeyPath, ev.Path, "seq", ev.Seq, "attempts", attempt+1, "err", err)
+			q.log.Error("publisher gave up on an event", "publisher", q.name, logkey.Path, ev.Path, "seq", ev.Seq, "attempts", attempt+1, "err", err)
 			return
 		}
 		q.log.Warn("publisher delivery failed; retrying", "publisher", q.name, "attempt", attempt+1, "backoff", wait, "err", err)

@@ -20,10 +20,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
 // session is a recorded editing session of one notebook (see ParseSession).
@@ -171,7 +172,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 	for {
 		room := w.Room()
-		w.log.Info("demo: replaying session", ystore.LogKeyRoom, room, "updates", len(w.steps))
+		w.log.Info("demo: replaying session", logkey.Room, room, "updates", len(w.steps))
 		if err := w.replay(ctx, room, w.opts.Speed); err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -234,7 +235,7 @@ func (w *Writer) rebind(ctx context.Context, old string) error {
 	w.fileID = id
 	w.rounds++
 	w.mu.Unlock()
-	w.log.Info("demo: session replayed, restarting in a fresh room", ystore.LogKeyRoom, old, "new_room", roomKey(id))
+	w.log.Info("demo: session replayed, restarting in a fresh room", logkey.Room, old, "new_room", roomKey(id))
 	return nil
 }
 

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
 )
 
 // Config is what the front is built from: the daemon's server section's listener

@@ -24,7 +24,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -309,7 +309,7 @@ func (r *run) check(p string) {
 		}
 	case err != nil:
 		if seen && old != st || !seen {
-			r.log.Debug("notebook file not read", ystore.LogKeyPath, p, "err", err)
+			r.log.Debug("notebook file not read", logkey.Path, p, "err", err)
 		}
 	case !seen || old != st:
 		r.nbs.ApplyFile(r.ctx, f)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -26,7 +26,7 @@ import (
 func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	rm := r.findAt(f.Path, true)
 	if rm == nil {
-		r.log.Debug("notebook file read", ystore.LogKeyPath, f.Path, "mtime", f.ModTime, "served", "none: no room")
+		r.log.Debug("notebook file read", logkey.Path, f.Path, "mtime", f.ModTime, "served", "none: no room")
 		return
 	}
 	if f.Gone {
@@ -86,12 +86,12 @@ func (r *Writer) ApplyFile(ctx context.Context, f ondisk.File) {
 	}
 	p, info := rm.path, rm.info
 	rm.mu.Unlock()
-	r.log.Debug("notebook file read", ystore.LogKeyPath, f.Path, "mtime", f.ModTime, "served", served)
+	r.log.Debug("notebook file read", logkey.Path, f.Path, "mtime", f.ModTime, "served", served)
 	if degradedNow {
 		r.metrics.SetDegraded(r.degradedCount())
 	}
 	if !ch.Empty() && p != "" {
-		r.log.Info("notebook served from its file", ystore.LogKeyPath, p, ystore.LogKeyRoom, info.Key, "mtime", f.ModTime)
+		r.log.Info("notebook served from its file", logkey.Path, p, logkey.Room, info.Key, "mtime", f.ModTime)
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}
 	r.consult(rm)
@@ -124,7 +124,7 @@ func (r *Writer) markGone(rm *room, p string) {
 	rm.gone, rm.file = true, nil
 	rm.saved, rm.diverged, rm.reloading = nil, nil, false
 	rm.mu.Unlock()
-	r.log.Info("notebook file gone: not served", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+	r.log.Info("notebook file gone: not served", logkey.Room, info.Key, logkey.Path, p)
 	if snap != nil {
 		ch := removedAll(snap)
 		r.notify.Changed(p, ch, Origin{Room: info, At: time.Now().UTC(), File: true})
@@ -142,7 +142,7 @@ func (r *Writer) detach(rm *room) bool {
 	}
 	f, err := r.files.Read(p)
 	if err != nil {
-		r.log.Debug("notebook file not read", ystore.LogKeyPath, p, "err", err)
+		r.log.Debug("notebook file not read", logkey.Path, p, "err", err)
 		return false
 	}
 	rm.mu.Lock()
@@ -153,7 +153,7 @@ func (r *Writer) detach(rm *room) bool {
 	info := rm.info
 	rm.mu.Unlock()
 	r.metrics.SetDegraded(r.degradedCount())
-	r.log.Info("room left the store; notebook served from its file", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "mtime", f.ModTime)
+	r.log.Info("room left the store; notebook served from its file", logkey.Room, info.Key, logkey.Path, p, "mtime", f.ModTime)
 	if !ch.Empty() {
 		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}

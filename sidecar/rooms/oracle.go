@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -107,7 +108,7 @@ func (r *Set) storeApplied(rm *room, ch ynotebook.Changes, prev *ynotebook.Snaps
 	} else {
 		rm.pendingSince, gapClosed = time.Time{}, rm.gaps != nil
 		if gapClosed {
-			r.log.Info("updates missing from the store arrived; the room is whole again", ystore.LogKeyRoom, rm.info.Key, ystore.LogKeyPath, rm.path)
+			r.log.Info("updates missing from the store arrived; the room is whole again", logkey.Room, rm.info.Key, logkey.Path, rm.path)
 		}
 		rm.gaps, rm.gapRows = nil, 0
 	}
@@ -118,7 +119,7 @@ func (r *Set) storeApplied(rm *room, ch ynotebook.Changes, prev *ynotebook.Snaps
 	case rm.gaps != nil:
 		return ynotebook.Changes{}, false // the file is served while updates are missing
 	case rm.diverged != nil && rebuilt:
-		r.log.Info("room rebuilt from the store after it differed from its saved file", ystore.LogKeyRoom, rm.info.Key, ystore.LogKeyPath, rm.path)
+		r.log.Info("room rebuilt from the store after it differed from its saved file", logkey.Room, rm.info.Key, logkey.Path, rm.path)
 		rm.diverged, rm.reloading = nil, false
 	case rm.diverged != nil:
 		if !rm.lastContent.After(rm.diverged.ModTime) || rm.nb.Doc().HasPending() || rm.reloading {
@@ -207,7 +208,7 @@ func (r *Writer) diverged(info ystore.Room, p string, f *ondisk.File, doc *ynote
 	r.metrics.SetDegraded(r.degradedCount())
 	at, live, saved, _ := ynotebook.FirstDifference(doc, f.Snapshot)
 	r.log.Error("live notebook differs from the server's saved file; serving the file until the store's content moves on",
-		ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "mtime", f.ModTime,
+		logkey.Room, info.Key, logkey.Path, p, "mtime", f.ModTime,
 		"at", at, "live", clip(live), "saved", clip(saved))
 }
 
@@ -256,13 +257,13 @@ func (r *Writer) checkGaps(now time.Time) {
 		gaps, p, info, waited := gapsOf(rm.gaps), rm.path, rm.info, now.Sub(rm.pendingSince)
 		rm.mu.Unlock()
 		if !first {
-			r.log.Debug("room still waits for updates missing from the store", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "gaps", fmt.Sprint(gaps))
+			r.log.Debug("room still waits for updates missing from the store", logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps))
 			continue
 		}
 		r.metrics.Gap()
 		r.metrics.SetDegraded(r.degradedCount())
 		r.log.Error("updates missing from the store: later ones wait for them; serving the notebook's file",
-			ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "gaps", fmt.Sprint(gaps), "waited", waited.Round(time.Millisecond))
+			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "waited", waited.Round(time.Millisecond))
 		r.serveFile(rm, p)
 	}
 }
@@ -275,7 +276,7 @@ func (r *Writer) serveFile(rm *room, p string) {
 	}
 	f, err := r.files.Read(p)
 	if err != nil {
-		r.log.Warn("notebook file not read; the room's document stays served", ystore.LogKeyRoom, rm.info.Key, ystore.LogKeyPath, p, "err", err)
+		r.log.Warn("notebook file not read; the room's document stays served", logkey.Room, rm.info.Key, logkey.Path, p, "err", err)
 		return
 	}
 	rm.mu.Lock()

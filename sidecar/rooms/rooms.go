@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
@@ -296,7 +297,7 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 
 	p := r.resolvePath(ctx, rm)
 	r.metrics.SetDegraded(r.degradedCount())
-	r.log.Debug("room loaded", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p, "rows", l.rows, "bad_rows", l.bad)
+	r.log.Debug("room loaded", logkey.Room, info.Key, logkey.Path, p, "rows", l.rows, "bad_rows", l.bad)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
 	}
@@ -353,7 +354,7 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 		r.notify.Changed(p, ch, o)
 	}
 	if reload {
-		r.log.Info("room's content moved on from its saved file; rebuilding it from the store", ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+		r.log.Info("room's content moved on from its saved file; rebuilding it from the store", logkey.Room, info.Key, logkey.Path, p)
 		r.reload(info.Key)
 	}
 	r.consult(rm)
@@ -416,15 +417,15 @@ func (r *Set) skipped(info ystore.Room, piece []ystore.Row, err error) int {
 		for _, e := range joined.Unwrap() {
 			var ue *ynotebook.UpdateError
 			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(piece) {
-				r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", e)
+				r.log.Error("room load failed", logkey.Room, info.Key, "err", e)
 				continue
 			}
 			bad++
 			row := piece[ue.Index]
-			r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
+			r.log.Warn("undecodable row skipped", logkey.Room, info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
 		}
 	} else if err != nil {
-		r.log.Error("room load failed", ystore.LogKeyRoom, info.Key, "err", err)
+		r.log.Error("room load failed", logkey.Room, info.Key, "err", err)
 	}
 	return bad
 }
@@ -436,7 +437,7 @@ func (r *Set) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row)
 	r.metrics.ObserveApply(start, row.Timestamp)
 	if err != nil {
 		r.metrics.DecodeErrors(1)
-		r.log.Warn("undecodable row skipped", ystore.LogKeyRoom, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
+		r.log.Warn("undecodable row skipped", logkey.Room, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
 		return ynotebook.Changes{}, fmt.Errorf("room %s row %d: %w", info.Key, row.ID, err)
 	}
 	r.metrics.RowsApplied(1)
@@ -474,7 +475,7 @@ func (r *Writer) drop(rm *room, why string) {
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
 	r.metrics.SetDegraded(r.degradedCount())
-	r.log.Info(why, ystore.LogKeyRoom, info.Key, ystore.LogKeyPath, p)
+	r.log.Info(why, logkey.Room, info.Key, logkey.Path, p)
 	if p != "" && snap != nil {
 		ch := removedAll(snap)
 		ch.Metadata = true
@@ -526,7 +527,7 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 			if errors.Is(err, fileid.ErrUnreadable) {
 				level = slog.LevelDebug // the resolver warned once for every room (its Fault)
 			}
-			r.log.Log(ctx, level, "file id lookup failed", ystore.LogKeyRoom, rm.info.Key, "file_id", rm.info.FileID, "err", err)
+			r.log.Log(ctx, level, "file id lookup failed", logkey.Room, rm.info.Key, "file_id", rm.info.FileID, "err", err)
 			rm.mu.Lock()
 			defer rm.mu.Unlock()
 			return rm.path
@@ -549,7 +550,7 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 	}
 	r.mu.Unlock()
 	if old != "" && p != "" && p != old {
-		r.log.Info("notebook path changed", ystore.LogKeyRoom, rm.info.Key, "from", old, "to", p)
+		r.log.Info("notebook path changed", logkey.Room, rm.info.Key, "from", old, "to", p)
 		r.notify.Moved(old, p, Origin{Room: rm.info})
 	}
 	if idGone && p != "" && r.files != nil && !r.files.Exists(p) {

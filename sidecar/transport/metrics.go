@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 )
 
 // metrics are the HTTP transport's collectors, shared by the transports on one

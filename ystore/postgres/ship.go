@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
@@ -282,7 +283,7 @@ func (s *Shipper) ship(ctx context.Context, conn *pgx.Conn, events []ystore.Even
 		return fmt.Errorf("commit: %w", err)
 	}
 	for _, r := range resets {
-		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, ystore.LogKeyRoom, r.room, "kind", r.kind.String(), "rows", r.rows)
+		s.cfg.Logger.Info("shipped room history as a reset", "source", s.id, logkey.Room, r.room, "kind", r.kind.String(), "rows", r.rows)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -531,7 +532,7 @@ func (s *Shipper) needsReset(ctx context.Context, tx pgx.Tx, e ystore.Event) (bo
 	}
 	ok, err := covers(ctx, e, held)
 	if err != nil {
-		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, ystore.LogKeyRoom, e.Room, "err", err)
+		s.cfg.Logger.Info("room history does not decode; shipping a reset", "source", s.id, logkey.Room, e.Room, "err", err)
 		return true, nil
 	}
 	return !ok, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/tailstatus"
@@ -497,11 +498,11 @@ func (t *Tailer) updateEvents(ctx context.Context, tx pgx.Tx, rows []dbRow) ([]y
 			return nil, err
 		}
 		if h, ok := history(all); len(all) > 0 && ok {
-			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", ystore.LogKeyRoom, room, "rows", len(h))
+			t.cfg.Logger.Info("postgres y-store room history replaced, rebuilding", logkey.Room, room, "rows", len(h))
 			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
 		} else {
-			t.cfg.Logger.Info("postgres y-store room removed", ystore.LogKeyRoom, room)
+			t.cfg.Logger.Info("postgres y-store room removed", logkey.Room, room)
 			t.m.rebuilds.Inc()
 			events = append(events, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}

@@ -58,6 +58,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/reloads"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/internal/sqlitevfs"
@@ -494,7 +495,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return 0, err
 		}
 		if room != "" {
-			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", ystore.LogKeyRoom, room)
+			t.log.Info("y-store room history rewritten (squashed or cleaned up); re-reading changed rooms", logkey.Room, room)
 			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if !more {
@@ -655,7 +656,7 @@ func (t *Tailer) decompress(rows []ystore.Row) []ystore.Row {
 		u, err := t.cfg.Decompress(r.Update)
 		if err != nil {
 			t.m.decompressErrors.Inc()
-			t.log.Warn("row does not decompress", ystore.LogKeyRoom, r.Room, "row", r.ID, "err", err)
+			t.log.Warn("row does not decompress", logkey.Room, r.Room, "row", r.ID, "err", err)
 			continue
 		}
 		out[i].Update = u

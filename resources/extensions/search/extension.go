@@ -9,10 +9,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
 // Name is the extension's registered name.
@@ -133,7 +133,7 @@ func (e *Extension) apply(c extensions.Change) {
 	case errors.Is(err, extensions.ErrNotFound):
 		e.index.Remove(c.Path)
 	case err != nil:
-		e.log.Warn("notebook not indexed", ystore.LogKeyPath, c.Path, "err", err)
+		e.log.Warn("notebook not indexed", logkey.Path, c.Path, "err", err)
 	default:
 		e.index.Update(c.Path, snap, &c.Changes)
 	}

@@ -42,7 +42,7 @@ func TestNamespaceSpelledOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 || found[0] != "ystore/promreg/promreg.go" {
-		t.Fatalf("%q spelled out %d times in non-test Go files %v; want once, in ystore/promreg/promreg.go", Namespace, len(found), found)
+	if len(found) != 1 || found[0] != "internal/promreg/promreg.go" {
+		t.Fatalf("%q spelled out %d times in non-test Go files %v; want once, in internal/promreg/promreg.go", Namespace, len(found), found)
 	}
 }
