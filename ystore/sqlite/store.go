@@ -378,22 +378,28 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		if upTo < 0 {
 			upTo = 1<<63 - 1
 		}
-		q, err := tx.QueryContext(ctx,
+		rows, more, err = queryRows(ctx, tx, start, limit,
 			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
-		if isNoTable(err) {
-			return ErrSchema
-		}
-		if err != nil {
-			return err
-		}
-		rows, more, err = scanRows(q, start, limit)
 		return err
 	})
 	if err != nil {
 		return nil, false, false, 0, fmt.Errorf("read rows after %d: %w", after, err)
 	}
 	return rows, more, ok, dv, nil
+}
+
+// queryRows runs query in tx and reads its rows (rowid, path, yupdate, timestamp) as
+// scanRows does; a missing table is ErrSchema.
+func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, query string, args ...any) ([]ystore.Row, bool, error) {
+	q, err := tx.QueryContext(ctx, query, args...)
+	if isNoTable(err) {
+		return nil, false, ErrSchema
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return scanRows(q, start, limit)
 }
 
 // scanRows reads the rows of q (rowid, path, yupdate, timestamp), at most limit, and
@@ -420,17 +426,10 @@ func scanRows(q *sql.Rows, start time.Time, limit int) (rows []ystore.Row, more 
 // their updates, in one read transaction bounded as scanRows bounds it.
 func (s *store) keysAfter(ctx context.Context, after, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		start := time.Now()
-		q, err := tx.QueryContext(ctx,
+		var err error
+		rows, more, err = queryRows(ctx, tx, time.Now(), limit,
 			"SELECT rowid, path, NULL, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
-		if isNoTable(err) {
-			return ErrSchema
-		}
-		if err != nil {
-			return err
-		}
-		rows, more, err = scanRows(q, start, limit)
 		return err
 	})
 	if err != nil {
@@ -444,25 +443,16 @@ func (s *store) keysAfter(ctx context.Context, after, upTo int64, limit int) (ro
 // as scanRows bounds it. The index pycrdt-store keeps on (path, timestamp) serves it.
 func (s *store) roomRowsAfter(ctx context.Context, room string, after *rowKey, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		start := time.Now()
-		var q *sql.Rows
 		var err error
 		if after == nil {
-			q, err = tx.QueryContext(ctx,
+			rows, more, err = queryRows(ctx, tx, time.Now(), limit,
 				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? ORDER BY timestamp, rowid LIMIT ?",
 				room, upTo, limit)
 		} else {
-			q, err = tx.QueryContext(ctx,
+			rows, more, err = queryRows(ctx, tx, time.Now(), limit,
 				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
 				room, upTo, after.timestamp, after.timestamp, after.id, limit)
 		}
-		if isNoTable(err) {
-			return ErrSchema
-		}
-		if err != nil {
-			return err
-		}
-		rows, more, err = scanRows(q, start, limit)
 		return err
 	})
 	if err != nil {
