@@ -16,6 +16,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -154,14 +155,52 @@ func Testdata(elem ...string) string {
 }
 
 // FreeAddr returns a loopback host:port nothing listens on right now.
+//
+// The port is below the kernel's ephemeral range, which bind(0) draws from, so no
+// process binding port 0 meanwhile (a Jupyter server, a proxy the test starts) can take
+// it before the test's own listener binds it; ports handed out before in this process
+// are not handed out again.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := ephemeralLow()
+	for range 1000 {
+		port := freeFloor + rand.IntN(low-freeFloor)
+		if _, dup := handedOut.LoadOrStore(port, true); dup {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free loopback port in [%d, %d)", freeFloor, low)
+	return ""
+}
+
+// freeFloor is the lowest port FreeAddr hands out.
+const freeFloor = 20000
+
+// handedOut holds the ports FreeAddr handed out in this process.
+var handedOut sync.Map
+
+// ephemeralLow is the start of the kernel's ephemeral port range (Linux's
+// ip_local_port_range; 32768 where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	if n, err := strconv.Atoi(f[0]); err == nil && n > freeFloor+1000 {
+		return n
+	}
+	return 32768
 }
 
 // FreePort is the port of FreeAddr.

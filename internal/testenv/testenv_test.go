@@ -3,8 +3,10 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -162,5 +164,32 @@ func TestScrapeAndSum(t *testing.T) {
 		if r.fatal == "" {
 			t.Errorf("Scrape %s: no failure", path)
 		}
+	}
+}
+
+// FreeAddr hands out loopback ports below the ephemeral range (so no bind(0) of another
+// process takes one before the test binds it), each once, each bindable.
+func TestFreeAddrBelowEphemeral(t *testing.T) {
+	low := ephemeralLow()
+	seen := map[string]bool{}
+	for range 200 {
+		addr := FreeAddr(t)
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, _ := strconv.Atoi(p)
+		if port < freeFloor || port >= low {
+			t.Fatalf("FreeAddr = %s, want a port in [%d, %d)", addr, freeFloor, low)
+		}
+		if seen[addr] {
+			t.Fatalf("FreeAddr handed out %s twice", addr)
+		}
+		seen[addr] = true
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("FreeAddr's %s cannot be bound: %v", addr, err)
+		}
+		_ = ln.Close()
 	}
 }

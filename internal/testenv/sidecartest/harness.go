@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,10 +38,16 @@ const (
 	NbPath = "work/analysis.ipynb"
 	// roomKey is that notebook's room in the Y-store.
 	roomKey = ".notebook:" + fileID + ".y"
-	// RepoRoot is the repository's root from the working directory of a test package
-	// of sidecar/e2e (sidecar/e2e/<package>), where its tests run.
-	RepoRoot = "../../.."
 )
+
+// RepoRoot is the repository's root, an absolute path: commands started with another
+// working directory (cmd.Dir) find what is named under it.
+var RepoRoot = repoRoot()
+
+func repoRoot() string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), "..", "..", "..")
+}
 
 // Binary is the sidecar built once for a package's tests, by Main.
 var Binary string

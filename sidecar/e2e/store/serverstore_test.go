@@ -17,8 +17,10 @@ import (
 // pycrdt 0.14.13) while two pycrdt clients typed concurrently; its README tells the
 // story. Read by Yjs one row at a time, the room of c0.ipynb loses the second 日本 of
 // cell 1 at its 29th row; the server (yrs) keeps it.
+// serverStoreDir holds the store and the saved file.
+var serverStoreDir = sidecartest.RepoRoot + "/ystore/ynotebook/testdata/yjs-order-divergence/"
+
 const (
-	serverStoreDir    = sidecartest.RepoRoot + "/ystore/ynotebook/testdata/yjs-order-divergence/"
 	serverStoreFileID = "b8f289fb-62ea-44da-8b68-ed10c4d0d74c"
 	serverStoreRoom   = ".notebook:" + serverStoreFileID + ".y"
 	serverStoreName   = "c0"
