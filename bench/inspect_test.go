@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"cmp"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,7 +18,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -184,17 +183,7 @@ func writeStore(t *testing.T, path string, rooms []string) int {
 	}
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	db, err := sql.Open("sqlite", "file:"+tmp+"?_pragma=journal_mode(off)&_pragma=synchronous(off)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	for _, q := range demo.StoreSchema {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := sidecartest.BulkStore(t, tmp)
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)

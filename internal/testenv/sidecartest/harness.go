@@ -444,3 +444,22 @@ func (s *Sidecar) Histogram(name string) string {
 	}
 	return out
 }
+
+// BulkStore creates a pycrdt-store file at path (its schema, demo.StoreSchema) opened
+// for writing many rows fast: no journal, no sync, one connection. It is closed when
+// the test ends.
+func BulkStore(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(off)&_pragma=synchronous(off)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1)
+	for _, q := range demo.StoreSchema {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}

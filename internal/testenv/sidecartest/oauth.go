@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,22 +28,8 @@ func StartOAuthTS(t *testing.T, endpoint, user string) *TSClient {
 	dir := filepath.Join(RepoRoot, "testdata", "mcpclient")
 	testenv.Need(t, StatErr(filepath.Join(dir, "node_modules")), "npm ci in testdata/mcpclient")
 	redirect := fmt.Sprintf("http://127.0.0.1:%d/callback", testenv.FreePort(t))
-	c := &TSClient{t: t, script: "sdk1oauth.mjs", notes: make(chan string, 1000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
-	c.cmd = exec.Command("node", filepath.Join(dir, "sdk1oauth.mjs"), "--url", endpoint, "--redirect", redirect,
+	c, out := startNode(t, dir, "sdk1oauth.mjs", 1000, "--url", endpoint, "--redirect", redirect,
 		"--chromium", chromium, "--user", user, "--name", NbName, "--path", NbPath, "--subscribe", NbURI)
-	c.cmd.Stderr = os.Stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	br := bufio.NewReader(out)
 	first := make(chan []byte, 1)
 	go func() { line, _ := br.ReadBytes('\n'); first <- line }()

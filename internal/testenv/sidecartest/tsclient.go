@@ -62,8 +62,27 @@ func DialTSAs(t *testing.T, url, tok string) []MCPClient {
 // token tok and waits until it is ready on protocol version era.
 func StartTS(t *testing.T, dir, script, url, era, tok string) *TSClient {
 	t.Helper()
-	c := &TSClient{t: t, script: script, notes: make(chan string, 100000), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
-	c.cmd = exec.Command("node", filepath.Join(dir, script), "--url", url, "--token", tok)
+	c, out := startNode(t, dir, script, 100000, "--url", url, "--token", tok)
+	ready := make(chan tsEvent, 1)
+	go c.readLoop(out, ready)
+	select {
+	case ev := <-ready:
+		if ev.Event != "ready" || ev.ProtocolVersion != era {
+			t.Fatalf("%s: %+v, want ready on %s", script, ev, era)
+		}
+	case <-time.After(testenv.Wait):
+		t.Fatalf("%s did not connect", script)
+	}
+	return c
+}
+
+// startNode starts script of dir in Node.js with args, its stderr the test's, stopped
+// when the test ends; notes is the capacity of its notification channel. It returns
+// the client and the script's stdout.
+func startNode(t *testing.T, dir, script string, notes int, args ...string) (*TSClient, io.Reader) {
+	t.Helper()
+	c := &TSClient{t: t, script: script, notes: make(chan string, notes), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
+	c.cmd = exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...)
 	c.cmd.Stderr = os.Stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
@@ -76,18 +95,8 @@ func StartTS(t *testing.T, dir, script, url, era, tok string) *TSClient {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan tsEvent, 1)
-	go c.readLoop(out, ready)
-	select {
-	case ev := <-ready:
-		if ev.Event != "ready" || ev.ProtocolVersion != era {
-			t.Fatalf("%s: %+v, want ready on %s", script, ev, era)
-		}
-	case <-time.After(testenv.Wait):
-		t.Fatalf("%s did not connect", script)
-	}
 	t.Cleanup(c.Close)
-	return c
+	return c, out
 }
 
 func (c *TSClient) readLoop(out io.Reader, ready chan<- tsEvent) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
@@ -106,17 +105,7 @@ func writeSessions(t testing.TB, path string, rows int, compact bool) int {
 	for i, s := range steps {
 		updates[i] = s.Update
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(off)&_pragma=synchronous(off)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	for _, q := range demo.StoreSchema {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db := sidecartest.BulkStore(t, path)
 	merged := map[int][]byte{} // by the number of updates merged
 	ts := float64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix())
 	rooms := 0
