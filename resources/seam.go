@@ -15,10 +15,11 @@ import (
 // This file is the one seam between the notebook surface and the MCP transport that
 // serves it (sidecar/transport, Streamable HTTP or stdio). The surface does not know
 // the transport: New is given a NewTransport, which builds it from a Link, and the
-// surface tells the Transport when the SDK opens and drops a session. What mcp-go
-// cannot express yet crosses here and nowhere else: a read's real outcome
-// (ReadOutcome), the subscriber registry's hand-off rules (Delivery), a listen
-// stream's end, acknowledgement and writer (WithListenEnd, Ack, WithListenNotes), the admission of a
+// surface tells the Transport when the SDK opens and drops a session. The surface
+// records who is subscribed to what and hands each change, serialised once, to the
+// subscriber's Sink; when and how it reaches the client is the transport's business.
+// What mcp-go cannot express yet crosses here and nowhere else: a read's real outcome
+// (ReadOutcome), a listen stream's Sink (WithListenSink), the admission of a
 // subscription before the SDK sees it (Link.AdmitSubscribe).
 
 // Transport serves the surface's mcp-go server to its clients.
@@ -26,8 +27,9 @@ type Transport interface {
 	// Serve serves until ctx is done or the transport ends (the stdio client closed its
 	// input), then ends its sessions within Config.DrainTimeout.
 	Serve(ctx context.Context) error
-	// SessionStarted is told that the SDK registered a session.
-	SessionStarted(sess server.ClientSession)
+	// SessionStarted is told that the SDK registered a session, and returns the Sink
+	// the session's change notifications go to.
+	SessionStarted(sess server.ClientSession) Sink
 	// SessionEnded is told that the SDK dropped a session.
 	SessionEnded(sessionID string)
 	// Handler is the MCP endpoint; nil for stdio.
@@ -56,9 +58,6 @@ func (l Link) Logger() *slog.Logger { return l.s.log }
 // Registerer is where the server's metrics are registered (nil: nowhere).
 func (l Link) Registerer() prometheus.Registerer { return l.s.cfg.Registerer }
 
-// Delivery is the subscriber registry's side that the transport drives.
-func (l Link) Delivery() Delivery { return l.s.subs }
-
 // AdmitSubscribe decides a resources/subscribe of a session before the SDK sees it
 // (the SDK's sessions cannot refuse one); nil admits it, and records it at once.
 func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusal {
@@ -68,75 +67,26 @@ func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusa
 // RefuseSession counts and returns the refusal of an initialize beyond max sessions.
 func (l Link) RefuseSession(max int) *Refusal { return l.s.refuseSession(max) }
 
-// Message is a change notification the registry hands a session or listen stream:
-// its bytes serialised once for every subscriber (AppendJSON adds a listen stream's
-// subscription id). The transport writes it.
+// Message is a change notification handed to a Sink: its bytes serialised once for
+// every subscriber (AppendJSON adds a listen stream's subscription id).
 type Message = subscribers.Message
 
-// Delivery hands change notifications to the transport's writers by the rules mcp-go
-// cannot keep itself: a 2025-11-25 session's notifications go out on its GET stream
-// only, never while one of its POSTs is in flight (mcp-go PR #969), and a session
-// that stops taking them is ended.
-type Delivery interface {
-	// AddSession records a session whose notifications go to ch, the transport's
-	// writer of it; gated: only while a GET stream is open and no POST in flight. end
-	// ends a session that stopped taking notifications.
-	AddSession(id string, ch chan<- Message, gated bool, end func())
-	// StreamOpened and StreamClosed count the session's open GET streams.
-	StreamOpened(sessionID string)
-	StreamClosed(sessionID string)
-	// Streaming reports whether a GET stream of the session is open.
-	Streaming(sessionID string) bool
-	// Posting reports whether a POST of the session is in flight.
-	Posting(sessionID string) bool
-	// SessionWrote tells that a stream of the session wrote to its client.
-	SessionWrote(sessionID string)
-	// PostStarted marks a POST in flight, waiting at most maxWait for the session's
-	// channel to empty; PostEnded marks it done.
-	PostStarted(sessionID string, maxWait time.Duration)
-	PostEnded(sessionID string)
+// Sink takes a session's or a listen stream's change notifications, without
+// blocking, and delivers them by its transport's rules.
+type Sink = subscribers.Sink
+
+type sinkKey struct{}
+
+// WithListenSink records in a subscriptions/listen request's context the Sink its
+// stream's notifications go to; a listen request without one is not recorded.
+func WithListenSink(ctx context.Context, sink Sink) context.Context {
+	return context.WithValue(ctx, sinkKey{}, sink)
 }
 
-var _ Delivery = (*subscribers.Registry)(nil)
-
-// Ack is a subscriptions/listen stream's acknowledgement: no change is sent on the
-// stream before the transport says the SDK has written it.
-type Ack struct{ w subscribers.AckWait }
-
-// Written tells that the SDK has written the acknowledgement; later calls do nothing.
-func (a *Ack) Written() { a.w.Wrote() }
-
-// WithAck records a in a listen request's context.
-func WithAck(ctx context.Context, a *Ack) context.Context {
-	return subscribers.WithAckWait(ctx, &a.w)
-}
-
-type endKey struct{}
-
-// WithListenEnd records in a listen request's context how its transport ends the
-// request when it stops taking notifications.
-func WithListenEnd(ctx context.Context, end func()) context.Context {
-	return context.WithValue(ctx, endKey{}, end)
-}
-
-// endFrom returns the end function recorded in ctx, or nil.
-func endFrom(ctx context.Context) func() {
-	end, _ := ctx.Value(endKey{}).(func())
-	return end
-}
-
-type notesKey struct{}
-
-// WithListenNotes records in a listen request's context the channel its transport
-// writes the stream's notifications from.
-func WithListenNotes(ctx context.Context, ch chan<- Message) context.Context {
-	return context.WithValue(ctx, notesKey{}, ch)
-}
-
-// notesFrom returns the channel recorded in ctx, or nil.
-func notesFrom(ctx context.Context) chan<- Message {
-	ch, _ := ctx.Value(notesKey{}).(chan<- Message)
-	return ch
+// sinkFrom returns the Sink recorded in ctx, or nil.
+func sinkFrom(ctx context.Context) Sink {
+	sink, _ := ctx.Value(sinkKey{}).(Sink)
+	return sink
 }
 
 // ReadOutcome carries what the SDK cannot express from a resource handler (it

@@ -105,7 +105,7 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	if s.gate, err = gate.New(cfg.Gate.Name, cfg.Gate.Options); err != nil {
 		return nil, err
 	}
-	if s.subs, err = subscribers.New(subscribers.Config{SendTimeout: cfg.SendTimeout, Logger: s.log, Registerer: cfg.Registerer}); err != nil {
+	if s.subs, err = subscribers.New(cfg.Registerer); err != nil {
 		return nil, err
 	}
 	if s.publisher, err = publish.New(cfg.Publisher.Name, cfg.Publisher.Options,
@@ -143,7 +143,7 @@ func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 	h := &server.Hooks{}
 	h.AddOnRegisterSession(func(_ context.Context, sess server.ClientSession) {
 		if s.transport != nil {
-			s.transport.SessionStarted(sess)
+			s.subs.AddSession(sess.SessionID(), s.transport.SessionStarted(sess))
 		}
 	})
 	h.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
@@ -159,21 +159,17 @@ func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 		s.subs.Unsubscribe(subscribers.SessionKey(sessionIDFrom(ctx)), req.Params.URI)
 	})
 	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
-		sess := server.ClientSessionFromContext(ctx)
+		sink := sinkFrom(ctx)
 		want := req.Params.Notifications
-		if sess == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
+		if sink == nil || id == nil || (len(want.ResourceSubscriptions) == 0 && !want.ResourcesListChanged) {
 			return
 		}
 		// The SDK acknowledges what the request holds after this hook: only
 		// the URIs that will really be served.
 		want.ResourceSubscriptions = s.listenable(ctx, want.ResourceSubscriptions)
 		req.Params.Notifications.ResourceSubscriptions = want.ResourceSubscriptions
-		aw := subscribers.AckWaitFrom(ctx)
-		key := s.subs.AddListen(notesFrom(ctx), id, want.ResourceSubscriptions, want.ResourcesListChanged, aw != nil, endFrom(ctx))
+		key := s.subs.AddListen(sink, id, want.ResourceSubscriptions, want.ResourcesListChanged)
 		context.AfterFunc(ctx, func() { s.subs.Remove(key) })
-		if aw != nil {
-			aw.OnWritten(func() { s.subs.Release(key) })
-		}
 	})
 	// Bound notebooks are listed here rather than registered with the SDK: a
 	// registration would make the SDK broadcast list_changed itself, bypassing
@@ -253,9 +249,13 @@ func (s *Server) PublisherHealth() error { return s.publisher.Health() }
 
 // Active reports whether a client holds a session or a listen stream.
 func (s *Server) Active() bool {
-	perEra, _, _ := s.subs.Stats()
+	perEra, _ := s.subs.Stats()
 	return perEra[subscribers.Era20251125]+perEra[subscribers.Era20260728] > 0
 }
+
+// Subscribers reports the sessions and listen streams told of changes, per protocol
+// era ("2025-11-25", "2026-07-28"), and the URIs they are subscribed to in all.
+func (s *Server) Subscribers() (perEra map[string]int, uris int) { return s.subs.Stats() }
 
 // Handler returns the MCP endpoint of the server's transport: body limit, session
 // tracking, panic recovery (nil for stdio or without a transport). The front

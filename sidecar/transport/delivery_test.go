@@ -139,7 +139,7 @@ func next(t *testing.T, events <-chan sseEvent) sseEvent {
 // waitStreams waits until n GET streams are open.
 func waitStreams(t *testing.T, r *running, n int) {
 	t.Helper()
-	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := stats(r.link); return streams == n })
+	testenv.Eventually(t, testenv.Wait, fmt.Sprintf("%d GET streams open", n), func() bool { _, _, streams := stats(r); return streams == n })
 }
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
@@ -243,7 +243,7 @@ func TestSubscriptionLimits(t *testing.T) {
 			t.Errorf("subscribe %q: %v, want error code %v", tt.uri, msg, tt.code)
 		}
 	}
-	if _, subs, _ := stats(r.link); subs != 3 {
+	if _, subs, _ := stats(r); subs != 3 {
 		t.Fatalf("%d subscriptions held, want 3", subs)
 	}
 
@@ -351,10 +351,11 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
-	var uris []string
+	cells := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}
 	for i := range 400 {
-		uri := fmt.Sprintf("notebook://work/cells/%s%d", long, i)
-		uris = append(uris, uri)
+		id := fmt.Sprintf("%s%d", long, i)
+		cells.Cells[id] = ynotebook.CellChange{Source: true}
+		uri := "notebook://work/cells/" + id
 		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
 			t.Fatal(msg["error"])
 		}
@@ -369,7 +370,7 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	waitStreams(t, r, 1)
 	// Changes keep coming until the server gives up on the session that does not read.
 	testenv.Eventually(t, testenv.Wait, "a session that does not read ended", func() bool {
-		_ = registryOf(r.link).Publish(context.Background(), uris)
+		r.srv.NotebookChanged(testPath, cells, noOrigin)
 		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125) > 0
 	})
 	testenv.Eventually(t, testenv.Wait, "the ended session is 404", func() bool {

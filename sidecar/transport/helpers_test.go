@@ -36,27 +36,20 @@ const (
 	testPath  = "work/analysis.ipynb"
 )
 
-// The protocol eras, as MCP-Protocol-Version says them and the subscriber registry
-// counts them (stats).
-const (
-	era20251125 = "2025-11-25"
-	era20260728 = "2026-07-28"
-)
-
-// registry is the server's subscriber registry behind its Delivery: the default
-// publisher, and what it holds.
-type registry interface {
-	Publish(ctx context.Context, uris []string) error
-	Stats() (perEra map[string]int, subscriptions, streams int)
-}
-
-// registryOf is the server's subscriber registry, to publish URIs to directly.
-func registryOf(l resources.Link) registry { return l.Delivery().(registry) }
-
-// stats reports the registry's subscribers per era, subscribed URIs, and the
+// stats reports the server's subscribers per era and subscribed URIs, and the
 // 2025-11-25 sessions with a GET stream open.
-func stats(l resources.Link) (perEra map[string]int, subscriptions, streams int) {
-	return registryOf(l).Stats()
+func stats(r *running) (perEra map[string]int, subscriptions, streams int) {
+	perEra, subscriptions = r.srv.Subscribers()
+	if t, ok := r.tr.(*httpTransport); ok {
+		t.outboxes.mu.Lock()
+		defer t.outboxes.mu.Unlock()
+		for _, o := range t.outboxes.open {
+			if o.streaming() {
+				streams++
+			}
+		}
+	}
+	return perEra, subscriptions, streams
 }
 
 // What the surface answers and counts, as clients and /metrics see it

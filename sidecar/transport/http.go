@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,8 +25,8 @@ import (
 // MaxSessions.
 const sessionRetryAfter = 10 * time.Second
 
-// postDrainWait bounds how long a 2025-11-25 POST waits for its session's
-// notification channel to empty before it proceeds.
+// postDrainWait bounds how long a 2025-11-25 POST waits for a batch of its session's
+// notifications being written before it proceeds.
 const postDrainWait = time.Second
 
 // httpTransport serves Streamable HTTP: the SDK's handler wrapped in the
@@ -37,7 +36,6 @@ type httpTransport struct {
 	link     resources.Link
 	cfg      resources.Config
 	log      *slog.Logger
-	subs     resources.Delivery
 	m        metrics
 	sdk      *server.StreamableHTTPServer
 	endpoint http.Handler
@@ -45,7 +43,7 @@ type httpTransport struct {
 	streams  *streamSet
 	orphans  *orphanTimers
 	replay   *replayStore
-	notes    *noteWriters // per 2025-11-25 session, the writer of its notifications
+	outboxes *outboxes // per 2025-11-25 session, its notifications' hand-off and writer
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
@@ -58,12 +56,12 @@ func newHTTP(l resources.Link) (*httpTransport, error) {
 		return nil, err
 	}
 	t := &httpTransport{
-		link: l, cfg: cfg, log: l.Logger(), subs: l.Delivery(), m: m,
+		link: l, cfg: cfg, log: l.Logger(), m: m,
 		sessions: newSessionIDs(cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
 		replay:   newReplayStore(cfg.ReplayEvents, cfg.ReplayBytes),
-		notes:    &noteWriters{open: map[string]*noteWriter{}, stop: map[string]chan struct{}{}},
+		outboxes: &outboxes{open: map[string]*sessionOut{}},
 	}
 	t.sdk = server.NewStreamableHTTPServer(l.MCP(),
 		server.WithEndpointPath(cfg.Path),
@@ -82,24 +80,28 @@ func newHTTP(l resources.Link) (*httpTransport, error) {
 // Handler is the MCP endpoint.
 func (t *httpTransport) Handler() http.Handler { return t.endpoint }
 
-// SessionStarted registers a 2025-11-25 session: its notifications go out on
-// its GET stream only, it ends after SessionIdleTimeout if it never opens one,
-// and it is ended (its streams cut, 404 afterwards) if it stops taking them.
-func (t *httpTransport) SessionStarted(sess server.ClientSession) {
+// SessionStarted registers a 2025-11-25 session and returns its outbox: its
+// notifications go out on its GET stream only, it ends after SessionIdleTimeout if it
+// never opens one, and it is ended (its streams cut, 404 afterwards) if it stops
+// taking them.
+func (t *httpTransport) SessionStarted(sess server.ClientSession) resources.Sink {
 	id := sess.SessionID()
 	t.sessions.registered(id)
-	nw := t.notes.start(id, t.replay, func() { t.subs.SessionWrote(id) })
-	t.subs.AddSession(id, nw.ch, true, func() {
+	out := &streamOut{session: id, replay: t.replay}
+	o := &sessionOut{out: out, outbox: newOutbox(era20251125, out.write, func() {
 		t.streams.abort(id)
 		t.endSession(id)
-	})
+	}, t.m.delivery, t.log, t.cfg.SendTimeout)}
+	o.gated = true
+	t.outboxes.start(id, o)
 	t.expireSession(id, t.cfg.SessionIdleTimeout)
+	return o
 }
 
 // SessionEnded forgets the session's orphan timer and stops its writer.
 func (t *httpTransport) SessionEnded(sessionID string) {
 	t.orphans.cancel(sessionID)
-	t.notes.end(sessionID)
+	t.outboxes.end(sessionID)
 }
 
 // Serve waits until ctx is done (the front serves the endpoint), then ends the
@@ -229,7 +231,7 @@ func readEnvelope(w http.ResponseWriter, r *http.Request) (env envelope, ok bool
 
 // serveStream serves a GET stream of a live 2025-11-25 session, resumed from its
 // Last-Event-ID if it names one (resume), counted open in the registry once the SDK
-// answers 200; the session's notifications are written to it by its noteWriter from
+// answers 200; the session's notifications are written to it by its outbox from
 // then; the session expires SessionGrace after its last stream closed.
 func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sessionID string, next http.Handler) {
 	last := r.Header.Get("Last-Event-ID")
@@ -250,26 +252,23 @@ func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sess
 	// The stream counts as open, and the session's notifications are written to it,
 	// only once the SDK answers 200: the SDK has attached the connection to the
 	// session's stream by then (a fresh stream supersedes the one before).
-	sw := newStreamWriter(w, func() { t.subs.SessionWrote(sessionID) })
-	var opened atomic.Bool
-	var nw *noteWriter
+	sw := newStreamWriter(w, nil)
+	var o *sessionOut // set once the stream opened
 	sw.started = func(status int) {
-		if status == http.StatusOK && opened.CompareAndSwap(false, true) {
-			if nw = t.notes.get(sessionID); nw != nil {
-				nw.attach(sw, resumeNotes)
+		if status == http.StatusOK && o == nil {
+			if o = t.outboxes.get(sessionID); o != nil {
+				o.out.attach(sw, resumeNotes)
+				o.streamOpened()
 			}
-			t.subs.StreamOpened(sessionID)
 		}
 	}
 	defer func() {
-		if nw != nil {
-			nw.detach(sw)
+		if o != nil {
+			o.out.detach(sw)
+			o.streamClosed()
 		}
 		sw.release()
-		if opened.Load() {
-			t.subs.StreamClosed(sessionID)
-		}
-		if !t.subs.Streaming(sessionID) {
+		if !t.streaming(sessionID) {
 			t.expireSession(sessionID, t.cfg.SessionGrace)
 		}
 	}()
@@ -296,26 +295,25 @@ func (t *httpTransport) resume(w http.ResponseWriter, sessionID, last string) bo
 
 // serveListen serves a subscriptions/listen request: a long-lived stream that can be
 // cut at shutdown or when it stops taking notifications. The SDK writes the
-// acknowledgement before anything else on the stream; the registry's notifications
-// wait for it and are written by a noteWriter of the stream.
+// acknowledgement before anything else on the stream; the stream's notifications
+// wait for it in the stream's outbox.
 func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx, st, done := t.streams.add(r.Context(), w, "")
 	defer done()
-	ack := &resources.Ack{}
-	sw := newStreamWriter(w, ack.Written)
-	nw := newNoteWriter("", nil, nil)
-	nw.attach(sw, "")
-	stop := make(chan struct{})
+	out := &streamOut{}
+	o := newOutbox(era20260728, out.write, st.end, t.m.delivery, t.log, t.cfg.SendTimeout)
+	o.held = true
+	sw := newStreamWriter(w, o.release)
+	out.attach(sw, "")
 	var writing sync.WaitGroup
-	writing.Go(func() { nw.run(stop) })
+	writing.Go(o.run)
 	defer func() {
-		nw.detach(sw)
-		close(stop)
+		out.detach(sw)
+		o.stop()
 		writing.Wait()
 		sw.release()
 	}()
-	ctx = resources.WithListenNotes(resources.WithListenEnd(resources.WithAck(ctx, ack), st.end), nw.ch)
-	next.ServeHTTP(sw, r.WithContext(ctx))
+	next.ServeHTTP(sw, r.WithContext(resources.WithListenSink(ctx, o)))
 }
 
 // servePost serves a POST of a live 2025-11-25 session: a resources/subscribe is
@@ -329,14 +327,16 @@ func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessio
 			return
 		}
 	}
-	t.subs.PostStarted(sessionID, postDrainWait)
+	if o := t.outboxes.get(sessionID); o != nil {
+		o.postStarted(postDrainWait)
+		defer o.postEnded()
+	}
 	defer func() {
-		t.subs.PostEnded(sessionID)
-		if !t.subs.Streaming(sessionID) {
+		if !t.streaming(sessionID) {
 			t.expireSession(sessionID, t.cfg.SessionIdleTimeout)
 		}
 	}()
-	servePatched(&sessionWriter{ResponseWriter: w, wrote: func() { t.subs.SessionWrote(sessionID) }}, r, env.Method, next, t.log)
+	servePatched(w, r, env.Method, next, t.log)
 }
 
 // initialize serves a 2025-11-25 initialize if a session slot is free (see
@@ -397,10 +397,16 @@ func (e envelope) id() any {
 // is open by then or another request re-arms the timer first.
 func (t *httpTransport) expireSession(sessionID string, d time.Duration) {
 	t.orphans.schedule(sessionID, d, func() {
-		if !t.subs.Streaming(sessionID) && !t.subs.Posting(sessionID) {
+		if o := t.outboxes.get(sessionID); o == nil || !o.streaming() && !o.posting() {
 			t.endSession(sessionID)
 		}
 	})
+}
+
+// streaming reports whether a GET stream of the session is open.
+func (t *httpTransport) streaming(sessionID string) bool {
+	o := t.outboxes.get(sessionID)
+	return o != nil && o.streaming()
 }
 
 // endSession terminates a 2025-11-25 session whose last GET stream closed, the
@@ -414,48 +420,47 @@ func (t *httpTransport) endSession(sessionID string) {
 	t.sdk.ServeHTTP(&bufferedWriter{header: http.Header{}}, req)
 }
 
-// sessionWriter reports every write of a response to the client: for a GET
-// stream or a POST of a 2025-11-25 session, that the session wrote (a POST
-// waiting for the session's channel to drain checks again); for a listen stream, that its
-// acknowledgement (the SDK's first write) is out. On a long-lived stream
-// (newStreamWriter) the SDK and the stream's noteWriter both write: an SDK
-// event, from its first Write to the Flush that ends it, and a noteWriter's
-// event are written whole, one after the other, under mu.
-type sessionWriter struct {
+// streamWriter is the response of a long-lived stream (a GET stream, a listen
+// stream), written by the SDK and by the stream's outbox: an SDK event, from its first
+// Write to the Flush that ends it, and a batch of the outbox are written whole, one
+// after the other, under mu. A listen stream's is told of the SDK's first write (its
+// acknowledgement).
+type streamWriter struct {
 	http.ResponseWriter
-	wrote   func()
+	wrote   func()           // after each write of the SDK; may be nil
 	started func(status int) // the response's status is written; may be nil
 
-	mu      *sync.Mutex // nil: the SDK is the only writer
-	holding bool        // the SDK's writes hold mu until its Flush (one SDK goroutine at a time)
+	mu      sync.Mutex
+	holding bool // the SDK's writes hold mu until its Flush (one SDK goroutine at a time)
 	rc      *http.ResponseController
 }
 
-// newStreamWriter wraps the response of a long-lived stream (a GET stream, a
-// listen stream) that a noteWriter writes to as well.
-func newStreamWriter(w http.ResponseWriter, wrote func()) *sessionWriter {
-	return &sessionWriter{ResponseWriter: w, wrote: wrote, mu: &sync.Mutex{}, rc: http.NewResponseController(w)}
+// newStreamWriter wraps the response of a long-lived stream.
+func newStreamWriter(w http.ResponseWriter, wrote func()) *streamWriter {
+	return &streamWriter{ResponseWriter: w, wrote: wrote, rc: http.NewResponseController(w)}
 }
 
-func (a *sessionWriter) WriteHeader(status int) {
+func (a *streamWriter) WriteHeader(status int) {
 	a.ResponseWriter.WriteHeader(status)
 	if a.started != nil {
 		a.started(status)
 	}
 }
 
-func (a *sessionWriter) Write(p []byte) (int, error) {
-	if a.mu != nil && !a.holding {
+func (a *streamWriter) Write(p []byte) (int, error) {
+	if !a.holding {
 		a.mu.Lock()
 		a.holding = true
 	}
 	n, err := a.ResponseWriter.Write(p)
-	a.wrote()
+	if a.wrote != nil {
+		a.wrote()
+	}
 	return n, err
 }
 
-func (a *sessionWriter) Flush() {
-	if a.mu != nil && !a.holding {
+func (a *streamWriter) Flush() {
+	if !a.holding {
 		a.mu.Lock()
 		a.holding = true
 	}
@@ -465,17 +470,17 @@ func (a *sessionWriter) Flush() {
 	a.release()
 }
 
-// release lets the noteWriter write again after SDK writes no Flush ended (the
+// release lets the outbox write again after SDK writes no Flush ended (the
 // handler has returned).
-func (a *sessionWriter) release() {
+func (a *streamWriter) release() {
 	if a.holding {
 		a.holding = false
 		a.mu.Unlock()
 	}
 }
 
-// writeEvent writes one whole SSE event of the noteWriter and flushes it.
-func (a *sessionWriter) writeEvent(b []byte) error {
+// writeEvent writes SSE events of the outbox, whole, and flushes them.
+func (a *streamWriter) writeEvent(b []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, err := a.ResponseWriter.Write(b); err != nil {
@@ -484,7 +489,7 @@ func (a *sessionWriter) writeEvent(b []byte) error {
 	return a.rc.Flush()
 }
 
-func (a *sessionWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+func (a *streamWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // writeRPCError writes a JSON-RPC error with a null id.
 func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
@@ -715,136 +720,4 @@ func (o *orphanTimers) stopAll() {
 		t.Stop()
 		delete(o.timers, id)
 	}
-}
-
-// noteBuffer is the capacity of a noteWriter's channel: the registry fills at most
-// three quarters of it before it holds a subscriber's notifications (coalesced) and
-// counts its send timeout.
-const noteBuffer = 100
-
-// noteWriter writes the registry's notifications of one 2025-11-25 session, on its
-// newest GET stream, or of one listen stream: the bytes serialised once for every
-// subscriber, framed as an SSE event and written and flushed in one go, with no
-// allocation once its buffer has grown. A session's notification is recorded for
-// replay first (its event id), also while no stream is attached, so that a stream
-// resuming with Last-Event-ID receives what it missed.
-type noteWriter struct {
-	ch      chan resources.Message
-	session string       // 2025-11-25 session id; "" for a listen stream (no ids, no replay)
-	replay  *replayStore // the session's replay buffer
-	wrote   func()       // after each notification taken (wakes a POST waiting for the channel to drain); may be nil
-
-	mu  sync.Mutex
-	cur *sessionWriter // the stream written to; nil: none
-	buf []byte
-}
-
-func newNoteWriter(session string, replay *replayStore, wrote func()) *noteWriter {
-	return &noteWriter{ch: make(chan resources.Message, noteBuffer), session: session, replay: replay, wrote: wrote}
-}
-
-// run writes the notifications handed to the writer until stop is closed.
-func (nw *noteWriter) run(stop <-chan struct{}) {
-	for {
-		select {
-		case m := <-nw.ch:
-			nw.write(m)
-			if nw.wrote != nil {
-				nw.wrote()
-			}
-		case <-stop:
-			return
-		}
-	}
-}
-
-// write records m (a session's) and writes it to the attached stream; a stream
-// whose write fails is detached (the SDK ends its request).
-func (nw *noteWriter) write(m resources.Message) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	b := nw.buf[:0]
-	if nw.session != "" {
-		msg, shared := m.Shared()
-		if !shared {
-			msg = m.AppendJSON(nil)
-		}
-		b = strconv.AppendUint(append(b, "id: "...), nw.replay.storeNote(nw.session, msg), 10)
-		b = append(b, '\n')
-	}
-	b = append(m.AppendJSON(append(b, "event: message\ndata: "...)), "\n\n"...)
-	nw.buf = b
-	if nw.cur != nil && nw.cur.writeEvent(b) != nil {
-		nw.cur = nil
-	}
-}
-
-// attach makes sw the stream written to, after writing it the session's
-// notifications recorded after the event id resume ("": none), in order: none is
-// written twice or missed, as write records and writes under the same lock.
-func (nw *noteWriter) attach(sw *sessionWriter, resume string) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	nw.cur = sw
-	if resume == "" {
-		return
-	}
-	var b []byte
-	for _, e := range nw.replay.notesAfter(nw.session, resume) {
-		b = strconv.AppendUint(append(b[:0], "id: "...), e.seq, 10)
-		b = append(append(append(b, "\nevent: message\ndata: "...), e.msg...), "\n\n"...)
-		if sw.writeEvent(b) != nil {
-			nw.cur = nil
-			return
-		}
-	}
-}
-
-// detach stops writing to sw, once a write in progress is done; sw's request
-// may end then.
-func (nw *noteWriter) detach(sw *sessionWriter) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	if nw.cur == sw {
-		nw.cur = nil
-	}
-}
-
-// noteWriters are the running noteWriters of the 2025-11-25 sessions.
-type noteWriters struct {
-	mu   sync.Mutex
-	open map[string]*noteWriter
-	stop map[string]chan struct{} // closed to end each one's goroutine
-}
-
-// start starts the session's noteWriter, until stop.
-func (ns *noteWriters) start(session string, replay *replayStore, wrote func()) *noteWriter {
-	nw := newNoteWriter(session, replay, wrote)
-	stop := make(chan struct{})
-	ns.mu.Lock()
-	if old := ns.stop[session]; old != nil {
-		close(old)
-	}
-	ns.open[session], ns.stop[session] = nw, stop
-	ns.mu.Unlock()
-	go nw.run(stop)
-	return nw
-}
-
-// get is the session's noteWriter, nil if it has none.
-func (ns *noteWriters) get(session string) *noteWriter {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	return ns.open[session]
-}
-
-// end stops the session's noteWriter.
-func (ns *noteWriters) end(session string) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if stop := ns.stop[session]; stop != nil {
-		close(stop)
-	}
-	delete(ns.open, session)
-	delete(ns.stop, session)
 }

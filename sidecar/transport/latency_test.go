@@ -93,7 +93,7 @@ func measureLatency(t *testing.T, n int, modern bool) (p50, p99, worst time.Dura
 		era = era20260728
 	}
 	testenv.Eventually(t, testenv.Wait, "every client subscribed", func() bool {
-		perEra, subs, streams := stats(r.link)
+		perEra, subs, streams := stats(r)
 		if modern {
 			return perEra[era] == n && subs == n
 		}

@@ -49,7 +49,7 @@ func TestRunDrainsOpenStreams(t *testing.T) {
 	}
 	defer stop()
 	testenv.Eventually(t, testenv.Wait, "the listen stream and the GET stream registered", func() bool {
-		perEra, _, streams := stats(r.link)
+		perEra, _, streams := stats(r)
 		return perEra[era20260728] == 1 && streams == 1
 	})
 	_ = legacyClient

@@ -12,21 +12,21 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 func listenBody(id int, uri string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":[%q]}}}`, id, uri)
 }
 
-// publishing publishes uri in a tight loop until the test ends, so that a
-// change lands while each listen stream is being set up.
-func publishing(t *testing.T, r registry, uri string) {
+// publishing keeps changing the notebook bound to "work" until the test ends.
+func publishing(t *testing.T, r *running) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			_ = r.Publish(ctx, []string{uri})
+			r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, noOrigin)
 			runtime.Gosched()
 		}
 	}()
@@ -38,8 +38,8 @@ func publishing(t *testing.T, r registry, uri string) {
 func TestListenAcknowledgementComesFirst(t *testing.T) {
 	const uri, streams = "notebook://work", 40
 	t.Run("http", func(t *testing.T) {
-		r := startServer(t, resources.Config{}, newLibrary(t, testPath))
-		publishing(t, registryOf(r.link), uri)
+		r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+		publishing(t, r)
 		headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "subscriptions/listen"}
 		for i := range streams {
 			resp := post(t, r.url, "", headers, listenBody(i+1, uri))
@@ -61,8 +61,8 @@ func TestListenAcknowledgementComesFirst(t *testing.T) {
 		}
 	})
 	t.Run("stdio", func(t *testing.T) {
-		r, p := startStdio(t, resources.Config{}, newLibrary(t, testPath))
-		publishing(t, registryOf(r.link), uri)
+		r, p := startStdio(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+		publishing(t, r)
 		for i := range streams {
 			id := float64(i + 1)
 			p.send(t, listenBody(i+1, uri))

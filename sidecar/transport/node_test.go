@@ -244,10 +244,10 @@ func TestNodeDrivers(t *testing.T) {
 			}
 			_ = n.cmd.Process.Kill()
 			testenv.Eventually(t, testenv.Wait, "the killed client's session and subscriptions gone", func() bool {
-				perEra, subs, _ := stats(r.link)
+				perEra, subs, _ := stats(r)
 				return perEra[era20251125]+perEra[era20260728] == 0 && subs == 0 && liveSessions(r) == 0
 			}, func() string {
-				perEra, subs, _ := stats(r.link)
+				perEra, subs, _ := stats(r)
 				return fmt.Sprintf("sessions %v, subscriptions %d, session ids %d", perEra, subs, liveSessions(r))
 			})
 			// The session's grace, the SDK's stream pump and the heartbeat wind down.

@@ -7,67 +7,95 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// The transport writes what the registry serialised once: two sessions' noteWriters
+// fakeSession is a 2025-11-25 session registered with the SDK without a client: the
+// surface records it and the transport gives it an outbox, as for a real one.
+type fakeSession struct{ id string }
+
+func (*fakeSession) Initialize()                                         {}
+func (*fakeSession) Initialized() bool                                   { return true }
+func (*fakeSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return nil }
+func (s *fakeSession) SessionID() string                                 { return s.id }
+
+// The transport writes what the surface serialised once: two sessions' outboxes
 // record the very same bytes for replay, none copied; a notification recorded while no
 // stream was attached is written, with its event id, to the stream that resumes after
 // the last event its client saw, before anything newer.
-func TestNoteWriterSharesAndReplays(t *testing.T) {
+func TestOutboxSharesAndReplays(t *testing.T) {
 	const uri = "notebook://work"
 	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
-	replay := newReplayStore(resources.DefaultReplayEvents, resources.DefaultReplayBytes)
-	writers := map[string]*noteWriter{}
-	chs := map[string]chan resources.Message{}
+	tr := r.tr.(*httpTransport)
 	for _, id := range []string{"a", "b"} {
-		writers[id] = newNoteWriter(id, replay, nil)
-		chs[id] = make(chan resources.Message, 8)
-		r.link.Delivery().AddSession(id, chs[id], false, nil)
+		if err := r.link.MCP().RegisterSession(context.Background(), &fakeSession{id: id}); err != nil {
+			t.Fatal(err)
+		}
 		if ref := r.link.AdmitSubscribe(context.Background(), id, uri); ref != nil {
 			t.Fatalf("subscribe %s: %+v", id, ref)
 		}
+		tr.outboxes.get(id).streamOpened() // open, no stream attached: recorded for replay only
 	}
+	events := func(id string) []replayEvent {
+		tr.replay.mu.Lock()
+		defer tr.replay.mu.Unlock()
+		if l := tr.replay.sessions[id]; l != nil {
+			return slices.Clone(l.events)
+		}
+		return nil
+	}
+	published := 0
 	publish := func() {
 		r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, noOrigin)
-		for id, nw := range writers {
-			nw.write(<-chs[id])
-		}
+		published++
+		testenv.Eventually(t, testenv.Wait, "both sessions recorded the notification", func() bool {
+			return len(events("a")) == published && len(events("b")) == published
+		})
 	}
 	publish() // the event the client saw, then two it missed: no stream attached
-	seen := replay.sessions["a"].events[0]
+	seen := events("a")[0]
 	publish()
 	publish()
-	if a, b := replay.sessions["a"].events[1].msg, replay.sessions["b"].events[1].msg; &a[0] != &b[0] {
+	if a, b := events("a")[1].msg, events("b")[1].msg; &a[0] != &b[0] {
 		t.Fatal("two sessions recorded copies of one notification")
 	}
 
 	rec := httptest.NewRecorder()
-	sw := newStreamWriter(rec, func() {})
-	writers["a"].attach(sw, fmt.Sprint(seen.seq))
-	publish() // a new one, after the replay
+	sw := newStreamWriter(rec, nil)
+	tr.outboxes.get("a").out.attach(sw, fmt.Sprint(seen.seq))
+	publish()               // a new one, after the replay
+	body := func() string { // as the outbox writes it, whole events under the stream's lock
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		return rec.Body.String()
+	}
+	testenv.Eventually(t, testenv.Wait, "the new notification written", func() bool {
+		return strings.Count(body(), `"uri":"notebook://work"`) >= 3
+	})
 	var ids []string
-	for line := range strings.Lines(rec.Body.String()) {
+	for line := range strings.Lines(body()) {
 		if id, ok := strings.CutPrefix(line, "id: "); ok {
 			ids = append(ids, strings.TrimSpace(id))
 		}
 	}
 	var want []string
-	for _, e := range replay.sessions["a"].events[1:] {
+	for _, e := range events("a")[1:] {
 		want = append(want, fmt.Sprint(e.seq))
 	}
 	if fmt.Sprint(ids) != fmt.Sprint(want) {
-		t.Fatalf("resumed stream wrote event ids %v, want %v (the two missed, then the new one):\n%s", ids, want, rec.Body)
+		t.Fatalf("resumed stream wrote event ids %v, want %v (the two missed, then the new one):\n%s", ids, want, body())
 	}
-	if n := strings.Count(rec.Body.String(), `"uri":"notebook://work"`); n != 3 {
-		t.Fatalf("resumed stream wrote %d notifications, want 3:\n%s", n, rec.Body)
+	if n := strings.Count(body(), `"uri":"notebook://work"`); n != 3 {
+		t.Fatalf("resumed stream wrote %d notifications, want 3:\n%s", n, body())
 	}
 }
 

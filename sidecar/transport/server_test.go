@@ -53,7 +53,7 @@ func TestModernListenNotifyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	testenv.Eventually(t, testenv.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r.link); return n[era20260728] == 1 })
+	testenv.Eventually(t, testenv.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r); return n[era20260728] == 1 })
 	ch := lib.edit(t, testPath, "source-c1")
 	r.srv.NotebookChanged(testPath, ch, noOrigin)
 	ids := c.waitUpdated(t, testenv.Wait, "notebook://work", "notebook://work/cells/c1")

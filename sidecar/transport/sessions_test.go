@@ -48,7 +48,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value stri
 // sdkSessions is how many 2025-11-25 sessions the registry (and so the
 // jupyter_mcp_sidecar_mcp_sessions gauge) counts.
 func sdkSessions(r *running) int {
-	perEra, _, _ := stats(r.link)
+	perEra, _, _ := stats(r)
 	return perEra[era20251125]
 }
 
@@ -154,7 +154,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	if replayed(session) || gauge() != 0 {
 		t.Fatalf("after the idle timeout: replay buffer kept %v, sessions gauge %v; want false, 0", replayed(session), gauge())
 	}
-	if _, subs, _ := stats(r.link); subs != 0 {
+	if _, subs, _ := stats(r); subs != 0 {
 		t.Fatalf("%d subscriptions held after the idle timeout", subs)
 	}
 	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":5,"method":"ping"}`); status != http.StatusNotFound {

@@ -21,8 +21,8 @@ import (
 // stdioSession is the one client session of the stdio transport.
 type stdioSession struct {
 	ch    chan mcp.JSONRPCNotification // the SDK's own notifications
-	notes chan resources.Message       // the registry's, the session's and its listen streams'
-	acks  sync.Map                     // subscriptions/listen request id (string or float64) → *resources.Ack
+	notes *outbox                      // the session's change notifications
+	acks  sync.Map                     // subscriptions/listen request id (string or float64) → its held *outbox
 }
 
 func (*stdioSession) Initialize()                                           {}
@@ -37,17 +37,21 @@ type stdioTransport struct {
 	cfg    resources.Config
 	log    *slog.Logger
 	mcp    *server.MCPServer
+	m      metrics // the HTTP transport's series too: /metrics names the same series whatever the transport
 	in     io.Reader
 	out    io.Writer
 	cancel context.CancelCauseFunc // ends serve; set before the session registers
+
+	wmu  sync.Mutex // one message written at a time
+	line []byte     // the change notifications' line, reused
 }
 
 func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, error) {
-	// The HTTP transport's series, at 0: /metrics names the same series whatever the transport.
-	if _, err := newMetrics(l.Registerer()); err != nil {
+	m, err := newMetrics(l.Registerer())
+	if err != nil {
 		return nil, err
 	}
-	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), in: in, out: out}, nil
+	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), m: m, in: in, out: out}, nil
 }
 
 // Handler is nil: stdio has no HTTP endpoint.
@@ -59,13 +63,39 @@ var errStalled = errors.New("stdio client stopped reading notifications")
 // SessionStarted registers the stdio session: its notifications go out at
 // once. A client that stops reading ends the transport: serve returns
 // errStalled, and output that blocks is closed when it can be.
-func (t *stdioTransport) SessionStarted(sess server.ClientSession) {
-	t.link.Delivery().AddSession(sess.SessionID(), sess.(*stdioSession).notes, false, func() {
-		t.cancel(errStalled)
-		if c, ok := t.out.(io.Closer); ok {
-			_ = c.Close()
-		}
-	})
+func (t *stdioTransport) SessionStarted(sess server.ClientSession) resources.Sink {
+	return sess.(*stdioSession).notes
+}
+
+// stalled ends the transport whose client stopped reading.
+func (t *stdioTransport) stalled() {
+	t.cancel(errStalled)
+	if c, ok := t.out.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// writeLine writes one message, a line.
+func (t *stdioTransport) writeLine(b []byte) {
+	if _, err := t.out.Write(b); err != nil {
+		t.log.Error("cannot write to stdout", "err", err)
+	}
+}
+
+// writeNotes writes a batch of change notifications: the bytes serialised once, and
+// a newline, each.
+func (t *stdioTransport) writeNotes(batch []resources.Message) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	for _, m := range batch {
+		t.line = append(m.AppendJSON(t.line[:0]), '\n')
+		t.writeLine(t.line)
+	}
+}
+
+// newOutbox returns an outbox writing to stdout, ended by end.
+func (t *stdioTransport) newOutbox(era string, end func()) *outbox {
+	return newOutbox(era, t.writeNotes, end, t.m.delivery, t.log, t.cfg.SendTimeout)
 }
 
 // SessionEnded: the stdio session ends with Serve.
@@ -79,47 +109,34 @@ func (t *stdioTransport) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t.cancel = cancel
-	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024), notes: make(chan resources.Message, 1024)}
+	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024), notes: t.newOutbox(era20251125, t.stalled)}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(sess.notes.run)
+	defer sess.notes.stop()
 	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
 	}
 	defer t.mcp.UnregisterSession(context.WithoutCancel(ctx), sess.SessionID())
 
-	var wmu sync.Mutex
-	writeLine := func(b []byte) {
-		if _, err := t.out.Write(b); err != nil {
-			t.log.Error("cannot write to stdout", "err", err)
-		}
-	}
 	write := func(msg any) {
 		b, err := json.Marshal(msg)
 		if err != nil {
 			t.log.Error("cannot encode stdio message", "err", err)
 			return
 		}
-		wmu.Lock()
-		defer wmu.Unlock()
-		writeLine(append(b, '\n'))
+		t.wmu.Lock()
+		defer t.wmu.Unlock()
+		t.writeLine(append(b, '\n'))
 	}
-	var line []byte // the registry's notifications: the bytes serialised once, and a newline
-	writeNote := func(m resources.Message) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		line = append(m.AppendJSON(line[:0]), '\n')
-		writeLine(line)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() {
 		for {
 			select {
-			case m := <-sess.notes:
-				writeNote(m)
 			case n := <-sess.ch:
 				write(n)
 				if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
-					if a, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
-						a.(*resources.Ack).Written()
+					if o, ok := sess.acks.LoadAndDelete(n.Params.Meta[mcp.MetaKeySubscriptionID]); ok {
+						o.(*outbox).release()
 					}
 				}
 			case <-ctx.Done():
@@ -222,15 +239,18 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		var end context.CancelFunc
 		ctx, end = context.WithCancel(ctx)
 		defer end()
-		ctx = resources.WithListenNotes(resources.WithListenEnd(ctx, end), sess.notes)
+		o := t.newOutbox(era20260728, end)
 		switch env.ID.(type) {
 		case string, float64: // a valid id; one already in flight is not held
-			ack := &resources.Ack{}
-			if _, dup := sess.acks.LoadOrStore(env.ID, ack); !dup {
-				defer sess.acks.CompareAndDelete(env.ID, ack)
-				ctx = resources.WithAck(ctx, ack)
+			if _, dup := sess.acks.LoadOrStore(env.ID, o); !dup {
+				defer sess.acks.CompareAndDelete(env.ID, o)
+				o.held = true
 			}
 		}
+		var writing sync.WaitGroup
+		writing.Go(o.run)
+		defer func() { o.stop(); writing.Wait() }()
+		ctx = resources.WithListenSink(ctx, o)
 	}
 	if resp := t.mcp.HandleMessage(ctx, line); resp != nil {
 		write(patchResponse(resp, o, t.log))

@@ -107,7 +107,7 @@ func TestStdioBothEras(t *testing.T) {
 	p.await(t, byID(2))
 	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourceSubscriptions":["notebook://work"]}}}`)
 	p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
-	testenv.Eventually(t, testenv.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r.link); return n[era20260728] == 1 })
+	testenv.Eventually(t, testenv.Wait, "the listen stream registered", func() bool { n, _, _ := stats(r); return n[era20260728] == 1 })
 
 	r.srv.NotebookChanged(testPath, lib.edit(t, testPath, "source-c1"), noOrigin)
 	// The session's and the listen stream's notifications come in either order.

@@ -1,22 +1,19 @@
-// Package subscribers is the MCP server's own record of who is subscribed to what, and
-// the delivery of change notifications to them: 2025-11-25 sessions (resources/subscribe)
-// and 2026-07-28 subscriptions/listen streams. The SDK records no subscriptions for its
-// built-in sessions, so the server feeds this registry from its session, subscribe and
-// listen hooks. A notification is serialised once (Note) and every subscriber is handed
-// the same bytes on a channel of its transport, which writes them; only a listen
-// stream's subscription id, serialised once per stream, is added as they are written.
+// Package subscribers is the MCP server's own record of who is subscribed to what:
+// 2025-11-25 sessions (resources/subscribe) and 2026-07-28 subscriptions/listen
+// streams. The SDK records no subscriptions for its built-in sessions, so the server
+// feeds this registry from its session, subscribe and listen hooks. A change is
+// serialised once (Note) and handed, as the same bytes, to the Sink of every
+// subscriber of its URI; the sinks are the transport's, and the rules of when and how
+// a notification reaches the client are the transport's too.
 package subscribers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,81 +24,59 @@ const (
 	Era20260728 = "2026-07-28"
 )
 
+// Sink is where a subscriber's notifications go: the transport's writer of a session
+// or of a listen stream. Notify must not block.
+type Sink interface {
+	Notify(Message)
+}
+
 // subscriber is one party told about changes: a 2025-11-25 session (its
 // resources/subscribe calls) or a 2026-07-28 subscriptions/listen stream.
 type subscriber struct {
-	key       string
-	era       string
-	sessionID string         // 2025-11-25 session id
-	ch        chan<- Message // the transport's writer of the session or stream
-	tag       []byte         // listen stream: its subscription id, tagged on every notification
-	gated     bool           // HTTP 2025-11-25: send only on an open GET stream, while no POST of the session is in flight
-	end       func()         // ends the session or stream when it cannot take notifications; may be nil
+	key         string
+	era         string
+	sink        Sink
+	tag         []byte // listen stream: its subscription id, tagged on every notification
+	listChanged bool   // also told notifications/resources/list_changed
 
-	mu           sync.Mutex
-	removed      bool
-	held         bool        // listen stream whose acknowledgement is not written yet: changes queue, nothing is sent
-	listChanged  bool        // also told notifications/resources/list_changed
-	blockedSince time.Time   // when the channel was first found full, zero while it takes notifications
-	retry        *time.Timer // pending flush while the channel is full
-	uris         map[string]struct{}
-	uriBytes     int                 // the bytes of the URIs in uris, summed
-	pending      []*Note             // notifications that wait for the transport
-	pendingSet   map[string]struct{} // their URIs ("": list_changed)
-	wrote        chan struct{}       // closed at the next write of a GET stream, while a POST waits for the channel to drain
+	mu       sync.Mutex
+	removed  bool
+	uris     map[string]struct{}
+	uriBytes int // the bytes of the URIs in uris, summed
 }
 
 // Registry is the server's own record of who is subscribed to what. The SDK
 // records nothing for its built-in sessions, so this is fed by the session,
 // Subscribe, unsubscribe and subscriptions/listen hooks.
 type Registry struct {
-	log *slog.Logger
-
-	mu    sync.RWMutex
-	subs  map[string]*subscriber
-	gets  map[string]int // open GET streams per 2025-11-25 session id
-	posts map[string]int // POSTs in flight per 2025-11-25 session id
-
-	listenSeq   atomic.Int64
-	m           *metrics
-	sendTimeout time.Duration // how long a full channel may block a subscriber before it is dropped
+	mu        sync.RWMutex
+	subs      map[string]*subscriber
+	listenSeq atomic.Int64
+	m         *metrics
 }
 
-// Config configures a Registry.
-type Config struct {
-	// SendTimeout is how long a subscriber's channel may stay full before it loses
-	// its pending notifications and subscriptions.
-	SendTimeout time.Duration
-	Logger      *slog.Logger          // nil: slog.Default()
-	Registerer  prometheus.Registerer // the registry's metrics; nil: none
-}
-
-// New returns an empty registry.
-func New(cfg Config) (*Registry, error) {
-	m, err := newMetrics(cfg.Registerer)
+// New returns an empty registry, its gauges on reg (nil: none).
+func New(reg prometheus.Registerer) (*Registry, error) {
+	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{log: cmp.Or(cfg.Logger, slog.Default()), m: m, sendTimeout: cfg.SendTimeout,
-		subs: map[string]*subscriber{}, gets: map[string]int{}, posts: map[string]int{}}, nil
+	return &Registry{m: m, subs: map[string]*subscriber{}}, nil
 }
 
 // SessionKey is the registry key of a 2025-11-25 session.
 func SessionKey(id string) string { return "s:" + id }
 
-// AddSession records a 2025-11-25 session (no subscriptions yet), told on ch. end is
-// called, once and on its own goroutine, if the session stops taking
-// notifications for the send timeout; the registry has forgotten it by then.
-func (r *Registry) AddSession(id string, ch chan<- Message, gated bool, end func()) {
-	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sessionID: id, ch: ch, gated: gated, listChanged: true, end: end})
+// AddSession records a 2025-11-25 session (no subscriptions yet), told through sink;
+// a session of the same id is replaced.
+func (r *Registry) AddSession(id string, sink Sink) {
+	r.add(&subscriber{key: SessionKey(id), era: Era20251125, sink: sink, listChanged: true})
 }
 
-// AddListen records a subscriptions/listen stream and returns its key. A held
-// stream queues its changes until release: the stream is registered before the
-// SDK sends its acknowledgement, which must come first on the stream. Its
-// notifications, on ch, carry subID. end is called as for AddSession.
-func (r *Registry) AddListen(ch chan<- Message, subID any, uris []string, listChanged, held bool, end func()) string {
-	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, ch: ch, tag: subscriptionTag(subID), listChanged: listChanged, held: held, end: end}
+// AddListen records a subscriptions/listen stream and returns its key. Its
+// notifications, through sink, carry subID.
+func (r *Registry) AddListen(sink Sink, subID any, uris []string, listChanged bool) string {
+	s := &subscriber{key: "l:" + strconv.FormatInt(r.listenSeq.Add(1), 10), era: Era20260728, sink: sink, tag: subscriptionTag(subID), listChanged: listChanged}
 	s.uris = map[string]struct{}{}
 	for _, u := range uris {
 		s.uris[u] = struct{}{}
@@ -114,7 +89,6 @@ func (r *Registry) add(s *subscriber) {
 	if s.uris == nil {
 		s.uris = map[string]struct{}{}
 	}
-	s.pendingSet = map[string]struct{}{}
 	r.m.sessions.WithLabelValues(s.era).Inc()
 	r.m.subscriptions.Add(float64(len(s.uris)))
 	r.mu.Lock()
@@ -122,14 +96,14 @@ func (r *Registry) add(s *subscriber) {
 	r.subs[s.key] = s
 	r.mu.Unlock()
 	if old != nil {
-		old.mu.Lock()
-		r.forgetLocked(old)
-		old.mu.Unlock()
+		r.forget(old)
 	}
 }
 
-// forgetLocked marks s removed and takes it out of the gauges, once; s.mu is held.
-func (r *Registry) forgetLocked(s *subscriber) {
+// forget marks s removed and takes it out of the gauges, once.
+func (r *Registry) forget(s *subscriber) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.removed {
 		return
 	}
@@ -138,30 +112,15 @@ func (r *Registry) forgetLocked(s *subscriber) {
 	r.m.subscriptions.Sub(float64(len(s.uris)))
 }
 
-// Remove forgets a subscriber and its subscriptions.
+// Remove forgets a subscriber and its subscriptions; nothing is handed to its sink
+// once Remove has returned.
 func (r *Registry) Remove(key string) {
 	r.mu.Lock()
 	s := r.subs[key]
 	delete(r.subs, key)
 	r.mu.Unlock()
 	if s != nil {
-		s.mu.Lock()
-		r.forgetLocked(s)
-		if s.retry != nil {
-			s.retry.Stop()
-			s.retry = nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// Release lets a held listen stream send what it queued and what comes next.
-func (r *Registry) Release(key string) {
-	if s := r.get(key); s != nil {
-		s.mu.Lock()
-		s.held = false
-		r.flushLocked(s)
-		s.mu.Unlock()
+		r.forget(s)
 	}
 }
 
@@ -267,26 +226,26 @@ func (r *Registry) Publish(_ context.Context, uris []string) error {
 	}
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
-		for _, n := range notes {
-			if _, ok := s.uris[n.URI]; ok {
-				s.queue(n)
+		if !s.removed {
+			for _, n := range notes {
+				if _, ok := s.uris[n.URI]; ok {
+					s.sink.Notify(Message{Note: n, tag: s.tag})
+				}
 			}
 		}
-		r.flushLocked(s)
 		s.mu.Unlock()
 	}
 	return nil
 }
 
 // ListChanged tells every subscriber that takes them that the resource list
-// changed (the SDK's own broadcast is turned off: it bypasses the hand-off
-// rules above and can be lost, mcp-go PR #969).
+// changed (the SDK's own broadcast is turned off: it bypasses the transport's
+// hand-off rules and can be lost, mcp-go PR #969).
 func (r *Registry) ListChanged() {
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
-		if s.listChanged {
-			s.queue(listChanged)
-			r.flushLocked(s)
+		if s.listChanged && !s.removed {
+			s.sink.Notify(Message{Note: listChanged, tag: s.tag})
 		}
 		s.mu.Unlock()
 	}
@@ -298,248 +257,8 @@ func (r *Registry) Run(ctx context.Context) error {
 	return nil
 }
 
-// queue adds n to the pending notifications; repeated changes of a URI
-// coalesce (as the protocol allows) while a send has to wait.
-func (s *subscriber) queue(n *Note) {
-	if _, ok := s.pendingSet[n.URI]; ok {
-		return
-	}
-	s.pendingSet[n.URI] = struct{}{}
-	s.pending = append(s.pending, n)
-}
-
-// flushLocked hands s's pending notifications to its transport's channel as
-// far as three quarters of the channel have room, and retries shortly for the
-// rest: a transport may share the channel with its own messages, sent without
-// waiting (the SDK's channels did, a listen stream's acknowledgement among
-// them). A channel that stays
-// full for sendTimeout is a failed send: the subscriber is forgotten and its
-// session or stream ended, so its client learns it (404, or a listen request
-// that ends) instead of waiting on a stream that no longer delivers. s.mu is held.
-func (r *Registry) flushLocked(s *subscriber) {
-	if len(s.pending) == 0 || s.removed || s.held {
-		return
-	}
-	if s.gated {
-		r.mu.RLock()
-		open := r.gets[s.sessionID] > 0 && r.posts[s.sessionID] == 0
-		r.mu.RUnlock()
-		if !open {
-			return
-		}
-	}
-	sent := 0
-	for _, n := range s.pending {
-		if c := cap(s.ch); c > 0 && len(s.ch) >= c-c/4 {
-			break // a quarter stays free for the transport's own sends
-		}
-		select {
-		case s.ch <- Message{Note: n, tag: s.tag}:
-			delete(s.pendingSet, n.URI)
-			sent++
-			continue
-		default:
-		}
-		break
-	}
-	if sent > 0 {
-		r.m.sentTo[s.era].Add(float64(sent))
-	}
-	if sent == len(s.pending) {
-		clear(s.pending)
-		s.pending = s.pending[:0] // kept: the next notification needs no allocation
-		s.blockedSince = time.Time{}
-		return
-	}
-	s.pending = s.pending[sent:]
-	now := time.Now()
-	if sent > 0 || s.blockedSince.IsZero() {
-		s.blockedSince = now
-	}
-	if now.Sub(s.blockedSince) >= r.sendTimeout {
-		r.m.dropped.WithLabelValues(s.era).Add(float64(len(s.pending)))
-		r.m.ended.WithLabelValues(s.era).Inc()
-		r.log.Warn("session not taking notifications; ending it",
-			"subscriber", s.key, "era", s.era, "subscriptions", len(s.uris), "dropped", len(s.pending), "blocked", now.Sub(s.blockedSince))
-		r.forgetLocked(s)
-		clear(s.uris)
-		s.uriBytes = 0
-		s.pending, s.pendingSet, s.blockedSince = nil, map[string]struct{}{}, time.Time{}
-		r.mu.Lock()
-		if r.subs[s.key] == s {
-			delete(r.subs, s.key)
-		}
-		r.mu.Unlock()
-		if s.end != nil {
-			go s.end()
-		}
-		return
-	}
-	if s.retry == nil {
-		s.retry = time.AfterFunc(retryFlush, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.retry = nil
-			r.flushLocked(s)
-		})
-	}
-}
-
-// AckWait tells a listen stream's subscriber when the SDK has written the
-// stream's acknowledgement (notifications/subscriptions/acknowledged), so that
-// no change is sent ahead of it. The transport serving the listen request puts
-// one in the request context and calls wrote.
-type AckWait struct {
-	mu      sync.Mutex
-	written bool
-	then    func()
-}
-
-type ackWaitKey struct{}
-
-func WithAckWait(ctx context.Context, a *AckWait) context.Context {
-	return context.WithValue(ctx, ackWaitKey{}, a)
-}
-
-func AckWaitFrom(ctx context.Context) *AckWait {
-	a, _ := ctx.Value(ackWaitKey{}).(*AckWait)
-	return a
-}
-
-// OnWritten runs f once the acknowledgement is written, at once if it was.
-func (a *AckWait) OnWritten(f func()) {
-	a.mu.Lock()
-	if !a.written {
-		a.then = f
-		a.mu.Unlock()
-		return
-	}
-	a.mu.Unlock()
-	f()
-}
-
-// Wrote marks the acknowledgement written; later calls do nothing.
-func (a *AckWait) Wrote() {
-	a.mu.Lock()
-	if a.written {
-		a.mu.Unlock()
-		return
-	}
-	a.written = true
-	f := a.then
-	a.then = nil
-	a.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-// retryFlush is how soon a flush that found the channel full tries again.
-const retryFlush = 5 * time.Millisecond
-
-// StreamOpened records an open GET stream of a 2025-11-25 session.
-func (r *Registry) StreamOpened(sessionID string) {
-	r.mu.Lock()
-	r.gets[sessionID]++
-	r.mu.Unlock()
-	r.flushSession(sessionID)
-}
-
-// SessionWrote tells the registry that the session's writer took a
-// notification from its channel, or that a stream of the session wrote to its
-// client.
-func (r *Registry) SessionWrote(sessionID string) {
-	if s := r.get(SessionKey(sessionID)); s != nil {
-		s.mu.Lock()
-		if s.wrote != nil {
-			close(s.wrote)
-			s.wrote = nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// Streaming reports whether a GET stream of the session is open.
-func (r *Registry) Streaming(sessionID string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.gets[sessionID] > 0
-}
-
-// Posting reports whether a POST of the session is in flight.
-func (r *Registry) Posting(sessionID string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.posts[sessionID] > 0
-}
-
-// StreamClosed records a closed GET stream.
-func (r *Registry) StreamClosed(sessionID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.gets[sessionID]--; r.gets[sessionID] <= 0 {
-		delete(r.gets, sessionID)
-	}
-}
-
-// PostStarted marks a POST of the session in flight. While one is, nothing
-// new is queued on the session's channel, and it waits (at most maxWait)
-// until the session's writer has taken everything already queued, woken by
-// SessionWrote. (The rule dates from the SDK's channel, whose per-POST
-// forwarder could pick a notification up as the POST ended and drop it,
-// mcp-go PR #969; the transport's own channel keeps it.)
-func (r *Registry) PostStarted(sessionID string, maxWait time.Duration) {
-	r.mu.Lock()
-	r.posts[sessionID]++
-	s := r.subs[SessionKey(sessionID)]
-	streaming := r.gets[sessionID] > 0
-	r.mu.Unlock()
-	if s == nil || !streaming {
-		return
-	}
-	deadline := time.NewTimer(maxWait)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock() // a flush in progress completes first
-		if len(s.ch) == 0 || s.removed {
-			s.mu.Unlock()
-			return
-		}
-		if s.wrote == nil {
-			s.wrote = make(chan struct{})
-		}
-		wrote := s.wrote
-		s.mu.Unlock()
-		select {
-		case <-wrote:
-		case <-deadline.C:
-			return
-		}
-	}
-}
-
-// PostEnded marks a POST of the session finished and sends what waited for it.
-func (r *Registry) PostEnded(sessionID string) {
-	r.mu.Lock()
-	r.posts[sessionID]--
-	if r.posts[sessionID] <= 0 {
-		delete(r.posts, sessionID)
-	}
-	r.mu.Unlock()
-	r.flushSession(sessionID)
-}
-
-func (r *Registry) flushSession(sessionID string) {
-	if s := r.get(SessionKey(sessionID)); s != nil {
-		s.mu.Lock()
-		r.flushLocked(s)
-		s.mu.Unlock()
-	}
-}
-
-// Stats reports subscribers per era, the number of subscribed URIs and the
-// number of 2025-11-25 sessions with a GET stream open.
-func (r *Registry) Stats() (perEra map[string]int, subscriptions, streams int) {
+// Stats reports subscribers per era and the number of subscribed URIs.
+func (r *Registry) Stats() (perEra map[string]int, subscriptions int) {
 	perEra = map[string]int{Era20251125: 0, Era20260728: 0}
 	for _, s := range r.snapshot() {
 		perEra[s.era]++
@@ -547,8 +266,5 @@ func (r *Registry) Stats() (perEra map[string]int, subscriptions, streams int) {
 		subscriptions += len(s.uris)
 		s.mu.Unlock()
 	}
-	r.mu.RLock()
-	streams = len(r.gets)
-	r.mu.RUnlock()
-	return perEra, subscriptions, streams
+	return perEra, subscriptions
 }

@@ -5,29 +5,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// newRegistry is a Registry with a 1 s send timeout, its metrics on reg.
+// newRegistry is a Registry, its gauges on reg.
 func newRegistry(t *testing.T, reg prometheus.Registerer) *Registry {
 	t.Helper()
-	r, err := New(Config{SendTimeout: time.Second, Logger: quietLog, Registerer: reg})
+	r, err := New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func drain(ch chan Message) []string {
+// sink is a Sink that keeps what it is handed, up to its capacity.
+type sink chan Message
+
+func (s sink) Notify(m Message) { s <- m }
+
+func drain(ch sink) []string {
 	var out []string
 	for {
 		select {
@@ -37,57 +38,6 @@ func drain(ch chan Message) []string {
 			return out
 		}
 	}
-}
-
-func TestRegistryFullChannelRetriesThenEnds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRegistry(t, nil)
-		ch := make(chan Message, 2)
-		ended := make(chan struct{})
-		r.AddSession("s1", ch, false, func() { close(ended) })
-		uris := []string{"notebook://w", "notebook://w/cells/a", "notebook://w/cells/b", "notebook://w/cells/c"}
-		for _, u := range uris {
-			r.Subscribe(SessionKey("s1"), u)
-		}
-		_ = r.Publish(context.Background(), uris)
-		got := drain(ch)
-		if len(got) != 2 {
-			t.Fatalf("first hand-off = %v, want the channel's capacity", got)
-		}
-		time.Sleep(2 * retryFlush)
-		synctest.Wait()
-		got = append(got, drain(ch)...)
-		if len(got) != 4 {
-			t.Fatalf("after a retry = %v, want all four in order", got)
-		}
-		for i, u := range uris {
-			if got[i] != u {
-				t.Fatalf("order %v", got)
-			}
-		}
-		// A session that never reads is ended after the send timeout, and forgotten.
-		_ = r.Publish(context.Background(), uris)
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		select {
-		case <-ended:
-		default:
-			t.Fatal("a stuck session was not ended")
-		}
-		if perEra, subs, _ := r.Stats(); subs != 0 || perEra[Era20251125] != 0 {
-			t.Fatalf("%d subscriptions, %v sessions left after ending a stuck session", subs, perEra)
-		}
-		if d := testutil.ToFloat64(r.m.dropped.WithLabelValues(Era20251125)); d != 2 {
-			t.Fatalf("dropped = %v, want the 2 that never fit", d)
-		}
-		if e := testutil.ToFloat64(r.m.ended.WithLabelValues(Era20251125)); e != 1 {
-			t.Fatalf("ended = %v, want 1", e)
-		}
-		r.Remove(SessionKey("s1")) // the session's own unregistration comes later: harmless
-		if n, subs := testutil.ToFloat64(r.m.sessions.WithLabelValues(Era20251125)), testutil.ToFloat64(r.m.subscriptions); n != 0 || subs != 0 {
-			t.Fatalf("gauges: %v sessions, %v subscriptions after ending a stuck session; want 0", n, subs)
-		}
-	})
 }
 
 // Two registries on one Registerer (hub mode's users) move the same gauges: the series
@@ -106,26 +56,26 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 		}
 		var sum [3]int
 		for _, r := range []*Registry{a, b} {
-			perEra, subs, _ := r.Stats()
+			perEra, subs := r.Stats()
 			sum[0], sum[1], sum[2] = sum[0]+perEra[Era20251125], sum[1]+perEra[Era20260728], sum[2]+subs
 		}
 		if got := [3]float64{float64(sum[0]), float64(sum[1]), float64(sum[2])}; got != [3]float64{sessions, listens, subscriptions} {
 			t.Fatalf("%s: the registries' Stats sum to %v", what, got)
 		}
 	}
-	ch := make(chan Message, 8)
-	a.AddSession("s1", ch, false, nil)
-	b.AddSession("s1", ch, false, nil)
+	ch := make(sink, 8)
+	a.AddSession("s1", ch)
+	b.AddSession("s1", ch)
 	for _, u := range []string{"notebook://a", "notebook://b", "notebook://a"} { // once each
 		a.Subscribe(SessionKey("s1"), u)
 	}
 	b.Subscribe(SessionKey("s1"), "notebook://c")
-	l := b.AddListen(ch, 1, []string{"notebook://x", "notebook://y"}, false, false, nil)
+	l := b.AddListen(ch, 1, []string{"notebook://x", "notebook://y"}, false)
 	check("opened", 2, 1, 5)
 	a.Unsubscribe(SessionKey("s1"), "notebook://b")
 	a.Unsubscribe(SessionKey("s1"), "notebook://never")
 	check("unsubscribed", 2, 1, 4)
-	a.AddSession("s1", ch, false, nil) // the same id again replaces the session
+	a.AddSession("s1", ch) // the same id again replaces the session
 	check("replaced", 2, 1, 3)
 	b.Remove(l)
 	b.Remove(l)
@@ -135,80 +85,10 @@ func TestRegistryGaugesAreShared(t *testing.T) {
 	check("all gone", 0, 0, 0)
 }
 
-// A held listen stream queues its changes, coalesced, until it is released.
-func TestRegistryHeldListenWaitsForRelease(t *testing.T) {
-	r := newRegistry(t, nil)
-	ch := make(chan Message, 10)
-	key := r.AddListen(ch, 1.0, []string{"notebook://w"}, false, true, nil)
-	for range 3 {
-		_ = r.Publish(context.Background(), []string{"notebook://w"})
-	}
-	if got := drain(ch); len(got) != 0 {
-		t.Fatalf("held stream sent %v", got)
-	}
-	r.Release(key)
-	if got := drain(ch); len(got) != 1 {
-		t.Fatalf("released stream sent %v, want one coalesced notification", got)
-	}
-	r.Remove(key)
-}
-
-// The registry fills at most three quarters of an SDK channel.
-func TestRegistryLeavesRoomForTheSDK(t *testing.T) {
-	r := newRegistry(t, nil)
-	ch := make(chan Message, 8)
-	key := r.AddListen(ch, 1.0, nil, false, false, nil)
-	var uris []string
-	for i := range 10 {
-		uris = append(uris, fmt.Sprintf("notebook://w/cells/c%d", i))
-		r.Subscribe(key, uris[i])
-	}
-	_ = r.Publish(context.Background(), uris)
-	if len(ch) != 6 {
-		t.Fatalf("registry queued %d of a channel of 8, want 6", len(ch))
-	}
-	r.Remove(key)
-}
-
-func TestRegistryGatedCoalesces(t *testing.T) {
-	r := newRegistry(t, nil)
-	ch := make(chan Message, 100)
-	r.AddSession("s1", ch, true, nil)
-	r.Subscribe(SessionKey("s1"), "notebook://w")
-	r.Unsubscribe(SessionKey("s1"), "notebook://never") // not an error
-	if n, b, has := r.Subscriptions(SessionKey("s1"), "notebook://w"); n != 1 || b != len("notebook://w") || !has {
-		t.Fatalf("Subscriptions = %d, %d, %v; want 1, %d, true", n, b, has, len("notebook://w"))
-	}
-	_ = r.Publish(context.Background(), []string{"notebook://w"})
-	if got := drain(ch); len(got) != 0 {
-		t.Fatalf("sent without a GET stream: %v", got)
-	}
-	r.StreamOpened("s1")
-	if got := drain(ch); len(got) != 1 {
-		t.Fatalf("opening the GET stream sent %v, want the pending one", got)
-	}
-	r.PostStarted("s1", time.Millisecond)
-	for range 10 {
-		_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://other"})
-	}
-	if got := drain(ch); len(got) != 0 {
-		t.Fatalf("sent while a POST was in flight: %v", got)
-	}
-	r.PostEnded("s1")
-	if got := drain(ch); len(got) != 1 || got[0] != "notebook://w" {
-		t.Fatalf("after the POST = %v, want one coalesced notification", got)
-	}
-	r.Unsubscribe(SessionKey("s1"), "notebook://w")
-	_ = r.Publish(context.Background(), []string{"notebook://w"})
-	if got := drain(ch); len(got) != 0 {
-		t.Fatalf("sent after unsubscribe: %v", got)
-	}
-}
-
 func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(t, nil)
-	ch := make(chan Message, 10)
-	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false, false, nil)
+	ch := make(sink, 10)
+	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false)
 	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
 	var n mcp.JSONRPCNotification
 	if err := json.Unmarshal((<-ch).AppendJSON(nil), &n); err != nil {
@@ -221,21 +101,17 @@ func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 		t.Fatal("notified for a URI not subscribed")
 	}
 	r.Remove(key)
-	if perEra, _, _ := r.Stats(); perEra[Era20260728] != 0 {
+	if perEra, _ := r.Stats(); perEra[Era20260728] != 0 {
 		t.Fatal("listen stream not removed")
 	}
 }
-
-// listenBody is a 2026-07-28 subscriptions/listen request for uri with the given id.
-
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Admit keeps a session within its subscription count and byte budget; a URI
 // already held is admitted again, and an unsubscribe frees its bytes.
 func TestRegistryAdmitLimits(t *testing.T) {
 	const maxN, maxBytes = 3, 10
 	r := newRegistry(t, nil)
-	r.AddSession("s1", make(chan Message, 1), true, nil)
+	r.AddSession("s1", make(sink, 1))
 	key := SessionKey("s1")
 	for i, tt := range []struct {
 		unsubscribe bool
@@ -276,12 +152,12 @@ func TestRegistryAdmitLimits(t *testing.T) {
 func TestPublishSerialisesOnce(t *testing.T) {
 	const uri = "notebook://w/cells/c1"
 	r := newRegistry(t, nil)
-	a, b, l := make(chan Message, 1), make(chan Message, 1), make(chan Message, 1)
-	r.AddSession("a", a, false, nil)
-	r.AddSession("b", b, false, nil)
+	a, b, l := make(sink, 1), make(sink, 1), make(sink, 1)
+	r.AddSession("a", a)
+	r.AddSession("b", b)
 	r.Subscribe(SessionKey("a"), uri)
 	r.Subscribe(SessionKey("b"), uri)
-	r.AddListen(l, 7.0, []string{uri}, false, false, nil)
+	r.AddListen(l, 7.0, []string{uri}, false)
 	_ = r.Publish(context.Background(), []string{uri})
 	ma, mb, ml := <-a, <-b, <-l
 	ja, sharedA := ma.Shared()
@@ -307,10 +183,10 @@ func TestPublishSerialisesOnce(t *testing.T) {
 
 	allocs := func(subscribers int) float64 {
 		r := newRegistry(t, nil)
-		chs := make([]chan Message, subscribers)
+		chs := make([]sink, subscribers)
 		for i := range chs {
-			chs[i] = make(chan Message, 4)
-			r.AddSession(fmt.Sprint(i), chs[i], false, nil)
+			chs[i] = make(sink, 4)
+			r.AddSession(fmt.Sprint(i), chs[i])
 			r.Subscribe(SessionKey(fmt.Sprint(i)), uri)
 		}
 		return testing.AllocsPerRun(50, func() {
@@ -323,5 +199,31 @@ func TestPublishSerialisesOnce(t *testing.T) {
 	// A slice of the subscribers may take one more allocation; one per subscriber is 198.
 	if few, many := allocs(2), allocs(200); many-few >= 10 {
 		t.Fatalf("a publish to 200 subscribers allocates %v times, to 2 %v: something is made per subscriber", many, few)
+	}
+}
+
+// Only the subscribers of a URI are told of it, and nothing once unsubscribed or
+// removed; list_changed goes to the sessions and to the listen streams that asked.
+func TestRegistryTellsTheSubscribed(t *testing.T) {
+	r := newRegistry(t, nil)
+	s, l, quiet := make(sink, 10), make(sink, 10), make(sink, 10)
+	r.AddSession("s1", s)
+	r.Subscribe(SessionKey("s1"), "notebook://w")
+	r.AddListen(l, 1.0, []string{"notebook://w"}, true)
+	r.AddListen(quiet, 2.0, []string{"notebook://other"}, false)
+	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://x"})
+	if got, gotL, gotQ := drain(s), drain(l), drain(quiet); !slices.Equal(got, []string{"notebook://w"}) || !slices.Equal(gotL, got) || len(gotQ) != 0 {
+		t.Fatalf("told %v, %v and %v; want notebook://w twice", got, gotL, gotQ)
+	}
+	r.ListChanged()
+	if got, gotL, gotQ := drain(s), drain(l), drain(quiet); len(got) != 1 || len(gotL) != 1 || len(gotQ) != 0 {
+		t.Fatalf("list_changed told %v, %v, %v; want the session and the listen stream that asked", got, gotL, gotQ)
+	}
+	r.Unsubscribe(SessionKey("s1"), "notebook://w")
+	r.Remove(SessionKey("s1"))
+	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	r.ListChanged()
+	if got := drain(s); len(got) != 0 {
+		t.Fatalf("told after unsubscribe and removal: %v", got)
 	}
 }
