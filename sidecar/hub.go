@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
@@ -48,9 +47,8 @@ var errNoUser = errors.New("the token names no JupyterHub user")
 // hub holds the active tenants.
 type hub struct {
 	cfg     config.Config
-	log     *slog.Logger
+	obs     config.Obs // the hub's logger; the process's registerer, shared by the users' instances
 	version string
-	reg     prometheus.Registerer // the process's, shared by the users' instances
 	m       *hubMetrics
 	// stateDir is where users' name bindings persist (hubStateDir); "": in memory.
 	stateDir string
@@ -80,50 +78,50 @@ type tenant struct {
 }
 
 // runHub serves hub mode until ctx is done.
-func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prometheus.Registry, metrics http.Handler, o runOptions) error {
-	h := &hub{cfg: cfg, log: log.With("component", "hub"), version: o.version, reg: reg, tenants: map[string]*tenant{}}
+func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http.Handler, o runOptions) error {
+	h := &hub{cfg: cfg, obs: obs.With("component", "hub"), version: o.version, tenants: map[string]*tenant{}}
 	var err error
 	if h.idKey, err = logIDKey(cfg.Hub.APIToken); err != nil {
 		return err
 	}
-	if h.stateDir, err = hubStateDir(cfg, h.log); err != nil {
+	if h.stateDir, err = hubStateDir(cfg, h.obs); err != nil {
 		return err
 	}
-	if h.m, err = newHubMetrics(reg); err != nil {
+	if h.m, err = newHubMetrics(h.obs.Registerer); err != nil {
 		return err
 	}
 	b, err := backendOf(cfg.Hub.Stores.Backend)
 	if err != nil {
 		return fmt.Errorf("hub stores: %w", err)
 	}
-	sh, release, err := b.share(cfg, h.log)
+	sh, release, err := b.share(cfg, h.obs)
 	if err != nil {
 		return err
 	}
 	defer release()
 	sh.hub = true
 	h.shared = sh
-	verifier, err := hubauth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.log, Registerer: reg})
+	verifier, err := hubauth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.obs.Logger, Registerer: h.obs.Registerer})
 	if err != nil {
 		return fmt.Errorf("hub token verifier: %w", err)
 	}
 	// The front: the users' router behind the origin check, CORS and the Hub's
 	// tokens; the probes also under the service prefix, where the Hub's proxy reaches.
-	fc := cfg.Server.FrontConfig("hub", o.listener, h.log, reg) // "mcp" is the users' transports' own, shared
+	fc := cfg.Server.FrontConfig("hub", o.listener, h.obs) // "mcp" is the users' transports' own, shared
 	fc.ProbePrefixes = []string{"", cfg.Hub.PrefixedPath("")}
 	fc.Listening = func(addr net.Addr) {
-		log.Info("sidecar started in hub mode", "listen", addr.String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
+		obs.Logger.Info("sidecar started in hub mode", "listen", addr.String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	}
 	f, err := front.New(fc, front.Probes{Live: live, Ready: h.ready(), Metrics: metrics})
 	if err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	challenge, err := mountHubAuth(f, cfg, verifier, h.log)
+	challenge, err := mountHubAuth(f, cfg, verifier, h.obs)
 	if err != nil {
 		return err
 	}
 	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: verifier,
-		Guard: auth.Guard{Challenge: challenge, Logger: h.log, Registerer: reg}}.Wrap(h)
+		Guard: auth.Guard{Challenge: challenge, Logger: h.obs.Logger, Registerer: h.obs.Registerer}}.Wrap(h)
 	if err != nil {
 		return err
 	}
@@ -139,7 +137,7 @@ func runHub(ctx context.Context, cfg config.Config, log *slog.Logger, reg *prome
 		return nil
 	})
 	err = drain(gctx, cfg.Server.DrainTimeout, g.Wait)
-	log.Info("sidecar stopped", "err", err)
+	obs.Logger.Info("sidecar stopped", "err", err)
 	return err
 }
 
@@ -202,10 +200,10 @@ func (h *hub) start(user string) (*tenant, error) {
 		return nil, err
 	}
 	begin := time.Now()
-	log := h.tenantLog(user)
-	log.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
+	obs := config.Obs{Logger: h.tenantLog(user), Registerer: h.obs.Registerer}
+	obs.Logger.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
 	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
-	if t.in, err = newInstance(cfg, log, h.reg, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
+	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,7 +216,7 @@ func (h *hub) start(user string) (*tenant, error) {
 		defer close(t.done)
 		defer t.in.close()
 		if err := t.in.run(ctx); err != nil {
-			log.Error("user instance stopped", "err", err)
+			obs.Logger.Error("user instance stopped", "err", err)
 		}
 	}()
 	go func() {
@@ -235,7 +233,7 @@ func (h *hub) start(user string) (*tenant, error) {
 		}
 		if err := checkFiles(cfg, conf); err != nil {
 			// Released at the next reap, so that a fixed home is served again.
-			log.Error("a user's notebooks are not served: their files are refused", "err", err)
+			obs.Logger.Error("a user's notebooks are not served: their files are refused", "err", err)
 			t.err = err
 			return
 		}
@@ -423,12 +421,12 @@ func (h *hub) tenantLog(user string) *slog.Logger {
 			pairs = append(pairs, [2]string{p, tmpl})
 		}
 	}
-	return slog.New(redacting(h.log.Handler(), pairs...)).With("tenant", LogID(h.idKey, user))
+	return slog.New(redacting(h.obs.Logger.Handler(), pairs...)).With("tenant", LogID(h.idKey, user))
 }
 
 // mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under
 // the service prefix and returns the challenge parameter a 401 carries; "" when off.
-func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, log *slog.Logger) (string, error) {
+func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs config.Obs) (string, error) {
 	o := cfg.Hub.OAuth
 	if !o.Enabled {
 		return "", nil
@@ -452,7 +450,7 @@ func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, log
 			p, err := verifier.Verify(ctx, token)
 			return p.User, err
 		},
-		Logger: log,
+		Logger: obs.Logger,
 	})
 	if err != nil {
 		return "", err

@@ -27,7 +27,7 @@ import (
 )
 
 // testHub is a hub of the SQLite stores {dir}/{username}/.jupyter_ystore.db, its
-// metrics on a registry of its own (h.reg), closed when the test ends.
+// metrics on a registry of its own (h.obs.Registerer), closed when the test ends.
 func testHub(t *testing.T, dir string) *hub {
 	cfg := config.Default()
 	cfg.Hub.Enabled = true
@@ -36,9 +36,9 @@ func testHub(t *testing.T, dir string) *hub {
 		FileIDDB:   filepath.Join(dir, config.Placeholder, "file_id_manager.db"),
 		RootDir:    filepath.Join(dir, config.Placeholder)}
 	cfg.Hub.StateDir = dir
-	h := &hub{cfg: cfg, log: slog.New(slog.DiscardHandler), reg: prometheus.NewPedanticRegistry(), tenants: map[string]*tenant{}, shared: shared{hub: true}}
+	h := &hub{cfg: cfg, obs: config.Obs{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewPedanticRegistry()}, tenants: map[string]*tenant{}, shared: shared{hub: true}}
 	var err error
-	if h.m, err = newHubMetrics(h.reg); err != nil {
+	if h.m, err = newHubMetrics(h.obs.Registerer); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.closeAll)
@@ -127,7 +127,7 @@ func TestHubMetrics(t *testing.T) {
 		tenants = append(tenants, tn)
 	}
 	rows := float64(tenants[0].in.tailer.Status().RowsTailed + tenants[1].in.tailer.Status().RowsTailed)
-	reg := h.reg.(prometheus.Gatherer)
+	reg := h.obs.Registerer.(prometheus.Gatherer)
 	series := func(name string) float64 { t.Helper(); return testenv.Metric(t, reg, "jupyter_mcp_sidecar_"+name) }
 	check := func(what string, want map[string]float64) {
 		t.Helper()
@@ -175,7 +175,7 @@ func TestHubRefusesFilesNotTheUsers(t *testing.T) {
 	dir := t.TempDir()
 	h := testHub(t, dir)
 	var logs testenv.LockedBuffer
-	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h.obs.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	const bob = "user-b0b"
 	writeStore(t, dir, bob, "b.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
 	link := func(user, file, target string) {
@@ -248,7 +248,7 @@ func TestTenantLogNamesNoUser(t *testing.T) {
 	dir := t.TempDir()
 	h := testHub(t, dir)
 	var logs testenv.LockedBuffer
-	h.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.obs.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const user = "user-ev3"
 	l := h.tenantLog(user)
 	store := filepath.Join(dir, user, ".jupyter_ystore.db")

@@ -19,13 +19,13 @@ import (
 // with their paths and row counts; otherwise the notebook target names (by path or file
 // id) as nbformat JSON, exactly as the sidecar serves it.
 func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
-	log := slog.New(slog.DiscardHandler)
-	tailer, resolver, closeResolver, err := openStore(cfg, log, nil, shared{}, confinement{})
+	obs := config.Obs{Logger: slog.New(slog.DiscardHandler)}
+	tailer, resolver, closeResolver, err := openStore(cfg, obs, shared{}, confinement{})
 	if err != nil {
 		return err
 	}
 	defer func() { tailer.Close(); _ = closeResolver() }()
-	rc := cfg.RoomsConfig(log)
+	rc := cfg.RoomsConfig(obs)
 	rc.Resolver = resolver
 	rs := rooms.New(rc).Writer(nil)
 	sink := func(ctx context.Context, events []ystore.Event) error {

@@ -75,8 +75,9 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	obs := config.Obs{Logger: log, Registerer: reg}
 	if cfg.Hub.Enabled {
-		return runHub(ctx, cfg, log, reg, metricsHandler, o)
+		return runHub(ctx, cfg, obs, metricsHandler, o)
 	}
 
 	nt := resources.NewTransport(transport.HTTP)
@@ -84,11 +85,11 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	if stdio {
 		nt = transport.Stdio(o.stdin, o.stdout)
 	}
-	cfg, err = withStateFile(cfg, log)
+	cfg, err = withStateFile(cfg, obs)
 	if err != nil {
 		return err
 	}
-	in, err := newInstance(cfg, log, reg, o.version, "", shared{}, confinement{}, resources.WithTransport(nt))
+	in, err := newInstance(cfg, obs, o.version, "", shared{}, confinement{}, resources.WithTransport(nt))
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 	// The front: the MCP endpoint with the probes, or stdio with the probes on a
 	// listener of their own.
 	if !stdio || cfg.Server.MetricsListen != "" {
-		f, err := singleFront(cfg.Server, in, metricsHandler, log, reg, o.listener, stdio)
+		f, err := singleFront(cfg.Server, in, metricsHandler, obs, o.listener, stdio)
 		if err != nil {
 			return err
 		}
@@ -128,42 +129,42 @@ type instance struct {
 	drainTimeout  time.Duration // server.drain_timeout
 }
 
-// newInstance builds an instance of cfg's store and server, registering its metrics on
-// reg (the instances on one reg feed the same series); opts are more server options
+// newInstance builds an instance of cfg's store and server, logging to obs.Logger and
+// registering its metrics on obs.Registerer (the instances on one feed the same series); opts are more server options
 // (its listener, its stdio). user is the hub user the store belongs to ("" outside hub
 // mode), named in every change event; sh is what hub mode's users' tailers share; conf
 // confines what is opened for the user (hub mode). No
 // I/O. Each part is built from parts built before it: the store, the file reader, the
 // rooms (the server's library), the server, the debouncer and the rooms' writer that
 // tells them (docs/ARCHITECTURE.md, "Wiring").
-func newInstance(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, version, user string,
+func newInstance(cfg config.Config, obs config.Obs, version, user string,
 	sh shared, conf confinement, opts ...resources.Option) (*instance, error) {
-	tailer, resolver, closeResolver, err := openStore(cfg, log, reg, sh, conf)
+	tailer, resolver, closeResolver, err := openStore(cfg, obs, sh, conf)
 	if err != nil {
 		return nil, err
 	}
 	closeStore := func() { tailer.Close(); _ = closeResolver() }
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(obs.Registerer)
 	if err != nil {
 		closeStore()
 		return nil, err
 	}
 	rm := &roomsMetrics{m: m}
-	rc := cfg.RoomsConfig(log)
+	rc := cfg.RoomsConfig(obs)
 	rc.Resolver, rc.Metrics = resolver, rm
 	if rl, ok := tailer.(ystore.Reloader); ok {
 		rc.Reload = rl.Reload
 	}
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
-		fc := cfg.FilesConfig(log)
+		fc := cfg.FilesConfig(obs)
 		fc.FSNotify = fc.FSNotify && !sh.hub // hub mode: one inotify instance in all (the store watcher's)
 		fc.Confined = conf.notebooks
 		files = ondisk.New(fc)
 		rc.Files = files
 	}
 	set := rooms.New(rc)
-	srv, err := resources.New(cfg.ServerConfig(version, log, reg), set, opts...)
+	srv, err := resources.New(cfg.ServerConfig(version, obs), set, opts...)
 	if err != nil {
 		closeStore()
 		return nil, fmt.Errorf("mcp server: %w", err)
@@ -245,21 +246,21 @@ func (in *instance) close() {
 // verifier, hooks and extensions with their options), logging to cfg.Logger as Run does,
 // and returns the error Run would stop with. cfg must be valid with its secrets resolved.
 func Check(cfg config.Config) error {
-	log := cmp.Or(cfg.Logger, slog.Default())
+	obs := config.Obs{Logger: cmp.Or(cfg.Logger, slog.Default()), Registerer: prometheus.NewRegistry()}
 	var err error
 	if cfg.Hub.Enabled {
-		_, err = hubStateDir(cfg, log)
+		_, err = hubStateDir(cfg, obs)
 	} else {
-		cfg, err = withStateFile(cfg, log)
+		cfg, err = withStateFile(cfg, obs)
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := resources.New(cfg.ServerConfig("", log, prometheus.NewRegistry()), nil); err != nil {
+	if _, err := resources.New(cfg.ServerConfig("", obs), nil); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	if cfg.Server.Transport != resources.TransportStdio { // the front's, as Run builds it
-		if _, err := mcpVerifier(cfg.Server, log, prometheus.NewRegistry()); err != nil {
+		if _, err := mcpVerifier(cfg.Server, obs); err != nil {
 			return fmt.Errorf("mcp server: %w", err)
 		}
 	}
@@ -312,23 +313,23 @@ func afterLoad(srv *resources.Server, h http.Handler) http.Handler {
 
 // mcpVerifier is the token verifier of single mode's MCP endpoint (server.verifier,
 // server.token); nil with server.insecure_no_auth.
-func mcpVerifier(s config.Server, log *slog.Logger, reg prometheus.Registerer) (auth.Verifier, error) {
+func mcpVerifier(s config.Server, obs config.Obs) (auth.Verifier, error) {
 	if s.InsecureNoAuth {
 		return nil, nil
 	}
-	return auth.New(s.Verifier.Name, auth.Settings{Token: s.Token, Options: s.Verifier.Options, Logger: log, Registerer: reg})
+	return auth.New(s.Verifier.Name, auth.Settings{Token: s.Token, Options: s.Verifier.Options, Logger: obs.Logger, Registerer: obs.Registerer})
 }
 
 // singleFront is single mode's front: the instance's MCP endpoint behind the origin
 // check, CORS and the configured token verifier, and the probes; with stdio, the
 // probes alone, on the metrics listener.
-func singleFront(s config.Server, in *instance, metrics http.Handler, log *slog.Logger, reg prometheus.Registerer, ln net.Listener, stdio bool) (*front.Front, error) {
-	mlog := log.With("component", "mcp")
-	fc := s.FrontConfig("mcp", ln, log, reg)
+func singleFront(s config.Server, in *instance, metrics http.Handler, obs config.Obs, ln net.Listener, stdio bool) (*front.Front, error) {
+	mcp := obs.With("component", "mcp")
+	fc := s.FrontConfig("mcp", ln, obs)
 	fc.Listening = func(addr net.Addr) {
-		mlog.Info("mcp server listening", "addr", addr.String(), "path", s.Path, "auth", !s.InsecureNoAuth)
+		mcp.Logger.Info("mcp server listening", "addr", addr.String(), "path", s.Path, "auth", !s.InsecureNoAuth)
 		if s.InsecureNoAuth && !front.Loopback(addr) {
-			mlog.Warn("AUTHENTICATION IS DISABLED (server.insecure_no_auth) on an address other than loopback: "+
+			mcp.Logger.Warn("AUTHENTICATION IS DISABLED (server.insecure_no_auth) on an address other than loopback: "+
 				"anyone who can reach it reads every notebook and binds names. Set a token, or listen on 127.0.0.1 behind an authenticating proxy",
 				"listen", s.Listen)
 		}
@@ -340,11 +341,11 @@ func singleFront(s config.Server, in *instance, metrics http.Handler, log *slog.
 	if err != nil || stdio {
 		return f, err
 	}
-	v, err := mcpVerifier(s, mlog, reg)
+	v, err := mcpVerifier(s, mcp)
 	if err != nil {
 		return nil, err
 	}
-	endpoint, err := front.Edge{AllowedOrigins: s.AllowedOrigins, Verifier: v, Guard: auth.Guard{Logger: mlog, Registerer: reg}}.Wrap(in.srv.Handler())
+	endpoint, err := front.Edge{AllowedOrigins: s.AllowedOrigins, Verifier: v, Guard: auth.Guard{Logger: mcp.Logger, Registerer: mcp.Registerer}}.Wrap(in.srv.Handler())
 	if err != nil {
 		return nil, err
 	}

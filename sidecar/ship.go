@@ -31,7 +31,8 @@ func Ship(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	tc := cfg.Store.SQLite.TailerConfig(log, reg)
+	obs := config.Obs{Logger: log, Registerer: reg}
+	tc := cfg.Store.SQLite.TailerConfig(obs)
 	tc.StreamLoads = true
 	source, err := sqlite.New(tc)
 	if err != nil {
@@ -44,7 +45,7 @@ func Ship(ctx context.Context, cfg config.Config) error {
 			return fmt.Errorf("ship.source_id: %w", err)
 		}
 	}
-	dest := cfg.Ship.Postgres.StoreConfig(log, reg)
+	dest := cfg.Ship.Postgres.StoreConfig(obs)
 	dest.Owner = cmp.Or(cfg.Ship.Owner, os.Getenv(envHubUser)) // JupyterHub sets JUPYTERHUB_USER in every single-user server
 
 	s, err := postgres.NewShipper(dest, source, id)
@@ -52,7 +53,7 @@ func Ship(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("ship: %w", err)
 	}
 	health := NewHealth(func() ystore.Status { return shipStatus(s.Status()) }, func() []rooms.Degradation { return nil }, nil, nil, cfg.Store.LagThreshold)
-	fc := cfg.Server.FrontConfig("", nil, log, reg)
+	fc := cfg.Server.FrontConfig("", nil, obs)
 	fc.Listen, fc.MetricsListen = "", cmp.Or(cfg.Server.MetricsListen, cfg.Server.Listen) // the probes only
 	f, err := front.New(fc, front.Probes{Live: live, Ready: health.Ready(), Metrics: metricsHandler})
 	if err != nil {

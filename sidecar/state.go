@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -18,9 +17,9 @@ const hubProbeFile = "probe.names.json"
 // persist (config.Config.StateFiles): the configured file, which must be usable (else
 // an error wrapping names.ErrStateFile: serve refuses it), or the first default where a
 // file can be written; none: "", the bindings kept in memory, with a warning.
-func withStateFile(cfg config.Config, log *slog.Logger) (config.Config, error) {
+func withStateFile(cfg config.Config, obs config.Obs) (config.Config, error) {
 	files, configured := cfg.StateFiles()
-	f, err := pickState(files, configured, func(f string) string { return f }, log)
+	f, err := pickState(files, configured, func(f string) string { return f }, obs)
 	if err != nil {
 		return cfg, fmt.Errorf("server.state_file: %w", err)
 	}
@@ -30,9 +29,9 @@ func withStateFile(cfg config.Config, log *slog.Logger) (config.Config, error) {
 
 // hubStateDir returns where hub users' bindings persist (config.Config.HubStateDirs),
 // chosen as withStateFile chooses: "" keeps them in memory.
-func hubStateDir(cfg config.Config, log *slog.Logger) (string, error) {
+func hubStateDir(cfg config.Config, obs config.Obs) (string, error) {
 	dirs, configured := cfg.HubStateDirs()
-	d, err := pickState(dirs, configured, func(d string) string { return filepath.Join(d, hubProbeFile) }, log)
+	d, err := pickState(dirs, configured, func(d string) string { return filepath.Join(d, hubProbeFile) }, obs)
 	if err != nil {
 		key := "server.state_file"
 		if cfg.Hub.StateDir != "" {
@@ -45,7 +44,7 @@ func hubStateDir(cfg config.Config, log *slog.Logger) (string, error) {
 
 // pickState returns the first of candidates whose file(candidate) names.Probe finds
 // usable. Configured, the one candidate must be; else none usable is "" and a warning.
-func pickState(candidates []string, configured bool, file func(string) string, log *slog.Logger) (string, error) {
+func pickState(candidates []string, configured bool, file func(string) string, obs config.Obs) (string, error) {
 	var tried []string
 	for _, c := range candidates {
 		err := names.Probe(file(c))
@@ -57,7 +56,7 @@ func pickState(candidates []string, configured bool, file func(string) string, l
 		}
 		tried = append(tried, err.Error())
 	}
-	log.Warn("no writable place for the state file: names bound with use_notebook are kept in memory and lost at restart; "+
+	obs.Logger.Warn("no writable place for the state file: names bound with use_notebook are kept in memory and lost at restart; "+
 		"set server.state_file (hub mode: hub.state_dir) to a writable place", "tried", strings.Join(tried, "; "))
 	return "", nil
 }

@@ -46,8 +46,8 @@ func TestStatePlaces(t *testing.T) {
 			cfg := config.Default()
 			cfg.Store.SQLite.Path, cfg.Server.StateFile, cfg.Hub.StateDir = tt.storePath, tt.stateFile, tt.hubDir
 			var logs bytes.Buffer
-			log := slog.New(slog.NewTextHandler(&logs, nil))
-			got, err := withStateFile(cfg, log)
+			obs := config.Obs{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			got, err := withStateFile(cfg, obs)
 			if tt.err != "" {
 				if err == nil || !errors.Is(err, names.ErrStateFile) || !strings.HasPrefix(err.Error(), tt.err) {
 					t.Fatalf("withStateFile = %q, %v; want an error %q", got.Server.StateFile, err, tt.err)
@@ -58,7 +58,7 @@ func TestStatePlaces(t *testing.T) {
 			if warned := strings.Contains(logs.String(), "kept in memory"); warned != (tt.err == "" && tt.want == "") {
 				t.Errorf("warned of bindings in memory: %v; log:\n%s", warned, logs.String())
 			}
-			dir, err := hubStateDir(cfg, log)
+			dir, err := hubStateDir(cfg, obs)
 			if tt.hubErr != "" {
 				if err == nil || !errors.Is(err, names.ErrStateFile) || !strings.HasPrefix(err.Error(), tt.hubErr) {
 					t.Fatalf("hubStateDir = %q, %v; want an error %q", dir, err, tt.hubErr)

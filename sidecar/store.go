@@ -3,9 +3,6 @@ package sidecar
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -111,12 +108,12 @@ func checkFiles(cfg config.Config, conf confinement) error {
 
 // openStore builds the configured store backend, on sh, and the file id resolvers,
 // confined by conf; close releases the resolvers. The caller closes the tailer.
-func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, fileid.Chain, func() error, error) {
-	tailer, err := openTailer(cfg, log, reg, sh, conf)
+func openStore(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, fileid.Chain, func() error, error) {
+	tailer, err := openTailer(cfg, obs, sh, conf)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	resolver, closeResolver, err := openResolver(cfg, log, reg, conf)
+	resolver, closeResolver, err := openResolver(cfg, obs, conf)
 	if err != nil {
 		tailer.Close()
 		return nil, nil, nil, err
@@ -126,11 +123,11 @@ func openStore(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, s
 
 // openTailer builds the configured store backend from its typed configuration, on sh,
 // confined by conf.
-func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error) {
+func openTailer(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, error) {
 	b, err := backendOf(cfg.Store.Backend)
 	var t ystore.Tailer
 	if err == nil {
-		t, err = b.tailer(cfg, log, reg, sh, conf)
+		t, err = b.tailer(cfg, obs, sh, conf)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -142,9 +139,9 @@ func openTailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, 
 // is the one place that tells them apart.
 type storeBackend interface {
 	// tailer builds the tailer of cfg's store, on sh, a store file confined by conf.
-	tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error)
+	tailer(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, error)
 	// share opens what the tailers of hub mode's users share; release frees it.
-	share(cfg config.Config, log *slog.Logger) (sh shared, release func(), err error)
+	share(cfg config.Config, obs config.Obs) (sh shared, release func(), err error)
 	// forUser points cfg's store at user's part of the hub's stores.
 	forUser(cfg *config.Config, user string) error
 	// storeFile is the file cfg's store is read from, "" for none.
@@ -165,19 +162,19 @@ func backendOf(b config.Backend) (storeBackend, error) {
 // sqliteBackend: a SQLite file per store; hub mode's users share one file watcher.
 type sqliteBackend struct{}
 
-func (sqliteBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, conf confinement) (ystore.Tailer, error) {
-	c := cfg.Store.SQLite.TailerConfig(log, reg)
+func (sqliteBackend) tailer(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, error) {
+	c := cfg.Store.SQLite.TailerConfig(obs)
 	c.Watcher, c.Confine = sh.watcher, conf.store
 	c.StreamLoads = true // the rooms decode a load as its rows are read, never holding them
 	return newTailer(sqlite.New(c))
 }
 
 // share is one inotify instance for every user's store (none with store.sqlite.fsnotify off).
-func (sqliteBackend) share(cfg config.Config, log *slog.Logger) (shared, func(), error) {
+func (sqliteBackend) share(cfg config.Config, obs config.Obs) (shared, func(), error) {
 	if !cfg.Store.SQLite.FSNotify {
 		return shared{}, func() {}, nil
 	}
-	w := sqlite.NewWatcher(sqlite.WatcherConfig{Logger: log})
+	w := sqlite.NewWatcher(sqlite.WatcherConfig{Logger: obs.Logger})
 	return shared{watcher: w}, func() { _ = w.Close() }, nil
 }
 
@@ -191,16 +188,16 @@ func (sqliteBackend) storeFile(cfg config.Config) string { return cfg.Store.SQLi
 // postgresBackend: one shared table; hub mode's users share one follower of it.
 type postgresBackend struct{}
 
-func (postgresBackend) tailer(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, sh shared, _ confinement) (ystore.Tailer, error) {
+func (postgresBackend) tailer(cfg config.Config, obs config.Obs, sh shared, _ confinement) (ystore.Tailer, error) {
 	if sh.follower != nil {
-		return sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(log, reg))
+		return sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(obs))
 	}
-	return newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(log, reg)))
+	return newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(obs)))
 }
 
 // share is one follower of every owner's rooms; each user's tailer takes theirs.
-func (postgresBackend) share(cfg config.Config, log *slog.Logger) (shared, func(), error) {
-	all := cfg.Store.Postgres.StoreConfig(log, nil)
+func (postgresBackend) share(cfg config.Config, obs config.Obs) (shared, func(), error) {
+	all := cfg.Store.Postgres.StoreConfig(obs) // its Registerer unused: the users' tailers count
 	all.Owner = ""
 	f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
 	if err != nil {
@@ -228,8 +225,8 @@ func newTailer[T ystore.Tailer](t T, err error) (ystore.Tailer, error) {
 // openResolver builds the file id resolvers: the fileid database, then the REST
 // endpoint when configured. Paths the document records are the fallback (sidecar/rooms).
 // The database is confined by conf. The returned close releases the database.
-func openResolver(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, conf confinement) (fileid.Chain, func() error, error) {
-	dc, err := cfg.FileIDConfig(log, reg)
+func openResolver(cfg config.Config, obs config.Obs, conf confinement) (fileid.Chain, func() error, error) {
+	dc, err := cfg.FileIDConfig(obs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,8 +1,9 @@
 // Package testenv is the test harness every package's tests share: waiting for a
 // condition (Eventually, Within, Receive), a buffer safe for concurrent writers, the one
 // reader of metrics (Metric from a registry; ParseMetrics, Scrape and Sum on expfmt, from
-// a /metrics body), a free loopback port, and the rule that a missing test dependency
-// skips a test on a developer's machine but fails it on CI (Need).
+// a /metrics body), a free loopback port, the code blocks of the documents (DocBlocks),
+// and the rule that a missing test dependency skips a test on a developer's machine but
+// fails it on CI (Need).
 //
 // It imports nothing of the module, so that the tests of every package, the lowest
 // layers' included, can import it. Its subpackages start the real things the

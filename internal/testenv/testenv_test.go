@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -191,5 +192,23 @@ func TestFreeAddrBelowEphemeral(t *testing.T) {
 			t.Fatalf("FreeAddr's %s cannot be bound: %v", addr, err)
 		}
 		_ = ln.Close()
+	}
+}
+
+// DocBlocks returns the blocks of the fence's language only, with their opening line; a
+// block left open fails the test.
+func TestDocBlocks(t *testing.T) {
+	got := DocBlocks(t, "yaml", "internal/testenv/testdata/blocks.md")
+	want := []Block{
+		{File: "internal/testenv/testdata/blocks.md", Line: 3, Text: "a: 1\n"},
+		{File: "internal/testenv/testdata/blocks.md", Line: 11, Text: "b:\n  c: 2\n"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("DocBlocks = %+v, want %+v", got, want)
+	}
+	r := &recorder{TB: t}
+	DocBlocks(r, "yaml", "internal/testenv/testdata/unclosed.md")
+	if r.fatal != "internal/testenv/testdata/unclosed.md:1: the block opened here is not closed" {
+		t.Errorf("an unclosed block: %q", r.fatal)
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,23 +21,38 @@ import (
 
 // The configuration mapped onto the libraries' own: every typed library config the
 // daemon builds from its keys comes from here. What only a running daemon has (a
-// logger, a metrics registry) is an argument; what hub mode adds for a user (a shared
-// watcher, confinement) the caller sets on the result.
+// logger, a metrics registry) is the one Obs argument; what hub mode adds for a user (a
+// shared watcher, confinement) the caller sets on the result.
+
+// Obs is what only a running daemon has: where it logs and where it registers its
+// metrics. The mapping functions take it, and the wiring (package sidecar) hands it
+// between its functions, as one value; a library gets it as its Config's Logger and
+// Registerer fields.
+type Obs struct {
+	Logger     *slog.Logger          // nil: the library's default
+	Registerer prometheus.Registerer // nil: no metrics
+}
+
+// With is o logging with args added to every line (slog.Logger.With).
+func (o Obs) With(args ...any) Obs {
+	o.Logger = cmp.Or(o.Logger, slog.Default()).With(args...)
+	return o
+}
 
 // TailerConfig is the sqlite.Config of this section.
-func (s SQLite) TailerConfig(log *slog.Logger, reg prometheus.Registerer) sqlite.Config {
+func (s SQLite) TailerConfig(o Obs) sqlite.Config {
 	return sqlite.Config{
 		Path:            s.Path,
 		PollInterval:    s.PollInterval,
 		ChunkRows:       s.ChunkRows,
 		DisableFSNotify: !s.FSNotify,
-		Logger:          log,
-		Registerer:      reg,
+		Logger:          o.Logger,
+		Registerer:      o.Registerer,
 	}
 }
 
 // StoreConfig is the postgres.Config of this section.
-func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
+func (p Postgres) StoreConfig(o Obs) postgres.Config {
 	return postgres.Config{
 		DSN:           p.DSN,
 		Schema:        p.Schema,
@@ -45,19 +61,19 @@ func (p Postgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postg
 		PollInterval:  p.PollInterval,
 		DisableListen: p.DisableListen,
 		Owner:         p.Owner,
-		Logger:        log,
-		Registerer:    reg,
+		Logger:        o.Logger,
+		Registerer:    o.Registerer,
 	}
 }
 
 // StoreConfig is the postgres.Config of this section.
-func (p ShipPostgres) StoreConfig(log *slog.Logger, reg prometheus.Registerer) postgres.Config {
-	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: log, Registerer: reg}
+func (p ShipPostgres) StoreConfig(o Obs) postgres.Config {
+	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: o.Logger, Registerer: o.Registerer}
 }
 
 // ServerConfig is the MCP server's resources.Config: the server section's Endpoint and
 // Limits are the server's own; version is reported to clients.
-func (c Config) ServerConfig(version string, log *slog.Logger, reg prometheus.Registerer) resources.Config {
+func (c Config) ServerConfig(version string, o Obs) resources.Config {
 	return resources.Config{
 		Endpoint:   c.Server.Endpoint,
 		Limits:     c.Server.Limits,
@@ -69,37 +85,37 @@ func (c Config) ServerConfig(version string, log *slog.Logger, reg prometheus.Re
 		Effective:  c.Masked(),
 		Hooks:      c.Hooks,
 		Version:    version,
-		Logger:     log,
-		Registerer: reg,
+		Logger:     o.Logger,
+		Registerer: o.Registerer,
 	}
 }
 
 // RoomsConfig is the rooms.Config of the store section; the caller adds the rooms'
 // resolver, file reader, metrics and reload.
-func (c Config) RoomsConfig(log *slog.Logger) rooms.Config {
-	return rooms.Config{Logger: log, GapAfter: c.Store.GapAfter}
+func (c Config) RoomsConfig(o Obs) rooms.Config {
+	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter}
 }
 
 // FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.
-func (c Config) FilesConfig(log *slog.Logger) ondisk.Config {
+func (c Config) FilesConfig(o Obs) ondisk.Config {
 	return ondisk.Config{
 		Root:           c.RootDirPath(),
 		PollInterval:   c.OnDisk.PollInterval,
 		MaxWatchedDirs: c.OnDisk.MaxWatchedDirs,
 		MaxFileBytes:   c.OnDisk.MaxFileBytes,
 		FSNotify:       c.OnDisk.FSNotify,
-		Logger:         log,
+		Logger:         o.Logger,
 	}
 }
 
 // FileIDConfig is the fileid.DBConfig of the fileid section: its database, and the
 // Jupyter root made absolute.
-func (c Config) FileIDConfig(log *slog.Logger, reg prometheus.Registerer) (fileid.DBConfig, error) {
+func (c Config) FileIDConfig(o Obs) (fileid.DBConfig, error) {
 	root, err := filepath.Abs(c.RootDirPath())
 	if err != nil {
 		return fileid.DBConfig{}, fmt.Errorf("fileid.root_dir: %w", err)
 	}
-	return fileid.DBConfig{Path: c.FileIDDBPath(), RootDir: root, Logger: log, Registerer: reg}, nil
+	return fileid.DBConfig{Path: c.FileIDDBPath(), RootDir: root, Logger: o.Logger, Registerer: o.Registerer}, nil
 }
 
 // RESTConfig is the fileid.RESTConfig of the fileid.api section.
@@ -115,10 +131,10 @@ func (h Hub) VerifierOptions() hubauth.HubOptions {
 
 // FrontConfig is the front of the server section's listeners: the MCP listener (ln
 // instead of listening, if set), its refusals counted as name's, and the metrics one.
-func (s Server) FrontConfig(name string, ln net.Listener, log *slog.Logger, reg prometheus.Registerer) front.Config {
+func (s Server) FrontConfig(name string, ln net.Listener, o Obs) front.Config {
 	return front.Config{
 		Listen: s.Listen, Listener: ln, Name: name, MaxConnections: s.MaxConnections,
 		IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout, DrainTimeout: s.DrainTimeout,
-		MetricsListen: s.MetricsListen, Logger: log, Registerer: reg,
+		MetricsListen: s.MetricsListen, Logger: o.Logger, Registerer: o.Registerer,
 	}
 }

@@ -23,20 +23,20 @@ import (
 // The store sections map every key onto the backends' typed configs.
 func TestStoreConfigs(t *testing.T) {
 	s := SQLite{Path: "/s/y.db", PollInterval: 3 * time.Second, FSNotify: false, ChunkRows: 7}
-	if got, want := s.TailerConfig(nil, nil), (sqlite.Config{
+	if got, want := s.TailerConfig(Obs{}), (sqlite.Config{
 		Path: "/s/y.db", PollInterval: 3 * time.Second, ChunkRows: 7, DisableFSNotify: true,
 	}); got.Path != want.Path || got.PollInterval != want.PollInterval || got.ChunkRows != want.ChunkRows ||
 		got.DisableFSNotify != want.DisableFSNotify {
 		t.Errorf("TailerConfig() = %+v, want %+v", got, want)
 	}
 	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice"}
-	if got, want := p.StoreConfig(nil, nil), (postgres.Config{
+	if got, want := p.StoreConfig(Obs{}), (postgres.Config{
 		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice",
 	}); got != want {
 		t.Errorf("StoreConfig() = %+v, want %+v", got, want)
 	}
 	sp := ShipPostgres{DSN: "postgres://h/db", Schema: "s", Table: "t"}
-	if got, want := sp.StoreConfig(nil, nil), (postgres.Config{DSN: "postgres://h/db", Schema: "s", Table: "t"}); got != want {
+	if got, want := sp.StoreConfig(Obs{}), (postgres.Config{DSN: "postgres://h/db", Schema: "s", Table: "t"}); got != want {
 		t.Errorf("ShipPostgres.StoreConfig() = %+v, want %+v", got, want)
 	}
 }
@@ -45,6 +45,7 @@ func TestStoreConfigs(t *testing.T) {
 // registerer handed over as given.
 func TestLibraryConfigs(t *testing.T) {
 	log, reg := slog.New(slog.DiscardHandler), prometheus.NewRegistry()
+	obs := Obs{Logger: log, Registerer: reg}
 	c := Default()
 	c.Store.GapAfter = 7 * time.Second
 	c.FileID = FileID{DBPath: "/j/ids.db", RootDir: "rel/root", API: FileIDAPI{URL: "http://127.0.0.1:1/", Token: "t"}}
@@ -53,21 +54,21 @@ func TestLibraryConfigs(t *testing.T) {
 	c.Notebooks = map[string]string{"nb": "a.ipynb"}
 	c.Server.Token = "secret"
 
-	if rc := c.RoomsConfig(log); rc.Logger != log || rc.GapAfter != 7*time.Second {
+	if rc := c.RoomsConfig(obs); rc.Logger != log || rc.GapAfter != 7*time.Second {
 		t.Errorf("RoomsConfig = %+v", rc)
 	}
-	if fc := c.FilesConfig(log); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
+	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
 		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confined || fc.Logger != log {
 		t.Errorf("FilesConfig = %+v", fc)
 	}
 	abs, _ := filepath.Abs("rel/root")
-	if dc, err := c.FileIDConfig(log, reg); err != nil || dc != (fileid.DBConfig{Path: "/j/ids.db", RootDir: abs, Logger: log, Registerer: reg}) {
+	if dc, err := c.FileIDConfig(obs); err != nil || dc != (fileid.DBConfig{Path: "/j/ids.db", RootDir: abs, Logger: log, Registerer: reg}) {
 		t.Errorf("FileIDConfig = %+v, %v", dc, err)
 	}
 	if rc := c.FileID.API.RESTConfig(); rc.BaseURL != "http://127.0.0.1:1/" || rc.Token != "t" {
 		t.Errorf("RESTConfig = %+v", rc)
 	}
-	sc := c.ServerConfig("v1", log, reg)
+	sc := c.ServerConfig("v1", obs)
 	if !reflect.DeepEqual(sc.Endpoint, c.Server.Endpoint) || sc.Limits != c.Server.Limits || sc.StateFile != "/s/names.json" ||
 		!reflect.DeepEqual(sc.Notebooks, c.Notebooks) || sc.Version != "v1" || sc.Logger != log || sc.Registerer != reg ||
 		!reflect.DeepEqual(sc.Hooks, c.Hooks) || !reflect.DeepEqual(sc.Effective, c.Masked()) {
@@ -82,7 +83,7 @@ func TestLibraryConfigs(t *testing.T) {
 // the MCP server runs with: filling the server's own defaults changes nothing the
 // daemon configures, and the metrics hook is on.
 func TestServerRunsWithTheDocumentedDefaults(t *testing.T) {
-	sc := Default().ServerConfig("v", nil, nil)
+	sc := Default().ServerConfig("v", Obs{})
 	filled := sc.Defaults()
 	for name, pair := range map[string][2]any{
 		"transport":         {sc.Transport, filled.Transport},

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/rpcerror"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
@@ -158,14 +159,15 @@ func (f *Front) serve(ctx context.Context, ln net.Listener, refused prometheus.C
 
 // Edge is the admission of an MCP endpoint, in front of it: the origin policy
 // (listed origins and loopback ones), CORS for the listed origins, and the bearer
-// token.
+// token; a panic in them, or in the endpoint, is answered as a JSON-RPC internal
+// error (internal/rpcerror) logged on the Guard's logger (nil: slog.Default()).
 type Edge struct {
 	AllowedOrigins []string
 	Verifier       auth.Verifier // nil: no authentication (server.insecure_no_auth, or the hub's users' servers)
 	Guard          auth.Guard    // how refusals are answered, logged and counted
 }
 
-// Wrap puts the edge before h: origin → CORS → bearer token → h.
+// Wrap puts the edge before h: recover → origin → CORS → bearer token → h.
 func (e Edge) Wrap(h http.Handler) (http.Handler, error) {
 	if e.Verifier != nil {
 		var err error
@@ -174,7 +176,8 @@ func (e Edge) Wrap(h http.Handler) (http.Handler, error) {
 		}
 	}
 	h = CORS(e.AllowedOrigins, h)
-	return auth.OriginPolicy{Allowed: e.AllowedOrigins, AllowLoopback: true}.Wrap(h), nil
+	h = auth.OriginPolicy{Allowed: e.AllowedOrigins, AllowLoopback: true}.Wrap(h)
+	return rpcerror.Recover(e.Guard.Logger, h), nil
 }
 
 // Loopback reports whether addr is a TCP address on a loopback interface only.

@@ -152,7 +152,7 @@ func TestLoadHubTokenFile(t *testing.T) {
 	}
 }
 
-// hubExampleEnv reads the JUPYTER_MCP_SIDECAR_* settings of a hub-mode example:
+// hubExampleEnv reads the JUPYTER_MCP_SIDECAR_* settings of a deployment example:
 // Environment= lines of a systemd unit, "KEY": "value" pairs of jupyterhub_config.py, or
 // the env of the named container of a Kubernetes manifest.
 func hubExampleEnv(t *testing.T, file, container string) map[string]string {
@@ -220,8 +220,9 @@ func walkContainers(node any, f func(map[string]any)) {
 	}
 }
 
-// The hub-mode examples load as valid configurations, naming only real keys.
-func TestHubExamplesLoad(t *testing.T) {
+// The deployment examples (hub mode's, the ship container's, the single-user server's
+// sidecar) load as valid configurations, naming only real keys.
+func TestDeploymentExamplesLoad(t *testing.T) {
 	managed := map[string]string{ // what the Hub gives a managed service
 		config.EnvHubAPIURL: "http://127.0.0.1:8081/hub/api", config.EnvHubAPIToken: "svc-token",
 		config.EnvHubServiceName: "mcp", config.EnvHubServicePrefix: "/services/mcp/",
@@ -236,6 +237,9 @@ func TestHubExamplesLoad(t *testing.T) {
 		{"../../../configs/systemd/jupyter-mcp-sidecar-hub.service", "", nil, nil, true},
 		{"../../../configs/k8s/z2jh/mcp-hub.yaml", "jupyter-mcp-sidecar", nil, nil, true},
 		{"../../../configs/k8s/z2jh/values.yaml", "jupyter-mcp-sidecar-ship", nil, config.Config.ValidateShip, false},
+		{"../../../configs/jupyter-mcp-sidecar.service", "", nil, nil, false},
+		{"../../../configs/k8s/pod.yaml", "jupyter-mcp-sidecar", nil, nil, false},
+		{"../../../configs/k8s/z2jh/pod-sidecar-values.yaml", "jupyter-mcp-sidecar", nil, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {

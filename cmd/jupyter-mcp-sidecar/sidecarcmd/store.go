@@ -97,7 +97,7 @@ insert. It is idempotent and safe to run from several machines at once.`,
 			return errMissingDSN
 		}
 		pg := cfg.Store.Postgres
-		if err := postgres.Init(cmd.Context(), pg.StoreConfig(nil, nil)); err != nil {
+		if err := postgres.Init(cmd.Context(), pg.StoreConfig(config.Obs{})); err != nil {
 			return err
 		}
 		_, err = a.stdout.Write([]byte("postgres y-store ready: " + pg.Schema + "." + pg.Table + "\n"))
@@ -122,7 +122,7 @@ sidecars apply the merged row as the state they already have, so it is safe whil
 			return errMissingDSN
 		}
 		pg := cfg.Store.Postgres
-		return postgres.CompactStore(cmd.Context(), pg.StoreConfig(nil, nil), rooms, func(room string, r postgres.CompactResult) {
+		return postgres.CompactStore(cmd.Context(), pg.StoreConfig(config.Obs{}), rooms, func(room string, r postgres.CompactResult) {
 			if r.Skipped != "" {
 				fmt.Fprintf(a.stdout, "%s: left as it is: %s\n", room, r.Skipped)
 				return

@@ -198,9 +198,11 @@ func withBinary(bin string, f func()) {
 }
 
 // TestExampleExtensionModule builds examples/extension (its own module, with a
-// replace directive pointing here) and calls its tool through MCP.
+// replace directive pointing here) and calls its tool through MCP; docs/EXTENSIONS.md's
+// configuration of it passes that binary's `config check`.
 func TestExampleExtensionModule(t *testing.T) {
 	bin := buildCommand(t, filepath.Join(sidecartest.RepoRoot, "examples", "extension"), "./cmd/jupyter-mcp-sidecar-stats")
+	checkExtensionsExample(t, bin)
 	sc, _, steps := preloadedSidecar(t, bin, sidecartest.Options{Extra: "extensions: {stats: {label: e2e}}\n"})
 	c := sidecartest.DialGo(t, sc.MCPURL(), true)
 	c.Bind(sidecartest.NbName, sidecartest.NbPath)
@@ -234,6 +236,30 @@ func TestExampleExtensionModule(t *testing.T) {
 	}
 	if !strings.Contains(c.CallTool("search_notebooks", map[string]any{"query": "import"}), sidecartest.NbPath) {
 		t.Error("the custom main lacks the extensions every build has")
+	}
+}
+
+// checkExtensionsExample runs bin's `config check` on docs/EXTENSIONS.md's example of
+// configuring stats, which only a binary with the extension compiled in accepts.
+func checkExtensionsExample(t *testing.T, bin string) {
+	t.Helper()
+	blocks := testenv.DocBlocks(t, "yaml", "docs/EXTENSIONS.md")
+	i := slices.IndexFunc(blocks, func(b testenv.Block) bool { return strings.Contains(b.Text, "stats: {label:") })
+	if i < 0 {
+		t.Fatal("docs/EXTENSIONS.md has no YAML example configuring stats")
+	}
+	ex := blocks[i]
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "extensions.yaml")
+	if err := os.WriteFile(cfg, []byte(ex.Text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	check := exec.CommandContext(ctx, bin, "config", "check", "--config", cfg)
+	check.Dir = dir // where the default store, and so the state file, is looked for
+	if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "label: my notebooks") {
+		t.Fatalf("%s: config check = %v\n%s", ex, err, out)
 	}
 }
 
