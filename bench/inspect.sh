@@ -11,6 +11,9 @@
 #
 #   bench/inspect.sh                                   # this tree's build, 3 rounds
 #   YINSPECT_BIN="before=/path/a,after=/path/b" YINSPECT_ROUNDS=5 bench/inspect.sh
+#   YINSPECT_PG="$SIDECAR_TEST_PG_DSN" bench/inspect.sh  # each store copied into Postgres
+#                                                        # too (schema yinspect_NAME), and
+#                                                        # `inspect --backend postgres` measured
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${YINSPECT_DIR:-${TMPDIR:-/tmp}/yinspect}

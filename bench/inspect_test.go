@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"cmp"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
@@ -35,7 +39,10 @@ import (
 // updates each, bench/inspect.sh writes them) is a store, written once to DIR/NAME/store.db
 // with the rooms' rows interleaved in commit order. YINSPECT_BIN: name=binary pairs,
 // comma-separated, to compare builds (default: this tree's, built here);
-// YINSPECT_ROUNDS: rounds, the smallest figure of each counts (default 3).
+// YINSPECT_ROUNDS: rounds, the smallest figure of each counts (default 3). YINSPECT_PG: a
+// Postgres DSN; each store's rows are then also copied, in the same order, into a schema
+// of their own there (yinspect_NAME, kept for the next run) and each build's `inspect
+// --backend postgres` of it measured too, as "BUILD (postgres)".
 func TestInspectMemory(t *testing.T) {
 	dir := os.Getenv("YINSPECT")
 	if dir == "" {
@@ -91,16 +98,32 @@ func TestInspectMemory(t *testing.T) {
 			best[name] = figure{min(b.rss, f.rss), min(b.peakHeap, f.peakHeap), min(b.endHeap, f.endHeap), min(b.wall, f.wall)}
 		}
 		var content struct{ Cells, JSON int }
-		for range rounds {
+		type reader struct {
+			name string
+			args []string
+			env  []string
+		}
+		var inspects []reader
+		for _, b := range bins {
+			inspects = append(inspects, reader{b.name, []string{b.path, "inspect", "--store", db}, nil})
+		}
+		if dsn := os.Getenv("YINSPECT_PG"); dsn != "" {
+			schema := pgStore(t, dsn, db, filepath.Base(sd), rows)
 			for _, b := range bins {
-				cmd := exec.Command(b.path, "inspect", "--store", db)
-				cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+				inspects = append(inspects, reader{b.name + " (postgres)", []string{b.path, "inspect", "--backend", "postgres", "--dsn", dsn},
+					[]string{"JUPYTER_MCP_SIDECAR_STORE_POSTGRES_SCHEMA=" + schema}})
+			}
+		}
+		for range rounds {
+			for _, r := range inspects {
+				cmd := exec.Command(r.args[0], r.args[1:]...)
+				cmd.Env = append(append(os.Environ(), "GODEBUG=gctrace=1"), r.env...)
 				stdout, stderr, rss, wall := measure(t, cmd)
 				if n := strings.Count(stdout, "\n") - 1; n != len(rooms) {
-					t.Fatalf("%s inspect listed %d rooms, want %d:\n%s", b.name, n, len(rooms), stdout)
+					t.Fatalf("%s inspect listed %d rooms, want %d:\n%s", r.name, n, len(rooms), stdout)
 				}
 				peak, end := liveHeaps(stderr)
-				keep(b.name, figure{rss, peak, end, wall})
+				keep(r.name, figure{rss, peak, end, wall})
 			}
 			cmd := exec.Command("node", append([]string{"--expose-gc", "storeread.mjs"}, rooms...)...)
 			stdout, _, rss, wall := measure(t, cmd)
@@ -124,8 +147,8 @@ func TestInspectMemory(t *testing.T) {
 		t.Logf("%s, this tree in process: the rooms hold %.1f MiB of live heap, %.1f kB a live cell, %.0f B a row", filepath.Base(sd),
 			float64(held)/(1<<20), float64(held)/1e3/float64(content.Cells), float64(held)/float64(rows))
 		readers := []string{}
-		for _, b := range bins {
-			readers = append(readers, b.name)
+		for _, r := range inspects {
+			readers = append(readers, r.name)
 		}
 		for _, r := range append(readers, "yjs 13.6", "pycrdt") {
 			f := best[r]
@@ -213,6 +236,57 @@ func writeStore(t *testing.T, path string, rooms []string) int {
 		t.Fatal(err)
 	}
 	return total
+}
+
+// pgStore copies the rows of the SQLite store at db, in rowid (commit) order, into a
+// fresh Postgres store in schema yinspect_NAME at dsn, unless it holds rows rows already,
+// and returns the schema.
+func pgStore(t *testing.T, dsn, db, name string, rows int) string {
+	t.Helper()
+	ctx := t.Context()
+	cfg := postgres.Config{DSN: dsn, Schema: "yinspect_" + strings.ReplaceAll(name, "-", "_")}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	table := pgx.Identifier{cfg.Schema, postgres.DefaultTable}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+table.Sanitize()).Scan(&n); err == nil && n == rows {
+		return cfg.Schema
+	}
+	if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{cfg.Schema}.Sanitize()+` CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.Init(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	rs, err := src.QueryContext(ctx, `SELECT path, yupdate, timestamp FROM yupdates ORDER BY rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var (
+		path   string
+		update []byte
+		ts     float64
+	)
+	copied, err := conn.CopyFrom(ctx, table, []string{"path", "yupdate", "timestamp"}, pgx.CopyFromFunc(func() ([]any, error) {
+		if !rs.Next() {
+			return nil, rs.Err()
+		}
+		err := rs.Scan(&path, &update, &ts)
+		return []any{path, update, ts}, err
+	}))
+	if err != nil || copied != int64(rows) {
+		t.Fatalf("copy into postgres: %d rows of %d: %v", copied, rows, err)
+	}
+	return cfg.Schema
 }
 
 // measure runs cmd under GNU time and returns its output, its peak RSS and its

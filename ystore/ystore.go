@@ -70,7 +70,8 @@ type Event struct {
 	// tailer reports them (the Postgres store's Follower); otherwise empty.
 	Owner string
 	// Stream, when not nil, stands for Rows (then empty) in a Reset from a tailer that
-	// streams its loads (sqlite.Config.StreamLoads): it hands the room's rows, in load
+	// streams its loads (sqlite.Config.StreamLoads, the Postgres tailer's loads, any
+	// StreamLoader's LoadStream): it hands the room's rows, in load
 	// order, to yield a bounded chunk at a time, reading them afresh at each call, and
 	// returns yield's error as is. Call it only while the sink call that received the
 	// event runs; Each reads either form.

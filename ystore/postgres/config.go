@@ -26,6 +26,7 @@ const (
 	DefaultPollInterval = 2 * time.Second
 	DefaultBackoffMin   = 100 * time.Millisecond
 	DefaultBackoffMax   = 10 * time.Second
+	DefaultChunkRows    = 1000
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -54,6 +55,9 @@ type Config struct {
 	// only the rooms owned by Owner, and the Shipper records Owner as the owner of the
 	// rooms it ships. Empty: the Tailer follows every room, the Shipper records no owner.
 	Owner string
+	// ChunkRows bounds the rows a load of the whole store (Load, LoadStream, Run's first
+	// read) reads in one round trip, and so holds at once; default 1,000.
+	ChunkRows int
 	// BackoffMin and BackoffMax bound the reconnect delay, doubled per failure with
 	// jitter; defaults 100 ms and 10 s.
 	BackoffMin, BackoffMax time.Duration
@@ -73,11 +77,15 @@ func (c Config) withDefaults() (Config, error) {
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.BackoffMin = cmp.Or(c.BackoffMin, DefaultBackoffMin)
 	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)
+	c.ChunkRows = cmp.Or(c.ChunkRows, DefaultChunkRows)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	for _, f := range []struct{ name, v string }{{"schema", c.Schema}, {"table", c.Table}, {"channel", c.Channel}} {
 		if !identRe.MatchString(f.v) {
 			return c, fmt.Errorf("%s %q: must match %s: %w", f.name, f.v, identRe, ErrConfig)
 		}
+	}
+	if c.ChunkRows < 0 {
+		return c, fmt.Errorf("chunk rows %d: must be positive: %w", c.ChunkRows, ErrConfig)
 	}
 	if c.PollInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
 		return c, fmt.Errorf("poll interval %v, backoff %v..%v: must be positive and ordered: %w",

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -160,15 +161,23 @@ func (o *ownerTailer) take() []ystore.Event {
 	return q
 }
 
+var _ ystore.StreamLoader = (*ownerTailer)(nil)
+
 // Load reads the owner's rooms once, as Reset events in room order.
 func (o *ownerTailer) Load(ctx context.Context) ([]ystore.Event, error) {
+	return loadWith(ctx, o.LoadStream)
+}
+
+// LoadStream reads the owner's rooms once, as Tailer.LoadStream does, once one of the
+// Follower's LoadConcurrency loads is free.
+func (o *ownerTailer) LoadStream(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	select {
 	case o.f.loads <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	defer func() { <-o.f.loads }()
-	return o.load.Load(ctx)
+	return o.load.LoadStream(ctx, sink)
 }
 
 // Status is the owner's: the load's and the Follower's combined once the owner's rooms
@@ -232,15 +241,21 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 	rooms := map[string]bool{}
 	for attempt := 0; ; attempt++ {
 		o.take() // heard before the load's snapshot: in the load
-		events, err := o.Load(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
+		// The rooms are streamed to sink as the load reads them.
+		err := o.LoadStream(ctx, func(ctx context.Context, events []ystore.Event) error {
 			if err := ystore.Deliver(ctx, sink, events); err != nil {
 				return err
 			}
 			applyRooms(rooms, events)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ystore.ErrSink) {
+			return err
+		}
+		if err == nil {
 			o.mu.Lock()
 			o.loaded = true
 			o.mu.Unlock()

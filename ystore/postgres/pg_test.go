@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func tryInsert(ctx context.Context, q querier, cfg Config, room string, update [
 	return id, err
 }
 
-// collector is a sink recording every event.
+// collector is a sink recording every event, a streamed Reset's rows read into its Rows.
 type collector struct {
 	mu     sync.Mutex
 	events []ystore.Event
@@ -118,7 +119,11 @@ type collector struct {
 
 func newCollector() *collector { return &collector{} }
 
-func (c *collector) sink(_ context.Context, events []ystore.Event) error {
+func (c *collector) sink(ctx context.Context, events []ystore.Event) error {
+	events, err := gathered(ctx, slices.Clone(events))
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
 	c.events = append(c.events, events...)
 	c.mu.Unlock()

@@ -93,27 +93,6 @@ func (t *Tailer) FirstRead() <-chan struct{} { return t.status.FirstRead() }
 // now): the room's rows are read in that read's transaction.
 func (t *Tailer) Reload(room string) { t.reloads.Ask(room) }
 
-// Load reads every room once, as Reset events in room order.
-func (t *Tailer) Load(ctx context.Context) ([]ystore.Event, error) {
-	conn, err := connect(ctx, t.cfg.DSN)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var rows []dbRow
-	err = readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) (err error) {
-		rows, err = t.readRows(ctx, tx, nil)
-		return err
-	})
-	if err != nil {
-		t.status.Fail(statusError(err))
-		return nil, err
-	}
-	events := loadEvents(rows)
-	t.status.Read(nil, len(events))
-	return events, nil
-}
-
 // Run delivers a Reset per room, then the rows committed since, until ctx is done (it
 // then returns nil) or sink fails (it returns an error wrapping ystore.ErrSink). Connection failures are
 // retried with exponential backoff and jitter; the cursor carries over, so nothing is
@@ -213,18 +192,24 @@ func (t *Tailer) wait(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// catchUp reads what the cursor has not seen (everything at first) in one read-only
-// transaction, then delivers it.
+// catchUp reads what the cursor has not seen in one read-only transaction, then
+// delivers it. At first (and after transaction ids went backwards) that is every room,
+// loaded as the transaction runs: a Reset each, whose rows the sink reads through
+// Event.Stream (a Follower's gathered and tagged with their owners: it hands them on
+// after the call), and Removed for the rooms delivered before that are gone.
 func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sink func(context.Context, []ystore.Event) error) error {
 	var (
 		snap   Snapshot
 		events []ystore.Event
+		loaded bool // events were delivered in the transaction
 	)
 	start := time.Now()
 	asked := t.reloads.Take()
 	err := readTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		defer cancel()
 		var text string
-		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
+		if err := tx.QueryRow(qctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
 			return fmt.Errorf("read snapshot: %w", err)
 		}
 		var err error
@@ -241,24 +226,20 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		if t.follow != nil && st.cursor == nil {
 			return nil // a Follower starts here: the owners load what came before
 		}
-		rows, err := t.readRows(ctx, tx, cursor)
+		if cursor == nil {
+			loaded = true
+			return t.loadInto(ctx, tx, st, sink, func(loads []ystore.Event) { events = loads })
+		}
+		rows, err := t.readRows(qctx, tx, *cursor)
 		if err != nil {
 			return err
 		}
-		switch {
-		case cursor != nil:
-			events, err = t.updateEvents(ctx, tx, rows)
-			if err == nil {
-				events, err = t.reloadEvents(ctx, tx, events, asked)
-			}
-		case st.cursor != nil:
-			events = loadEvents(rows)
-			events = append(events, removedEvents(st.rooms, events)...)
-		default:
-			events = loadEvents(rows)
+		events, err = t.updateEvents(qctx, tx, rows)
+		if err == nil {
+			events, err = t.reloadEvents(qctx, tx, events, asked)
 		}
 		if err == nil && t.follow != nil {
-			err = t.tagOwners(ctx, tx, events)
+			err = t.tagOwners(qctx, tx, events)
 		}
 		return err
 	})
@@ -269,13 +250,12 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		return err
 	}
 	t.m.read.Observe(time.Since(start).Seconds())
-	tailed := st.cursor != nil
-	if tailed {
+	if !loaded {
 		t.status.Pending(events)
-	}
-	if len(events) > 0 {
-		if err := ystore.Deliver(ctx, sink, events); err != nil {
-			return err
+		if len(events) > 0 {
+			if err := ystore.Deliver(ctx, sink, events); err != nil {
+				return err
+			}
 		}
 	}
 	st.cursor, st.progressed = &snap, true
@@ -285,6 +265,35 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		t.follow.read()
 	}
 	return nil
+}
+
+// loadInto delivers every room of tx's snapshot to sink (catchUp), with Removed for the
+// rooms of st no longer there, and hands the events delivered to done. A streamed
+// room's rows are counted as they are taken.
+func (t *Tailer) loadInto(ctx context.Context, tx pgx.Tx, st *tailState, sink func(context.Context, []ystore.Event) error, done func([]ystore.Event)) error {
+	taken := t.status.Streamed
+	if t.follow != nil {
+		taken = nil // gathered: counted as delivered rows
+	}
+	return t.streamLoad(ctx, tx, taken, func(events []ystore.Event) error {
+		events = append(events, removedEvents(st.rooms, events)...)
+		if t.follow != nil {
+			var err error
+			if events, err = gathered(ctx, events); err != nil {
+				return err
+			}
+			qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+			defer cancel()
+			if err := t.tagOwners(qctx, tx, events); err != nil {
+				return err
+			}
+		}
+		done(events)
+		if len(events) == 0 {
+			return nil
+		}
+		return ystore.Deliver(ctx, sink, events)
+	})
 }
 
 // tagOwners sets each event's Owner from the rooms table, read in the same transaction
@@ -320,18 +329,22 @@ type dbRow struct {
 
 // readTx runs fn in a read-only REPEATABLE READ transaction, so that all its queries see
 // one snapshot, and ends the transaction before returning: none is held across a wait.
+// Its begin and end are each bounded by queryTimeout; fn bounds its own round trips (a
+// load's transaction lasts as long as its sink takes, a round trip per chunk).
 func readTx(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgx.Tx) error) error {
-	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	tx, err := conn.BeginTx(qctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	bctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	tx, err := conn.BeginTx(bctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	cancel()
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(qctx, tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(qctx); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
 		return fmt.Errorf("end read: %w", err)
 	}
 	return nil
@@ -340,26 +353,13 @@ func readTx(ctx context.Context, conn *pgx.Conn, fn func(context.Context, pgx.Tx
 // rowColumns are the columns collectRows scans.
 const rowColumns = `id, path, yupdate, yupdate IS NULL, timestamp, reset`
 
-// readRows returns, in id order, the rows not visible in cursor (every row when cursor
-// is nil): exactly those the reader has not delivered. With an Owner, only the rows of
-// the rooms it owns in the transaction's snapshot.
-func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor *Snapshot) ([]dbRow, error) {
-	var (
-		where []string
-		args  []any
-	)
-	if cursor != nil {
-		args = append(args, cursor.String())
-		where = append(where, `xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)`)
-	}
-	if t.cfg.Owner != "" {
-		args = append(args, t.cfg.Owner)
-		where = append(where, fmt.Sprintf(`path IN (SELECT path FROM %s WHERE owner = $%d)`, t.n.rooms, len(args)))
-	}
-	q := `SELECT ` + rowColumns + ` FROM ` + t.n.table
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
+// readRows returns, in id order, the rows not visible in cursor: exactly those the
+// reader has not delivered. With an Owner, only the rows of the rooms it owns in the
+// transaction's snapshot.
+func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor Snapshot) ([]dbRow, error) {
+	where, args := t.owned([]string{`xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)`},
+		[]any{cursor.String()})
+	q := `SELECT ` + rowColumns + ` FROM ` + t.n.table + ` WHERE ` + strings.Join(where, ` AND `)
 	rs, err := tx.Query(ctx, q+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rows: %w", err)
@@ -369,6 +369,16 @@ func (t *Tailer) readRows(ctx context.Context, tx pgx.Tx, cursor *Snapshot) ([]d
 		return nil, fmt.Errorf("read rows: %w", err)
 	}
 	return out, nil
+}
+
+// owned returns the conditions where and their arguments args with, for an Owner, the
+// one keeping only the rows of the rooms it owns.
+func (t *Tailer) owned(where []string, args []any) ([]string, []any) {
+	if t.cfg.Owner == "" {
+		return where, args
+	}
+	args = append(args, t.cfg.Owner)
+	return append(where, fmt.Sprintf(`path IN (SELECT path FROM %s WHERE owner = $%d)`, t.n.rooms, len(args))), args
 }
 
 // readRoom returns a room's rows in id order.
@@ -434,19 +444,6 @@ func history(rows []dbRow) (out []ystore.Row, present bool) {
 		}
 	}
 	return out, len(out) > 0 || !rows[start].reset
-}
-
-// loadEvents turns a full read into one Reset per present room, in room order.
-func loadEvents(rows []dbRow) []ystore.Event {
-	order, byRoom := groupRooms(rows)
-	sort.Strings(order)
-	var events []ystore.Event
-	for _, room := range order {
-		if h, ok := history(byRoom[room]); ok {
-			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Rows: h})
-		}
-	}
-	return events
 }
 
 // removedEvents reports the known rooms that a reload did not find.
