@@ -13,14 +13,14 @@ import (
 // tailer, a hub user's on the shared Postgres follower included, is a
 // ystore.StreamLoader (their Run streams a cold load to the rooms the same way).
 func TestStoreTailersStreamLoads(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
+	obs := config.Obs{Logger: slog.New(slog.DiscardHandler)}
 	lite := config.Default()
 	lite.Store.Backend = config.BackendSQLite
 	lite.Store.SQLite.Path = filepath.Join(t.TempDir(), "y.db")
 	pg := config.Default()
 	pg.Store.Backend = config.BackendPostgres
 	pg.Store.Postgres.DSN = "postgres://sidecar@127.0.0.1:1/none" // never dialled: no tailer reads before Run
-	hub, closeHub, err := postgresBackend{}.share(pg, log)
+	hub, closeHub, err := postgresBackend{}.share(pg, obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestStoreTailersStreamLoads(t *testing.T) {
 		{"postgres, a hub user's", alice, hub},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tl, err := openTailer(tc.cfg, log, nil, tc.sh, confinement{})
+			tl, err := openTailer(tc.cfg, obs, tc.sh, confinement{})
 			if err != nil {
 				t.Fatal(err)
 			}
