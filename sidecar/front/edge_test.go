@@ -25,7 +25,7 @@ func (p panicVerifier) Verify(context.Context, string) (auth.Principal, error) {
 // transport answers one of its own: a logged 500 with the JSON-RPC internal error, not
 // a connection dropped by net/http. http.ErrAbortHandler still drops it.
 func TestEdgeAnswersPanics(t *testing.T) {
-	var want bytes.Buffer // what sidecar/transport writes (writeRPCError(w, 500, mcp.INTERNAL_ERROR, "internal error"))
+	var want bytes.Buffer // what sidecar/transport writes (rpcerror.Write(w, 500, mcp.INTERNAL_ERROR, "internal error"))
 	_ = json.NewEncoder(&want).Encode(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(nil),
 		Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, "internal error", nil)})
 	endpoint := func(v any) http.Handler {

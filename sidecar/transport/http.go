@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/rpcerror"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
@@ -73,7 +74,7 @@ func newHTTP(l resources.Link) (*httpTransport, error) {
 	)
 	h := t.track(t.sdk)
 	h = t.limitBody(h)
-	t.endpoint = t.recoverPanics(h)
+	t.endpoint = rpcerror.Recover(t.log, h)
 	return t, nil
 }
 
@@ -121,21 +122,6 @@ func (t *httpTransport) closeSessions(ctx context.Context) {
 	t.sdk.CloseSessions(ctx)
 }
 
-// recoverPanics turns a panic anywhere below into a JSON-RPC internal error.
-func (t *httpTransport) recoverPanics(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
-					panic(p)
-				}
-				t.log.Error("panic serving mcp request", "method", r.Method, "panic", p)
-				writeRPCError(w, http.StatusInternalServerError, mcp.INTERNAL_ERROR, "internal error")
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
 
 // limitBody reads POST bodies up to MaxRequestBytes; larger ones get 413.
 func (t *httpTransport) limitBody(next http.Handler) http.Handler {
@@ -148,12 +134,12 @@ func (t *httpTransport) limitBody(next http.Handler) http.Handler {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, mcp.INVALID_REQUEST,
+			rpcerror.Write(w, http.StatusRequestEntityTooLarge, mcp.INVALID_REQUEST,
 				fmt.Sprintf("request body exceeds %d bytes", limit))
 			return
 		}
 		if err != nil {
-			writeRPCError(w, http.StatusBadRequest, mcp.PARSE_ERROR, "cannot read request body")
+			rpcerror.Write(w, http.StatusBadRequest, mcp.PARSE_ERROR, "cannot read request body")
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -199,9 +185,9 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		legacy := !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 		switch {
 		case sessionID != "" && !live && legacy:
-			writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
+			rpcerror.Write(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
 		case r.Method == http.MethodGet && sessionID == "" && legacy:
-			writeRPCError(w, http.StatusBadRequest, mcp.INVALID_REQUEST, "a GET stream needs the Mcp-Session-Id of an initialized session")
+			rpcerror.Write(w, http.StatusBadRequest, mcp.INVALID_REQUEST, "a GET stream needs the Mcp-Session-Id of an initialized session")
 		case r.Method == http.MethodGet && live:
 			t.serveStream(w, r, sessionID, next)
 		case r.Method == http.MethodPost && env.Method == string(mcp.MethodSubscriptionsListen):
@@ -286,7 +272,7 @@ func (t *httpTransport) resume(w http.ResponseWriter, sessionID, last string) bo
 		t.m.resumeRefused.Inc()
 		t.log.Info("stream resumed past its replay buffer; ending the session", "session", sessionID)
 		t.endSession(sessionID)
-		writeRPCError(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
+		rpcerror.Write(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session ended: the stream cannot resume from that event; initialize a new session")
 		return false
 	}
 	t.m.resumed.Inc()
@@ -491,10 +477,6 @@ func (a *streamWriter) writeEvent(b []byte) error {
 
 func (a *streamWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
-// writeRPCError writes a JSON-RPC error with a null id.
-func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
-	writeJSON(w, status, rpcError(code, msg))
-}
 
 // writeJSON writes v as a JSON response.
 func writeJSON(w http.ResponseWriter, status int, v any) {
