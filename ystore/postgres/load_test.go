@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ystoretest"
 )
 
 // fullRead is the load as the tailer read it before it streamed (every row of the store
@@ -112,16 +113,13 @@ func TestLoadStream(t *testing.T) {
 					if e.Kind != ystore.EventReset || e.Stream == nil || len(e.Rows) != 0 {
 						t.Errorf("event %d = %+v, want a streamed Reset", i, e)
 					}
-					stream := e.Stream
-					events[i].Stream = func(ctx context.Context, yield func([]ystore.Row) error) error {
-						return stream(ctx, func(rows []ystore.Row) error {
-							if chunks++; len(rows) > tc.cfg.ChunkRows {
-								t.Errorf("chunk of %d rows, want at most ChunkRows %d", len(rows), tc.cfg.ChunkRows)
-							}
-							return yield(rows)
-						})
-					}
 				}
+				ystoretest.TapStreams(events, func(rows []ystore.Row) error {
+					if chunks++; len(rows) > tc.cfg.ChunkRows {
+						t.Errorf("chunk of %d rows, want at most ChunkRows %d", len(rows), tc.cfg.ChunkRows)
+					}
+					return nil
+				})
 				var err error
 				got, err = gathered(ctx, events)
 				return err
@@ -329,20 +327,17 @@ func TestRunStreamsLoad(t *testing.T) {
 					t.Errorf("load event %d = %+v, want a streamed Reset", i, e)
 				}
 				loads.Add(1)
-				stream := e.Stream
-				events[i].Stream = func(ctx context.Context, yield func([]ystore.Row) error) error {
-					return stream(ctx, func(rows []ystore.Row) error {
-						if len(rows) > cfg.ChunkRows {
-							t.Errorf("chunk of %d rows, want at most %d", len(rows), cfg.ChunkRows)
-						}
-						if !failed {
-							failed = true
-							terminate(t, conn, app) // the next chunk's read fails
-						}
-						return yield(rows)
-					})
-				}
 			}
+			ystoretest.TapStreams(events, func(rows []ystore.Row) error {
+				if len(rows) > cfg.ChunkRows {
+					t.Errorf("chunk of %d rows, want at most %d", len(rows), cfg.ChunkRows)
+				}
+				if !failed {
+					failed = true
+					terminate(t, conn, app) // the next chunk's read fails
+				}
+				return nil
+			})
 			return c.sink(ctx, events)
 		})
 	}()
@@ -395,17 +390,13 @@ func TestFollowerOwnerStreamsLoad(t *testing.T) {
 				if e.Kind == ystore.EventReset && (e.Stream == nil || len(e.Rows) != 0) {
 					t.Errorf("load event %d = %+v, want a streamed Reset", i, e)
 				}
-				if stream := e.Stream; stream != nil {
-					events[i].Stream = func(ctx context.Context, yield func([]ystore.Row) error) error {
-						return stream(ctx, func(rows []ystore.Row) error {
-							if len(rows) > cfg.ChunkRows {
-								t.Errorf("chunk of %d rows, want at most %d", len(rows), cfg.ChunkRows)
-							}
-							return yield(rows)
-						})
-					}
-				}
 			}
+			ystoretest.TapStreams(events, func(rows []ystore.Row) error {
+				if len(rows) > cfg.ChunkRows {
+					t.Errorf("chunk of %d rows, want at most %d", len(rows), cfg.ChunkRows)
+				}
+				return nil
+			})
 			return c.sink(ctx, events)
 		})
 	}()

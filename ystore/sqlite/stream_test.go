@@ -12,6 +12,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ystoretest"
 )
 
 // LoadStream hands the sink, in one call, the Resets Load returns, their rows streamed a
@@ -32,16 +33,13 @@ func TestLoadStream(t *testing.T) {
 			if e.Kind != ystore.EventReset || e.Stream == nil || len(e.Rows) != 0 {
 				t.Errorf("event %d = %+v, want a streamed Reset", i, e)
 			}
-			stream := e.Stream
-			events[i].Stream = func(ctx context.Context, yield func([]ystore.Row) error) error {
-				return stream(ctx, func(rows []ystore.Row) error {
-					if chunks++; len(rows) > 2 {
-						t.Errorf("chunk of %d rows, want at most ChunkRows", len(rows))
-					}
-					return yield(rows)
-				})
-			}
 		}
+		ystoretest.TapStreams(events, func(rows []ystore.Row) error {
+			if chunks++; len(rows) > 2 {
+				t.Errorf("chunk of %d rows, want at most ChunkRows", len(rows))
+			}
+			return nil
+		})
 		return s.deliver(ctx, events)
 	})
 	if err != nil {
@@ -86,21 +84,12 @@ func TestStreamedLoadReadFails(t *testing.T) {
 	s := newSink()
 	tl := newTailer(t, Config{Path: path, ChunkRows: 1, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: true})
 	runTailer(t, tl, func(ctx context.Context, events []ystore.Event) error {
-		for i, e := range events {
-			if e.Stream == nil {
-				continue
-			}
-			stream := e.Stream
-			events[i].Stream = func(ctx context.Context, yield func([]ystore.Row) error) error {
-				return stream(ctx, func(rows []ystore.Row) error {
-					var err error
-					// The first chunk read, the store's header is overwritten: the next
-					// read fails.
-					once.Do(func() { err = damage(bytes.Repeat([]byte{0x5a}, 100)) })
-					return errors.Join(err, yield(rows))
-				})
-			}
-		}
+		ystoretest.TapStreams(events, func([]ystore.Row) error {
+			var err error
+			// The first chunk read, the store's header is overwritten: the next read fails.
+			once.Do(func() { err = damage(bytes.Repeat([]byte{0x5a}, 100)) })
+			return err
+		})
 		return s.deliver(ctx, events)
 	})
 	testenv.Eventually(t, testenv.Wait, "unreachable status", func() bool {
