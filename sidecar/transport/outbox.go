@@ -42,7 +42,7 @@ type outbox struct {
 	posts   int                 // POSTs in flight (gated)
 	writing bool                // the writer is writing batch
 	written chan struct{}       // closed when the batch being written is done; nil: nobody waits
-	stalled time.Time           // since when notifications wait for a writer stuck in a write
+	stalled time.Time           // since when notifications wait for the batch being written; zero when none is
 	timer   *time.Timer         // checks a stall after timeout
 	stopped bool                // ended or given up on: takes nothing more
 	closed  bool                // wake is closed: the writer ends
@@ -103,7 +103,7 @@ func (o *outbox) kickLocked() {
 func (o *outbox) checkStall() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.stopped || o.stalled.IsZero() {
+	if o.stopped || !o.writing || o.stalled.IsZero() {
 		return
 	}
 	if waited := time.Since(o.stalled); waited < o.timeout {
@@ -138,7 +138,7 @@ func (o *outbox) run() {
 
 		o.mu.Lock()
 		clear(batch) // the notes are not kept alive by a reused slice
-		o.writing = false
+		o.writing, o.stalled = false, time.Time{}
 		if o.written != nil {
 			close(o.written)
 			o.written = nil

@@ -259,3 +259,33 @@ func TestOutboxGatedCoalesces(t *testing.T) {
 		}
 	})
 }
+
+// Waiting is a stall only while the writer is stuck: notifications that wait because
+// the session's GET stream closed meanwhile are kept for its next stream.
+func TestOutboxWaitingForAStreamIsNoStall(t *testing.T) {
+	notes := notesOf(t, "a", "b")
+	synctest.Test(t, func(t *testing.T) {
+		to := newTestOutbox(t, era20251125)
+		to.gated = true
+		to.start(t)
+		to.streamOpened()
+		resume := to.stall()
+		to.notify(notes, "a")
+		synctest.Wait() // the writer is stuck writing a
+		to.notify(notes, "b")
+		to.streamClosed() // the client went away; its write fails
+		resume()
+		time.Sleep(3 * time.Second) // the send timeout thrice over
+		synctest.Wait()
+		select {
+		case <-to.ended:
+			t.Fatal("a session waiting for its next GET stream was ended")
+		default:
+		}
+		to.streamOpened()
+		synctest.Wait()
+		if got := slices.Concat(to.written()...); !slices.Equal(got, cells("a", "b")) {
+			t.Fatalf("wrote %v, want a, then b on the next stream", got)
+		}
+	})
+}
