@@ -122,7 +122,6 @@ func (t *httpTransport) closeSessions(ctx context.Context) {
 	t.sdk.CloseSessions(ctx)
 }
 
-
 // limitBody reads POST bodies up to MaxRequestBytes; larger ones get 413.
 func (t *httpTransport) limitBody(next http.Handler) http.Handler {
 	limit := t.cfg.MaxRequestBytes
@@ -476,7 +475,6 @@ func (a *streamWriter) writeEvent(b []byte) error {
 }
 
 func (a *streamWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
 
 // writeJSON writes v as a JSON response.
 func writeJSON(w http.ResponseWriter, status int, v any) {
