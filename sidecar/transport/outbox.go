@@ -35,6 +35,7 @@ type outbox struct {
 
 	mu      sync.Mutex
 	pending []resources.Message // waiting, one per URI
+	index   map[string]struct{} // the URIs in pending, once they are too many to scan
 	batch   []resources.Message // being written; reused
 	held    bool                // listen stream before its acknowledgement
 	gated   bool                // HTTP 2025-11-25: only while a GET stream is open and no POST in flight
@@ -61,14 +62,33 @@ func (o *outbox) Notify(m resources.Message) {
 	if o.stopped {
 		return
 	}
-	for _, p := range o.pending {
-		if p.Note.URI == m.Note.URI {
+	if o.index != nil {
+		if _, ok := o.index[m.Note.URI]; ok {
 			return
+		}
+		o.index[m.Note.URI] = struct{}{}
+	} else {
+		for _, p := range o.pending {
+			if p.Note.URI == m.Note.URI {
+				return
+			}
+		}
+		if len(o.pending) == scanPending {
+			o.index = make(map[string]struct{}, 2*scanPending)
+			for _, p := range o.pending {
+				o.index[p.Note.URI] = struct{}{}
+			}
+			o.index[m.Note.URI] = struct{}{}
 		}
 	}
 	o.pending = append(o.pending, m)
 	o.kickLocked()
 }
+
+// scanPending is how many waiting notifications are scanned for a URI before an index
+// of them is kept: a client that subscribed thousands of URIs and stopped reading costs
+// a lookup per change, not a scan.
+const scanPending = 16
 
 // open reports whether the rules let the writer write; o.mu is held.
 func (o *outbox) open() bool {
@@ -113,7 +133,7 @@ func (o *outbox) checkStall() {
 	o.m.dropped.WithLabelValues(o.era).Add(float64(len(o.pending)))
 	o.m.ended.WithLabelValues(o.era).Inc()
 	o.log.Warn("client not taking notifications; ending it", "era", o.era, "dropped", len(o.pending), "blocked", time.Since(o.stalled))
-	o.stopped, o.pending = true, nil
+	o.stopped, o.pending, o.index = true, nil, nil
 	if o.end != nil {
 		go o.end()
 	}
@@ -128,7 +148,7 @@ func (o *outbox) run() {
 			o.mu.Unlock()
 			continue
 		}
-		o.batch, o.pending = o.pending, o.batch[:0]
+		o.batch, o.pending, o.index = o.pending, o.batch[:0], nil
 		o.writing, o.stalled = true, time.Time{}
 		batch := o.batch
 		o.mu.Unlock()
@@ -155,7 +175,7 @@ func (o *outbox) stop() {
 	if o.closed {
 		return
 	}
-	o.stopped, o.closed, o.pending = true, true, nil
+	o.stopped, o.closed, o.pending, o.index = true, true, nil, nil
 	if o.timer != nil {
 		o.timer.Stop()
 	}

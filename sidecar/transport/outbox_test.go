@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -286,6 +287,32 @@ func TestOutboxWaitingForAStreamIsNoStall(t *testing.T) {
 		synctest.Wait()
 		if got := slices.Concat(to.written()...); !slices.Equal(got, cells("a", "b")) {
 			t.Fatalf("wrote %v, want a, then b on the next stream", got)
+		}
+	})
+}
+
+// Past the few a scan covers, waiting notifications still coalesce, one per URI, in the
+// order they came.
+func TestOutboxCoalescesMany(t *testing.T) {
+	var ids []string
+	for i := range 3 * scanPending {
+		ids = append(ids, fmt.Sprintf("c%d", i))
+	}
+	notes := notesOf(t, ids...)
+	synctest.Test(t, func(t *testing.T) {
+		to := newTestOutbox(t, era20260728)
+		to.held = true
+		to.start(t)
+		backward := slices.Clone(ids)
+		slices.Reverse(backward)
+		for range 3 {
+			to.notify(notes, ids...)
+			to.notify(notes, backward...)
+		}
+		to.release()
+		synctest.Wait()
+		if got := slices.Concat(to.written()...); !slices.Equal(got, cells(ids...)) {
+			t.Fatalf("wrote %d notifications %v, want one per URI in order", len(got), got)
 		}
 	})
 }
