@@ -88,6 +88,7 @@ type Postgres struct {
 	PollInterval  time.Duration `option:"poll_interval" yaml:"poll_interval"`
 	DisableListen bool          `option:"disable_listen" yaml:"disable_listen"` // poll only
 	Owner         string        `option:"owner" yaml:"owner"`                   // only this user's rooms; "" = every room
+	ChunkRows     int           `option:"chunk_rows" yaml:"chunk_rows"`         // rows per round trip of a cold load
 }
 
 // FileID configures how file ids are mapped to notebook paths.
@@ -150,7 +151,7 @@ func Default() Config {
 			},
 			Postgres: Postgres{
 				Schema: postgres.DefaultSchema, Table: postgres.DefaultTable, Channel: postgres.DefaultChannel,
-				PollInterval: postgres.DefaultPollInterval,
+				PollInterval: postgres.DefaultPollInterval, ChunkRows: postgres.DefaultChunkRows,
 			},
 		},
 		Server: Server{

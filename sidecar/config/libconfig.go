@@ -61,6 +61,7 @@ func (p Postgres) StoreConfig(o Obs) postgres.Config {
 		PollInterval:  p.PollInterval,
 		DisableListen: p.DisableListen,
 		Owner:         p.Owner,
+		ChunkRows:     p.ChunkRows,
 		Logger:        o.Logger,
 		Registerer:    o.Registerer,
 	}

@@ -29,9 +29,9 @@ func TestStoreConfigs(t *testing.T) {
 		got.DisableFSNotify != want.DisableFSNotify {
 		t.Errorf("TailerConfig() = %+v, want %+v", got, want)
 	}
-	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice"}
+	p := Postgres{DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice", ChunkRows: 9}
 	if got, want := p.StoreConfig(Obs{}), (postgres.Config{
-		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice",
+		DSN: "postgres://h/db", Schema: "s", Table: "t", Channel: "c", PollInterval: time.Second, DisableListen: true, Owner: "alice", ChunkRows: 9,
 	}); got != want {
 		t.Errorf("StoreConfig() = %+v, want %+v", got, want)
 	}
@@ -123,6 +123,7 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"store.postgres.table":         {d.Store.Postgres.Table, postgres.DefaultTable},
 		"store.postgres.channel":       {d.Store.Postgres.Channel, postgres.DefaultChannel},
 		"store.postgres.poll_interval": {d.Store.Postgres.PollInterval, postgres.DefaultPollInterval},
+		"store.postgres.chunk_rows":    {d.Store.Postgres.ChunkRows, postgres.DefaultChunkRows},
 		"ship.postgres.schema":         {d.Ship.Postgres.Schema, postgres.DefaultSchema},
 		"ship.postgres.table":          {d.Ship.Postgres.Table, postgres.DefaultTable},
 		"fileid.db_path (unset)":       {d.FileIDDBPath(), fileid.DefaultDBPath()},
@@ -156,6 +157,11 @@ func TestValidateStore(t *testing.T) {
 	c := Default()
 	c.Store.SQLite.ChunkRows = 0
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "store.sqlite.chunk_rows: must be > 0") {
+		t.Fatalf("Validate() = %v", err)
+	}
+	c = Default()
+	c.Store.Postgres.ChunkRows = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "store.postgres.chunk_rows: must be > 0") {
 		t.Fatalf("Validate() = %v", err)
 	}
 }

@@ -125,6 +125,9 @@ func (c Config) Validate() error {
 	v.ident("store.postgres.table", s.Postgres.Table)
 	v.ident("store.postgres.channel", s.Postgres.Channel)
 	v.positive("store.postgres.poll_interval", s.Postgres.PollInterval)
+	if s.Postgres.ChunkRows <= 0 {
+		v.fail("store.postgres.chunk_rows", "must be > 0, got %d", s.Postgres.ChunkRows)
+	}
 
 	api := c.FileID.API
 	if api.URL != "" {
