@@ -379,3 +379,59 @@ func TestUndeliverableSessionIsEnded(t *testing.T) {
 	})
 	_, _ = io.Copy(io.Discard, io.LimitReader(conn, 1))
 }
+
+// A client that opens a new GET stream while its session's writer is stuck on the old
+// one (a connection that stopped reading, its buffers full) is served on the new one at
+// once: the superseded stream is cut, not waited for until the session is given up on.
+func TestNewStreamReplacesAStuckOne(t *testing.T) {
+	const sendTimeout = 3 * time.Second
+	reg := prometheus.NewRegistry()
+	r := startServer(t, resources.Config{
+		Limits:      resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
+		Notebooks:   map[string]string{"work": testPath},
+		SendTimeout: sendTimeout,
+		Registerer:  reg,
+	}, newLibrary(t, testPath))
+	session := initialize(t, r.url)
+	long := strings.Repeat("x", 1500)
+	cells := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}
+	uris := []string{"notebook://work"}
+	for i := range 400 {
+		id := fmt.Sprintf("%s%d", long, i)
+		cells.Cells[id] = ynotebook.CellChange{Source: true}
+		uris = append(uris, "notebook://work/cells/"+id)
+	}
+	for _, uri := range uris {
+		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
+			t.Fatal(msg["error"])
+		}
+	}
+	// The old stream: a connection that never reads.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.url, "/mcp"), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n", testToken, session)
+	waitStreams(t, r, 1)
+	o := r.tr.(*httpTransport).outboxes.get(session)
+	testenv.Eventually(t, testenv.Wait, "the writer stuck on the old stream", func() bool {
+		r.srv.NotebookChanged(testPath, cells, noOrigin)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.writing && !o.stalled.IsZero() && time.Since(o.stalled) > 300*time.Millisecond
+	})
+
+	resp, events := openStream(t, r.url, session, "")
+	defer resp.Body.Close()
+	r.srv.NotebookChanged(testPath, ynotebook.Changes{Metadata: true}, noOrigin)
+	if ev := next(t, events); ev.uri == "" {
+		t.Fatalf("the new stream got %+v", ev)
+	}
+	if status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`); status != http.StatusOK {
+		t.Fatalf("the session answers %d after its new stream opened, want 200", status)
+	}
+	if n := counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125); n != 0 {
+		t.Fatalf("%v sessions given up on, want none", n)
+	}
+}

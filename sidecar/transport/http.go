@@ -231,13 +231,14 @@ func (t *httpTransport) serveStream(w http.ResponseWriter, r *http.Request, sess
 		r = r.Clone(r.Context())
 		r.Header.Del("Last-Event-ID")
 	}
-	ctx, _, done := t.streams.add(r.Context(), w, sessionID)
+	ctx, st, done := t.streams.add(r.Context(), w, sessionID)
 	defer done()
 	t.orphans.cancel(sessionID)
 	// The stream counts as open, and the session's notifications are written to it,
 	// only once the SDK answers 200: the SDK has attached the connection to the
 	// session's stream by then (a fresh stream supersedes the one before).
 	sw := newStreamWriter(w, nil)
+	sw.cut = st.end
 	var o *sessionOut // set once the stream opened
 	sw.started = func(status int) {
 		if status == http.StatusOK && o == nil {
@@ -414,6 +415,7 @@ type streamWriter struct {
 	http.ResponseWriter
 	wrote   func()           // after each write of the SDK; may be nil
 	started func(status int) // the response's status is written; may be nil
+	cut     func()           // ends the stream, failing a write it is blocked in; may be nil
 
 	mu      sync.Mutex
 	holding bool // the SDK's writes hold mu until its Flush (one SDK goroutine at a time)

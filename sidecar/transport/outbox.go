@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
@@ -19,6 +20,8 @@ import (
 //     could take one as the POST ended and drop it); a POST waits for the batch being
 //     written to end first.
 //   - A listen stream writes nothing before the SDK has written its acknowledgement.
+//   - A GET stream that supersedes one the writer is stuck on cuts the old one (its
+//     write fails) rather than wait for it (streamOut.attach).
 //   - A client that stops taking notifications (its writer stuck in a write while
 //     more wait for SendTimeout) is given up on: what waits is dropped, counted, and
 //     its session or stream ended, so the client learns it (404, or a listen request
@@ -302,6 +305,8 @@ type streamOut struct {
 	session string       // 2025-11-25 session id; "" for a listen stream (no ids, no replay)
 	replay  *replayStore // the session's replay buffer
 
+	writingTo atomic.Pointer[streamWriter] // the stream a batch is being written to, if any
+
 	mu  sync.Mutex
 	cur *streamWriter // the stream written to; nil: none
 	buf []byte
@@ -325,15 +330,25 @@ func (so *streamOut) write(batch []resources.Message) {
 		b = append(m.AppendJSON(append(b, "event: message\ndata: "...)), "\n\n"...)
 	}
 	so.buf = b
-	if so.cur != nil && so.cur.writeEvent(b) != nil {
+	if so.cur == nil {
+		return
+	}
+	so.writingTo.Store(so.cur)
+	if so.cur.writeEvent(b) != nil {
 		so.cur = nil
 	}
+	so.writingTo.Store(nil)
 }
 
 // attach makes sw the stream written to, after writing it the session's
 // notifications recorded after the event id resume ("": none), in order: none is
-// written twice or missed, as write records and writes under the same lock.
+// written twice or missed, as write records and writes under the same lock. A stream
+// sw supersedes that is being written to is cut first: the write may be stuck on a
+// client that stopped reading it, and sw would wait for it until the session is given up on.
 func (so *streamOut) attach(sw *streamWriter, resume string) {
+	if old := so.writingTo.Load(); old != nil && old != sw && old.cut != nil {
+		old.cut()
+	}
 	so.mu.Lock()
 	defer so.mu.Unlock()
 	so.cur = sw
