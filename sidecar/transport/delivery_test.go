@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -339,53 +338,12 @@ func TestGateGovernsEverySurface(t *testing.T) {
 	})
 }
 
-// A session whose client stops reading its GET stream is ended, visibly: the
-// client's next request is 404, and /metrics counts it.
-func TestUndeliverableSessionIsEnded(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	r := startServer(t, resources.Config{
-		Limits:      resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
-		Notebooks:   map[string]string{"work": testPath},
-		SendTimeout: 300 * time.Millisecond,
-		Registerer:  reg,
-	}, newLibrary(t, testPath))
-	session := initialize(t, r.url)
-	long := strings.Repeat("x", 1500)
-	cells := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}
-	for i := range 400 {
-		id := fmt.Sprintf("%s%d", long, i)
-		cells.Cells[id] = ynotebook.CellChange{Source: true}
-		uri := "notebook://work/cells/" + id
-		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
-			t.Fatal(msg["error"])
-		}
-	}
-	// A GET stream whose client never reads.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.url, "/mcp"), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n", testToken, session)
-	waitStreams(t, r, 1)
-	// Changes keep coming until the server gives up on the session that does not read.
-	testenv.Eventually(t, testenv.Wait, "a session that does not read ended", func() bool {
-		r.srv.NotebookChanged(testPath, cells, noOrigin)
-		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125) > 0
-	})
-	testenv.Eventually(t, testenv.Wait, "the ended session is 404", func() bool {
-		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
-		return status == http.StatusNotFound
-	})
-	_, _ = io.Copy(io.Discard, io.LimitReader(conn, 1))
-}
-
-// A client that opens a new GET stream while its session's writer is stuck on the old
-// one (a connection that stopped reading, its buffers full) is served on the new one at
-// once: the superseded stream is cut, not waited for until the session is given up on.
-func TestNewStreamReplacesAStuckOne(t *testing.T) {
-	const sendTimeout = 3 * time.Second
-	reg := prometheus.NewRegistry()
+// notReading starts a server whose send timeout is sendTimeout, and a session of it
+// subscribed to "notebook://work" and 400 long cell URIs, on a GET stream whose client
+// never reads; it returns the running server, the session, and the change of those
+// cells, whose notifications soon fill the stream's buffers.
+func notReading(t *testing.T, sendTimeout time.Duration, reg prometheus.Registerer) (*running, string, ynotebook.Changes) {
+	t.Helper()
 	r := startServer(t, resources.Config{
 		Limits:      resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
 		Notebooks:   map[string]string{"work": testPath},
@@ -406,14 +364,38 @@ func TestNewStreamReplacesAStuckOne(t *testing.T) {
 			t.Fatal(msg["error"])
 		}
 	}
-	// The old stream: a connection that never reads.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(r.url, "/mcp"), "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	fmt.Fprintf(conn, "GET /mcp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n", testToken, session)
 	waitStreams(t, r, 1)
+	return r, session, cells
+}
+
+// A session whose client stops reading its GET stream is ended, visibly: the
+// client's next request is 404, and /metrics counts it.
+func TestUndeliverableSessionIsEnded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, session, cells := notReading(t, 300*time.Millisecond, reg)
+	// Changes keep coming until the server gives up on the session that does not read.
+	testenv.Eventually(t, testenv.Wait, "a session that does not read ended", func() bool {
+		r.srv.NotebookChanged(testPath, cells, noOrigin)
+		return counterValue(t, reg, "jupyter_mcp_sidecar_mcp_undeliverable_ended_total", era20251125) > 0
+	})
+	testenv.Eventually(t, testenv.Wait, "the ended session is 404", func() bool {
+		status, _ := rpc(t, r.url, session, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+		return status == http.StatusNotFound
+	})
+}
+
+// A client that opens a new GET stream while its session's writer is stuck on the old
+// one (a connection that stopped reading, its buffers full) is served on the new one at
+// once: the superseded stream is cut, not waited for until the session is given up on.
+func TestNewStreamReplacesAStuckOne(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, session, cells := notReading(t, 3*time.Second, reg)
 	o := r.tr.(*httpTransport).outboxes.get(session)
 	testenv.Eventually(t, testenv.Wait, "the writer stuck on the old stream", func() bool {
 		r.srv.NotebookChanged(testPath, cells, noOrigin)
