@@ -119,9 +119,14 @@ func TestHubModeConfinement(t *testing.T) {
 				t.Fatalf("%s's initialize: %d %q, want 403 %q", r.user, code, body, r.tell)
 			}
 			id := tenantOf(t, sc, r.user)
-			if n := len(logLines(sc, func(l logLine) bool {
-				return l.Msg == "a user's notebooks are not served: their files are refused" && l.Tenant == id && l.Level == "ERROR"
-			})); n != 1 {
+			refusals := func() int {
+				return len(logLines(sc, func(l logLine) bool {
+					return l.Msg == "a user's notebooks are not served: their files are refused" && l.Tenant == id && l.Level == "ERROR"
+				}))
+			}
+			// The line is read from the process's output, which may come after the answer.
+			testenv.Eventually(t, testenv.Wait, r.user+"'s refusal logged", func() bool { return refusals() > 0 })
+			if n := refusals(); n != 1 {
 				t.Fatalf("%d refusal lines for %s's tenant %s, want 1", n, r.user, id)
 			}
 		})
