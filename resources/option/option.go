@@ -43,9 +43,10 @@ func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
 // Unwrap returns the sentinel.
 func (e *KeyError) Unwrap() error { return e.Err }
 
-// Text is a value given as text (an environment variable, a command-line flag): it is
-// parsed as the field it goes into takes it (a number, a boolean, a comma-separated
-// list, a duration), where a string in a file or in options is no number.
+// Text is a value given as text (an environment variable, a command-line flag, a string
+// of the daemon's file): it is parsed as the field it goes into takes it (a number, a
+// boolean, a comma-separated list, a duration), where a string in a plugin's options is
+// no number.
 type Text string
 
 // Decode sets the fields of the struct into points to from raw by their `option` tags,

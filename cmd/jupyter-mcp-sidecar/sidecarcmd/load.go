@@ -230,19 +230,20 @@ func asText(src source, key string) bool {
 }
 
 // decode decodes what v merged into a Config, once, with the one strict decoder
-// (resources/option): a value set by the environment or a flag as text, parsed as its
-// key takes it; the free-form maps as the file wrote them, since viper lower-cases keys.
+// (resources/option): a string, whether the environment, a flag or the file set it, as
+// text parsed as its key takes it (max_connections: "5" is 5, a scalar for a list a
+// comma-separated list, as viper's decoding read the file before); the free-form maps
+// (plugin options, strict about types) as the file wrote them, since viper lower-cases
+// keys.
 func decode(v *viper.Viper, src source, raw map[string]any) (config.Config, error) {
 	tree := v.AllSettings()
 	for key := range flatDefaults {
-		if asText(src, key) {
-			if s, ok := v.Get(key).(string); ok {
-				set(tree, key, option.Text(s))
-			}
-		} else if slices.Contains(freeForm, key) {
+		if slices.Contains(freeForm, key) && !asText(src, key) {
 			if sub, ok := lookup(raw, key); ok {
 				set(tree, key, sub)
 			}
+		} else if s, ok := v.Get(key).(string); ok {
+			set(tree, key, option.Text(s))
 		}
 	}
 	var cfg config.Config
