@@ -13,6 +13,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -28,7 +29,7 @@ var noOrigin = publish.Origin{}
 // with the URIs of the names bound to it, renames naming both paths; scope bound
 // keeps only the events of bound notebooks.
 func TestEventsForEveryNotebook(t *testing.T) {
-	for _, scope := range []string{publish.ScopeAll, publish.ScopeBound} {
+	for _, scope := range []string{publishers.ScopeAll, publishers.ScopeBound} {
 		t.Run(scope, func(t *testing.T) {
 			var mu sync.Mutex
 			var events []publish.Event
@@ -53,7 +54,7 @@ func TestEventsForEveryNotebook(t *testing.T) {
 			r.srv.NotebookChanged(testPath, ch, publish.Origin{Room: "json:notebook:f-work", FileID: "f-work", Time: at})
 			r.srv.NotebookMoved("other.ipynb", "renamed.ipynb", origin)
 			want := 3
-			if scope == publish.ScopeBound {
+			if scope == publishers.ScopeBound {
 				want = 1
 			}
 			// A barrier: events are delivered in order, so once a last change of the
@@ -70,7 +71,7 @@ func TestEventsForEveryNotebook(t *testing.T) {
 				t.Fatalf("%d events, want %d: %+v", len(events), want, events)
 			}
 			work := events[0]
-			if scope == publish.ScopeAll {
+			if scope == publishers.ScopeAll {
 				other, moved := events[0], events[2]
 				work = events[1]
 				if other.Path != "other.ipynb" || other.FileID != "f-other" || other.Room != ".notebook:f-other.y" ||

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 )
 
@@ -152,8 +153,8 @@ func (c Consumer) Next(t testing.TB, d time.Duration) Received {
 		if !ok {
 			t.Fatal("the consumer stopped")
 		}
-		if r.URI == nil && len(r.Raw) > publish.MaxNotifyPayload {
-			t.Fatalf("NOTIFY payload of %d bytes, over %d", len(r.Raw), publish.MaxNotifyPayload)
+		if r.URI == nil && len(r.Raw) > publishers.MaxNotifyPayload {
+			t.Fatalf("NOTIFY payload of %d bytes, over %d", len(r.Raw), publishers.MaxNotifyPayload)
 		}
 		publishtest.Validate(t, r.Raw, &r.Ev)
 		return r

@@ -1,18 +1,25 @@
 // Package publishtest helps the tests of any package check change events: it validates
-// them against resources/publish/event.schema.json and listens for them on Postgres.
+// them against resources/publish/event.schema.json, listens for them on Postgres, and
+// makes and merges events split into parts.
 package publishtest
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 var (
@@ -79,4 +86,39 @@ func (l *Listener) Next(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(n.Payload), nil
+}
+
+// BigEvent has n added cells, n changed cells and their URIs: far over a NOTIFY.
+func BigEvent(n int) publish.Event {
+	ch := ynotebook.Changes{Metadata: true, Cells: map[string]ynotebook.CellChange{}}
+	for i := range n {
+		id := fmt.Sprintf("cell-%04d-%s", i, strings.Repeat("x", 20))
+		ch.Added = append(ch.Added, "new-"+id)
+		ch.Cells[id] = ynotebook.CellChange{Source: true, Outputs: true, OutputIndexes: []int{0, 1}}
+	}
+	ev := publish.NewEvent("big.ipynb", ch, publish.Origin{Room: ".notebook:big.y", FileID: "big"})
+	for _, id := range ch.Added {
+		ev.URIs = append(ev.URIs, "notebook://big/cells/"+id)
+	}
+	ev.Seq = 7
+	return ev
+}
+
+// Union merges the parts of a split event back into one.
+func Union(t testing.TB, parts []publish.Event) publish.Event {
+	t.Helper()
+	out := parts[0]
+	out.Part = nil
+	out.Changes.Cells = map[string]publish.CellChange{}
+	out.Changes.Added, out.URIs = nil, nil
+	for i, p := range parts {
+		if p.Part == nil || p.Part.Index != i || p.Part.Count != len(parts) || p.Seq != out.Seq || p.Path != out.Path {
+			t.Fatalf("part %d: %+v", i, p.Part)
+		}
+		out.Changes.Metadata = out.Changes.Metadata || p.Changes.Metadata
+		out.Changes.Added = append(out.Changes.Added, p.Changes.Added...)
+		out.URIs = append(out.URIs, p.URIs...)
+		maps.Copy(out.Changes.Cells, p.Changes.Cells)
+	}
+	return out
 }

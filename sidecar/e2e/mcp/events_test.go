@@ -17,6 +17,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres/pgtest"
 )
@@ -249,7 +250,7 @@ func TestEventsAtScale(t *testing.T) {
 			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Millisecond) }
 			msg := fmt.Sprintf("%s: %d debounced changes across %d notebooks in %v, %d deliveries (%d events split): 0 lost, order kept per notebook; "+
 				"last commit→event p50 %v p99 %v max %v; largest body/payload %d bytes (NOTIFY limit %d)",
-				tc.name, len(lat), notebooks, elapsed.Round(time.Millisecond), notifications, split, q(0.5), q(0.99), q(1), maxPayload, publish.MaxNotifyPayload)
+				tc.name, len(lat), notebooks, elapsed.Round(time.Millisecond), notifications, split, q(0.5), q(0.99), q(1), maxPayload, publishers.MaxNotifyPayload)
 			t.Log(msg)
 			if os.Getenv("EVENTS_BENCH") != "" {
 				fmt.Println("EVENTS_BENCH " + msg)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
 )
 
 const feedToken = "e2e-feed-token-0123456789"
@@ -77,7 +77,7 @@ func feedStream(t *testing.T, addr, last string, stop func(line string) bool) (n
 // consumer with the token is served.
 func TestFeedListenerFlood(t *testing.T) {
 	const nofile, flood = 512, 1000
-	const maxConns = 64 + publish.DefaultSSEHandshakes // the default: max_consumers + 64
+	const maxConns = 64 + publishers.DefaultSSEHandshakes // the default: max_consumers + 64
 	var own unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &own); err != nil || own.Cur < flood+256 {
 		t.Skipf("the test process may open %d files, fewer than the flood's %d and a margin (%v)", own.Cur, flood, err)
@@ -124,7 +124,7 @@ func TestFeedListenerFlood(t *testing.T) {
 	testenv.Eventually(t, testenv.Wait, "every flood connection closed (read_timeout 3s)", func() bool {
 		return closed.Load() == flood
 	})
-	if _, line, _ := feedStream(t, addr, "", func(l string) bool { return strings.HasPrefix(l, "event: ") }); line != "event: "+publish.SSEHello {
+	if _, line, _ := feedStream(t, addr, "", func(l string) bool { return strings.HasPrefix(l, "event: ") }); line != "event: "+publishers.SSEHello {
 		t.Fatalf("a consumer with the token after the flood: %q, want the hello", line)
 	}
 }
@@ -187,7 +187,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 	})
 	start := epoch + "-0"
 	held, events, big := 0, 0, 0
-	_, _, r := feedStream(t, addr, start, func(l string) bool { return l == "event: "+publish.SSEHello })
+	_, _, r := feedStream(t, addr, start, func(l string) bool { return l == "event: "+publishers.SSEHello })
 	for kind := ""; big < notebooks; {
 		line, err := r.ReadString('\n')
 		if err != nil {
@@ -195,7 +195,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 		}
 		if k, ok := strings.CutPrefix(line, "event: "); ok {
 			kind = strings.TrimSpace(k)
-		} else if data, ok := strings.CutPrefix(line, "data: "); ok && kind == publish.SSEChange {
+		} else if data, ok := strings.CutPrefix(line, "data: "); ok && kind == publishers.SSEChange {
 			events++
 			held += len(data) - 1
 			if strings.Contains(data, fmt.Sprintf("-%056d", cellsEach-1)) { // a file's event: its last cell added
@@ -211,7 +211,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 	for range stalled {
 		// Resumed from the start; reads until the first event of the backlog (the
 		// barrier: its stream is writing the backlog), then nothing.
-		feedStream(t, addr, start, func(l string) bool { return l == "event: "+publish.SSEChange })
+		feedStream(t, addr, start, func(l string) bool { return l == "event: "+publishers.SSEChange })
 	}
 	testenv.Eventually(t, testenv.Wait, "the stalled consumers and the reading one connected, no other", func() bool {
 		return sc.Metric("jupyter_mcp_sidecar_publisher_sse_consumers") == stalled+1

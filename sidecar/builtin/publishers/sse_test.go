@@ -1,4 +1,4 @@
-package publish
+package publishers
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -39,7 +40,7 @@ func newTestSSEOn(t *testing.T, opts map[string]any, wrap func(net.Listener) net
 	t.Helper()
 	raw := map[string]any{"listen": "127.0.0.1:0", "token": sseToken}
 	maps.Copy(raw, opts)
-	p, err := New("sse", raw, Deps{Logger: quiet, Registerer: prometheus.NewRegistry()})
+	p, err := publish.New("sse", raw, publish.Deps{Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +121,13 @@ func (c *consumer) next(t *testing.T) frame {
 }
 
 // change reads the next frame, which must be a change event, and validates it.
-func (c *consumer) change(t *testing.T) (frame, Event) {
+func (c *consumer) change(t *testing.T) (frame, publish.Event) {
 	t.Helper()
 	f := c.next(t)
 	if f.event != SSEChange {
 		t.Fatalf("frame %+v; want a change", f)
 	}
-	var ev Event
+	var ev publish.Event
 	publishtest.Validate(t, []byte(f.data), &ev)
 	return f, ev
 }
@@ -145,7 +146,7 @@ func TestSSEOptions(t *testing.T) {
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "heartbeat": "0s"}, "heartbeat"},
 		{map[string]any{"listen": "127.0.0.1:0", "token": sseToken, "buffers": 3}, `buffers: unknown key (known: buffer, buffer_bytes, heartbeat, listen, max_connections, max_consumers, path, read_timeout, scope, token, write_timeout)`},
 	} {
-		_, err := New("sse", tt.opts, Deps{Logger: quiet})
+		_, err := publish.New("sse", tt.opts, publish.Deps{Logger: quiet})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New(sse, %v) = %v; want %q", tt.opts, err, tt.want)
 		}
@@ -387,7 +388,7 @@ func TestSSERun(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	busy, err := New("sse", map[string]any{"listen": addr, "token": sseToken}, Deps{Logger: quiet})
+	busy, err := publish.New("sse", map[string]any{"listen": addr, "token": sseToken}, publish.Deps{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestSSERun(t *testing.T) {
 	}
 	ln.Close()
 
-	p, err := New("sse", map[string]any{"listen": addr, "token": sseToken, "path": "/feed"}, Deps{Logger: quiet})
+	p, err := publish.New("sse", map[string]any{"listen": addr, "token": sseToken, "path": "/feed"}, publish.Deps{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +435,7 @@ func runSSE(t *testing.T, opts map[string]any) (*sse, string, *prometheus.Regist
 	raw := map[string]any{"listen": addr, "token": sseToken}
 	maps.Copy(raw, opts)
 	reg := prometheus.NewRegistry()
-	p, err := New("sse", raw, Deps{Logger: quiet, Registerer: reg})
+	p, err := publish.New("sse", raw, publish.Deps{Logger: quiet, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +571,7 @@ func TestSSEStalledConsumersShareTheBuffer(t *testing.T) {
 		ids[i] = fmt.Sprintf("cell-%055d", i)
 	}
 	for i := 0; ; i++ {
-		ev := NewEvent(fmt.Sprintf("nb%d.ipynb", i), ynotebook.Changes{Added: ids}, Origin{Room: "r", FileID: "f"})
+		ev := publish.NewEvent(fmt.Sprintf("nb%d.ipynb", i), ynotebook.Changes{Added: ids}, publish.Origin{Room: "r", FileID: "f"})
 		b, _ := json.Marshal(ev)
 		if _, held := s.Buffered(); held+len(b)+64 > bufferBytes {
 			break

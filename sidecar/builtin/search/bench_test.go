@@ -177,7 +177,7 @@ const scanSamples = 30
 // p50/p99 per query (scan: at most scanSamples searches), index memory as a ratio of
 // the notebooks' JSON.
 //
-//	go test -run '^$' -bench BenchmarkSearch -benchtime 300x ./resources/extensions/search/
+//	go test -run '^$' -bench BenchmarkSearch -benchtime 300x ./sidecar/builtin/search/
 func BenchmarkSearch(b *testing.B) {
 	ix := benchIndex(b)
 	b.Run("memory", func(b *testing.B) {

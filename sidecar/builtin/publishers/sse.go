@@ -1,4 +1,4 @@
-package publish
+package publishers
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 )
 
 // SSE frame types of the sse publisher's stream (docs/EVENTS.md, "The sse feed").
@@ -107,7 +108,7 @@ type sseOptions struct {
 	WriteTimeout time.Duration `option:"write_timeout"`
 }
 
-func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
+func newSSE(raw map[string]any, deps publish.Deps) (publish.Publisher, error) {
 	o := sseOptions{Path: "/events", Scope: ScopeAll, Buffer: 1024, BufferBytes: 8 << 20,
 		MaxConsumers: 64, ReadTimeout: DefaultSSEReadTimeout, Heartbeat: 15 * time.Second, WriteTimeout: 10 * time.Second}
 	if err := option.Decode(raw, &o); err != nil {
@@ -152,7 +153,7 @@ func newSSE(raw map[string]any, deps Deps) (Publisher, error) {
 
 // Publish numbers ev, buffers its JSON (evicting the oldest beyond the bounds) and
 // wakes every consumer; it never blocks on a consumer.
-func (s *sse) Publish(_ context.Context, ev Event) error {
+func (s *sse) Publish(_ context.Context, ev publish.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.number(&ev) {
@@ -368,7 +369,7 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		return rc.Flush() == nil
 	}
-	first := s.frame(SSEHello, cursor-1, helloFrame{V: Version, Resumed: last != ""})
+	first := s.frame(SSEHello, cursor-1, helloFrame{V: publish.Version, Resumed: last != ""})
 	if gap != "" {
 		first = s.gapFrame(gap, last, cursor-1)
 	}
@@ -437,5 +438,5 @@ func (s *sse) frame(kind string, id uint64, data any) string {
 func (s *sse) gapFrame(reason, last string, id uint64) string {
 	s.gaps.Inc()
 	s.log.Warn("sse feed: consumer missed events", "reason", reason, "last_event_id", last)
-	return s.frame(SSEGap, id, gapFrame{V: Version, Reason: reason, LastEventID: last})
+	return s.frame(SSEGap, id, gapFrame{V: publish.Version, Reason: reason, LastEventID: last})
 }

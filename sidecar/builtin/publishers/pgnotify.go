@@ -1,4 +1,4 @@
-package publish
+package publishers
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 )
 
 // MaxNotifyPayload is the largest payload pgnotify sends, below Postgres's
@@ -38,7 +39,7 @@ type pgnotifyOptions struct {
 	Queue   queueOptions `option:",squash"`
 }
 
-func newPGNotify(raw map[string]any, deps Deps) (Publisher, error) {
+func newPGNotify(raw map[string]any, deps publish.Deps) (publish.Publisher, error) {
 	o := pgnotifyOptions{Queue: defaultQueue}
 	if err := option.Decode(raw, &o); err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ func (p *pgnotify) Run(ctx context.Context) error {
 	return err
 }
 
-func (p *pgnotify) notify(ctx context.Context, ev Event) error {
+func (p *pgnotify) notify(ctx context.Context, ev publish.Event) error {
 	payloads, err := ev.Payloads(MaxNotifyPayload)
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 //go:build !race
 
-package publish
+package publishers
 
 const raceEnabled = false

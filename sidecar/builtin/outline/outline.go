@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -48,7 +48,7 @@ type Cell struct {
 func Of(name, path string, snap *ynotebook.Snapshot) Outline {
 	o := Outline{Name: name, Path: path, Headings: []Heading{}, Cells: make([]Cell, 0, snap.Len())}
 	for i, c := range snap.All() {
-		uri := nbview.CellURI(name, c.ID)
+		uri := extensions.CellURI(name, c.ID)
 		cell := Cell{ID: c.ID, Index: i, Type: c.CellType, FirstLine: firstLine(c.Source),
 			OutputCount: len(c.Outputs), URI: uri}
 		for _, out := range c.Outputs {
@@ -129,7 +129,7 @@ func outputType(out map[string]any) string {
 	t, _ := out["output_type"].(string)
 	switch t {
 	case "execute_result", "display_data":
-		return t + ":" + nbview.OutputMIME(out)
+		return t + ":" + extensions.OutputMIME(out)
 	}
 	return t
 }

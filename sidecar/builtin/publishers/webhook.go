@@ -1,4 +1,4 @@
-package publish
+package publishers
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 )
 
 // webhook POSTs each event's JSON to a URL, one request at a time, in order.
@@ -33,7 +34,7 @@ type webhookOptions struct {
 	Queue   queueOptions      `option:",squash"`
 }
 
-func newWebhook(raw map[string]any, deps Deps) (Publisher, error) {
+func newWebhook(raw map[string]any, deps publish.Deps) (publish.Publisher, error) {
 	o := webhookOptions{Timeout: 5 * time.Second, Queue: defaultQueue}
 	if err := option.Decode(raw, &o); err != nil {
 		return nil, err
@@ -52,7 +53,7 @@ func newWebhook(raw map[string]any, deps Deps) (Publisher, error) {
 	return w, nil
 }
 
-func (w *webhook) post(ctx context.Context, ev Event) error {
+func (w *webhook) post(ctx context.Context, ev publish.Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode webhook body: %w", err)

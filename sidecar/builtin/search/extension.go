@@ -11,7 +11,6 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
@@ -198,7 +197,7 @@ func (e *Extension) search(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	for _, h := range r.Hits {
 		x := hit{Path: h.Path, CellID: h.CellID, CellType: h.CellType, Lines: h.Lines, More: h.More}
 		if ns := names[h.Path]; len(ns) > 0 {
-			x.Name, x.URI = ns[0], nbview.CellURI(ns[0], h.CellID)
+			x.Name, x.URI = ns[0], extensions.CellURI(ns[0], h.CellID)
 		} else {
 			out.Hint = unboundHint
 		}

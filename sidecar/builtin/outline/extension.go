@@ -11,7 +11,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -61,7 +60,7 @@ func (e *Extension) Register(s *extensions.Surface) error {
 			mcp.WithTemplateDescription("A bound notebook in a few hundred tokens: the headings of its markdown cells, "+
 				"and per cell its id, type, first line, output count and output types, with cell URIs. "+
 				"It changes when the structure changes, not while a code cell is typed in."),
-			mcp.WithTemplateMIMEType(nbview.MIMECell)),
+			mcp.WithTemplateMIMEType(extensions.MIMECell)),
 		Read:    e.read,
 		Changed: e.changed,
 	})
@@ -74,10 +73,10 @@ func (e *Extension) Capabilities() ([]extensions.Capability, error) {
 }
 
 // URI is the outline URI of the notebook bound as name.
-func URI(name string) string { return nbview.NotebookURI(name) + suffix }
+func URI(name string) string { return extensions.NotebookURI(name) + suffix }
 
 func (e *Extension) read(_ context.Context, uri string) ([]mcp.ResourceContents, error) {
-	name, ok := strings.CutSuffix(strings.TrimPrefix(uri, nbview.NotebookURI("")), suffix)
+	name, ok := strings.CutSuffix(strings.TrimPrefix(uri, extensions.NotebookURI("")), suffix)
 	if !ok || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("%w: %q is not an outline URI", extensions.ErrNotFound, uri)
 	}
@@ -94,7 +93,7 @@ func (e *Extension) read(_ context.Context, uri string) ([]mcp.ResourceContents,
 		return nil, fmt.Errorf("encode outline: %w", err)
 	}
 	e.remember(name, body)
-	return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: nbview.MIMECell, Text: string(body)}}, nil
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: extensions.MIMECell, Text: string(body)}}, nil
 }
 
 // changed announces the outline URI when its content differs from the one
