@@ -44,7 +44,8 @@ type httpTransport struct {
 	streams  *streamSet
 	orphans  *orphanTimers
 	replay   *replayStore
-	outboxes *outboxes // per 2025-11-25 session, its notifications' hand-off and writer
+	outboxes *outboxes // per 2025-11-25 session, its notifications' hand-off
+	writers  *writers  // write the outboxes' batches, sessions' and listen streams'
 }
 
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
@@ -63,6 +64,7 @@ func newHTTP(l resources.Link) (*httpTransport, error) {
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
 		replay:   newReplayStore(cfg.ReplayEvents, cfg.ReplayBytes),
 		outboxes: &outboxes{open: map[string]*sessionOut{}},
+		writers:  newWriters(),
 	}
 	t.sdk = server.NewStreamableHTTPServer(l.MCP(),
 		server.WithEndpointPath(cfg.Path),
@@ -89,7 +91,7 @@ func (t *httpTransport) SessionStarted(sess server.ClientSession) resources.Sink
 	id := sess.SessionID()
 	t.sessions.registered(id)
 	out := &streamOut{session: id, replay: t.replay}
-	o := &sessionOut{out: out, outbox: newOutbox(era20251125, out.write, func() {
+	o := &sessionOut{out: out, outbox: newOutbox(era20251125, t.writers, out.write, func() {
 		t.streams.abort(id)
 		t.endSession(id)
 	}, t.m.delivery, t.log, t.cfg.SendTimeout)}
@@ -287,16 +289,13 @@ func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next
 	ctx, st, done := t.streams.add(r.Context(), w, "")
 	defer done()
 	out := &streamOut{}
-	o := newOutbox(era20260728, out.write, st.end, t.m.delivery, t.log, t.cfg.SendTimeout)
+	o := newOutbox(era20260728, t.writers, out.write, st.end, t.m.delivery, t.log, t.cfg.SendTimeout)
 	o.held = true
 	sw := newStreamWriter(w, o.release)
 	out.attach(sw, "")
-	var writing sync.WaitGroup
-	writing.Go(o.run)
 	defer func() {
 		out.detach(sw)
-		o.stop()
-		writing.Wait()
+		o.stopWait()
 		sw.release()
 	}()
 	next.ServeHTTP(sw, r.WithContext(resources.WithListenSink(ctx, o)))

@@ -12,7 +12,8 @@ import (
 
 // This file holds the hand-off rules of change notifications, which mcp-go cannot
 // keep itself: the surface hands each subscriber's notifications to its outbox (a
-// resources.Sink), and the outbox's own goroutine writes them to the client.
+// resources.Sink), and a worker of the transport's writers (writers.go) writes them to
+// the client, a batch at a time.
 //   - Repeated changes of a URI coalesce while they wait, so what waits is bounded by
 //     the subscriber's subscriptions.
 //   - A 2025-11-25 session's notifications go out on its GET stream only, never while
@@ -20,9 +21,9 @@ import (
 //     could take one as the POST ended and drop it); a POST waits for the batch being
 //     written to end first.
 //   - A listen stream writes nothing before the SDK has written its acknowledgement.
-//   - A GET stream that supersedes one the writer is stuck on cuts the old one (its
+//   - A GET stream that supersedes one a write is stuck on cuts the old one (its
 //     write fails) rather than wait for it (streamOut.attach).
-//   - A client that stops taking notifications (its writer stuck in a write while
+//   - A client that stops taking notifications (its batch stuck in a write while
 //     more wait for SendTimeout) is given up on: what waits is dropped, counted, and
 //     its session or stream ended, so the client learns it (404, or a listen request
 //     that ends) instead of waiting on a stream that no longer delivers.
@@ -30,32 +31,33 @@ import (
 // outbox is one subscriber's delivery: a 2025-11-25 session's or a listen stream's.
 type outbox struct {
 	era     string
-	write   func(batch []resources.Message) // writes a batch to the client; the writer goroutine's alone
+	pool    *writers                        // the workers that write its batches, one batch at a time
+	write   func(batch []resources.Message) // writes a batch to the client; one worker at a time
 	end     func()                          // ends the session or stream given up on
 	m       *deliveryMetrics
 	log     *slog.Logger
 	timeout time.Duration // SendTimeout
 
-	mu      sync.Mutex
-	pending []resources.Message // waiting, one per URI
-	index   map[string]struct{} // the URIs in pending, once they are too many to scan
-	batch   []resources.Message // being written; reused
-	held    bool                // listen stream before its acknowledgement
-	gated   bool                // HTTP 2025-11-25: only while a GET stream is open and no POST in flight
-	streams int                 // open GET streams (gated)
-	posts   int                 // POSTs in flight (gated)
-	writing bool                // the writer is writing batch
-	written chan struct{}       // closed when the batch being written is done; nil: nobody waits
-	stalled time.Time           // since when notifications wait for the batch being written; zero when none is
-	timer   *time.Timer         // checks a stall after timeout
-	stopped bool                // ended or given up on: takes nothing more
-	closed  bool                // wake is closed: the writer ends
-	wake    chan struct{}       // tells the writer that there is something to write
+	mu       sync.Mutex
+	pending  []resources.Message // waiting, one per URI
+	index    map[string]struct{} // the URIs in pending, once they are too many to scan
+	batch    []resources.Message // being written; reused
+	held     bool                // listen stream before its acknowledgement
+	gated    bool                // HTTP 2025-11-25: only while a GET stream is open and no POST in flight
+	streams  int                 // open GET streams (gated)
+	posts    int                 // POSTs in flight (gated)
+	queued   bool                // waits in the pool's queue
+	writing  bool                // a worker is writing batch
+	inflight sync.WaitGroup      // the batch being written, for stopWait
+	written  chan struct{}       // closed when the batch being written is done; nil: nobody waits
+	stalled  time.Time           // since when notifications wait for the batch being written; zero when none is
+	timer    *time.Timer         // checks a stall after timeout
+	stopped  bool                // ended or given up on: takes nothing more
 }
 
-// newOutbox returns an outbox whose writer, started by run, writes batches with write.
-func newOutbox(era string, write func([]resources.Message), end func(), m *deliveryMetrics, log *slog.Logger, timeout time.Duration) *outbox {
-	return &outbox{era: era, write: write, end: end, m: m, log: log, timeout: timeout, wake: make(chan struct{}, 1)}
+// newOutbox returns an outbox whose batches pool writes with write.
+func newOutbox(era string, pool *writers, write func([]resources.Message), end func(), m *deliveryMetrics, log *slog.Logger, timeout time.Duration) *outbox {
+	return &outbox{era: era, pool: pool, write: write, end: end, m: m, log: log, timeout: timeout}
 }
 
 // Notify queues m unless a notification of its URI already waits; it never blocks.
@@ -93,21 +95,21 @@ func (o *outbox) Notify(m resources.Message) {
 // a lookup per change, not a scan.
 const scanPending = 16
 
-// open reports whether the rules let the writer write; o.mu is held.
+// open reports whether the rules let what waits be written; o.mu is held.
 func (o *outbox) open() bool {
 	return !o.held && (!o.gated || o.streams > 0 && o.posts == 0)
 }
 
-// kickLocked wakes the writer if what waits may be written, and starts counting a
-// stall if the writer is busy with a batch; o.mu is held.
+// kickLocked queues the outbox for a worker if what waits may be written, and starts
+// counting a stall if a worker is busy with its batch; o.mu is held.
 func (o *outbox) kickLocked() {
 	if o.stopped || len(o.pending) == 0 || !o.open() {
 		return
 	}
 	if !o.writing {
-		select {
-		case o.wake <- struct{}{}:
-		default:
+		if !o.queued {
+			o.queued = true
+			o.pool.submit(o)
 		}
 		return
 	}
@@ -142,47 +144,51 @@ func (o *outbox) checkStall() {
 	}
 }
 
-// run writes what the outbox is handed until stop; it must run for anything to be
-// written.
-func (o *outbox) run() {
-	for range o.wake {
-		o.mu.Lock()
-		if o.stopped || len(o.pending) == 0 || !o.open() {
-			o.mu.Unlock()
-			continue
-		}
-		o.batch, o.pending, o.index = o.pending, o.batch[:0], nil
-		o.writing, o.stalled = true, time.Time{}
-		batch := o.batch
+// drain writes what waits, as one batch; a worker of the pool calls it for the
+// queued outbox.
+func (o *outbox) drain() {
+	o.mu.Lock()
+	o.queued = false
+	if o.stopped || len(o.pending) == 0 || !o.open() {
 		o.mu.Unlock()
-
-		o.write(batch)
-		o.m.sent[o.era].Add(float64(len(batch)))
-
-		o.mu.Lock()
-		clear(batch) // the notes are not kept alive by a reused slice
-		o.writing, o.stalled = false, time.Time{}
-		if o.written != nil {
-			close(o.written)
-			o.written = nil
-		}
-		o.kickLocked()
-		o.mu.Unlock()
+		return
 	}
+	o.batch, o.pending, o.index = o.pending, o.batch[:0], nil
+	o.writing, o.stalled = true, time.Time{}
+	o.inflight.Add(1)
+	batch := o.batch
+	o.mu.Unlock()
+
+	o.write(batch)
+	o.m.sent[o.era].Add(float64(len(batch)))
+
+	o.mu.Lock()
+	clear(batch) // the notes are not kept alive by a reused slice
+	o.writing, o.stalled = false, time.Time{}
+	if o.written != nil {
+		close(o.written)
+		o.written = nil
+	}
+	o.kickLocked()
+	o.mu.Unlock()
+	o.inflight.Done()
 }
 
-// stop ends the writer (after a batch being written) and refuses what comes after.
+// stop refuses what comes after; a batch being written is not waited for.
 func (o *outbox) stop() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed {
-		return
-	}
-	o.stopped, o.closed, o.pending, o.index = true, true, nil, nil
+	o.stopped, o.pending, o.index = true, nil, nil
 	if o.timer != nil {
 		o.timer.Stop()
 	}
-	close(o.wake)
+}
+
+// stopWait stops the outbox and returns once the batch being written, if any, is:
+// nothing is written after it returns.
+func (o *outbox) stopWait() {
+	o.stop()
+	o.inflight.Wait()
 }
 
 // release lets a held listen stream write what waits and what comes next.
@@ -265,7 +271,7 @@ type sessionOut struct {
 	out *streamOut
 }
 
-// start makes and starts the session's outbox, replacing one of the same id.
+// start registers the session's outbox, replacing (stopping) one of the same id.
 func (os *outboxes) start(session string, s *sessionOut) {
 	os.mu.Lock()
 	old := os.open[session]
@@ -274,7 +280,6 @@ func (os *outboxes) start(session string, s *sessionOut) {
 	if old != nil {
 		old.stop()
 	}
-	go s.run()
 }
 
 // get is the session's outbox, nil if it has none.

@@ -16,8 +16,9 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// testOutbox is an outbox (1 s send timeout) whose writer records each batch's URIs,
-// and blocks while the client is stuck (a channel: synctest sees it blocked).
+// testOutbox is an outbox (1 s send timeout, stopped when the test ends) whose writer
+// records each batch's URIs, and blocks while the client is stuck (a channel: synctest
+// sees it blocked).
 type testOutbox struct {
 	*outbox
 	m *deliveryMetrics
@@ -28,14 +29,18 @@ type testOutbox struct {
 	ended   chan struct{}
 }
 
-func newTestOutbox(t *testing.T, era string) *testOutbox {
+// newTestOutbox returns a testOutbox written by w (nil: writers of its own).
+func newTestOutbox(t *testing.T, era string, w *writers) *testOutbox {
 	t.Helper()
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := &testOutbox{m: m.delivery, ended: make(chan struct{})}
-	to.outbox = newOutbox(era, func(batch []resources.Message) {
+	if w == nil {
+		w = newWriters()
+	}
+	to.outbox = newOutbox(era, w, func(batch []resources.Message) {
 		to.mu.Lock()
 		stuck := to.stuck
 		to.mu.Unlock()
@@ -50,6 +55,7 @@ func newTestOutbox(t *testing.T, era string) *testOutbox {
 		to.batches = append(to.batches, uris)
 		to.mu.Unlock()
 	}, func() { close(to.ended) }, m.delivery, quietLog, time.Second)
+	t.Cleanup(to.stopWait)
 	return to
 }
 
@@ -74,13 +80,6 @@ func (to *testOutbox) stall() (resume func()) {
 		to.mu.Unlock()
 		close(ch)
 	}
-}
-
-// start runs the writer until the test ends.
-func (to *testOutbox) start(t *testing.T) {
-	var wg sync.WaitGroup
-	wg.Go(to.run)
-	t.Cleanup(func() { to.stop(); wg.Wait() })
 }
 
 // notesOf returns the notification of a change of each cell of the notebook bound to
@@ -134,8 +133,7 @@ func cells(ids ...string) []string {
 func TestOutboxStalledClientIsEnded(t *testing.T) {
 	notes := notesOf(t, "a", "b", "c")
 	synctest.Test(t, func(t *testing.T) {
-		to := newTestOutbox(t, era20251125)
-		to.start(t)
+		to := newTestOutbox(t, era20251125, nil)
 		to.notify(notes, "a", "b")
 		synctest.Wait()
 		to.notify(notes, "c")
@@ -186,9 +184,8 @@ func TestOutboxStalledClientIsEnded(t *testing.T) {
 func TestOutboxHeldUntilRelease(t *testing.T) {
 	notes := notesOf(t, "a")
 	synctest.Test(t, func(t *testing.T) {
-		to := newTestOutbox(t, era20260728)
+		to := newTestOutbox(t, era20260728, nil)
 		to.held = true
-		to.start(t)
 		to.notify(notes, "a", "a", "a")
 		synctest.Wait()
 		if got := to.written(); len(got) != 0 {
@@ -207,9 +204,8 @@ func TestOutboxHeldUntilRelease(t *testing.T) {
 func TestOutboxGatedCoalesces(t *testing.T) {
 	notes := notesOf(t, "a", "b")
 	synctest.Test(t, func(t *testing.T) {
-		to := newTestOutbox(t, era20251125)
+		to := newTestOutbox(t, era20251125, nil)
 		to.gated = true
-		to.start(t)
 		to.notify(notes, "a")
 		synctest.Wait()
 		if got := to.written(); len(got) != 0 {
@@ -266,9 +262,8 @@ func TestOutboxGatedCoalesces(t *testing.T) {
 func TestOutboxWaitingForAStreamIsNoStall(t *testing.T) {
 	notes := notesOf(t, "a", "b")
 	synctest.Test(t, func(t *testing.T) {
-		to := newTestOutbox(t, era20251125)
+		to := newTestOutbox(t, era20251125, nil)
 		to.gated = true
-		to.start(t)
 		to.streamOpened()
 		resume := to.stall()
 		to.notify(notes, "a")
@@ -300,9 +295,8 @@ func TestOutboxCoalescesMany(t *testing.T) {
 	}
 	notes := notesOf(t, ids...)
 	synctest.Test(t, func(t *testing.T) {
-		to := newTestOutbox(t, era20260728)
+		to := newTestOutbox(t, era20260728, nil)
 		to.held = true
-		to.start(t)
 		backward := slices.Clone(ids)
 		slices.Reverse(backward)
 		for range 3 {

@@ -42,8 +42,9 @@ type stdioTransport struct {
 	out    io.Writer
 	cancel context.CancelCauseFunc // ends serve; set before the session registers
 
-	wmu  sync.Mutex // one message written at a time
-	line []byte     // the change notifications' line, reused
+	writers *writers   // write the outboxes' batches
+	wmu     sync.Mutex // one message written at a time
+	line    []byte     // the change notifications' line, reused
 }
 
 func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, error) {
@@ -51,7 +52,7 @@ func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, e
 	if err != nil {
 		return nil, err
 	}
-	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), m: m, in: in, out: out}, nil
+	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), m: m, in: in, out: out, writers: newWriters()}, nil
 }
 
 // Handler is nil: stdio has no HTTP endpoint.
@@ -95,7 +96,7 @@ func (t *stdioTransport) writeNotes(batch []resources.Message) {
 
 // newOutbox returns an outbox writing to stdout, ended by end.
 func (t *stdioTransport) newOutbox(era string, end func()) *outbox {
-	return newOutbox(era, t.writeNotes, end, t.m.delivery, t.log, t.cfg.SendTimeout)
+	return newOutbox(era, t.writers, t.writeNotes, end, t.m.delivery, t.log, t.cfg.SendTimeout)
 }
 
 // SessionEnded: the stdio session ends with Serve.
@@ -112,8 +113,7 @@ func (t *stdioTransport) Serve(ctx context.Context) error {
 	sess := &stdioSession{ch: make(chan mcp.JSONRPCNotification, 1024), notes: t.newOutbox(era20251125, t.stalled)}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(sess.notes.run)
-	defer sess.notes.stop()
+	defer sess.notes.stopWait()
 	if err := t.mcp.RegisterSession(ctx, sess); err != nil {
 		return fmt.Errorf("register stdio session: %w", err)
 	}
@@ -247,9 +247,7 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 				o.held = true
 			}
 		}
-		var writing sync.WaitGroup
-		writing.Go(o.run)
-		defer func() { o.stop(); writing.Wait() }()
+		defer o.stopWait()
 		ctx = resources.WithListenSink(ctx, o)
 	}
 	if resp := t.mcp.HandleMessage(ctx, line); resp != nil {
