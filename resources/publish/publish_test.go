@@ -65,13 +65,6 @@ func TestNewDefaultAndErrors(t *testing.T) {
 	}
 }
 
-func validate(t *testing.T, payload []byte) publish.Event {
-	t.Helper()
-	var ev publish.Event
-	publishtest.Validate(t, payload, &ev)
-	return ev
-}
-
 func TestEventPayloads(t *testing.T) {
 	small := event("a.ipynb")
 	small.Seq = 1
@@ -79,7 +72,7 @@ func TestEventPayloads(t *testing.T) {
 	if err != nil || len(one) != 1 {
 		t.Fatalf("small event: %d payloads, %v", len(one), err)
 	}
-	if got := validate(t, one[0]); got.Part != nil {
+	if got := publishtest.Event(t, one[0]); got.Part != nil {
 		t.Fatalf("a whole event has a part: %s", one[0])
 	}
 
@@ -93,7 +86,7 @@ func TestEventPayloads(t *testing.T) {
 		if len(p) > notifyLimit {
 			t.Fatalf("payload of %d bytes", len(p))
 		}
-		parts = append(parts, validate(t, p))
+		parts = append(parts, publishtest.Event(t, p))
 	}
 	if len(parts) < 5 {
 		t.Fatalf("%d parts for a %d-cell event", len(parts), 300)
@@ -112,7 +105,7 @@ func TestEventPayloads(t *testing.T) {
 	if err != nil || len(payloads) != 1 {
 		t.Fatalf("huge item: %d payloads, %v", len(payloads), err)
 	}
-	if got := validate(t, payloads[0]); !got.Changes.Incomplete || len(got.URIs) != 1 {
+	if got := publishtest.Event(t, payloads[0]); !got.Changes.Incomplete || len(got.URIs) != 1 {
 		t.Fatalf("huge item not flagged: %s", payloads[0])
 	}
 }

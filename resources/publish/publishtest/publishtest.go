@@ -34,6 +34,14 @@ func SchemaPath() string {
 	return filepath.Join(filepath.Dir(self), "..", "event.schema.json")
 }
 
+// Event is the one event payload holds, validated as Validate does.
+func Event(t testing.TB, payload []byte) publish.Event {
+	t.Helper()
+	var ev publish.Event
+	Validate(t, payload, &ev)
+	return ev
+}
+
 // Validate fails the test unless payload is one JSON event valid against the schema
 // (with format assertions on), and decodes it into ev (a *publish.Event), every field
 // known.

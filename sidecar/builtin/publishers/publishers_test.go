@@ -170,13 +170,6 @@ func TestWebhookGivesUp(t *testing.T) {
 	}
 }
 
-func validate(t *testing.T, payload []byte) publish.Event {
-	t.Helper()
-	var ev publish.Event
-	publishtest.Validate(t, payload, &ev)
-	return ev
-}
-
 // TestPGNotify needs a real PostgreSQL: run under .ci/postgres.sh.
 func TestPGNotify(t *testing.T) {
 	dsn := pgtest.DSN(t)
@@ -206,7 +199,7 @@ func TestPGNotify(t *testing.T) {
 		if len(payload) > MaxNotifyPayload {
 			t.Fatalf("payload of %d bytes", len(payload))
 		}
-		ev := validate(t, payload)
+		ev := publishtest.Event(t, payload)
 		got = append(got, ev)
 		if ev.Seq == 3 {
 			break
