@@ -2,6 +2,7 @@ package transport
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -18,13 +19,12 @@ type writers struct {
 	max        int           // workers taking from the queue at once
 	stuckAfter time.Duration // a write this long no longer holds a worker's place
 
-	mu     sync.Mutex
-	queue  []*outbox // waiting for a worker, in order
-	head   int       // queue[head:] waits
-	counts int       // workers counted (not in a write for longer than stuckAfter)
-	inside []*worker // counted workers, to see how long their write lasts
-	timer  *time.Timer
-	timing bool // the timer is armed
+	mu      sync.Mutex
+	queue   []*outbox // waiting for a worker, in order
+	head    int       // queue[head:] waits
+	counted []*worker // workers not in one write for longer than stuckAfter
+	timer   *time.Timer
+	timing  bool // the timer is armed
 }
 
 // worker is one goroutine of writers; since is when its write began, zero between
@@ -53,7 +53,7 @@ func (w *writers) submit(o *outbox) {
 		w.queue, w.head = w.queue[:n], 0
 	}
 	w.queue = append(w.queue, o)
-	if w.counts < w.max {
+	if len(w.counted) < w.max {
 		w.startLocked()
 	}
 }
@@ -61,8 +61,7 @@ func (w *writers) submit(o *outbox) {
 // startLocked starts a counted worker and, with it, the check for stuck writes.
 func (w *writers) startLocked() {
 	wk := &worker{}
-	w.counts++
-	w.inside = append(w.inside, wk)
+	w.counted = append(w.counted, wk)
 	if !w.timing {
 		w.timing = true
 		if w.timer == nil {
@@ -86,8 +85,7 @@ func (w *writers) next(wk *worker) *outbox {
 	if w.head == len(w.queue) {
 		clear(w.queue)
 		w.queue, w.head = w.queue[:0], 0
-		w.counts--
-		w.inside = deleteWorker(w.inside, wk)
+		w.counted = slices.DeleteFunc(w.counted, func(x *worker) bool { return x == wk })
 		return nil
 	}
 	o := w.queue[w.head]
@@ -110,30 +108,14 @@ func (w *writers) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	for i := 0; i < len(w.inside); {
-		wk := w.inside[i]
-		if wk.since.IsZero() || now.Sub(wk.since) < w.stuckAfter {
-			i++
-			continue
-		}
-		wk.dropped = true
-		w.counts--
-		w.inside = deleteWorker(w.inside, wk)
-	}
-	for w.counts < w.max && w.head < len(w.queue) {
+	w.counted = slices.DeleteFunc(w.counted, func(wk *worker) bool {
+		wk.dropped = !wk.since.IsZero() && now.Sub(wk.since) >= w.stuckAfter
+		return wk.dropped
+	})
+	for len(w.counted) < w.max && w.head < len(w.queue) {
 		w.startLocked()
 	}
-	if w.timing = w.counts > 0; w.timing {
+	if w.timing = len(w.counted) > 0; w.timing {
 		w.timer.Reset(w.stuckAfter)
 	}
-}
-
-// deleteWorker removes wk from ws.
-func deleteWorker(ws []*worker, wk *worker) []*worker {
-	for i, x := range ws {
-		if x == wk {
-			return append(ws[:i], ws[i+1:]...)
-		}
-	}
-	return ws
 }
