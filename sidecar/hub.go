@@ -116,11 +116,11 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	if err != nil {
 		return fmt.Errorf("register hub metrics: %w", err)
 	}
-	challenge, err := mountHubAuth(f, cfg, verifier, h.obs)
+	challenge, endpointVerifier, err := mountHubAuth(f, cfg, verifier, h.obs)
 	if err != nil {
 		return err
 	}
-	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: verifier,
+	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: endpointVerifier,
 		Guard: auth.Guard{Challenge: challenge, Logger: h.obs.Logger, Registerer: h.obs.Registerer}}.Wrap(h)
 	if err != nil {
 		return err
@@ -425,15 +425,17 @@ func (h *hub) tenantLog(user string) *slog.Logger {
 }
 
 // mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under
-// the service prefix and returns the challenge parameter a 401 carries; "" when off.
-func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs config.Obs) (string, error) {
+// the service prefix and returns the challenge parameter a 401 carries and the MCP
+// endpoint's verifier: verifier, and the login's own tokens with hub.oauth on; "" and
+// verifier when off.
+func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs config.Obs) (string, auth.Verifier, error) {
 	o := cfg.Hub.OAuth
 	if !o.Enabled {
-		return "", nil
+		return "", verifier, nil
 	}
 	api, err := url.Parse(cfg.Hub.APIURL)
 	if err != nil {
-		return "", fmt.Errorf("hub.api_url: %w", err)
+		return "", nil, fmt.Errorf("hub.api_url: %w", err)
 	}
 	origin := strings.TrimRight(o.PublicURL, "/")
 	issuer := origin + strings.TrimRight(cfg.Hub.ServicePrefix, "/")
@@ -446,18 +448,21 @@ func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs
 		HubClientSecret: cfg.Hub.APIToken,
 		HubRedirectURI:  cfg.Hub.ServicePrefix + "oauth_callback",
 		ProxyHops:       o.ProxyHops,
+		AccessTokenTTL:  o.AccessTokenTTL,
+		RefreshTokenTTL: o.RefreshTokenTTL,
 		Verify: func(ctx context.Context, token string) (string, error) {
 			p, err := verifier.Verify(ctx, token)
 			return p.User, err
 		},
-		Logger: obs.Logger,
+		Logger:     obs.Logger,
+		Registerer: obs.Registerer,
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	h := srv.Handler()
 	for _, p := range hubauth.Paths {
 		f.Handle(cfg.Hub.PrefixedPath(p), h)
 	}
-	return srv.Challenge(), nil
+	return srv.Challenge(), srv.Verifier(verifier), nil
 }

@@ -41,6 +41,9 @@ type HubOAuth struct {
 	PublicURL string `option:"public_url" yaml:"public_url"` // the Hub's origin as browsers reach it, e.g. https://hub.example.org
 	ClientID  string `option:"client_id" yaml:"client_id"`   // the service's OAuth client id at the Hub; "" = service-{service_name}
 	ProxyHops int    `option:"proxy_hops" yaml:"proxy_hops"` // proxies in front appending to X-Forwarded-For (the Hub's: 1): the rate limits' source address
+
+	AccessTokenTTL  time.Duration `option:"access_token_ttl" yaml:"access_token_ttl"`   // a sidecar access token's life
+	RefreshTokenTTL time.Duration `option:"refresh_token_ttl" yaml:"refresh_token_ttl"` // a login's refresh tokens' life, never beyond the Hub token's
 }
 
 // maxProxyHops bounds hub.oauth.proxy_hops.
@@ -99,7 +102,7 @@ func DefaultHub() Hub {
 		},
 		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
 		IdleTimeout:   DefaultHubIdleTimeout,
-		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops},
+		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL},
 	}
 }
 
@@ -222,6 +225,8 @@ func (h Hub) validate(v *validator, transport string) {
 		if h.OAuth.ProxyHops < 0 || h.OAuth.ProxyHops > maxProxyHops {
 			v.fail("hub.oauth.proxy_hops", "must be 0 to %d (the proxies in front of the sidecar), got %d", maxProxyHops, h.OAuth.ProxyHops)
 		}
+		v.positive("hub.oauth.access_token_ttl", h.OAuth.AccessTokenTTL)
+		v.positive("hub.oauth.refresh_token_ttl", h.OAuth.RefreshTokenTTL)
 		if h.APIToken == "" && h.APITokenFile == "" {
 			v.fail("hub.oauth.enabled", "needs the service's API token (hub.api_token, hub.api_token_file or $%s): it is the service's OAuth client secret", EnvHubAPIToken)
 		}

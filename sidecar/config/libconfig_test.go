@@ -134,6 +134,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"ondisk.max_file_bytes":        {d.OnDisk.MaxFileBytes, int64(ondisk.DefaultMaxFileBytes)},
 		"hub.token_cache_ttl":          {h.TokenCacheTTL, hubauth.DefaultTokenCacheTTL},
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
+		"hub.oauth.access_token_ttl":   {h.OAuth.AccessTokenTTL, hubauth.DefaultAccessTokenTTL},
+		"hub.oauth.refresh_token_ttl":  {h.OAuth.RefreshTokenTTL, hubauth.DefaultRefreshTokenTTL},
 		"hub.stores.sqlite_path":       {filepath.Base(h.Stores.SQLitePath), sqlite.DefaultPath},
 		"hub.stores.fileid_db":         {filepath.Base(h.Stores.FileIDDB), fileid.DBName},
 	} {

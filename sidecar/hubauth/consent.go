@@ -6,9 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
-	"time"
 )
 
 // The consent step. The Hub tells who the user is only once they have logged in, so
@@ -17,9 +15,13 @@ import (
 // may do) and no code until the user approves there. The page's form is bound to the
 // browser that loaded it (a cookie, SameSite=Strict, HttpOnly) and to the pending
 // authorization (a token in the form), both compared in constant time; it is POST
-// only, single-use, and refused from another origin. An approval is remembered for
-// the user and the client (in memory: a restart asks again, as clients register
-// again anyway) until the user revokes it at oauth/consents.
+// only, single-use, refused from another origin, and, from a browser that sends
+// Sec-Fetch-* headers, taken only from a click on the page itself (userNavigation);
+// the page is shown only to the browser's window (topLevel), so a script of another
+// page of the origin cannot read its form. An approval is remembered for the user, the
+// client and the redirect URI (approvals.go; in memory: a restart asks again, as
+// clients register again anyway) until the user revokes it at oauth/consents
+// (manage.go).
 
 // consentCookie holds the browser's secret the consent forms are bound to.
 const consentCookie = "jupyter-mcp-sidecar-consent"
@@ -35,23 +37,11 @@ type consent struct {
 	browser   string // hash of the browser's cookie
 }
 
-// approval is a client a user approved.
-type approval struct {
-	clientID     string
-	name         string
-	redirectURIs []string
-	at           time.Time
-}
-
-// approvalKey keys an approval by user and client (client IDs are base64url: the NUL
-// cannot be one's).
-func approvalKey(user, clientID string) string { return user + "\x00" + clientID }
-
 // consentOrCode ends the Hub's callback for user: a code for a client the user has
-// approved, else the consent page.
+// approved for f's redirect URI, else the consent page.
 func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, user, tok string, expiresIn int) {
-	if _, ok := s.granted.get(approvalKey(user, f.clientID)); ok {
-		s.issue(w, r, f, tok, expiresIn)
+	if s.approved(user, f.clientID, f.redirectURI) {
+		s.issue(w, r, f, user, tok, expiresIn)
 		return
 	}
 	c, ok := s.client(f.clientID)
@@ -72,26 +62,34 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many logins in progress")
 		return
 	}
-	nonce := random()
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+formTarget(f.redirectURI)+
-		"; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Type", "text/html; charset=utf-8")
+	nonce := pageHeaders(w, formTarget(f.redirectURI))
 	name := c.name
 	if name == "" {
 		name = "(no name given)"
 	}
 	err := consentPage.Execute(w, map[string]string{
 		"Nonce": nonce, "Action": s.base + "/oauth/consent", "ID": id, "CSRF": csrf, "ClientID": f.clientID,
-		"Name": name, "User": user, "Back": redirectHost(f.redirectURI), "Consents": s.cfg.Issuer + "/oauth/consents",
+		"Name": name, "User": user, "Back": redirectShown(f.redirectURI), "Consents": s.cfg.Issuer + "/oauth/consents",
 	})
 	if err != nil {
 		s.log.Warn("consent page", "err", err)
 	}
+}
+
+// pageHeaders sets the headers of the sidecar's pages, whose forms post to the issuer's
+// origin and extra (a CSP source list, "" or starting with a space), and returns the
+// nonce of the page's style.
+func pageHeaders(w http.ResponseWriter, extra string) string {
+	nonce := random()
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+extra+
+		"; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	return nonce
 }
 
 // decide takes the consent page's form: approve or deny, for the pending
@@ -99,6 +97,10 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if !s.sameOrigin(r) {
 		http.Error(w, "the consent form comes from another site", http.StatusForbidden)
+		return
+	}
+	if !userNavigation(r) {
+		http.Error(w, "the consent form is taken only from a click on the consent page", http.StatusForbidden)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
@@ -129,9 +131,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.keep(p.clientID)
-		s.granted.put(approvalKey(p.user, p.clientID), approval{clientID: p.clientID, name: c.name, redirectURIs: c.redirectURIs, at: s.now()}, 0)
+		s.granted.put(approvalKey(p.user, p.clientID, p.redirectURI), approval{clientID: p.clientID, name: c.name, redirectURI: p.redirectURI, at: s.now()}, 0)
 		s.log.Info("oauth client approved by a user")
-		s.issue(w, r, p.flow, p.token, p.expiresIn)
+		s.issue(w, r, p.flow, p.user, p.token, p.expiresIn)
 	case "deny":
 		s.redirectError(w, r, p.redirectURI, p.state, "access_denied", "the user denied the client access")
 	default:
@@ -148,6 +150,29 @@ func (s *Server) sameOrigin(r *http.Request) bool {
 	}
 	origin := r.Header.Get("Origin")
 	return origin == "" || origin == s.origin()
+}
+
+// userNavigation reports whether a form's POST is a person's click on a page of the
+// issuer's origin, as far as the browser tells: with Sec-Fetch-* headers (every
+// current browser's), a same-origin navigation of the window, activated by the user.
+// A same-origin fetch() (mode cors) or a script's form.submit() (no Sec-Fetch-User)
+// is none; a request without the headers is no current browser's, and still needs
+// the form's cookie and token.
+func userNavigation(r *http.Request) bool {
+	h := r.Header
+	if h.Get("Sec-Fetch-Site") == "" && h.Get("Sec-Fetch-Mode") == "" && h.Get("Sec-Fetch-Dest") == "" && h.Get("Sec-Fetch-User") == "" {
+		return true
+	}
+	return h.Get("Sec-Fetch-Site") == "same-origin" && h.Get("Sec-Fetch-Mode") == "navigate" &&
+		h.Get("Sec-Fetch-Dest") == "document" && h.Get("Sec-Fetch-User") == "?1"
+}
+
+// topLevel reports whether a request that answers with a page holding a form's token
+// loads the browser's window, as far as the browser tells: a fetch() of another page
+// of the origin (which could read the token) or a frame is refused.
+func topLevel(r *http.Request) bool {
+	mode, dest := r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Sec-Fetch-Dest")
+	return (mode == "" || mode == "navigate") && (dest == "" || dest == "document")
 }
 
 // origin is the issuer's origin.
@@ -178,20 +203,15 @@ func formTarget(redirectURI string) string {
 	return " " + src
 }
 
-// redirectHost is where the client sends the user back, as the page shows it.
-func redirectHost(redirectURI string) string {
+// redirectShown is where the client sends the user back, as the page shows it: the
+// whole URI, which the code goes to, but for http on a loopback IP literal, a program
+// on this computer listening on a port of its choosing (shown as host and path).
+func redirectShown(redirectURI string) string {
 	u, err := url.Parse(redirectURI)
-	if err != nil {
+	if err != nil || !loopbackHTTP(u, redirectURI) {
 		return redirectURI
 	}
-	switch {
-	case u.Scheme == "https":
-		return u.Host
-	case u.Scheme == "http":
-		return u.Host + " (a program on this computer)"
-	default:
-		return u.Scheme + "://" + u.Host + " (an application on this computer)"
-	}
+	return u.Host + u.EscapedPath() + " (a program on this computer)"
 }
 
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
@@ -208,8 +228,8 @@ dt{font-weight:600;margin-top:.6em}code{word-break:break-all}button{font-size:1e
 <dt>It will be able to</dt><dd>list and read all your notebooks, live, and be told when they change, as you, until its access expires.</dd>
 </dl>
 <p>Approve only if you started this login yourself, from an MCP client you use. If a link or a page you did not expect brought you here, deny.
-Approving is remembered: this client's next logins come back without this page. Your approvals are listed, and revoked,
-at <code>{{.Consents}}</code> (with your JupyterHub token).</p>
+Approving is remembered for this client and this address: its next logins back here come back without this page. Your
+approvals are listed, and revoked, at <a href="{{.Consents}}">{{.Consents}}</a>.</p>
 <form id="consent" method="post" action="{{.Action}}">
 <input type="hidden" name="consent" value="{{.ID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
@@ -218,51 +238,3 @@ at <code>{{.Consents}}</code> (with your JupyterHub token).</p>
 <button type="submit" name="decision" value="deny">Deny</button>
 </form></main></body></html>
 `))
-
-// listConsents answers a user's Hub token with the clients the user approved.
-func (s *Server) listConsents(w http.ResponseWriter, r *http.Request) {
-	user, ok := s.bearerUser(w, r)
-	if !ok {
-		return
-	}
-	type item struct {
-		ClientID     string    `json:"client_id"`
-		ClientName   string    `json:"client_name"`
-		RedirectURIs []string  `json:"redirect_uris"`
-		ApprovedAt   time.Time `json:"approved_at"`
-	}
-	list := []item{}
-	s.granted.each(approvalKey(user, ""), func(a approval) {
-		list = append(list, item{a.clientID, a.name, a.redirectURIs, a.at.UTC()})
-	})
-	sort.Slice(list, func(i, j int) bool { return list[i].ApprovedAt.Before(list[j].ApprovedAt) })
-	writeJSON(w, http.StatusOK, map[string]any{"consents": list})
-}
-
-// revokeConsent forgets a user's approval of a client: its next login asks again.
-func (s *Server) revokeConsent(w http.ResponseWriter, r *http.Request) {
-	user, ok := s.bearerUser(w, r)
-	if !ok {
-		return
-	}
-	if _, ok := s.granted.take(approvalKey(user, r.PathValue("client_id"))); !ok {
-		writeJSON(w, http.StatusNotFound, oauthError{"not_found", "no approval of that client"})
-		return
-	}
-	s.log.Info("oauth client approval revoked by a user")
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// bearerUser is the user of the request's Hub token (Authorization: Bearer or token),
-// else it answers 401.
-func (s *Server) bearerUser(w http.ResponseWriter, r *http.Request) (string, bool) {
-	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if sc := strings.ToLower(scheme); (sc == "bearer" || sc == "token") && tok != "" {
-		if user, err := s.cfg.Verify(r.Context(), strings.TrimSpace(tok)); err == nil && user != "" {
-			return user, true
-		}
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar", `+s.Challenge())
-	writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_token", "your JupyterHub token (Authorization: Bearer …)"})
-	return "", false
-}

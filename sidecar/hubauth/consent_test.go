@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"html"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,10 +41,10 @@ func newConsentEnv(t *testing.T) *consentEnv {
 		noFollow: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// register registers a client named name with redirect and returns its id.
-func (e *consentEnv) register(name, redirect string) string {
+// register registers a client named name with redirects and returns its id.
+func (e *consentEnv) register(name string, redirects ...string) string {
 	e.t.Helper()
-	b, _ := json.Marshal(map[string]any{"client_name": name, "redirect_uris": []string{redirect}})
+	b, _ := json.Marshal(map[string]any{"client_name": name, "redirect_uris": redirects})
 	resp, err := http.Post(e.srv.URL+"/services/mcp/oauth/register", "application/json", strings.NewReader(string(b)))
 	if err != nil {
 		e.t.Fatal(err)
@@ -133,7 +132,7 @@ func (e *consentEnv) submit(form url.Values, cookie *http.Cookie, mod func(*http
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "https://hub.example.org")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	click(req)
 	if cookie != nil {
 		req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
 	}
@@ -146,6 +145,15 @@ func (e *consentEnv) submit(form url.Values, cookie *http.Cookie, mod func(*http
 	}
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Location")
+}
+
+// click sets the Sec-Fetch-* headers Chromium sends with a form posted by a person's
+// click on a page of the same origin.
+func click(r *http.Request) {
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	r.Header.Set("Sec-Fetch-Mode", "navigate")
+	r.Header.Set("Sec-Fetch-Dest", "document")
+	r.Header.Set("Sec-Fetch-User", "?1")
 }
 
 func with(v url.Values, key, value string) url.Values {
@@ -195,7 +203,7 @@ func TestConsentPage(t *testing.T) {
 			t.Errorf("the page holds the client's markup %q:\n%s", bad, p.body)
 		}
 	}
-	for _, want := range []string{html.EscapeString(name), "<b id=\"user\">alice</b>", "<code>evil.example</code>", id,
+	for _, want := range []string{html.EscapeString(name), "<b id=\"user\">alice</b>", "<code>" + evilRedirect + "</code>", id,
 		`<button type="submit" name="decision" value="approve">`, `<button type="submit" name="decision" value="deny">`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, p.body)
@@ -204,11 +212,20 @@ func TestConsentPage(t *testing.T) {
 	if p.form.Get("client_id") != id {
 		t.Errorf("the form names client %q, want %q", p.form.Get("client_id"), id)
 	}
-	// A user name is escaped too, and a private-use scheme is named as an application.
-	app := e.register("app", "vscode://vscode.mcp/cb")
-	q := consentPageOf(t, e.back(app, "vscode://vscode.mcp/cb", "<u>", nil))
-	if !strings.Contains(q.body, "&lt;u&gt;") || strings.Contains(q.body, "<u>") || !strings.Contains(q.body, "vscode://vscode.mcp (an application on this computer)") {
-		t.Errorf("page for user <u> and a vscode: client:\n%s", q.body)
+	// A user name is escaped too; the page shows the whole redirect URI the code goes
+	// to, escaped, but for a loopback listener, whose port the program picks.
+	for _, tt := range []struct{ redirect, shown string }{
+		{"vscode://vscode.mcp/cb?a=1&b=<x>", "vscode://vscode.mcp/cb?a=1&amp;b=&lt;x&gt;"},
+		{"https://evil.example/x?next=https://other.example/", "https://evil.example/x?next=https://other.example/"},
+		{"http://localhost:3000/cb", "http://localhost:3000/cb"},
+		{ownRedirect, "127.0.0.1:33418/cb (a program on this computer)"},
+		{"http://[::1]:8080/cb?x=1", "[::1]:8080/cb (a program on this computer)"},
+	} {
+		app := e.register("app", tt.redirect)
+		q := consentPageOf(t, e.back(app, tt.redirect, "<u>", nil))
+		if !strings.Contains(q.body, "&lt;u&gt;") || strings.Contains(q.body, "<u>") || !strings.Contains(q.body, `<dd id="redirect-host"><code>`+tt.shown+"</code>") {
+			t.Errorf("page for user <u> and a client of %s, want %q shown:\n%s", tt.redirect, tt.shown, q.body)
+		}
 	}
 }
 
@@ -236,6 +253,21 @@ func TestConsentDecide(t *testing.T) {
 		{name: "unknown consent", form: func(p page, _ string) url.Values { return with(p.form, "consent", random()) }, status: http.StatusBadRequest},
 		{name: "from another origin", req: func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, status: http.StatusForbidden},
 		{name: "a cross-site form", req: func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, status: http.StatusForbidden},
+		// Another page of the origin (another Hub user's server, on a Hub without
+		// subdomains) posting the form with a script: refused before the form is
+		// looked at, so the user can still approve with a click.
+		{name: "a same-origin fetch", req: func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Mode", "cors")
+			r.Header.Set("Sec-Fetch-Dest", "empty")
+			r.Header.Del("Sec-Fetch-User")
+		}, status: http.StatusForbidden},
+		{name: "a script's form.submit()", req: func(r *http.Request) { r.Header.Del("Sec-Fetch-User") }, status: http.StatusForbidden},
+		{name: "into a frame", req: func(r *http.Request) { r.Header.Set("Sec-Fetch-Dest", "iframe") }, status: http.StatusForbidden},
+		{name: "a browser without Sec-Fetch", req: func(r *http.Request) {
+			for _, h := range []string{"Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Sec-Fetch-User"} {
+				r.Header.Del(h)
+			}
+		}, status: http.StatusFound, want: "code=", used: true},
 		{name: "GET", req: func(r *http.Request) { r.Method = http.MethodGet }, status: http.StatusMethodNotAllowed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,7 +290,7 @@ func TestConsentDecide(t *testing.T) {
 			}
 			approved := tt.want == "code="
 			for who, id := range map[string]string{"evil": evil, "own": own} {
-				if _, ok := e.s.granted.get(approvalKey("alice", id)); ok != (approved && who == "evil") {
+				if ok := e.s.approved("alice", id, evilRedirect); ok != (approved && who == "evil") {
 					t.Errorf("alice's approval of %s: %v", who, ok)
 				}
 			}
@@ -285,84 +317,63 @@ func TestConsentDecide(t *testing.T) {
 	}
 }
 
-// TestConsentRemembered checks that an approval is remembered for its user and client
-// only, that the code it gives redeems for the Hub's token, and that the user can list
-// and revoke approvals with their Hub token.
+// TestConsentRemembered checks that an approval is remembered for its user, its client
+// and its redirect URI only (a loopback one on any port): the same client's login
+// through another of its redirect URIs shows the page again, naming that URI.
 func TestConsentRemembered(t *testing.T) {
 	e := newConsentEnv(t)
-	own := e.register("own <client>", ownRedirect)
+	own := e.register("own <client>", ownRedirect, evilRedirect)
 	other := e.register("other", ownRedirect)
 	p := consentPageOf(t, e.back(own, ownRedirect, "alice", nil))
 	status, loc := e.submit(with(p.form, "decision", "approve"), p.cookie, nil)
-	if status != http.StatusFound || !strings.Contains(loc, "code=") {
+	if status != http.StatusFound || !strings.HasPrefix(loc, ownRedirect+"?") || !strings.Contains(loc, "code=") {
 		t.Fatalf("approve: %d %q", status, loc)
 	}
-	u, _ := url.Parse(loc)
-	resp, err := http.PostForm(e.srv.URL+"/services/mcp/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {u.Query().Get("code")},
-		"redirect_uri": {ownRedirect}, "client_id": {own}, "code_verifier": {strings.Repeat("v", 43)}})
-	if err != nil {
-		t.Fatal(err)
+	// Remembered: alice's next login through the same client and redirect URI goes
+	// straight back, on another port of the loopback listener too.
+	for _, redirect := range []string{ownRedirect, "http://127.0.0.1:40001/cb"} {
+		if rec := e.back(own, redirect, "alice", p.cookie); rec.Code != http.StatusFound || !strings.HasPrefix(rec.Header().Get("Location"), redirect+"?code=") {
+			t.Fatalf("alice's login through %s again: %d %v", redirect, rec.Code, rec.Header())
+		}
 	}
-	var tok map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
-	if tok["access_token"] != "hub-token-of-alice" {
-		t.Fatalf("token: %d %v", resp.StatusCode, tok)
-	}
-	// Remembered: alice's next login through the same client goes straight back.
-	if rec := e.back(own, ownRedirect, "alice", p.cookie); rec.Code != http.StatusFound || !strings.Contains(rec.Header().Get("Location"), "code=") {
-		t.Fatalf("alice's second login: %d %v", rec.Code, rec.Header())
+	// Not through the client's other redirect URI: the page again, naming it.
+	rec := e.back(own, evilRedirect, "alice", p.cookie)
+	if q := consentPageOf(t, rec, p.cookie); !strings.Contains(q.body, "<code>"+evilRedirect+"</code>") {
+		t.Errorf("the page for the other redirect URI does not name it:\n%s", q.body)
 	}
 	// Not for bob, not for another client of alice's.
 	consentPageOf(t, e.back(own, ownRedirect, "bob", nil))
-	rec := e.back(other, ownRedirect, "alice", p.cookie)
+	rec = e.back(other, ownRedirect, "alice", p.cookie)
 	consentPageOf(t, rec, p.cookie)
 	if c := rec.Result().Cookies(); len(c) != 0 {
 		t.Errorf("a second consent page in the same browser set %v: the first page's form would fail", c)
 	}
+	if got := e.s.approvals("alice"); len(got) != 1 || got[0].clientID != own || got[0].redirectURI != ownRedirect || got[0].name != "own <client>" {
+		t.Errorf("alice's approvals: %+v", got)
+	}
+}
 
-	call := func(method, path, token string) (int, string) {
-		req, _ := http.NewRequest(method, e.srv.URL+"/services/mcp/oauth/consents"+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+// TestRedirectKey checks what an approval is bound to: the redirect URI, but for http
+// on a loopback IP literal, any port of it.
+func TestRedirectKey(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		same bool
+	}{
+		{"http://127.0.0.1:1/cb", "http://127.0.0.1:2/cb", true},
+		{"http://127.0.0.1/cb", "http://127.0.0.1:2/cb", true},
+		{"http://[::1]:1/cb?x=1", "http://[::1]:2/cb?x=1", true},
+		{"http://127.0.0.1:1/cb", "http://127.0.0.1:1/cb/", false},
+		{"http://127.0.0.1:1/cb?x=1", "http://127.0.0.1:1/cb?x=2", false},
+		{"http://127.0.0.1:1/cb", "http://127.0.0.2:1/cb", false},
+		{"http://localhost:1/cb", "http://localhost:2/cb", false},
+		{"https://app.example/cb", "https://app.example:443/cb", false},
+		{"https://app.example/cb", "https://APP.example/cb", false},
+		{"vscode://vscode.mcp/cb", "vscode://vscode.mcp:1/cb", false},
+		{"http://127.0.0.1:1/cb", "https://127.0.0.1:1/cb", false},
+	} {
+		if got := redirectKey(tt.a) == redirectKey(tt.b); got != tt.same {
+			t.Errorf("%s and %s: same approval %v, want %v", tt.a, tt.b, got, tt.same)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
 	}
-	if status, body := call(http.MethodGet, "", ""); status != http.StatusUnauthorized {
-		t.Errorf("the list without a token: %d %s", status, body)
-	}
-	if status, body := call(http.MethodGet, "", "forged"); status != http.StatusUnauthorized {
-		t.Errorf("the list with a bad token: %d %s", status, body)
-	}
-	var list struct {
-		Consents []struct {
-			ClientID   string `json:"client_id"`
-			ClientName string `json:"client_name"`
-		} `json:"consents"`
-	}
-	status, body := call(http.MethodGet, "", "tok-alice")
-	if status != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list.Consents) != 1 ||
-		list.Consents[0].ClientID != own || list.Consents[0].ClientName != "own <client>" {
-		t.Fatalf("alice's approvals: %d %s", status, body)
-	}
-	if status, body := call(http.MethodGet, "", "tok-bob"); status != http.StatusOK || body != "{\"consents\":[]}\n" {
-		t.Errorf("bob's approvals: %d %s", status, body)
-	}
-	if status, _ := call(http.MethodDelete, "/"+own, "tok-bob"); status != http.StatusNotFound {
-		t.Errorf("bob revoking alice's approval: %d, want 404", status)
-	}
-	if status, _ := call(http.MethodDelete, "/"+own, "tok-alice"); status != http.StatusNoContent {
-		t.Fatalf("alice revoking: %d", status)
-	}
-	if status, _ := call(http.MethodDelete, "/"+own, "tok-alice"); status != http.StatusNotFound {
-		t.Errorf("revoking twice: %d, want 404", status)
-	}
-	// Revoked: the next login asks again.
-	consentPageOf(t, e.back(own, ownRedirect, "alice", p.cookie), p.cookie)
 }

@@ -62,6 +62,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultProxyHops is Config.ProxyHops behind JupyterHub: its proxy appends one
@@ -96,8 +98,14 @@ type Config struct {
 	MaxSources    int           // source addresses whose rates are tracked; 0: 10000
 	ProxyHops     int           // proxies in front appending to X-Forwarded-For whose entries name the source; 0: the connection's peer (JupyterHub's: DefaultProxyHops)
 
+	AccessTokenTTL  time.Duration // how long a sidecar access token is valid; 0: DefaultAccessTokenTTL
+	RefreshTokenTTL time.Duration // how long a login's refresh tokens last, never beyond the Hub token's expiry; 0: DefaultRefreshTokenTTL
+	MaxTokens       int           // logins holding sidecar tokens, all users together (the oldest forgotten first); 0: 10000
+
 	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
 	Logger *slog.Logger // nil: slog.Default()
+
+	Registerer prometheus.Registerer // for the tokens' metrics; nil: none
 }
 
 // Server is the authorization front of hub mode. Construct it with New.
@@ -114,6 +122,10 @@ type Server struct {
 	limit   *limiter // every request of the flow, by source
 	regs    *limiter // registrations, by source
 	secure  bool     // the issuer is https: the consent cookie is Secure
+
+	tokens  *tokenStore       // the sidecar's tokens, by login
+	metrics tokenMetrics      // of the tokens
+	logins  *bounded[session] // browsers signed in to the approvals page, by their cookie's digest
 	now     func() time.Time
 }
 
@@ -123,16 +135,19 @@ type client struct {
 	redirectURIs []string
 }
 
-// flow is a login in progress at the Hub: what the client asked for.
+// flow is a login in progress at the Hub: what the client asked for, or, for manage, a
+// user signing in to the approvals page.
 type flow struct {
-	clientID, redirectURI, state, challenge, hubVerifier string
+	clientID, redirectURI, state, challenge, scope, hubVerifier string
+	manage                                                      bool
 }
 
-// grant is a code given to a client: what the token request must match, and the token.
+// grant is a code given to a client: what the token request must match, and the user's
+// Hub token the client's tokens are minted from.
 type grant struct {
-	clientID, redirectURI, challenge string
-	token                            string
-	expiresIn                        int
+	clientID, redirectURI, challenge, scope string
+	user, token                             string
+	expiresIn                               int
 }
 
 // New checks cfg and returns a Server; it does no I/O.
@@ -148,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.HubClientID == "" || cfg.HubClientSecret == "" || cfg.HubRedirectURI == "" || cfg.Verify == nil {
 		return nil, fmt.Errorf("%w: HubClientID, HubClientSecret (the service's API token), HubRedirectURI and Verify are required", ErrConfig)
+	}
+	if cfg.AccessTokenTTL < 0 || cfg.RefreshTokenTTL < 0 || cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: negative token lifetime or bound", ErrConfig)
 	}
 	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
 		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 {
@@ -167,6 +185,13 @@ func New(cfg Config) (*Server, error) {
 	def(&cfg.MaxClients, 10000)
 	def(&cfg.MaxPending, 10000)
 	def(&cfg.MaxConsents, 10000)
+	def(&cfg.MaxTokens, 10000)
+	if cfg.AccessTokenTTL == 0 {
+		cfg.AccessTokenTTL = DefaultAccessTokenTTL
+	}
+	if cfg.RefreshTokenTTL == 0 {
+		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
+	}
 	def(&cfg.Burst, 100)
 	def(&cfg.RegisterBurst, 10)
 	def(&cfg.MaxSources, 10000)
@@ -191,6 +216,12 @@ func New(cfg Config) (*Server, error) {
 	s.pending = newBounded[consent](cfg.MaxPending, false)
 	s.granted = newBounded[approval](cfg.MaxConsents, true)
 	s.codes = newBounded[grant](cfg.MaxPending, false)
+	s.tokens = newTokenStore(cfg.MaxTokens)
+	s.logins = newBounded[session](cfg.MaxPending, true)
+	var err error
+	if s.metrics, err = newTokenMetrics(cfg.Registerer, func() float64 { return float64(s.tokens.len()) }); err != nil {
+		return nil, err
+	}
 	s.limit = newLimiter(cfg.Rate, cfg.Burst, cfg.MaxSources)
 	s.regs = newLimiter(cfg.RegisterRate, cfg.RegisterBurst, cfg.MaxSources)
 	return s, nil
@@ -211,8 +242,8 @@ func (s *Server) Challenge() string {
 var Paths = []string{
 	"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/",
 	"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration", "/.well-known/jwks.json",
-	"/oauth/register", "/oauth/authorize", "/oauth/token", "/oauth_callback",
-	"/oauth/consent", "/oauth/consents", "/oauth/consents/",
+	"/oauth/register", "/oauth/authorize", "/oauth/token", "/oauth/revoke", "/oauth_callback",
+	"/oauth/consent", "/oauth/consents",
 }
 
 // Handler serves the metadata and the flow's endpoints at the issuer's path (the
@@ -232,7 +263,7 @@ func (s *Server) Handler() http.Handler {
 				writeJSON(w, http.StatusOK, map[string]any{"keys": []any{}}) // no ID tokens are issued
 			}),
 		},
-		http.MethodPost: {"/oauth/register": s.limited(s.within(s.regs, s.register)), "/oauth/token": s.limited(s.token)},
+		http.MethodPost: {"/oauth/register": s.limited(s.within(s.regs, s.register)), "/oauth/token": s.limited(s.token), "/oauth/revoke": s.limited(s.revokeToken)},
 	} {
 		for p, h := range routes {
 			mux.Handle(method+" "+b+p, anyOrigin(h))
@@ -243,9 +274,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET "+b+"/oauth/authorize", s.limited(s.authorize))
 	mux.Handle("GET "+b+"/oauth_callback", s.limited(s.callback))
 	mux.Handle("POST "+b+"/oauth/consent", s.limited(s.decide))
-	// A user's approvals, to their Hub token (no cookies: no cross-origin reads either).
-	mux.Handle("GET "+b+"/oauth/consents", s.limited(s.listConsents))
-	mux.Handle("DELETE "+b+"/oauth/consents/{client_id}", s.limited(s.revokeConsent))
+	// A user's approvals, a page for the user signed in to the Hub in a browser.
+	mux.Handle("GET "+b+"/oauth/consents", s.limited(s.consentsPage))
+	mux.Handle("POST "+b+"/oauth/consents", s.limited(s.revokeFromPage))
 	return mux
 }
 
@@ -287,12 +318,14 @@ func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	i := s.cfg.Issuer
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                         i,
-		"authorization_endpoint":                         i + "/oauth/authorize",
-		"token_endpoint":                                 i + "/oauth/token",
-		"registration_endpoint":                          i + "/oauth/register",
+		"issuer":                 i,
+		"authorization_endpoint": i + "/oauth/authorize",
+		"token_endpoint":         i + "/oauth/token",
+		"registration_endpoint":  i + "/oauth/register",
+		"revocation_endpoint":    i + "/oauth/revoke",
+		"revocation_endpoint_auth_methods_supported":     []string{"none"},
 		"response_types_supported":                       []string{"code"},
-		"grant_types_supported":                          []string{"authorization_code"},
+		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          []string{"none"},
 		"scopes_supported":                               []string{},
@@ -470,28 +503,46 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail("invalid_request", "PKCE is required: code_challenge with code_challenge_method S256")
 	case q.Get("resource") != "" && strings.TrimRight(q.Get("resource"), "/") != strings.TrimRight(s.cfg.Resource, "/"):
 		fail("invalid_target", "resource must be "+s.cfg.Resource)
+	case len(q.Get("scope")) > 512:
+		fail("invalid_scope", "scope of at most 512 bytes")
 	default:
-		f := flow{clientID: clientID, redirectURI: redirectURI, state: state, challenge: q.Get("code_challenge"), hubVerifier: random() + random()}
-		id := random()
-		if !s.flows.put(id, f, s.cfg.FlowTTL) {
+		f := flow{clientID: clientID, redirectURI: redirectURI, state: state, challenge: q.Get("code_challenge"), scope: q.Get("scope"), hubVerifier: random() + random()}
+		if !s.toHub(w, r, f) {
 			fail("temporarily_unavailable", "too many logins in progress")
-			return
 		}
-		hub := url.Values{
-			"client_id": {s.cfg.HubClientID}, "redirect_uri": {s.cfg.HubRedirectURI}, "response_type": {"code"},
-			"state": {id}, "code_challenge": {s256(f.hubVerifier)}, "code_challenge_method": {"S256"},
-		}
-		http.Redirect(w, r, s.cfg.HubAuthorizeURL+"?"+hub.Encode(), http.StatusFound)
 	}
+}
+
+// toHub sends the browser to the Hub's authorize endpoint for f; false when too many
+// logins are in progress.
+func (s *Server) toHub(w http.ResponseWriter, r *http.Request, f flow) bool {
+	id := random()
+	if !s.flows.put(id, f, s.cfg.FlowTTL) {
+		return false
+	}
+	hub := url.Values{
+		"client_id": {s.cfg.HubClientID}, "redirect_uri": {s.cfg.HubRedirectURI}, "response_type": {"code"},
+		"state": {id}, "code_challenge": {s256(f.hubVerifier)}, "code_challenge_method": {"S256"},
+	}
+	http.Redirect(w, r, s.cfg.HubAuthorizeURL+"?"+hub.Encode(), http.StatusFound)
+	return true
 }
 
 // callback is where the Hub sends the browser back: the Hub's code is exchanged for the
 // user's token, and the client gets a code of its own.
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
+	if !topLevel(r) {
+		http.Error(w, "open the login in the browser's window, not from a script or a frame", http.StatusForbidden)
+		return
+	}
 	q := r.URL.Query()
 	f, ok := s.flows.take(q.Get("state"))
 	if !ok {
 		http.Error(w, "unknown or expired login: start again from your MCP client", http.StatusBadRequest)
+		return
+	}
+	if f.manage {
+		s.signedIn(w, r, f)
 		return
 	}
 	if e := q.Get("error"); e != "" {
@@ -513,10 +564,12 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	s.consentOrCode(w, r, f, user, tok, expiresIn)
 }
 
-// issue gives the client of f a code for tok, the user having approved the client.
-func (s *Server) issue(w http.ResponseWriter, r *http.Request, f flow, tok string, expiresIn int) {
+// issue gives the client of f a code for user's tok, the user having approved the
+// client for f's redirect URI.
+func (s *Server) issue(w http.ResponseWriter, r *http.Request, f flow, user, tok string, expiresIn int) {
 	code := random()
-	if !s.codes.put(hash(code), grant{clientID: f.clientID, redirectURI: f.redirectURI, challenge: f.challenge, token: tok, expiresIn: expiresIn}, s.cfg.CodeTTL) {
+	g := grant{clientID: f.clientID, redirectURI: f.redirectURI, challenge: f.challenge, scope: f.scope, user: user, token: tok, expiresIn: expiresIn}
+	if !s.codes.put(hash(code), g, s.cfg.CodeTTL) {
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many codes outstanding")
 		return
 	}
@@ -578,8 +631,9 @@ func (s *Server) exchange(ctx context.Context, code, verifier string) (string, i
 	return t.AccessToken, t.ExpiresIn, nil
 }
 
-// token redeems a code: once, by the client it was given to, with the redirect URI and
-// the PKCE verifier of its authorization request.
+// token redeems a code (once, by the client it was given to, with the redirect URI and
+// the PKCE verifier of its authorization request, while the user's approval stands)
+// or a refresh token (refreshGrant).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
@@ -587,8 +641,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	if f.Get("grant_type") != "authorization_code" {
-		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "authorization_code only"})
+	switch f.Get("grant_type") {
+	case "authorization_code":
+	case "refresh_token":
+		s.refreshGrant(w, r, f)
+		return
+	default:
+		writeJSON(w, http.StatusBadRequest, oauthError{"unsupported_grant_type", "authorization_code or refresh_token"})
 		return
 	}
 	g, ok := s.codes.take(hash(f.Get("code"))) // single-use: gone whatever follows
@@ -603,13 +662,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_request", "code_verifier is required"})
 	case subtle.ConstantTimeCompare([]byte(s256(f.Get("code_verifier"))), []byte(g.challenge)) != 1:
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "code_verifier does not match the code_challenge"})
+	case !s.approved(g.user, g.clientID, g.redirectURI): // revoked since the code was given
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "the user's approval of the client was revoked"})
 	default:
-		resp := map[string]any{"access_token": g.token, "token_type": "Bearer"}
-		if g.expiresIn > 0 {
-			resp["expires_in"] = g.expiresIn
-		}
-		w.Header().Set("Pragma", "no-cache")
-		writeJSON(w, http.StatusOK, resp)
+		s.mintFor(w, g)
 	}
 }
 
@@ -643,12 +699,8 @@ func registered(redirectURI string, list []string) bool {
 }
 
 func sameButPort(a, b string) bool {
-	ua, errA := url.Parse(a)
-	ub, errB := url.Parse(b)
-	return errA == nil && errB == nil && ua.Scheme == "http" && ub.Scheme == "http" &&
-		isLoopback(ua.Hostname()) && ua.Hostname() == ub.Hostname() &&
-		ua.User == nil && ua.Opaque == "" && !strings.Contains(a, "#") &&
-		ua.EscapedPath() == ub.EscapedPath() && ua.RawQuery == ub.RawQuery
+	ua, err := url.Parse(a)
+	return err == nil && loopbackHTTP(ua, a) && redirectKey(a) == redirectKey(b)
 }
 
 type oauthError struct {

@@ -1,0 +1,80 @@
+package hubauth
+
+import (
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Approvals. A user approves a client for one redirect URI: the approval covers that
+// URI only (for http on a loopback IP literal, any port of it, as RFC 8252 section 7.3
+// asks of a native app's listener), so a client that registered a second redirect URI
+// cannot have a code sent there on the strength of the first one's approval: an
+// authorization request naming a URI the user has not approved for the client shows
+// the consent page again, with that URI on it.
+
+// approval is a client a user approved for one redirect URI.
+type approval struct {
+	clientID    string
+	name        string
+	redirectURI string // as the user saw it on the consent page
+	at          time.Time
+}
+
+// approvalKey keys an approval by user, client and redirectKey (client IDs are
+// base64url and users' names hold no NUL: a key splits one way only).
+func approvalKey(user, clientID, redirectURI string) string {
+	return approvalPrefix(user, clientID) + redirectKey(redirectURI)
+}
+
+// approvalPrefix is the start of the keys of user's approvals of clientID ("": of
+// every client).
+func approvalPrefix(user, clientID string) string {
+	if clientID == "" {
+		return user + "\x00"
+	}
+	return user + "\x00" + clientID + "\x00"
+}
+
+// redirectKey is what an approval of redirectURI is bound to: the URI itself, but for
+// http on a loopback IP literal without its port (sameButPort's match).
+func redirectKey(redirectURI string) string {
+	u, err := url.Parse(redirectURI)
+	if err != nil || !loopbackHTTP(u, redirectURI) {
+		return redirectURI
+	}
+	return "http://" + u.Hostname() + u.EscapedPath() + "?" + u.RawQuery
+}
+
+// loopbackHTTP reports whether u (parsed from raw) is an http URL on a loopback IP
+// literal whose port a client may choose: no user info, no fragment.
+func loopbackHTTP(u *url.URL, raw string) bool {
+	return u.Scheme == "http" && isLoopback(u.Hostname()) && u.User == nil && u.Opaque == "" && !strings.Contains(raw, "#")
+}
+
+// approved reports whether user approved clientID for redirectURI.
+func (s *Server) approved(user, clientID, redirectURI string) bool {
+	_, ok := s.granted.get(approvalKey(user, clientID, redirectURI))
+	return ok
+}
+
+// approvals are user's approvals, the oldest first.
+func (s *Server) approvals(user string) []approval {
+	var list []approval
+	s.granted.each(approvalPrefix(user, ""), func(a approval) { list = append(list, a) })
+	sort.Slice(list, func(i, j int) bool { return list[i].at.Before(list[j].at) })
+	return list
+}
+
+// revokeApproval forgets user's approval of clientID for redirectURI and ends every
+// token of user's that clientID holds, whichever redirect URI it came through; false
+// when there was no such approval.
+func (s *Server) revokeApproval(user, clientID, redirectURI string) bool {
+	if _, ok := s.granted.take(approvalKey(user, clientID, redirectURI)); !ok {
+		return false
+	}
+	s.tokens.revokeWhere(func(f *family) bool { return f.user == user && f.clientID == clientID }, s.metrics.revoked.WithLabelValues("approval_revoked"))
+	s.log.Info("oauth client approval revoked by a user")
+	return true
+}
