@@ -4,41 +4,67 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
 // consentEnv is a Server over HTTP with Hub users by token: "tok-alice" is alice's,
-// "tok-bob" bob's.
+// "tok-bob" bob's; the Hub token a login of user's gets is "hub-token-of-{user}".
+// Tokens in revoked are refused as the Hub refuses a revoked token; with down set, the
+// Hub does not answer.
 type consentEnv struct {
 	t        *testing.T
 	s        *Server
 	srv      *httptest.Server
 	noFollow *http.Client
+	reg      *prometheus.Registry
+	revoked  sync.Map // Hub tokens revoked at the Hub
+	down     atomic.Bool
 }
 
-func newConsentEnv(t *testing.T) *consentEnv {
+func newConsentEnv(t *testing.T, mod ...func(*Config)) *consentEnv {
 	t.Helper()
+	e := &consentEnv{t: t, reg: prometheus.NewRegistry(),
+		noFollow: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	c := testConfig()
+	c.Registerer = e.reg
 	c.Verify = func(_ context.Context, tok string) (string, error) {
-		if u, ok := strings.CutPrefix(tok, "tok-"); ok {
-			return u, nil
+		if e.down.Load() {
+			return "", fmt.Errorf("%w: the Hub does not answer", auth.ErrUnavailable)
+		}
+		if _, ok := e.revoked.Load(tok); ok {
+			return "", fmt.Errorf("%w: revoked", auth.ErrUnauthorized)
+		}
+		for _, prefix := range []string{"tok-", "hub-token-of-"} {
+			if u, ok := strings.CutPrefix(tok, prefix); ok {
+				return u, nil
+			}
 		}
 		return "", errors.New("not a Hub token")
+	}
+	for _, m := range mod {
+		m(&c)
 	}
 	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &consentEnv{t: t, s: s, srv: srv,
-		noFollow: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	e.s = s
+	e.srv = httptest.NewServer(s.Handler())
+	t.Cleanup(e.srv.Close)
+	return e
 }
 
 // register registers a client named name with redirects and returns its id.
