@@ -178,7 +178,9 @@ func TestTokens(t *testing.T) {
 // serves its own client only, and that no token reaches the log.
 func TestRefreshRotation(t *testing.T) {
 	var logs bytes.Buffer
-	e := newConsentEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})) })
+	e := newConsentEnv(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	own := e.register("own", ownRedirect)
 	other := e.register("other", ownRedirect)
 	first := e.login(own, ownRedirect, "alice")
