@@ -8,16 +8,26 @@
 // on the sidecar's consent page if it is shown (consent: "approve", the default,
 // "deny", or "none": stop there), and returns when the page has left the Hub for a URL
 // starting with until (the OAuth client's redirect URI, which some listener of the
-// client's answers) or stopped on a page that is none of those.
+// client's answers) or stopped on a page that is none of those. With intercept (a URL
+// prefix, e.g. https://evil.example/), the browser answers requests there itself (a
+// host that does not exist here) and reports them; with click (a selector), the person
+// then clicks it on the page where the login ended.
+//
+// visit(browser, url, {context, leave}) opens url, a page whose own script runs at
+// load (no click: no user activation), in the person's browser, and returns when the
+// page shows #done or, with leave, when the page has navigated away from url.
 //
 // fetchFrom(browser, page, requests) runs fetches from a page of another origin, as a
 // browser-based client (the MCP Inspector) does.
 //
 // As a driver: node hublogin.mjs --chromium /usr/bin/chromium
-//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"[,"consent":"deny"][,"session":"alice"]}
+//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"[,"consent":"deny"][,"session":"alice"][,"intercept":P][,"click":S]}
+//           {"op":"visit","url":U[,"session":"alice"][,"leave":true]}
 //           {"op":"fetch","page":URL,"requests":[{"url":…,"method":…,"headers":{…},"body":…}]}
 //   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
-//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…} (login),
+//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…,"form":{…},"intercepted":[…]} (login; form: the
+//           consent page's hidden fields where the login stopped there),
+//           {"ok":true,"url":…,"status":…,"text":…} (visit),
 //           {"ok":true,"answers":[{"status":…,"headers":{…},"body":…} or {"error":…}]} (fetch),
 //           or {"ok":false,"error":…}.
 import { pathToFileURL } from 'node:url';
@@ -26,17 +36,21 @@ import { launch, serve } from './chromium.mjs';
 // logIn returns where the person ended: url (the page's URL), seen (the pages
 // filled, in order: the Hub's "login", "authorize", the sidecar's "consent"), status
 // (the last document's HTTP status) and text (the start of what the page shows).
-export async function logIn(browser, url, { user, password = 'any', until, consent = 'approve', context: kept, timeout = 60000 }) {
+export async function logIn(browser, url, { user, password = 'any', until, consent = 'approve', context: kept, intercept, click, timeout = 60000 }) {
   const context = kept || await browser.newContext();
   let page;
   try {
     page = await context.newPage();
     page.setDefaultTimeout(timeout); // one page on a loaded 2-core machine
     const seen = [];
-    let status = 0; // the last document's, not a redirect's
-    page.on('response', (r) => {
-      if (r.request().isNavigationRequest() && r.frame() === page.mainFrame() && (r.status() < 300 || r.status() >= 400)) status = r.status();
-    });
+    const intercepted = [];
+    if (intercept) {
+      await page.route((u) => u.href.startsWith(intercept), (route) => {
+        intercepted.push(route.request().url());
+        return route.fulfill({ status: 200, contentType: 'text/plain', body: 'intercepted' });
+      });
+    }
+    const status = documentStatus(page);
     await page.goto(url);
     for (let step = 0; step < 4 && !page.url().startsWith(until); step++) {
       let submit;
@@ -60,8 +74,50 @@ export async function logIn(browser, url, { user, password = 'any', until, conse
       await submit.click();
       await loaded;
     }
-    const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 500);
-    return { url: page.url(), seen, status, text };
+    let form;
+    if (seen.at(-1) === 'consent' && consent === 'none') {
+      form = Object.fromEntries(await page.locator('form#consent input[type=hidden]').evaluateAll(
+        (inputs) => inputs.map((i) => [i.name, i.value])));
+    }
+    if (click) {
+      const loaded = page.waitForEvent('load');
+      await page.locator(click).click();
+      await loaded;
+    }
+    const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 2000);
+    return { url: page.url(), seen, status: status(), text, form, intercepted };
+  } finally {
+    await (kept ? page?.close() : context.close());
+  }
+}
+
+// documentStatus follows page's main-frame documents: it returns a function giving the
+// last one's HTTP status (not a redirect's).
+function documentStatus(page) {
+  let status = 0;
+  page.on('response', (r) => {
+    if (r.request().isNavigationRequest() && r.frame() === page.mainFrame() && (r.status() < 300 || r.status() >= 400)) status = r.status();
+  });
+  return () => status;
+}
+
+// visit opens url in context (or a new one) and waits for the page's own script: until
+// it shows #done, or, with leave, until the page has navigated elsewhere.
+async function visit(browser, url, { context: kept, leave, timeout = 60000 }) {
+  const context = kept || await browser.newContext();
+  let page;
+  try {
+    page = await context.newPage();
+    page.setDefaultTimeout(timeout);
+    const status = documentStatus(page);
+    await page.goto(url);
+    if (leave) {
+      await page.waitForURL((u) => u.href !== url);
+    } else {
+      await page.locator('#done').waitFor({ state: 'attached' });
+    }
+    const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 2000);
+    return { url: page.url(), status: status(), text };
   } finally {
     await (kept ? page?.close() : context.close());
   }
@@ -99,11 +155,13 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   if (i < 0) throw new Error('--chromium is required');
   const browser = await launch(process.argv[i + 1]);
   const sessions = new Map(); // a person's browser context, by the login's "session"
+  const session = async (cmd) => {
+    if (cmd.session && !sessions.has(cmd.session)) sessions.set(cmd.session, await browser.newContext());
+    return sessions.get(cmd.session);
+  };
   serve(browser, {
-    login: async (cmd) => {
-      if (cmd.session && !sessions.has(cmd.session)) sessions.set(cmd.session, await browser.newContext());
-      return logIn(browser, cmd.url, { ...cmd, context: sessions.get(cmd.session) });
-    },
+    login: async (cmd) => logIn(browser, cmd.url, { ...cmd, context: await session(cmd) }),
+    visit: async (cmd) => visit(browser, cmd.url, { ...cmd, context: await session(cmd) }),
     fetch: async (cmd) => ({ answers: await fetchFrom(browser, cmd.page, cmd.requests) }),
   });
 }

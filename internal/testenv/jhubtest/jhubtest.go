@@ -366,6 +366,18 @@ func (h *Hub) Revoke(tok Token) {
 	}
 }
 
+// Route has the proxy send prefix (e.g. /pages/, path kept) to target (e.g.
+// http://127.0.0.1:41235), through the proxy's own API: a page there has the Hub's
+// origin, as another user's server has on a Hub without subdomains. The Hub leaves
+// routes it did not make alone.
+func (h *Hub) Route(prefix, target string) {
+	h.t.Helper()
+	if _, err := h.call(http.MethodPost, h.proxyAPI+"/api/routes"+prefix, "token "+h.proxyKey, map[string]string{"target": target},
+		http.StatusCreated, http.StatusOK); err != nil {
+		h.t.Fatalf("proxy route %s: %v", prefix, err)
+	}
+}
+
 // Stop ends the Hub and its proxy (SIGTERM, then SIGKILL to their process group after
 // 10 s) and waits for them. Stopping twice is a no-op.
 func (h *Hub) Stop() {

@@ -51,10 +51,12 @@ func listenRedirect(t *testing.T) (string, <-chan url.Values) {
 
 // hubLogin is where a person's login in Chromium ended (hublogin.mjs's reply).
 type hubLogin struct {
-	URL    string   `json:"url"`
-	Seen   []string `json:"seen"` // the pages the person filled: the Hub's "login", "authorize", the sidecar's "consent"
-	Status int      `json:"status"`
-	Text   string   `json:"text"`
+	URL         string            `json:"url"`
+	Seen        []string          `json:"seen"` // the pages the person filled: the Hub's "login", "authorize", the sidecar's "consent"
+	Status      int               `json:"status"`
+	Text        string            `json:"text"`
+	Form        map[string]string `json:"form"`        // the consent form's hidden fields, where the login stopped there
+	Intercepted []string          `json:"intercepted"` // the URLs the browser answered itself ("intercept")
 }
 
 // logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
