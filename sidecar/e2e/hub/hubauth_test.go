@@ -56,7 +56,7 @@ type hubLogin struct {
 	Status      int               `json:"status"`
 	Text        string            `json:"text"`
 	Form        map[string]string `json:"form"`        // the consent form's hidden fields, where the login stopped there
-	Intercepted []string          `json:"intercepted"` // the URLs the browser answered itself ("intercept")
+	Intercepted []string          `json:"intercepted"` // the URLs requested at the "intercept" prefix
 }
 
 // logIn has a new person in people's Chromium open authorizeURL and log in at the Hub as
