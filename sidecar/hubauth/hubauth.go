@@ -123,10 +123,11 @@ type Server struct {
 	regs    *limiter // registrations, by source
 	secure  bool     // the issuer is https: the consent cookie is Secure
 
-	tokens  *tokenStore       // the sidecar's tokens, by login
-	metrics tokenMetrics      // of the tokens
-	logins  *bounded[session] // browsers signed in to the approvals page, by their cookie's digest
-	now     func() time.Time
+	tokens   *tokenStore       // the sidecar's tokens, by login
+	redeemed *bounded[string]  // codes redeemed, by digest: the login they started, ended if one comes back
+	metrics  tokenMetrics      // of the tokens
+	logins   *bounded[session] // browsers signed in to the approvals page, by their cookie's digest
+	now      func() time.Time
 }
 
 // client is a registered OAuth client.
@@ -217,6 +218,7 @@ func New(cfg Config) (*Server, error) {
 	s.granted = newBounded[approval](cfg.MaxConsents, true)
 	s.codes = newBounded[grant](cfg.MaxPending, false)
 	s.tokens = newTokenStore(cfg.MaxTokens)
+	s.redeemed = newBounded[string](cfg.MaxPending, true)
 	s.logins = newBounded[session](cfg.MaxPending, true)
 	var err error
 	if s.metrics, err = newTokenMetrics(cfg.Registerer, func() float64 { return float64(s.tokens.len()) }); err != nil {
@@ -653,6 +655,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.codes.take(hash(f.Get("code"))) // single-use: gone whatever follows
 	switch {
 	case !ok:
+		s.replayed(hash(f.Get("code")))
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "unknown, used or expired code"})
 	case f.Get("client_id") != g.clientID:
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "the code was issued to another client"})
@@ -665,7 +668,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case !s.approved(g.user, g.clientID, g.redirectURI): // revoked since the code was given
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_grant", "the user's approval of the client was revoked"})
 	default:
-		s.mintFor(w, g)
+		s.redeemed.put(hash(f.Get("code")), s.mintFor(w, g), s.cfg.FlowTTL)
 	}
 }
 

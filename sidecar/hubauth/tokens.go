@@ -256,11 +256,11 @@ func (t *tokenStore) len() int {
 // tokenMetrics count the sidecar's tokens.
 type tokenMetrics struct {
 	issued  *prometheus.CounterVec // grant: authorization_code, refresh_token
-	revoked *prometheus.CounterVec // reason: approval_revoked, client_revoked, refresh_reused, hub_token_rejected, evicted
+	revoked *prometheus.CounterVec // reason: approval_revoked, client_revoked, refresh_reused, code_replayed, hub_token_rejected, evicted
 }
 
 // Revocation reasons, the label values of tokenMetrics.revoked.
-var revokeReasons = []string{"approval_revoked", "client_revoked", "refresh_reused", "hub_token_rejected", "evicted"}
+var revokeReasons = []string{"approval_revoked", "client_revoked", "refresh_reused", "code_replayed", "hub_token_rejected", "evicted"}
 
 func newTokenMetrics(reg prometheus.Registerer, held func() float64) (tokenMetrics, error) {
 	r := promreg.On(reg)
@@ -268,7 +268,7 @@ func newTokenMetrics(reg prometheus.Registerer, held func() float64) (tokenMetri
 		issued: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hubauth", Name: "tokens_issued_total",
 			Help: "Access and refresh token pairs the sidecar issued to OAuth clients, by grant: authorization_code (a login), refresh_token."}, []string{"grant"})),
 		revoked: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hubauth", Name: "token_families_revoked_total",
-			Help: "Logins whose tokens were ended before their time, by reason: approval_revoked (by the user), client_revoked (RFC 7009), refresh_reused, hub_token_rejected (revoked or expired at the Hub), evicted (over the bound)."}, []string{"reason"})),
+			Help: "Logins whose tokens were ended before their time, by reason: approval_revoked (by the user), client_revoked (RFC 7009), refresh_reused, code_replayed, hub_token_rejected (revoked or expired at the Hub), evicted (over the bound)."}, []string{"reason"})),
 	}
 	promreg.Register(r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "hubauth", Name: "token_families",
 		Help: "Logins holding sidecar tokens, expired ones included until they are swept."}, held))
@@ -295,9 +295,9 @@ func (s *Server) tokenResponse(w http.ResponseWriter, f family, access, refresh 
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// mintFor starts a family for a redeemed code: user's tokens for g's client, from the
-// Hub token g holds.
-func (s *Server) mintFor(w http.ResponseWriter, g grant) {
+// mintFor starts a family for a redeemed code (user's tokens for g's client, from the
+// Hub token g holds) and returns its id.
+func (s *Server) mintFor(w http.ResponseWriter, g grant) string {
 	f := &family{id: random(), user: g.user, clientID: g.clientID, redirectURI: g.redirectURI, scope: g.scope, hubToken: g.token}
 	f.expires = s.now().Add(s.cfg.RefreshTokenTTL)
 	if g.expiresIn > 0 {
@@ -308,6 +308,16 @@ func (s *Server) mintFor(w http.ResponseWriter, g grant) {
 	access, refresh := s.tokens.add(f, s.cfg.AccessTokenTTL, s.metrics.revoked.WithLabelValues("evicted"))
 	s.metrics.issued.WithLabelValues("authorization_code").Inc()
 	s.tokenResponse(w, *f, access, refresh)
+	return f.id
+}
+
+// replayed ends the login a code of digest started, if it was redeemed already: a code
+// that comes back was seen by someone else (RFC 6749 section 4.1.2).
+func (s *Server) replayed(digest string) {
+	if id, ok := s.redeemed.take(digest); ok && s.tokens.revoke(id) {
+		s.metrics.revoked.WithLabelValues("code_replayed").Inc()
+		s.log.Warn("a redeemed code was used again: the tokens it gave are revoked")
+	}
 }
 
 // refreshGrant answers grant_type=refresh_token: the family's client, with its live

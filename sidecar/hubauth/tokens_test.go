@@ -424,3 +424,29 @@ func TestTokenBounds(t *testing.T) {
 		t.Errorf("evicted: %v", n)
 	}
 }
+
+// TestCodeReplay checks that a code redeemed a second time gives nothing and ends the
+// tokens its first redemption gave (RFC 6749 section 4.1.2).
+func TestCodeReplay(t *testing.T) {
+	e := newConsentEnv(t)
+	own := e.register("own", ownRedirect)
+	other := e.login(own, ownRedirect, "alice")
+	code := e.code(own, ownRedirect, "alice")
+	status, out := e.redeem(own, ownRedirect, code)
+	access, _ := out["access_token"].(string)
+	if status != http.StatusOK || access == "" {
+		t.Fatalf("token: %d %v", status, out)
+	}
+	if status, out := e.redeem(own, ownRedirect, code); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("the code again: %d %v", status, out)
+	}
+	if _, err := e.whose(access); err == nil {
+		t.Error("the tokens of a replayed code still work")
+	}
+	if _, err := e.whose(other.access); err != nil {
+		t.Errorf("another login's token: %v", err)
+	}
+	if n := e.metric("token_families_revoked_total", "reason", "code_replayed"); n != 1 {
+		t.Errorf("code_replayed: %v", n)
+	}
+}

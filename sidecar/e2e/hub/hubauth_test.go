@@ -352,29 +352,18 @@ func TestHubLogin(t *testing.T) {
 			t.Fatalf("alice declining: %+v, the client got %v; want access_denied and no code", l, back)
 		}
 
-		// alice lists her approvals with her Hub token and revokes her client's: its
-		// next login asks again.
-		call := func(method, path string, want int) string {
-			req, err := http.NewRequest(method, issuer+"/oauth/consents"+path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Authorization", "Bearer "+alice.tok.Value)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != want {
-				t.Fatalf("%s /oauth/consents%s: %d %s", method, path, resp.StatusCode, b)
-			}
-			return string(b)
+		// alice lists her approvals on the approvals page, signed in with the Hub in her
+		// browser, and revokes her client's there: its next login asks again.
+		consents := issuer + "/oauth/consents"
+		l = logIn(t, people, consents, "alice", consents, inHerBrowser(""))
+		if !strings.Contains(l.Text, ownReg.ClientID) || strings.Contains(l.Text, evilReg.ClientID) {
+			t.Fatalf("alice's approvals: %+v; want her client's only", l)
 		}
-		if list := call(http.MethodGet, "", http.StatusOK); !strings.Contains(list, ownReg.ClientID) || strings.Contains(list, evilReg.ClientID) {
-			t.Fatalf("alice's approvals: %s; want her client's only", list)
+		revoke := inHerBrowser("")
+		revoke["click"] = `form:has(input[name=client_id][value="` + ownReg.ClientID + `"]) button`
+		if l = logIn(t, people, consents, "alice", consents, revoke); l.Status != http.StatusOK || strings.Contains(l.Text, ownReg.ClientID) {
+			t.Fatalf("alice revoking her client: %+v", l)
 		}
-		call(http.MethodDelete, "/"+ownReg.ClientID, http.StatusNoContent)
 		if l := logIn(t, people, ownC.authorizeURL(nil), "alice", own, inHerBrowser("none")); fmt.Sprint(l.Seen) != "[consent]" || len(ownDelivered) != 0 {
 			t.Fatalf("alice's client after she revoked it: %+v; want the consent page again", l)
 		}

@@ -106,7 +106,8 @@ func TestHubLoginTokens(t *testing.T) {
 	t.Run("the sidecar's own tokens", func(t *testing.T) {
 		redirect, delivered := listenRedirect(t)
 		c := newOAuthClient(t, issuer, endpoint, register("tokens", redirect), redirect)
-		status, out := post("/oauth/token", c.tokenForm(c.code(t, people, "alice", delivered), nil))
+		code := c.code(t, people, "alice", delivered)
+		status, out := post("/oauth/token", c.tokenForm(code, nil))
 		access, _ := out["access_token"].(string)
 		rt, _ := out["refresh_token"].(string)
 		secrets = append(secrets, access, rt)
@@ -131,6 +132,13 @@ func TestHubLoginTokens(t *testing.T) {
 		g.Bind(sidecartest.NbName, sidecartest.NbPath)
 		sameNotebook(t, g, sidecartest.NbURI, alice.py.Notebook("a", sidecartest.NbPath))
 		g.Close()
+		// The code again (someone else saw it): refused, and the tokens it gave end.
+		if status, out := post("/oauth/token", c.tokenForm(code, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Errorf("the code again: %d %v", status, out)
+		}
+		if admitted(access) {
+			t.Error("the tokens of a code redeemed twice still work")
+		}
 	})
 
 	t.Run("refresh rotation and reuse", func(t *testing.T) {
