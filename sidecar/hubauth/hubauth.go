@@ -20,15 +20,18 @@
 //     there;
 //   - oauth_callback (the service's oauth_redirect_uri at the Hub) exchanges the Hub's
 //     code for the Hub's access token of that user and checks the token with Verify,
-//     which names the user; unless that user has approved this client before, it shows
-//     the sidecar's own consent page (consent.go);
-//   - oauth/consent takes the user's decision (a POST of that page, CSRF-checked): an
-//     approval is remembered for the user and the client, and the client gets a code of
-//     its own, single-use and short-lived; a denial sends it error=access_denied;
-//   - oauth/token gives that token to the client holding the code, the redirect URI and
-//     the PKCE verifier;
-//   - oauth/consents lists, to a user's Hub token, the clients that user approved, and
-//     revokes an approval (DELETE oauth/consents/{client_id}).
+//     which names the user; unless that user has approved this client for this
+//     redirect URI before (approvals.go), it shows the sidecar's own consent page
+//     (consent.go);
+//   - oauth/consent takes the user's decision (a POST of that page, CSRF-checked, from
+//     a click): an approval is remembered for the user, the client and the redirect
+//     URI, and the client gets a code of its own, single-use and short-lived; a denial
+//     sends it error=access_denied;
+//   - oauth/token gives the client holding the code, the redirect URI and the PKCE
+//     verifier the sidecar's own access and refresh tokens, and rotates them on a
+//     refresh (tokens.go); oauth/revoke ends them (RFC 7009);
+//   - oauth/consents is the user's page of approvals, signed in with the Hub in a
+//     browser, where they revoke one (manage.go).
 //
 // The consent page closes the confused deputy the MCP authorization's security best
 // practices describe: every client registered here reaches the Hub as the one OAuth
@@ -36,13 +39,13 @@
 // approved the service, so without it any client could have a user's code sent to a
 // redirect URI of its choosing by a mere link.
 //
-// The access token is the Hub's own OAuth token for the user, scoped to the service
-// (access:services!service={name}), with the Hub's expiry: the sidecar's token verifier
-// admits it for that user only, and a token revoked at the Hub stops working within
-// hub.token_cache_ttl. Every store is bounded in memory, every endpoint rate-limited, and
-// no token or code is logged. Rate limits are per source address (one flooding source
-// spends its own budget), and a client a user approved is kept apart from the clients
-// merely registered, so a flood of registrations forgets only the latter.
+// No token is passed through: the Hub's token of a login stays in the Server, which
+// checks it with Verify on every use of the tokens it minted from it, so a token
+// revoked at the Hub ends them within hub.token_cache_ttl. Every store is bounded in
+// memory, every endpoint rate-limited, and no token or code is logged. Rate limits are
+// per source address (one flooding source spends its own budget), and a client a user
+// approved is kept apart from the clients merely registered, so a flood of
+// registrations forgets only the latter.
 package hubauth
 
 import (
