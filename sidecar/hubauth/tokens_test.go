@@ -314,6 +314,9 @@ func TestRevocationEndpoint(t *testing.T) {
 	if status, _ := e.post("/oauth/revoke", url.Values{"client_id": {own}}); status != http.StatusBadRequest {
 		t.Errorf("no token: %d", status)
 	}
+	if status, _ := e.post("/oauth/revoke", url.Values{"client_id": {own}, "token": {strings.Repeat("x", maxBody)}}); status != http.StatusBadRequest {
+		t.Errorf("a body over 16 KiB: %d", status)
+	}
 	if n := e.metric("token_families_revoked_total", "reason", "client_revoked"); n != 1 {
 		t.Errorf("client_revoked: %v", n)
 	}
