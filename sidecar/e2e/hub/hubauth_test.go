@@ -179,9 +179,9 @@ func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hub
 // the user's server, and nothing of the other user's. A client in a web page of an
 // allowed origin does the same through CORS; a page of another origin cannot read the
 // endpoint. Tampered redirect URIs, missing state or PKCE, a missing or wrong verifier,
-// another client's code and a reused code are refused, and a Hub user without the
-// service's scope gets no code; the token is its user's only; revoked at the Hub, it is
-// refused within hub.token_cache_ttl.
+// another client's code and a reused code are refused (the reused code ending its
+// token), and a Hub user without the service's scope gets no code; the token is its
+// user's only; revoked at the Hub, it is refused within hub.token_cache_ttl.
 func TestHubLogin(t *testing.T) {
 	people := browser.HubLogin(t)
 	// A web page's origin allowed to use the MCP endpoint (the MCP Inspector's).
@@ -476,15 +476,24 @@ func TestHubLogin(t *testing.T) {
 				t.Errorf("the code after a failed request (%s): %d %v, want it gone", name, status, out["error"])
 			}
 		}
-		c := code()
-		status, out := tokenReq(form(c, nil))
-		tok, _ := out["access_token"].(string)
-		if status != http.StatusOK || tok == "" || out["token_type"] != "Bearer" {
-			t.Fatalf("token request: %d %v", status, out["error"])
+		redeem := func() (string, string) {
+			c := code()
+			status, out := tokenReq(form(c, nil))
+			tok, _ := out["access_token"].(string)
+			if status != http.StatusOK || tok == "" || out["token_type"] != "Bearer" {
+				t.Fatalf("token request: %d %v", status, out["error"])
+			}
+			return c, tok
 		}
+		// A reused code is refused, and ends the token its first use gave.
+		c, tok := redeem()
 		if status, out := tokenReq(form(c, nil)); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 			t.Errorf("reused code: %d %v, want invalid_grant", status, out["error"])
 		}
+		if status, _ := sidecartest.RPCStatusAs(t, endpoint, "", "Bearer "+tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"}); status != http.StatusUnauthorized {
+			t.Errorf("the token of a reused code: %d, want 401", status)
+		}
+		c, tok = redeem()
 
 		// The token is alice's: her notebook, not bob's.
 		g, err := sidecartest.DialGoAs(t, endpoint, true, "Bearer "+tok)
