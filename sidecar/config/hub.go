@@ -119,7 +119,7 @@ func DefaultHub() Hub {
 		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
 		IdleTimeout:   DefaultHubIdleTimeout,
 		OAuth: HubOAuth{ProxyHops: hubauth.DefaultProxyHops, Registration: string(hubauth.DefaultRegistration),
-			RegistrationTTL: hubauth.DefaultRegistrationTTL},
+			RegistrationTTL: hubauth.DefaultRegistrationTTL, TrustedProxies: []string{}, AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
 	}
 }
 

@@ -134,6 +134,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"ondisk.max_file_bytes":        {d.OnDisk.MaxFileBytes, int64(ondisk.DefaultMaxFileBytes)},
 		"hub.token_cache_ttl":          {h.TokenCacheTTL, hubauth.DefaultTokenCacheTTL},
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
+		"hub.oauth.registration":       {h.OAuth.Registration, string(hubauth.DefaultRegistration)},
+		"hub.oauth.registration_ttl":   {h.OAuth.RegistrationTTL, hubauth.DefaultRegistrationTTL},
 		"hub.stores.sqlite_path":       {filepath.Base(h.Stores.SQLitePath), sqlite.DefaultPath},
 		"hub.stores.fileid_db":         {filepath.Base(h.Stores.FileIDDB), fileid.DBName},
 	} {

@@ -26,6 +26,7 @@ type consentEnv struct {
 func newConsentEnv(t *testing.T) *consentEnv {
 	t.Helper()
 	c := testConfig()
+	c.AllowedRedirectSchemes = []string{"vscode"}
 	c.Verify = func(_ context.Context, tok string) (string, error) {
 		if u, ok := strings.CutPrefix(tok, "tok-"); ok {
 			return u, nil

@@ -63,6 +63,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -125,21 +126,22 @@ type Config struct {
 
 // Server is the authorization front of hub mode. Construct it with New.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	base    string            // the issuer's path, e.g. /services/mcp
-	clients *bounded[client]  // registered, no user's approval yet: expire after RegistrationTTL
-	kept    *bounded[client]  // approved by a user: kept for the process's life
-	static  map[string]client // the operator's (Config.Clients)
-	xffOnce sync.Once         // logs the first X-Forwarded-For of an untrusted peer
-	flows   *bounded[flow]
-	pending *bounded[consent]  // consent pages waiting, by their form's id
-	granted *bounded[approval] // approvals, by approvalKey
-	codes   *bounded[grant]
-	limit   *limiter // every request of the flow, by source
-	regs    *limiter // registrations, by source
-	secure  bool     // the issuer is https: the consent cookie is Secure
-	now     func() time.Time
+	cfg        Config
+	log        *slog.Logger
+	base       string            // the issuer's path, e.g. /services/mcp
+	clients    *bounded[client]  // registered, no user's approval yet: expire after RegistrationTTL
+	kept       *bounded[client]  // approved by a user: kept for the process's life
+	static     map[string]client // the operator's (Config.Clients)
+	xffOnce    sync.Once         // logs the first X-Forwarded-For of an untrusted peer
+	fullLogged atomic.Int64      // unix seconds of the last line about registrations refused at the bound
+	flows      *bounded[flow]
+	pending    *bounded[consent]  // consent pages waiting, by their form's id
+	granted    *bounded[approval] // approvals, by approvalKey
+	codes      *bounded[grant]
+	limit      *limiter // every request of the flow, by source
+	regs       *limiter // registrations, by source
+	secure     bool     // the issuer is https: the consent cookie is Secure
+	now        func() time.Time
 }
 
 // client is a registered OAuth client.
@@ -416,7 +418,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	id := random()
 	if !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
 		retry := max(1, int(math.Ceil(s.clients.nextExpiry().Sub(now).Seconds())))
-		s.log.Warn("oauth registration refused: the clients waiting for an approval are at hub.oauth's bound", "max", s.cfg.MaxClients)
+		if last := s.fullLogged.Load(); now.Unix()-last >= 60 && s.fullLogged.CompareAndSwap(last, now.Unix()) { // a line a minute at most
+			s.log.Warn("oauth registrations refused: the clients waiting for an approval are at their bound", "max", s.cfg.MaxClients)
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "too many clients registered and not yet approved: try again later"})
 		return
