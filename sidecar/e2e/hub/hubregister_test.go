@@ -141,8 +141,11 @@ func TestHubRegistration(t *testing.T) {
 		// checked among it. In Chromium: the warning and the title read left to right.
 		redirect, delivered := listenRedirect(t)
 		r := registerAt(t, fromAddr("127.0.0.13"), direct, map[string]any{"client_name": "Visual Studio Code\u202e", "redirect_uris": []string{redirect}})
-		if r.status != http.StatusCreated || r.ClientName != "Visual Studio Code" {
-			t.Fatalf("registration: %d, name %q: want the name kept without U+202E", r.status, r.ClientName)
+		if r.status != http.StatusCreated {
+			t.Fatalf("registration: %d", r.status)
+		}
+		if r.ClientName != "Visual Studio Code" {
+			t.Errorf("the registration's name %q: want it kept without U+202E", r.ClientName)
 		}
 		const probe = `(() => {
   // ltr: whether the phrase s is laid out left to right: of each two letters next to
