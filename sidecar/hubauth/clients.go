@@ -1,11 +1,14 @@
 package hubauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -154,4 +157,13 @@ func registeredText(at, now time.Time) string {
 		ago = "a minute ago"
 	}
 	return "registered " + ago + ", " + at.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// logAMinute logs msg at level unless it did less than a minute ago (last: when, in
+// unix seconds): a flood of refusals writes a line a minute.
+func (s *Server) logAMinute(last *atomic.Int64, level slog.Level, msg string, args ...any) {
+	now, prev := s.now().Unix(), last.Load()
+	if now-prev >= 60 && last.CompareAndSwap(prev, now) {
+		s.log.Log(context.Background(), level, msg, args...)
+	}
 }

@@ -133,7 +133,7 @@ type Server struct {
 	kept       *bounded[client]  // approved by a user: kept for the process's life
 	static     map[string]client // the operator's (Config.Clients)
 	xffOnce    sync.Once         // logs the first X-Forwarded-For of an untrusted peer
-	fullLogged atomic.Int64      // unix seconds of the last line about registrations refused at the bound
+	refusedLog [2]atomic.Int64   // unix seconds of the last line about registrations refused: at the bound, without the token
 	flows      *bounded[flow]
 	pending    *bounded[consent]  // consent pages waiting, by their form's id
 	granted    *bounded[approval] // approvals, by approvalKey
@@ -381,7 +381,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	case RegistrationToken:
 		if !s.initialAccess(r) {
-			s.log.Info("oauth registration refused: no or a wrong initial access token")
+			s.logAMinute(&s.refusedLog[1], slog.LevelInfo, "oauth registrations refused: no or a wrong initial access token")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar", error="invalid_token"`)
 			writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_token", "registration needs the initial access token the Hub's operator gives out (Authorization: Bearer …)"})
 			return
@@ -418,9 +418,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	id := random()
 	if !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
 		retry := max(1, int(math.Ceil(s.clients.nextExpiry().Sub(now).Seconds())))
-		if last := s.fullLogged.Load(); now.Unix()-last >= 60 && s.fullLogged.CompareAndSwap(last, now.Unix()) { // a line a minute at most
-			s.log.Warn("oauth registrations refused: the clients waiting for an approval are at their bound", "max", s.cfg.MaxClients)
-		}
+		s.logAMinute(&s.refusedLog[0], slog.LevelWarn, "oauth registrations refused: the clients waiting for an approval are at their bound", "max", s.cfg.MaxClients)
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "too many clients registered and not yet approved: try again later"})
 		return

@@ -74,11 +74,23 @@ func reverseDomain(scheme string) bool {
 // refusedScheme reports a scheme that a browser or the system resolves itself (to the
 // network, a browser, a handler of a web page's, a document), never an MCP client's
 // own: a code sent there leaves the user's machine or lands in a document. No browser
-// we know of takes a reverse-domain scheme; the list still applies to those.
+// we know of takes a reverse-domain scheme: the browsers' families (firefox-focus,
+// opera-https, …) are matched by prefix among short schemes only, so that an
+// application's operations.example.app: stays its own; the browsers' namespaces
+// (chrome-…, web+…) and the exact list apply to every scheme.
 func refusedScheme(scheme string) bool {
-	return refusedSchemes[scheme] || strings.HasPrefix(scheme, "chrome") || strings.HasPrefix(scheme, "web+") ||
-		strings.HasPrefix(scheme, "microsoft-edge") || strings.HasPrefix(scheme, "x-safari") || strings.HasPrefix(scheme, "googlechrome") ||
-		strings.HasPrefix(scheme, "firefox") || strings.HasPrefix(scheme, "opera") || strings.HasPrefix(scheme, "brave")
+	if refusedSchemes[scheme] || strings.HasPrefix(scheme, "chrome") || strings.HasPrefix(scheme, "web+") {
+		return true
+	}
+	if strings.Contains(scheme, ".") {
+		return false
+	}
+	for _, browser := range []string{"microsoft-edge", "x-safari", "googlechrome", "firefox", "opera", "brave"} {
+		if strings.HasPrefix(scheme, browser) {
+			return true
+		}
+	}
+	return false
 }
 
 // refusedSchemes are schemes of the network, of documents and of browsers (iOS and

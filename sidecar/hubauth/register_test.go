@@ -38,6 +38,8 @@ func TestCheckRedirectURI(t *testing.T) {
 		{"com.example.app:/oauth2redirect", true},
 		{"com.googleusercontent.apps.123-abc:/oauth2redirect", true},
 		{"COM.Example.App:/cb", true},
+		{"operations.example.app:/cb", true}, // not a browser's family: only short schemes are matched by prefix
+		{"firefoxapp.example:/cb", true},
 		// Browsers' schemes (issue 39).
 		{"microsoft-edge:https://evil.example/x", false},
 		{"microsoft-edge-https://evil.example/x", false},
