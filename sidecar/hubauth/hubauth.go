@@ -134,6 +134,7 @@ type Server struct {
 	static     map[string]client // the operator's (Config.Clients)
 	xffOnce    sync.Once         // logs the first X-Forwarded-For of an untrusted peer
 	refusedLog [2]atomic.Int64   // unix seconds of the last line about registrations refused: at the bound, without the token
+	fullUntil  atomic.Int64      // unix nanoseconds until which the waiting clients are at their bound
 	flows      *bounded[flow]
 	pending    *bounded[consent]  // consent pages waiting, by their form's id
 	granted    *bounded[approval] // approvals, by approvalKey
@@ -416,8 +417,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	name, now := cleanName(req.ClientName), s.now()
 	id := random()
-	if !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
-		retry := max(1, int(math.Ceil(s.clients.nextExpiry().Sub(now).Seconds())))
+	// Full, the store is not looked through again (put's and nextExpiry's walks) until
+	// its first registration expires, or keep frees a place.
+	full := now.UnixNano() < s.fullUntil.Load()
+	if full || !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
+		if !full {
+			s.fullUntil.Store(s.clients.nextExpiry().UnixNano())
+		}
+		retry := max(1, int(math.Ceil(time.Duration(s.fullUntil.Load()-now.UnixNano()).Seconds())))
 		s.logAMinute(&s.refusedLog[0], slog.LevelWarn, "oauth registrations refused: the clients waiting for an approval are at their bound", "max", s.cfg.MaxClients)
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
 		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "too many clients registered and not yet approved: try again later"})
@@ -552,6 +559,7 @@ func (s *Server) keep(id string) bool {
 		return false
 	}
 	s.clients.take(id)
+	s.fullUntil.Store(0) // a place is free
 	return true
 }
 

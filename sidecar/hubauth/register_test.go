@@ -317,13 +317,22 @@ func TestRegistrationFlood(t *testing.T) {
 				t.Errorf("the client %s the flood: authorize %d, want 302", name, code)
 			}
 		}
+		// A user approves a waiting client: its place is free at once, for one more.
+		if !e.s.keep(early) {
+			t.Fatal("keep the early client")
+		}
+		for i, want := range []int{http.StatusCreated, http.StatusServiceUnavailable} {
+			if rec, _ := e.register("192.0.2.7", "", redirect); rec.Code != want {
+				t.Errorf("registration %d after an approval freed a place: %d, want %d", i, rec.Code, want)
+			}
+		}
 		// Registrations no user approved expire: places free again; the approved stays.
-		now = now.Add(time.Hour)
+		now = now.Add(time.Hour + time.Second) // past the flood's TTL
 		if rec, _ := e.register("192.0.2.9", "", redirect); rec.Code != http.StatusCreated {
 			t.Errorf("a registration after the flood's expired: %d", rec.Code)
 		}
-		if e.authorize(early, redirect) != http.StatusBadRequest || e.authorize(approved, redirect) != http.StatusFound {
-			t.Error("after the registration TTL: want the unapproved client gone, the approved kept")
+		if e.authorize(early, redirect) != http.StatusFound || e.authorize(approved, redirect) != http.StatusFound {
+			t.Error("after the registration TTL: want the approved clients kept")
 		}
 	})
 }
