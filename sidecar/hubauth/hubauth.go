@@ -41,8 +41,12 @@
 // admits it for that user only, and a token revoked at the Hub stops working within
 // hub.token_cache_ttl. Every store is bounded in memory, every endpoint rate-limited, and
 // no token or code is logged. Rate limits are per source address (one flooding source
-// spends its own budget), and a client a user approved is kept apart from the clients
-// merely registered, so a flood of registrations forgets only the latter.
+// spends its own budget; X-Forwarded-For names it only from Config.TrustedProxies).
+// Registration is open, by initial access token or closed (Config.Registration), with
+// redirect URIs after RFC 8252 (redirect.go); the clients waiting for a user's approval
+// are bounded all together and expire, and at the bound a registration is refused
+// rather than any client forgotten; an approved client is kept apart, for the
+// process's life.
 package hubauth
 
 import (
