@@ -49,6 +49,10 @@ c.JupyterHub.services = [
             # Proxies in front appending to X-Forwarded-For (the login's per-source rate
             # limits): the Hub's own, 1; 2 behind a reverse proxy or load balancer.
             # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_PROXY_HOPS": "2",
+            # Whose X-Forwarded-For is believed: the Hub's proxy, here on this host.
+            # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_TRUSTED_PROXIES": "127.0.0.1/32",
+            # Short redirect schemes clients may use (Cursor's cursor://).
+            # "JUPYTER_MCP_SIDECAR_HUB_OAUTH_ALLOWED_REDIRECT_SCHEMES": "cursor",
             # The MCP Inspector runs in a browser page: let that origin use the endpoint.
             # "JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS": "http://localhost:6274",
             # The Go runtime's soft memory limit: the heap stays near what is live

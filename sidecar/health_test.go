@@ -18,6 +18,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
@@ -123,7 +125,8 @@ func TestHealthOldRowAppliedIsReady(t *testing.T) {
 }
 
 // In hub mode a user whose store is unreachable, or who is still loading (or stuck
-// loading), is not counted ready; one whose store is not written yet is.
+// loading), is not counted ready; one whose store is not written yet is. The counts
+// are in /metrics; /readyz, which anyone reaches through the Hub's proxy, tells none.
 func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), ".jupyter_ystore.db")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -143,17 +146,23 @@ func TestHubReadyCountsUnreachableAndLoadingUsers(t *testing.T) {
 		"fifo":    {in: &instance{health: broken}, loaded: loaded},
 		"loading": {in: &instance{health: good}, loaded: make(chan struct{})},
 	}}
+	reg := prometheus.NewPedanticRegistry()
+	var err error
+	if h.m, err = newHubMetrics(reg, h.users); err != nil {
+		t.Fatal(err)
+	}
+	active, unready := testenv.Metric(t, reg, "jupyter_mcp_sidecar_hub_users_active"), testenv.Metric(t, reg, "jupyter_mcp_sidecar_hub_users_unready")
+	if active != 4 || unready != 2 {
+		t.Fatalf("hub metrics: %v users active, %v unready; want 4 active, 2 of them unready", active, unready)
+	}
 	rec := httptest.NewRecorder()
 	h.ready().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-	var body struct {
-		Active  int `json:"users_active"`
-		Unready int `json:"users_unready"`
-	}
+	var body map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Active != 4 || body.Unready != 2 {
-		t.Fatalf("hub /readyz %s: want 4 users active, 2 of them unready", rec.Body.String())
+	if rec.Code != http.StatusOK || len(body) != 1 || body["ready"] != true {
+		t.Fatalf("hub /readyz %d %s: want 200 {\"ready\":true}, no count of users", rec.Code, rec.Body.String())
 	}
 }
 

@@ -87,7 +87,7 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	if h.stateDir, err = hubStateDir(cfg, h.obs); err != nil {
 		return err
 	}
-	if h.m, err = newHubMetrics(h.obs.Registerer); err != nil {
+	if h.m, err = newHubMetrics(h.obs.Registerer, h.users); err != nil {
 		return err
 	}
 	b, err := backendOf(cfg.Hub.Stores.Backend)
@@ -326,27 +326,13 @@ func (h *hub) closeAll() {
 	h.wg.Wait()
 }
 
-// ready answers /readyz in hub mode: the users being served and those who are not
-// (users_unready: a store not loaded yet, unreachable, behind or degraded); 503 while the
-// shared Postgres store (hub.stores.backend postgres) is unreachable, from start until
-// the follower's first read.
+// ready answers /readyz in hub mode: ready, or 503 while the shared Postgres store
+// (hub.stores.backend postgres) is unreachable, from start until the follower's first
+// read, with the reasons. Anyone reaches it through the Hub's proxy: it tells nothing
+// of the users (their counts are in /metrics, h.users).
 func (h *hub) ready() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		h.mu.Lock()
-		body := map[string]any{"ready": true, "users_active": len(h.tenants)}
-		unready := 0
-		for _, t := range h.tenants {
-			select {
-			case <-t.loaded:
-				if t.err != nil || !t.in.health.Check().Ready {
-					unready++
-				}
-			default:
-				unready++ // still loading, or stuck: not serving yet
-			}
-		}
-		h.mu.Unlock()
-		body["users_unready"] = unready
+		body := map[string]any{"ready": true}
 		w.Header().Set("Content-Type", "application/json")
 		if h.shared.follower != nil {
 			if st := h.shared.follower.Status(); !st.Reachable {
@@ -358,6 +344,24 @@ func (h *hub) ready() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
+}
+
+// users counts the active users and those of them not served yet or not ready (a
+// store not loaded yet, unreachable, behind or degraded; files refused).
+func (h *hub) users() (active, unready int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.tenants {
+		select {
+		case <-t.loaded:
+			if t.err != nil || !t.in.health.Check().Ready {
+				unready++
+			}
+		default:
+			unready++ // still loading, or stuck: not serving yet
+		}
+	}
+	return len(h.tenants), unready
 }
 
 // fileName names a user in file names: the name itself when it is a plain identifier,
@@ -437,6 +441,10 @@ func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs
 	if err != nil {
 		return "", nil, fmt.Errorf("hub.api_url: %w", err)
 	}
+	trusted, err := hubauth.ParseTrustedProxies(o.TrustedProxies)
+	if err != nil {
+		return "", nil, fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
+	}
 	origin := strings.TrimRight(o.PublicURL, "/")
 	issuer := origin + strings.TrimRight(cfg.Hub.ServicePrefix, "/")
 	srv, err := hubauth.New(hubauth.Config{
@@ -450,6 +458,14 @@ func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs
 		ProxyHops:       o.ProxyHops,
 		AccessTokenTTL:  o.AccessTokenTTL,
 		RefreshTokenTTL: o.RefreshTokenTTL,
+		TrustedProxies:  trusted,
+		RegistrationTTL: o.RegistrationTTL,
+		Registration:    hubauth.Registration(o.Registration),
+		// The token is the service's secret: resolved from registration_token_file or
+		// $JUPYTER_MCP_SIDECAR_HUB_OAUTH_REGISTRATION_TOKEN, never logged.
+		RegistrationToken:      o.RegistrationToken,
+		AllowedRedirectSchemes: o.AllowedRedirectSchemes,
+		Clients:                o.OAuthClients(),
 		Verify: func(ctx context.Context, token string) (string, error) {
 			p, err := verifier.Verify(ctx, token)
 			return p.User, err

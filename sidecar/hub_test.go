@@ -38,7 +38,7 @@ func testHub(t *testing.T, dir string) *hub {
 	cfg.Hub.StateDir = dir
 	h := &hub{cfg: cfg, obs: config.Obs{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewPedanticRegistry()}, tenants: map[string]*tenant{}, shared: shared{hub: true}}
 	var err error
-	if h.m, err = newHubMetrics(h.obs.Registerer); err != nil {
+	if h.m, err = newHubMetrics(h.obs.Registerer, h.users); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.closeAll)

@@ -69,9 +69,15 @@ type hubMetrics struct {
 	loadSeconds     prometheus.Histogram
 }
 
-// newHubMetrics returns the collectors registered on reg (nil: none).
-func newHubMetrics(reg prometheus.Registerer) (*hubMetrics, error) {
+// newHubMetrics returns the collectors registered on reg (nil: none); users counts the
+// active users and those of them not ready, read at each scrape (the unauthenticated
+// /readyz tells no count).
+func newHubMetrics(reg prometheus.Registerer, users func() (active, unready int)) (*hubMetrics, error) {
 	r := promreg.On(reg)
+	promreg.Register(r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "users_active",
+		Help: "Users whose store is loaded or loading (a tenant each)."}, func() float64 { a, _ := users(); return float64(a) }))
+	promreg.Register(r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "users_unready",
+		Help: "Active users not served yet or not ready: a store still loading, unreachable, behind or degraded, or files refused."}, func() float64 { _, u := users(); return float64(u) }))
 	m := &hubMetrics{
 		loads: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_loads_total",
 			Help: "Users whose store was loaded because they made a request while not active."})),

@@ -79,6 +79,13 @@ func unknown(raw any, t reflect.Type, prefix string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if items, ok := raw.([]any); ok && t.Kind() == reflect.Slice { // a list's items: list[0].key
+		var errs []error
+		for i, item := range items {
+			errs = append(errs, unknown(item, t.Elem(), fmt.Sprintf("%s[%d]", prefix, i))...)
+		}
+		return errs
+	}
 	m, ok := raw.(map[string]any)
 	if !ok {
 		return nil // not a section: the decoder says what is wrong with it

@@ -112,6 +112,7 @@ func TestDecodeNested(t *testing.T) {
 		Any   map[string]any    `option:"options"`
 		Ptr   *inner            `option:"ptr"`
 		Text  map[string]string `option:"text"`
+		List  []inner           `option:"list"`
 	}
 	tests := []struct {
 		name    string
@@ -123,6 +124,8 @@ func TestDecodeNested(t *testing.T) {
 			msg: []string{"store.pth: unknown key (known: path, poll_interval)"}},
 		{name: "unknown in a map's entry", raw: map[string]any{"named": map[string]any{"A": map[string]any{"pathh": "x"}}}, wantErr: ErrUnknown,
 			msg: []string{"named.A.pathh: unknown key (known: path, poll_interval)"}},
+		{name: "unknown in a list's item", raw: map[string]any{"list": []any{map[string]any{"path": "x"}, map[string]any{"pth": "x"}}}, wantErr: ErrUnknown,
+			msg: []string{"list[1].pth: unknown key (known: path, poll_interval)"}},
 		{name: "behind a pointer", raw: map[string]any{"ptr": map[string]any{"x": 1}}, wantErr: ErrUnknown, msg: []string{"ptr.x: unknown key"}},
 		{name: "free-form options take any key", raw: map[string]any{"options": map[string]any{"Anything": map[string]any{"x": 1}}}},
 		{name: "keys match exactly", raw: map[string]any{"Store": map[string]any{}}, wantErr: ErrUnknown, msg: []string{"Store: unknown key"}},

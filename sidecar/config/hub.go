@@ -44,6 +44,25 @@ type HubOAuth struct {
 
 	AccessTokenTTL  time.Duration `option:"access_token_ttl" yaml:"access_token_ttl"`   // a sidecar access token's life
 	RefreshTokenTTL time.Duration `option:"refresh_token_ttl" yaml:"refresh_token_ttl"` // a login's refresh tokens' life, never beyond the Hub token's
+	// TrustedProxies are the peers (IP addresses, CIDR prefixes) whose X-Forwarded-For
+	// names the source; empty: none, a request's source is its connection's peer.
+	TrustedProxies []string `option:"trusted_proxies" yaml:"trusted_proxies"`
+	// AllowedRedirectSchemes are the short private-use schemes clients may register
+	// redirect URIs with (vscode, cursor), besides https, http on a loopback host and
+	// reverse-domain schemes (com.example.app:).
+	AllowedRedirectSchemes []string         `option:"allowed_redirect_schemes" yaml:"allowed_redirect_schemes"`
+	Registration           string           `option:"registration" yaml:"registration"`                       // who registers clients: open, token (RFC 7591 initial access token), closed (only clients)
+	RegistrationToken      string           `option:"registration_token" yaml:"registration_token"`           // the initial access token with registration token
+	RegistrationTokenFile  string           `option:"registration_token_file" yaml:"registration_token_file"` // or a file holding it
+	RegistrationTTL        time.Duration    `option:"registration_ttl" yaml:"registration_ttl"`               // a client no user approved is forgotten after it
+	Clients                []HubOAuthClient `option:"clients" yaml:"clients"`                                 // clients the operator registers
+}
+
+// HubOAuthClient is a client the operator registers (hub.oauth.clients).
+type HubOAuthClient struct {
+	ClientID     string   `option:"client_id" yaml:"client_id"`
+	ClientName   string   `option:"client_name" yaml:"client_name"`
+	RedirectURIs []string `option:"redirect_uris" yaml:"redirect_uris"`
 }
 
 // maxProxyHops bounds hub.oauth.proxy_hops.
@@ -102,7 +121,9 @@ func DefaultHub() Hub {
 		},
 		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
 		IdleTimeout:   DefaultHubIdleTimeout,
-		OAuth:         HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL},
+		OAuth: HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL,
+			Registration: string(hubauth.DefaultRegistration), RegistrationTTL: hubauth.DefaultRegistrationTTL,
+			TrustedProxies: []string{}, AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
 	}
 }
 
@@ -230,7 +251,54 @@ func (h Hub) validate(v *validator, transport string) {
 		if h.APIToken == "" && h.APITokenFile == "" {
 			v.fail("hub.oauth.enabled", "needs the service's API token (hub.api_token, hub.api_token_file or $%s): it is the service's OAuth client secret", EnvHubAPIToken)
 		}
+		h.OAuth.validate(v)
 	}
+}
+
+// validate checks hub.oauth's registration keys.
+func (o HubOAuth) validate(v *validator) {
+	if _, err := hubauth.ParseTrustedProxies(o.TrustedProxies); err != nil {
+		v.fail("hub.oauth.trusted_proxies", "%v", err)
+	}
+	for _, s := range o.AllowedRedirectSchemes {
+		if err := hubauth.CheckAllowedScheme(s); err != nil {
+			v.fail("hub.oauth.allowed_redirect_schemes", "%v", err)
+		}
+	}
+	regs := make([]string, len(hubauth.Registrations))
+	for i, r := range hubauth.Registrations {
+		regs[i] = string(r)
+	}
+	v.oneOf("hub.oauth.registration", o.Registration, regs)
+	v.exclusive("hub.oauth.registration_token", o.RegistrationToken, "hub.oauth.registration_token_file", o.RegistrationTokenFile)
+	hasToken := o.RegistrationToken != "" || o.RegistrationTokenFile != ""
+	switch {
+	case o.Registration == string(hubauth.RegistrationToken) && !hasToken:
+		v.fail("hub.oauth.registration_token", "must be set (or hub.oauth.registration_token_file) with hub.oauth.registration token")
+	case o.Registration != string(hubauth.RegistrationToken) && hasToken:
+		v.fail("hub.oauth.registration_token", "is used only with hub.oauth.registration token, not %q", o.Registration)
+	}
+	v.positive("hub.oauth.registration_ttl", o.RegistrationTTL)
+	ids := map[string]bool{}
+	for i, c := range o.OAuthClients() {
+		key := fmt.Sprintf("hub.oauth.clients[%d]", i)
+		if err := hubauth.CheckClient(c, o.AllowedRedirectSchemes); err != nil {
+			v.fail(key, "%v", err)
+		}
+		if ids[c.ID] {
+			v.fail(key, "client_id %q is listed twice", c.ID)
+		}
+		ids[c.ID] = true
+	}
+}
+
+// OAuthClients are hub.oauth.clients as hubauth takes them.
+func (o HubOAuth) OAuthClients() []hubauth.Client {
+	out := make([]hubauth.Client, len(o.Clients))
+	for i, c := range o.Clients {
+		out[i] = hubauth.Client{ID: c.ClientID, Name: c.ClientName, RedirectURIs: c.RedirectURIs}
+	}
+	return out
 }
 
 // templateBase checks a store template and returns its directory: the fixed part

@@ -20,6 +20,13 @@ func hubOn() Config {
 	return c
 }
 
+// oauthOn is hubOn with hub.oauth on.
+func oauthOn() Config {
+	c := hubOn()
+	c.Hub.APIToken, c.Hub.OAuth.Enabled, c.Hub.OAuth.PublicURL = "t", true, "https://hub.example.org"
+	return c
+}
+
 func TestHubValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -58,6 +65,43 @@ func TestHubValidate(t *testing.T) {
 			*c = hubOn()
 			c.Hub.APIToken, c.Hub.OAuth.Enabled, c.Hub.OAuth.PublicURL, c.Hub.OAuth.ProxyHops = "t", true, "https://hub.example.org", -1
 		}, "hub.oauth.proxy_hops: must be 0 to 10"},
+		{"trusted proxies", func(c *Config) {
+			*c = oauthOn()
+			c.Hub.OAuth.TrustedProxies = []string{"127.0.0.1/32", "10.0.0.1", "::1", "2001:db8::/48"}
+		}, ""},
+		{"trusted proxy name", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.TrustedProxies = []string{"proxy.local"} },
+			"hub.oauth.trusted_proxies: \"proxy.local\" is neither an IP address nor a CIDR prefix"},
+		{"allowed schemes", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.AllowedRedirectSchemes = []string{"vscode", "cursor"} }, ""},
+		{"browser scheme allowed", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.AllowedRedirectSchemes = []string{"microsoft-edge"} },
+			"hub.oauth.allowed_redirect_schemes: \"microsoft-edge\" is a browser's or the system's own scheme"},
+		{"registration", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.Registration = "invite" }, "hub.oauth.registration: must be one of open, token, closed"},
+		{"registration token", func(c *Config) {
+			*c = oauthOn()
+			c.Hub.OAuth.Registration, c.Hub.OAuth.RegistrationTokenFile = "token", "/run/secrets/registration"
+		}, ""},
+		{"registration token missing", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.Registration = "token" },
+			"hub.oauth.registration_token: must be set (or hub.oauth.registration_token_file) with hub.oauth.registration token"},
+		{"registration token unused", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.RegistrationToken = "0123456789abcdef" },
+			"hub.oauth.registration_token: is used only with hub.oauth.registration token"},
+		{"registration token twice", func(c *Config) {
+			*c = oauthOn()
+			c.Hub.OAuth.Registration, c.Hub.OAuth.RegistrationToken, c.Hub.OAuth.RegistrationTokenFile = "token", "0123456789abcdef", "/f"
+		}, "hub.oauth.registration_token: set either"},
+		{"registration ttl", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.RegistrationTTL = 0 }, "hub.oauth.registration_ttl: must be > 0"},
+		{"clients", func(c *Config) {
+			*c = oauthOn()
+			c.Hub.OAuth.Registration = "closed"
+			c.Hub.OAuth.Clients = []HubOAuthClient{{ClientID: "vscode", ClientName: "VS Code", RedirectURIs: []string{"http://127.0.0.1:33418/", "https://vscode.dev/redirect"}}}
+		}, ""},
+		{"client redirect", func(c *Config) {
+			*c = oauthOn()
+			c.Hub.OAuth.Clients = []HubOAuthClient{{ClientID: "x", RedirectURIs: []string{"googlechromes://evil.example/x"}}}
+		}, "hub.oauth.clients[0]: client x: redirect URI scheme \"googlechromes\" refused"},
+		{"client twice", func(c *Config) {
+			*c = oauthOn()
+			one := HubOAuthClient{ClientID: "x", RedirectURIs: []string{"https://app.example/cb"}}
+			c.Hub.OAuth.Clients = []HubOAuthClient{one, one}
+		}, "hub.oauth.clients[1]: client_id \"x\" is listed twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

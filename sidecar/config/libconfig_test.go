@@ -136,6 +136,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
 		"hub.oauth.access_token_ttl":   {h.OAuth.AccessTokenTTL, hubauth.DefaultAccessTokenTTL},
 		"hub.oauth.refresh_token_ttl":  {h.OAuth.RefreshTokenTTL, hubauth.DefaultRefreshTokenTTL},
+		"hub.oauth.registration":       {h.OAuth.Registration, string(hubauth.DefaultRegistration)},
+		"hub.oauth.registration_ttl":   {h.OAuth.RegistrationTTL, hubauth.DefaultRegistrationTTL},
 		"hub.stores.sqlite_path":       {filepath.Base(h.Stores.SQLitePath), sqlite.DefaultPath},
 		"hub.stores.fileid_db":         {filepath.Base(h.Stores.FileIDDB), fileid.DBName},
 	} {

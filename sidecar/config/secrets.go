@@ -25,6 +25,7 @@ func (c *Config) secrets() []secret {
 		{"server.token", "server.token_file", &c.Server.Token, &c.Server.TokenFile},
 		{"ship.postgres.dsn", "ship.postgres.dsn_file", &c.Ship.Postgres.DSN, &c.Ship.Postgres.DSNFile},
 		{"hub.api_token", "hub.api_token_file", &c.Hub.APIToken, &c.Hub.APITokenFile},
+		{"hub.oauth.registration_token", "hub.oauth.registration_token_file", &c.Hub.OAuth.RegistrationToken, &c.Hub.OAuth.RegistrationTokenFile},
 	}
 }
 

@@ -69,7 +69,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 	}
 	err := consentPage.Execute(w, map[string]string{
 		"Nonce": nonce, "Action": s.base + "/oauth/consent", "ID": id, "CSRF": csrf, "ClientID": f.clientID,
-		"Name": name, "User": user, "Back": redirectShown(f.redirectURI), "Consents": s.cfg.Issuer + "/oauth/consents",
+		"Name": name, "Registered": registeredText(c.registered, s.now()), "User": user, "Back": redirectShown(f.redirectURI), "Consents": s.cfg.Issuer + "/oauth/consents",
 	})
 	if err != nil {
 		s.log.Warn("consent page", "err", err)
@@ -130,7 +130,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "the client is no longer registered: start again from your MCP client", http.StatusBadRequest)
 			return
 		}
-		s.keep(p.clientID)
+		if !s.keep(p.clientID) {
+			s.redirectError(w, r, p.redirectURI, p.state, "temporarily_unavailable", "too many clients approved")
+			return
+		}
 		s.granted.put(approvalKey(p.user, p.clientID, p.redirectURI), approval{clientID: p.clientID, name: c.name, redirectURI: p.redirectURI, at: s.now()}, 0)
 		s.log.Info("oauth client approved by a user")
 		s.issue(w, r, p.flow, p.user, p.token, p.expiresIn)
@@ -220,10 +223,11 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <style nonce="{{.Nonce}}">body{font-family:system-ui,sans-serif;max-width:38em;margin:3em auto;padding:0 1em;line-height:1.45}
 dt{font-weight:600;margin-top:.6em}code{word-break:break-all}button{font-size:1em;padding:.4em 1.2em;margin-right:1em}</style>
 </head><body><main>
-<h1>Allow <span id="client-name">{{.Name}}</span> to use your notebooks?</h1>
+<h1>Allow <bdi dir="auto" id="client-name">{{.Name}}</bdi> to use your notebooks?</h1>
 <p>You are logged in to JupyterHub as <b id="user">{{.User}}</b>. An MCP client asks to act as you.</p>
 <dl>
-<dt>Client</dt><dd><span>{{.Name}}</span> (the name is the client's own; it is not checked), client ID <code>{{.ClientID}}</code></dd>
+<dt>Client</dt><dd><bdi dir="auto">{{.Name}}</bdi> <span id="name-warning">(the name is the client's own; it is not checked)</span>,
+client ID <code>{{.ClientID}}</code>, <span id="registered">{{.Registered}}</span></dd>
 <dt>Sends you back to</dt><dd id="redirect-host"><code>{{.Back}}</code></dd>
 <dt>It will be able to</dt><dd>list and read all your notebooks, live, and be told when they change, as you, until its access expires.</dd>
 </dl>

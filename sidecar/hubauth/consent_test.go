@@ -40,6 +40,7 @@ func newConsentEnv(t *testing.T, mod ...func(*Config)) *consentEnv {
 		noFollow: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	c := testConfig()
 	c.Registerer = e.reg
+	c.AllowedRedirectSchemes = []string{"vscode"}
 	c.Verify = func(_ context.Context, tok string) (string, error) {
 		if e.down.Load() {
 			return "", fmt.Errorf("%w: the Hub does not answer", auth.ErrUnavailable)

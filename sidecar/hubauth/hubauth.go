@@ -43,9 +43,12 @@
 // checks it with Verify on every use of the tokens it minted from it, so a token
 // revoked at the Hub ends them within hub.token_cache_ttl. Every store is bounded in
 // memory, every endpoint rate-limited, and no token or code is logged. Rate limits are
-// per source address (one flooding source spends its own budget), and a client a user
-// approved is kept apart from the clients merely registered, so a flood of
-// registrations forgets only the latter.
+// per source address (one flooding source spends its own budget; X-Forwarded-For names
+// it only from Config.TrustedProxies). Registration is open, by initial access token or
+// closed (Config.Registration), with redirect URIs after RFC 8252 (redirect.go); the
+// clients waiting for a user's approval are bounded all together and expire, and at the
+// bound a registration is refused rather than any client forgotten; an approved client
+// is kept apart, for the process's life.
 package hubauth
 
 import (
@@ -59,11 +62,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,7 +97,7 @@ type Config struct {
 
 	CodeTTL       time.Duration // how long a code given to a client is valid; 0: 60 s
 	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: 10 min
-	MaxClients    int           // registered clients kept, and clients a user approved, each (the oldest forgotten first); 0: 10000
+	MaxClients    int           // clients registered and not yet approved, all sources together, and clients a user approved, each: full, a registration is refused (503), nobody forgotten; 0: 10000
 	MaxPending    int           // logins in progress, consent pages waiting and codes not redeemed, each; 0: 10000
 	MaxConsents   int           // approvals remembered, all users together (the oldest forgotten first); 0: 10000
 	Rate          float64       // requests a second to the flow's endpoints from one source address; 0: 20
@@ -104,6 +110,26 @@ type Config struct {
 	AccessTokenTTL  time.Duration // how long a sidecar access token is valid; 0: DefaultAccessTokenTTL
 	RefreshTokenTTL time.Duration // how long a login's refresh tokens last, never beyond the Hub token's expiry; 0: DefaultRefreshTokenTTL
 	MaxTokens       int           // logins holding sidecar tokens, all users together (the oldest forgotten first); 0: 10000
+	// TrustedProxies are the peers whose X-Forwarded-For is believed (ProxyHops of its
+	// entries); a request from any other peer counts as the peer's. Empty (the
+	// default): none, every request is its peer's. Behind the Hub's
+	// configurable-http-proxy on the same host: 127.0.0.1/32.
+	TrustedProxies []netip.Prefix
+	// RegistrationTTL is how long a client registered but approved by no user is kept;
+	// 0: DefaultRegistrationTTL.
+	RegistrationTTL time.Duration
+	// Registration is who may register clients; "": DefaultRegistration.
+	Registration Registration
+	// RegistrationToken is the initial access token (RFC 7591 section 3) a registration
+	// needs with Registration RegistrationToken.
+	RegistrationToken string
+	// AllowedRedirectSchemes are the short private-use schemes clients may register
+	// redirect URIs with besides https, http on a loopback host and reverse-domain
+	// schemes (CheckAllowedScheme): vscode, cursor.
+	AllowedRedirectSchemes []string
+	// Clients are registered by the operator, kept for the process's life (with
+	// Registration RegistrationClosed, the only ones).
+	Clients []Client
 
 	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
 	Logger *slog.Logger // nil: slog.Default()
@@ -113,18 +139,22 @@ type Config struct {
 
 // Server is the authorization front of hub mode. Construct it with New.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	base    string           // the issuer's path, e.g. /services/mcp
-	clients *bounded[client] // registered, no user's approval yet
-	kept    *bounded[client] // approved by a user
-	flows   *bounded[flow]
-	pending *bounded[consent]  // consent pages waiting, by their form's id
-	granted *bounded[approval] // approvals, by approvalKey
-	codes   *bounded[grant]
-	limit   *limiter // every request of the flow, by source
-	regs    *limiter // registrations, by source
-	secure  bool     // the issuer is https: the consent cookie is Secure
+	cfg        Config
+	log        *slog.Logger
+	base       string            // the issuer's path, e.g. /services/mcp
+	clients    *bounded[client]  // registered, no user's approval yet: expire after RegistrationTTL
+	kept       *bounded[client]  // approved by a user: kept for the process's life
+	static     map[string]client // the operator's (Config.Clients)
+	xffOnce    sync.Once         // logs the first X-Forwarded-For of an untrusted peer
+	refusedLog [2]atomic.Int64   // unix seconds of the last line about registrations refused: at the bound, without the token
+	fullUntil  atomic.Int64      // unix nanoseconds until which the waiting clients are at their bound
+	flows      *bounded[flow]
+	pending    *bounded[consent]  // consent pages waiting, by their form's id
+	granted    *bounded[approval] // approvals, by approvalKey
+	codes      *bounded[grant]
+	limit      *limiter // every request of the flow, by source
+	regs       *limiter // registrations, by source
+	secure     bool     // the issuer is https: the consent cookie is Secure
 
 	tokens   *tokenStore       // the sidecar's tokens, by login
 	redeemed *bounded[string]  // codes redeemed, by digest: the login they started, ended if one comes back
@@ -137,6 +167,7 @@ type Server struct {
 type client struct {
 	name         string
 	redirectURIs []string
+	registered   time.Time // zero: the operator's
 }
 
 // flow is a login in progress at the Hub: what the client asked for, or, for manage, a
@@ -172,8 +203,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: negative token lifetime or bound", ErrConfig)
 	}
 	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
-		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 {
+		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 || cfg.RegistrationTTL < 0 {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	static, err := cfg.registration()
+	if err != nil {
+		return nil, err
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -185,6 +220,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.FlowTTL == 0 {
 		cfg.FlowTTL = 10 * time.Minute
+	}
+	if cfg.RegistrationTTL == 0 {
+		cfg.RegistrationTTL = DefaultRegistrationTTL
 	}
 	def(&cfg.MaxClients, 10000)
 	def(&cfg.MaxPending, 10000)
@@ -213,9 +251,9 @@ func New(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	iss, _ := url.Parse(cfg.Issuer)
-	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now}
-	s.clients = newBounded[client](cfg.MaxClients, true)
-	s.kept = newBounded[client](cfg.MaxClients, true)
+	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now, static: static}
+	s.clients = newBounded[client](cfg.MaxClients, false)
+	s.kept = newBounded[client](cfg.MaxClients, false)
 	s.flows = newBounded[flow](cfg.MaxPending, false)
 	s.pending = newBounded[consent](cfg.MaxPending, false)
 	s.granted = newBounded[approval](cfg.MaxConsents, true)
@@ -223,7 +261,6 @@ func New(cfg Config) (*Server, error) {
 	s.tokens = newTokenStore(cfg.MaxTokens)
 	s.redeemed = newBounded[string](cfg.MaxPending, true)
 	s.logins = newBounded[session](cfg.MaxPending, true)
-	var err error
 	if s.metrics, err = newTokenMetrics(cfg.Registerer, func() float64 { return float64(s.tokens.len()) }); err != nil {
 		return nil, err
 	}
@@ -322,11 +359,10 @@ func (s *Server) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
 // requires: no ID token is ever issued, the scope openid is not offered).
 func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 	i := s.cfg.Issuer
-	writeJSON(w, http.StatusOK, map[string]any{
+	m := map[string]any{
 		"issuer":                 i,
 		"authorization_endpoint": i + "/oauth/authorize",
 		"token_endpoint":         i + "/oauth/token",
-		"registration_endpoint":  i + "/oauth/register",
 		"revocation_endpoint":    i + "/oauth/revoke",
 		"revocation_endpoint_auth_methods_supported":     []string{"none"},
 		"response_types_supported":                       []string{"code"},
@@ -339,7 +375,11 @@ func (s *Server) serverMetadata(w http.ResponseWriter, _ *http.Request) {
 		"jwks_uri":                                       i + "/.well-known/jwks.json",
 		"subject_types_supported":                        []string{"public"},
 		"id_token_signing_alg_values_supported":          []string{"none"},
-	})
+	}
+	if s.cfg.Registration != RegistrationClosed {
+		m["registration_endpoint"] = i + "/oauth/register"
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // limited answers 429 beyond the flow's rate of the request's source.
@@ -353,7 +393,7 @@ func (s *Server) limited(h http.HandlerFunc) http.Handler {
 // within answers 429 beyond l's rate of the request's source, else calls h.
 func (s *Server) within(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !l.allow(source(r, s.cfg.ProxyHops), s.now()) {
+		if !l.allow(s.source(r), s.now()) {
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusTooManyRequests, oauthError{"temporarily_unavailable", "too many requests"})
 			return
@@ -370,7 +410,23 @@ const (
 	maxNameLen      = 200
 )
 
+// register registers a public client (RFC 7591) as the registration policy lets it:
+// its redirect URIs checked (CheckRedirectURI), its name cleaned (cleanName), kept for
+// RegistrationTTL unless a user approves it; when MaxClients wait for an approval, a
+// new one is refused until the oldest expires, no client is forgotten for it.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	switch s.cfg.Registration {
+	case RegistrationClosed:
+		writeJSON(w, http.StatusForbidden, oauthError{"access_denied", "registration is closed: the Hub's operator registers the clients"})
+		return
+	case RegistrationToken:
+		if !s.initialAccess(r) {
+			s.logAMinute(&s.refusedLog[1], slog.LevelInfo, "oauth registrations refused: no or a wrong initial access token")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar", error="invalid_token"`)
+			writeJSON(w, http.StatusUnauthorized, oauthError{"invalid_token", "registration needs the initial access token the Hub's operator gives out (Authorization: Bearer …)"})
+			return
+		}
+	}
 	var req struct {
 		RedirectURIs  []string `json:"redirect_uris"`
 		ClientName    string   `json:"client_name"`
@@ -382,15 +438,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "a JSON object of at most 16 KiB"})
 		return
 	}
-	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
-		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_redirect_uri", fmt.Sprintf("1 to %d redirect_uris", maxRedirectURIs)})
+	if err := s.checkRedirectURIs(req.RedirectURIs); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{"invalid_redirect_uri", err.Error()})
 		return
-	}
-	for _, u := range req.RedirectURIs {
-		if err := checkRedirectURI(u); err != nil {
-			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_redirect_uri", err.Error()})
-			return
-		}
 	}
 	for _, g := range req.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" { // refresh_token asked for, never issued
@@ -404,70 +454,31 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if len(req.ClientName) > maxNameLen {
-		req.ClientName = req.ClientName[:maxNameLen]
-	}
+	name, now := cleanName(req.ClientName), s.now()
 	id := random()
-	s.clients.put(id, client{name: req.ClientName, redirectURIs: req.RedirectURIs}, 0)
+	// Full, the store is not looked through again (put's and nextExpiry's walks) until
+	// its first registration expires, or keep frees a place.
+	full := now.UnixNano() < s.fullUntil.Load()
+	if full || !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
+		if !full {
+			s.fullUntil.Store(s.clients.nextExpiry().UnixNano())
+		}
+		retry := max(1, int(math.Ceil(time.Duration(s.fullUntil.Load()-now.UnixNano()).Seconds())))
+		s.logAMinute(&s.refusedLog[0], slog.LevelWarn, "oauth registrations refused: the clients waiting for an approval are at their bound", "max", s.cfg.MaxClients)
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+		writeJSON(w, http.StatusServiceUnavailable, oauthError{"temporarily_unavailable", "too many clients registered and not yet approved: try again later"})
+		return
+	}
 	s.log.Info("oauth client registered", "redirect_uris", len(req.RedirectURIs))
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"client_id":                  id,
-		"client_id_issued_at":        s.now().Unix(),
-		"client_name":                req.ClientName,
+		"client_id_issued_at":        now.Unix(),
+		"client_name":                name,
 		"redirect_uris":              req.RedirectURIs,
 		"grant_types":                []string{"authorization_code"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": "none",
 	})
-}
-
-// checkRedirectURI admits https URLs, http on a loopback host (RFC 8252's native
-// apps) and private-use schemes (vscode://…), none with a fragment or user info. A
-// scheme with a meaning of its own elsewhere (networkSchemes) is no private-use scheme.
-func checkRedirectURI(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case len(raw) > maxURILen:
-		return fmt.Errorf("redirect URI longer than %d bytes", maxURILen)
-	case err != nil || !u.IsAbs():
-		return fmt.Errorf("redirect URI must be absolute: %q", raw)
-	case u.Fragment != "" || strings.Contains(raw, "#") || u.User != nil:
-		return fmt.Errorf("redirect URI must have no fragment or user info: %q", raw)
-	}
-	switch scheme := strings.ToLower(u.Scheme); scheme {
-	case "https":
-		if u.Host == "" {
-			return fmt.Errorf("redirect URI without a host: %q", raw)
-		}
-	case "http":
-		if h := u.Hostname(); h != "localhost" && !isLoopback(h) {
-			return fmt.Errorf("http redirect URIs must be on a loopback host: %q", raw)
-		}
-	default:
-		if networkSchemes[scheme] || strings.HasPrefix(scheme, "chrome") || strings.HasPrefix(scheme, "web+") {
-			return fmt.Errorf("redirect URI scheme %q refused: https, http on a loopback host, or an application's private-use scheme", scheme)
-		}
-	}
-	return nil
-}
-
-// networkSchemes are the schemes a browser or the system resolves itself (to the
-// network, a handler of the browser's or a document), never an MCP client's own: a
-// code sent there leaves the user's machine or lands in a document. RFC 8252's
-// private-use schemes name an application (com.example.app:, vscode:).
-var networkSchemes = map[string]bool{
-	"javascript": true, "data": true, "file": true, "vbscript": true, "blob": true, "about": true, "filesystem": true,
-	"view-source": true, "intent": true, "edge": true, "opera": true, "brave": true, "moz-extension": true,
-	"ftp": true, "ftps": true, "sftp": true, "tftp": true, "ws": true, "wss": true, "gopher": true, "ldap": true, "ldaps": true,
-	"mailto": true, "news": true, "nntp": true, "snews": true, "telnet": true, "ssh": true, "irc": true, "ircs": true,
-	"smb": true, "nfs": true, "afp": true, "webdav": true, "dav": true, "git": true, "svn": true, "rtsp": true, "rtmp": true,
-	"sip": true, "sips": true, "xmpp": true, "tel": true, "sms": true, "mms": true, "magnet": true, "ipfs": true, "ipns": true,
-	"urn": true, "tag": true, "geo": true, "market": true, "itms": true, "itms-apps": true, "ms-settings": true,
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // pkceValue checks an RFC 7636 challenge or verifier: 43 to 128 unreserved characters.
@@ -581,20 +592,34 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, f flow, user, tok
 	s.redirectTo(w, r, f.redirectURI, url.Values{"code": {code}, "state": {f.state}, "iss": {s.cfg.Issuer}})
 }
 
-// client is a registered client, approved by a user or not.
+// client is a registered client: the operator's, approved by a user or waiting.
 func (s *Server) client(id string) (client, bool) {
+	if c, ok := s.static[id]; ok {
+		return c, true
+	}
 	if c, ok := s.kept.get(id); ok {
 		return c, true
 	}
 	return s.clients.get(id)
 }
 
-// keep moves a client a user approved out of the registered clients a flood of
-// registrations may push out.
-func (s *Server) keep(id string) {
-	if c, ok := s.clients.take(id); ok {
-		s.kept.put(id, c, 0)
+// keep moves a client out of those waiting for an approval, which expire, into those
+// kept for the process's life: call it for a client given an approval (or a token)
+// before giving it. false: the client is not registered, or MaxClients are kept.
+func (s *Server) keep(id string) bool {
+	if _, ok := s.static[id]; ok {
+		return true
 	}
+	if _, ok := s.kept.get(id); ok {
+		return true
+	}
+	c, ok := s.clients.get(id)
+	if !ok || !s.kept.put(id, c, 0) {
+		return false
+	}
+	s.clients.take(id)
+	s.fullUntil.Store(0) // a place is free
+	return true
 }
 
 // exchange trades the Hub's code for the Hub's access token.
@@ -827,6 +852,19 @@ func (b *bounded[V]) lookup(k string, remove bool) (V, bool) {
 		return zero, false
 	}
 	return e.v, true
+}
+
+// nextExpiry is when the first entry to expire does; zero when none will.
+func (b *bounded[V]) nextExpiry() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var first time.Time
+	for _, e := range b.m {
+		if !e.expires.IsZero() && (first.IsZero() || e.expires.Before(first)) {
+			first = e.expires
+		}
+	}
+	return first
 }
 
 func (b *bounded[V]) get(k string) (V, bool)  { return b.lookup(k, false) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -42,40 +43,6 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := New(testConfig()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestCheckRedirectURI checks which redirect URIs a client may register.
-func TestCheckRedirectURI(t *testing.T) {
-	for _, tt := range []struct {
-		uri string
-		ok  bool
-	}{
-		{"https://claude.ai/api/mcp/auth_callback", true},
-		{"http://127.0.0.1:33418/", true},
-		{"http://localhost:8080/cb", true},
-		{"http://[::1]:8080/cb", true},
-		{"vscode://vscode.mcp/callback", true},
-		{"com.example.app:/oauth2redirect", true},
-		{"cursor://anysphere.cursor-retrieval/oauth/callback", true},
-		{"http://evil.example/cb", false},
-		{"ftp://evil.com/", false},
-		{"ws://evil.com/", false},
-		{"WSS://evil.com/", false},
-		{"mailto:evil@evil.com", false},
-		{"chrome-extension://abc/cb", false},
-		{"web+evil://x/", false},
-		{"https://x.example/cb#f", false},
-		{"https://user@x.example/cb", false},
-		{"javascript:alert(1)", false},
-		{"data:text/html,x", false},
-		{"/relative", false},
-		{"https:///nohost", false},
-		{"https://x.example/" + strings.Repeat("a", maxURILen), false},
-	} {
-		if err := checkRedirectURI(tt.uri); (err == nil) != tt.ok {
-			t.Errorf("%q: %v, want ok %v", tt.uri, err, tt.ok)
-		}
 	}
 }
 
@@ -166,6 +133,7 @@ func TestBounded(t *testing.T) {
 func TestLimits(t *testing.T) {
 	c := testConfig()
 	c.MaxPending, c.Burst, c.Rate, c.RegisterBurst, c.RegisterRate, c.ProxyHops = 2, 5, 0.001, 2, 0.001, 1
+	c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} // the test's proxy: the peer of every request
 	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -236,37 +204,6 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// TestSource checks which address a request counts as coming from.
-func TestSource(t *testing.T) {
-	for _, tt := range []struct {
-		remote string
-		xff    []string
-		hops   int
-		want   string
-	}{
-		{"127.0.0.1:5000", nil, 1, "127.0.0.1"},
-		{"127.0.0.1:5000", []string{"192.0.2.1"}, 0, "127.0.0.1"},
-		{"127.0.0.1:5000", []string{"192.0.2.1"}, 1, "192.0.2.1"},
-		{"127.0.0.1:5000", []string{"10.0.0.1, 192.0.2.1"}, 1, "192.0.2.1"},
-		{"127.0.0.1:5000", []string{"10.0.0.1", "192.0.2.1"}, 1, "192.0.2.1"},
-		{"127.0.0.1:5000", []string{"10.0.0.1, 192.0.2.1, 10.1.1.1"}, 2, "192.0.2.1"},
-		{"127.0.0.1:5000", []string{"192.0.2.1"}, 3, "192.0.2.1"},
-		{"127.0.0.1:5000", []string{"::ffff:127.0.0.2"}, 1, "127.0.0.2"}, // node's IPv4 on a dual-stack socket
-		{"[2001:db8::1]:5000", nil, 1, "2001:db8::/64"},
-		{"[2001:db8::2]:5000", nil, 0, "2001:db8::/64"},
-		{"127.0.0.1:5000", []string{"unknown"}, 1, "unknown"},
-	} {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = tt.remote
-		for _, v := range tt.xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		if got := source(r, tt.hops); got != tt.want {
-			t.Errorf("%s %q hops %d: %q, want %q", tt.remote, tt.xff, tt.hops, got, tt.want)
-		}
-	}
-}
-
 // TestLimiterBounded checks that the sources tracked are bounded: full, the idle are
 // dropped first, then any; a limited source stays limited while idle ones go.
 func TestLimiterBounded(t *testing.T) {
@@ -292,28 +229,5 @@ func TestLimiterBounded(t *testing.T) {
 	}
 	if len(l.m) > 3 {
 		t.Fatalf("%d sources tracked, max 3", len(l.m))
-	}
-}
-
-// TestKeptClients checks that a flood of registrations forgets the clients registered
-// but never approved, not those a user approved.
-func TestKeptClients(t *testing.T) {
-	c := testConfig()
-	c.MaxClients = 3
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.clients.put("approved", client{name: "mine"}, 0)
-	s.clients.put("waiting", client{}, 0)
-	s.keep("approved")
-	for i := range 10 {
-		s.clients.put(fmt.Sprint("flood", i), client{}, 0)
-	}
-	if c, ok := s.client("approved"); !ok || c.name != "mine" {
-		t.Error("the approved client was forgotten")
-	}
-	if _, ok := s.client("waiting"); ok {
-		t.Error("a flood of 10 registrations into 3 places kept the oldest unapproved")
 	}
 }

@@ -1,6 +1,7 @@
 package hubauth
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -81,19 +82,57 @@ func (b *bucket) full(now time.Time, rate, burst float64) bool {
 	return b.last.IsZero() || b.tokens+now.Sub(b.last).Seconds()*rate >= burst
 }
 
+// source is the address r comes from, as the rate limits count it (source); the first
+// X-Forwarded-For of a peer not trusted is logged, once: behind a proxy not listed in
+// TrustedProxies every request counts as the proxy's.
+func (s *Server) source(r *http.Request) string {
+	src, ignored := source(r, s.cfg.ProxyHops, s.cfg.TrustedProxies)
+	if ignored {
+		s.xffOnce.Do(func() {
+			s.log.Info("X-Forwarded-For of a peer not in hub.oauth.trusted_proxies ignored: its requests count as the peer's", "peer", src)
+		})
+	}
+	return src
+}
+
 // source is the address a request comes from: with hops proxies in front (each
-// appending its peer to X-Forwarded-For, as the Hub's configurable-http-proxy does),
-// the entry the outermost of them added; else, or without the header, the connection's
-// peer. An IPv6 address counts as its /64 (one host's usual allocation).
-func source(r *http.Request, hops int) string {
+// appending its peer to X-Forwarded-For, as the Hub's configurable-http-proxy does)
+// and the connection's peer one of trusted, the entry the outermost of them added;
+// else, or without the header, the connection's peer (ignored reports an
+// X-Forwarded-For not believed). An IPv6 address counts as its /64 (one host's usual
+// allocation).
+func source(r *http.Request, hops int, trusted []netip.Prefix) (src string, ignored bool) {
 	addr, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		addr = r.RemoteAddr
 	}
 	if fwd := r.Header.Values("X-Forwarded-For"); hops > 0 && len(fwd) > 0 {
+		if !trustedPeer(addr, trusted) {
+			return sourceOf(addr), true
+		}
 		list := strings.Split(strings.Join(fwd, ","), ",")
 		addr = strings.TrimSpace(list[max(0, len(list)-hops)])
 	}
+	return sourceOf(addr), false
+}
+
+// trustedPeer reports whether the connection's peer addr is in trusted.
+func trustedPeer(addr string, trusted []netip.Prefix) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceOf is the source an address counts as: itself, an IPv6 address its /64.
+func sourceOf(addr string) string {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil {
 		return truncate(addr, 64) // not an address: still one source
@@ -104,4 +143,25 @@ func source(r *http.Request, hops int) string {
 		return p.String()
 	}
 	return ip.String()
+}
+
+// ParseTrustedProxies parses Config.TrustedProxies from addresses (127.0.0.1, ::1) and
+// CIDR prefixes (10.0.0.0/8).
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			ip, ipErr := netip.ParseAddr(s)
+			if ipErr != nil {
+				return nil, fmt.Errorf("%q is neither an IP address nor a CIDR prefix", s)
+			}
+			p = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 { // ::ffff:10.0.0.0/104 is 10.0.0.0/8, as peers are compared
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

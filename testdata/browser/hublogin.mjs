@@ -22,12 +22,13 @@
 // browser-based client (the MCP Inspector) does.
 //
 // As a driver: node hublogin.mjs --chromium /usr/bin/chromium
-//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"[,"consent":"deny"][,"session":"alice"][,"intercept":P][,"click":S]}
+//   stdin:  {"op":"login","url":U,"user":"alice","until":"http://127.0.0.1:P/callback"[,"consent":"deny"][,"session":"alice"][,"intercept":P][,"click":S][,"probe":JS]}
 //           {"op":"visit","url":U[,"session":"alice"][,"leave":true]}
 //           {"op":"fetch","page":URL,"requests":[{"url":…,"method":…,"headers":{…},"body":…}]}
 //   stdout: {"ok":true,"ready":true,"version":V} once Chromium runs, then per command
-//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…,"form":{…},"intercepted":[…]} (login; form: the
-//           consent page's hidden fields where the login stopped there),
+//           {"ok":true,"url":…,"seen":[…],"status":…,"text":…,"form":{…},"intercepted":[…][,"probe":…]} (login; form: the
+//           consent page's hidden fields where the login stopped there; probe: the value of
+//           the login's probe, an expression evaluated in the page it stopped at),
 //           {"ok":true,"url":…,"status":…,"text":…} (visit),
 //           {"ok":true,"answers":[{"status":…,"headers":{…},"body":…} or {"error":…}]} (fetch),
 //           or {"ok":false,"error":…}.
@@ -37,7 +38,7 @@ import { launch, serve } from './chromium.mjs';
 // logIn returns where the person ended: url (the page's URL), seen (the pages
 // filled, in order: the Hub's "login", "authorize", the sidecar's "consent"), status
 // (the last document's HTTP status) and text (the start of what the page shows).
-export async function logIn(browser, url, { user, password = 'any', until, consent = 'approve', context: kept, intercept, click, timeout = 60000 }) {
+export async function logIn(browser, url, { user, password = 'any', until, consent = 'approve', context: kept, intercept, click, probe, timeout = 60000 }) {
   const context = kept || await browser.newContext();
   let page;
   try {
@@ -83,7 +84,8 @@ export async function logIn(browser, url, { user, password = 'any', until, conse
       await loaded;
     }
     const text = (await page.locator('body').innerText().catch(() => '')).slice(0, 2000);
-    return { url: page.url(), seen, status: status(), text, form, intercepted };
+    // probe: an expression evaluated in the page where the login stopped (its layout).
+    return { url: page.url(), seen, status: status(), text, form, intercepted, ...(probe ? { probe: await page.evaluate(probe) } : {}) };
   } finally {
     await (kept ? page?.close() : context.close());
   }

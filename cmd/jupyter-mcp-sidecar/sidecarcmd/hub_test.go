@@ -3,6 +3,7 @@ package sidecarcmd
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestLoadHub(t *testing.T) {
 		err  string
 	}{
 		{name: "off: the service environment is not read", yaml: "hub:\n  enabled: false\n", env: hubEnv,
-			want: func(h config.Hub) bool { return h == config.DefaultHub() }},
+			want: func(h config.Hub) bool { return reflect.DeepEqual(h, config.DefaultHub()) }},
 		{name: "managed service", yaml: "hub:\n  enabled: true\n", env: hubEnv,
 			want: func(h config.Hub) bool {
 				return h.APIURL == "http://127.0.0.1:8081/hub/api" && h.APIToken == "svc-token" &&

@@ -194,8 +194,11 @@ func TestHubMode(t *testing.T) {
 		c.Close()
 		testenv.Eventually(t, testenv.Wait, "alice released after her last request (idle timeout 2s)",
 			func() bool { return direct.Metric("jupyter_mcp_sidecar_hub_user_releases_total") >= 1 })
-		if _, body := direct.Get("/services/mcp/readyz"); !strings.Contains(body, `"users_active":0`) {
-			t.Fatalf("/readyz under the prefix after the release: %s", body)
+		if n := direct.Metric("jupyter_mcp_sidecar_hub_users_active"); n != 0 {
+			t.Fatalf("%v users active after the release", n)
+		}
+		if code, body := direct.Get("/services/mcp/readyz"); code != http.StatusOK || body != "{\"ready\":true}\n" {
+			t.Fatalf("/readyz under the prefix after the release: %d %s", code, body)
 		}
 		_, metrics := sc.Get("/metrics")
 		for _, name := range []string{"alice", "bob", root} {

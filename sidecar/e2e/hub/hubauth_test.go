@@ -163,7 +163,7 @@ func startHubAuth(t *testing.T, users ...string) (*jhubtest.Hub, map[string]*hub
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
 	spawned := spawnUsers(t, hub, users...)
 	cfg := hubConfigFiles(hub.APIURL, root, jhubtest.StoreFile, jhubtest.FileIDFile, "token_cache_ttl: 1s",
-		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q}", hub.ProxyURL)) +
+		fmt.Sprintf("api_token: %q", hub.ServiceToken), fmt.Sprintf("oauth: {enabled: true, public_url: %q, trusted_proxies: [127.0.0.1/32]}", hub.ProxyURL)) +
 		"notifications: {debounce: 250ms, max_delay: 2s}\n"
 	return hub, spawned, sidecartest.LaunchOn(t, root, port, cfg, "serve")
 }
