@@ -14,6 +14,9 @@ import (
 // authorization request naming a URI the user has not approved for the client shows
 // the consent page again, with that URI on it.
 
+// DefaultMaxApprovals is Config.MaxApprovals: the approvals one user holds at once.
+const DefaultMaxApprovals = 50
+
 // approval is a client a user approved for one redirect URI.
 type approval struct {
 	clientID    string
@@ -67,6 +70,19 @@ func (s *Server) approvals(user string) []approval {
 	return list
 }
 
+// grant remembers user's approval a. At the user's bound her oldest approvals are
+// forgotten first (their tokens end), so one user's approvals never push out
+// another's; false when every user's together are at their bound.
+func (s *Server) grant(user string, a approval) bool {
+	if !s.approved(user, a.clientID, a.redirectURI) {
+		list := s.approvals(user)
+		for i := 0; i <= len(list)-s.cfg.MaxApprovals; i++ {
+			s.revokeApproval(user, list[i].clientID, list[i].redirectURI)
+		}
+	}
+	return s.granted.put(approvalKey(user, a.clientID, a.redirectURI), a, 0)
+}
+
 // revokeApproval forgets user's approval of clientID for redirectURI and ends every
 // token of user's that clientID holds, whichever redirect URI it came through; false
 // when there was no such approval.
@@ -75,6 +91,21 @@ func (s *Server) revokeApproval(user, clientID, redirectURI string) bool {
 		return false
 	}
 	s.tokens.revokeWhere(func(f *family) bool { return f.user == user && f.clientID == clientID }, s.metrics.revoked.WithLabelValues("approval_revoked"))
-	s.log.Info("oauth client approval revoked by a user")
+	s.log.Info("oauth client approval revoked")
+	s.release(clientID)
 	return true
+}
+
+// release hands a client no user approves any more back to those waiting for an
+// approval (which expire), so that approving and revoking cannot fill the clients kept
+// for the process's life; an operator's client stays.
+func (s *Server) release(clientID string) {
+	held := false
+	s.granted.each("", func(a approval) { held = held || a.clientID == clientID })
+	if held {
+		return
+	}
+	if c, ok := s.kept.take(clientID); ok {
+		s.clients.put(clientID, c, s.cfg.RegistrationTTL)
+	}
 }

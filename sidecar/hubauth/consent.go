@@ -134,7 +134,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			s.redirectError(w, r, p.redirectURI, p.state, "temporarily_unavailable", "too many clients approved")
 			return
 		}
-		s.granted.put(approvalKey(p.user, p.clientID, p.redirectURI), approval{clientID: p.clientID, name: c.name, redirectURI: p.redirectURI, at: s.now()}, 0)
+		if !s.grant(p.user, approval{clientID: p.clientID, name: c.name, redirectURI: p.redirectURI, at: s.now()}) {
+			s.redirectError(w, r, p.redirectURI, p.state, "temporarily_unavailable", "too many approvals remembered")
+			return
+		}
 		s.log.Info("oauth client approved by a user")
 		s.issue(w, r, p.flow, p.user, p.token, p.expiresIn)
 	case "deny":

@@ -99,7 +99,8 @@ type Config struct {
 	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: 10 min
 	MaxClients    int           // clients registered and not yet approved, all sources together, and clients a user approved, each: full, a registration is refused (503), nobody forgotten; 0: 10000
 	MaxPending    int           // logins in progress, consent pages waiting and codes not redeemed, each; 0: 10000
-	MaxConsents   int           // approvals remembered, all users together (the oldest forgotten first); 0: 10000
+	MaxConsents   int           // approvals remembered, all users together (beyond, a new one is refused: no user's is forgotten for another's); 0: 10000
+	MaxApprovals  int           // approvals one user holds (beyond, her oldest is forgotten and its tokens end); 0: DefaultMaxApprovals
 	Rate          float64       // requests a second to the flow's endpoints from one source address; 0: 20
 	Burst         int           // and the burst above it; 0: 100
 	RegisterRate  float64       // registrations a second from one source address; 0: 1
@@ -202,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AccessTokenTTL < 0 || cfg.RefreshTokenTTL < 0 || cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("%w: negative token lifetime or bound", ErrConfig)
 	}
-	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
+	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.MaxApprovals < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
 		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 || cfg.RegistrationTTL < 0 {
 		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
 	}
@@ -227,6 +228,7 @@ func New(cfg Config) (*Server, error) {
 	def(&cfg.MaxClients, 10000)
 	def(&cfg.MaxPending, 10000)
 	def(&cfg.MaxConsents, 10000)
+	def(&cfg.MaxApprovals, DefaultMaxApprovals)
 	def(&cfg.MaxTokens, 10000)
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = DefaultAccessTokenTTL
@@ -256,7 +258,7 @@ func New(cfg Config) (*Server, error) {
 	s.kept = newBounded[client](cfg.MaxClients, false)
 	s.flows = newBounded[flow](cfg.MaxPending, false)
 	s.pending = newBounded[consent](cfg.MaxPending, false)
-	s.granted = newBounded[approval](cfg.MaxConsents, true)
+	s.granted = newBounded[approval](cfg.MaxConsents, false)
 	s.codes = newBounded[grant](cfg.MaxPending, false)
 	s.tokens = newTokenStore(cfg.MaxTokens)
 	s.redeemed = newBounded[string](cfg.MaxPending, true)
@@ -443,8 +445,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, g := range req.GrantTypes {
-		if g != "authorization_code" && g != "refresh_token" { // refresh_token asked for, never issued
-			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "grant_types: authorization_code only"})
+		if g != "authorization_code" && g != "refresh_token" {
+			writeJSON(w, http.StatusBadRequest, oauthError{"invalid_client_metadata", "grant_types: authorization_code and refresh_token only"})
 			return
 		}
 	}

@@ -80,7 +80,7 @@ func TestApprovalsPage(t *testing.T) {
 	if status != http.StatusOK || strings.Contains(body, "<b>x</b>") || strings.Contains(body, evilRedirect) {
 		t.Fatalf("alice's page: %d %s", status, body)
 	}
-	for _, want := range []string{"<bdi>" + html.EscapeString(name) + "</bdi>", "<code>" + own + "</code>", "<code>" + ownRedirect + "</code>",
+	for _, want := range []string{`<bdi dir="auto">` + html.EscapeString(cleanName(name)) + "</bdi>", "<code>" + own + "</code>", "<code>" + ownRedirect + "</code>",
 		`<b id="user">alice</b>`, `<input type="hidden" name="redirect_uri" value="` + ownRedirect + `">`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("alice's page lacks %q:\n%s", want, body)
