@@ -214,9 +214,12 @@ func (d *Dir) pinned() (*os.Root, int, error) {
 		return nil, 0, err
 	}
 	f, id, uid, err := walk(d.base, rel)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", d.cfg.Root, err)
+	}
 	if err == nil && d.root != nil && id != d.id {
 		_ = f.Close()
-		err = fmt.Errorf("%w (device %d inode %d, pinned %d %d)", ErrSwapped, id.dev, id.ino, d.id.dev, d.id.ino)
+		err = fmt.Errorf("%s: %w (device %d inode %d, pinned %d %d)", d.cfg.Root, ErrSwapped, id.dev, id.ino, d.id.dev, d.id.ino)
 	}
 	if err != nil {
 		if d.root == nil {

@@ -47,7 +47,7 @@ func walk(base *os.File, rel string) (*os.File, fileID, int, error) {
 		_ = unix.Close(fd)
 		return nil, fileID{}, 0, err
 	}
-	return os.NewFile(uintptr(fd), rel), fileID{dev: st.Dev, ino: st.Ino}, int(st.Uid), nil
+	return os.NewFile(uintptr(fd), "user directory"), fileID{dev: st.Dev, ino: st.Ino}, int(st.Uid), nil
 }
 
 // dirFlags open a directory of the walk.
@@ -84,7 +84,7 @@ func walkByHand(base int, rel string) (int, error) {
 		}
 		if c == ".." {
 			_ = unix.Close(fd)
-			return -1, walkErr(base, rel, unix.EXDEV)
+			return -1, walkErr(base, c, unix.EXDEV)
 		}
 		next, err := unix.Openat(fd, c, dirFlags, 0)
 		if err != nil {
@@ -99,16 +99,17 @@ func walkByHand(base int, rel string) (int, error) {
 	return fd, nil
 }
 
-// walkErr is the error of a walk: a symbolic link or ".." on the way is ErrEscapes, a
-// missing component fs.ErrNotExist.
+// walkErr is the error of a walk that failed at rel in at: a symbolic link or ".." on
+// the way is ErrEscapes; else the errno (ENOENT is fs.ErrNotExist). It names no path: the
+// caller adds the user's directory's, which hub mode's logs redact.
 func walkErr(at int, rel string, err error) error {
 	var st unix.Stat_t
 	link := errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) ||
 		(errors.Is(err, unix.ENOTDIR) && unix.Fstatat(at, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK)
 	if link {
-		return fmt.Errorf("%s: a symbolic link or .. on the way to the user's directory: %w", rel, ErrEscapes)
+		return fmt.Errorf("a symbolic link or .. on the way: %w", ErrEscapes)
 	}
-	return &os.PathError{Op: "open", Path: rel, Err: err}
+	return err
 }
 
 // rootOf is f, an open directory, as an os.Root: opened again through /proc/self/fd,
