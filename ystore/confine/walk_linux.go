@@ -72,8 +72,15 @@ func walkFD(base int, rel string) (int, error) {
 	return -1, walkErr(base, rel, unix.EAGAIN)
 }
 
-// walkByHand opens rel beneath base one component at a time, each with O_NOFOLLOW.
+// walkByHand opens rel beneath base one component at a time, each with O_NOFOLLOW; an
+// absolute rel is refused and an empty one names nothing, as with openat2.
 func walkByHand(base int, rel string) (int, error) {
+	switch {
+	case rel == "":
+		return -1, unix.ENOENT
+	case strings.HasPrefix(rel, "/"):
+		return -1, walkErr(base, rel, unix.EXDEV)
+	}
 	fd, err := unix.Openat(base, ".", dirFlags, 0)
 	if err != nil {
 		return -1, err
