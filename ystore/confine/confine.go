@@ -79,9 +79,6 @@ type Dir struct {
 // New returns the Dir cfg describes; it does no I/O.
 func New(cfg Config) *Dir { return &Dir{cfg: cfg} }
 
-// Root is the user's directory's path.
-func (d *Dir) Root() string { return d.cfg.Root }
-
 // Close closes the directory and its base; every later use fails.
 func (d *Dir) Close() error {
 	d.mu.Lock()
