@@ -29,6 +29,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
 // Hub mode serves every user of a JupyterHub their own notebooks from one process.
@@ -75,6 +76,9 @@ type tenant struct {
 	loaded   chan struct{} // closed when the store's first read has finished
 	lastUsed atomic.Int64  // unix nanoseconds of the last request
 	err      error         // set before loaded closes when the tenant could not start
+	// swapped is set when a directory of the user's was found replaced after it was
+	// opened (confine.ErrSwapped): the user is refused until the tenant is released.
+	swapped atomic.Bool
 }
 
 // runHub serves hub mode until ctx is done.
@@ -162,6 +166,10 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the user's notebooks cannot be loaded", http.StatusServiceUnavailable)
 		return
 	}
+	if t.swapped.Load() {
+		http.Error(w, (&refusal{what: "notebook directory", err: confine.ErrSwapped}).ForUser(), http.StatusForbidden)
+		return
+	}
 	t.lastUsed.Store(time.Now().UnixNano())
 	t.in.srv.Handler().ServeHTTP(w, r)
 	t.lastUsed.Store(time.Now().UnixNano())
@@ -195,15 +203,21 @@ func (h *hub) start(user string) (*tenant, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := userConfinement(h.cfg.Hub, user)
+	begin := time.Now()
+	obs := config.Obs{Logger: h.tenantLog(user), Registerer: h.obs.Registerer}
+	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
+	conf, err := userConfinement(h.cfg.Hub, user, func(err error) {
+		// Told once per swap, from whichever open found it; the logger redacts the path.
+		t.swapped.Store(true)
+		h.m.swaps.Inc()
+		obs.Logger.Error("a user's directory was replaced after their tenant started: the user is refused until it is released", "err", err)
+	})
 	if err != nil {
 		return nil, err
 	}
-	begin := time.Now()
-	obs := config.Obs{Logger: h.tenantLog(user), Registerer: h.obs.Registerer}
 	obs.Logger.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
-	t := &tenant{user: user, done: make(chan struct{}), loaded: make(chan struct{})}
 	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
+		conf.close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,6 +228,7 @@ func (h *hub) start(user string) (*tenant, error) {
 	go func() {
 		defer h.wg.Done()
 		defer close(t.done)
+		defer conf.close()
 		defer t.in.close()
 		if err := t.in.run(ctx); err != nil {
 			obs.Logger.Error("user instance stopped", "err", err)
@@ -282,7 +297,7 @@ func (h *hub) reap(ctx context.Context) {
 			default:
 				continue
 			}
-			if t.err == nil && (t.in.srv.Active() || now.Sub(time.Unix(0, t.lastUsed.Load())) < idle) {
+			if t.err == nil && !t.swapped.Load() && (t.in.srv.Active() || now.Sub(time.Unix(0, t.lastUsed.Load())) < idle) {
 				continue
 			}
 			delete(h.tenants, user)

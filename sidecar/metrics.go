@@ -65,8 +65,8 @@ func (m *Metrics) observeApply(start time.Time, committed float64) {
 
 // hubMetrics are hub mode's own collectors; its users' instances feed the shared ones.
 type hubMetrics struct {
-	loads, releases prometheus.Counter
-	loadSeconds     prometheus.Histogram
+	loads, releases, swaps prometheus.Counter
+	loadSeconds            prometheus.Histogram
 }
 
 // newHubMetrics returns the collectors registered on reg (nil: none); users counts the
@@ -83,6 +83,8 @@ func newHubMetrics(reg prometheus.Registerer, users func() (active, unready int)
 			Help: "Users whose store was loaded because they made a request while not active."})),
 		releases: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_releases_total",
 			Help: "Users released after hub.idle_timeout without a session or request."})),
+		swaps: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "directory_swaps_total",
+			Help: "Users' directories found replaced (renamed, or a link put in their place) after the user's tenant opened them; the user is refused until the tenant is released."})),
 		loadSeconds: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: "hub", Name: "user_load_seconds",
 			Help: "Time from a user's first request to their store's first read.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})),
 	}

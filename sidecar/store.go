@@ -24,33 +24,65 @@ type shared struct {
 }
 
 // confinement is where hub mode confines what it opens for a user (ystore/confine): the
-// user's directories their store and file id database are resolved beneath (owned by
-// the owner of their root directory), and whether their notebook files are resolved
-// beneath their root directory. The zero value, outside hub mode, confines nothing:
-// paths are opened as given, as the Jupyter server running as the same user opens them.
+// user's directories their store, file id database and notebook files are resolved
+// beneath, each opened from its template's base and pinned at its first use, every file
+// owned by the owner of their root directory. The zero value, outside hub mode,
+// confines nothing: paths are opened as given, as the Jupyter server running as the
+// same user opens them.
 type confinement struct {
-	store, fileID *confine.Dir
-	notebooks     bool
+	store, fileID, notebooks *confine.Dir
 }
 
 // userConfinement is hub mode's confinement of user's files: each store template's file
-// beneath the user's directory in it (config.UserDir), owned by the owner of the user's
-// root directory; the notebooks beneath that root directory.
-func userConfinement(h config.Hub, user string) (confinement, error) {
-	owner, err := h.RootDirPath(user)
+// beneath the user's directory in it (config.UserDir), the notebooks beneath their root
+// directory, all owned by the owner of that root directory; each directory is opened
+// from its template's base (config.TemplateBase). Templates that give the same
+// directory share it. onSwap hears a directory found replaced after it was opened.
+func userConfinement(h config.Hub, user string, onSwap func(error)) (confinement, error) {
+	dirs := map[string]*confine.Dir{}
+	dir := func(tmpl, root string, owner *confine.Dir) (*confine.Dir, error) {
+		base, err := config.TemplateBase(tmpl)
+		if err != nil {
+			return nil, err
+		}
+		if d := dirs[base+"\x00"+root]; d != nil {
+			return d, nil
+		}
+		d := confine.New(confine.Config{Base: base, Root: root, Owner: owner, OnSwap: onSwap})
+		dirs[base+"\x00"+root] = d
+		return d, nil
+	}
+	var c confinement
+	root, err := h.RootDirPath(user)
+	if err == nil {
+		c.notebooks, err = dir(h.Stores.RootDir, root, nil)
+	}
+	for _, f := range []struct {
+		tmpl string
+		d    **confine.Dir
+	}{{h.Stores.SQLitePath, &c.store}, {h.Stores.FileIDDB, &c.fileID}} {
+		if err != nil {
+			break
+		}
+		var ud string
+		if ud, err = config.UserDir(f.tmpl, user); err == nil {
+			*f.d, err = dir(f.tmpl, ud, c.notebooks)
+		}
+	}
 	if err != nil {
+		c.close()
 		return confinement{}, err
 	}
-	dir := func(tmpl string) (*confine.Dir, error) {
-		root, err := config.UserDir(tmpl, user)
-		return &confine.Dir{Root: root, Owner: owner}, err
+	return c, nil
+}
+
+// close closes the user's directories.
+func (c confinement) close() {
+	for _, d := range []*confine.Dir{c.store, c.fileID, c.notebooks} {
+		if d != nil {
+			_ = d.Close() // a directory shared by two is closed twice: the second does nothing
+		}
 	}
-	c := confinement{notebooks: true}
-	if c.store, err = dir(h.Stores.SQLitePath); err != nil {
-		return c, err
-	}
-	c.fileID, err = dir(h.Stores.FileIDDB)
-	return c, err
 }
 
 // refusal is a user's file that confinement refuses, said to the user without its path.
@@ -65,8 +97,13 @@ func (r *refusal) Unwrap() error { return r.err }
 // ForUser is what the user is told: which file, and why, without a path.
 func (r *refusal) ForUser() string {
 	why := "it leads outside your home directory"
-	if errors.Is(r.err, confine.ErrNotOwned) {
+	switch {
+	case errors.Is(r.err, confine.ErrNotOwned):
 		why = "it is not owned by you"
+	case errors.Is(r.err, confine.ErrSwapped):
+		why = "your directory was replaced after the server opened it"
+	case errors.Is(r.err, confine.ErrUnsafeBase):
+		why = "the directory above your home can be written by users (the operator's to fix)"
 	}
 	return "your " + r.what + " cannot be served: " + why
 }
@@ -91,11 +128,7 @@ func checkFiles(cfg config.Config, conf confinement) error {
 		if f.dir == nil || f.path == "" {
 			continue
 		}
-		uid, err := f.dir.OwnerUID()
-		if err != nil {
-			continue // the user's root directory is missing: nothing of theirs to serve yet
-		}
-		l, err := f.dir.Locate(f.path, uid)
+		l, err := f.dir.Locate(f.path) // a missing root or file: nothing of theirs to serve yet
 		if errors.Is(err, confine.ErrRefused) {
 			return &refusal{what: f.what, err: err}
 		}

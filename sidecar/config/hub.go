@@ -201,6 +201,11 @@ func UserDir(tmpl, user string) (string, error) {
 	return base + comp, nil
 }
 
+// TemplateBase is the directory above the users' part of a store template: its fixed
+// part before the first component holding {username} (/home/ for
+// /home/{username}/work), which hub mode opens every user's directory from.
+func TemplateBase(tmpl string) (string, error) { return templateBase(tmpl) }
+
 // serviceNameRe matches the service names a proxy prefix can carry.
 var serviceNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 

@@ -58,7 +58,7 @@ func TestLibraryConfigs(t *testing.T) {
 		t.Errorf("RoomsConfig = %+v", rc)
 	}
 	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
-		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confined || fc.Logger != log {
+		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confine != nil || fc.Logger != log {
 		t.Errorf("FilesConfig = %+v", fc)
 	}
 	abs, _ := filepath.Abs("rel/root")

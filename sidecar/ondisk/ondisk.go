@@ -50,10 +50,12 @@ type Config struct {
 	FSNotify       bool          // false: poll every file
 	Coalesce       time.Duration // quiet time after a file's last event before it is read
 	GoneAfter      time.Duration // how long a file stays missing before it is reported gone
-	// Confined (hub mode): a path is resolved beneath Root, symbolic links followed only
-	// while they stay inside it (ystore/confine): a link to another user's notebook is
-	// not read. False follows links anywhere, as the Jupyter server does.
-	Confined bool
+	// Confine (hub mode) is the user's directory, Root: a path is resolved beneath it,
+	// symbolic links followed only while they stay inside it, and a file is read only if
+	// it is the user's (ystore/confine): a link to another user's notebook, symbolic or
+	// hard, is not read, nor anything once the directory was replaced. Nil follows links
+	// anywhere, as the Jupyter server does.
+	Confine *confine.Dir
 	// Logger receives the watcher's logs; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -334,7 +336,7 @@ func (w *Watcher) Exists(p string) bool {
 
 // ModTime returns the modification time of the file at p (relative to the root) now.
 func (w *Watcher) ModTime(p string) (time.Time, error) {
-	fi, err := os.Stat(filepath.Join(w.root(), filepath.FromSlash(p)))
+	fi, err := w.files(w.root()).stat(p)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -346,29 +348,31 @@ func (r *run) read(p string, old stat, seen bool) (File, stat, error) {
 	return r.files(r.root()).read(p, r.cfg.MaxFileBytes, old, seen)
 }
 
-// files are the notebook files under root, confined to it or not (Config.Confined).
+// files are the notebook files under root, confined to the user's directory or not
+// (Config.Confine).
 type files struct {
-	root     string
-	confined bool
+	root    string
+	confine *confine.Dir
 }
 
-func (w *Watcher) files(root string) files { return files{root: root, confined: w.cfg.Confined} }
+func (w *Watcher) files(root string) files { return files{root: root, confine: w.cfg.Confine} }
 
 // stat returns the file at p (relative to the root).
 func (d files) stat(p string) (fs.FileInfo, error) {
 	abs := filepath.Join(d.root, filepath.FromSlash(p))
-	if d.confined {
-		return confine.Dir{Root: d.root}.Stat(abs)
+	if d.confine != nil {
+		return d.confine.Stat(abs)
 	}
 	return os.Stat(abs)
 }
 
-// open opens the file at p (relative to the root) for reading, without waiting on a
-// named pipe.
+// open opens the regular file at p (relative to the root) for reading, without waiting
+// on a named pipe; a confined one is checked on the open file to be the user's.
 func (d files) open(p string) (*os.File, error) {
 	abs := filepath.Join(d.root, filepath.FromSlash(p))
-	if d.confined {
-		return confine.Dir{Root: d.root}.Open(abs, os.O_RDONLY|syscall.O_NONBLOCK)
+	if d.confine != nil {
+		f, _, err := d.confine.OpenFile(abs)
+		return f, err
 	}
 	return os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }

@@ -3,6 +3,7 @@ package ondisk
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
 func nbJSON(src string) string {
@@ -215,7 +217,11 @@ func TestConfinedFiles(t *testing.T) {
 	outside := []string{"relative.ipynb", "absolute.ipynb", "bobdir/b.ipynb"}
 	for _, confined := range []bool{true, false} {
 		t.Run(map[bool]string{true: "confined", false: "not confined"}[confined], func(t *testing.T) {
-			cfg := Config{Root: alice, Confined: confined, PollInterval: 20 * time.Millisecond, Coalesce: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+			cfg := Config{Root: alice, PollInterval: 20 * time.Millisecond, Coalesce: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+			if confined {
+				cfg.Confine = confine.New(confine.Config{Base: top, Root: alice})
+				defer cfg.Confine.Close()
+			}
 			w := New(cfg)
 			if f, err := w.Read("inside.ipynb"); err != nil || f.Snapshot.At(0).Source != "alice" {
 				t.Fatalf("Read(inside.ipynb) = %v", err)
@@ -244,5 +250,58 @@ func TestConfinedFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Confined, the user's directory is pinned at its first use and her notebook files must
+// be hers (issue 39): once alice's directory is replaced by a link to bob's home, no
+// file of bob's is read, nor its time, nor said to exist; a hard link to bob's notebook
+// (bob's uid) in her home is not read, her own hard link is.
+func TestConfinedSwapAndHardLink(t *testing.T) {
+	top := t.TempDir()
+	alice, bob := filepath.Join(top, "alice"), filepath.Join(top, "bob")
+	write(t, filepath.Join(alice, "a.ipynb"), nbJSON("alice"))
+	write(t, filepath.Join(bob, "a.ipynb"), nbJSON("bob"))
+	cfg := Config{Root: alice, Confine: confine.New(confine.Config{Base: top, Root: alice}), Logger: slog.New(slog.DiscardHandler)}
+	defer cfg.Confine.Close()
+	w := New(cfg)
+	if f, err := w.Read("a.ipynb"); err != nil || f.Snapshot.At(0).Source != "alice" {
+		t.Fatalf("Read before the swap = %v", err)
+	}
+	if os.Getuid() == 0 {
+		const aliceUID, bobUID = testenv.Stranger + 1, testenv.Stranger + 2
+		for p, uid := range map[string]int{alice: aliceUID, filepath.Join(alice, "a.ipynb"): aliceUID, filepath.Join(bob, "a.ipynb"): bobUID} {
+			if err := os.Chown(p, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for target, link := range map[string]string{filepath.Join(bob, "a.ipynb"): "bobs.ipynb", filepath.Join(alice, "a.ipynb"): "mine.ipynb"} {
+			if err := os.Link(target, filepath.Join(alice, link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hl := New(Config{Root: alice, Confine: confine.New(confine.Config{Base: top, Root: alice}), Logger: slog.New(slog.DiscardHandler)})
+		defer hl.cfg.Confine.Close()
+		if f, err := hl.Read("bobs.ipynb"); !errors.Is(err, confine.ErrNotOwned) {
+			t.Errorf("a hard link to bob's notebook: Read = %v, %v; want ErrNotOwned", f.Snapshot, err)
+		}
+		if f, err := hl.Read("mine.ipynb"); err != nil || f.Snapshot.At(0).Source != "alice" {
+			t.Errorf("her own hard link: Read = %v", err)
+		}
+	}
+	if err := os.Rename(alice, alice+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("bob", alice); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := w.Read("a.ipynb"); !errors.Is(err, confine.ErrSwapped) {
+		t.Fatalf("Read after the swap = %v, %v; want ErrSwapped", f.Snapshot, err)
+	}
+	if _, err := w.ModTime("a.ipynb"); !errors.Is(err, confine.ErrSwapped) {
+		t.Fatalf("ModTime after the swap = %v; want ErrSwapped", err)
+	}
+	if w.Exists("a.ipynb") {
+		t.Fatal("after the swap, bob's file is said to exist")
 	}
 }

@@ -13,7 +13,7 @@ func TestLocateFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (Dir{Root: alice}).Locate(p, -1); err == nil {
+	if _, err := dirOf(t, alice).Locate(p); err == nil {
 		t.Fatal("Locate of a named pipe succeeded")
 	}
 }

@@ -23,33 +23,28 @@ type Located struct {
 	Dir  *os.File    // the directory that holds the file, beneath the root
 	Name string      // the file's name in Dir: never a symbolic link when located
 	Info fs.FileInfo // the file as located: a regular file owned by the user
+	UID  int         // the user's uid, which the file's journal, WAL and shared memory must have too
 }
 
 // Close closes the directory.
 func (l *Located) Close() error { return l.Dir.Close() }
 
-// Locate finds the regular file path names beneath d.Root (symbolic links followed
-// inside it) and checks that uid owns it (Owned); its directory is opened beneath the
-// root too. A file that is not regular is refused without being read (a named pipe is
-// opened non-blocking).
-func (d Dir) Locate(path string, uid int) (*Located, error) {
+// Locate finds the regular file path names beneath the user's directory (symbolic
+// links followed inside it) and checks on the open file that the user owns it (Owned);
+// its directory is opened beneath the user's directory too. A file that is not regular
+// is refused without being read (a named pipe is opened non-blocking).
+func (d *Dir) Locate(path string) (*Located, error) {
+	uid, err := d.OwnerUID()
+	if err != nil {
+		return nil, err
+	}
 	var l *Located
-	err := d.in(path, func(r *os.Root, rel string) error {
-		f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	err = d.in(path, func(r *os.Root, rel string) error {
+		f, fi, err := openOwned(r, rel, path, uid)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = f.Close() }()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", path)
-		}
-		if err := Owned(fi, uid); err != nil {
-			return err
-		}
 		// Where the file is, as the kernel resolved it: its name in the directory that
 		// holds it, which SQLite's journal, WAL and shared memory files sit beside.
 		top, err := r.Open(".")
@@ -78,7 +73,7 @@ func (d Dir) Locate(path string, uid int) (*Located, error) {
 			_ = dir.Close()
 			return fmt.Errorf("%s: %w", path, ErrMoved)
 		}
-		l = &Located{Dir: dir, Name: name, Info: fi}
+		l = &Located{Dir: dir, Name: name, Info: fi, UID: uid}
 		return nil
 	})
 	return l, err

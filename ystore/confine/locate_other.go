@@ -16,12 +16,13 @@ type Located struct {
 	Dir  *os.File
 	Name string
 	Info fs.FileInfo
+	UID  int
 }
 
 // Close closes the directory.
 func (l *Located) Close() error { return l.Dir.Close() }
 
 // Locate needs Linux (/proc/self/fd); elsewhere it refuses.
-func (d Dir) Locate(path string, uid int) (*Located, error) {
+func (d *Dir) Locate(path string) (*Located, error) {
 	return nil, errors.ErrUnsupported
 }

@@ -7,18 +7,8 @@ import (
 	"io/fs"
 )
 
-// OwnerUID: without unix owners, only "" (no check) is supported.
-func (d Dir) OwnerUID() (int, error) {
-	if d.Owner == "" {
-		return -1, nil
-	}
-	return 0, errors.ErrUnsupported
-}
+// Owned: without unix owners nothing can be confined.
+func Owned(fs.FileInfo, int) error { return errors.ErrUnsupported }
 
-// Owned checks nothing but that no owner is asked for.
-func Owned(fi fs.FileInfo, uid int) error {
-	if uid < 0 {
-		return nil
-	}
-	return errors.ErrUnsupported
-}
+// CheckOwner: see Owned.
+func CheckOwner(string, int, uint64, bool, int) error { return errors.ErrUnsupported }

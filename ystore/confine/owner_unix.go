@@ -9,34 +9,27 @@ import (
 	"syscall"
 )
 
-// OwnerUID is the user's uid: the owner of d.Owner (-1 when d.Owner is "").
-func (d Dir) OwnerUID() (int, error) {
-	if d.Owner == "" {
-		return -1, nil
-	}
-	fi, err := os.Stat(d.Owner)
-	if err != nil {
-		return 0, fmt.Errorf("the user's directory: %w", err)
-	}
-	return uidOf(fi), nil
-}
-
-// Owned checks that fi belongs to uid (any owner when uid is negative).
+// Owned checks that fi, a file opened for the user, belongs to uid: a file of another
+// owner is refused, a hard link to another user's file included (a link keeps its
+// file's owner). A hard link of the user's own (more than one link, owned by uid) is
+// accepted: it leads to nothing the user could not read anyway. Except when uid is
+// root's or the sidecar's own: the owner then does not tell the user's files from the
+// system's, and a regular file with more than one link is refused.
 func Owned(fi fs.FileInfo, uid int) error {
-	if uid < 0 {
-		return nil
-	}
-	if got := uidOf(fi); got != uid {
-		return fmt.Errorf("%s (owner uid %d, the user is uid %d): %w", fi.Name(), got, uid, ErrNotOwned)
-	}
-	return nil
-}
-
-// uidOf is fi's owner, -1 if unknown.
-func uidOf(fi fs.FileInfo) int {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return -1
+		return fmt.Errorf("%s (owner unknown): %w", fi.Name(), ErrNotOwned)
 	}
-	return int(st.Uid)
+	return CheckOwner(fi.Name(), int(st.Uid), uint64(st.Nlink), fi.Mode().IsRegular(), uid)
+}
+
+// CheckOwner is Owned of a file name, owned by owner, with nlink links, regular or not.
+func CheckOwner(name string, owner int, nlink uint64, regular bool, uid int) error {
+	if owner != uid {
+		return fmt.Errorf("%s (owner uid %d, the user is uid %d): %w", name, owner, uid, ErrNotOwned)
+	}
+	if regular && nlink > 1 && (uid == 0 || uid == os.Geteuid()) {
+		return fmt.Errorf("%s (%d hard links, owner uid %d: the sidecar's own or root's): %w", name, nlink, uid, ErrNotOwned)
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ func TestConfinedDB(t *testing.T) {
 			edit("add", id1, root+"/bob.ipynb")
 			db := filepath.Join(alice, "file_id_manager.db")
 			c.make(t, alice, bob, db)
-			r, err := NewDB(DBConfig{Path: db, RootDir: root, Confine: &confine.Dir{Root: alice, Owner: alice}})
+			r, err := NewDB(DBConfig{Path: db, RootDir: root, Confine: confine.New(confine.Config{Base: filepath.Dir(alice), Root: alice})})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -314,11 +314,7 @@ func (d *DB) locate() (string, *sqlitevfs.Confined, error) {
 		abs, err := filepath.Abs(d.path)
 		return abs, nil, err
 	}
-	uid, err := d.confine.OwnerUID()
-	if err != nil {
-		return "", nil, err
-	}
-	l, err := d.confine.Locate(d.path, uid)
+	l, err := d.confine.Locate(d.path)
 	if err != nil {
 		return "", nil, err
 	}

@@ -48,7 +48,7 @@ func TestConfinedStore(t *testing.T) {
 			store := filepath.Join(alice, "store.db")
 			c.make(t, alice, bob, store)
 			cfg := modes[2].cfg(store)
-			cfg.Confine = &confine.Dir{Root: alice, Owner: alice}
+			cfg.Confine = confine.New(confine.Config{Base: filepath.Dir(alice), Root: alice})
 			tl := newTailer(t, cfg)
 			events, err := tl.Load(context.Background())
 			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {

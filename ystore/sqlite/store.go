@@ -124,11 +124,7 @@ func confineStore(f storeFile, before os.FileInfo) (string, *sqlitevfs.Confined,
 	if f.dir == nil {
 		return f.path, nil, nil
 	}
-	uid, err := f.dir.OwnerUID()
-	if err != nil {
-		return "", nil, fmt.Errorf("open store: %w", err)
-	}
-	l, err := f.dir.Locate(f.path, uid)
+	l, err := f.dir.Locate(f.path)
 	switch {
 	case errors.Is(err, confine.ErrMoved):
 		return "", nil, fmt.Errorf("open store: %w", errReplacedWhileOpening)

@@ -1,6 +1,7 @@
 package sqlitevfs
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"syscall"
@@ -25,9 +26,10 @@ import (
 // a database's journal or WAL exists. A confined database is handed to SQLite under a
 // name of Confine's; the three calls resolve it in the directory confine.Locate opened
 // beneath the user's directory (openat, fstatat, never following a symbolic link), so
-// no rename or link the user makes afterwards can point SQLite anywhere else, and the
-// database file itself must still be the one located (device and inode), which Locate
-// checked is the user's.
+// no rename or link the user makes afterwards can point SQLite anywhere else; every file
+// opened is checked on its descriptor to be a regular file of the user's (a hard link
+// to another user's WAL keeps that user's uid), and the database file itself must still
+// be the one located (device and inode).
 
 // The VFS's own system calls, which the hooks call for every other name.
 var defaultOpen, defaultAccess, defaultStat uintptr
@@ -95,6 +97,7 @@ type Confined struct {
 	base string
 	dev  uint64
 	ino  uint64
+	uid  int // the user's: every file opened must be theirs
 	l    *confine.Located
 }
 
@@ -108,7 +111,7 @@ func Confine(l *confine.Located) (*Confined, error) {
 	if !ok {
 		return nil, fmt.Errorf("confining SQLite: no device and inode")
 	}
-	c := &Confined{id: nextID.Add(1), dir: int(l.Dir.Fd()), base: l.Name, dev: st.Dev, ino: st.Ino, l: l}
+	c := &Confined{id: nextID.Add(1), dir: int(l.Dir.Fd()), base: l.Name, dev: st.Dev, ino: st.Ino, uid: l.UID, l: l}
 	registry.Lock()
 	registry.m[c.id] = c
 	registry.Unlock()
@@ -161,44 +164,66 @@ func fail(tls *libc.TLS, errno syscall.Errno) int32 {
 // a regular file or a directory, which then behave exactly as before. A device keeps
 // O_NONBLOCK, so that reading it cannot block either (/dev/urandom, which SQLite reads
 // for randomness, never does). A confined name is opened in its directory, never
-// through a symbolic link; the database itself only if it is the file located (else
-// EACCES).
+// through a symbolic link, and checked on the open descriptor (openConfined).
 func openHooked(tls *libc.TLS, path uintptr, flags, mode int32) int32 {
 	if !isConfined(path) {
 		open := *(*func(*libc.TLS, uintptr, int32, int32) int32)(unsafe.Pointer(&defaultOpen))
-		return settle(tls, open(tls, path, flags|syscall.O_NONBLOCK, mode), flags, nil)
+		return settle(tls, open(tls, path, flags|syscall.O_NONBLOCK, mode), flags)
 	}
 	return confined(tls, path, func(c *Confined, file string) int32 {
-		fd, err := unix.Openat(c.dir, file, int(flags)|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(mode))
+		fd, err := c.open(file, int(flags), uint32(mode))
 		if err != nil {
 			return fail(tls, err.(syscall.Errno))
 		}
-		var want *Confined
-		if file == c.base {
-			want = c
-		}
-		return settle(tls, int32(fd), flags, want)
+		return settle(tls, int32(fd), flags)
 	})
 }
 
-// settle refuses, closing it, an fd opened on a named pipe or a socket (ENXIO), or, with
-// want, on another file than want's database (EACCES); it clears O_NONBLOCK on a
-// regular file or a directory unless flags asked for it.
-func settle(tls *libc.TLS, fd, flags int32, want *Confined) int32 {
+// open opens file in the located directory, never through a symbolic link, non-blocking,
+// and checks the open descriptor (fstat, never the name): a regular file owned by the
+// user (confine.CheckOwner: a hard link to another user's file keeps that user's uid),
+// and for the database the very file located (device and inode); else EACCES. A
+// journal, WAL or shared-memory file SQLite asks to create (run as root, it then gives
+// it the database's owner) is created only if missing (O_EXCL): one this call created
+// is the sidecar's own, new and empty.
+func (c *Confined) open(file string, flags int, mode uint32) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	fd, err := unix.Openat(c.dir, file, flags&^unix.O_CREAT, mode)
+	created := false
+	if errors.Is(err, unix.ENOENT) && flags&unix.O_CREAT != 0 && file != c.base {
+		fd, err = unix.Openat(c.dir, file, flags|unix.O_EXCL, mode)
+		created = err == nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return -1, unix.EACCES
+	}
+	regular := st.Mode&unix.S_IFMT == unix.S_IFREG
+	switch {
+	case !regular:
+	case file == c.base && (st.Dev != c.dev || st.Ino != c.ino):
+	case created:
+		return fd, nil
+	case confine.CheckOwner(file, int(st.Uid), uint64(st.Nlink), true, c.uid) == nil:
+		return fd, nil
+	}
+	_ = unix.Close(fd)
+	return -1, unix.EACCES
+}
+
+// settle refuses, closing it, an fd opened on a named pipe or a socket (ENXIO); it
+// clears O_NONBLOCK on a regular file or a directory unless flags asked for it.
+func settle(tls *libc.TLS, fd, flags int32) int32 {
 	if fd < 0 {
 		return fd
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(fd), &st); err != nil {
-		if want == nil {
-			return fd // as the default open would have
-		}
-		_ = syscall.Close(int(fd))
-		return fail(tls, syscall.EACCES)
-	}
-	if want != nil && (st.Dev != want.dev || st.Ino != want.ino) {
-		_ = syscall.Close(int(fd))
-		return fail(tls, syscall.EACCES)
+		return fd // as the default open would have
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFIFO, syscall.S_IFSOCK:

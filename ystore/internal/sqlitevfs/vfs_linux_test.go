@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -58,12 +59,9 @@ func TestConfinedOpenIsNotSwapped(t *testing.T) {
 	store := filepath.Join(alice, "sub", "store.db")
 	makeDB(t, store, "alice")
 	makeDB(t, filepath.Join(bob, "store.db"), "bob")
-	d := confine.Dir{Root: alice, Owner: alice}
-	uid, err := d.OwnerUID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := d.Locate(store, uid)
+	d := confine.New(confine.Config{Base: top, Root: alice})
+	defer d.Close()
+	l, err := d.Locate(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +149,93 @@ func link(t *testing.T, target, at string) {
 func remove(t *testing.T, p string) {
 	t.Helper()
 	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every file SQLite opens for a confined database is checked on its descriptor to be
+// the user's (issue 39): mallory's own WAL-mode store whose -wal is a hard link to bob's
+// live WAL (bob's uid) reads nothing, never bob's row; her own WAL is read.
+func TestConfinedWALIsTheUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("files of two owners need root to make (chown)")
+	}
+	const malloryUID, bobUID = 4243, 4244
+	top := t.TempDir()
+	mallory, bob := filepath.Join(top, "mallory"), filepath.Join(top, "bob")
+	for _, d := range []string{mallory, bob} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bob's live store: every page in its WAL, his server's connection open.
+	live := liveWAL(t, filepath.Join(bob, "store.db"), "bob")
+	defer live.Close()
+	store := filepath.Join(mallory, "store.db")
+	makeDB(t, store, "mallory")
+	for _, p := range []string{mallory, store} {
+		chown(t, p, malloryUID)
+	}
+	for _, p := range []string{bob, filepath.Join(bob, "store.db"), filepath.Join(bob, "store.db-wal"), filepath.Join(bob, "store.db-shm")} {
+		chown(t, p, bobUID)
+	}
+	d := confine.New(confine.Config{Base: top, Root: mallory})
+	defer d.Close()
+	open := func() *Confined {
+		l, err := d.Locate(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Confine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := open()
+	if got := whose(c.Name()); got != "mallory" {
+		t.Fatalf("her own store reads %q, want mallory", got)
+	}
+	c.Close()
+	// Her WAL: the hard link to bob's (as root, or protected_hardlinks=0, makes it).
+	if err := os.Link(filepath.Join(bob, "store.db-wal"), store+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if got := whose(store); got != "bob" {
+		t.Fatalf("the store opened as SQLite opens it reads %q: the test does not attack", got)
+	}
+	// The unconfined read left a -shm behind, and SQLite, run as root, gave the WAL it
+	// opened the database's owner: bob's WAL is mallory's now. Undone.
+	_ = os.Remove(store + "-shm")
+	chown(t, store+"-wal", bobUID)
+	c = open()
+	defer c.Close()
+	if got := whose(c.Name()); got != "" {
+		t.Fatalf("with bob's WAL hard-linked, the confined store reads %q, want nothing", got)
+	}
+	if fi, err := os.Stat(filepath.Join(bob, "store.db-wal")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != bobUID {
+		t.Fatalf("bob's WAL after the confined read: %v, %v; want still bob's", fi, err)
+	}
+}
+
+// liveWAL writes a WAL-mode database at path whose one row says who, all of it still in
+// the WAL (no checkpoint), and returns the writer's open connection.
+func liveWAL(t *testing.T, path, who string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(wal)&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("CREATE TABLE owner(name TEXT); INSERT INTO owner VALUES (?)", who); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if err := os.Chown(p, uid, uid); err != nil {
 		t.Fatal(err)
 	}
 }
