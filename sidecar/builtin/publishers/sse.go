@@ -72,8 +72,8 @@ type sse struct {
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, refused prometheus.Counter
-	connsRefused          prometheus.Counter // connections the listener's cap closed
-	consumersGauge        prometheus.Gauge   // moved by each consumer: the sum over the feeds on one Registerer
+	connsRefused          *prometheus.CounterVec // connections the listener's shares refused, by reason
+	consumersGauge        prometheus.Gauge       // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -214,10 +214,11 @@ func (s *sse) Run(ctx context.Context) error {
 		s.log.Warn("sse feed: max_connections lowered to a quarter of the file descriptors the process may open beyond a reserve",
 			"max_connections", s.o.MaxConns, "cap", limit, "reserve", conns.DescriptorReserve)
 	}
-	srv := conns.Server(mux, conns.Limits{IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout})
+	l := conns.Listen(ln, conns.Limits{MaxConnections: limit, IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout}, s.connsRefused)
+	srv := l.Server(mux)
 	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path, "max_connections", limit)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(conns.Listen(ln, limit, s.connsRefused)) }()
+	go func() { done <- srv.Serve(l) }()
 	select {
 	case <-ctx.Done():
 	case err = <-done:
@@ -323,6 +324,10 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
 		s.refuse(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	if !conns.Admit(w, r, "token") { // the token holder's connections, apart from the anonymous'
+		s.refused.Inc()
 		return
 	}
 	last := r.Header.Get("Last-Event-ID")
