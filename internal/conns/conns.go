@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,14 +136,15 @@ type Listener struct {
 	anon   map[*conn]struct{} // anonymous connections, busy or idle
 	owned  map[string]int     // connections per principal
 	byUser map[string]map[*conn]struct{}
-	total  int // connections the principals hold
+	total  int           // connections the principals hold
+	poke   chan struct{} // a connection closed or ended a request: add may find room
 }
 
 // Listen shares the connections of ln out within l (after l.Defaults); refusals are
 // counted in refused by reason.
 func Listen(ln net.Listener, l Limits, refused *prometheus.CounterVec) *Listener {
 	return &Listener{Listener: ln, l: l.Defaults(), refused: refused,
-		anon: map[*conn]struct{}{}, owned: map[string]int{}, byUser: map[string]map[*conn]struct{}{}}
+		anon: map[*conn]struct{}{}, owned: map[string]int{}, byUser: map[string]map[*conn]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
 // conn is one accepted connection and its class.
@@ -151,15 +153,16 @@ type conn struct {
 	ln      *Listener
 	owner   string // the principal's; "" while anonymous (authed false)
 	authed  bool
-	busy    bool        // a request is being served
-	since   time.Time   // when it last became idle (or was accepted)
-	expiry  *time.Timer // closes an anonymous connection left without a request; nil otherwise
+	busy    bool         // a request is being served
+	waiting atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
+	since   time.Time    // when it last became idle (or was accepted)
+	expiry  *time.Timer  // closes an anonymous connection left without a request; nil otherwise
 	release func()
 }
 
 // Accept returns the next connection, anonymous: if the anonymous have every
-// connection of theirs, the oldest idle one is closed for it, and if none is idle it
-// is closed itself.
+// connection of theirs, the oldest idle one is closed for it; if none is idle within
+// admitWait, it is closed itself.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -174,10 +177,39 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
+// Bounds of the anonymous' turnover.
+const (
+	// idleAfter: a connection is idle once the server has waited this long for its
+	// client's bytes. A client that sent its request is read at once, so its
+	// connection is never idle before it is served, on a loaded machine too.
+	idleAfter = 10 * time.Millisecond
+	// admitWait bounds how long a new connection waits for an anonymous one to turn
+	// idle (Accept waits meanwhile: the kernel queues the next ones).
+	admitWait = 200 * time.Millisecond
+)
+
 // add classifies c anonymous, making room if need be; nil if there is none.
 func (l *Listener) add(c net.Conn) *conn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	deadline := time.Now().Add(admitWait)
+	for {
+		l.mu.Lock()
+		if sc := l.addLocked(c); sc != nil {
+			l.mu.Unlock()
+			return sc
+		}
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-l.poke:
+		case <-time.After(idleAfter):
+		}
+	}
+}
+
+// addLocked is add's one try (under l.mu).
+func (l *Listener) addLocked(c net.Conn) *conn {
 	if len(l.anon) >= l.l.Anonymous {
 		victim := oldestIdle(l.anon)
 		if victim == nil {
@@ -190,19 +222,23 @@ func (l *Listener) add(c net.Conn) *conn {
 	sc := &conn{Conn: c, ln: l, since: time.Now()}
 	sc.release = sync.OnceFunc(func() {
 		l.mu.Lock()
-		defer l.mu.Unlock()
 		l.dropLocked(sc)
+		l.mu.Unlock()
+		l.signal()
 	})
 	l.anon[sc] = struct{}{}
 	sc.arm()
 	return sc
 }
 
-// oldestIdle is the connection of set idle longest; nil if all are busy.
+// oldestIdle is the connection of set idle longest: not serving a request, and the
+// server waiting for its client's bytes for idleAfter at least (one just accepted, or
+// whose bytes are being read or parsed, is not idle); nil if none is.
 func oldestIdle(set map[*conn]struct{}) *conn {
 	var o *conn
+	now := time.Now().UnixNano()
 	for c := range set {
-		if !c.busy && (o == nil || c.since.Before(o.since)) {
+		if w := c.waiting.Load(); !c.busy && w != 0 && now-w >= int64(idleAfter) && (o == nil || c.since.Before(o.since)) {
 			o = c
 		}
 	}
@@ -263,12 +299,29 @@ func (c *conn) begin() {
 // end marks c idle, waiting for its next request.
 func (c *conn) end() {
 	c.ln.mu.Lock()
-	defer c.ln.mu.Unlock()
 	c.busy = false
 	c.since = time.Now()
 	if _, open := c.ln.anon[c]; open {
 		c.arm()
 	}
+	c.ln.mu.Unlock()
+	c.ln.signal()
+}
+
+// signal tells an add waiting for room that there may be some.
+func (l *Listener) signal() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Read reads from the client; while it waits, the connection may be idle (oldestIdle).
+// The server reads a connection from one goroutine at a time.
+func (c *conn) Read(p []byte) (int, error) {
+	c.waiting.Store(time.Now().UnixNano())
+	defer c.waiting.Store(0)
+	return c.Conn.Read(p)
 }
 
 // Close frees the connection's place first, then closes it: a client that sees the

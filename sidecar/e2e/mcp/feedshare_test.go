@@ -1,0 +1,109 @@
+package mcp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
+)
+
+// tryFeedStream opens a stream of the feed on addr with the token and reads until its
+// hello: nil once it has, else why not. The stream stays open until the test ends.
+func tryFeedStream(t *testing.T, addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, feedRequest(feedToken, "")); err != nil {
+		return err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(line) == "event: "+publishers.SSEHello {
+			return nil
+		}
+	}
+}
+
+// TestFeedAnonymousShare (issue 39, item 10): clients without the token cannot starve
+// the feed's consumers. A flooder keeps as many connections open to the feed as it
+// can, sending nothing and opening a new one each time the sidecar closes one, while
+// the token holder opens 60 streams (max_consumers is 64): all 60 are served. The
+// anonymous hold at most their budget (conns.AnonymousShare of max_connections: 16)
+// between them, the sidecar closing the oldest idle one for each new connection,
+// counted as reason anonymous.
+func TestFeedAnonymousShare(t *testing.T) {
+	const flooders, consumers = 300, 60
+	addr := testenv.FreeAddr(t)
+	sc, _ := startEventsSidecar(t, feedPublisher(addr, ""), sidecartest.NotebookRooms(1), sidecartest.LoadEventFixture(t))
+	sc.WaitHTTP("/readyz", http.StatusOK)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var held, opened atomic.Int64 // flood connections open now, opened in all
+	for range flooders {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				opened.Add(1)
+				held.Add(1)
+				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+				_, _ = io.Copy(io.Discard, c) // until the sidecar closes it
+				stop()
+				_ = c.Close()
+				held.Add(-1)
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	testenv.Eventually(t, testenv.Wait, "the flood under way", func() bool { return opened.Load() >= flooders })
+
+	served := 0
+	var failures []string
+	for i := range consumers {
+		if err := tryFeedStream(t, addr); err != nil {
+			failures = append(failures, fmt.Sprintf("stream %d: %v", i, err))
+			continue
+		}
+		served++
+	}
+	t.Logf("flood: %d connections opened, %d open at the end; the token holder got %d/%d streams",
+		opened.Load(), held.Load(), served, consumers)
+	if served != consumers {
+		t.Fatalf("the token holder got %d of %d streams under the flood: %s", served, consumers, strings.Join(failures, "; "))
+	}
+	if n := sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse", "reason", "anonymous"); n == 0 {
+		t.Error("no anonymous connection counted as closed for the flood")
+	}
+	if n := sc.Metric("jupyter_mcp_sidecar_publisher_sse_consumers"); n != consumers {
+		t.Errorf("sse_consumers = %v, want %d", n, consumers)
+	}
+}
