@@ -18,6 +18,7 @@ package conns
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -33,7 +34,7 @@ import (
 // Limits are the bounds of one listener. Zero fields take their defaults
 // (Limits.Defaults).
 type Limits struct {
-	MaxConnections   int           // connections the principals hold at most, together
+	MaxConnections   int           // connections the principals hold at most, together; 0: no bound
 	PerPrincipal     int           // connections one principal holds at most; 0: MaxConnections
 	Anonymous        int           // connections not yet admitted for a principal, at most; 0: AnonymousShare(MaxConnections)
 	AnonymousTimeout time.Duration // an anonymous connection without a request this long is closed; 0: min(ReadTimeout, IdleTimeout, DefaultAnonymousTimeout)
@@ -64,6 +65,9 @@ func AnonymousShare(whole int) int { return max(16, whole/ShareDivisor) }
 
 // Defaults returns l with its zero shares set.
 func (l Limits) Defaults() Limits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = math.MaxInt
+	}
 	if l.PerPrincipal <= 0 || l.PerPrincipal > l.MaxConnections {
 		l.PerPrincipal = l.MaxConnections
 	}
