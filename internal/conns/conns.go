@@ -18,6 +18,7 @@ package conns
 
 import (
 	"context"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -159,6 +160,7 @@ type conn struct {
 	authed  bool
 	busy    bool         // a request is being served
 	waiting atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
+	inBody  atomic.Bool  // the Read in progress is the request body's
 	since   time.Time    // when it last became idle (or was accepted)
 	expiry  *time.Timer  // closes an anonymous connection left without a request; nil otherwise
 	release func()
@@ -215,7 +217,7 @@ func (l *Listener) add(c net.Conn) *conn {
 // addLocked is add's one try (under l.mu).
 func (l *Listener) addLocked(c net.Conn) *conn {
 	if len(l.anon) >= l.l.Anonymous {
-		victim := oldestIdle(l.anon)
+		victim := oldestIdle(l.anon, true)
 		if victim == nil {
 			return nil
 		}
@@ -235,14 +237,16 @@ func (l *Listener) addLocked(c net.Conn) *conn {
 	return sc
 }
 
-// oldestIdle is the connection of set idle longest: not serving a request, and the
-// server waiting for its client's bytes for idleAfter at least (one just accepted, or
-// whose bytes are being read or parsed, is not idle); nil if none is.
-func oldestIdle(set map[*conn]struct{}) *conn {
+// oldestIdle is the connection of set idle longest: the server waiting for its
+// client's bytes for idleAfter at least (one just accepted, or whose bytes are being
+// read or parsed, is not idle), and not serving a request, but, among the anonymous,
+// one waiting for the request's body (a slow body holds nothing); nil if none is.
+func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
 	var o *conn
 	now := time.Now().UnixNano()
 	for c := range set {
-		if w := c.waiting.Load(); !c.busy && w != 0 && now-w >= int64(idleAfter) && (o == nil || c.since.Before(o.since)) {
+		served := c.busy && !(anonymous && c.inBody.Load())
+		if w := c.waiting.Load(); !served && w != 0 && now-w >= int64(idleAfter) && (o == nil || c.since.Before(o.since)) {
 			o = c
 		}
 	}
@@ -345,7 +349,7 @@ func (l *Listener) admit(c *conn, principal string) (reason string) {
 		return ""
 	}
 	if l.owned[principal] >= l.l.PerPrincipal {
-		own := oldestIdle(l.byUser[principal])
+		own := oldestIdle(l.byUser[principal], false)
 		switch {
 		case own == nil && l.l.PerPrincipal == l.l.MaxConnections: // one principal's share is the whole
 			return ReasonFull
@@ -420,9 +424,24 @@ func track(next http.Handler) http.Handler {
 		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
 			c.begin()
 			defer c.end()
+			if r.Body != nil && r.Body != http.NoBody {
+				r.Body = &body{ReadCloser: r.Body, c: c}
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// body is a request's body, marking its connection while a read of it waits.
+type body struct {
+	io.ReadCloser
+	c *conn
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	b.c.inBody.Store(true)
+	defer b.c.inBody.Store(false)
+	return b.ReadCloser.Read(p)
 }
 
 // bodyDeadline gives a request body d to arrive. net/http lifts the deadline

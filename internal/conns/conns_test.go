@@ -135,6 +135,33 @@ func TestAnonymousBudget(t *testing.T) {
 	close(block)
 }
 
+// TestAnonymousSlowBody: an anonymous request whose body does not come holds nothing:
+// a new connection closes its connection as the oldest idle one, and is served.
+func TestAnonymousSlowBody(t *testing.T) {
+	reading := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			reading <- struct{}{}
+		}
+		ok(w, r)
+	})
+	addr, refused := serve(t, h, Limits{MaxConnections: 4, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	slow := dial(t, addr)
+	if _, err := io.WriteString(slow, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Receive(t, testenv.Wait, "the slow body's request being served", reading)
+	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if !closedWithin(slow, testenv.Wait) {
+		t.Fatal("an anonymous request waiting for its body kept its connection")
+	}
+	if got := refused(ReasonAnonymous); got != 1 {
+		t.Fatalf("refused{anonymous} = %v, want 1", got)
+	}
+}
+
 // TestShares: a principal holding its share gets 429 with Retry-After for one more
 // connection and its connection is closed, never another's; another principal is
 // served meanwhile, and an anonymous probe too; when the principals hold every
