@@ -138,18 +138,17 @@ type Listener struct {
 	refused *prometheus.CounterVec
 
 	mu     sync.Mutex
-	anon   map[*conn]struct{} // anonymous connections, busy or idle
-	owned  map[string]int     // connections per principal
-	byUser map[string]map[*conn]struct{}
-	total  int           // connections the principals hold
-	poke   chan struct{} // a connection closed or ended a request: add may find room
+	anon   map[*conn]struct{}            // anonymous connections, busy or idle
+	byUser map[string]map[*conn]struct{} // each principal's connections
+	total  int                           // connections the principals hold
+	poke   chan struct{}                 // a connection closed or ended a request: add may find room
 }
 
 // Listen shares the connections of ln out within l (after l.Defaults); refusals are
 // counted in refused by reason.
 func Listen(ln net.Listener, l Limits, refused *prometheus.CounterVec) *Listener {
 	return &Listener{Listener: ln, l: l.Defaults(), refused: refused,
-		anon: map[*conn]struct{}{}, owned: map[string]int{}, byUser: map[string]map[*conn]struct{}{}, poke: make(chan struct{}, 1)}
+		anon: map[*conn]struct{}{}, byUser: map[string]map[*conn]struct{}{}, poke: make(chan struct{}, 1)}
 }
 
 // conn is one accepted connection and its class.
@@ -266,11 +265,9 @@ func (l *Listener) dropLocked(c *conn) {
 	if set := l.byUser[c.owner]; set != nil {
 		if _, ok := set[c]; ok {
 			delete(set, c)
-			l.owned[c.owner]--
 			l.total--
 			if len(set) == 0 {
 				delete(l.byUser, c.owner)
-				delete(l.owned, c.owner)
 			}
 		}
 	}
@@ -348,7 +345,7 @@ func (l *Listener) admit(c *conn, principal string) (reason string) {
 	if c.authed && c.owner == principal {
 		return ""
 	}
-	if l.owned[principal] >= l.l.PerPrincipal {
+	if len(l.byUser[principal]) >= l.l.PerPrincipal {
 		own := oldestIdle(l.byUser[principal], false)
 		switch {
 		case own == nil && l.l.PerPrincipal == l.l.MaxConnections: // one principal's share is the whole
@@ -368,7 +365,6 @@ func (l *Listener) admit(c *conn, principal string) (reason string) {
 		l.byUser[principal] = map[*conn]struct{}{}
 	}
 	l.byUser[principal][c] = struct{}{}
-	l.owned[principal]++
 	l.total++
 	return ""
 }

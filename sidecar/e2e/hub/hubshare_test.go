@@ -81,7 +81,7 @@ func openStream(t *testing.T, host, path, token string) (int, *http.Response, *s
 	if resp.StatusCode != http.StatusOK || session == "" {
 		return resp.StatusCode, resp, c
 	}
-	if resp, err = c.do(http.MethodPost, path, token, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+	if _, err = c.do(http.MethodPost, path, token, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
 		return 0, nil, c
 	}
 	if resp, err = c.do(http.MethodGet, path, token, session, ""); err != nil {
