@@ -93,8 +93,9 @@ func openStream(t *testing.T, host, path, token string) (int, *http.Response, *s
 // TestHubFairShare (issue 39, item 9): one Hub user cannot take the connections every
 // user needs. With the real Hub's tokens, mallory opens sessions, each with its GET
 // stream on a connection of its own, until she is refused, and holds eight more
-// connections that send nothing; bob's initialize and GET stream, and the probes
-// under the service prefix, are served while she holds them. She holds her share,
+// connections that send nothing, and a client without a token holds as many
+// connections as it can, reopening each the sidecar closes; bob's initialize and GET
+// stream, and the probes under the service prefix, are served meanwhile. She holds her share,
 // an eighth of server.max_connections, and her next connection is answered 429 with
 // Retry-After (counted as reason share), never closed at accept; her streams are not
 // closed for bob.
@@ -135,8 +136,10 @@ func TestHubFairShare(t *testing.T) {
 		dialShare(t, host)
 	}
 	t.Logf("mallory holds %d streams; her next was answered %d", len(streams), refusal)
+	// And a client without a token holds as many connections as it can, sending nothing.
+	opened := testenv.Flood(t, host, 100)
 
-	// bob and the probes are served while mallory holds all she can.
+	// bob and the probes are served while mallory and the flood hold all they can.
 	if code, _, _ := openStream(t, host, path, bob); code != http.StatusOK {
 		t.Errorf("bob's initialize and GET stream while mallory holds %d streams: status %d (0: connection closed), want 200", len(streams), code)
 	}
@@ -146,6 +149,7 @@ func TestHubFairShare(t *testing.T) {
 			t.Errorf("%s while mallory holds %d streams: %v, %v; want 200", probe, len(streams), resp, err)
 		}
 	}
+	t.Logf("the flood opened %d connections", opened())
 	// mallory holds her share and is told so.
 	if len(streams) != share || refusal != http.StatusTooManyRequests || refused.Header.Get("Retry-After") == "" {
 		t.Fatalf("mallory held %d streams, then got %d; want her share %d, then 429 with Retry-After", len(streams), refusal, share)

@@ -2,14 +2,11 @@ package mcp
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,28 +60,7 @@ func TestFeedAnonymousShare(t *testing.T) {
 	sc, _ := startEventsSidecar(t, feedPublisher(addr, ""), sidecartest.NotebookRooms(1), sidecartest.LoadEventFixture(t))
 	sc.WaitHTTP("/readyz", http.StatusOK)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var held, opened atomic.Int64 // flood connections open now, opened in all
-	for range flooders {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					continue
-				}
-				opened.Add(1)
-				held.Add(1)
-				stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-				_, _ = io.Copy(io.Discard, c) // until the sidecar closes it
-				stop()
-				_ = c.Close()
-				held.Add(-1)
-			}
-		})
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	testenv.Eventually(t, testenv.Wait, "the flood under way", func() bool { return opened.Load() >= flooders })
+	opened := testenv.Flood(t, addr, flooders)
 
 	served := 0
 	var failures []string
@@ -95,8 +71,7 @@ func TestFeedAnonymousShare(t *testing.T) {
 		}
 		served++
 	}
-	t.Logf("flood: %d connections opened, %d open at the end; the token holder got %d/%d streams",
-		opened.Load(), held.Load(), served, consumers)
+	t.Logf("flood: %d connections opened; the token holder got %d/%d streams", opened(), served, consumers)
 	if served != consumers {
 		t.Fatalf("the token holder got %d of %d streams under the flood: %s", served, consumers, strings.Join(failures, "; "))
 	}
