@@ -245,10 +245,10 @@ func GiveAway(t testing.TB, path string) {
 }
 
 // Flood is a client without a token holding as many connections to addr as it can:
-// n goroutines each keep one connection open that sends nothing, opening a new one as
-// soon as the server closes it, until the test ends. It returns the number of
-// connections opened so far, and waits for the first n.
-func Flood(t testing.TB, addr string, n int) (opened func() int64) {
+// n goroutines each keep one connection open that sends send ("" : nothing) and then
+// nothing more, opening a new one as soon as the server closes it, until the test
+// ends. It returns the number of connections opened so far, and waits for the first n.
+func Flood(t testing.TB, addr string, n int, send string) (opened func() int64) {
 	t.Helper()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -266,6 +266,9 @@ func Flood(t testing.TB, addr string, n int) (opened func() int64) {
 					continue
 				}
 				count.Add(1)
+				if send != "" {
+					_, _ = c.Write([]byte(send))
+				}
 				stop := make(chan struct{})
 				go func() {
 					select {

@@ -48,9 +48,12 @@ var ErrNoToken = errors.New(`option "token" is required (a bearer token of at le
 // its own cursor, one event at a time and without copying it, so memory is the
 // buffer's whatever the number or speed of the consumers (plus, per consumer, the
 // event it is writing); one that falls behind the buffer is told of the gap and goes
-// on live. The listener holds at most max_connections connections (within the
-// process's descriptors: conns.WithinDescriptors), a request's header must arrive
-// within read_timeout, and a refused request's connection is closed with its answer.
+// on live. The token holder's connections are at most max_connections (within the
+// process's descriptors: conns.WithinDescriptors; beyond, 503); connections without
+// the token have a budget of their own besides (internal/conns: the oldest idle one
+// is closed for a new one), so that they never keep the token holder out; a
+// request's header must arrive within read_timeout, and a refused request's
+// connection is closed with its answer.
 // Options: listen (required, host:port), token (required), path ("/events"), scope,
 // buffer (events kept, 1024), buffer_bytes (8 MiB), max_consumers (64),
 // max_connections (0: max_consumers + 64), read_timeout (5s), heartbeat (15s, a comment
@@ -85,7 +88,8 @@ type sseEntry struct {
 // Defaults of the sse publisher's listener.
 const (
 	// DefaultSSEHandshakes is what max_connections adds to max_consumers by default:
-	// connections being authenticated or refused at the same time as the consumers.
+	// the token holder's connections besides its streams (requests refused for
+	// max_consumers, a consumer reconnecting).
 	DefaultSSEHandshakes = 64
 	// DefaultSSEReadTimeout is the default read_timeout: a request's header (a
 	// connection's first bytes, and an idle connection's next request) must arrive

@@ -49,36 +49,41 @@ func tryFeedStream(t *testing.T, addr string) error {
 
 // TestFeedAnonymousShare (issue 39, item 10): clients without the token cannot starve
 // the feed's consumers. A flooder keeps as many connections open to the feed as it
-// can, sending nothing and opening a new one each time the sidecar closes one, while
-// the token holder opens 60 streams (max_consumers is 64): all 60 are served. The
-// anonymous hold at most their budget (conns.AnonymousShare of max_connections: 16)
-// between them, the sidecar closing the oldest idle one for each new connection,
-// counted as reason anonymous.
+// can, sending nothing or half a request, and opening a new one each time the sidecar
+// closes one, while the token holder opens 60 streams (max_consumers is 64): all 60
+// are served. The anonymous hold at most their budget (conns.AnonymousShare of
+// max_connections: 16) between them, the sidecar closing the oldest idle one for each
+// new connection, counted as reason anonymous.
 func TestFeedAnonymousShare(t *testing.T) {
 	const flooders, consumers = 300, 60
-	addr := testenv.FreeAddr(t)
-	sc, _ := startEventsSidecar(t, feedPublisher(addr, ""), sidecartest.NotebookRooms(1), sidecartest.LoadEventFixture(t))
-	sc.WaitHTTP("/readyz", http.StatusOK)
-
-	opened := testenv.Flood(t, addr, flooders)
-
-	served := 0
-	var failures []string
-	for i := range consumers {
-		if err := tryFeedStream(t, addr); err != nil {
-			failures = append(failures, fmt.Sprintf("stream %d: %v", i, err))
-			continue
-		}
-		served++
-	}
-	t.Logf("flood: %d connections opened; the token holder got %d/%d streams", opened(), served, consumers)
-	if served != consumers {
-		t.Fatalf("the token holder got %d of %d streams under the flood: %s", served, consumers, strings.Join(failures, "; "))
-	}
-	if n := sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse", "reason", "anonymous"); n == 0 {
-		t.Error("no anonymous connection counted as closed for the flood")
-	}
-	if n := sc.Metric("jupyter_mcp_sidecar_publisher_sse_consumers"); n != consumers {
-		t.Errorf("sse_consumers = %v, want %d", n, consumers)
+	for _, tt := range []struct{ name, send string }{
+		{"silent", ""},
+		{"half a header", "GET /events HTTP/1.1\r\nHost: feed\r\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := testenv.FreeAddr(t)
+			sc, _ := startEventsSidecar(t, feedPublisher(addr, ""), sidecartest.NotebookRooms(1), sidecartest.LoadEventFixture(t))
+			sc.WaitHTTP("/readyz", http.StatusOK)
+			opened := testenv.Flood(t, addr, flooders, tt.send)
+			served := 0
+			var failures []string
+			for i := range consumers {
+				if err := tryFeedStream(t, addr); err != nil {
+					failures = append(failures, fmt.Sprintf("stream %d: %v", i, err))
+					continue
+				}
+				served++
+			}
+			t.Logf("flood: %d connections opened; the token holder got %d/%d streams", opened(), served, consumers)
+			if served != consumers {
+				t.Fatalf("the token holder got %d of %d streams under the flood: %s", served, consumers, strings.Join(failures, "; "))
+			}
+			if n := sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse", "reason", "anonymous"); n == 0 {
+				t.Error("no anonymous connection counted as closed for the flood")
+			}
+			if n := sc.Metric("jupyter_mcp_sidecar_publisher_sse_consumers"); n != consumers {
+				t.Errorf("sse_consumers = %v, want %d", n, consumers)
+			}
+		})
 	}
 }
