@@ -383,6 +383,7 @@ func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
 	}
 	reason := c.ln.admit(c, principal)
 	if reason == "" {
+		c.ln.signal() // it left the anonymous: an Accept waiting for room may go on
 		return true
 	}
 	c.ln.refused.WithLabelValues(reason).Inc()
