@@ -72,6 +72,7 @@ type sse struct {
 	next      uint64     // id of the next event; ids are 1, 2, 3, …
 	consumers map[chan struct{}]struct{}
 	failing   error
+	listening bool // Run has opened the listener: consumers can connect
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, refused prometheus.Counter
@@ -211,6 +212,9 @@ func (s *sse) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		return fmt.Errorf("sse feed: %w", err)
 	}
+	s.mu.Lock()
+	s.listening = true
+	s.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.Handle(s.o.Path, s)
 	limit := conns.WithinDescriptors(s.o.MaxConns)
@@ -235,12 +239,16 @@ func (s *sse) Run(ctx context.Context) error {
 	return nil
 }
 
-// Health is the listen error, if the listener could not be opened.
+// Health is the listen error, if the listener could not be opened, and an error until
+// it is open (a feed nobody can reach delivers nothing: /readyz waits for it).
 func (s *sse) Health() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing != nil {
 		return fmt.Errorf("publisher sse: %w", s.failing)
+	}
+	if !s.listening {
+		return errors.New("publisher sse: not listening yet")
 	}
 	return nil
 }

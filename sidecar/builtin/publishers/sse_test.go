@@ -400,19 +400,22 @@ func TestSSERun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p.Health() == nil {
+		t.Fatal("health nil before the feed listens; want an error (readyz waits for the listener)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var runErr error
 	go func() { defer wg.Done(); runErr = p.Run(ctx) }()
 	var c *consumer
-	testenv.Eventually(t, testenv.Wait, "the feed listening", func() bool {
-		conn, err := net.Dial("tcp", addr)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil
-	})
+	testenv.Eventually(t, testenv.Wait, "the feed healthy", func() bool { return p.Health() == nil })
+	// Healthy means listening: a connection made now is accepted.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("the feed healthy but not listening: %v", err)
+	}
+	conn.Close()
 	c = connect(t, "http://"+addr+"/feed", sseToken, "")
 	c.next(t)
 	_ = p.Publish(ctx, event("a.ipynb"))
