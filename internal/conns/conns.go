@@ -158,6 +158,7 @@ type conn struct {
 	owner   string // the principal's; "" while anonymous (authed false)
 	authed  bool
 	busy    bool         // a request is being served
+	used    bool         // a request was served on it
 	waiting atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
 	inBody  atomic.Bool  // the Read in progress is the request body's
 	since   time.Time    // when it last became idle (or was accepted)
@@ -239,13 +240,20 @@ func (l *Listener) addLocked(c net.Conn) *conn {
 // oldestIdle is the connection of set idle longest: the server waiting for its
 // client's bytes for idleAfter at least (one just accepted, or whose bytes are being
 // read or parsed, is not idle), and not serving a request, but, among the anonymous,
-// one waiting for the request's body (a slow body holds nothing); nil if none is.
+// one waiting for the request's body (a slow body holds nothing); one that never
+// sent a request goes before a keep-alive one (a probe's, a scraper's); nil if none is.
 func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
 	var o *conn
 	now := time.Now().UnixNano()
+	before := func(c, o *conn) bool {
+		if c.used != o.used {
+			return !c.used
+		}
+		return c.since.Before(o.since)
+	}
 	for c := range set {
-		served := c.busy && !(anonymous && c.inBody.Load())
-		if w := c.waiting.Load(); !served && w != 0 && now-w >= int64(idleAfter) && (o == nil || c.since.Before(o.since)) {
+		serving := c.busy && !(anonymous && c.inBody.Load())
+		if w := c.waiting.Load(); !serving && w != 0 && now-w >= int64(idleAfter) && (o == nil || before(c, o)) {
 			o = c
 		}
 	}
@@ -294,7 +302,7 @@ func (c *conn) arm() {
 func (c *conn) begin() {
 	c.ln.mu.Lock()
 	defer c.ln.mu.Unlock()
-	c.busy = true
+	c.busy, c.used = true, true
 	if c.expiry != nil {
 		c.expiry.Stop()
 		c.expiry = nil

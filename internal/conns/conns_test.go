@@ -162,6 +162,26 @@ func TestAnonymousSlowBody(t *testing.T) {
 	}
 }
 
+// TestKeepAliveBeforeSilent: a new connection closes an idle anonymous one that never
+// sent a request before a keep-alive one (a probe's, a scraper's), older or not.
+func TestKeepAliveBeforeSilent(t *testing.T) {
+	addr, _ := serve(t, ok, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	probe := dial(t, addr)
+	if resp := get(t, probe, "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	silent := dial(t, addr)
+	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if !closedWithin(silent, testenv.Wait) {
+		t.Fatal("the silent connection stayed open")
+	}
+	if resp := get(t, probe, "/", ""); resp.StatusCode != 200 {
+		t.Fatalf("the probe's keep-alive connection: %s", resp.Status)
+	}
+}
+
 // TestShares: a principal holding its share gets 429 with Retry-After for one more
 // connection and its connection is closed, never another's; another principal is
 // served meanwhile, and an anonymous probe too; when the principals hold every
