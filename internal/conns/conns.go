@@ -189,6 +189,10 @@ const (
 	// client's bytes. A client that sent its request is read at once, so its
 	// connection is never idle before it is served, on a loaded machine too.
 	idleAfter = 10 * time.Millisecond
+	// slowAfter: a connection is idle too once this long has passed since it was
+	// accepted (or its last response) without a request being served: a client
+	// trickling its header byte by byte holds nothing.
+	slowAfter = 100 * time.Millisecond
 	// admitWait bounds how long a new connection waits for an anonymous one to turn
 	// idle (Accept waits meanwhile: the kernel queues the next ones).
 	admitWait = 200 * time.Millisecond
@@ -239,9 +243,11 @@ func (l *Listener) addLocked(c net.Conn) *conn {
 
 // oldestIdle is the connection of set idle longest: the server waiting for its
 // client's bytes for idleAfter at least (one just accepted, or whose bytes are being
-// read or parsed, is not idle), and not serving a request, but, among the anonymous,
+// read or parsed, is not idle), or slowAfter passed without a request, and not
+// serving a request, but, among the anonymous,
 // one waiting for the request's body (a slow body holds nothing); one that never
-// sent a request goes before a keep-alive one (a probe's, a scraper's); nil if none is.
+// sent a request goes before a keep-alive one (a probe's, a scraper's), which is
+// closed only while there is none; nil if none is.
 func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
 	var o *conn
 	now := time.Now().UnixNano()
@@ -251,11 +257,18 @@ func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
 		}
 		return c.since.Before(o.since)
 	}
+	silent := false // a connection that never sent a request is in set, idle or not yet
 	for c := range set {
+		silent = silent || !c.used
 		serving := c.busy && !(anonymous && c.inBody.Load())
-		if w := c.waiting.Load(); !serving && w != 0 && now-w >= int64(idleAfter) && (o == nil || before(c, o)) {
+		w := c.waiting.Load()
+		waited := w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
+		if !serving && waited && (o == nil || before(c, o)) {
 			o = c
 		}
+	}
+	if o != nil && o.used && silent {
+		return nil // wait for the silent one to turn idle
 	}
 	return o
 }

@@ -246,9 +246,10 @@ func GiveAway(t testing.TB, path string) {
 
 // Flood is a client without a token holding as many connections to addr as it can:
 // n goroutines each keep one connection open that sends send ("" : nothing) and then
-// nothing more, opening a new one as soon as the server closes it, until the test
-// ends. It returns the number of connections opened so far, and waits for the first n.
-func Flood(t testing.TB, addr string, n int, send string) (opened func() int64) {
+// nothing more, or, with trickle > 0, one more byte of a header line every trickle,
+// opening a new one as soon as the server closes it, until the test ends. It returns
+// the number of connections opened so far, and waits for the first n.
+func Flood(t testing.TB, addr string, n int, send string, trickle time.Duration) (opened func() int64) {
 	t.Helper()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -271,11 +272,23 @@ func Flood(t testing.TB, addr string, n int, send string) (opened func() int64) 
 				}
 				stop := make(chan struct{})
 				go func() {
-					select {
-					case <-done:
-					case <-stop:
+					defer c.Close()
+					var tick <-chan time.Time
+					if trickle > 0 {
+						tk := time.NewTicker(trickle)
+						defer tk.Stop()
+						tick = tk.C
 					}
-					_ = c.Close()
+					for {
+						select {
+						case <-done:
+							return
+						case <-stop:
+							return
+						case <-tick:
+							_, _ = c.Write([]byte("a"))
+						}
+					}
 				}()
 				var b [1]byte
 				for { // until the server closes it

@@ -72,7 +72,7 @@ type sse struct {
 	next      uint64     // id of the next event; ids are 1, 2, 3, …
 	consumers map[chan struct{}]struct{}
 	failing   error
-	listening bool // Run has opened the listener: consumers can connect
+	listening bool          // Run has opened the listener: consumers can connect
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, refused prometheus.Counter

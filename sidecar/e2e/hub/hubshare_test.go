@@ -137,7 +137,7 @@ func TestHubFairShare(t *testing.T) {
 	}
 	t.Logf("mallory holds %d streams; her next was answered %d", len(streams), refusal)
 	// And a client without a token holds as many connections as it can, sending nothing.
-	opened := testenv.Flood(t, host, 100, "")
+	opened := testenv.Flood(t, host, 100, "", 0)
 
 	// bob and the probes are served while mallory and the flood hold all they can.
 	if code, _, _ := openStream(t, host, path, bob); code != http.StatusOK {

@@ -49,22 +49,27 @@ func tryFeedStream(t *testing.T, addr string) error {
 
 // TestFeedAnonymousShare (issue 39, item 10): clients without the token cannot starve
 // the feed's consumers. A flooder keeps as many connections open to the feed as it
-// can, sending nothing or half a request, and opening a new one each time the sidecar
-// closes one, while the token holder opens 60 streams (max_consumers is 64): all 60
-// are served. The anonymous hold at most their budget (conns.AnonymousShare of
-// max_connections: 16) between them, the sidecar closing the oldest idle one for each
-// new connection, counted as reason anonymous.
+// can, sending nothing, half a request or a header byte by byte, and opening a new one
+// each time the sidecar closes one, while the token holder opens 60 streams
+// (max_consumers is 64): all 60 are served. The anonymous hold at most their budget
+// (conns.AnonymousShare of max_connections: 16) between them, the sidecar closing the
+// oldest idle one for each new connection, counted as reason anonymous.
 func TestFeedAnonymousShare(t *testing.T) {
-	const flooders, consumers = 300, 60
-	for _, tt := range []struct{ name, send string }{
-		{"silent", ""},
-		{"half a header", "GET /events HTTP/1.1\r\nHost: feed\r\n"},
+	const consumers = 60
+	for _, tt := range []struct {
+		name, send string
+		trickle    time.Duration
+		flooders   int // a trickled header's connection is idle after 100 ms: fewer, or a stream takes seconds
+	}{
+		{"silent", "", 0, 300},
+		{"half a header", "GET /events HTTP/1.1\r\nHost: feed\r\n", 0, 300},
+		{"a header trickled byte by byte", "GET /events HTTP/1.1\r\nX-Slow: ", 5 * time.Millisecond, 64},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := testenv.FreeAddr(t)
 			sc, _ := startEventsSidecar(t, feedPublisher(addr, ""), sidecartest.NotebookRooms(1), sidecartest.LoadEventFixture(t))
 			sc.WaitHTTP("/readyz", http.StatusOK)
-			opened := testenv.Flood(t, addr, flooders, tt.send)
+			opened := testenv.Flood(t, addr, tt.flooders, tt.send, tt.trickle)
 			served := 0
 			var failures []string
 			for i := range consumers {
