@@ -113,6 +113,7 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	// tokens; the probes also under the service prefix, where the Hub's proxy reaches.
 	fc := cfg.Server.FrontConfig("hub", o.listener, h.obs) // "mcp" is the users' transports' own, shared
 	fc.ProbePrefixes = []string{"", cfg.Hub.PrefixedPath("")}
+	fc.PerPrincipal, _ = cfg.Hub.UserShare(cfg.Server) // each user's share of the listener
 	fc.Listening = func(addr net.Addr) {
 		obs.Logger.Info("sidecar started in hub mode", "listen", addr.String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	}
@@ -277,6 +278,7 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
+	_, cfg.Server.Limits.MaxSessions = cfg.Hub.UserShare(cfg.Server)
 	cfg.Server.StateFile = ""
 	if h.stateDir != "" {
 		cfg.Server.StateFile = filepath.Join(h.stateDir, fileName(user)+".names.json")

@@ -271,3 +271,28 @@ func TestTenantLogNamesNoUser(t *testing.T) {
 		t.Fatalf("lines naming %s: %q, want the one debug line of the tenant's start", user, naming)
 	}
 }
+
+// TestHubUserSessionsShare: a user's server takes her share of sessions (issue 39,
+// item 9): hub.max_connections_per_user, else an eighth of server.max_connections, or
+// server.limits.max_sessions if lower.
+func TestHubUserSessionsShare(t *testing.T) {
+	for _, tt := range []struct {
+		perUser, maxConns, maxSessions, want int
+	}{
+		{0, 1024, 1024, 128},
+		{0, 64, 1024, 8},
+		{20, 64, 1024, 20},
+		{20, 64, 5, 5},
+	} {
+		h := testHub(t, t.TempDir())
+		h.cfg.Hub.MaxConnectionsPerUser, h.cfg.Server.MaxConnections, h.cfg.Server.Limits.MaxSessions = tt.perUser, tt.maxConns, tt.maxSessions
+		cfg, err := h.userConfig("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Server.Limits.MaxSessions; got != tt.want {
+			t.Errorf("per user %d, max_connections %d, max_sessions %d: alice's max_sessions %d, want %d",
+				tt.perUser, tt.maxConns, tt.maxSessions, got, tt.want)
+		}
+	}
+}

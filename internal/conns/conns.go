@@ -1,16 +1,30 @@
-// Package conns bounds what an HTTP listener holds: a cap on open connections
-// (a connection beyond it is closed at once and counted), keep-alive
-// connections closed after an idle timeout, and request headers and bodies
-// that must arrive within a read timeout. Responses are never cut: there is no
-// write timeout, so long-lived streams (SSE, subscriptions/listen) stay open.
-// A listener that must never starve the others of file descriptors takes its cap
-// through WithinDescriptors.
+// Package conns bounds what an HTTP listener holds, and shares it out so that no
+// principal, and not the anonymous, can take what the others need. Every connection
+// is classified: it is anonymous until a request on it is admitted for a principal
+// (Admit, after the request's token was checked), and then that principal's. The
+// anonymous hold at most Limits.Anonymous connections between them, each for at most
+// Limits.AnonymousTimeout without a request: when they have none left, the oldest
+// idle anonymous connection is closed for the new one, so a client holding idle
+// connections cannot keep one that sends its request at once from being served. The
+// principals hold at most Limits.MaxConnections together, each at most
+// Limits.PerPrincipal; a request beyond gets 429 (its principal's share) or 503 (all
+// taken) with Retry-After and its connection closed, and another's connection is
+// never closed for it. Keep-alive connections are closed after an idle timeout, and
+// request headers and bodies must arrive within a read timeout. Responses are never
+// cut: there is no write timeout, so long-lived streams (SSE, subscriptions/listen)
+// stay open. A listener that must never starve the others of file descriptors takes
+// its bounds through WithinDescriptors.
 package conns
 
 import (
+	"context"
+	"io"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,18 +32,77 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 )
 
-// Limits are the bounds of one listener.
+// Limits are the bounds of one listener. Zero fields take their defaults
+// (Limits.Defaults).
 type Limits struct {
-	MaxConnections int           // open connections at most; more are closed at once
-	IdleTimeout    time.Duration // a keep-alive connection idle this long is closed
-	ReadTimeout    time.Duration // a request's header, then its body, must arrive within this
+	MaxConnections   int           // connections the principals hold at most, together; 0: no bound
+	PerPrincipal     int           // connections one principal holds at most; 0: MaxConnections
+	Anonymous        int           // connections not yet admitted for a principal, at most; 0: AnonymousShare(MaxConnections)
+	AnonymousTimeout time.Duration // an anonymous connection without a request this long is closed; 0: min(ReadTimeout, IdleTimeout, DefaultAnonymousTimeout)
+	IdleTimeout      time.Duration // a principal's keep-alive connection idle this long is closed
+	ReadTimeout      time.Duration // a request's header, then its body, must arrive within this
 }
 
-// RefusedCounter is the counter of connections the cap of the named listener
-// ("mcp", "metrics") closed.
-func RefusedCounter(listener string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
-		Help: "connections closed on accept because the listener had its max_connections open (server.max_connections; the sse feed's own)."})
+// Defaults of Limits, and of the shares of the listeners that take them.
+const (
+	// DefaultAnonymousTimeout bounds how long an anonymous connection is held without a
+	// request: a client sends its request at once.
+	DefaultAnonymousTimeout = 5 * time.Second
+	// ShareDivisor: a principal's share of a whole (UserShare) and the anonymous one
+	// (AnonymousShare) are the whole divided by it.
+	ShareDivisor = 8
+	// RetryAfter is the Retry-After of a request refused for its share.
+	RetryAfter = 5 * time.Second
+)
+
+// UserShare is the default share of one principal among many of whole connections
+// (or sessions): an eighth, at least 1.
+func UserShare(whole int) int { return max(1, whole/ShareDivisor) }
+
+// AnonymousShare is the default number of anonymous connections of a listener whose
+// principals hold whole connections: an eighth, at least 16, so that probes and
+// clients on their way to authenticate get in.
+func AnonymousShare(whole int) int { return max(16, whole/ShareDivisor) }
+
+// Defaults returns l with its zero shares set.
+func (l Limits) Defaults() Limits {
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = math.MaxInt
+	}
+	if l.PerPrincipal <= 0 || l.PerPrincipal > l.MaxConnections {
+		l.PerPrincipal = l.MaxConnections
+	}
+	if l.Anonymous <= 0 {
+		l.Anonymous = AnonymousShare(l.MaxConnections)
+	}
+	if l.AnonymousTimeout <= 0 {
+		l.AnonymousTimeout = DefaultAnonymousTimeout
+		for _, d := range []time.Duration{l.ReadTimeout, l.IdleTimeout} {
+			if d > 0 {
+				l.AnonymousTimeout = min(l.AnonymousTimeout, d)
+			}
+		}
+	}
+	return l
+}
+
+// The reasons of connections_refused_total.
+const (
+	ReasonAnonymous = "anonymous" // an anonymous connection closed: the oldest idle one for a new one, or a new one when every one is busy
+	ReasonShare     = "share"     // a request refused 429: its principal holds its share
+	ReasonFull      = "full"      // a request refused 503: the principals hold every connection
+)
+
+// RefusedCounter is the counter, by reason, of the connections and requests the
+// shares of the named listener ("mcp", "hub", "metrics", "sse") refused.
+func RefusedCounter(listener string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
+		Help: "connections and requests refused by the listener's shares, by reason: anonymous (an anonymous connection closed, the oldest idle one for a new one, or a new one when none was idle), share (429: the principal holds its share), full (503: the principals hold every connection)."},
+		[]string{"reason"})
+	for _, r := range []string{ReasonAnonymous, ReasonShare, ReasonFull} {
+		c.WithLabelValues(r)
+	}
+	return c
 }
 
 // DescriptorReserve is how many of the process's file descriptors a cap from
@@ -57,63 +130,336 @@ func descriptorShare(want int, limit uint64) int {
 	return max(1, min(want, share))
 }
 
-// Listen wraps ln so that at most max connections are open at once; a
-// connection accepted beyond it is closed at once and counted in refused.
-// max <= 0 means no cap.
-func Listen(ln net.Listener, max int, refused prometheus.Counter) net.Listener {
-	if max <= 0 {
-		return ln
-	}
-	return &capListener{Listener: ln, slots: make(chan struct{}, max), refused: refused}
-}
-
-type capListener struct {
+// Listener is a listener whose connections are shared out within Limits; serve it
+// with its Server.
+type Listener struct {
 	net.Listener
-	slots   chan struct{}
-	refused prometheus.Counter
+	l       Limits
+	refused *prometheus.CounterVec
+
+	mu     sync.Mutex
+	anon   map[*conn]struct{}            // anonymous connections, busy or idle
+	byUser map[string]map[*conn]struct{} // each principal's connections
+	total  int                           // connections the principals hold
+	poke   chan struct{}                 // a connection closed or ended a request: add may find room
 }
 
-// Accept returns the next connection that fits under the cap.
-func (l *capListener) Accept() (net.Conn, error) {
+// Listen shares the connections of ln out within l (after l.Defaults); refusals are
+// counted in refused by reason.
+func Listen(ln net.Listener, l Limits, refused *prometheus.CounterVec) *Listener {
+	return &Listener{Listener: ln, l: l.Defaults(), refused: refused,
+		anon: map[*conn]struct{}{}, byUser: map[string]map[*conn]struct{}{}, poke: make(chan struct{}, 1)}
+}
+
+// conn is one accepted connection and its class.
+type conn struct {
+	net.Conn
+	ln      *Listener
+	owner   string // the principal's; "" while anonymous (authed false)
+	authed  bool
+	busy    bool         // a request is being served
+	used    bool         // a request was served on it
+	waiting atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
+	inBody  atomic.Bool  // the Read in progress is the request body's
+	since   time.Time    // when it last became idle (or was accepted)
+	expiry  *time.Timer  // closes an anonymous connection left without a request; nil otherwise
+	release func()
+}
+
+// Accept returns the next connection, anonymous: if the anonymous have every
+// connection of theirs, the oldest idle one is closed for it; if none is idle within
+// admitWait, it is closed itself.
+func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		if sc := l.add(c); sc != nil {
+			return sc, nil
+		}
+		l.refused.WithLabelValues(ReasonAnonymous).Inc()
+		_ = c.Close()
+	}
+}
+
+// Bounds of the anonymous' turnover.
+const (
+	// idleAfter: a connection is idle once the server has waited this long for its
+	// client's bytes. A client that sent its request is read at once, so its
+	// connection is never idle before it is served, on a loaded machine too.
+	idleAfter = 10 * time.Millisecond
+	// slowAfter: a connection is idle too once this long has passed since it was
+	// accepted (or its last response) without a request being served: a client
+	// trickling its header byte by byte holds nothing.
+	slowAfter = 100 * time.Millisecond
+	// admitWait bounds how long a new connection waits for an anonymous one to turn
+	// idle (Accept waits meanwhile: the kernel queues the next ones).
+	admitWait = 200 * time.Millisecond
+)
+
+// add classifies c anonymous, making room if need be; nil if there is none.
+func (l *Listener) add(c net.Conn) *conn {
+	deadline := time.Now().Add(admitWait)
+	for {
+		l.mu.Lock()
+		if sc := l.addLocked(c); sc != nil {
+			l.mu.Unlock()
+			return sc
+		}
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			return nil
+		}
 		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-		default:
-			l.refused.Inc()
-			_ = c.Close()
+		case <-l.poke:
+		case <-time.After(idleAfter):
 		}
 	}
 }
 
-// slotConn frees its slot when closed.
-type slotConn struct {
-	net.Conn
-	release func()
+// addLocked is add's one try (under l.mu).
+func (l *Listener) addLocked(c net.Conn) *conn {
+	if len(l.anon) >= l.l.Anonymous {
+		victim := oldestIdle(l.anon, true)
+		if victim == nil {
+			return nil
+		}
+		l.refused.WithLabelValues(ReasonAnonymous).Inc()
+		l.dropLocked(victim)
+		go func() { _ = victim.Conn.Close() }()
+	}
+	sc := &conn{Conn: c, ln: l, since: time.Now()}
+	sc.release = sync.OnceFunc(func() {
+		l.mu.Lock()
+		l.dropLocked(sc)
+		l.mu.Unlock()
+		l.signal()
+	})
+	l.anon[sc] = struct{}{}
+	sc.arm()
+	return sc
 }
 
-// Close frees the slot first, then closes the connection: a client that sees the server
-// close its connection can connect again at once (the descriptor of the old one may
-// outlive the new one's accept by a moment).
-func (c *slotConn) Close() error {
+// oldestIdle is the connection of set idle longest: the server waiting for its
+// client's bytes for idleAfter at least (one just accepted, or whose bytes are being
+// read or parsed, is not idle), or slowAfter passed without a request, and not
+// serving a request, but, among the anonymous,
+// one waiting for the request's body (a slow body holds nothing); one that never
+// sent a request goes before a keep-alive one (a probe's, a scraper's), which is
+// closed only while there is none; nil if none is.
+func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
+	var o *conn
+	now := time.Now().UnixNano()
+	before := func(c, o *conn) bool {
+		if c.used != o.used {
+			return !c.used
+		}
+		return c.since.Before(o.since)
+	}
+	silent := false // a connection that never sent a request is in set, idle or not yet
+	for c := range set {
+		silent = silent || !c.used
+		serving := c.busy && !(anonymous && c.inBody.Load())
+		w := c.waiting.Load()
+		waited := w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
+		if !serving && waited && (o == nil || before(c, o)) {
+			o = c
+		}
+	}
+	if o != nil && o.used && silent {
+		return nil // wait for the silent one to turn idle
+	}
+	return o
+}
+
+// dropLocked forgets c (under l.mu); a second call does nothing.
+func (l *Listener) dropLocked(c *conn) {
+	if c.expiry != nil {
+		c.expiry.Stop()
+		c.expiry = nil
+	}
+	if !c.authed {
+		delete(l.anon, c)
+		return
+	}
+	if set := l.byUser[c.owner]; set != nil {
+		if _, ok := set[c]; ok {
+			delete(set, c)
+			l.total--
+			if len(set) == 0 {
+				delete(l.byUser, c.owner)
+			}
+		}
+	}
+}
+
+// arm starts, for an anonymous idle connection, the timer that closes it (under l.mu).
+func (c *conn) arm() {
+	if c.authed {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(c.ln.l.AnonymousTimeout, func() {
+		c.ln.mu.Lock()
+		expired := c.expiry == t // not stopped or re-armed since
+		c.ln.mu.Unlock()
+		if expired {
+			_ = c.Close()
+		}
+	})
+	c.expiry = t
+}
+
+// begin marks c serving a request.
+func (c *conn) begin() {
+	c.ln.mu.Lock()
+	defer c.ln.mu.Unlock()
+	c.busy, c.used = true, true
+	if c.expiry != nil {
+		c.expiry.Stop()
+		c.expiry = nil
+	}
+}
+
+// end marks c idle, waiting for its next request.
+func (c *conn) end() {
+	c.ln.mu.Lock()
+	c.busy = false
+	c.since = time.Now()
+	if _, open := c.ln.anon[c]; open {
+		c.arm()
+	}
+	c.ln.mu.Unlock()
+	c.ln.signal()
+}
+
+// signal tells an add waiting for room that there may be some.
+func (l *Listener) signal() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Read reads from the client; while it waits, the connection may be idle (oldestIdle).
+// The server reads a connection from one goroutine at a time.
+func (c *conn) Read(p []byte) (int, error) {
+	c.waiting.Store(time.Now().UnixNano())
+	defer c.waiting.Store(0)
+	return c.Conn.Read(p)
+}
+
+// Close frees the connection's place first, then closes it: a client that sees the
+// server close its connection can connect again at once (the descriptor of the old
+// one may outlive the new one's accept by a moment).
+func (c *conn) Close() error {
 	c.release()
 	return c.Conn.Close()
 }
 
-// Server returns an http.Server serving h within l: headers within
-// ReadTimeout (http.Server.ReadHeaderTimeout), a request body within
-// ReadTimeout of its header, idle connections closed after IdleTimeout. It
-// sets no ReadTimeout or WriteTimeout, which would cut long-lived responses.
-func Server(h http.Handler, l Limits) *http.Server {
-	return &http.Server{
-		Handler:           bodyDeadline(h, l.ReadTimeout),
-		ReadHeaderTimeout: l.ReadTimeout,
-		IdleTimeout:       l.IdleTimeout,
+// admit moves c to principal's connections if its share and the whole allow, making
+// room among principal's own idle connections if need be; else the refusal's reason.
+func (l *Listener) admit(c *conn, principal string) (reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.authed && c.owner == principal {
+		return ""
 	}
+	if len(l.byUser[principal]) >= l.l.PerPrincipal {
+		own := oldestIdle(l.byUser[principal], false)
+		switch {
+		case own == nil && l.l.PerPrincipal == l.l.MaxConnections: // one principal's share is the whole
+			return ReasonFull
+		case own == nil:
+			return ReasonShare
+		}
+		l.dropLocked(own)
+		go func() { _ = own.Conn.Close() }()
+	}
+	if l.total >= l.l.MaxConnections && !c.authed {
+		return ReasonFull
+	}
+	l.dropLocked(c)
+	c.authed, c.owner = true, principal
+	if l.byUser[principal] == nil {
+		l.byUser[principal] = map[*conn]struct{}{}
+	}
+	l.byUser[principal][c] = struct{}{}
+	l.total++
+	return ""
+}
+
+type connKey struct{}
+
+// Admit admits r's connection for principal (its token was checked): true if it may
+// be served; else the refusal is written (429 for a principal holding its share, 503
+// when the principals hold every connection, with Retry-After and the connection
+// closed after it) and counted. A request not served by a Listener's Server is
+// admitted.
+func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
+	c, ok := r.Context().Value(connKey{}).(*conn)
+	if !ok {
+		return true
+	}
+	reason := c.ln.admit(c, principal)
+	if reason == "" {
+		c.ln.signal() // it left the anonymous: an Accept waiting for room may go on
+		return true
+	}
+	c.ln.refused.WithLabelValues(reason).Inc()
+	code, msg := http.StatusTooManyRequests, "too many connections of yours are open: close some, or retry later"
+	if reason == ReasonFull {
+		code, msg = http.StatusServiceUnavailable, "the server holds all the connections it may: retry later"
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
+	return false
+}
+
+// Server returns an http.Server serving h on l: headers within ReadTimeout
+// (http.Server.ReadHeaderTimeout), a request body within ReadTimeout of its header,
+// idle connections closed after IdleTimeout (the anonymous' after AnonymousTimeout).
+// It sets no ReadTimeout or WriteTimeout, which would cut long-lived responses.
+func (l *Listener) Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           track(bodyDeadline(h, l.l.ReadTimeout)),
+		ReadHeaderTimeout: l.l.ReadTimeout,
+		IdleTimeout:       l.l.IdleTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if sc, ok := c.(*conn); ok {
+				return context.WithValue(ctx, connKey{}, sc)
+			}
+			return ctx
+		},
+	}
+}
+
+// track marks a request's connection busy while it is served.
+func track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
+			c.begin()
+			defer c.end()
+			if r.Body != nil && r.Body != http.NoBody {
+				r.Body = &body{ReadCloser: r.Body, c: c}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// body is a request's body, marking its connection while a read of it waits.
+type body struct {
+	io.ReadCloser
+	c *conn
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	b.c.inBody.Store(true)
+	defer b.c.inBody.Store(false)
+	return b.ReadCloser.Read(p)
 }
 
 // bodyDeadline gives a request body d to arrive. net/http lifts the deadline

@@ -14,21 +14,20 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
-// serve starts Server(h, l) on a loopback listener capped at l.MaxConnections.
-func serve(t *testing.T, h http.Handler, l Limits) (addr string, refused float64Func) {
+// serve starts l's Server serving h on a loopback listener within l.
+func serve(t *testing.T, h http.Handler, l Limits) (addr string, refused func(reason string) float64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := RefusedCounter("test")
-	srv := Server(h, l)
-	go func() { _ = srv.Serve(Listen(ln, l.MaxConnections, c)) }()
+	cl := Listen(ln, l, c)
+	srv := cl.Server(h)
+	go func() { _ = srv.Serve(cl) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String(), func() float64 { return promtest.ToFloat64(c) }
+	return ln.Addr().String(), func(reason string) float64 { return promtest.ToFloat64(c.WithLabelValues(reason)) }
 }
-
-type float64Func func() float64
 
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
@@ -55,36 +54,209 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 })
 
-func TestCapRefusesAndCounts(t *testing.T) {
-	addr, refused := serve(t, ok, Limits{MaxConnections: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute})
-	held := []net.Conn{dial(t, addr), dial(t, addr)}
-	for _, c := range held { // both are served: they hold the two slots
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+// principals serves as ok, but a request naming a principal (X-User, as a checked
+// token would) is admitted for it first, and /stream holds its response open until
+// the client leaves.
+var principals = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	if u := r.Header.Get("X-User"); u != "" && !Admit(w, r, u) {
+		return
+	}
+	if r.URL.Path == "/stream" {
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		return
+	}
+	ok(w, r)
+})
+
+// get sends a GET of path as user ("" : anonymous) on c and reads the response's head.
+func get(t *testing.T, c net.Conn, path, user string) *http.Response {
+	t.Helper()
+	req := "GET " + path + " HTTP/1.1\r\nHost: x\r\n"
+	if user != "" {
+		req += "X-User: " + user + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s as %q: %v", path, user, err)
+	}
+	return resp
+}
+
+// TestAnonymousBudget: the anonymous hold at most Anonymous connections; a new one
+// closes the oldest idle one (counted), so it is served; when every anonymous one is
+// busy, the new one is closed at once.
+func TestAnonymousBudget(t *testing.T) {
+	block, blocked := make(chan struct{}), make(chan struct{}, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			blocked <- struct{}{}
+			<-block
+		}
+		ok(w, r)
+	})
+	addr, refused := serve(t, h, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	idle := []net.Conn{dial(t, addr), dial(t, addr)}
+	for _, c := range idle {
+		if resp := get(t, c, "/", ""); resp.StatusCode != 200 {
+			t.Fatal(resp.Status)
+		}
+	}
+	fresh := dial(t, addr)
+	if resp := get(t, fresh, "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if !closedWithin(idle[0], testenv.Wait) {
+		t.Fatal("the oldest idle anonymous connection stayed open beyond the budget")
+	}
+	if closedWithin(idle[1], 100*time.Millisecond) {
+		t.Fatal("a younger idle anonymous connection was closed")
+	}
+	if got := refused(ReasonAnonymous); got != 1 {
+		t.Fatalf("refused{anonymous} = %v, want 1", got)
+	}
+	// Both anonymous connections busy: a new one is closed at once.
+	busy := []net.Conn{idle[1], fresh}
+	for _, c := range busy {
+		if _, err := io.WriteString(c, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("held connection: %v %v", resp, err)
+	}
+	for range busy {
+		testenv.Receive(t, testenv.Wait, "a request being served", blocked)
+	}
+	if !closedWithin(dial(t, addr), testenv.Wait) {
+		t.Fatal("a connection stayed open while every anonymous one was busy")
+	}
+	close(block)
+}
+
+// TestAnonymousSlowBody: an anonymous request whose body does not come holds nothing:
+// a new connection closes its connection as the oldest idle one, and is served.
+func TestAnonymousSlowBody(t *testing.T) {
+	reading := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			reading <- struct{}{}
 		}
-	}
-	third := dial(t, addr)
-	if !closedWithin(third, 2*time.Second) {
-		t.Fatal("a connection beyond the cap stayed open")
-	}
-	if got := refused(); got != 1 {
-		t.Fatalf("refused = %v, want 1", got)
-	}
-	_ = held[0].Close()
-	// The server frees the slot once it notices the close: a new connection is
-	// served from then on (those refused before count, and are closed).
-	testenv.Eventually(t, testenv.Wait, "a connection served after a slot was freed", func() bool {
-		c := dial(t, addr)
-		defer c.Close()
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			return false
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		return err == nil && resp.StatusCode == 200
+		ok(w, r)
 	})
+	addr, refused := serve(t, h, Limits{MaxConnections: 4, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	slow := dial(t, addr)
+	if _, err := io.WriteString(slow, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Receive(t, testenv.Wait, "the slow body's request being served", reading)
+	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if !closedWithin(slow, testenv.Wait) {
+		t.Fatal("an anonymous request waiting for its body kept its connection")
+	}
+	if got := refused(ReasonAnonymous); got != 1 {
+		t.Fatalf("refused{anonymous} = %v, want 1", got)
+	}
+}
+
+// TestKeepAliveBeforeSilent: a new connection closes an idle anonymous one that never
+// sent a request before a keep-alive one (a probe's, a scraper's), older or not.
+func TestKeepAliveBeforeSilent(t *testing.T) {
+	addr, _ := serve(t, ok, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	probe := dial(t, addr)
+	if resp := get(t, probe, "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	silent := dial(t, addr)
+	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if !closedWithin(silent, testenv.Wait) {
+		t.Fatal("the silent connection stayed open")
+	}
+	if resp := get(t, probe, "/", ""); resp.StatusCode != 200 {
+		t.Fatalf("the probe's keep-alive connection: %s", resp.Status)
+	}
+}
+
+// TestShares: a principal holding its share gets 429 with Retry-After for one more
+// connection and its connection is closed, never another's; another principal is
+// served meanwhile, and an anonymous probe too; when the principals hold every
+// connection, 503. A principal at its share with an idle connection of its own has
+// it closed for the new one instead.
+func TestShares(t *testing.T) {
+	addr, refused := serve(t, principals, Limits{MaxConnections: 3, PerPrincipal: 2, Anonymous: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute})
+	stream := func(user string) net.Conn {
+		c := dial(t, addr)
+		if resp := get(t, c, "/stream", user); resp.StatusCode != 200 {
+			t.Fatalf("%s's stream: %s", user, resp.Status)
+		}
+		return c
+	}
+	mallory := []net.Conn{stream("mallory"), stream("mallory")}
+	extra := dial(t, addr)
+	resp := get(t, extra, "/", "mallory")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("mallory over her share: %s, Retry-After %q; want 429 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if !closedWithin(extra, testenv.Wait) {
+		t.Fatal("the refused connection stayed open")
+	}
+	for i, c := range mallory {
+		if closedWithin(c, 50*time.Millisecond) {
+			t.Fatalf("mallory's stream %d was closed", i)
+		}
+	}
+	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
+		t.Fatalf("an anonymous probe: %s", resp.Status)
+	}
+	bob := dial(t, addr)
+	if resp := get(t, bob, "/", "bob"); resp.StatusCode != 200 {
+		t.Fatalf("bob under his share: %s", resp.Status)
+	}
+	if resp := get(t, dial(t, addr), "/", "carol"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("carol with every connection held: %s, want 503", resp.Status)
+	}
+	// Once mallory closes a stream bob gets a second connection; at his share, a third
+	// closes his oldest idle one rather than being refused.
+	_ = mallory[0].Close()
+	testenv.Eventually(t, testenv.Wait, "bob's second connection served", func() bool {
+		return get(t, dial(t, addr), "/", "bob").StatusCode == 200
+	})
+	if got := refused(ReasonShare); got != 1 {
+		t.Errorf("refused{share} = %v, want 1", got)
+	}
+	// (An idle connection is one the server has waited on for a moment: retried.)
+	testenv.Eventually(t, testenv.Wait, "bob's third connection served at his share", func() bool {
+		return get(t, dial(t, addr), "/", "bob").StatusCode == 200
+	})
+	if !closedWithin(bob, testenv.Wait) {
+		t.Fatal("bob's oldest idle connection stayed open for his new one")
+	}
+	if got := refused(ReasonFull); got < 1 {
+		t.Errorf("refused{full} = %v, want at least 1", got)
+	}
+}
+
+// TestAnonymousTimeout: an anonymous connection without a request, or idle after an
+// anonymous one, is closed after AnonymousTimeout; a principal's idle one is kept
+// until IdleTimeout.
+func TestAnonymousTimeout(t *testing.T) {
+	addr, _ := serve(t, principals, Limits{MaxConnections: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: 200 * time.Millisecond})
+	silent, probed, owned := dial(t, addr), dial(t, addr), dial(t, addr)
+	_ = get(t, probed, "/", "")
+	_ = get(t, owned, "/", "alice")
+	for _, c := range []net.Conn{silent, probed} {
+		if !closedWithin(c, testenv.Wait) {
+			t.Fatal("an anonymous connection outlived the anonymous timeout")
+		}
+	}
+	if closedWithin(owned, time.Second) {
+		t.Fatal("a principal's idle connection was closed before the idle timeout")
+	}
 }
 
 func TestTimeouts(t *testing.T) {
@@ -147,7 +319,7 @@ func TestTimeouts(t *testing.T) {
 // TestSlotFreeWhenClosedSeen: once a client sees the server close its connection (here
 // for idling), the slot is free: a connection made right then is served, not refused.
 func TestSlotFreeWhenClosedSeen(t *testing.T) {
-	addr, refused := serve(t, ok, Limits{MaxConnections: 1, IdleTimeout: 50 * time.Millisecond, ReadTimeout: time.Minute})
+	addr, refused := serve(t, ok, Limits{MaxConnections: 1, Anonymous: 1, IdleTimeout: 50 * time.Millisecond, ReadTimeout: time.Minute})
 	for i := range 20 {
 		c := dial(t, addr)
 		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -156,7 +328,7 @@ func TestSlotFreeWhenClosedSeen(t *testing.T) {
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("round %d: %v %v (refused %v)", i, resp, err, refused())
+			t.Fatalf("round %d: %v %v (refused %v)", i, resp, err, refused(ReasonAnonymous))
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
@@ -164,7 +336,7 @@ func TestSlotFreeWhenClosedSeen(t *testing.T) {
 			t.Fatalf("round %d: the idle connection was not closed: %v", i, err)
 		}
 	}
-	if n := refused(); n != 0 {
+	if n := refused(ReasonAnonymous); n != 0 {
 		t.Fatalf("%v connections refused after the server had closed the previous one", n)
 	}
 }

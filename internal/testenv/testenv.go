@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +242,65 @@ func GiveAway(t testing.TB, path string) {
 	if err := os.Chown(path, Stranger, Stranger); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Flood is a client without a token holding as many connections to addr as it can:
+// n goroutines each keep one connection open that sends send ("" : nothing) and then
+// nothing more, or, with trickle > 0, one more byte of a header line every trickle,
+// opening a new one as soon as the server closes it, until the test ends. It returns
+// the number of connections opened so far, and waits for the first n.
+func Flood(t testing.TB, addr string, n int, send string, trickle time.Duration) (opened func() int64) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var count atomic.Int64
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				count.Add(1)
+				if send != "" {
+					_, _ = c.Write([]byte(send))
+				}
+				stop := make(chan struct{})
+				go func() {
+					defer c.Close()
+					var tick <-chan time.Time
+					if trickle > 0 {
+						tk := time.NewTicker(trickle)
+						defer tk.Stop()
+						tick = tk.C
+					}
+					for {
+						select {
+						case <-done:
+							return
+						case <-stop:
+							return
+						case <-tick:
+							_, _ = c.Write([]byte("a"))
+						}
+					}
+				}()
+				var b [1]byte
+				for { // until the server closes it
+					if _, err := c.Read(b[:]); err != nil {
+						break
+					}
+				}
+				close(stop)
+			}
+		})
+	}
+	t.Cleanup(func() { close(done); wg.Wait() })
+	Eventually(t, Wait, fmt.Sprintf("a flood of %d connections under way", n), func() bool { return count.Load() >= int64(n) })
+	return count.Load
 }

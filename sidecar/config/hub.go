@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -32,6 +33,21 @@ type Hub struct {
 	IdleTimeout   time.Duration `option:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
 	StateDir      string        `option:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
 	OAuth         HubOAuth      `option:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
+	// MaxConnectionsPerUser is a user's share of server.max_connections, and of their
+	// sessions (UserShare); 0: an eighth of server.max_connections.
+	MaxConnectionsPerUser int `option:"max_connections_per_user" yaml:"max_connections_per_user"`
+}
+
+// UserShare is the connections one user holds at most (hub.max_connections_per_user,
+// else conns.UserShare of server.max_connections), and the 2025-11-25 sessions at
+// most (server.limits.max_sessions if lower): each session's GET stream holds a
+// connection.
+func (h Hub) UserShare(s Server) (connections, sessions int) {
+	connections = h.MaxConnectionsPerUser
+	if connections == 0 {
+		connections = conns.UserShare(s.MaxConnections)
+	}
+	return connections, min(connections, s.Limits.MaxSessions)
 }
 
 // HubOAuth configures the MCP authorization flow with the Hub as the login (docs/HUB.md,
@@ -210,12 +226,12 @@ func TemplateBase(tmpl string) (string, error) { return templateBase(tmpl) }
 var serviceNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // validate checks hub mode's keys when it is on.
-func (h Hub) validate(v *validator, transport string) {
+func (h Hub) validate(v *validator, s Server) {
 	if !h.Enabled {
 		return
 	}
-	if transport != "http" {
-		v.fail("hub.enabled", "hub mode serves HTTP: needs server.transport http, got %q", transport)
+	if s.Transport != "http" {
+		v.fail("hub.enabled", "hub mode serves HTTP: needs server.transport http, got %q", s.Transport)
 	}
 	if h.APIURL != "" {
 		if u, err := url.Parse(h.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -243,6 +259,9 @@ func (h Hub) validate(v *validator, transport string) {
 	}
 	v.positive("hub.token_cache_ttl", h.TokenCacheTTL)
 	v.positive("hub.idle_timeout", h.IdleTimeout)
+	if share, _ := h.UserShare(s); share < 1 || share >= s.MaxConnections {
+		v.fail("hub.max_connections_per_user", "a user's share must be at least 1 and under server.max_connections (%d), got %d", s.MaxConnections, share)
+	}
 	if h.OAuth.Enabled {
 		if u, err := url.Parse(h.OAuth.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {

@@ -57,6 +57,10 @@ func TestHubValidate(t *testing.T) {
 		{"backend", func(c *Config) { *c = hubOn(); c.Hub.Stores.Backend = "mysql" }, "hub.stores.backend: must be one of postgres, sqlite"},
 		{"cache ttl", func(c *Config) { *c = hubOn(); c.Hub.TokenCacheTTL = 0 }, "hub.token_cache_ttl: must be > 0"},
 		{"idle", func(c *Config) { *c = hubOn(); c.Hub.IdleTimeout = -time.Second }, "hub.idle_timeout: must be > 0"},
+		{"user share", func(c *Config) { *c = hubOn(); c.Hub.MaxConnectionsPerUser = 1023 }, ""},
+		{"user share is the whole", func(c *Config) { *c = hubOn(); c.Hub.MaxConnectionsPerUser = 1024 }, "hub.max_connections_per_user: a user's share must be at least 1 and under server.max_connections (1024), got 1024"},
+		{"user share negative", func(c *Config) { *c = hubOn(); c.Hub.MaxConnectionsPerUser = -1 }, "hub.max_connections_per_user: a user's share must be at least 1"},
+		{"one connection for all", func(c *Config) { *c = hubOn(); c.Server.MaxConnections = 1 }, "hub.max_connections_per_user: a user's share must be at least 1 and under server.max_connections (1)"},
 		{"oauth", func(c *Config) {
 			*c = hubOn()
 			c.Hub.APIToken, c.Hub.OAuth.Enabled, c.Hub.OAuth.PublicURL = "t", true, "https://hub.example.org"
@@ -120,6 +124,30 @@ func TestHubValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want %q first", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestHubUserShare: a user's share of connections is hub.max_connections_per_user, else
+// an eighth of server.max_connections; of sessions, the same, or
+// server.limits.max_sessions if lower.
+func TestHubUserShare(t *testing.T) {
+	for _, tt := range []struct {
+		perUser, maxConns, maxSessions int
+		conns, sessions                int
+	}{
+		{0, 1024, 1024, 128, 128},
+		{0, 64, 1024, 8, 8},
+		{0, 4, 1024, 1, 1},
+		{100, 1024, 1024, 100, 100},
+		{100, 1024, 10, 100, 10},
+	} {
+		s := Default().Server
+		s.MaxConnections, s.Limits.MaxSessions = tt.maxConns, tt.maxSessions
+		c, n := Hub{MaxConnectionsPerUser: tt.perUser}.UserShare(s)
+		if c != tt.conns || n != tt.sessions {
+			t.Errorf("UserShare(per user %d, max_connections %d, max_sessions %d) = %d, %d; want %d, %d",
+				tt.perUser, tt.maxConns, tt.maxSessions, c, n, tt.conns, tt.sessions)
+		}
 	}
 }
 

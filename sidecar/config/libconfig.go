@@ -131,7 +131,9 @@ func (h Hub) VerifierOptions() hubauth.HubOptions {
 }
 
 // FrontConfig is the front of the server section's listeners: the MCP listener (ln
-// instead of listening, if set), its refusals counted as name's, and the metrics one.
+// instead of listening, if set), its refusals counted as name's, and the metrics one;
+// one principal may hold every connection the principals hold (single mode's one
+// user; hub mode sets its users' share).
 func (s Server) FrontConfig(name string, ln net.Listener, o Obs) front.Config {
 	return front.Config{
 		Listen: s.Listen, Listener: ln, Name: name, MaxConnections: s.MaxConnections,

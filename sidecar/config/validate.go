@@ -147,7 +147,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.Server.validate(v)
-	c.Hub.validate(v, c.Server.Transport)
+	c.Hub.validate(v, c.Server)
 
 	for _, name := range slices.Sorted(maps.Keys(c.Notebooks)) {
 		if err := names.ValidateName(name); err != nil {

@@ -1,7 +1,8 @@
 // Package front is the sidecar's HTTP front, one for single mode and hub mode: the
-// listener and its connection limits (internal/conns), the admission of the MCP
-// endpoint (origin policy, CORS, bearer token: Edge), and the probes (/healthz,
-// /readyz) and /metrics, on the MCP listener or on a metrics listener of their own.
+// listener and its connection shares (internal/conns: the anonymous', each
+// principal's), the admission of the MCP endpoint (origin policy, CORS, bearer token,
+// the connection's principal: Edge), and the probes (/healthz, /readyz) and /metrics,
+// on the MCP listener or on a metrics listener of their own.
 // Single mode serves one MCP server's endpoint behind it; hub mode its users' router
 // and the Hub's login routes.
 package front
@@ -32,7 +33,8 @@ type Config struct {
 	Listen         string        // the MCP listener's address; "" without Listener: none (stdio)
 	Listener       net.Listener  // served instead of listening on Listen; nil: listen
 	Name           string        // the MCP listener's label in connections_refused_total: "mcp", "hub"
-	MaxConnections int           // open connections at most, on each listener
+	MaxConnections int           // connections the principals hold at most, on each listener (the anonymous have their own: conns.Limits)
+	PerPrincipal   int           // connections one principal holds at most on the MCP listener; 0: MaxConnections (one principal: single mode)
 	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
 	ReadTimeout    time.Duration // a request's header, then its body, must arrive within it
 	DrainTimeout   time.Duration // how long open requests have to end once the front stops
@@ -58,9 +60,9 @@ type Front struct {
 	log     *slog.Logger
 	mux     *http.ServeMux // the MCP listener's
 	probes  *http.ServeMux // the metrics listener's; nil without one
-	refused prometheus.Counter
+	refused *prometheus.CounterVec
 	// metricsRefused counts the metrics listener's refusals; nil without one.
-	metricsRefused prometheus.Counter
+	metricsRefused *prometheus.CounterVec
 }
 
 // New builds the front (no I/O): p on the metrics listener if cfg.MetricsListen is
@@ -112,7 +114,9 @@ func (f *Front) Run(ctx context.Context) error {
 			f.cfg.Listening(ln.Addr())
 		}
 		g.Go(func() error {
-			if err := f.serve(gctx, ln, f.refused, f.mux); err != nil {
+			l := f.limits()
+			l.PerPrincipal = f.cfg.PerPrincipal
+			if err := f.serve(gctx, conns.Listen(ln, l, f.refused), f.mux); err != nil {
 				return fmt.Errorf("serve http: %w", err)
 			}
 			return nil
@@ -123,7 +127,7 @@ func (f *Front) Run(ctx context.Context) error {
 			addr := f.cfg.MetricsListen
 			ln, err := net.Listen("tcp", addr)
 			if err == nil {
-				err = f.serve(gctx, ln, f.metricsRefused, f.probes)
+				err = f.serve(gctx, conns.Listen(ln, f.limits(), f.metricsRefused), f.probes)
 			}
 			if err != nil {
 				return fmt.Errorf("metrics listener %s: %w", addr, err)
@@ -134,12 +138,16 @@ func (f *Front) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// serve serves mux on ln within the connection limits (refusals counted in refused)
-// until ctx is done, then drains.
-func (f *Front) serve(ctx context.Context, ln net.Listener, refused prometheus.Counter, mux http.Handler) error {
-	srv := conns.Server(mux, conns.Limits{IdleTimeout: f.cfg.IdleTimeout, ReadTimeout: f.cfg.ReadTimeout})
+// limits are a listener's connection limits.
+func (f *Front) limits() conns.Limits {
+	return conns.Limits{MaxConnections: f.cfg.MaxConnections, IdleTimeout: f.cfg.IdleTimeout, ReadTimeout: f.cfg.ReadTimeout}
+}
+
+// serve serves mux on ln within its shares until ctx is done, then drains.
+func (f *Front) serve(ctx context.Context, ln *conns.Listener, mux http.Handler) error {
+	srv := ln.Server(mux)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(conns.Listen(ln, f.cfg.MaxConnections, refused)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
@@ -158,8 +166,9 @@ func (f *Front) serve(ctx context.Context, ln net.Listener, refused prometheus.C
 }
 
 // Edge is the admission of an MCP endpoint, in front of it: the origin policy
-// (listed origins and loopback ones), CORS for the listed origins, and the bearer
-// token; a panic in them, or in the endpoint, is answered as a JSON-RPC internal
+// (listed origins and loopback ones), CORS for the listed origins, the bearer token,
+// and the connection admitted for the token's principal within its share
+// (conns.Admit: 429 beyond it); a panic in them, or in the endpoint, is answered as a JSON-RPC internal
 // error (internal/rpcerror) logged on the Guard's logger (nil: slog.Default()).
 type Edge struct {
 	AllowedOrigins []string
@@ -167,8 +176,9 @@ type Edge struct {
 	Guard          auth.Guard    // how refusals are answered, logged and counted
 }
 
-// Wrap puts the edge before h: recover → origin → CORS → bearer token → h.
+// Wrap puts the edge before h: recover → origin → CORS → bearer token → share → h.
 func (e Edge) Wrap(h http.Handler) (http.Handler, error) {
+	h = share(h)
 	if e.Verifier != nil {
 		var err error
 		if h, err = auth.RequireBearerWith(e.Verifier, e.Guard, h); err != nil {
@@ -178,6 +188,17 @@ func (e Edge) Wrap(h http.Handler) (http.Handler, error) {
 	h = CORS(e.AllowedOrigins, h)
 	h = auth.OriginPolicy{Allowed: e.AllowedOrigins, AllowLoopback: true}.Wrap(h)
 	return rpcerror.Recover(e.Guard.Logger, h), nil
+}
+
+// share admits a request's connection for its principal (the anonymous "" without a
+// verifier: single mode's one user), within the principal's share.
+func share(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := auth.PrincipalFrom(r.Context())
+		if conns.Admit(w, r, p.User) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // Loopback reports whether addr is a TCP address on a loopback interface only.

@@ -48,9 +48,12 @@ var ErrNoToken = errors.New(`option "token" is required (a bearer token of at le
 // its own cursor, one event at a time and without copying it, so memory is the
 // buffer's whatever the number or speed of the consumers (plus, per consumer, the
 // event it is writing); one that falls behind the buffer is told of the gap and goes
-// on live. The listener holds at most max_connections connections (within the
-// process's descriptors: conns.WithinDescriptors), a request's header must arrive
-// within read_timeout, and a refused request's connection is closed with its answer.
+// on live. The token holder's connections are at most max_connections (within the
+// process's descriptors: conns.WithinDescriptors; beyond, 503); connections without
+// the token have a budget of their own besides (internal/conns: the oldest idle one
+// is closed for a new one), so that they never keep the token holder out; a
+// request's header must arrive within read_timeout, and a refused request's
+// connection is closed with its answer.
 // Options: listen (required, host:port), token (required), path ("/events"), scope,
 // buffer (events kept, 1024), buffer_bytes (8 MiB), max_consumers (64),
 // max_connections (0: max_consumers + 64), read_timeout (5s), heartbeat (15s, a comment
@@ -69,11 +72,12 @@ type sse struct {
 	next      uint64     // id of the next event; ids are 1, 2, 3, …
 	consumers map[chan struct{}]struct{}
 	failing   error
+	listening bool          // Run has opened the listener: consumers can connect
 	stop      chan struct{} // closed when Run ends: streams end
 
 	events, gaps, refused prometheus.Counter
-	connsRefused          prometheus.Counter // connections the listener's cap closed
-	consumersGauge        prometheus.Gauge   // moved by each consumer: the sum over the feeds on one Registerer
+	connsRefused          *prometheus.CounterVec // connections the listener's shares refused, by reason
+	consumersGauge        prometheus.Gauge       // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -85,7 +89,8 @@ type sseEntry struct {
 // Defaults of the sse publisher's listener.
 const (
 	// DefaultSSEHandshakes is what max_connections adds to max_consumers by default:
-	// connections being authenticated or refused at the same time as the consumers.
+	// the token holder's connections besides its streams (requests refused for
+	// max_consumers, a consumer reconnecting).
 	DefaultSSEHandshakes = 64
 	// DefaultSSEReadTimeout is the default read_timeout: a request's header (a
 	// connection's first bytes, and an idle connection's next request) must arrive
@@ -207,6 +212,9 @@ func (s *sse) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		return fmt.Errorf("sse feed: %w", err)
 	}
+	s.mu.Lock()
+	s.listening = true
+	s.mu.Unlock()
 	mux := http.NewServeMux()
 	mux.Handle(s.o.Path, s)
 	limit := conns.WithinDescriptors(s.o.MaxConns)
@@ -214,10 +222,11 @@ func (s *sse) Run(ctx context.Context) error {
 		s.log.Warn("sse feed: max_connections lowered to a quarter of the file descriptors the process may open beyond a reserve",
 			"max_connections", s.o.MaxConns, "cap", limit, "reserve", conns.DescriptorReserve)
 	}
-	srv := conns.Server(mux, conns.Limits{IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout})
+	l := conns.Listen(ln, conns.Limits{MaxConnections: limit, IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout}, s.connsRefused)
+	srv := l.Server(mux)
 	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path, "max_connections", limit)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(conns.Listen(ln, limit, s.connsRefused)) }()
+	go func() { done <- srv.Serve(l) }()
 	select {
 	case <-ctx.Done():
 	case err = <-done:
@@ -230,12 +239,16 @@ func (s *sse) Run(ctx context.Context) error {
 	return nil
 }
 
-// Health is the listen error, if the listener could not be opened.
+// Health is the listen error, if the listener could not be opened, and an error until
+// it is open (a feed nobody can reach delivers nothing: /readyz waits for it).
 func (s *sse) Health() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing != nil {
 		return fmt.Errorf("publisher sse: %w", s.failing)
+	}
+	if !s.listening {
+		return errors.New("publisher sse: not listening yet")
 	}
 	return nil
 }
@@ -323,6 +336,10 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
 		s.refuse(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	if !conns.Admit(w, r, "token") { // the token holder's connections, apart from the anonymous'
+		s.refused.Inc()
 		return
 	}
 	last := r.Header.Get("Last-Event-ID")

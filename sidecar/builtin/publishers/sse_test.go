@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
@@ -399,19 +400,22 @@ func TestSSERun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p.Health() == nil {
+		t.Fatal("health nil before the feed listens; want an error (readyz waits for the listener)")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var runErr error
 	go func() { defer wg.Done(); runErr = p.Run(ctx) }()
 	var c *consumer
-	testenv.Eventually(t, testenv.Wait, "the feed listening", func() bool {
-		conn, err := net.Dial("tcp", addr)
-		if err == nil {
-			conn.Close()
-		}
-		return err == nil
-	})
+	testenv.Eventually(t, testenv.Wait, "the feed healthy", func() bool { return p.Health() == nil })
+	// Healthy means listening: a connection made now is accepted.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("the feed healthy but not listening: %v", err)
+	}
+	conn.Close()
 	c = connect(t, "http://"+addr+"/feed", sseToken, "")
 	c.next(t)
 	_ = p.Publish(ctx, event("a.ipynb"))
@@ -515,32 +519,52 @@ func TestSSEListenerBounds(t *testing.T) {
 	}
 }
 
-// TestSSEMaxConnections: a connection beyond max_connections is closed at once and
-// counted, while the consumer holding a slot is served.
-func TestSSEMaxConnections(t *testing.T) {
+// TestSSEAnonymousBudget: connections without the token never keep the token holder
+// out. With more silent connections opened than the anonymous may hold (each beyond
+// closing the oldest, counted as reason anonymous), consumers with the token are
+// served up to max_connections, and the one beyond gets 503 (reason full) with
+// Retry-After.
+func TestSSEAnonymousBudget(t *testing.T) {
 	const maxConns = 3
+	budget := conns.AnonymousShare(maxConns)
 	s, addr, reg := runSSE(t, map[string]any{"max_connections": maxConns, "read_timeout": "1m"})
 	dial := dialer(t, addr)
-	c := connect(t, "http://"+addr+"/events", sseToken, "")
-	c.next(t)
-	refused := func() float64 {
-		return testenv.Metric(t, reg, "jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse")
+	refused := func(reason string) float64 {
+		return testenv.Metric(t, reg, "jupyter_mcp_sidecar_http_connections_refused_total", "listener", "sse", "reason", reason)
 	}
-	// The other slots held by connections that send nothing (read_timeout is a minute).
-	// The listening check's connection holds a slot until the server sees it closed, so
-	// a connection opened before that is refused: dial until one is.
-	testenv.Eventually(t, testenv.Wait, "every slot held", func() bool {
-		return closedWithin(dial(), 500*time.Millisecond)
-	})
-	before := refused()
-	if !closedWithin(dial(), 5*time.Second) {
-		t.Fatalf("a connection beyond max_connections %d stayed open", maxConns)
+	silent := make([]net.Conn, 2*budget)
+	for i := range silent {
+		silent[i] = dial()
 	}
-	if got := refused() - before; got != 1 {
-		t.Fatalf("refused connections rose by %v; want 1", got)
+	testenv.Eventually(t, testenv.Wait, "the oldest silent connections closed", func() bool {
+		return refused(conns.ReasonAnonymous) >= float64(budget)
+	}, func() string { return fmt.Sprint(refused(conns.ReasonAnonymous)) })
+	if !closedWithin(silent[0], testenv.Wait) {
+		t.Fatal("the oldest silent connection stayed open beyond the anonymous budget")
+	}
+	cs := make([]*consumer, maxConns)
+	for i := range cs {
+		dial() // one more silent connection before each consumer
+		cs[i] = connect(t, "http://"+addr+"/events", sseToken, "")
+		cs[i].next(t)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+sseToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a consumer beyond max_connections %d: %s, Retry-After %q; want 503 with Retry-After", maxConns, resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if got := refused(conns.ReasonFull); got != 1 {
+		t.Fatalf("refused{full} = %v, want 1", got)
 	}
 	_ = s.Publish(context.Background(), event("a.ipynb"))
-	c.change(t)
+	for _, c := range cs {
+		c.change(t)
+	}
 }
 
 // readerConn reads through a bufio.Reader that may hold bytes of the connection.
