@@ -37,7 +37,11 @@ const (
 	// that a role granted by an admin takes effect soon.
 	maxNegativeTTL = 5 * time.Second
 	maxTokenBytes  = 4096
-	maxUserModel   = 1 << 20
+	// maxLookups bounds the Hub API calls in progress: a token not cached beyond them is
+	// answered unavailable (503) at once, so a flood of made-up tokens holds at most
+	// this many requests, and their connections, waiting on a slow Hub.
+	maxLookups   = 16
+	maxUserModel = 1 << 20
 )
 
 // HubOptions are the "jupyterhub" verifier's options: its keys in Settings.Options, or
@@ -78,6 +82,7 @@ type jupyterHub struct {
 	client  *http.Client
 	log     *slog.Logger
 	flight  singleflight.Group
+	lookups chan struct{} // a token per Hub API call in progress (maxLookups)
 	good    *lru[auth.Principal]
 	bad     *lru[struct{}]
 	metrics hubMetrics
@@ -85,7 +90,7 @@ type jupyterHub struct {
 
 type hubMetrics struct {
 	cache  *prometheus.CounterVec // result: hit, negative_hit, miss
-	errors *prometheus.CounterVec // kind: timeout, network, status, decode
+	errors *prometheus.CounterVec // kind: timeout, network, status, decode, busy
 	lookup prometheus.Histogram
 }
 
@@ -114,16 +119,17 @@ func NewJupyterHub(o HubOptions, s auth.Settings) (auth.Verifier, error) {
 			// A redirect is an answer we do not expect; never resend the token.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		log:  cmp.Or(s.Logger, slog.Default()),
-		good: newLRU[auth.Principal](o.CacheSize),
-		bad:  newLRU[struct{}](o.CacheSize),
+		log:     cmp.Or(s.Logger, slog.Default()),
+		lookups: make(chan struct{}, maxLookups),
+		good:    newLRU[auth.Principal](o.CacheSize),
+		bad:     newLRU[struct{}](o.CacheSize),
 	}
 	r := promreg.On(s.Registerer)
 	h.metrics = hubMetrics{
 		cache: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "cache_total",
 			Help: "Token verifications by cache result: hit (admitted), negative_hit (rejected), miss (asked the Hub)."}, []string{"result"})),
 		errors: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "hub_errors_total",
-			Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode."}, []string{"kind"})),
+			Help: "Hub API calls that could not decide a token, by kind: timeout, network, status, decode; busy: not made, maxLookups were in progress."}, []string{"kind"})),
 		lookup: promreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: promreg.Namespace, Subsystem: "auth_jupyterhub", Name: "lookup_seconds",
 			Help: "Duration of the Hub API calls resolving a token.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})),
 	}
@@ -133,7 +139,7 @@ func NewJupyterHub(o HubOptions, s auth.Settings) (auth.Verifier, error) {
 	for _, res := range []string{"hit", "negative_hit", "miss"} {
 		h.metrics.cache.WithLabelValues(res)
 	}
-	for _, k := range []string{"timeout", "network", "status", "decode"} {
+	for _, k := range []string{"timeout", "network", "status", "decode", "busy"} {
 		h.metrics.errors.WithLabelValues(k)
 	}
 	return h, nil
@@ -160,6 +166,13 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (auth.Principal, 
 	}
 	h.metrics.cache.WithLabelValues("miss").Inc()
 	ch := h.flight.DoChan(string(key[:]), func() (any, error) {
+		select {
+		case h.lookups <- struct{}{}:
+			defer func() { <-h.lookups }()
+		default:
+			h.metrics.errors.WithLabelValues("busy").Inc()
+			return auth.Principal{}, fmt.Errorf("%w: %d Hub API calls in progress", auth.ErrUnavailable, maxLookups)
+		}
 		p, err := h.lookup(token)
 		switch {
 		case err == nil:

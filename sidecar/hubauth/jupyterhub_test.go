@@ -3,6 +3,7 @@ package hubauth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -191,5 +192,44 @@ func TestJupyterHubCallerGivesUp(t *testing.T) {
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Fatalf("Verify returned after %v, not when its context ended", d)
+	}
+}
+
+// TestJupyterHubBoundsLookups checks that a Hub that does not answer holds at most
+// maxLookups calls: a further token not cached is answered unavailable at once, not
+// after the Hub's timeout, so a flood of made-up tokens cannot hold every connection.
+func TestJupyterHubBoundsLookups(t *testing.T) {
+	arrived := make(chan struct{}, maxLookups+1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": srv.URL, "service_name": "mcp", "timeout": "1m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range maxLookups {
+		go func() { _, _ = v.Verify(ctx, fmt.Sprintf("made-up-%d", i)) }()
+	}
+	for range maxLookups {
+		<-arrived
+	}
+	done := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), "one-more"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, auth.ErrUnavailable) {
+			t.Fatalf("Verify beyond the bound = %v, want ErrUnavailable", err)
+		}
+	case <-arrived:
+		t.Fatal("a call beyond the bound reached the Hub")
 	}
 }
