@@ -73,7 +73,8 @@ def read_get(doc, uuid_prefix=0xFFFF, stored=None):
 
 def load_file(text):
     """get() of a fresh room the server loads the .ipynb text into: nbformat.reads, then
-    YNotebook.set on a Doc of client id 0 (a panic in pycrdt keeps what it committed);
+    YNotebook.set on a Doc of client id 0 whose update the room applies (jupyter_server_ydoc's
+    _apply_deterministic_source_content; a panic in pycrdt keeps what it committed);
     "refused" when nbformat.reads raises."""
     try:
         nb = nbformat.reads(text, as_version=4, capture_validation_error={})
@@ -85,8 +86,10 @@ def load_file(text):
         YNotebook(doc).set(nb)
     except BaseException:  # pyo3's PanicException is a BaseException
         pass
+    room = Doc()  # the room receives the source document's update, as the server does
+    room.apply_update(doc.get_update())
     in_file = {c.get("id") for c in json.loads(text).get("cells", []) if isinstance(c, dict)}
-    got, made = read_get(doc, stored=in_file)
+    got, made = read_get(room, stored=in_file)
     return {"file": text, "get": got, "made_ids": made}
 
 
@@ -324,6 +327,20 @@ def class9():
         ("duplicate ids", ipynb([md("d", "a"), md("d", "a"), md("d", "b")])),
         ("code cell execution_count 0, stream text list", ipynb([code("c", execution_count=0, outputs=[stream])])),
         ("CRLF line endings in source", ipynb([md("m", "a\r\nb")])),
+        ("list-form text/plain in a markdown cell's outputs (nbformat joins code cells' only)",
+         ipynb([md("m", outputs=[out_list, stream], execution_count=1)])),
+        ("a list text/plain holding a number, an output without output_type",
+         ipynb([code("a", outputs=[{"output_type": "display_data", "metadata": {}, "data": {"text/plain": ["a", 1]}},
+                                   {"text": ["x", "y"]}, {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"], "text": ["a", "b"]}])])),
+        ("attachments null", ipynb([md("m", attachments=None)])),
+        ("a cell without metadata", ipynb([{"id": "x", "cell_type": "code", "source": "x", "outputs": [], "execution_count": None}])),
+        ("a cell without source", ipynb([code("a"), {"id": "x", "cell_type": "markdown", "metadata": {}}, md("z")])),
+        ("a cell without cell_type", ipynb([code("a"), {"id": "x", "source": "s", "metadata": {}}, md("z")])),
+        ("no nbformat", json.dumps({"cells": [md("m")], "metadata": {}})),
+        ("nbformat_minor 4 with ids, nbformat_minor absent", ipynb([md("m")], nbformat_minor=4)),
+        ("a stream without text, markdown attachments list", ipynb([code("a", outputs=[{"output_type": "stream", "name": "stdout"}]), md("m", attachments=[])])),
+        ("integers at the edges of int64 and 2^64 in the notebook metadata",
+         ipynb([code("a", metadata={"e": [2**63 - 1, 2**63 - 2, -(2**63), 2**53 - 1, -(2**53) - 1]})], metadata={"e": [2**64, 2**63 - 1, 2**63 + 1]})),
     ]
     return [dict(load_file(text), what=what) for what, text in files]
 

@@ -35,8 +35,12 @@ func (s *Snapshot) Invalid() []InvalidCell {
 	var out []InvalidCell
 	for i, c := range s.All() {
 		r := c.invalid()
-		if !s.pruneIDs && !c.hasID {
-			r = append(r, "no id")
+		if _, has := c.obj["id"]; !s.pruneIDs && !c.hasID {
+			if has {
+				r = append(r, "id is not a string")
+			} else {
+				r = append(r, "no id")
+			}
 		}
 		if len(r) > 0 {
 			out = append(out, InvalidCell{Index: i, Reasons: r})

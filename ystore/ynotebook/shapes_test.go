@@ -1,0 +1,184 @@
+package ynotebook
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// shapesDir holds what testdata/pycrdt-golden/shapes.py makes with the real stack: for
+// each class of issue 40, documents written by pycrdt (rows) and .ipynb files, with
+// jupyter_ydoc's YNotebook.get() of each (of a file: after the server's load into a
+// room).
+const shapesDir = "testdata/shapes"
+
+type shapesFile struct {
+	Name  string       `json:"name"`
+	Note  string       `json:"note"`
+	Cases []shapesCase `json:"cases"`
+}
+
+type shapesCase struct {
+	What    string   `json:"what"`
+	Rows    [][]byte `json:"rows"`
+	File    *string  `json:"file"`
+	Get     *string  `json:"get"`     // json.dumps of get(); null when get() cannot be saved
+	MadeIDs []int    `json:"made_ids"` // get()'s cells whose id the server made up
+	Refused string   `json:"refused"`  // the file nbformat.reads refuses
+}
+
+func loadShapes(t *testing.T, dir string) []shapesFile {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures in %s: %v", dir, err)
+	}
+	var out []shapesFile
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sf shapesFile
+		if err := json.Unmarshal(b, &sf); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, sf)
+	}
+	return out
+}
+
+// TestShapes serves each shape of issue 40 as get() returns it: the rows applied one at
+// a time and in a cold load, the files through Parse; a file the server refuses is
+// refused; every cell that is not valid nbformat is named by Invalid.
+func TestShapes(t *testing.T) {
+	runShapes(t, loadShapes(t, shapesDir))
+}
+
+func runShapes(t *testing.T, files []shapesFile) {
+	for _, sf := range files {
+		t.Run(sf.Name, func(t *testing.T) {
+			for _, c := range sf.Cases {
+				checkShape(t, c)
+			}
+		})
+	}
+}
+
+func checkShape(t *testing.T, c shapesCase) {
+	t.Helper()
+	var snaps []*Snapshot
+	if c.File != nil {
+		s, err := Parse([]byte(*c.File), Limits{})
+		if c.Refused != "" {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%s: Parse %v; nbformat.reads refuses it (%s)", c.What, err, c.Refused)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.What, err)
+		}
+		snaps = append(snaps, s)
+	} else {
+		live := New()
+		for i, r := range c.Rows {
+			if _, err := live.Apply(r); err != nil {
+				t.Fatalf("%s: row %d: %v", c.What, i, err)
+			}
+		}
+		cold := New()
+		if err := cold.Load(c.Rows); err != nil {
+			t.Fatalf("%s: %v", c.What, err)
+		}
+		snaps = append(snaps, live.Snapshot(), cold.Snapshot())
+	}
+	if c.Get == nil {
+		return // get() itself cannot be saved: docs/COMPATIBILITY.md
+	}
+	for _, s := range snaps {
+		requireGet(t, c.What, s, []byte(*c.Get), c.MadeIDs)
+		requireInvalidNamed(t, c.What, s)
+	}
+}
+
+// requireInvalidNamed checks Invalid against the cells themselves: a cell is listed
+// exactly when its type is unknown or a key nbformat requires is missing or one it does
+// not allow is present.
+func requireInvalidNamed(t *testing.T, what string, s *Snapshot) {
+	t.Helper()
+	var want []int
+	for i, c := range s.All() {
+		obj := c.Object()
+		ct, _ := obj["cell_type"].(string)
+		allowed, known := allowedKeys[ct]
+		bad := !known
+		for _, k := range cellKeys[ct] {
+			_, ok := obj[k]
+			bad = bad || !ok
+		}
+		for k := range obj {
+			bad = bad || known && !slices.Contains(allowed, k)
+		}
+		if _, ok := obj["id"].(string); !ok && !s.pruneIDs {
+			bad = true
+		}
+		if md, ok := obj["metadata"]; ok {
+			_, isMap := md.(map[string]any)
+			bad = bad || !isMap
+		}
+		if src, ok := obj["source"]; ok {
+			bad = bad || !isMultiline(src)
+		}
+		if bad {
+			want = append(want, i)
+		}
+	}
+	var got []int
+	for _, ic := range s.Invalid() {
+		got = append(got, ic.Index)
+		if len(ic.Reasons) == 0 {
+			t.Fatalf("%s: cell %d invalid without a reason", what, ic.Index)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: Invalid names cells %v, want %v", what, got, want)
+	}
+}
+
+// TestShapesRegenerated runs shapes.py with the pinned stack and checks its fresh output
+// reads like the committed one (the rows' bytes differ from run to run).
+func TestShapesRegenerated(t *testing.T) {
+	python := pinnedPython(t)
+	if python == "" {
+		return
+	}
+	out := t.TempDir()
+	cmd := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "shapes.py"), "fixtures", "--out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("shapes.py: %v\n%s", err, b)
+	}
+	fresh, committed := loadShapes(t, out), loadShapes(t, shapesDir)
+	strip := func(fs []shapesFile) []shapesFile {
+		out := slices.Clone(fs)
+		for i := range out {
+			out[i].Cases = slices.Clone(out[i].Cases)
+			for j := range out[i].Cases {
+				out[i].Cases[j].Rows = nil
+				if out[i].Cases[j].MadeIDs != nil {
+					out[i].Cases[j].Get = nil // ids made up at random by nbformat
+				}
+			}
+		}
+		return out
+	}
+	if !reflect.DeepEqual(strip(fresh), strip(committed)) {
+		t.Fatalf("shapes.py reads differently from the committed fixtures: regenerate them (see %s)", shapesDir)
+	}
+	runShapes(t, fresh)
+}
