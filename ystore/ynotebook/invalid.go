@@ -34,7 +34,7 @@ var (
 func (s *Snapshot) Invalid() []InvalidCell {
 	var out []InvalidCell
 	for i, c := range s.All() {
-		r := c.invalid()
+		r := c.Invalid()
 		if _, has := c.obj["id"]; !s.pruneIDs && !c.hasID {
 			if has {
 				r = append(r, "id is not a string")
@@ -49,8 +49,8 @@ func (s *Snapshot) Invalid() []InvalidCell {
 	return out
 }
 
-// invalid lists why c is not a valid nbformat cell, its id aside.
-func (c *Cell) invalid() []string {
+// Invalid lists why c is not a valid nbformat 4.5 cell, its id aside (nil when it is).
+func (c *Cell) Invalid() []string {
 	var r []string
 	ct, isString := c.obj["cell_type"].(string)
 	required, known := cellKeys[ct]

@@ -48,7 +48,7 @@ func loadedShape(s *Snapshot) bool {
 		return false
 	}
 	for _, c := range s.All() {
-		if !c.hasID || c.Metadata == nil || c.Metadata["trusted"] != nil || len(c.invalid()) > 0 {
+		if !c.hasID || c.Metadata == nil || c.Metadata["trusted"] != nil || len(c.Invalid()) > 0 {
 			return false
 		}
 	}
