@@ -43,6 +43,7 @@ import jupyter_ydoc.ynotebook as ynotebook_module
 from jupyter_ydoc import YNotebook
 from pycrdt import Array, Doc, Map, Text
 
+from differential import Client, byte_offset  # differential.py beside this file
 from gen import Counter  # gen.py beside this file
 
 HUGE = 2**64 + 5  # beyond int64: pycrdt panics converting it
@@ -65,7 +66,9 @@ def read_get(doc, uuid_prefix=0xFFFF, stored=None):
             warnings.simplefilter("ignore")
             got = YNotebook(doc).get()
         text = dumps(got)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError, OverflowError, KeyError):
+        # json.dumps refuses bytes; cast_all raises on NaN and infinities; _cell_to_py
+        # on attachments in a cell without cell_type
         return None, []
     made = [i for i, c in enumerate(got["cells"]) if c.get("id") is not None and c.get("id") not in stored]
     return text, made
@@ -356,6 +359,211 @@ CLASSES = [
     ("8-numbers", "whole numbers at and beyond 2^53, 1e21, negative zero", class8),
     ("9-from-file", "notebooks served from their files", class9),
 ]
+
+
+SHAPE_NUMBERS = [0, -0.0, 1.5, 7.0, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1, -(2**63), 1e21, 1e16, 1e-05, 0.1, 3]
+CELL_TYPES = ["code", "markdown", "raw", "code", "markdown", "heading", None, 3]
+EXTRA = ["custom", "trusted", "collapsed", "execution_state", "level"]
+
+
+def rnum(rng):
+    return rng.choice(SHAPE_NUMBERS)
+
+
+def rvalue(rng, depth=0):
+    r = rng.random()
+    if depth < 2 and r < 0.2:
+        return [rvalue(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if depth < 2 and r < 0.35:
+        return {rng.choice("abk"): rvalue(rng, depth + 1) for _ in range(rng.randint(0, 2))}
+    if r < 0.7:
+        return rnum(rng)
+    return rng.choice([None, True, False, "", "v🎉", ["l1\n", "日本 🎉"]])
+
+
+def rattachments(rng):
+    return rng.choice([{}, None, [], {"a.png": PNG}, {"b.txt": {"text/plain": ["a\n", "b"]}}])
+
+
+def routputs(rng):
+    outs = []
+    for _ in range(rng.randint(0, 2)):
+        if rng.random() < 0.5:
+            outs.append(Map({"output_type": "stream", "name": "stdout", "text": Text(random_text(rng))}))
+        else:
+            outs.append(Map({"output_type": "execute_result", "execution_count": rnum(rng), "metadata": {"n": rnum(rng)},
+                             "data": {"text/plain": rng.choice(["42", ["line 1\n", "日本 🎉"]]), "application/json": {"n": rnum(rng)}}}))
+    return outs
+
+
+def random_cell(rng):
+    """A cell map of a random shape: any cell type or none, keys left out or added."""
+    c = {}
+    ct = rng.choice(CELL_TYPES)
+    if ct is not None:
+        c["cell_type"] = ct
+    if rng.random() < 0.93:
+        c["id"] = "c%d" % rng.randrange(10**6)
+    if rng.random() < 0.9:
+        c["source"] = Text(random_text(rng)) if rng.random() < 0.85 else ["a\n", random_text(rng)]
+    if rng.random() < 0.9:
+        c["metadata"] = Map({"n": rnum(rng)} if rng.random() < 0.5 else {}) if rng.random() < 0.9 else rng.choice(["x", None])
+    if ct == "code" and rng.random() < 0.9 or rng.random() < 0.15:
+        c["outputs"] = Array(routputs(rng))
+        c["execution_count"] = rng.choice([None, 0, 1, 2**62, -0.0, 1e21, 3.0])
+    if rng.random() < 0.3:
+        c["attachments"] = rattachments(rng)
+    if rng.random() < 0.2:
+        c[rng.choice(EXTRA)] = rvalue(rng)
+    return Map(c)
+
+
+def random_text(rng):
+    return "".join(rng.choice(["x", "é", "日本", "🎉", " ", "\n", "a"]) for _ in range(rng.randint(1, 3)))
+
+
+def shape_edit(c, rng):
+    """One random edit of client c's notebook over issue 40's shapes, in one transaction."""
+    cells = c.nb.ycells
+    n = len(cells)
+    op = rng.random()
+    if op < 0.03 and n:
+        # the server reloads a file whose cell metadata holds an integer beyond int64:
+        # YNotebook.set panics in the middle of a cell and keeps what it wrote
+        try:
+            got = c.nb.get()
+        except KeyError:
+            return
+        got["cells"] = [dict(x) for x in got["cells"] if isinstance(x.get("cell_type"), str) and "source" in x]
+        if got["cells"]:
+            k = rng.randrange(len(got["cells"]))
+            cell = dict(got["cells"][k])
+            md = cell.get("metadata")
+            cell["metadata"] = dict(md if isinstance(md, dict) else {}, a=1, big=HUGE)
+            cell["id"] = "reload%d" % rng.randrange(10**6)
+            got["cells"].insert(k, cell)
+            try:
+                c.nb.set(got)
+            except BaseException:
+                pass
+            return
+    with c.doc.transaction():
+        if n == 0 or op < 0.15:
+            cells.insert(rng.randint(0, n), random_cell(rng))
+            return
+        if op < 0.2:
+            cells.insert(rng.randint(0, n), Map())  # to be filled by others: a partial map
+            return
+        i = rng.randrange(n)
+        cell = cells[i]
+        if op < 0.27:
+            del cells[i]
+        elif op < 0.37:
+            cell["cell_type"] = rng.choice(CELL_TYPES[:-2] + ["code", "raw"])
+        elif op < 0.5:
+            key = rng.choice(["source", "metadata", "outputs", "execution_count", "attachments", "id"] + EXTRA)
+            if rng.random() < 0.3 and key in cell:
+                del cell[key]
+            elif key == "source":
+                cell[key] = Text(random_text(rng))
+            elif key == "metadata":
+                cell[key] = Map({"n": rnum(rng), "v": rvalue(rng)})
+            elif key == "outputs":
+                cell[key] = Array(routputs(rng))
+            elif key == "execution_count":
+                cell[key] = rng.choice([None, 0, 5, 2**53 + 1, -0.0, 1e21, 2.5])
+            elif key == "attachments":
+                cell[key] = rattachments(rng)
+            elif key == "id":
+                cell[key] = rng.choice(["c%d" % rng.randrange(10**6), "dup", 5])
+            else:
+                cell[key] = rvalue(rng)
+        elif op < 0.6:
+            md = cell.get("metadata")
+            if isinstance(md, Map):
+                md[rng.choice(["n", "tags", "k"])] = rvalue(rng)
+        elif op < 0.65:
+            c.nb._ymeta["metadata"] = Map({"n": rnum(rng), "kernelspec": {"name": "python3", "display_name": "Py 🎉"}})
+        else:
+            src = cell.get("source")
+            if isinstance(src, Text):
+                src.insert(byte_offset(str(src), rng.randint(0, len(str(src)))), random_text(rng))
+            elif src is None:
+                cell["source"] = Text(random_text(rng))
+
+
+def file_text(got, rng):
+    """get() written as a file, with multi-line strings split into lists here and there
+    (as nbformat's writer splits them), sometimes with a list nbformat does not join."""
+    def split(v):
+        if isinstance(v, str) and "\n" in v and rng.random() < 0.5:
+            return v.splitlines(True)
+        return v
+    nb = copy.deepcopy(got)
+    for cell in nb["cells"]:
+        if "source" in cell:
+            cell["source"] = split(cell["source"])
+        for out in cell.get("outputs") or [] if isinstance(cell.get("outputs"), list) else []:
+            if isinstance(out, dict):
+                if isinstance(out.get("data"), dict):
+                    for k in out["data"]:
+                        out["data"][k] = split(out["data"][k])
+                if "text" in out:
+                    out["text"] = split(out["text"])
+    if nb["cells"] and rng.random() < 0.2:
+        md = nb["cells"][rng.randrange(len(nb["cells"]))].get("metadata")
+        if isinstance(md, dict):
+            md["big"] = HUGE
+    return json.dumps(nb, ensure_ascii=False, indent=1)
+
+
+def histories(seed):
+    """One random history over issue 40's shapes: its rows and get(); every fifth, the
+    file of its notebook too."""
+    rng = random.Random(seed)
+    clients = [Client(1000 * seed + i + 1) for i in range(rng.randint(2, 3))]
+    rows = []
+
+    def publish(c, ups):
+        for u in ups:
+            rows.append(u)
+            for o in clients:
+                if o is not c:
+                    o.inbox.append(u)
+
+    first = clients[0]
+    cells = []
+    for i in range(rng.randint(1, 4)):
+        kind = rng.choice(["code", "markdown", "raw"])
+        cell = {"id": "s%d" % i, "cell_type": kind, "source": random_text(rng), "metadata": {"n": rnum(rng)}}
+        if kind == "code":
+            cell.update(execution_count=rng.choice([None, 1]), outputs=[])
+        elif rng.random() < 0.5:
+            cell["attachments"] = rattachments(rng) or {}
+        cells.append(cell)
+    first.nb.set({"cells": cells, "metadata": {"n": rnum(rng)}, "nbformat": 4, "nbformat_minor": 5})
+    publish(first, first.take())
+    for c in clients[1:]:
+        c.receive(rng)
+    for _ in range(rng.randint(5, 30)):
+        c = rng.choice(clients)
+        if rng.random() < 0.4:
+            c.receive(rng)
+        shape_edit(c, rng)
+        publish(c, c.take())
+    while any(c.inbox for c in clients):
+        for c in clients:
+            c.receive(rng)
+    ref = Doc()
+    for u in rows:
+        ref.apply_update(u)
+    got, made = read_get(ref)
+    out = [{"seed": seed, "rows": [base64.b64encode(u).decode() for u in rows], "get": got, "made_ids": made}]
+    if got is not None and seed % 5 == 0:
+        case = load_file(file_text(json.loads(got), rng))
+        case["seed"] = seed
+        out.append(case)
+    return out
 
 
 def table_cases(path):
