@@ -30,7 +30,7 @@ type shapesCase struct {
 	What    string   `json:"what"`
 	Rows    [][]byte `json:"rows"`
 	File    *string  `json:"file"`
-	Get     *string  `json:"get"`     // json.dumps of get(); null when get() cannot be saved
+	Get     *string  `json:"get"`      // json.dumps of get(); null when get() cannot be saved
 	MadeIDs []int    `json:"made_ids"` // get()'s cells whose id the server made up
 	Refused string   `json:"refused"`  // the file nbformat.reads refuses
 }
