@@ -79,6 +79,9 @@ func checkShape(t *testing.T, c shapesCase) {
 	if c.File != nil {
 		s, err := Parse([]byte(*c.File), Limits{})
 		if c.Refused != "" {
+			if err == nil && nbformatCrash(t, c) {
+				return // docs/COMPATIBILITY.md: nbformat's validator crashes, the sidecar serves the file
+			}
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%s: Parse %v; nbformat.reads refuses it (%s)", c.What, err, c.Refused)
 			}
@@ -108,6 +111,29 @@ func checkShape(t *testing.T, c shapesCase) {
 		requireGet(t, c.What, s, []byte(*c.Get), c.MadeIDs)
 		requireInvalidNamed(t, c.What, s)
 	}
+}
+
+// nbformatCrash reports whether nbformat.reads refused c's file by crashing
+// (TypeError) in its validator's message for a cell whose cell_type is not a string.
+func nbformatCrash(t *testing.T, c shapesCase) bool {
+	t.Helper()
+	if c.Refused != "TypeError" {
+		return false
+	}
+	var nb struct {
+		Cells []map[string]any `json:"cells"`
+	}
+	if err := json.Unmarshal([]byte(*c.File), &nb); err != nil {
+		t.Fatal(err)
+	}
+	for _, cell := range nb.Cells {
+		if ct, ok := cell["cell_type"]; ok {
+			if _, isString := ct.(string); !isString {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // requireInvalidNamed checks Invalid against the cells themselves: a cell is listed
@@ -219,7 +245,7 @@ func TestShapesDifferential(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 256<<20)
-	var histories, rows, files, refused, unsaveable, invalid int
+	var histories, rows, files, refused, crashed, unsaveable, invalid int
 	for sc.Scan() {
 		var h shapeHistory
 		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
@@ -227,6 +253,8 @@ func TestShapesDifferential(t *testing.T) {
 		}
 		h.What = "seed " + strconv.Itoa(h.Seed)
 		switch {
+		case h.File != nil && h.Refused != "" && nbformatCrash(t, h.shapesCase):
+			crashed++
 		case h.File != nil && h.Refused != "":
 			refused++
 		case h.File != nil:
@@ -257,8 +285,9 @@ func TestShapesDifferential(t *testing.T) {
 	if histories != count {
 		t.Fatalf("checked %d histories, want %d", histories, count)
 	}
-	t.Logf("%d histories (%d rows, %d invalid cells served) and %d files equal get(); %d files refused as nbformat.reads refuses them; %d histories where get() raises or json.dumps refuses it (not compared, docs/COMPATIBILITY.md)",
-		histories, rows, invalid, files, refused, unsaveable)
+	t.Logf("%d histories (%d rows, %d invalid cells served) and %d files equal get(); %d files refused as nbformat.reads refuses them; "+
+		"documented differences (docs/COMPATIBILITY.md): %d histories where get() raises or json.dumps refuses it, %d files on which nbformat's validator crashes",
+		histories, rows, invalid, files, refused, unsaveable, crashed)
 }
 
 // checkLiveAfterCold applies the first rows of c in a cold load and the rest one at a
