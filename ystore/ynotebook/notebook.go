@@ -74,9 +74,7 @@ const (
 	partOutputs
 	partExecutionCount
 	partAttachments
-	partOther // id or cell_type: the cell is read again as a whole
-
-	partAll = partSource | partMetadata | partOutputs | partExecutionCount | partAttachments
+	partOther // id, cell_type or a key outside nbformat: the cell is read again as a whole
 )
 
 // partOf names the part of a cell its key belongs to: execution_state, which get() does

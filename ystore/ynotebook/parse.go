@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -289,7 +290,7 @@ func setNotebook(nb *object) *Snapshot {
 			return s
 		}
 	}
-	var nbformat, minor any = json.Number("4"), json.Number("5")
+	var nbformat, minor any = json.Number(strconv.Itoa(defaultNBFormat)), json.Number(strconv.Itoa(defaultNBFormatMinor))
 	var err error
 	if v, ok := nb.get("nbformat"); ok {
 		if nbformat, err = storedValue(v, true); err != nil {

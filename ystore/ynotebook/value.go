@@ -110,29 +110,3 @@ func truthy(v any) bool {
 		return true
 	}
 }
-
-// number converts v to a JavaScript number the way a relational comparison does; ok is
-// false when the comparison would be false whatever the other side (undefined, objects).
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case nil:
-		return 0, true
-	case bool:
-		if x {
-			return 1, true
-		}
-		return 0, true
-	case float64:
-		return x, !math.IsNaN(x)
-	case int64:
-		return float64(x), true
-	case string:
-		if x == "" {
-			return 0, true
-		}
-		f, err := strconv.ParseFloat(x, 64)
-		return f, err == nil
-	default:
-		return 0, false
-	}
-}
