@@ -240,6 +240,8 @@ def class6():
         one([md("m", metadata=None)], "metadata null"),
         one([{"cell_type": "markdown", "source": "x", "metadata": {}}], "no id"),
         one([{"id": 5, "cell_type": "markdown", "source": "x", "metadata": {}}], "id a number"),
+        one([md(5, "a"), md(5, "b"), md(5.0, "a"), md(1, "c"), md(True, "d"), md(0, "e"), md(0, "e"), md("5", "a")],
+            "numeric ids deduplicated as get() does (5 == 5.0, True == 1, 0 is no id)"),
         one([{"id": "m", "cell_type": "markdown", "source": ["a\n", "b"], "metadata": {}}], "source a list"),
         one([code("c")], "source deleted later", edit=lambda w: w.cells()[0].pop("source")),
     ]

@@ -23,7 +23,8 @@ import (
 // snapshot and every sidecar names it alike, and a valid nbformat id. When the server's
 // re-id arrives, the stand-in disappears (removed) and the new id appears (added).
 // Like get(), nothing is deduplicated for nbformat 4.0–4.4, whose cells have no ids,
-// nor among cells whose id is absent, empty or not a string.
+// nor among cells whose id Python takes for false (absent, empty, 0, null); a numeric id
+// is deduplicated as get() does (5 and 5.0 and true and 1 are one id there).
 
 // dedupOn reports whether get() deduplicates the cells of a notebook with the
 // notebook-level fields of s: not for nbformat 4.0–4.4, where it drops the ids first.
@@ -45,7 +46,7 @@ func dedup(all []readCell, on bool) (visible []readCell, hidden map[*yjs.Type]bo
 	groups := map[string]*group{}
 	visible = make([]readCell, 0, len(all))
 	for i, r := range all {
-		want := r.cell.storedID
+		want, renamed := r.cell.storedID, false
 		if k := keyOf(r.cell); on && dupKey(k) {
 			g := groups[k.id]
 			switch {
@@ -59,13 +60,13 @@ func dedup(all []readCell, on bool) (visible []readCell, hidden map[*yjs.Type]bo
 				hidden[r.typ] = true
 				continue
 			default:
-				want = standInID(k.id, g.n)
+				want, renamed = standInID(k.id, g.n), true
 				g.n++
 			}
 		}
-		if r.cell.ID != want {
+		if served := renamed || r.cell.strID; r.cell.ID != want || r.cell.hasID != served {
 			c := *r.cell
-			c.ID = want
+			c.ID, c.hasID = want, served
 			r.cell = &c
 		}
 		visible = append(visible, r)

@@ -82,8 +82,7 @@ func withoutTransient(s *Snapshot) *Snapshot {
 			obj := maps.Clone(c.obj)
 			obj["metadata"] = md
 			cc := *c
-			cc.setObject(obj)
-			cc.ID = c.ID
+			cc.withObject(obj)
 			c, changed = &cc, true
 		}
 		read = append(read, readCell{cell: c})

@@ -44,7 +44,7 @@ type cellKey struct {
 	hasID bool
 }
 
-func keyOf(c *Cell) cellKey { return cellKey{c.storedID, c.hasID} }
+func keyOf(c *Cell) cellKey { return c.key }
 
 // State is the document's "state" map: the path fallback and the dirty flag.
 type State struct {

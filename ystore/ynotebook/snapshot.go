@@ -47,8 +47,10 @@ type Cell struct {
 	Attachments    map[string]any   // nil when absent or not an object
 
 	obj      map[string]any // get()'s cell, id as stored
-	storedID string         // the id in the document; ID is a stand-in for a duplicate (dedup.go)
-	hasID    bool           // false for a cell without an id (or with one not a string)
+	storedID string         // the id in the document when a string; ID is a stand-in for a duplicate (dedup.go)
+	strID    bool           // the stored id is a string
+	hasID    bool           // an id is served: the stored string or a stand-in
+	key      cellKey        // what get() deduplicates by (idKey)
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
@@ -57,9 +59,7 @@ func NewSnapshot(cells ...Cell) *Snapshot {
 	cells = slices.Clone(cells)
 	read := make([]readCell, len(cells))
 	for i := range cells {
-		cells[i].hasID = cells[i].ID != ""
-		cells[i].storedID = cells[i].ID
-		cells[i].obj = cells[i].fieldsObject()
+		cells[i].setObject(cells[i].fieldsObject())
 		read[i].cell = &cells[i]
 	}
 	return &Snapshot{cells: buildTree(read, 0)}
@@ -204,12 +204,46 @@ func (c *Cell) setObject(obj map[string]any) {
 		}
 	}
 	id, has := obj["id"]
-	c.storedID, c.hasID = "", false
+	c.storedID, c.strID = "", false
 	if s, ok := id.(string); has && ok {
-		c.storedID, c.hasID = s, true
+		c.storedID, c.strID = s, true
 	}
-	c.ID = c.storedID
+	c.ID, c.hasID = c.storedID, c.strID
+	c.key = idKey(id, has)
 }
+
+// withObject is setObject keeping the id c serves (a stand-in stays).
+func (c *Cell) withObject(obj map[string]any) {
+	id, has := c.ID, c.hasID
+	c.setObject(obj)
+	c.ID, c.hasID = id, has
+}
+
+// idKey is the key get() deduplicates a cell by: its id when Python takes it for true
+// (a non-empty string, a number other than 0, true, which equals 1). A number is keyed
+// by its text (get()'s, so 5.0 is 5) after numberKey, apart from the string ids (in
+// Python 5 != "5").
+func idKey(id any, has bool) cellKey {
+	if !has {
+		return cellKey{}
+	}
+	switch x := id.(type) {
+	case string:
+		return cellKey{x, true}
+	case json.Number:
+		if pyTruthyJSON(x) {
+			return cellKey{numberKey + string(x), true}
+		}
+	case bool:
+		if x {
+			return cellKey{numberKey + "1", true}
+		}
+	}
+	return cellKey{}
+}
+
+// numberKey prefixes the key of a numeric id.
+const numberKey = "\x00number:"
 
 // readSnapshotMeta sets every notebook-level field of s from the meta map, as get()
 // reads them.
@@ -320,7 +354,5 @@ func (c *Cell) readParts(m *yjs.Map, p part) {
 		}
 	}
 	dropFalsyAttachments(obj)
-	id := c.ID
-	c.setObject(obj)
-	c.ID = id
+	c.withObject(obj)
 }
