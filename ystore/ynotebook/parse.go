@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -683,19 +684,71 @@ func (n jsonNum) float64() float64 {
 	return x
 }
 
-// decodeOrdered decodes JSON text into objects, lists, strings, pyNums, bools and nil.
+// decodeOrdered decodes JSON text into objects, lists, strings, jsonNums, bools and nil.
 // Floats beyond a float's range (infinite in Python, on which get() raises) are refused.
+// The order of an object's keys matters only where pycrdt panics, on an integer beyond
+// int64: a file without one is decoded the fast way, its keys sorted.
 func decodeOrdered(data []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	v, err := decodeValue(d)
-	if err != nil {
+	var v any
+	if err := d.Decode(&v); err != nil {
 		return nil, err
 	}
 	if _, err := d.Token(); err != io.EOF {
 		return nil, errors.New("data after the notebook")
 	}
-	return v, nil
+	out, huge, err := fromDecoded(v)
+	if err != nil || !huge {
+		return out, err
+	}
+	d = json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	return decodeValue(d)
+}
+
+// fromDecoded converts a value encoding/json decoded into decodeOrdered's, each object's
+// keys sorted; huge reports an integer beyond int64 in it.
+func fromDecoded(v any) (out any, huge bool, err error) {
+	switch x := v.(type) {
+	case map[string]any:
+		o := &object{keys: make([]string, 0, len(x)), m: make(map[string]any, len(x))}
+		for k := range x {
+			o.keys = append(o.keys, k)
+		}
+		slices.Sort(o.keys)
+		for _, k := range o.keys {
+			e, h, err := fromDecoded(x[k])
+			if err != nil {
+				return nil, false, err
+			}
+			o.m[k], huge = e, huge || h
+		}
+		return o, huge, nil
+	case []any:
+		for i, e := range x {
+			c, h, err := fromDecoded(e)
+			if err != nil {
+				return nil, false, err
+			}
+			x[i], huge = c, huge || h
+		}
+		return x, huge, nil
+	case json.Number:
+		n, err := number(x)
+		return n, err == nil && n.isInt() && !n.bigInt().IsInt64(), err
+	}
+	return v, false, nil
+}
+
+// number is a JSON number read as Python reads it; a float beyond a float's range is
+// refused.
+func number(x json.Number) (jsonNum, error) {
+	n := jsonNum{text: string(x)}
+	if !n.isInt() && math.IsInf(n.float64(), 0) {
+		return jsonNum{}, fmt.Errorf("number %s is beyond a float's range", x)
+	}
+	return n, nil
 }
 
 func decodeValue(d *json.Decoder) (any, error) {
@@ -735,11 +788,7 @@ func decodeValue(d *json.Decoder) (any, error) {
 		}
 		return nil, fmt.Errorf("unexpected %v", x)
 	case json.Number:
-		n := jsonNum{text: string(x)}
-		if !n.isInt() && math.IsInf(n.float64(), 0) {
-			return nil, fmt.Errorf("number %s is beyond a float's range", x)
-		}
-		return n, nil
+		return number(x)
 	}
 	return t, nil
 }
