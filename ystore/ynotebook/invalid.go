@@ -2,8 +2,12 @@ package ynotebook
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 )
+
+// cellID is nbformat 4.5's pattern of a cell id.
+var cellID = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,64}$`)
 
 // InvalidCell is a cell get() yields that is not a valid nbformat 4.5 cell, with why. The
 // sidecar serves it all the same: it is what the server holds and saves.
@@ -29,16 +33,19 @@ var (
 
 // Invalid lists the cells of s that are not valid nbformat 4.5 cells, in order: an
 // unknown or missing cell_type, a missing required key (the id too from nbformat 4.5
-// on), a key the cell type does not allow, a source, metadata, outputs or attachments of
+// on, and it must be one of nbformat's ids), a key the cell type does not allow, a source, metadata, outputs or attachments of
 // the wrong type. Outputs themselves are not checked.
 func (s *Snapshot) Invalid() []InvalidCell {
 	var out []InvalidCell
 	for i, c := range s.All() {
 		r := c.Invalid()
-		if _, has := c.obj["id"]; !s.pruneIDs && !c.hasID {
-			if has {
+		if _, has := c.obj["id"]; !s.pruneIDs {
+			switch {
+			case c.hasID && !cellID.MatchString(c.ID):
+				r = append(r, "id is not an nbformat id")
+			case !c.hasID && has:
 				r = append(r, "id is not a string")
-			} else {
+			case !c.hasID:
 				r = append(r, "no id")
 			}
 		}

@@ -64,7 +64,8 @@ func (l Limits) withDefaults() Limits {
 // new id (nbformat makes a random one, Parse a stand-in: docs/COMPATIBILITY.md), notebook
 // metadata gains language_info and kernelspec, a notebook without cells gets one empty
 // code cell, and where pycrdt panics on an integer beyond int64 the notebook stops where
-// the server's set() stopped, in the middle of a cell. Parse never panics; its errors
+// the server's set() stopped, in the middle of a cell; duplicate ids nbformat left
+// (before 4.5) are settled as get() settles them. Parse never panics; its errors
 // wrap ErrTooLarge, ErrTooManyCells, ErrTooDeep or ErrInvalid.
 func Parse(data []byte, lim Limits) (*Snapshot, error) {
 	lim = lim.withDefaults()
@@ -339,7 +340,8 @@ func setNotebook(nb *object) *Snapshot {
 			break
 		}
 	}
-	s.cells = buildTree(read, 0)
+	visible, _ := dedup(read, dedupOn(s))
+	s.cells = buildTree(visible, 0)
 	return s
 }
 
@@ -676,12 +678,8 @@ func (n jsonNum) float64() float64 {
 		f, _ := new(big.Float).SetInt(n.bigInt()).Float64()
 		return f
 	}
-	f, _ := new(big.Float).SetPrec(53).SetString(n.text)
-	if f == nil {
-		return math.NaN()
-	}
-	x, _ := f.Float64()
-	return x
+	f, _ := strconv.ParseFloat(n.text, 64) // ±Inf beyond a float's range
+	return f
 }
 
 // decodeOrdered decodes JSON text into objects, lists, strings, jsonNums, bools and nil.

@@ -154,7 +154,7 @@ func requireInvalidNamed(t *testing.T, what string, s *Snapshot) {
 		for k := range obj {
 			bad = bad || known && !slices.Contains(allowed, k)
 		}
-		if _, ok := obj["id"].(string); !ok && !s.pruneIDs {
+		if id, _ := obj["id"].(string); !nbformatID.MatchString(id) && !s.pruneIDs {
 			bad = true
 		}
 		if md, ok := obj["metadata"]; ok {
