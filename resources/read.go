@@ -148,6 +148,10 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		if err != nil {
 			return nil, err
 		}
+		if invalid := snap.Invalid(); len(invalid) > 0 {
+			meta[InvalidKey] = invalid
+			s.metrics.invalidCells.Add(float64(len(invalid)))
+		}
 		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMENotebook, Text: string(body)}}, nil
 	}
 	cell, index, ok := nbview.FindCell(snap, ref.CellID)
@@ -155,12 +159,13 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", library.ErrNotFound, ref.Name, ref.CellID)
 	}
 	if ref.Output < 0 {
-		doc := nbview.NewCellDoc(ref.Name, index, cell)
-		doc.Meta = mark
-		if !s.serves(ctx, nbview.TemplateOutput) {
-			for i := range doc.Outputs {
-				doc.Outputs[i].URI = "" // no link to a withheld output
-			}
+		doc := nbview.NewCellDoc(ref.Name, index, cell, !s.serves(ctx, nbview.TemplateOutput))
+		if mark != nil {
+			doc["_meta"] = mark
+		}
+		if reasons := cell.Invalid(); len(reasons) > 0 {
+			meta[InvalidKey] = []ynotebook.InvalidCell{{Index: index, Reasons: reasons}}
+			s.metrics.invalidCells.Inc()
 		}
 		body, err := json.Marshal(doc)
 		if err != nil {

@@ -45,6 +45,12 @@ const (
 	ModTimeKey = "io.github.jupyter-mcp-sidecar/mtime"
 )
 
+// InvalidKey is the read result's _meta key listing the cells served that are not valid
+// nbformat 4.5 ([{index, reasons}], ynotebook.InvalidCell): the notebook is served as
+// jupyter_ydoc's YNotebook.get() returns it, which is what the Jupyter server holds and
+// saves, so no cell is dropped or mended.
+const InvalidKey = "io.github.jupyter-mcp-sidecar/invalid"
+
 // Server is the MCP surface of the sidecar. It owns the mcp-go server (the tools,
 // the three resource templates and capabilities://), the name bindings, the seams
 // chosen in the configuration (gate, publisher, hooks, extensions), the subscriber

@@ -20,6 +20,7 @@ type Changes struct {
 // CellChange says which parts of a cell changed.
 type CellChange struct {
 	Source, Metadata, Outputs, ExecutionCount, Attachments, CellType bool
+	Other                                                            bool  // a key outside nbformat (get() shows it too)
 	OutputIndexes                                                    []int // indexes of outputs that changed, appeared or disappeared, sorted
 }
 
@@ -52,6 +53,7 @@ func (c *Changes) mergeCell(id string, oc CellChange, hint int) {
 	cc.ExecutionCount = cc.ExecutionCount || oc.ExecutionCount
 	cc.Attachments = cc.Attachments || oc.Attachments
 	cc.CellType = cc.CellType || oc.CellType
+	cc.Other = cc.Other || oc.Other
 	for _, i := range oc.OutputIndexes {
 		if j, found := slices.BinarySearch(cc.OutputIndexes, i); !found {
 			cc.OutputIndexes = slices.Insert(cc.OutputIndexes, j, i)
@@ -72,9 +74,8 @@ func union(a, b []string) []string {
 
 // levelChanged reports whether the notebook-level fields of a and b differ.
 func levelChanged(a, b *Snapshot) bool {
-	return a.hasNBFormat != b.hasNBFormat || a.hasMinor != b.hasMinor ||
-		!reflect.DeepEqual(a.nbformat, b.nbformat) || !reflect.DeepEqual(a.nbformatMinor, b.nbformatMinor) ||
-		(a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata)
+	return a.NBFormat != b.NBFormat || a.NBFormatMinor != b.NBFormatMinor ||
+		!reflect.DeepEqual(a.metadataJSON(), b.metadataJSON())
 }
 
 // occurrence names a cell by its id and how many cells before it carry the same id.
@@ -166,27 +167,45 @@ func increasing(xs []int) []bool {
 // addCell records what differs between a and b, the same cell before and after, where
 // b may differ from a in the parts p only (reread copies the others; partOther: in any).
 func (c *Changes) addCell(a, b *Cell, p part) {
-	// execution_count is in the JSON of code cells only, attachments in that of the
-	// others (see jsonObject): a field that appears or disappears has changed.
 	all := p&partOther != 0
-	aCode, bCode := a.CellType == CellCode, b.CellType == CellCode
-	aAtt, bAtt := !aCode && a.hasAttachments, !bCode && b.hasAttachments
-	cc := CellChange{
-		Source:         (all || p&partSource != 0) && a.Source != b.Source,
-		Metadata:       (all || p&partMetadata != 0) && ((a.Metadata == nil) != (b.Metadata == nil) || !reflect.DeepEqual(a.Metadata, b.Metadata)),
-		ExecutionCount: aCode != bCode || (all || p&partExecutionCount != 0) && aCode && !reflect.DeepEqual(a.ExecutionCount, b.ExecutionCount),
-		Attachments:    aAtt != bAtt || (all || p&partAttachments != 0) && aAtt && !reflect.DeepEqual(a.attachments, b.attachments),
-		CellType:       a.CellType != b.CellType,
+	differs := func(q part, key string) bool {
+		if !all && p&q == 0 {
+			return false
+		}
+		x, inA := a.obj[key]
+		y, inB := b.obj[key]
+		return inA != inB || !reflect.DeepEqual(x, y)
 	}
-	if all || p&partOutputs != 0 {
-		for i := range max(len(a.Outputs), len(b.Outputs)) {
-			if i >= len(a.Outputs) || i >= len(b.Outputs) || !reflect.DeepEqual(a.Outputs[i], b.Outputs[i]) {
-				cc.OutputIndexes = append(cc.OutputIndexes, i)
+	cc := CellChange{
+		Source:         differs(partSource, "source"),
+		Metadata:       differs(partMetadata, "metadata"),
+		ExecutionCount: differs(partExecutionCount, "execution_count"),
+		Attachments:    differs(partAttachments, "attachments"),
+		CellType:       differs(partOther, "cell_type"),
+	}
+	if all {
+		for k := range a.obj {
+			if _, in := b.obj[k]; !in && partOf(k) == partOther && k != "cell_type" && k != "id" {
+				cc.Other = true
+			}
+		}
+		for k, v := range b.obj {
+			if partOf(k) == partOther && k != "cell_type" && k != "id" && !reflect.DeepEqual(a.obj[k], v) {
+				cc.Other = true
 			}
 		}
 	}
-	cc.Outputs = len(cc.OutputIndexes) > 0
-	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs {
+	if differs(partOutputs, "outputs") {
+		al, _ := a.obj["outputs"].([]any)
+		bl, _ := b.obj["outputs"].([]any)
+		for i := range max(len(al), len(bl)) {
+			if i >= len(al) || i >= len(bl) || !reflect.DeepEqual(al[i], bl[i]) {
+				cc.OutputIndexes = append(cc.OutputIndexes, i)
+			}
+		}
+		cc.Outputs = true
+	}
+	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs && !cc.Other {
 		return
 	}
 	c.mergeCell(b.ID, cc, 1)

@@ -3,8 +3,11 @@ package ynotebook
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
@@ -23,7 +26,8 @@ import (
 // snapshot and every sidecar names it alike, and a valid nbformat id. When the server's
 // re-id arrives, the stand-in disappears (removed) and the new id appears (added).
 // Like get(), nothing is deduplicated for nbformat 4.0–4.4, whose cells have no ids,
-// nor among cells whose id is absent, empty or not a string.
+// nor among cells whose id Python takes for false (absent, empty, 0, null); a numeric id
+// is deduplicated as get() does (5 and 5.0 and true and 1 are one id there).
 
 // dedupOn reports whether get() deduplicates the cells of a notebook with the
 // notebook-level fields of s: not for nbformat 4.0–4.4, where it drops the ids first.
@@ -45,13 +49,13 @@ func dedup(all []readCell, on bool) (visible []readCell, hidden map[*yjs.Type]bo
 	groups := map[string]*group{}
 	visible = make([]readCell, 0, len(all))
 	for i, r := range all {
-		want := r.cell.storedID
+		want, renamed := r.cell.storedID, false
 		if k := keyOf(r.cell); on && dupKey(k) {
 			g := groups[k.id]
 			switch {
 			case g == nil:
 				groups[k.id] = &group{first: i, n: 1}
-			case samePyCell(all[g.first].typ, r.typ):
+			case samePyCell(all[g.first], r):
 				g.n++
 				if hidden == nil {
 					hidden = map[*yjs.Type]bool{}
@@ -59,13 +63,13 @@ func dedup(all []readCell, on bool) (visible []readCell, hidden map[*yjs.Type]bo
 				hidden[r.typ] = true
 				continue
 			default:
-				want = standInID(k.id, g.n)
+				want, renamed = standInID(k.id, g.n), true
 				g.n++
 			}
 		}
-		if r.cell.ID != want {
+		if served := renamed || r.cell.strID; r.cell.ID != want || r.cell.hasID != served {
 			c := *r.cell
-			c.ID = want
+			c.ID, c.hasID = want, served
 			r.cell = &c
 		}
 		visible = append(visible, r)
@@ -87,14 +91,45 @@ func standInID(id string, n int) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// samePyCell reports whether get() takes the cell maps a and b for one cell: their
-// to_py() dicts without execution_state (and without falsy attachments of raw and
-// markdown cells) are equal in Python.
-func samePyCell(a, b *yjs.Type) bool {
-	if a == nil || b == nil {
-		return false
+// samePyCell reports whether get() takes the cells a and b for one cell: their to_py()
+// dicts without execution_state (and without falsy attachments of raw and markdown
+// cells) are equal in Python. Cells of a file (Parse: no cell map) are compared by what
+// get() yields of them, numbers already cast.
+func samePyCell(a, b readCell) bool {
+	if a.typ == nil || b.typ == nil {
+		return a.typ == nil && b.typ == nil && pyEqualJSON(a.cell.obj, b.cell.obj)
 	}
-	return pyEqual(pyCell(a), pyCell(b))
+	return pyEqual(pyCell(a.typ), pyCell(b.typ))
+}
+
+// pyEqualJSON is Python's == between two values get() yields (numbers as json.Number,
+// each written one way: a whole number as an int).
+func pyEqualJSON(a, b any) bool {
+	num := func(v any) (json.Number, bool) {
+		switch x := v.(type) {
+		case json.Number:
+			return x, true
+		case bool: // an int in Python
+			if x {
+				return "1", true
+			}
+			return "0", true
+		}
+		return "", false
+	}
+	if x, ok := num(a); ok {
+		y, ok := num(b)
+		return ok && x == y
+	}
+	switch x := a.(type) {
+	case []any:
+		y, ok := b.([]any)
+		return ok && slices.EqualFunc(x, y, pyEqualJSON)
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && maps.EqualFunc(x, y, pyEqualJSON)
+	}
+	return a == b
 }
 
 // pyCell is jupyter_ydoc's _cell_to_py of cell map t, before the id is pruned.

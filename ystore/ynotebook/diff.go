@@ -77,9 +77,12 @@ func withoutTransient(s *Snapshot) *Snapshot {
 	read := make([]readCell, 0, s.Len())
 	for _, c := range s.All() {
 		if _, ok := c.Metadata["trusted"]; ok {
+			md := maps.Clone(c.Metadata)
+			delete(md, "trusted")
+			obj := maps.Clone(c.obj)
+			obj["metadata"] = md
 			cc := *c
-			cc.Metadata = maps.Clone(c.Metadata)
-			delete(cc.Metadata, "trusted")
+			cc.withObject(obj)
 			c, changed = &cc, true
 		}
 		read = append(read, readCell{cell: c})
@@ -89,6 +92,12 @@ func withoutTransient(s *Snapshot) *Snapshot {
 	}
 	out := *s
 	out.Metadata = meta
+	if _, isMap := s.metadata.(map[string]any); isMap || s.metadata == nil {
+		out.metadata = nil
+		if meta != nil {
+			out.metadata = meta
+		}
+	}
 	out.cells = buildTree(read, 0)
 	return &out
 }

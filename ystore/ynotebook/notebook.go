@@ -44,7 +44,7 @@ type cellKey struct {
 	hasID bool
 }
 
-func keyOf(c *Cell) cellKey { return cellKey{c.storedID, c.hasID} }
+func keyOf(c *Cell) cellKey { return c.key }
 
 // State is the document's "state" map: the path fallback and the dirty flag.
 type State struct {
@@ -74,13 +74,11 @@ const (
 	partOutputs
 	partExecutionCount
 	partAttachments
-	partOther // id or cell_type: the cell is read again as a whole
-
-	partAll = partSource | partMetadata | partOutputs | partExecutionCount | partAttachments
+	partOther // id, cell_type or a key outside nbformat: the cell is read again as a whole
 )
 
-// partOf names the part of a cell its key belongs to; keys YNotebook.toJSON() does not
-// show (execution_state, anything unknown) belong to none.
+// partOf names the part of a cell its key belongs to: execution_state, which get() does
+// not show, to none; a key outside nbformat to partOther.
 func partOf(key string) part {
 	switch key {
 	case "source":
@@ -93,10 +91,21 @@ func partOf(key string) part {
 		return partExecutionCount
 	case "attachments":
 		return partAttachments
-	case "id", "cell_type":
-		return partOther
+	case "execution_state":
+		return 0
 	}
-	return 0
+	return partOther
+}
+
+// partKeys are the keys of the parts p, partOther aside.
+func partKeys(p part) []string {
+	var keys []string
+	for _, k := range []string{"source", "metadata", "outputs", "execution_count", "attachments"} {
+		if p&partOf(k) != 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // scope is the part of the notebook an update touched.
@@ -341,15 +350,9 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 		case sl != nil && !touched:
 			c = sl.cell()
 		case sl != nil:
-			var ok bool
-			if c, ok = reread(sl.cell(), m, p); !ok {
-				continue
-			}
+			c = reread(sl.cell(), m, p)
 		default:
-			var ok bool
-			if c, ok = readCellMap(m); !ok {
-				continue
-			}
+			c = readCellMap(m)
 		}
 		read = append(read, readCell{typ: t, cell: c, fresh: sl == nil || touched})
 	}
@@ -359,11 +362,11 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 }
 
 // reread reads the touched parts of cell map m again, keeping the rest of c.
-func reread(c *Cell, m *yjs.Map, p part) (*Cell, bool) {
+func reread(c *Cell, m *yjs.Map, p part) *Cell {
 	if p&partOther != 0 {
 		return readCellMap(m)
 	}
 	next := *c
 	next.readParts(m, p)
-	return &next, true
+	return &next
 }

@@ -256,28 +256,11 @@ func decodeNumbers(t *testing.T, b []byte) any {
 	return conv(v)
 }
 
-// numbersOnly forgets whether a number is an int or a float: get() casts integral
-// floats to ints, and JSON of a Yjs number does not tell them apart.
-func numbersOnly(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbersOnly(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbersOnly(e)
-		}
-	case pyNum:
-		return x.val
-	}
-	return v
-}
-
 var nbformatID = regexp.MustCompile(`^[a-zA-Z0-9-_]{1,64}$`)
 
-// requireGet compares the snapshot with YNotebook.get(): the cells get() gave a new uuid4
-// (reid) must be served under an id of their own, unique and valid, and are compared by
+// requireGet compares the snapshot with YNotebook.get(), key for key and value for value,
+// numbers by their text (Python's json.dumps): the cells get() gave a new uuid4 (reid)
+// must be served under an id of their own, unique and valid, and are compared by
 // position and content.
 func requireGet(t *testing.T, what string, s *Snapshot, want json.RawMessage, reid []int) {
 	t.Helper()
@@ -285,32 +268,17 @@ func requireGet(t *testing.T, what string, s *Snapshot, want json.RawMessage, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := numbersOnly(decodeNumbers(t, b)).(map[string]any)
-	w := numbersOnly(decodeNumbers(t, want)).(map[string]any)
-	// Where meta has no metadata or nbformat (an empty document), the snapshot leaves
-	// them out, as YNotebook.toJSON() does; get() has {} and 0.
-	for k, v := range map[string]any{"metadata": map[string]any{}, "nbformat": "0", "nbformat_minor": "0"} {
-		if _, ok := got[k]; !ok {
-			got[k] = v
-		}
-	}
-	gc, _ := got["cells"].([]any)
-	wc, _ := w["cells"].([]any)
+	got, w := decodeExact(t, b), decodeExact(t, want)
+	gm, _ := got.(map[string]any)
+	wm, _ := w.(map[string]any)
+	gc, _ := gm["cells"].([]any)
+	wc, _ := wm["cells"].([]any)
 	if len(gc) != len(wc) {
 		t.Fatalf("%s: %d cells, get() has %d\n got: %s\nwant: %s", what, len(gc), len(wc), b, want)
 	}
-	// A code cell whose map has no execution_count: get() leaves it out (not valid
-	// nbformat), the snapshot serves null (docs/COMPATIBILITY.md).
-	for _, c := range wc {
-		if cell, ok := c.(map[string]any); ok && cell["cell_type"] == "code" {
-			if _, ok := cell["execution_count"]; !ok {
-				cell["execution_count"] = nil
-			}
-		}
-	}
 	ids := map[any]int{}
 	for i, c := range gc {
-		if id, ok := c.(map[string]any)["id"]; ok {
+		if id, ok := c.(map[string]any)["id"]; ok && pyTruthyJSON(id) { // get() keeps falsy ids as they are
 			ids[id]++
 			if n := ids[id]; n > 1 {
 				t.Fatalf("%s: cell id %v served %d times", what, id, n)
@@ -327,4 +295,17 @@ func requireGet(t *testing.T, what string, s *Snapshot, want json.RawMessage, re
 	if !reflect.DeepEqual(got, w) {
 		t.Fatalf("%s: snapshot differs from YNotebook.get() at %s\n got: %s\nwant: %s", what, firstDiff("$", got, w), b, want)
 	}
+}
+
+// decodeExact decodes JSON keeping each number's text (json.Number), so that numbers
+// compare as Python wrote them.
+func decodeExact(t *testing.T, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
 }

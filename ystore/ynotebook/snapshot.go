@@ -4,49 +4,53 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
-// Cell types YNotebook knows; cells of any other type are not part of a snapshot (the
-// YNotebook model refuses them too).
+// The cell types of nbformat 4.5. A cell map of any other type, or of none, is served all
+// the same, as YNotebook.get() yields it (Cell.Invalid says why it is not valid nbformat).
 const (
 	CellCode     = "code"
 	CellMarkdown = "markdown"
 	CellRaw      = "raw"
 )
 
-// Snapshot is an immutable nbformat view of a notebook at one point in time. Its cells are
-// read with Len, At, All and Cell; snapshots of the same notebook share the cells neither
-// changed. It holds each cell id once, as YNotebook.get() does (dedup.go): a later exact
-// duplicate of a cell is left out, a later differing cell with its id is served under a
-// stand-in id.
+// Snapshot is an immutable view of a notebook at one point in time: what jupyter_ydoc's
+// YNotebook.get() returns for the document, key for key. Its cells are read with Len,
+// At, All and Cell; snapshots of the same notebook share the cells neither changed. It
+// holds each cell id once, as get() does (dedup.go): a later exact duplicate of a cell is
+// left out, a later differing cell with its id is served under a stand-in id.
 type Snapshot struct {
-	NBFormat      int            // meta.nbformat, 0 when absent or not a number
-	NBFormatMinor int            // meta.nbformat_minor, 0 when absent or not a number
-	Metadata      map[string]any // notebook metadata; nil when the document has none
+	NBFormat      int            // get()'s nbformat: int(meta.nbformat), 0 when absent
+	NBFormatMinor int            // get()'s nbformat_minor, 0 when absent
+	Metadata      map[string]any // notebook metadata; nil when the document has none or it is not an object
 
-	cells                   tree // in document order
-	nbformat, nbformatMinor any  // the values as stored
-	hasNBFormat, hasMinor   bool // whether meta holds them
-	pruneIDs                bool // nbformat 4.0–4.4: cell ids are left out
+	cells    tree // in document order
+	metadata any  // get()'s metadata: meta.metadata as stored, {} when absent
+	pruneIDs bool // nbformat 4.0–4.4: cell ids are left out
 }
 
-// Cell is one notebook cell in nbformat shape.
+// Cell is one notebook cell: Object is what get() yields for it; the other fields are
+// views of it for the sidecar's own use.
 type Cell struct {
-	ID             string
-	CellType       string
-	Source         string
-	Metadata       map[string]any   // nil when the cell has no metadata
-	ExecutionCount any              // code cells: nil or the count
-	Outputs        []map[string]any // code cells: the outputs in order
-	Attachments    map[string]any   // markdown and raw cells: nil when absent
+	ID             string           // the id served ("" when the cell has none)
+	CellType       string           // cell_type, "" when absent or not a string
+	Source         string           // source, a list of strings joined ("" when absent)
+	Metadata       map[string]any   // nil when absent or not an object
+	ExecutionCount any              // execution_count, nil when absent
+	Outputs        []map[string]any // the outputs, of any cell type (nil for an item that is not an object)
+	Attachments    map[string]any   // nil when absent or not an object
 
-	attachments    any    // the attachments value as stored, for values that are not objects
-	storedID       string // the id in the document; ID is a stand-in for a duplicate (dedup.go)
-	hasID          bool   // false for a cell map without an id (or with one not a string)
-	hasAttachments bool
+	obj      map[string]any // get()'s cell, id as stored
+	storedID string         // the id in the document when a string; ID is a stand-in for a duplicate (dedup.go)
+	strID    bool           // the stored id is a string
+	hasID    bool           // an id is served: the stored string or a stand-in
+	key      cellKey        // what get() deduplicates by (idKey)
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
@@ -55,8 +59,7 @@ func NewSnapshot(cells ...Cell) *Snapshot {
 	cells = slices.Clone(cells)
 	read := make([]readCell, len(cells))
 	for i := range cells {
-		cells[i].hasID = cells[i].ID != ""
-		cells[i].storedID = cells[i].ID
+		cells[i].setObject(cells[i].fieldsObject())
 		read[i].cell = &cells[i]
 	}
 	return &Snapshot{cells: buildTree(read, 0)}
@@ -98,23 +101,25 @@ func (s *Snapshot) All() iter.Seq2[int, *Cell] {
 	}
 }
 
-// JSON encodes the snapshot as the nbformat JSON YNotebook.toJSON() yields.
+// JSON encodes the snapshot as YNotebook.get() yields it.
 func (s *Snapshot) JSON() ([]byte, error) {
-	nb := map[string]any{"cells": s.cellsJSON()}
-	if s.Metadata != nil {
-		nb["metadata"] = s.Metadata
-	}
-	if s.hasNBFormat {
-		nb["nbformat"] = s.nbformat
-	}
-	if s.hasMinor {
-		nb["nbformat_minor"] = s.nbformatMinor
-	}
+	nb := map[string]any{"cells": s.cellsJSON(), "metadata": s.metadataJSON(), "nbformat": s.NBFormat, "nbformat_minor": s.NBFormatMinor}
 	out, err := json.Marshal(nb)
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)
 	}
 	return out, nil
+}
+
+// metadataJSON is get()'s notebook metadata: as stored, {} when absent.
+func (s *Snapshot) metadataJSON() any {
+	switch {
+	case s.metadata != nil:
+		return s.metadata
+	case s.Metadata != nil:
+		return s.Metadata // a snapshot of NewSnapshot given metadata
+	}
+	return map[string]any{}
 }
 
 // cellsJSON returns the cells as JSON objects, without ids for nbformat before 4.5.
@@ -140,14 +145,30 @@ func (s *Snapshot) Cell(id string) (Cell, int, bool) {
 	return Cell{}, -1, false
 }
 
-// MarshalJSON encodes the cell as the nbformat cell object YNotebook.toJSON() yields.
+// MarshalJSON encodes the cell as YNotebook.get() yields it.
 func (c Cell) MarshalJSON() ([]byte, error) {
 	return json.Marshal(c.jsonObject())
 }
 
+// Object returns the cell as YNotebook.get() yields it (its id the one served); the
+// result is the caller's, its values shared: do not modify them.
+func (c *Cell) Object() map[string]any { return c.jsonObject() }
+
 func (c *Cell) jsonObject() map[string]any {
-	o := map[string]any{"cell_type": c.CellType, "source": c.Source}
+	o := maps.Clone(c.obj)
+	if o == nil {
+		o = map[string]any{}
+	}
 	if c.hasID {
+		o["id"] = c.ID
+	}
+	return o
+}
+
+// fieldsObject is the get() cell of a Cell made from its fields (NewSnapshot).
+func (c *Cell) fieldsObject() map[string]any {
+	o := map[string]any{"cell_type": c.CellType, "source": c.Source}
+	if c.ID != "" {
 		o["id"] = c.ID
 	}
 	if c.Metadata != nil {
@@ -160,134 +181,178 @@ func (c *Cell) jsonObject() map[string]any {
 		}
 		o["outputs"] = outputs
 		o["execution_count"] = c.ExecutionCount
-	} else if c.hasAttachments {
-		o["attachments"] = c.attachments
+	}
+	if c.Attachments != nil {
+		o["attachments"] = c.Attachments
 	}
 	return o
 }
 
-// readSnapshotMeta sets every notebook-level field of s from the meta map.
-func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
-	s.nbformat, s.hasNBFormat = get(meta, "nbformat")
-	s.nbformatMinor, s.hasMinor = get(meta, "nbformat_minor")
-	if s.hasNBFormat {
-		s.nbformat = plain(s.nbformat)
+// setObject makes obj, get()'s cell, the cell's and derives its fields from it.
+func (c *Cell) setObject(obj map[string]any) {
+	c.obj = obj
+	c.CellType, _ = obj["cell_type"].(string)
+	c.Source = Multiline(obj["source"])
+	c.Metadata, _ = obj["metadata"].(map[string]any)
+	c.ExecutionCount = obj["execution_count"]
+	c.Attachments, _ = obj["attachments"].(map[string]any)
+	c.Outputs = nil
+	if items, ok := obj["outputs"].([]any); ok {
+		c.Outputs = make([]map[string]any, len(items))
+		for i, it := range items {
+			c.Outputs[i], _ = it.(map[string]any)
+		}
 	}
-	if s.hasMinor {
-		s.nbformatMinor = plain(s.nbformatMinor)
+	id, has := obj["id"]
+	c.storedID, c.strID = "", false
+	if s, ok := id.(string); has && ok {
+		c.storedID, c.strID = s, true
 	}
-	var md any
-	if v, ok := get(meta, "metadata"); ok {
-		md = copied(v)
-	}
-	s.setLevel(md)
+	c.ID, c.hasID = c.storedID, c.strID
+	c.key = idKey(id, has)
 }
 
-// setLevel derives the typed notebook-level fields of s from the values as stored, and
-// sets its metadata from md (nil when absent; a value that is not an object counts as
-// none).
-func (s *Snapshot) setLevel(md any) {
-	s.NBFormat = intOf(s.nbformat)
-	s.NBFormatMinor = intOf(s.nbformatMinor)
-	major, isNum := s.nbformat.(float64)
-	minor, cmp := number(s.nbformatMinor)
-	s.pruneIDs = isNum && major == 4 && s.hasMinor && cmp && minor <= 4
+// withObject is setObject keeping the id c serves (a stand-in stays).
+func (c *Cell) withObject(obj map[string]any) {
+	id, has := c.ID, c.hasID
+	c.setObject(obj)
+	c.ID, c.hasID = id, has
+}
+
+// idKey is the key get() deduplicates a cell by: its id when Python takes it for true
+// (a non-empty string, a number other than 0, true, which equals 1). A number is keyed
+// by its text (get()'s, so 5.0 is 5) after numberKey, apart from the string ids (in
+// Python 5 != "5").
+func idKey(id any, has bool) cellKey {
+	if !has {
+		return cellKey{}
+	}
+	switch x := id.(type) {
+	case string:
+		return cellKey{x, true}
+	case json.Number:
+		if pyTruthyJSON(x) {
+			return cellKey{numberKey + string(x), true}
+		}
+	case bool:
+		if x {
+			return cellKey{numberKey + "1", true}
+		}
+	}
+	return cellKey{}
+}
+
+// numberKey prefixes the key of a numeric id.
+const numberKey = "\x00number:"
+
+// readSnapshotMeta sets every notebook-level field of s from the meta map, as get()
+// reads them.
+func readSnapshotMeta(s *Snapshot, meta *yjs.Map) {
+	var nbformat, minor, md any
+	if v, ok := get(meta, "nbformat"); ok {
+		nbformat = pyValue(v)
+	}
+	if v, ok := get(meta, "nbformat_minor"); ok {
+		minor = pyValue(v)
+	}
+	if v, ok := get(meta, "metadata"); ok {
+		md = pyValue(v)
+	}
+	s.setLevel(nbformat, minor, md)
+}
+
+// setLevel sets the notebook-level fields of s from get()'s values (nil when absent).
+func (s *Snapshot) setLevel(nbformat, minor, md any) {
+	s.NBFormat, s.NBFormatMinor = pyInt(nbformat), pyInt(minor)
+	s.pruneIDs = s.NBFormat == 4 && s.NBFormatMinor <= 4
+	s.metadata = md
 	s.Metadata, _ = md.(map[string]any)
 }
 
-func intOf(v any) int {
-	if f, ok := v.(float64); ok {
+// pyInt is Python's int() of a value get() holds; 0 where int() would raise (get()
+// itself raises there: docs/COMPATIBILITY.md).
+func pyInt(v any) int {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.Atoi(string(x)); err == nil {
+			return i
+		}
+		f, _ := strconv.ParseFloat(string(x), 64)
 		return int(f)
+	case bool:
+		if x {
+			return 1
+		}
+	case string:
+		i, _ := strconv.Atoi(strings.TrimSpace(x))
+		return i
 	}
 	return 0
 }
 
-// readCellMap materializes a cell map; ok is false for a cell YNotebook cannot model (an
-// unknown cell type).
-func readCellMap(m *yjs.Map) (*Cell, bool) {
-	ct, _ := get(m, "cell_type")
+// readCellMap reads a cell map as get() does (_cell_to_py, before ids are pruned).
+func readCellMap(m *yjs.Map) *Cell {
 	c := &Cell{}
-	c.CellType, _ = ct.(string)
-	switch c.CellType {
-	case CellCode, CellMarkdown, CellRaw:
-	default:
-		return nil, false
+	keys := m.Keys()
+	obj := make(map[string]any, len(keys))
+	for _, k := range keys {
+		v, _ := m.Get(k)
+		setPyKey(obj, k, v)
 	}
-	if id, ok := get(m, "id"); ok {
-		c.ID, c.hasID = id.(string)
-		c.storedID = c.ID
-	}
-	c.readParts(m, partAll)
-	return c, true
+	dropFalsyAttachments(obj)
+	c.setObject(obj)
+	return c
 }
 
-// readParts reads the given parts of cell map m into c, whose type is known.
-func (c *Cell) readParts(m *yjs.Map, p part) {
-	if p&partSource != 0 {
-		c.Source = readSource(m)
-	}
-	if p&partMetadata != 0 {
-		c.Metadata = readMetadata(m)
-	}
-	if c.CellType == CellCode {
-		if p&partOutputs != 0 {
-			c.Outputs = readOutputs(m)
-		}
-		if p&partExecutionCount != 0 {
-			// As jupyter_ydoc (Python) reads it, and the server saves it: 0 is a count
-			// (@jupyter/ydoc's `|| null` makes it null).
-			c.ExecutionCount = nil
-			if n, ok := get(m, "execution_count"); ok {
-				c.ExecutionCount = plain(n)
-			}
-		}
+// setPyKey sets key k of get()'s cell obj from v, the value of the cell map there (a
+// yjs.UndefinedType is None to pycrdt); execution_state is left out, as get() drops it.
+func setPyKey(obj map[string]any, k string, v any) {
+	if k == "execution_state" {
 		return
 	}
-	if p&partAttachments != 0 {
-		c.attachments, c.hasAttachments = get(m, "attachments")
-		c.attachments = plain(c.attachments)
-		c.Attachments, _ = c.attachments.(map[string]any)
+	obj[k] = pyValue(v)
+}
+
+// dropFalsyAttachments leaves out attachments that are falsy in Python on a raw or
+// markdown cell, as get() does.
+func dropFalsyAttachments(obj map[string]any) {
+	if ct := obj["cell_type"]; ct != CellRaw && ct != CellMarkdown {
+		return
+	}
+	if att, ok := obj["attachments"]; ok && !pyTruthyJSON(att) {
+		delete(obj, "attachments")
 	}
 }
 
-// readSource is String(source) for the values a cell source can hold.
-func readSource(m *yjs.Map) string {
-	v, _ := get(m, "source")
+// pyTruthyJSON is Python's bool() of a value get() holds.
+func pyTruthyJSON(v any) bool {
 	switch x := v.(type) {
-	case *yjs.Text:
-		return x.String()
-	case string:
+	case nil:
+		return false
+	case bool:
 		return x
-	}
-	return ""
-}
-
-// readMetadata returns the cell metadata, nil when absent.
-func readMetadata(m *yjs.Map) map[string]any {
-	md, ok := get(m, "metadata")
-	if !ok {
-		return nil
-	}
-	out, _ := copied(md).(map[string]any)
-	return out
-}
-
-// readOutputs returns the outputs of a code cell: each output is a Y map (stream text as
-// Y text) or, in the jupyter_ydoc 2.x layout, a plain object.
-func readOutputs(m *yjs.Map) []map[string]any {
-	v, _ := get(m, "outputs")
-	var items []any
-	switch x := v.(type) {
-	case *yjs.Array:
-		items = x.Values()
+	case string:
+		return x != ""
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return err != nil || f != 0
 	case []any:
-		items = x
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
 	}
-	outs := make([]map[string]any, 0, len(items))
-	for _, it := range items {
-		if o, ok := copied(it).(map[string]any); ok {
-			outs = append(outs, o)
+	return true
+}
+
+// readParts reads the given parts of cell map m into c again.
+func (c *Cell) readParts(m *yjs.Map, p part) {
+	obj := maps.Clone(c.obj)
+	for _, k := range partKeys(p) {
+		delete(obj, k)
+		if v, ok := m.Get(k); ok {
+			setPyKey(obj, k, v)
 		}
 	}
-	return outs
+	dropFalsyAttachments(obj)
+	c.withObject(obj)
 }

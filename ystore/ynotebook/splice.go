@@ -55,10 +55,10 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	for t, p := range sc.parts {
 		sl := n.bySlot[t]
 		if sl == nil || t.Deleted() {
-			continue // a cell inserted, deleted or not in the snapshot (unknown type)
+			continue // a cell inserted, deleted or not in the snapshot (a hidden duplicate)
 		}
 		old := sl.cell()
-		c, _ := reread(old, (*yjs.Map)(t), p)
+		c := reread(old, (*yjs.Map)(t), p)
 		s.cells.set(sl, c)
 		ch.addCell(old, c, p)
 	}
@@ -121,11 +121,7 @@ func (n *Notebook) splicedCells(txn *yjs.Txn, sc scope) (removed, inserted []spl
 		case sl != nil && t.Deleted() && !slices.ContainsFunc(removed, same):
 			removed = append(removed, spliced{typ: t, cell: sl.cell(), pos: sl.pos()})
 		case sl == nil && !t.Deleted() && t.Kind() == yjs.KindMap && !slices.ContainsFunc(inserted, same):
-			c, known := readCellMap((*yjs.Map)(t))
-			if !known {
-				continue // YNotebook cannot model it: not part of the snapshot
-			}
-			inserted = append(inserted, spliced{typ: t, cell: c})
+			inserted = append(inserted, spliced{typ: t, cell: readCellMap((*yjs.Map)(t))})
 		default:
 			continue
 		}

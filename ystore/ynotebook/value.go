@@ -1,60 +1,87 @@
 package ynotebook
 
 import (
+	"encoding/json"
 	"math"
+	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
-// plain converts a value read from the document into the JSON value JSON.stringify
-// produces from it: shared types become their JSON, undefined object members disappear,
-// undefined array elements become null, byte arrays become objects keyed by index (as
-// typed arrays serialize) and non-finite numbers null.
-func plain(v any) any { return convert(v, false) }
-
-// copied is plain for values YNotebook passes through @lumino's JSONExt.deepCopy first
-// (metadata, outputs), which turns undefined array elements into empty objects.
-func copied(v any) any { return convert(v, true) }
-
-func convert(v any, deepCopied bool) any {
+// pyValue converts a value read from the document into the JSON value jupyter_ydoc's
+// YNotebook.get() yields for it and the server's save writes: pycrdt's to_py (shared types
+// become their content, undefined None), then cast_all(…, float, int), which turns every
+// float holding a whole number into a Python int (negative zero into 0). Numbers are
+// json.Number holding the text Python's json.dumps writes (pyNumber). Byte arrays, which
+// json.dumps refuses, become objects keyed by index (as JSON.stringify writes a typed
+// array), and NaN and infinities, on which cast_all raises, null: docs/COMPATIBILITY.md.
+func pyValue(v any) any {
 	switch x := yjs.ToJSON(v).(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			if _, undef := e.(yjs.UndefinedType); !undef {
-				out[k] = convert(e, deepCopied)
-			}
+			out[k] = pyValue(e)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			_, undef := e.(yjs.UndefinedType)
-			switch {
-			case !undef:
-				out[i] = convert(e, deepCopied)
-			case deepCopied:
-				out[i] = map[string]any{}
-			}
+			out[i] = pyValue(e)
 		}
 		return out
 	case []byte:
 		out := make(map[string]any, len(x))
 		for i, b := range x {
-			out[strconv.Itoa(i)] = float64(b)
+			out[strconv.Itoa(i)] = json.Number(strconv.Itoa(int(b)))
 		}
 		return out
 	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
+		n, ok := pyFloat(x)
+		if !ok {
 			return nil
 		}
-		return x
+		return n
+	case int64:
+		return json.Number(strconv.FormatInt(x, 10))
 	case yjs.UndefinedType:
 		return nil
 	default:
 		return x
 	}
+}
+
+// pyFloat is the JSON text get() yields for a float: the exact integer when it is whole
+// (int(x)), Python's repr otherwise; ok is false for NaN and infinities.
+func pyFloat(x float64) (json.Number, bool) {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "", false
+	}
+	if x == math.Trunc(x) {
+		i, _ := big.NewFloat(x).Int(nil)
+		return json.Number(i.String()), true
+	}
+	return json.Number(pyRepr(x)), true
+}
+
+// pyRepr is Python's repr of a finite float that is not whole: the shortest digits that
+// read back as x, in scientific notation below 1e-4 (exponent of at least two digits)
+// and fixed notation otherwise (a float that is not whole is below 2^52).
+func pyRepr(x float64) string {
+	e := strconv.FormatFloat(x, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(e, "e")
+	n, _ := strconv.Atoi(exp)
+	if n >= -4 {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	sign := "-"
+	n = -n
+	digits := strconv.Itoa(n)
+	if n < 10 {
+		digits = "0" + digits
+	}
+	return mant + "e" + sign + digits
 }
 
 // get reads a map key the way Y.Map.get does: a key holding undefined is absent.
@@ -81,31 +108,5 @@ func truthy(v any) bool {
 		return x != ""
 	default:
 		return true
-	}
-}
-
-// number converts v to a JavaScript number the way a relational comparison does; ok is
-// false when the comparison would be false whatever the other side (undefined, objects).
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case nil:
-		return 0, true
-	case bool:
-		if x {
-			return 1, true
-		}
-		return 0, true
-	case float64:
-		return x, !math.IsNaN(x)
-	case int64:
-		return float64(x), true
-	case string:
-		if x == "" {
-			return 0, true
-		}
-		f, err := strconv.ParseFloat(x, 64)
-		return f, err == nil
-	default:
-		return 0, false
 	}
 }

@@ -139,36 +139,34 @@ type OutputEntry struct {
 	URI      string `json:"uri,omitempty"` // none when outputs are withheld
 }
 
-// CellDoc is the JSON body of notebook://{name}/cells/{cell_id}.
-type CellDoc struct {
-	ID             string         `json:"id"`
-	Index          int            `json:"index"`
-	CellType       string         `json:"cell_type"`
-	Source         string         `json:"source"`
-	ExecutionCount any            `json:"execution_count"`
-	Metadata       map[string]any `json:"metadata"`
-	Outputs        []OutputEntry  `json:"outputs"`
-	// Meta marks a cell of a notebook served from its file rather than the live store.
-	Meta map[string]any `json:"_meta,omitempty"`
-}
-
-// NewCellDoc builds the cell resource body of the cell at index in notebook name.
-func NewCellDoc(name string, index int, c ynotebook.Cell) CellDoc {
-	doc := CellDoc{
-		ID: c.ID, Index: index, CellType: c.CellType, Source: c.Source,
-		ExecutionCount: c.ExecutionCount, Metadata: c.Metadata, Outputs: []OutputEntry{},
-	}
-	if doc.Metadata == nil {
-		doc.Metadata = map[string]any{}
-	}
-	for i, out := range c.Outputs {
-		doc.Outputs = append(doc.Outputs, OutputEntry{Index: i, MIMEType: OutputMIME(out), URI: OutputURI(name, c.ID, i)})
+// NewCellDoc builds the JSON body of notebook://{name}/cells/{cell_id} for the cell at
+// index: the cell as jupyter_ydoc's YNotebook.get() yields it, key for key (a key the
+// cell lacks is absent, one outside nbformat present), with "index" added and a list of
+// outputs replaced by its table (index, MIME type, URI of each output; the URI "" when
+// withheld is true). The result is the caller's; its values are shared with the cell.
+func NewCellDoc(name string, index int, c ynotebook.Cell, withheld bool) map[string]any {
+	doc := c.Object()
+	doc["index"] = index
+	if _, isList := doc["outputs"].([]any); isList {
+		table := make([]OutputEntry, len(c.Outputs))
+		for i, out := range c.Outputs {
+			table[i] = OutputEntry{Index: i, MIMEType: OutputMIME(out)}
+			if !withheld {
+				table[i].URI = OutputURI(name, c.ID, i)
+			}
+		}
+		doc["outputs"] = table
 	}
 	return doc
 }
 
-// FindCell returns the first cell with id and its index.
+// FindCell returns the first cell with id and its index. A cell without an id (or with
+// one that is not a string) has no cell resource: it is served in the notebook, named by
+// its index in the notebook's invalid list (docs/COMPATIBILITY.md).
 func FindCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
+	if id == "" {
+		return ynotebook.Cell{}, -1, false
+	}
 	for i, c := range s.All() {
 		if c.ID == id {
 			return *c, i, true

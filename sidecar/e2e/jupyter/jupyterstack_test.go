@@ -214,15 +214,27 @@ func (s *stack) sameAs(t *testing.T, name string, disk bool, want func() ([]byte
 	}, func() string { return diff })
 }
 
-// parseNotebook parses a notebook (nil if it is not JSON). With disk it removes the one
-// thing a room and its saved file differ in: the cell metadata "trusted", which
-// jupyter_server's contents manager sets on the cells it loads into a room (false on a
-// first load, true once the server has signed the file it saved) and strips on save. The
-// room's own view and the sidecar's are compared as they are.
+// parseNotebook parses a notebook (nil if it is not JSON). With disk it removes what a
+// room and its saved file differ in: the cell metadata "trusted", which jupyter_server's
+// contents manager sets on the cells it loads into a room (false on a first load, true
+// once the server has signed the file it saved) and strips on save, and the
+// language_info and kernelspec placeholders jupyter_ydoc's YNotebook.set gives a file
+// without them (the sidecar serves a file as the room it loads into: docs/COMPATIBILITY.md).
+// The room's own view and the sidecar's are compared as they are.
 func parseNotebook(b []byte, disk bool) map[string]any {
 	var v map[string]any
 	if json.Unmarshal(b, &v) != nil || !disk {
 		return v
+	}
+	if md, ok := v["metadata"].(map[string]any); ok {
+		for k, placeholder := range map[string]any{
+			"language_info": map[string]any{"name": ""},
+			"kernelspec":    map[string]any{"name": "", "display_name": ""},
+		} {
+			if reflect.DeepEqual(md[k], placeholder) {
+				delete(md, k)
+			}
+		}
 	}
 	cells, _ := v["cells"].([]any)
 	for _, c := range cells {
