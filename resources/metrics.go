@@ -13,6 +13,7 @@ import (
 type metrics struct {
 	publisherErrors prometheus.Counter
 	refusals        *prometheus.CounterVec
+	changesReads    *prometheus.CounterVec
 }
 
 // newMetrics returns the collectors registered on reg (nil: none).
@@ -23,6 +24,8 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Help: "changes the configured publisher did not accept."})),
 		refusals: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "limit_refusals_total",
 			Help: "2025-11-25 sessions, subscriptions, listen filter URIs and use_notebook bindings refused, by limit: sessions (initialize beyond max_sessions), uri_bytes, not_a_resource, withheld, subscriptions and subscription_bytes (per session), listen_uris (per filter), names, path_bytes, not_a_notebook_path."}, []string{"limit"})),
+		changesReads: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "mcp", Name: "changes_reads_total",
+			Help: "Reads of notebook://{name}/changes?since=, by outcome: ok, cached (an answer already made), or why the notebook is to be read: unknown_version, malformed_version, cells_without_ids, too_large, unversioned."}, []string{"outcome"})),
 	}
 	if err := r.Err(); err != nil {
 		return metrics{}, fmt.Errorf("register mcp metrics: %w", err)

@@ -59,9 +59,18 @@ func (l Link) Logger() *slog.Logger { return l.s.log }
 func (l Link) Registerer() prometheus.Registerer { return l.s.cfg.Registerer }
 
 // AdmitSubscribe decides a resources/subscribe of a session before the SDK sees it
-// (the SDK's sessions cannot refuse one); nil admits it, and records it at once.
-func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusal {
-	return l.s.admitSubscribe(ctx, sessionID, uri)
+// (the SDK's sessions cannot refuse one); nil admits it, and records it at once. The
+// request's params are p (the SDK drops their _meta).
+func (l Link) AdmitSubscribe(ctx context.Context, sessionID string, p SubscribeParams) *Refusal {
+	heard, _ := p.Meta[VersionKey].(string)
+	return l.s.admitSubscribe(ctx, sessionID, p.URI, heard)
+}
+
+// SubscribeParams are the params of a resources/subscribe request as the transport
+// reads them: the URI, and the _meta that may name the version last heard.
+type SubscribeParams struct {
+	URI  string         `json:"uri"`
+	Meta map[string]any `json:"_meta"`
 }
 
 // RefuseSession counts and returns the refusal of an initialize beyond max sessions.

@@ -307,7 +307,7 @@ func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next
 // stream is open.
 func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessionID string, env envelope, next http.Handler) {
 	if env.Method == string(mcp.MethodResourcesSubscribe) {
-		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeParams(r)); ref != nil {
 			writeJSON(w, http.StatusOK, ref.Answer(env.id()))
 			return
 		}
@@ -357,16 +357,14 @@ func modernRequest(r *http.Request) bool {
 	return mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 }
 
-// subscribeURI is the uri parameter of a resources/subscribe request body.
-func subscribeURI(r *http.Request) string {
+// subscribeParams are the params of a resources/subscribe request body.
+func subscribeParams(r *http.Request) resources.SubscribeParams {
 	var req struct {
-		Params struct {
-			URI string `json:"uri"`
-		} `json:"params"`
+		Params resources.SubscribeParams `json:"params"`
 	}
 	body, _ := r.Context().Value(bodyKey{}).([]byte)
 	_ = json.Unmarshal(body, &req)
-	return req.Params.URI
+	return req.Params
 }
 
 // id is the envelope's request id as the SDK types it (nil if absent or invalid).

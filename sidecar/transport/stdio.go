@@ -225,12 +225,10 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 	}
 	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodResourcesSubscribe) {
 		var req struct {
-			Params struct {
-				URI string `json:"uri"`
-			} `json:"params"`
+			Params resources.SubscribeParams `json:"params"`
 		}
 		_ = json.Unmarshal(line, &req)
-		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
+		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params); ref != nil {
 			write(ref.Answer(env.ID))
 			return
 		}

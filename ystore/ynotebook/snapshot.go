@@ -100,16 +100,8 @@ func (s *Snapshot) All() iter.Seq2[int, *Cell] {
 
 // JSON encodes the snapshot as the nbformat JSON YNotebook.toJSON() yields.
 func (s *Snapshot) JSON() ([]byte, error) {
-	nb := map[string]any{"cells": s.cellsJSON()}
-	if s.Metadata != nil {
-		nb["metadata"] = s.Metadata
-	}
-	if s.hasNBFormat {
-		nb["nbformat"] = s.nbformat
-	}
-	if s.hasMinor {
-		nb["nbformat_minor"] = s.nbformatMinor
-	}
+	nb := s.Head()
+	nb["cells"] = s.cellsJSON()
 	out, err := json.Marshal(nb)
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)
