@@ -86,6 +86,14 @@ func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri, heard strin
 	return nil
 }
 
+// admitRead refuses a resources/read of a URI over MaxURIBytes (nil admits it).
+func (s *Server) admitRead(uri string) *Refusal {
+	if len(uri) > s.cfg.MaxURIBytes {
+		return s.refused(&Refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)})
+	}
+	return nil
+}
+
 // listenable returns the URIs of a subscriptions/listen filter that will be
 // served: at most MaxListenURIs of them, each subscribable. The SDK
 // acknowledges exactly these.

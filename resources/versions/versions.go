@@ -140,8 +140,8 @@ func (h *History) Observe(snap *ynotebook.Snapshot) string {
 	return v
 }
 
-// Current returns the version last observed ("" before any).
-func (h *History) Current() string { return h.lastVersion }
+// Version returns the version last observed ("" before any).
+func (h *History) Version() string { return h.lastVersion }
 
 // Kept returns the snapshot kept for version v; false when v is not kept (never seen
 // here, forgotten, malformed).

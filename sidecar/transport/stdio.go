@@ -223,12 +223,16 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		ID     any    `json:"id"`
 		Method string `json:"method"`
 	}
-	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodResourcesSubscribe) {
+	if json.Unmarshal(line, &env) == nil && (env.Method == string(mcp.MethodResourcesSubscribe) || env.Method == string(mcp.MethodResourcesRead)) {
 		var req struct {
-			Params resources.SubscribeParams `json:"params"`
+			Params resources.URIParams `json:"params"`
 		}
 		_ = json.Unmarshal(line, &req)
-		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params); ref != nil {
+		admit := func() *resources.Refusal { return t.link.AdmitRead(req.Params) }
+		if env.Method == string(mcp.MethodResourcesSubscribe) {
+			admit = func() *resources.Refusal { return t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params) }
+		}
+		if ref := admit(); ref != nil {
 			write(ref.Answer(env.ID))
 			return
 		}
