@@ -212,6 +212,27 @@ func (g *GoClient) TryRead(uri string) (string, error) {
 	return tc.Text, nil
 }
 
+// ReadVersioned reads a text resource and returns its text and the version in its
+// _meta (io.github.jupyter-mcp-sidecar/version; "" for none).
+func (g *GoClient) ReadVersioned(uri string) (string, string) {
+	g.T.Helper()
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := g.Client.ReadResource(WaitCtx(g.T, testenv.Wait), req)
+	if err != nil {
+		g.T.Fatalf("read %s: %v", uri, err)
+	}
+	tc, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		g.T.Fatalf("read %s: %T", uri, res.Contents[0])
+	}
+	v, _ := tc.Meta[VersionKey].(string)
+	return tc.Text, v
+}
+
+// VersionKey is the _meta key of a read's version (resources.VersionKey).
+const VersionKey = "io.github.jupyter-mcp-sidecar/version"
+
 // Updates are the URIs the server says were updated.
 func (g *GoClient) Updates() <-chan string { return g.Notes }
 
