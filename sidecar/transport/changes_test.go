@@ -41,9 +41,18 @@ type roomsLibrary struct {
 // (a hub user, "" for none).
 func newRoomsLibrary(t testing.TB, scope string) *roomsLibrary {
 	t.Helper()
-	l := &roomsLibrary{Set: rooms.New(rooms.Config{Scope: scope}), fx: loadFixture(t), key: "json:notebook:" + testPath}
+	fx := loadFixture(t)
+	l := roomsOf(t, scope, fx.Initial)
+	l.fx = fx
+	return l
+}
+
+// roomsOf loads the notebook of the base64 update initial into a room of scope.
+func roomsOf(t testing.TB, scope, initial string) *roomsLibrary {
+	t.Helper()
+	l := &roomsLibrary{Set: rooms.New(rooms.Config{Scope: scope}), key: "json:notebook:" + testPath}
 	l.w = l.Writer(l)
-	l.rows(t, ystore.EventReset, l.fx.Initial)
+	l.rows(t, ystore.EventReset, initial)
 	return l
 }
 

@@ -271,3 +271,47 @@ func TestParseChangesURI(t *testing.T) {
 		}
 	}
 }
+
+// benchSnapshots are a notebook of n code cells (20-line sources, a 50-line stream
+// output each) and the same after a keystroke in its middle cell, parsed as files are:
+// no cell is shared between the two, so each is compared whole (a room's snapshots
+// share the cells an edit did not touch, which compare at once).
+func benchSnapshots(b *testing.B, n int) (*ynotebook.Snapshot, *ynotebook.Snapshot) {
+	b.Helper()
+	build := func(edit bool) *ynotebook.Snapshot {
+		cells := make([]any, n)
+		for i := range cells {
+			src := strings.Repeat("x = compute(k, i)  # a line of code\n", 20)
+			if edit && i == n/2 {
+				src = "y" + src
+			}
+			cells[i] = map[string]any{"id": "cell-" + itoa(i), "cell_type": "code", "execution_count": i + 1, "metadata": map[string]any{},
+				"source": src, "outputs": []any{map[string]any{"output_type": "stream", "name": "stdout", "text": strings.Repeat("step: value\n", 50)}}}
+		}
+		body, err := json.Marshal(map[string]any{"cells": cells, "metadata": map[string]any{}, "nbformat": 4, "nbformat_minor": 5})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := ynotebook.Parse(body, ynotebook.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	return build(false), build(true)
+}
+
+// BenchmarkChanges is the CPU of one changes answer (the diff and its rendering) after
+// one keystroke, at 30, 300 and 1,500 cells.
+func BenchmarkChanges(b *testing.B) {
+	for _, n := range []int{30, 300, 1500} {
+		b.Run(itoa(n)+"cells", func(b *testing.B) {
+			old, cur := benchSnapshots(b, n)
+			for b.Loop() {
+				if doc := Changes("w", old, cur, wide); doc.Status != StatusOK || len(doc.Changed) != 1 {
+					b.Fatalf("%+v", doc)
+				}
+			}
+		})
+	}
+}
