@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the 2025-11-25 era (resources/subscribe) is measured on purpose; mcp-go deprecates its client API
+
 package transport
 
 import (
