@@ -2,6 +2,7 @@ package jupyter
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"testing"
@@ -99,7 +100,7 @@ func TestJupyterLabChanges(t *testing.T) {
 		}},
 		{"insert below and type", func(rng *rand.Rand, cs []pageCell) []map[string]any {
 			i := rng.IntN(len(cs))
-			return []map[string]any{sel(i), keys("b"), page("type", map[string]any{"index": i + 1, "text": "z = " + time.Now().Format("150405"), "delay": 20})}
+			return []map[string]any{sel(i), keys("b"), page("type", map[string]any{"index": i + 1, "text": fmt.Sprintf("z = %d", rng.IntN(1000)+1), "delay": 20})}
 		}},
 		{"move up", func(rng *rand.Rand, cs []pageCell) []map[string]any {
 			if len(cs) < 2 {
