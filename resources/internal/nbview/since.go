@@ -223,10 +223,10 @@ func changed(name, id string, i int, a, b *ynotebook.Cell, cc ynotebook.CellChan
 			e.Parts = append(e.Parts, partNames[k])
 		}
 	}
-	before, errA := members(a)
-	after, errB := members(b)
-	if errA != nil || errB != nil || cc.CellType || !slices.Equal(slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after))) {
-		// Members appeared or disappeared: the whole cell.
+	// Members appear or disappear with a new cell type, metadata that comes or goes, and
+	// attachments (whose presence the cell does not say): then the whole cell is given.
+	after, err := members(b)
+	if err != nil || cc.CellType || cc.Attachments || cc.Metadata && (a.Metadata == nil) != (b.Metadata == nil) {
 		if body, err := json.Marshal(b); err == nil && len(body) <= bd.MaxValueBytes {
 			e.Cell = body
 		} else {

@@ -2,13 +2,16 @@ package nbview
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/changestest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -272,44 +275,55 @@ func TestParseChangesURI(t *testing.T) {
 	}
 }
 
-// benchSnapshots are a notebook of n code cells (20-line sources, a 50-line stream
-// output each) and the same after a keystroke in its middle cell, parsed as files are:
-// no cell is shared between the two, so each is compared whole (a room's snapshots
-// share the cells an edit did not touch, which compare at once).
+// benchSnapshots are the notebook of n code cells of testdata/changesbench/gen.py (a
+// 20-line source and a 50-line stream output each, as jupyter_ydoc writes them) after
+// its output edit, and the same after one keystroke: two snapshots of one document,
+// sharing the cells the keystroke did not touch, as a room's do.
 func benchSnapshots(b *testing.B, n int) (*ynotebook.Snapshot, *ynotebook.Snapshot) {
 	b.Helper()
-	build := func(edit bool) *ynotebook.Snapshot {
-		cells := make([]any, n)
-		for i := range cells {
-			src := strings.Repeat("x = compute(k, i)  # a line of code\n", 20)
-			if edit && i == n/2 {
-				src = "y" + src
-			}
-			cells[i] = map[string]any{"id": "cell-" + itoa(i), "cell_type": "code", "execution_count": i + 1, "metadata": map[string]any{},
-				"source": src, "outputs": []any{map[string]any{"output_type": "stream", "name": "stdout", "text": strings.Repeat("step: value\n", 50)}}}
-		}
-		body, err := json.Marshal(map[string]any{"cells": cells, "metadata": map[string]any{}, "nbformat": 4, "nbformat_minor": 5})
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, err := ynotebook.Parse(body, ynotebook.Limits{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
+	py := jupytertest.Need(b)
+	out, err := exec.Command(py, "../../../testdata/changesbench/gen.py", "1", itoa(n)).Output()
+	if err != nil {
+		b.Fatalf("gen.py: %v", err)
 	}
-	return build(false), build(true)
+	var gen struct {
+		Initial string     `json:"initial"`
+		Output  []string   `json:"output"`
+		Keys    [][]string `json:"keys"`
+	}
+	if err := json.Unmarshal(out, &gen); err != nil {
+		b.Fatal(err)
+	}
+	nb := ynotebook.New()
+	apply := func(updates ...string) *ynotebook.Snapshot {
+		for _, u := range updates {
+			raw, err := base64.StdEncoding.DecodeString(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := nb.Apply(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return nb.Snapshot()
+	}
+	old := apply(append([]string{gen.Initial}, gen.Output...)...)
+	return old, apply(gen.Keys[0]...)
 }
 
-// BenchmarkChanges is the CPU of one changes answer (the diff and its rendering) after
-// one keystroke, at 30, 300 and 1,500 cells.
+// BenchmarkChanges is the CPU of one changes answer after one keystroke, the diff, its
+// rendering and its JSON, at 30, 300 and 1,500 cells (docs/BENCHMARKS.md).
 func BenchmarkChanges(b *testing.B) {
 	for _, n := range []int{30, 300, 1500} {
 		b.Run(itoa(n)+"cells", func(b *testing.B) {
 			old, cur := benchSnapshots(b, n)
 			for b.Loop() {
-				if doc := Changes("w", old, cur, wide); doc.Status != StatusOK || len(doc.Changed) != 1 {
+				doc := Changes("w", old, cur, wide)
+				if doc.Status != StatusOK || len(doc.Changed) != 1 {
 					b.Fatalf("%+v", doc)
+				}
+				if _, err := json.Marshal(doc); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
