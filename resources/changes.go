@@ -63,6 +63,56 @@ func (a *answers) put(k answerKey, v string) {
 	a.order = append(a.order, k)
 }
 
+// announced keeps the version each notebook was last announced at (or first read at), by
+// path: the since its subscribers ask about after the next announcement.
+type announced struct {
+	mu     sync.Mutex
+	byPath map[string]string
+}
+
+// swap records version ("" : the notebook is not served) as path's last announced one,
+// and returns the one before.
+func (a *announced) swap(path, version string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev := a.byPath[path]
+	if version == "" {
+		delete(a.byPath, path)
+	} else {
+		if a.byPath == nil {
+			a.byPath = map[string]string{}
+		}
+		a.byPath[path] = version
+	}
+	return prev
+}
+
+// seen records version as path's when none is yet: a notebook read before its first
+// announcement since the server started is asked about after it.
+func (a *announced) seen(path, version string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.byPath[path]; !ok && version != "" {
+		if a.byPath == nil {
+			a.byPath = map[string]string{}
+		}
+		a.byPath[path] = version
+	}
+}
+
+// prepare makes, before a change of the notebook at path, now nb, is announced, the
+// answer its subscribers ask next (what changed since the version announced before), so
+// that their reads find it made.
+func (s *Server) prepare(path string, nb library.Served) {
+	prev := s.announced.swap(path, nb.Version)
+	if prev == "" || nb.Version == "" || prev == nb.Version || !s.Active() {
+		return
+	}
+	for _, name := range s.names.NamesFor(path) {
+		s.changesAnswer(name, path, prev, nb)
+	}
+}
+
 // served is the notebook at path as a read gets it: with its source and version when
 // the library says.
 func (s *Server) served(path string) (library.Served, error) {

@@ -135,6 +135,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	maps.Copy(meta, mark)
 	if nb.Version != "" {
 		meta[VersionKey] = nb.Version // a cell's or an output's too: the notebook's they were read from
+		s.announced.seen(path, nb.Version)
 	}
 	uri := ref.String()
 	if ref.CellID == "" {

@@ -65,6 +65,7 @@ type Server struct {
 	metrics   metrics
 	transport Transport // nil: none (Check)
 	answers   answers   // changes answers made lately (changes.go)
+	announced announced // the version each notebook was last announced at (changes.go)
 
 	loaded     chan struct{} // closed once the bindings are loaded
 	loadedOnce sync.Once
@@ -283,9 +284,11 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) NotebookChanged(path string, ch ynotebook.Changes, o publish.Origin) {
 	s.exts.NotebookChanged(path, ch)
 	ev := publish.NewEvent(path, ch, o)
-	if nb, err := s.served(path); err == nil {
+	nb, err := s.served(path)
+	if err == nil {
 		ev.Version = nb.Version
 	}
+	s.prepare(path, nb)
 	for _, name := range s.names.NamesFor(path) {
 		uris := append(nbview.ChangedURIs(name, ch), s.exts.ChangedURIs(name, path, ch)...)
 		ev.URIs = append(ev.URIs, slices.DeleteFunc(uris, func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })...)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/changestest"
@@ -125,13 +126,15 @@ func changesURI(since string) string {
 
 // TestAgentLoop is the agent's loop of the README against the sidecar's rooms, with
 // clients of both eras: read, hear, ask what changed, apply. After each notification
-// the changes since the last version, applied to the last read, equal a fresh read;
-// the notification, the reads of the notebook, a cell and an output carry the version.
+// the changes since the last version, applied to the last read, equal a fresh read, an
+// answer the server made before it announced the change (counted as cached); the
+// notification, the reads of the notebook, a cell and an output carry the version.
 func TestAgentLoop(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		t.Run(map[bool]string{false: era20251125, true: era20260728}[modern], func(t *testing.T) {
 			lib := newRoomsLibrary(t, "")
-			r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, lib)
+			reg := prometheus.NewRegistry()
+			r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}, Registerer: reg}, lib)
 			lib.serve(r.srv)
 			c := dialGo(t, r.url, modern)
 			if modern {
@@ -181,6 +184,9 @@ func TestAgentLoop(t *testing.T) {
 				if _, v := readVersioned(t, c, uri); v != version {
 					t.Fatalf("%s read with version %q, want the notebook's %s", uri, v, version)
 				}
+			}
+			if n := metricValue(t, reg, "jupyter_mcp_sidecar_mcp_changes_reads_total", "outcome", "cached"); n != float64(len(lib.fx.Edits)) {
+				t.Fatalf("%v changes reads after a notification found their answer made, want all %d", n, len(lib.fx.Edits))
 			}
 			body, _ := readVersioned(t, c, changesURI(version))
 			if a, _ := changestest.Decode([]byte(body)); a.Status != "ok" || len(a.Added)+len(a.Removed)+len(a.Moved)+len(a.Changed) != 0 || a.Notebook != nil {
