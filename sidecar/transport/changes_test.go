@@ -3,6 +3,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -402,5 +403,42 @@ func TestHugeReadURIRefused(t *testing.T) {
 				t.Fatalf("read of a %d-byte URI: %.200v, after %v", len(uri), err, time.Since(start))
 			}
 		}
+	}
+}
+
+// TestResumeHTTP: the README's resume over Streamable HTTP, as curl sends it: a listen
+// stream naming an older version of the notebook it listens to hears, after the
+// acknowledgement, the notebook at its version now, the subscription id and the
+// version in one _meta.
+func TestResumeHTTP(t *testing.T) {
+	lib := newRoomsLibrary(t, "")
+	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, lib)
+	lib.serve(r.srv)
+	old, err := lib.Served(testPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib.edit(t, "source-c1")
+	now, err := lib.Served(testPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string]string{"Authorization": "Bearer " + testToken, "MCP-Protocol-Version": era20260728, "Mcp-Method": "subscriptions/listen"}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{},%q:{"notebook://work":%q}},"notifications":{"resourceSubscriptions":["notebook://work"]}}}`,
+		resources.VersionsKey, old.Version)
+	resp := post(t, r.url, "", headers, body)
+	defer resp.Body.Close()
+	cut := time.AfterFunc(testenv.Wait, func() { resp.Body.Close() }) // nothing heard: fail, not hang
+	defer cut.Stop()
+	sc := bufio.NewScanner(resp.Body)
+	var msgs []string
+	for len(msgs) < 2 && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			msgs = append(msgs, data)
+		}
+	}
+	want := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"notebook://work","_meta":{%q:%q,"io.modelcontextprotocol/subscriptionId":5}}}`, resources.VersionKey, now.Version)
+	if len(msgs) < 2 || !strings.Contains(msgs[0], "notifications/subscriptions/acknowledged") || msgs[1] != want {
+		t.Fatalf("the resumed stream began with\n%q\nwant the acknowledgement, then\n%s", msgs, want)
 	}
 }
