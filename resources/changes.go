@@ -25,9 +25,13 @@ const VersionKey = "io.github.jupyter-mcp-sidecar/version"
 // they are, and a client that reads resources needs no tool call in its loop (an
 // agent's host runs tools through the model; a resource read it can do itself).
 
-// answerCacheSize is how many encoded changes answers are kept: a notification heard by
-// many sessions is followed by the same read from each, answered from here.
-const answerCacheSize = 64
+// The answers kept: a notification heard by many sessions is followed by the same read
+// from each, answered from here. At most answerCacheSize of them, answerCacheBytes in all
+// (a hub user's server holds its own).
+const (
+	answerCacheSize  = 64
+	answerCacheBytes = 2 << 20
+)
 
 // answerKey names one answer: a notebook, the version asked about and the version now.
 type answerKey struct{ name, path, since, version string }
@@ -37,6 +41,7 @@ type answers struct {
 	mu    sync.Mutex
 	byKey map[answerKey]string
 	order []answerKey
+	bytes int
 }
 
 func (a *answers) get(k answerKey) (string, bool) {
@@ -52,15 +57,17 @@ func (a *answers) put(k answerKey, v string) {
 	if a.byKey == nil {
 		a.byKey = make(map[answerKey]string, answerCacheSize)
 	}
-	if _, ok := a.byKey[k]; ok {
+	if _, ok := a.byKey[k]; ok || len(v) > answerCacheBytes/8 {
 		return
 	}
-	if len(a.order) >= answerCacheSize {
+	for len(a.order) > 0 && (len(a.order) >= answerCacheSize || a.bytes+len(v) > answerCacheBytes) {
+		a.bytes -= len(a.byKey[a.order[0]])
 		delete(a.byKey, a.order[0])
 		a.order = a.order[1:]
 	}
 	a.byKey[k] = v
 	a.order = append(a.order, k)
+	a.bytes += len(v)
 }
 
 // announced keeps the version each notebook was last announced at (or first read at), by
