@@ -221,18 +221,9 @@ func (g *GoClient) TryRead(uri string) (string, error) {
 // _meta (io.github.jupyter-mcp-sidecar/version; "" for none).
 func (g *GoClient) ReadVersioned(uri string) (string, string) {
 	g.T.Helper()
-	req := mcp.ReadResourceRequest{}
-	req.Params.URI = uri
-	res, err := g.Client.ReadResource(WaitCtx(g.T, testenv.Wait), req)
-	if err != nil {
-		g.T.Fatalf("read %s: %v", uri, err)
-	}
-	tc, ok := res.Contents[0].(mcp.TextResourceContents)
-	if !ok {
-		g.T.Fatalf("read %s: %T", uri, res.Contents[0])
-	}
-	v, _ := tc.Meta[VersionKey].(string)
-	return tc.Text, v
+	text, meta := g.ReadMeta(uri)
+	v, _ := meta[VersionKey].(string)
+	return text, v
 }
 
 // Heard returns the version the last notification of uri carried ("" for none).
