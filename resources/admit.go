@@ -65,8 +65,10 @@ func (s *Server) subscribable(ctx context.Context, uri string) *Refusal {
 // admitSubscribe decides a resources/subscribe of a 2025-11-25 session before
 // the SDK sees it (the SDK's sessions cannot refuse one), and records an
 // admitted one in the registry at once so that concurrent subscribes stay
-// within the session's limits.
-func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *Refusal {
+// within the session's limits. heard is the version the subscribe names as last
+// heard (_meta VersionKey; "" for none): if the notebook is at another now, the
+// session is told at once (resume.go).
+func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri, heard string) *Refusal {
 	if r := s.subscribable(ctx, uri); r != nil {
 		return s.refused(r)
 	}
@@ -77,6 +79,17 @@ func (s *Server) admitSubscribe(ctx context.Context, sessionID, uri string) *Ref
 	case errors.Is(err, subscribers.ErrSubscriptionBytes):
 		return s.refused(&Refusal{limitSubscriptionBytes, mcp.INVALID_PARAMS,
 			fmt.Sprintf("at most %d bytes of subscribed URIs per session; unsubscribe from some first", s.cfg.MaxSubscriptionBytes)})
+	}
+	if heard != "" {
+		s.resume(subscribers.SessionKey(sessionID), map[string]string{uri: heard})
+	}
+	return nil
+}
+
+// admitRead refuses a resources/read of a URI over MaxURIBytes (nil admits it).
+func (s *Server) admitRead(uri string) *Refusal {
+	if len(uri) > s.cfg.MaxURIBytes {
+		return s.refused(&Refusal{limitURIBytes, mcp.INVALID_PARAMS, fmt.Sprintf("uri is %d bytes; at most %d", len(uri), s.cfg.MaxURIBytes)})
 	}
 	return nil
 }
@@ -106,8 +119,12 @@ func (s *Server) refused(r *Refusal) *Refusal {
 	return r
 }
 
-// serves asks the gate whether resources of template are served.
+// serves asks the gate whether resources of template are served. What changed in a
+// notebook is served only with the notebook itself: it tells its content too.
 func (s *Server) serves(ctx context.Context, template string) bool {
+	if template == nbview.TemplateChanges && !gate.Decide(ctx, s.gate, nbview.TemplateNotebook, s.log) {
+		return false
+	}
 	return gate.Decide(ctx, s.gate, template, s.log)
 }
 

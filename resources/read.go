@@ -106,15 +106,6 @@ func cacheMeta(ttl time.Duration) map[string]any {
 	return map[string]any{"cacheScope": string(mcp.CacheScopePrivate), "ttlMs": ttl.Milliseconds()}
 }
 
-// notebook is the library's snapshot at path, with its source when the library says.
-func (s *Server) notebook(path string) (*ynotebook.Snapshot, library.Source, error) {
-	if sl, ok := s.lib.(library.SourcedLibrary); ok {
-		return sl.SourcedNotebook(path)
-	}
-	snap, err := s.lib.Notebook(path)
-	return snap, library.Source{}, err
-}
-
 // sourceMeta is the _meta entries marking a notebook served from its file; nil otherwise.
 func sourceMeta(src library.Source) map[string]any {
 	if !src.File {
@@ -132,7 +123,8 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	if !ok {
 		return nil, fmt.Errorf("%w: no notebook is bound to the name %q (use_notebook binds one)", library.ErrNotFound, ref.Name)
 	}
-	snap, src, err := s.notebook(path)
+	nb, err := s.served(path)
+	snap, src := nb.Snapshot, nb.Source
 	if err != nil {
 		if errors.Is(err, library.ErrNotFound) {
 			return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", library.ErrNotFound, ref.Name, path, err)
@@ -142,6 +134,10 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	meta := cacheMeta(ttl)
 	mark := sourceMeta(src)
 	maps.Copy(meta, mark)
+	if nb.Version != "" {
+		meta[VersionKey] = nb.Version // a cell's or an output's too: the notebook's they were read from
+		s.announced.seen(path, nb.Version)
+	}
 	uri := ref.String()
 	if ref.CellID == "" {
 		body, err := snap.JSON()

@@ -59,9 +59,24 @@ func (l Link) Logger() *slog.Logger { return l.s.log }
 func (l Link) Registerer() prometheus.Registerer { return l.s.cfg.Registerer }
 
 // AdmitSubscribe decides a resources/subscribe of a session before the SDK sees it
-// (the SDK's sessions cannot refuse one); nil admits it, and records it at once.
-func (l Link) AdmitSubscribe(ctx context.Context, sessionID, uri string) *Refusal {
-	return l.s.admitSubscribe(ctx, sessionID, uri)
+// (the SDK's sessions cannot refuse one); nil admits it, and records it at once. The
+// request's params are p (the SDK drops their _meta).
+func (l Link) AdmitSubscribe(ctx context.Context, sessionID string, p URIParams) *Refusal {
+	heard, _ := p.Meta[VersionKey].(string)
+	return l.s.admitSubscribe(ctx, sessionID, p.URI, heard)
+}
+
+// AdmitRead decides a resources/read before the SDK sees it: a URI over MaxURIBytes is
+// refused (the SDK matches a URI against every template, in time that grows faster
+// than its length).
+func (l Link) AdmitRead(p URIParams) *Refusal { return l.s.admitRead(p.URI) }
+
+// URIParams are the params of a request about one resource (resources/subscribe,
+// resources/read) as the transport reads them: the URI, and the _meta that may name
+// the version last heard.
+type URIParams struct {
+	URI  string         `json:"uri"`
+	Meta map[string]any `json:"_meta"`
 }
 
 // RefuseSession counts and returns the refusal of an initialize beyond max sessions.

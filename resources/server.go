@@ -70,6 +70,8 @@ type Server struct {
 	subs      *subscribers.Registry
 	metrics   metrics
 	transport Transport // nil: none (Check)
+	answers   answers   // changes answers made lately (changes.go)
+	announced announced // the version each notebook was last announced at (changes.go)
 
 	loaded     chan struct{} // closed once the bindings are loaded
 	loadedOnce sync.Once
@@ -122,7 +124,7 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	surface := extensions.NewSurface(extensions.SurfaceConfig{
-		Reserved: []string{nbview.TemplateNotebook, nbview.TemplateCell, nbview.TemplateOutput, nbview.CapabilitiesURI},
+		Reserved: []string{nbview.TemplateNotebook, nbview.TemplateCell, nbview.TemplateOutput, nbview.TemplateChanges, nbview.CapabilitiesURI},
 		Logger:   s.log,
 	})
 	if err := s.addCoreTools(surface); err != nil {
@@ -176,6 +178,9 @@ func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 		req.Params.Notifications.ResourceSubscriptions = want.ResourceSubscriptions
 		key := s.subs.AddListen(sink, id, want.ResourceSubscriptions, want.ResourcesListChanged)
 		context.AfterFunc(ctx, func() { s.subs.Remove(key) })
+		if m := req.Params.Meta; m != nil {
+			s.resume(key, heardVersions(m.AdditionalFields, want.ResourceSubscriptions))
+		}
 	})
 	// Bound notebooks are listed here rather than registered with the SDK: a
 	// registration would make the SDK broadcast list_changed itself, bypassing
@@ -223,6 +228,10 @@ func (s *Server) newMCP(surface *extensions.Surface) *server.MCPServer {
 	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateOutput, "output",
 		mcp.WithTemplateDescription("One output in its richest type: text as text, images as base64 blobs. Its mimeType is on the cell's output list."),
 		mcp.WithTemplateAnnotations([]mcp.Role{mcp.RoleAssistant}, 0.5, "")), s.readResource)
+	m.AddResourceTemplate(mcp.NewResourceTemplate(nbview.TemplateChanges, "changes",
+		mcp.WithTemplateDescription("What changed in a bound notebook since the version a read or a notification carried (_meta "+VersionKey+"): "+
+			"cells added, removed and moved, each changed cell's new parts, notebook metadata; or status read_notebook with the current version."),
+		mcp.WithTemplateMIMEType(nbview.MIMECell)), s.readChanges)
 	for _, r := range s.exts.Resources() {
 		m.AddResourceTemplate(r.Template, s.readExtension(r))
 	}
@@ -281,6 +290,11 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) NotebookChanged(path string, ch ynotebook.Changes, o publish.Origin) {
 	s.exts.NotebookChanged(path, ch)
 	ev := publish.NewEvent(path, ch, o)
+	nb, err := s.served(path)
+	if err == nil {
+		ev.Version = nb.Version
+	}
+	s.prepare(path, nb)
 	for _, name := range s.names.NamesFor(path) {
 		uris := append(nbview.ChangedURIs(name, ch), s.exts.ChangedURIs(name, path, ch)...)
 		ev.URIs = append(ev.URIs, slices.DeleteFunc(uris, func(uri string) bool { return s.subscribable(context.Background(), uri) != nil })...)
@@ -296,6 +310,9 @@ func (s *Server) NotebookMoved(oldPath, newPath string, o publish.Origin) {
 	s.exts.NotebookMoved(oldPath, newPath)
 	ev := publish.NewEvent(newPath, ynotebook.Changes{}, o)
 	ev.RenamedFrom = oldPath
+	if nb, err := s.served(newPath); err == nil {
+		ev.Version = nb.Version
+	}
 	for _, name := range s.names.NamesFor(oldPath) {
 		if _, err := s.names.Bind(name, newPath); err != nil {
 			s.log.Info("name stays at its configured path after a rename", logkey.Path, newPath, "name", name, "from", oldPath, "err", err)

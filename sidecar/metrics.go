@@ -22,6 +22,7 @@ type Metrics struct {
 	divergences     prometheus.Counter
 	storeGaps       prometheus.Counter
 	changesFlushed  prometheus.Counter
+	versionsKept    prometheus.Gauge // moved by each instance's changes: the sum over them
 }
 
 // NewMetrics returns the collectors registered on reg (nil: none).
@@ -46,6 +47,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Rooms whose updates waited store.gap_after for one missing from the store (a lost write)."})),
 		changesFlushed: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "changes_flushed_total",
 			Help: "Debounced notebook changes handed to the publisher."})),
+		versionsKept: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "versions_kept",
+			Help: "Notebook versions the rooms keep to answer what changed since them (changes.max_versions, changes.max_age per room)."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sidecar metrics: %w", err)

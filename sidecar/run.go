@@ -151,7 +151,7 @@ func newInstance(cfg config.Config, obs config.Obs, version, user string,
 	}
 	rm := &roomsMetrics{m: m}
 	rc := cfg.RoomsConfig(obs)
-	rc.Resolver, rc.Metrics = resolver, rm
+	rc.Resolver, rc.Metrics, rc.Scope = resolver, rm, user // a hub user's versions are theirs alone
 	if rl, ok := tailer.(ystore.Reloader); ok {
 		rc.Reload = rl.Reload
 	}

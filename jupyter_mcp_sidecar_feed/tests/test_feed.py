@@ -239,6 +239,15 @@ class AnnouncerTest(unittest.TestCase):
         want = ("e0", "c1", "c1/outputs/0", "c1/outputs/2")
         self.assertEqual(self.announcer.handle(frame), [("work", want), ("again", want)])
 
+    def test_version_field_ignored(self):
+        # The sidecar added "version" to version 1 of the event (docs/EVENTS.md): a field
+        # the feed does not know changes nothing.
+        body = {"v": 1, "seq": 1, "path": "team/a.ipynb", "version": "v1.uyaOdTiZchOzRij92wWRyQ",
+                "changes": {"added": ["e0"], "removed": [], "moved": [], "cells": {}, "metadata": False}}
+        want = ("e0",)
+        self.assertEqual(self.announcer.handle(Frame("change", "e-1", json.dumps(body))), [("work", want), ("again", want)])
+        self.assertEqual(self.announcer.bad, 0)
+
     def test_unbound_and_unknown(self):
         self.assertEqual(self.announcer.handle(change("nobody.ipynb", 1)), [])
         self.assertEqual(self.announcer.handle(Frame("change", "x", json.dumps({"v": 2, "path": "b.ipynb"}))), [])

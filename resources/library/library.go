@@ -38,3 +38,24 @@ type SourcedLibrary interface {
 	// SourcedNotebook is Notebook with the snapshot's source, taken together.
 	SourcedNotebook(path string) (*ynotebook.Snapshot, Source, error)
 }
+
+// Served is a notebook as a read gets it: the snapshot, where it comes from, and its
+// version (resources/versions: a content address of the room and what is served).
+type Served struct {
+	Snapshot *ynotebook.Snapshot
+	Source   Source
+	Version  string
+}
+
+// VersionedLibrary is a SourcedLibrary whose notebooks carry versions and which keeps the
+// snapshots of their recent versions, so that a reader can be told what changed since
+// the version it read.
+type VersionedLibrary interface {
+	SourcedLibrary
+	// Served returns the notebook at path as a read gets it now, with its version, or
+	// an error wrapping ErrNotFound.
+	Served(path string) (Served, error)
+	// Kept returns the snapshot the notebook at path had at version, while it is kept;
+	// false when the version is unknown there (never served, forgotten, another room's).
+	Kept(path, version string) (*ynotebook.Snapshot, bool)
+}

@@ -44,7 +44,11 @@ type Event struct {
 	URIs        []string  `json:"uris"` // under every name bound in the sidecar; empty if none
 	User        string    `json:"user,omitempty"`
 	Source      string    `json:"source,omitempty"` // "file": the change came from the .ipynb, not the store
-	Part        *Part     `json:"part,omitempty"`   // set on the parts of a split NOTIFY
+	// Version is the notebook's version once changed (resources/versions: a content
+	// address, the same on every replica); notebook://{name}/changes?since= takes it.
+	// Empty when the notebook is not served (removed, gone).
+	Version string `json:"version,omitempty"`
+	Part    *Part  `json:"part,omitempty"` // set on the parts of a split NOTIFY
 }
 
 // Changes is what changed, at the granularity of ynotebook.Changes.

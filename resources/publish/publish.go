@@ -40,8 +40,9 @@ type Publisher interface {
 // Subscribers are this server's own MCP subscribers, told the URIs of changed
 // resources.
 type Subscribers interface {
-	// Publish tells every subscriber of any of uris; it never blocks.
-	Publish(ctx context.Context, uris []string) error
+	// Publish tells every subscriber of any of uris that they changed, their notebook
+	// now at version ("" for none); it never blocks.
+	Publish(ctx context.Context, uris []string, version string) error
 	// Run owns the subscribers' goroutines until ctx is done.
 	Run(ctx context.Context) error
 }
@@ -102,7 +103,7 @@ func (s subscribers) Publish(ctx context.Context, ev Event) error {
 	if len(ev.URIs) == 0 {
 		return nil
 	}
-	return s.local.Publish(ctx, ev.URIs)
+	return s.local.Publish(ctx, ev.URIs, ev.Version)
 }
 
 func (s subscribers) Run(ctx context.Context) error { return s.local.Run(ctx) }

@@ -21,7 +21,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type local struct{ got [][]string }
 
-func (l *local) Publish(_ context.Context, uris []string) error {
+func (l *local) Publish(_ context.Context, uris []string, _ string) error {
 	l.got = append(l.got, uris)
 	return nil
 }

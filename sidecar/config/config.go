@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
@@ -39,6 +40,7 @@ type Config struct {
 	Ship          Ship                      `option:"ship" yaml:"ship"`
 	Hub           Hub                       `option:"hub" yaml:"hub"`
 	OnDisk        OnDisk                    `option:"ondisk" yaml:"ondisk"`
+	Changes       Changes                   `option:"changes" yaml:"changes"`
 
 	// Logger is where the daemon logs, built by the command from the log section (no
 	// key); nil: slog.Default().
@@ -53,6 +55,13 @@ type OnDisk struct {
 	PollInterval   time.Duration `option:"poll_interval" yaml:"poll_interval"` // polled files, path list
 	MaxWatchedDirs int           `option:"max_watched_dirs" yaml:"max_watched_dirs"`
 	MaxFileBytes   int64         `option:"max_file_bytes" yaml:"max_file_bytes"`
+}
+
+// Changes bounds the versions of its notebook each room keeps to answer
+// notebook://{name}/changes?since= (resources/versions): whichever bound is smaller.
+type Changes struct {
+	MaxVersions int           `option:"max_versions" yaml:"max_versions"`
+	MaxAge      time.Duration `option:"max_age" yaml:"max_age"`
 }
 
 // Log configures log/slog output.
@@ -192,6 +201,7 @@ func Default() Config {
 			Enabled: true, FSNotify: true, PollInterval: ondisk.DefaultPollInterval,
 			MaxWatchedDirs: ondisk.DefaultMaxWatchedDirs, MaxFileBytes: ondisk.DefaultMaxFileBytes,
 		},
+		Changes: Changes{MaxVersions: versions.DefaultMaxVersions, MaxAge: versions.DefaultMaxAge},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
@@ -94,7 +95,8 @@ func (c Config) ServerConfig(version string, o Obs) resources.Config {
 // RoomsConfig is the rooms.Config of the store section; the caller adds the rooms'
 // resolver, file reader, metrics and reload.
 func (c Config) RoomsConfig(o Obs) rooms.Config {
-	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter}
+	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter,
+		Versions: versions.Config{MaxVersions: c.Changes.MaxVersions, MaxAge: c.Changes.MaxAge}}
 }
 
 // FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.

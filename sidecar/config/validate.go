@@ -14,6 +14,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -110,6 +111,10 @@ func (c Config) Validate() error {
 	v.backend("store.backend", s.Backend)
 	v.positive("store.lag_threshold", s.LagThreshold)
 	v.positive("store.gap_after", s.GapAfter)
+	if n := c.Changes.MaxVersions; n < 1 || n > versions.MaxVersionsLimit {
+		v.fail("changes.max_versions", "must be from 1 to %d, got %d", versions.MaxVersionsLimit, n)
+	}
+	v.positive("changes.max_age", c.Changes.MaxAge)
 	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -50,6 +51,12 @@ type Config struct {
 	// to rebuild a document that differed from the server's saved file; nil: none, such
 	// a document goes on from itself once the store's content moves on.
 	Reload func(room string)
+	// Versions bounds the versions of its notebook each room keeps (resources/versions);
+	// zero fields: the defaults.
+	Versions versions.Config
+	// Scope is part of every version's identity beside the room: the hub user in hub
+	// mode, so that another user's version is unknown here; "" outside it.
+	Scope string
 }
 
 // Files reads notebook files now; ondisk.Watcher is one.
@@ -90,6 +97,8 @@ type Metrics interface {
 	Diverged()
 	// Gap counts a room found waiting for updates missing from the store.
 	Gap()
+	// VersionsKept adds n (negative: takes away) to the versions the rooms keep.
+	VersionsKept(n int)
 }
 
 // Set keeps one live notebook per notebook room of the store and serves them by path
@@ -104,6 +113,9 @@ type Set struct {
 	// gapAfter and reload: Config's (oracle.go).
 	gapAfter time.Duration
 	reload   func(room string)
+	// versions and scope: Config's.
+	versions versions.Config
+	scope    string
 
 	// mu guards the maps; a room's own lock, when both are held, is taken after it.
 	mu     sync.RWMutex
@@ -133,6 +145,8 @@ type room struct {
 	gone bool
 	// What the server's saved file says of the document (oracle.go).
 	oracle
+	// hist is the versions of what the room served (versions.go); nil until one is.
+	hist *versions.History
 }
 
 // Info describes one room for inspect and health.
@@ -163,6 +177,8 @@ func New(cfg Config) *Set {
 		metrics:  cfg.Metrics,
 		gapAfter: cmp.Or(max(cfg.GapAfter, 0), DefaultGapAfter),
 		reload:   cfg.Reload,
+		versions: cfg.Versions.Defaults(),
+		scope:    cfg.Scope,
 		rooms:    make(map[string]*room),
 		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
@@ -200,6 +216,7 @@ func (noMetrics) SetRooms(int)                    {}
 func (noMetrics) SetDegraded(int)                 {}
 func (noMetrics) Diverged()                       {}
 func (noMetrics) Gap()                            {}
+func (noMetrics) VersionsKept(int)                {}
 
 // Sink applies a tailer's events; it never fails on a bad row, only on ctx or on a
 // streamed Reset whose rows could not be read (ystore.Event.Stream's error: the room is
@@ -293,6 +310,7 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		content = o.At // what the document shows is as of its newest row
 	}
 	ch, _ = r.storeApplied(rm, ch, prev, o.At, content, true)
+	r.observe(rm)
 	rm.mu.Unlock()
 
 	p := r.resolvePath(ctx, rm)
@@ -325,7 +343,7 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	rm.rows += len(rows)
 	badBefore, wasDegraded := rm.badRows, rm.degraded()
 	var content time.Time // commit time of the newest row that changed what the document shows
-	for _, row := range rows {
+	for i, row := range rows {
 		c, err := r.applyRow(rm.nb, info, row)
 		if err != nil {
 			rm.badRows++
@@ -333,12 +351,16 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 		}
 		if !c.Empty() {
 			content = later(content, originOf(info, []ystore.Row{row}).At)
+			if i < len(rows)-1 {
+				r.observe(rm) // every state a replica may serve gets its version kept
+			}
 		}
 		ch.Merge(c)
 	}
 	rm.updated = time.Now()
 	o := originOf(info, rows)
 	ch, reload := r.storeApplied(rm, ch, prev, o.At, content, false)
+	r.observe(rm)
 	p, degraded := rm.path, rm.badRows > badBefore || rm.degraded() != wasDegraded
 	rm.mu.Unlock()
 
@@ -471,6 +493,7 @@ func (r *Writer) drop(rm *room, why string) {
 	rm.mu.Lock()
 	p := rm.path
 	snap := rm.served() // taken under rm.mu: a read may take one at the same time
+	r.forget(rm)
 	rm.mu.Unlock()
 	r.reindex(rm, p, "")
 	r.mu.Unlock()
@@ -680,16 +703,8 @@ func (r *Set) Notebook(p string) (*ynotebook.Snapshot, error) {
 
 // SourcedNotebook is Notebook with where the snapshot comes from (library.SourcedLibrary).
 func (r *Set) SourcedNotebook(p string) (*ynotebook.Snapshot, library.Source, error) {
-	rm := r.find(p)
-	if rm == nil {
-		return nil, library.Source{}, fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
-	}
-	rm.mu.Lock()
-	defer rm.mu.Unlock()
-	if rm.file != nil {
-		return rm.file.Snapshot, library.Source{File: true, ModTime: rm.file.ModTime}, nil
-	}
-	return rm.nb.Snapshot(), library.Source{}, nil
+	s, err := r.Served(p)
+	return s.Snapshot, s.Source, err
 }
 
 // Paths lists the paths of the notebooks served, sorted and unique.

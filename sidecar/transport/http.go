@@ -184,6 +184,12 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		sessionID := r.Header.Get(server.HeaderKeySessionID)
 		live := sessionID != "" && t.sessions.known(sessionID)
 		legacy := !mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
+		if env.Method == string(mcp.MethodResourcesRead) {
+			if ref := t.link.AdmitRead(uriParams(r)); ref != nil {
+				writeJSON(w, http.StatusOK, ref.Answer(env.id()))
+				return
+			}
+		}
 		switch {
 		case sessionID != "" && !live && legacy:
 			rpcerror.Write(w, http.StatusNotFound, mcp.INVALID_REQUEST, "session not found: initialize a new session")
@@ -307,7 +313,7 @@ func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next
 // stream is open.
 func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessionID string, env envelope, next http.Handler) {
 	if env.Method == string(mcp.MethodResourcesSubscribe) {
-		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, subscribeURI(r)); ref != nil {
+		if ref := t.link.AdmitSubscribe(r.Context(), sessionID, uriParams(r)); ref != nil {
 			writeJSON(w, http.StatusOK, ref.Answer(env.id()))
 			return
 		}
@@ -357,16 +363,14 @@ func modernRequest(r *http.Request) bool {
 	return mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 }
 
-// subscribeURI is the uri parameter of a resources/subscribe request body.
-func subscribeURI(r *http.Request) string {
+// uriParams are the params of a resources/subscribe or resources/read request body.
+func uriParams(r *http.Request) resources.URIParams {
 	var req struct {
-		Params struct {
-			URI string `json:"uri"`
-		} `json:"params"`
+		Params resources.URIParams `json:"params"`
 	}
 	body, _ := r.Context().Value(bodyKey{}).([]byte)
 	_ = json.Unmarshal(body, &req)
-	return req.Params.URI
+	return req.Params
 }
 
 // id is the envelope's request id as the SDK types it (nil if absent or invalid).

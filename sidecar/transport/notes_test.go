@@ -40,7 +40,7 @@ func TestOutboxSharesAndReplays(t *testing.T) {
 		if err := r.link.MCP().RegisterSession(context.Background(), &fakeSession{id: id}); err != nil {
 			t.Fatal(err)
 		}
-		if ref := r.link.AdmitSubscribe(context.Background(), id, uri); ref != nil {
+		if ref := r.link.AdmitSubscribe(context.Background(), id, resources.URIParams{URI: uri}); ref != nil {
 			t.Fatalf("subscribe %s: %+v", id, ref)
 		}
 		tr.outboxes.get(id).streamOpened() // open, no stream attached: recorded for replay only

@@ -93,7 +93,7 @@ func notesOf(t *testing.T, cells ...string) map[string]resources.Message {
 	ch := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}
 	for _, c := range cells {
 		ch.Cells[c] = ynotebook.CellChange{Source: true}
-		if ref := r.link.AdmitSubscribe(context.Background(), "m", "notebook://work/cells/"+c); ref != nil {
+		if ref := r.link.AdmitSubscribe(context.Background(), "m", resources.URIParams{URI: "notebook://work/cells/" + c}); ref != nil {
 			t.Fatalf("subscribe: %+v", ref)
 		}
 	}

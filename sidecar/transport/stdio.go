@@ -223,14 +223,16 @@ func (t *stdioTransport) handle(ctx context.Context, sess *stdioSession, line []
 		ID     any    `json:"id"`
 		Method string `json:"method"`
 	}
-	if json.Unmarshal(line, &env) == nil && env.Method == string(mcp.MethodResourcesSubscribe) {
+	if json.Unmarshal(line, &env) == nil && (env.Method == string(mcp.MethodResourcesSubscribe) || env.Method == string(mcp.MethodResourcesRead)) {
 		var req struct {
-			Params struct {
-				URI string `json:"uri"`
-			} `json:"params"`
+			Params resources.URIParams `json:"params"`
 		}
 		_ = json.Unmarshal(line, &req)
-		if ref := t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params.URI); ref != nil {
+		admit := func() *resources.Refusal { return t.link.AdmitRead(req.Params) }
+		if env.Method == string(mcp.MethodResourcesSubscribe) {
+			admit = func() *resources.Refusal { return t.link.AdmitSubscribe(ctx, sess.SessionID(), req.Params) }
+		}
+		if ref := admit(); ref != nil {
 			write(ref.Answer(env.ID))
 			return
 		}

@@ -3,7 +3,7 @@
 // CLI:    --url URL --token TOKEN [--name NAME --path PATH] [--subscribe URI]...
 // stdout: one JSON object per line:
 //   {"event":"ready","protocolVersion":V}           connected, bound (use_notebook when --name), subscribed
-//   {"event":"updated","uri":U,"subscriptionId":S,"t":MS}  each notifications/resources/updated
+//   {"event":"updated","uri":U,"subscriptionId":S,"version":V,"t":MS}  each notifications/resources/updated (V: its _meta version)
 //   {"event":"list_changed","t":MS}                 each notifications/resources/list_changed
 //   {"event":"result","id":ID,"result":R}           answer to a command
 //   {"event":"error","id":ID,"error":MSG,"code":C}  failed command (or id null: fatal)

@@ -11,7 +11,7 @@ const headers = args.token ? { Authorization: `Bearer ${args.token}` } : {};
 const transport = new StreamableHTTPClientTransport(new URL(args.url), { requestInit: { headers } });
 const client = new Client({ name: 'sdk1-driver', version: '1.0.0' });
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
-  emit({ event: 'updated', uri: n.params.uri, subscriptionId: n.params._meta?.['io.modelcontextprotocol/subscriptionId'] ?? null, t: now() });
+  emit({ event: 'updated', uri: n.params.uri, subscriptionId: n.params._meta?.['io.modelcontextprotocol/subscriptionId'] ?? null, version: n.params._meta?.['io.github.jupyter-mcp-sidecar/version'] ?? null, t: now() });
 });
 client.setNotificationHandler(ResourceListChangedNotificationSchema, () => emit({ event: 'list_changed', t: now() }));
 

@@ -10,7 +10,7 @@ const headers = args.token ? { Authorization: `Bearer ${args.token}` } : {};
 const transport = new StreamableHTTPClientTransport(new URL(args.url), { requestInit: { headers } });
 const client = new Client({ name: 'sdk2-driver', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
 client.setNotificationHandler('notifications/resources/updated', (n) => {
-  emit({ event: 'updated', uri: n.params.uri, subscriptionId: n.params._meta?.['io.modelcontextprotocol/subscriptionId'] ?? null, t: now() });
+  emit({ event: 'updated', uri: n.params.uri, subscriptionId: n.params._meta?.['io.modelcontextprotocol/subscriptionId'] ?? null, version: n.params._meta?.['io.github.jupyter-mcp-sidecar/version'] ?? null, t: now() });
 });
 client.setNotificationHandler('notifications/resources/list_changed', () => emit({ event: 'list_changed', t: now() }));
 

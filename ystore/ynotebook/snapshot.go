@@ -103,7 +103,8 @@ func (s *Snapshot) All() iter.Seq2[int, *Cell] {
 
 // JSON encodes the snapshot as YNotebook.get() yields it.
 func (s *Snapshot) JSON() ([]byte, error) {
-	nb := map[string]any{"cells": s.cellsJSON(), "metadata": s.metadataJSON(), "nbformat": s.NBFormat, "nbformat_minor": s.NBFormatMinor}
+	nb := s.Head()
+	nb["cells"] = s.cellsJSON()
 	out, err := json.Marshal(nb)
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)

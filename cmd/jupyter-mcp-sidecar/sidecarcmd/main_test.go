@@ -81,7 +81,7 @@ func TestConfigCheckRejects(t *testing.T) {
 		args []string
 		want []string // substrings of the error
 	}{
-		{name: "unknown top-level key", yaml: "bogus: 1\n", want: []string{"bogus: unknown key (known: extensions, fileid, gate, hooks, hub, log, notebooks, notifications, ondisk, publisher, server, ship, store)"}},
+		{name: "unknown top-level key", yaml: "bogus: 1\n", want: []string{"bogus: unknown key (known: changes, extensions, fileid, gate, hooks, hub, log, notebooks, notifications, ondisk, publisher, server, ship, store)"}},
 		{name: "unknown nested key", yaml: "server:\n  tokn: x\n  listen: 127.0.0.1:1\n", want: []string{"server.tokn: unknown key"}},
 		{name: "unknown deep key", yaml: "store:\n  sqlite:\n    pth: x\n    fsnotfy: true\n", want: []string{"store.sqlite.pth: unknown key (known: chunk_rows, fsnotify, path, poll_interval)", "store.sqlite.fsnotfy: unknown key"}},
 		{name: "unknown key next to options", yaml: "publisher:\n  options: {anything: 1}\n  nme: webhook\n", want: []string{"publisher.nme: unknown key"}},

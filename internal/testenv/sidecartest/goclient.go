@@ -27,6 +27,7 @@ type GoClient struct {
 	mu         sync.Mutex
 	filter     []string
 	stopListen func()
+	heard      map[string]string // the version the last notification of each URI carried
 }
 
 // DialGo connects mcp-go's client to url with the test token, on the 2026-07-28 era
@@ -56,7 +57,7 @@ func DialGoAs(t testing.TB, url string, modern bool, authorization string) (*GoC
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &GoClient{T: t, Client: client.NewClient(tr, opts...), Modern: modern, Notes: make(chan string, 100000), Times: make(chan time.Time, 100000), acks: make(chan struct{}, 16)}
+	g := &GoClient{T: t, Client: client.NewClient(tr, opts...), Modern: modern, Notes: make(chan string, 100000), Times: make(chan time.Time, 100000), acks: make(chan struct{}, 16), heard: map[string]string{}}
 	g.Client.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == string(mcp.MethodNotificationSubscriptionsAcknowledged) {
 			select {
@@ -69,6 +70,10 @@ func DialGoAs(t testing.TB, url string, modern bool, authorization string) (*GoC
 			return
 		}
 		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok {
+			v, _ := n.Params.Meta[VersionKey].(string)
+			g.mu.Lock()
+			g.heard[uri] = v
+			g.mu.Unlock()
 			g.Times <- time.Now()
 			g.Notes <- uri
 		}
@@ -211,6 +216,25 @@ func (g *GoClient) TryRead(uri string) (string, error) {
 	}
 	return tc.Text, nil
 }
+
+// ReadVersioned reads a text resource and returns its text and the version in its
+// _meta (io.github.jupyter-mcp-sidecar/version; "" for none).
+func (g *GoClient) ReadVersioned(uri string) (string, string) {
+	g.T.Helper()
+	text, meta := g.ReadMeta(uri)
+	v, _ := meta[VersionKey].(string)
+	return text, v
+}
+
+// Heard returns the version the last notification of uri carried ("" for none).
+func (g *GoClient) Heard(uri string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.heard[uri]
+}
+
+// VersionKey is the _meta key of a read's version (resources.VersionKey).
+const VersionKey = "io.github.jupyter-mcp-sidecar/version"
 
 // Updates are the URIs the server says were updated.
 func (g *GoClient) Updates() <-chan string { return g.Notes }

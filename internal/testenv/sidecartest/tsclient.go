@@ -28,6 +28,7 @@ type TSClient struct {
 
 	mu      sync.Mutex
 	replies map[int64]chan tsEvent
+	heard   map[string]string // the version the last notification of each URI carried
 	closed  chan struct{}
 }
 
@@ -35,6 +36,7 @@ type tsEvent struct {
 	Event           string          `json:"event"`
 	ID              *int64          `json:"id"`
 	URI             string          `json:"uri"`
+	Version         string          `json:"version"`
 	ProtocolVersion string          `json:"protocolVersion"`
 	Result          json.RawMessage `json:"result"`
 	Error           string          `json:"error"`
@@ -81,7 +83,7 @@ func StartTS(t *testing.T, dir, script, url, era, tok string) *TSClient {
 // the client and the script's stdout.
 func startNode(t *testing.T, dir, script string, notes int, args ...string) (*TSClient, io.Reader) {
 	t.Helper()
-	c := &TSClient{t: t, script: script, notes: make(chan string, notes), replies: map[int64]chan tsEvent{}, closed: make(chan struct{})}
+	c := &TSClient{t: t, script: script, notes: make(chan string, notes), replies: map[int64]chan tsEvent{}, heard: map[string]string{}, closed: make(chan struct{})}
 	c.cmd = exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...)
 	c.cmd.Stderr = os.Stderr
 	var err error
@@ -111,6 +113,9 @@ func (c *TSClient) readLoop(out io.Reader, ready chan<- tsEvent) {
 		}
 		switch {
 		case ev.Event == "updated": // also before ready: a subscription may hear a change at once
+			c.mu.Lock()
+			c.heard[ev.URI] = ev.Version
+			c.mu.Unlock()
 			c.notes <- ev.URI
 		case first:
 			first = false
@@ -192,6 +197,29 @@ func (c *TSClient) Read(uri string) string {
 		c.t.Fatalf("%s read %s: %s", c.script, uri, raw)
 	}
 	return res.Contents[0].Text
+}
+
+// ReadVersioned returns the text of uri and the version in its _meta ("" for none).
+func (c *TSClient) ReadVersioned(uri string) (string, string) {
+	var res struct {
+		Contents []struct {
+			Text string         `json:"text"`
+			Meta map[string]any `json:"_meta"`
+		} `json:"contents"`
+	}
+	raw := c.Do(map[string]any{"op": "read", "uri": uri})
+	if err := json.Unmarshal(raw, &res); err != nil || len(res.Contents) != 1 {
+		c.t.Fatalf("%s read %s: %s", c.script, uri, raw)
+	}
+	v, _ := res.Contents[0].Meta[VersionKey].(string)
+	return res.Contents[0].Text, v
+}
+
+// Heard returns the version the last notification of uri carried ("" for none).
+func (c *TSClient) Heard(uri string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heard[uri]
 }
 
 // Updates are the URIs the server says were updated.

@@ -217,12 +217,13 @@ func (r *Registry) snapshot() []*subscriber {
 	return out
 }
 
-// Publish tells every subscriber of any of uris, of either era; it never blocks.
-// Each notification is serialised once, whoever is told.
-func (r *Registry) Publish(_ context.Context, uris []string) error {
+// Publish tells every subscriber of any of uris, of either era, that they changed,
+// their notebook now at version ("" for none); it never blocks. Each notification is
+// serialised once, whoever is told.
+func (r *Registry) Publish(_ context.Context, uris []string, version string) error {
 	notes := make([]*Note, len(uris))
 	for i, u := range uris {
-		notes[i] = newNote(u)
+		notes[i] = newNote(u, version)
 	}
 	for _, s := range r.snapshot() {
 		s.mu.Lock()
@@ -236,6 +237,21 @@ func (r *Registry) Publish(_ context.Context, uris []string) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// Tell tells the subscriber key alone that uri changed, its notebook now at version:
+// a resumed subscription learns what it missed. Nothing is told a subscriber removed or
+// not subscribed to uri.
+func (r *Registry) Tell(key, uri, version string) {
+	s := r.get(key)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.uris[uri]; ok && !s.removed {
+		s.sink.Notify(Message{Note: newNote(uri, version), tag: s.tag})
+	}
 }
 
 // ListChanged tells every subscriber that takes them that the resource list

@@ -89,7 +89,7 @@ func TestRegistryListenTagsSubscriptionID(t *testing.T) {
 	r := newRegistry(t, nil)
 	ch := make(sink, 10)
 	key := r.AddListen(ch, "listen:7", []string{"notebook://w/cells/c1"}, false)
-	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"})
+	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://w/cells/c1"}, "")
 	var n mcp.JSONRPCNotification
 	if err := json.Unmarshal((<-ch).AppendJSON(nil), &n); err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestPublishSerialisesOnce(t *testing.T) {
 	r.Subscribe(SessionKey("a"), uri)
 	r.Subscribe(SessionKey("b"), uri)
 	r.AddListen(l, 7.0, []string{uri}, false)
-	_ = r.Publish(context.Background(), []string{uri})
+	_ = r.Publish(context.Background(), []string{uri}, "")
 	ma, mb, ml := <-a, <-b, <-l
 	ja, sharedA := ma.Shared()
 	jb, sharedB := mb.Shared()
@@ -190,7 +190,7 @@ func TestPublishSerialisesOnce(t *testing.T) {
 			r.Subscribe(SessionKey(fmt.Sprint(i)), uri)
 		}
 		return testing.AllocsPerRun(50, func() {
-			_ = r.Publish(context.Background(), []string{uri})
+			_ = r.Publish(context.Background(), []string{uri}, "")
 			for _, ch := range chs {
 				<-ch
 			}
@@ -211,7 +211,7 @@ func TestRegistryTellsTheSubscribed(t *testing.T) {
 	r.Subscribe(SessionKey("s1"), "notebook://w")
 	r.AddListen(l, 1.0, []string{"notebook://w"}, true)
 	r.AddListen(quiet, 2.0, []string{"notebook://other"}, false)
-	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://x"})
+	_ = r.Publish(context.Background(), []string{"notebook://w", "notebook://x"}, "")
 	if got, gotL, gotQ := drain(s), drain(l), drain(quiet); !slices.Equal(got, []string{"notebook://w"}) || !slices.Equal(gotL, got) || len(gotQ) != 0 {
 		t.Fatalf("told %v, %v and %v; want notebook://w twice", got, gotL, gotQ)
 	}
@@ -221,7 +221,7 @@ func TestRegistryTellsTheSubscribed(t *testing.T) {
 	}
 	r.Unsubscribe(SessionKey("s1"), "notebook://w")
 	r.Remove(SessionKey("s1"))
-	_ = r.Publish(context.Background(), []string{"notebook://w"})
+	_ = r.Publish(context.Background(), []string{"notebook://w"}, "")
 	r.ListChanged()
 	if got := drain(s); len(got) != 0 {
 		t.Fatalf("told after unsubscribe and removal: %v", got)

@@ -158,6 +158,30 @@ func TestHubMode(t *testing.T) {
 		}
 	})
 
+	t.Run("another user's version is unknown", func(t *testing.T) {
+		a, b := mustGoAs(t, endpoint, true, alice.tok), mustGoAs(t, endpoint, false, bob.tok)
+		a.Bind(sidecartest.NbName, sidecartest.NbPath)
+		b.Bind(sidecartest.NbName, sidecartest.NbPath)
+		_, va := a.ReadVersioned(sidecartest.NbURI)
+		_, vb := b.ReadVersioned(sidecartest.NbURI)
+		if va == "" || vb == "" || va == vb {
+			t.Fatalf("alice's version %q, bob's %q: want two, not the same", va, vb)
+		}
+		changes := func(c *sidecartest.GoClient, since string) map[string]any {
+			var ans map[string]any
+			if err := json.Unmarshal([]byte(c.Read(sidecartest.NbURI+"/changes?since="+since)), &ans); err != nil {
+				t.Fatal(err)
+			}
+			return ans
+		}
+		if ans := changes(b, va); ans["status"] != "read_notebook" || ans["reason"] != "unknown_version" || ans["version"] != vb {
+			t.Fatalf("bob asking since alice's version: %v", ans)
+		}
+		if ans := changes(a, va); ans["status"] != "ok" || ans["version"] != va {
+			t.Fatalf("alice asking since her own version: %v", ans)
+		}
+	})
+
 	t.Run("one inotify instance for every user's store", func(t *testing.T) {
 		// The kernel bounds inotify instances per user (128 by default), not watches.
 		if n := openFiles(t, sc.Cmd.Process.Pid, "inotify"); n != 1 {

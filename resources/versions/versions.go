@@ -1,0 +1,223 @@
+// Package versions gives a served notebook its version and keeps the snapshots of its
+// recent versions. A version is a content address, not a counter of this process:
+// "v1." and the base64url of the first 16 bytes of a SHA-256 over the notebook's
+// identity (its scope, such as a hub user, and its room) and its content as served (the
+// notebook-level members and each cell's JSON, in order). Two sidecars following one
+// store, or one restarted, give the same content of the same room the same version; a
+// room whose content returns to an earlier state gets the earlier version back, which is
+// harmless since a snapshot kept under a version is that content. Hashing is cheap:
+// cells are immutable and shared between snapshots, so each cell is hashed once
+// (History keeps its sum), and a version costs a hash over 32 bytes per cell.
+package versions
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// Prefix starts every version of this scheme.
+const Prefix = "v1."
+
+// encodedLen is the length of a version: the prefix and 16 bytes in base64url.
+var encodedLen = len(Prefix) + base64.RawURLEncoding.EncodedLen(sumBytes)
+
+// sumBytes is how much of the SHA-256 a version keeps.
+const sumBytes = 16
+
+// Defaults of Config: a room keeps the versions of the last 10 minutes, at most 1,000.
+const (
+	DefaultMaxVersions = 1000
+	DefaultMaxAge      = 10 * time.Minute
+)
+
+// MaxVersionsLimit is the largest Config.MaxVersions.
+const MaxVersionsLimit = 100_000
+
+// Config bounds the versions a room keeps: whichever of the two is smaller.
+type Config struct {
+	MaxVersions int           // versions kept per room; 0: DefaultMaxVersions
+	MaxAge      time.Duration // a version older than this is forgotten (the current one never is); 0: DefaultMaxAge
+}
+
+// Defaults returns c with its zero fields set to the defaults.
+func (c Config) Defaults() Config {
+	if c.MaxVersions == 0 {
+		c.MaxVersions = DefaultMaxVersions
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	return c
+}
+
+// Validate reports a configuration out of bounds.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxVersions < 1 || c.MaxVersions > MaxVersionsLimit {
+		errs = append(errs, fmt.Errorf("max_versions %d: must be from 1 to %d", c.MaxVersions, MaxVersionsLimit))
+	}
+	if c.MaxAge <= 0 {
+		errs = append(errs, fmt.Errorf("max_age %s: must be positive", c.MaxAge))
+	}
+	return errors.Join(errs...)
+}
+
+// Valid reports whether v has the shape of a version (it may still be unknown).
+func Valid(v string) bool {
+	if len(v) != encodedLen || !strings.HasPrefix(v, Prefix) {
+		return false
+	}
+	_, err := base64.RawURLEncoding.Strict().DecodeString(v[len(Prefix):])
+	return err == nil
+}
+
+// History is one room's versions: the sums of the cells it has hashed and the snapshots
+// of its recent versions. It is not safe for concurrent use (the room's lock guards it).
+type History struct {
+	identity []byte
+	cfg      Config
+	now      func() time.Time
+
+	sums  map[*ynotebook.Cell]*cellSum
+	round uint32 // the Observe a sum was last used in
+
+	last        *ynotebook.Snapshot // the snapshot last observed, and its version
+	lastVersion string
+
+	ring   []*kept          // oldest first; ring[len-1] is the newest
+	byName map[string]*kept // the newest entry of each version in ring
+}
+
+type cellSum struct {
+	sum   [sha256.Size]byte
+	round uint32
+}
+
+// kept is one version and the snapshot it names.
+type kept struct {
+	version string
+	snap    *ynotebook.Snapshot
+	at      time.Time
+}
+
+// NewHistory returns the history of the room whose identity is scope (a hub user, ""
+// outside hub mode) and room (the store's room key), kept within cfg (defaults applied);
+// now is the clock (nil: time.Now).
+func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
+	if now == nil {
+		now = time.Now
+	}
+	id := binary.AppendUvarint(nil, uint64(len(scope)))
+	id = append(id, scope...)
+	id = binary.AppendUvarint(id, uint64(len(room)))
+	id = append(id, room...)
+	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, byName: map[string]*kept{}}
+}
+
+// Observe returns the version of snap, the room's snapshot now, and keeps it; observing
+// the snapshot last observed again costs nothing.
+func (h *History) Observe(snap *ynotebook.Snapshot) string {
+	if snap == h.last && h.lastVersion != "" {
+		return h.lastVersion
+	}
+	v := h.version(snap)
+	h.last, h.lastVersion = snap, v
+	now := h.now()
+	if n := len(h.ring); n == 0 || h.ring[n-1].version != v {
+		k := &kept{version: v, snap: snap, at: now}
+		h.ring = append(h.ring, k)
+		h.byName[v] = k
+	}
+	h.evict(now)
+	return v
+}
+
+// Version returns the version last observed ("" before any).
+func (h *History) Version() string { return h.lastVersion }
+
+// Kept returns the snapshot kept for version v; false when v is not kept (never seen
+// here, forgotten, malformed).
+func (h *History) Kept(v string) (*ynotebook.Snapshot, bool) {
+	h.evict(h.now())
+	k, ok := h.byName[v]
+	if !ok {
+		return nil, false
+	}
+	return k.snap, true
+}
+
+// Len returns the number of versions kept.
+func (h *History) Len() int { return len(h.ring) }
+
+// evict forgets the versions beyond the count and older than the age, never the newest.
+func (h *History) evict(now time.Time) {
+	drop := max(len(h.ring)-h.cfg.MaxVersions, 0)
+	for drop < len(h.ring)-1 && now.Sub(h.ring[drop].at) > h.cfg.MaxAge {
+		drop++
+	}
+	if drop == 0 {
+		return
+	}
+	for _, k := range h.ring[:drop] {
+		if h.byName[k.version] == k {
+			delete(h.byName, k.version)
+		}
+	}
+	clear(h.ring[:drop])
+	h.ring = h.ring[drop:]
+	if cap(h.ring) > 2*len(h.ring)+16 {
+		h.ring = append([]*kept(nil), h.ring...)
+	}
+}
+
+// version computes the content address of snap, hashing only the cells it has not
+// hashed before.
+func (h *History) version(snap *ynotebook.Snapshot) string {
+	h.round++
+	d := sha256.New()
+	d.Write([]byte("jupyter-mcp-sidecar notebook version 1\x00"))
+	d.Write(h.identity)
+	head, err := json.Marshal(snap.Head())
+	if err != nil { // notebook values are JSON values: never
+		head = []byte(err.Error())
+	}
+	hs := sha256.Sum256(head)
+	d.Write(hs[:])
+	var n [binary.MaxVarintLen64]byte
+	d.Write(n[:binary.PutUvarint(n[:], uint64(snap.Len()))])
+	for _, c := range snap.All() {
+		s := h.sums[c]
+		if s == nil {
+			s = &cellSum{sum: cellHash(c)}
+			h.sums[c] = s
+		}
+		s.round = h.round
+		d.Write(s.sum[:])
+	}
+	if len(h.sums) > 2*snap.Len()+64 {
+		for c, s := range h.sums {
+			if s.round != h.round {
+				delete(h.sums, c)
+			}
+		}
+	}
+	var sum [sha256.Size]byte
+	return Prefix + base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:sumBytes])
+}
+
+// cellHash is the SHA-256 of a cell's JSON.
+func cellHash(c *ynotebook.Cell) [sha256.Size]byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		b = []byte(err.Error())
+	}
+	return sha256.Sum256(b)
+}

@@ -1,0 +1,195 @@
+package versions
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
+)
+
+// TestVersionIsContent: over real concurrent edit histories, two histories of one room
+// fed the same updates in different batches give equal contents equal versions, and
+// only equal contents (the content address); another room or scope gives others.
+func TestVersionIsContent(t *testing.T) {
+	sessions := ysessions.All(t)[:30]
+	for _, s := range sessions {
+		a, b := ynotebook.New(), ynotebook.New()
+		ha := NewHistory("", "json:notebook:x", Config{}, nil)
+		hb := NewHistory("", "json:notebook:x", Config{}, nil)
+		other := NewHistory("", "json:notebook:y", Config{}, nil)
+		user := NewHistory("bob", "json:notebook:x", Config{}, nil)
+		byJSON := map[string]string{}
+		for i, u := range s.Updates {
+			if _, err := a.Apply(u.Update); err != nil {
+				t.Fatal(err)
+			}
+			va := ha.Observe(a.Snapshot())
+			if !Valid(va) {
+				t.Fatalf("%s: version %q is not valid", s.Name, va)
+			}
+			body, _ := a.Snapshot().JSON()
+			if seen, ok := byJSON[string(body)]; ok && seen != va {
+				t.Fatalf("%s update %d: the same content has versions %s and %s", s.Name, i, seen, va)
+			}
+			byJSON[string(body)] = va
+			if other.Observe(a.Snapshot()) == va || user.Observe(a.Snapshot()) == va {
+				t.Fatalf("%s: another room's or user's version equals this one's", s.Name)
+			}
+			if i%3 == 2 || i == len(s.Updates)-1 { // b applies in batches of three
+				for _, up := range s.Updates[i-i%3 : i+1] {
+					if _, err := b.Apply(up.Update); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if vb := hb.Observe(b.Snapshot()); vb != va {
+					t.Fatalf("%s update %d: versions %s and %s of the same content", s.Name, i, va, vb)
+				}
+			}
+		}
+		if len(byJSON) != len(uniqueVersions(byJSON)) {
+			t.Fatalf("%s: two contents share a version", s.Name)
+		}
+	}
+}
+
+func uniqueVersions(m map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range m {
+		out[v] = true
+	}
+	return out
+}
+
+// TestCellsHashedOnce: a version after an edit hashes only the cells that changed
+// (real @jupyter/ydoc edits, resources/testdata/notebooks.json); the sums of cells gone
+// are not kept for long.
+func TestCellsHashedOnce(t *testing.T) {
+	data, err := os.ReadFile("../testdata/notebooks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fx struct {
+		Initial string `json:"initial"`
+		Edits   []struct {
+			Name   string `json:"name"`
+			Update string `json:"update"`
+		} `json:"edits"`
+	}
+	if err := json.Unmarshal(data, &fx); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(nb *ynotebook.Notebook, b64 string) {
+		b, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nb.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nb := ynotebook.New()
+	apply(nb, fx.Initial)
+	h := NewHistory("", "r", Config{}, nil)
+	h.Observe(nb.Snapshot())
+	hashed := len(h.sums)
+	for _, e := range fx.Edits[:2] { // source-c1, output-c1-0: one cell each
+		apply(nb, e.Update)
+		h.Observe(nb.Snapshot())
+		if len(h.sums) != hashed+1 {
+			t.Fatalf("%s: %d cells hashed after %d: want one more", e.Name, len(h.sums), hashed)
+		}
+		hashed = len(h.sums)
+	}
+	for range 100 {
+		apply(nb, fx.Edits[0].Update) // idempotent: the same snapshot, nothing hashed
+		h.Observe(nb.Snapshot())
+	}
+	if len(h.sums) > 2*nb.Snapshot().Len()+64 {
+		t.Fatalf("%d sums kept for %d cells", len(h.sums), nb.Snapshot().Len())
+	}
+}
+
+// TestWindow: the versions kept are bounded by count and age, whichever is smaller; the
+// current one is always kept; a content that returns is found again.
+func TestWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := NewHistory("", "r", Config{MaxVersions: 3, MaxAge: time.Minute}, nil)
+		snaps := make([]*ynotebook.Snapshot, 5)
+		vs := make([]string, 5)
+		for i := range snaps {
+			snaps[i] = ynotebook.NewSnapshot(ynotebook.Cell{ID: "a", CellType: ynotebook.CellRaw, Source: strings.Repeat("x", i)})
+			vs[i] = h.Observe(snaps[i])
+			time.Sleep(time.Second)
+		}
+		if h.Len() != 3 {
+			t.Fatalf("%d versions kept, want 3", h.Len())
+		}
+		if _, ok := h.Kept(vs[1]); ok {
+			t.Fatal("a version beyond the count is kept")
+		}
+		if got, ok := h.Kept(vs[2]); !ok || got != snaps[2] {
+			t.Fatal("a version within the window is not kept")
+		}
+		// ABA: the first content again is the first version again.
+		if v := h.Observe(ynotebook.NewSnapshot(ynotebook.Cell{ID: "a", CellType: ynotebook.CellRaw, Source: ""})); v != vs[0] {
+			t.Fatalf("content back to its first state: version %s, want %s", v, vs[0])
+		}
+		time.Sleep(2 * time.Minute)
+		for _, v := range vs[1:] {
+			if _, ok := h.Kept(v); ok {
+				t.Fatalf("version %s kept past max_age", v)
+			}
+		}
+		if _, ok := h.Kept(vs[0]); !ok || h.Len() != 1 {
+			t.Fatalf("the current version is not kept past max_age (%d kept)", h.Len())
+		}
+	})
+}
+
+func TestValid(t *testing.T) {
+	h := NewHistory("", "r", Config{}, nil)
+	v := h.Observe(ynotebook.NewSnapshot())
+	tests := []struct {
+		v    string
+		want bool
+	}{
+		{v, true},
+		{"", false},
+		{"v1.", false},
+		{"v2." + v[3:], false},
+		{v + "A", false},
+		{v[:len(v)-1] + "=", false},
+		{v[:len(v)-1] + "/", false},
+		{"-1", false},
+		{string(bytes.Repeat([]byte("v"), 1<<20)), false},
+	}
+	for _, tt := range tests {
+		if got := Valid(tt.v); got != tt.want {
+			t.Errorf("Valid(%.30q) = %v", tt.v, got)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{}.Defaults(), true},
+		{Config{MaxVersions: -1, MaxAge: time.Minute}, false},
+		{Config{MaxVersions: MaxVersionsLimit + 1, MaxAge: time.Minute}, false},
+		{Config{MaxVersions: 1, MaxAge: -time.Second}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("%+v: %v", tt.cfg, err)
+		}
+	}
+}
