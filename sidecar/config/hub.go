@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -139,7 +140,7 @@ func DefaultHub() Hub {
 		IdleTimeout:   DefaultHubIdleTimeout,
 		OAuth: HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL,
 			Registration: string(hubauth.DefaultRegistration), RegistrationTTL: hubauth.DefaultRegistrationTTL,
-			TrustedProxies: []string{}, AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
+			TrustedProxies: slices.Clone(hubauth.DefaultTrustedProxies), AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
 	}
 }
 

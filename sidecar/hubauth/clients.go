@@ -128,7 +128,7 @@ func (s *Server) initialAccess(r *http.Request) bool {
 func cleanName(name string) string {
 	var b strings.Builder
 	for _, r := range strings.ToValidUTF8(name, "") {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) {
 			continue
 		}
 		if b.Len()+utf8.RuneLen(r) > maxNameLen {

@@ -37,6 +37,21 @@ type consent struct {
 	browser   string // hash of the browser's cookie
 }
 
+// maxPendingPerUser bounds the consent pages one user has waiting, so that no user's
+// fill the bound of all users' (MaxPending).
+const maxPendingPerUser = 20
+
+// pendingOf is the number of consent pages user has waiting.
+func (s *Server) pendingOf(user string) int {
+	n := 0
+	s.pending.each("", func(c consent) {
+		if c.user == user {
+			n++
+		}
+	})
+	return n
+}
+
 // consentOrCode ends the Hub's callback for user: a code for a client the user has
 // approved for f's redirect URI, else the consent page.
 func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, user, tok string, expiresIn int) {
@@ -58,7 +73,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 			Secure: s.secure, SameSite: http.SameSiteStrictMode})
 	}
 	id, csrf := random(), random()
-	if !s.pending.put(id, consent{flow: f, user: user, token: tok, expiresIn: expiresIn, csrf: csrf, browser: hash(secret)}, s.cfg.FlowTTL) {
+	if s.pendingOf(user) >= maxPendingPerUser || !s.pending.put(id, consent{flow: f, user: user, token: tok, expiresIn: expiresIn, csrf: csrf, browser: hash(secret)}, s.cfg.FlowTTL) {
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many logins in progress")
 		return
 	}
@@ -200,7 +215,9 @@ func formTarget(redirectURI string) string {
 		return ""
 	}
 	src := strings.ToLower(u.Scheme) + ":"
-	if u.Scheme == "http" || u.Scheme == "https" {
+	if (u.Scheme == "http" || u.Scheme == "https") && !strings.HasPrefix(u.Host, "[") {
+		// A CSP host-source has no IPv6 literal (Chromium drops one, and then blocks the
+		// redirect): an http one on [::1] is allowed by its scheme alone.
 		src += "//" + u.Host
 	}
 	if !sourceExpr.MatchString(src) {

@@ -103,9 +103,9 @@ func (e *consentEnv) back(clientID, redirect, user string, cookie *http.Cookie) 
 	if err != nil || resp.StatusCode != http.StatusFound {
 		e.t.Fatalf("authorize: %d %v", resp.StatusCode, err)
 	}
-	f, ok := e.s.flows.take(loc.Query().Get("state"))
-	if !ok {
-		e.t.Fatal("no flow for the Hub's state")
+	f, _, err := e.s.open(loc.Query().Get("state"))
+	if err != nil {
+		e.t.Fatalf("no flow in the Hub's state: %v", err)
 	}
 	req := httptest.NewRequest(http.MethodGet, e.srv.URL+"/services/mcp/oauth_callback", nil)
 	if cookie != nil {

@@ -53,6 +53,7 @@ package hubauth
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -98,7 +99,7 @@ type Config struct {
 	CodeTTL       time.Duration // how long a code given to a client is valid; 0: 60 s
 	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: 10 min
 	MaxClients    int           // clients registered and not yet approved, all sources together, and clients a user approved, each: full, a registration is refused (503), nobody forgotten; 0: 10000
-	MaxPending    int           // logins in progress, consent pages waiting and codes not redeemed, each; 0: 10000
+	MaxPending    int           // consent pages waiting (20 a user at most) and codes not redeemed, each; 0: 10000 (logins at the Hub are held by no store: flowseal.go)
 	MaxConsents   int           // approvals remembered, all users together (beyond, a new one is refused: no user's is forgotten for another's); 0: 10000
 	MaxApprovals  int           // approvals one user holds (beyond, her oldest is forgotten and its tokens end); 0: DefaultMaxApprovals
 	Rate          float64       // requests a second to the flow's endpoints from one source address; 0: 20
@@ -142,14 +143,14 @@ type Config struct {
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
-	base       string            // the issuer's path, e.g. /services/mcp
-	clients    *bounded[client]  // registered, no user's approval yet: expire after RegistrationTTL
-	kept       *bounded[client]  // approved by a user: kept for the process's life
-	static     map[string]client // the operator's (Config.Clients)
-	xffOnce    sync.Once         // logs the first X-Forwarded-For of an untrusted peer
-	refusedLog [2]atomic.Int64   // unix seconds of the last line about registrations refused: at the bound, without the token
-	fullUntil  atomic.Int64      // unix nanoseconds until which the waiting clients are at their bound
-	flows      *bounded[flow]
+	base       string             // the issuer's path, e.g. /services/mcp
+	clients    *bounded[client]   // registered, no user's approval yet: expire after RegistrationTTL
+	kept       *bounded[client]   // approved by a user: kept for the process's life
+	static     map[string]client  // the operator's (Config.Clients)
+	xffOnce    sync.Once          // logs the first X-Forwarded-For of an untrusted peer
+	refusedLog [2]atomic.Int64    // unix seconds of the last line about registrations refused: at the bound, without the token
+	fullUntil  atomic.Int64       // unix nanoseconds until which the waiting clients are at their bound
+	sealer     cipher.AEAD        // seals the flows of logins in progress (flowseal.go)
 	pending    *bounded[consent]  // consent pages waiting, by their form's id
 	granted    *bounded[approval] // approvals, by approvalKey
 	codes      *bounded[grant]
@@ -256,7 +257,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now, static: static}
 	s.clients = newBounded[client](cfg.MaxClients, false)
 	s.kept = newBounded[client](cfg.MaxClients, false)
-	s.flows = newBounded[flow](cfg.MaxPending, false)
+	s.sealer = newSealer()
 	s.pending = newBounded[consent](cfg.MaxPending, false)
 	s.granted = newBounded[approval](cfg.MaxConsents, false)
 	s.codes = newBounded[grant](cfg.MaxPending, false)
@@ -477,7 +478,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		"client_id_issued_at":        now.Unix(),
 		"client_name":                name,
 		"redirect_uris":              req.RedirectURIs,
-		"grant_types":                []string{"authorization_code"},
+		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"token_endpoint_auth_method": "none",
 	})
@@ -499,6 +500,10 @@ func pkceValue(v string) bool {
 // authorize is the client's entry: errors about the client or its redirect URI are
 // shown (never redirected), others redirect to the client with error and state.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	if !topLevel(r) {
+		http.Error(w, "open the login in the browser's window, not from a script or a frame", http.StatusForbidden)
+		return
+	}
 	q := r.URL.Query()
 	clientID, redirectURI := q.Get("client_id"), q.Get("redirect_uri")
 	c, ok := s.client(clientID)
@@ -524,26 +529,18 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	case len(q.Get("scope")) > 512:
 		fail("invalid_scope", "scope of at most 512 bytes")
 	default:
-		f := flow{clientID: clientID, redirectURI: redirectURI, state: state, challenge: q.Get("code_challenge"), scope: q.Get("scope"), hubVerifier: random() + random()}
-		if !s.toHub(w, r, f) {
-			fail("temporarily_unavailable", "too many logins in progress")
-		}
+		s.toHub(w, r, flow{clientID: clientID, redirectURI: redirectURI, state: state, challenge: q.Get("code_challenge"), scope: q.Get("scope"), hubVerifier: random() + random()})
 	}
 }
 
-// toHub sends the browser to the Hub's authorize endpoint for f; false when too many
-// logins are in progress.
-func (s *Server) toHub(w http.ResponseWriter, r *http.Request, f flow) bool {
-	id := random()
-	if !s.flows.put(id, f, s.cfg.FlowTTL) {
-		return false
-	}
+// toHub sends the browser to the Hub's authorize endpoint for f, sealed in the Hub's
+// state and bound to the browser.
+func (s *Server) toHub(w http.ResponseWriter, r *http.Request, f flow) {
 	hub := url.Values{
 		"client_id": {s.cfg.HubClientID}, "redirect_uri": {s.cfg.HubRedirectURI}, "response_type": {"code"},
-		"state": {id}, "code_challenge": {s256(f.hubVerifier)}, "code_challenge_method": {"S256"},
+		"state": {s.seal(f, s.browserSecret(w, r))}, "code_challenge": {s256(f.hubVerifier)}, "code_challenge_method": {"S256"},
 	}
 	http.Redirect(w, r, s.cfg.HubAuthorizeURL+"?"+hub.Encode(), http.StatusFound)
-	return true
 }
 
 // callback is where the Hub sends the browser back: the Hub's code is exchanged for the
@@ -554,9 +551,13 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f, ok := s.flows.take(q.Get("state"))
-	if !ok {
+	f, browser, err := s.open(q.Get("state"))
+	if err != nil {
 		http.Error(w, "unknown or expired login: start again from your MCP client", http.StatusBadRequest)
+		return
+	}
+	if !sameBrowser(r, browser) {
+		http.Error(w, "this login was started in another browser: start again from your MCP client", http.StatusForbidden)
 		return
 	}
 	if f.manage {

@@ -145,6 +145,13 @@ func sourceOf(addr string) string {
 	return ip.String()
 }
 
+// DefaultTrustedProxies are the peers whose X-Forwarded-For hub.oauth believes by
+// default: the Hub's configurable-http-proxy on the same host, which connects from
+// 127.0.0.1 (or ::1). A local user can reach the listener from there too and name any
+// source, which buys no more than binding any of 127.0.0.0/8 does; behind the proxy,
+// trusting none would put every user's login in one budget that one client empties.
+var DefaultTrustedProxies = []string{"127.0.0.1/32", "::1/128"}
+
 // ParseTrustedProxies parses Config.TrustedProxies from addresses (127.0.0.1, ::1) and
 // CIDR prefixes (10.0.0.0/8).
 func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {

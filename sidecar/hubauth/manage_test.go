@@ -58,8 +58,8 @@ func TestApprovalsPage(t *testing.T) {
 		u.Query().Get("redirect_uri") != e.s.cfg.HubRedirectURI || u.Query().Get("code_challenge_method") != "S256" {
 		t.Fatalf("no session: %d %q, want the Hub's login", status, loc)
 	}
-	if f, ok := e.s.flows.get(u.Query().Get("state")); !ok || !f.manage || f.clientID != "" {
-		t.Fatalf("the sign-in's flow: %+v %v", f, ok)
+	if f, _, err := e.s.open(u.Query().Get("state")); err != nil || !f.manage || f.clientID != "" {
+		t.Fatalf("the sign-in's flow: %+v %v", f, err)
 	}
 	// Neither token opens the page: the sidecar's (a client's) nor the Hub's.
 	for _, tok := range []string{mine.access, "tok-alice"} {

@@ -29,6 +29,11 @@ func CheckRedirectURI(raw string, allowed []string) error {
 		return fmt.Errorf("redirect URI must be absolute: %q", raw)
 	case u.Fragment != "" || strings.Contains(raw, "#") || u.User != nil:
 		return fmt.Errorf("redirect URI must have no fragment or user info: %q", raw)
+	case strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		// RFC 3986: an international host in its IDNA (xn--) form, anything else
+		// percent-encoded; so the consent page shows no look-alike host and no bidi or
+		// invisible character.
+		return fmt.Errorf("redirect URI must be ASCII without spaces (percent-encoded, hosts in their xn-- form): %q", raw)
 	}
 	switch scheme := strings.ToLower(u.Scheme); {
 	case scheme == "https":

@@ -111,6 +111,7 @@ func TestCleanName(t *testing.T) {
 		"line\nbreak\r\ttab\x00nul\x1b[31m":                        "linebreaktabnul[31m",
 		"para\u2029graph\u2028line":                                "paragraphline",
 		"  Cursor  ":                                               "Cursor",
+		"VS Code\u3164\u3164\u115f\u1160\uffa0(verified)":          "VS Code(verified)",
 		"bad\xffutf8":                                              "badutf8",
 		"Ünïcödé 日本語":                                              "Ünïcödé 日本語",
 		strings.Repeat("é", maxNameLen):                            strings.Repeat("é", maxNameLen/2),
@@ -466,5 +467,41 @@ func TestRegisterRefusesBrowserSchemes(t *testing.T) {
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || rec.Code != http.StatusCreated || out.Name != "Visual Studio Code" {
 		t.Errorf("a name with U+202E: %d %q", rec.Code, out.Name)
+	}
+}
+
+// TestRedirectURIsASCII checks that a redirect URI is ASCII: a look-alike international
+// host, bidi controls and invisible characters are refused, their percent-encoded or
+// IDNA forms taken.
+func TestRedirectURIsASCII(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"https://\u0430\u0440\u0440\u04cf\u0435.com/cb": false, // Cyrillic "apple"
+		"https://xn--80ak6aa92e.com/cb":                 true,
+		"https://app.example/cb\u202etxt.exe":           false,
+		"https://app.example/cb?q=\u3164":               false,
+		"com.example.app:/cb\u200b":                     false,
+		"https://app.example/cb%E2%80%AE":               true,
+		"https://app.example/c b":                       false,
+		"http://127.0.0.1:33418/cb?x=%D0%B0":            true,
+	} {
+		if err := CheckRedirectURI(raw, nil); (err == nil) != ok {
+			t.Errorf("CheckRedirectURI(%q) = %v, want accepted %v", raw, err, ok)
+		}
+	}
+}
+
+// TestFormTargetIPv6 checks the consent page's form-action for a loopback redirect URI
+// on an IPv6 literal, which a CSP host-source cannot name: its scheme.
+func TestFormTargetIPv6(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://[::1]:40000/cb":          " http:",
+		"http://[::ffff:127.0.0.1]:1/cb": " http:",
+		"http://127.0.0.1:40000/cb":      " http://127.0.0.1:40000",
+		"https://app.example/cb":         " https://app.example",
+		"com.example.app:/cb":            " com.example.app:",
+	} {
+		if got := formTarget(in); got != want {
+			t.Errorf("formTarget(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
