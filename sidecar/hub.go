@@ -125,8 +125,13 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	if err != nil {
 		return err
 	}
+	trusted, err := hubauth.ParseTrustedProxies(cfg.Hub.OAuth.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
+	}
 	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: endpointVerifier,
-		Guard: auth.Guard{Challenge: challenge, Logger: h.obs.Logger, Registerer: h.obs.Registerer}}.Wrap(h)
+		Guard: auth.Guard{Challenge: challenge, Logger: h.obs.Logger, Registerer: h.obs.Registerer,
+			Failures: hubauth.TokenFailures(trusted, cfg.Hub.OAuth.ProxyHops)}}.Wrap(h)
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,18 @@ type Guard struct {
 	Logger *slog.Logger
 	// Registerer takes auth_failures_total{reason}; nil: refusals are not counted.
 	Registerer prometheus.Registerer
+	// Failures, when set, bounds the tokens of a request's source the verifier refuses
+	// or cannot decide: a source past its budget is answered 429 without asking the
+	// verifier, so a flood of made-up tokens costs its source alone.
+	Failures Budget
+}
+
+// Budget is a budget per request source.
+type Budget interface {
+	// Allow reports whether r's source has budget left.
+	Allow(r *http.Request) bool
+	// Spend takes one of r's source's budget.
+	Spend(r *http.Request)
 }
 
 // The reasons of auth_failures_total.
@@ -153,6 +165,7 @@ const (
 	reasonMissing     = "missing"     // no bearer token
 	reasonRejected    = "rejected"    // the verifier refused it
 	reasonUnavailable = "unavailable" // the verifier could not decide (503)
+	reasonThrottled   = "throttled"   // the source's refused tokens past Guard.Failures (429)
 )
 
 // RequireBearerWith is RequireBearer with g's challenge, log and count of refusals.
@@ -167,12 +180,12 @@ func RequireBearerWith(v Verifier, g Guard, next http.Handler) (http.Handler, er
 	}
 	r := promreg.On(g.Registerer)
 	failures := promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth", Name: "failures_total",
-		Help: "Requests refused for their bearer token, by reason: missing (none sent), rejected (the verifier refused it: 401), unavailable (the verifier could not decide: 503)."},
+		Help: "Requests refused for their bearer token, by reason: missing (none sent), rejected (the verifier refused it: 401), unavailable (the verifier could not decide: 503), throttled (the source's refused tokens past their budget: 429)."},
 		[]string{"reason"}))
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register auth metrics: %w", err)
 	}
-	for _, reason := range []string{reasonMissing, reasonRejected, reasonUnavailable} {
+	for _, reason := range []string{reasonMissing, reasonRejected, reasonUnavailable, reasonThrottled} {
 		failures.WithLabelValues(reason)
 	}
 	refuse := func(req *http.Request, reason string, err error) {
@@ -188,7 +201,16 @@ func RequireBearerWith(v Verifier, g Guard, next http.Handler) (http.Handler, er
 			http.Error(w, "missing bearer token", http.StatusUnauthorized)
 			return
 		}
+		if g.Failures != nil && !g.Failures.Allow(r) {
+			refuse(r, reasonThrottled, nil)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many refused tokens from this address", http.StatusTooManyRequests)
+			return
+		}
 		p, err := v.Verify(r.Context(), token)
+		if err != nil && g.Failures != nil {
+			g.Failures.Spend(r)
+		}
 		switch {
 		case err == nil:
 			next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))

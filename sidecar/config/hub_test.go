@@ -75,6 +75,8 @@ func TestHubValidate(t *testing.T) {
 		}, ""},
 		{"trusted proxy name", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.TrustedProxies = []string{"proxy.local"} },
 			"hub.oauth.trusted_proxies: \"proxy.local\" is neither an IP address nor a CIDR prefix"},
+		{"sse in hub mode", func(c *Config) { *c = oauthOn(); c.Publisher.Name = "sse" },
+			"publisher.name: sse listens on one address, so it cannot serve every hub user's tenant: use pgnotify or webhook in hub mode"},
 		{"allowed schemes", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.AllowedRedirectSchemes = []string{"vscode", "cursor"} }, ""},
 		{"browser scheme allowed", func(c *Config) { *c = oauthOn(); c.Hub.OAuth.AllowedRedirectSchemes = []string{"microsoft-edge"} },
 			"hub.oauth.allowed_redirect_schemes: \"microsoft-edge\" is a browser's or the system's own scheme"},

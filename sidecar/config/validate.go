@@ -153,6 +153,11 @@ func (c Config) Validate() error {
 	}
 	c.Server.validate(v)
 	c.Hub.validate(v, c.Server)
+	if c.Hub.Enabled && c.Publisher.Name == "sse" {
+		// Every tenant builds its own publisher: the first to load holds the one
+		// listener address, and every other user's tenant fails to start.
+		v.fail("publisher.name", "sse listens on one address, so it cannot serve every hub user's tenant: use pgnotify or webhook in hub mode")
+	}
 
 	for _, name := range slices.Sorted(maps.Keys(c.Notebooks)) {
 		if err := names.ValidateName(name); err != nil {

@@ -40,7 +40,12 @@ const (
 	// maxLookups bounds the Hub API calls in progress: a token not cached beyond them is
 	// answered unavailable (503) at once, so a flood of made-up tokens holds at most
 	// this many requests, and their connections, waiting on a slow Hub.
-	maxLookups   = 16
+	maxLookups = 16
+	// maxRenewals are Hub API calls of their own for tokens admitted before (their
+	// cached answer expired), so that made-up tokens filling maxLookups never turn away
+	// a user already at work; knownTTL is how long a token is remembered as admitted.
+	maxRenewals  = 8
+	knownTTL     = 24 * time.Hour
 	maxUserModel = 1 << 20
 )
 
@@ -82,7 +87,9 @@ type jupyterHub struct {
 	client  *http.Client
 	log     *slog.Logger
 	flight  singleflight.Group
-	lookups chan struct{} // a token per Hub API call in progress (maxLookups)
+	lookups chan struct{}  // a token per Hub API call in progress (maxLookups)
+	renew   chan struct{}  // and per one for a token admitted before (maxRenewals)
+	known   *lru[struct{}] // digests of tokens admitted within knownTTL
 	good    *lru[auth.Principal]
 	bad     *lru[struct{}]
 	metrics hubMetrics
@@ -121,6 +128,8 @@ func NewJupyterHub(o HubOptions, s auth.Settings) (auth.Verifier, error) {
 		},
 		log:     cmp.Or(s.Logger, slog.Default()),
 		lookups: make(chan struct{}, maxLookups),
+		renew:   make(chan struct{}, maxRenewals),
+		known:   newLRU[struct{}](o.CacheSize),
 		good:    newLRU[auth.Principal](o.CacheSize),
 		bad:     newLRU[struct{}](o.CacheSize),
 	}
@@ -166,17 +175,17 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (auth.Principal, 
 	}
 	h.metrics.cache.WithLabelValues("miss").Inc()
 	ch := h.flight.DoChan(string(key[:]), func() (any, error) {
-		select {
-		case h.lookups <- struct{}{}:
-			defer func() { <-h.lookups }()
-		default:
+		release, ok := h.slot(key)
+		if !ok {
 			h.metrics.errors.WithLabelValues("busy").Inc()
 			return auth.Principal{}, fmt.Errorf("%w: %d Hub API calls in progress", auth.ErrUnavailable, maxLookups)
 		}
+		defer release()
 		p, err := h.lookup(token)
 		switch {
 		case err == nil:
 			h.good.put(key, p, time.Now().Add(h.opts.TokenCacheTTL))
+			h.known.put(key, struct{}{}, time.Now().Add(knownTTL))
 		case errors.Is(err, auth.ErrUnauthorized):
 			h.bad.put(key, struct{}{}, time.Now().Add(min(h.opts.TokenCacheTTL, maxNegativeTTL)))
 		}
@@ -201,6 +210,26 @@ type hubUser struct {
 }
 
 // lookup asks the Hub whose token this is. It outlives the request that
+// slot takes a place for a Hub API call about the token of digest key: one of
+// maxLookups, else, for a token admitted before, one of maxRenewals; false when none is
+// free. release gives it back.
+func (h *jupyterHub) slot(key [32]byte) (release func(), ok bool) {
+	select {
+	case h.lookups <- struct{}{}:
+		return func() { <-h.lookups }, true
+	default:
+	}
+	if _, known := h.known.get(key, time.Now()); !known {
+		return nil, false
+	}
+	select {
+	case h.renew <- struct{}{}:
+		return func() { <-h.renew }, true
+	default:
+		return nil, false
+	}
+}
+
 // started it (other requests may wait for it), bounded by the timeout.
 func (h *jupyterHub) lookup(token string) (auth.Principal, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)

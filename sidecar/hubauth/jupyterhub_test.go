@@ -233,3 +233,47 @@ func TestJupyterHubBoundsLookups(t *testing.T) {
 		t.Fatal("a call beyond the bound reached the Hub")
 	}
 }
+
+// TestJupyterHubRenewsKnownTokens checks that a token admitted before is asked about
+// again, once its cached answer expired, even while made-up tokens hold every Hub API
+// call of maxLookups: the user already at work is not turned away by a flood.
+func TestJupyterHubRenewsKnownTokens(t *testing.T) {
+	arrived := make(chan struct{}, maxLookups+1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "token bobs" {
+			_, _ = w.Write([]byte(`{"kind":"user","name":"bob","scopes":["access:services!service=mcp"]}`))
+			return
+		}
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": srv.URL, "service_name": "mcp", "timeout": "1m", "token_cache_ttl": "1ns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Verify(context.Background(), "bobs"); err != nil || p.User != "bob" {
+		t.Fatalf("bob's token: %v %v", p, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range maxLookups {
+		go func() { _, _ = v.Verify(ctx, fmt.Sprintf("made-up-%d", i)) }()
+	}
+	for range maxLookups {
+		<-arrived
+	}
+	if _, err := v.Verify(context.Background(), "never-seen"); !errors.Is(err, auth.ErrUnavailable) {
+		t.Errorf("a token never admitted, every lookup taken: %v, want ErrUnavailable", err)
+	}
+	for range 3 { // its cached answer long expired: asked again, on a renewal's place
+		if p, err := v.Verify(context.Background(), "bobs"); err != nil || p.User != "bob" {
+			t.Fatalf("bob's token during the flood: %v %v, want admitted", p, err)
+		}
+	}
+}

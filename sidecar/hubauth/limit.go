@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
 // limiter holds a token bucket per source address: one source's flood spends its own
@@ -38,6 +40,18 @@ func (l *limiter) allow(source string, now time.Time) bool {
 		l.m[source] = b
 	}
 	return b.take(now, l.rate, l.burst)
+}
+
+// left reports whether source's bucket holds a token at now, taking none.
+func (l *limiter) left(source string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.m[source]
+	if !ok {
+		return true
+	}
+	b.refill(now, l.rate, l.burst)
+	return b.tokens >= 1
 }
 
 // prune drops the buckets that have refilled, then, if none had, one at random; l.mu
@@ -143,6 +157,39 @@ func sourceOf(addr string) string {
 		return p.String()
 	}
 	return ip.String()
+}
+
+// Refused tokens a second, and the burst above it, one source may send the MCP endpoint
+// before it is answered 429 (TokenFailures).
+const (
+	tokenFailureRate  = 2
+	tokenFailureBurst = 20
+	maxFailureSources = 10000
+)
+
+// TokenFailures is the budget of refused tokens per source of the MCP endpoint in hub
+// mode (auth.Guard.Failures): each source, as trusted and hops name it (the rate
+// limits' source), spends its own, so a flood of made-up tokens keeps neither the
+// Hub's API nor another user's first request busy.
+func TokenFailures(trusted []netip.Prefix, hops int) auth.Budget {
+	return &tokenFailures{l: newLimiter(tokenFailureRate, tokenFailureBurst, maxFailureSources), trusted: trusted, hops: hops, now: time.Now}
+}
+
+type tokenFailures struct {
+	l       *limiter
+	trusted []netip.Prefix
+	hops    int
+	now     func() time.Time
+}
+
+func (f *tokenFailures) Allow(r *http.Request) bool {
+	src, _ := source(r, f.hops, f.trusted)
+	return f.l.left(src, f.now())
+}
+
+func (f *tokenFailures) Spend(r *http.Request) {
+	src, _ := source(r, f.hops, f.trusted)
+	f.l.allow(src, f.now())
 }
 
 // DefaultTrustedProxies are the peers whose X-Forwarded-For hub.oauth believes by
