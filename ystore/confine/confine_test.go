@@ -211,6 +211,18 @@ func TestRootOpenedFromBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		write(t, filepath.Join(top, "open", "eve", "e.ipynb"), "eve's")
+		// A safe base below a directory users may rename entries in (red team L1: any
+		// user could move the base away and put hers in its place), and one below a
+		// sticky directory, where only the base's owner may.
+		for name, mode := range map[string]os.FileMode{"open2": 0o777, "sticky": 0o777 | os.ModeSticky} {
+			if err := os.MkdirAll(filepath.Join(top, name, "homes", "eve"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(top, name, "homes", "eve", "e.ipynb"), "eve's")
+			if err := os.Chmod(filepath.Join(top, name), mode); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, c := range []struct {
 			name, base, root, file string
 			want                   error
@@ -221,6 +233,8 @@ func TestRootOpenedFromBase(t *testing.T) {
 			{"a link above the directory", top, filepath.Join(top, "alias", "data"), "a.ipynb", ErrEscapes},
 			{"a path leaving the base", alice, filepath.Join(alice, "..", "bob"), "b.ipynb", ErrEscapes},
 			{"a base others may write", filepath.Join(top, "open"), filepath.Join(top, "open", "eve"), "e.ipynb", ErrUnsafeBase},
+			{"a base below a directory others may write", filepath.Join(top, "open2", "homes"), filepath.Join(top, "open2", "homes", "eve"), "e.ipynb", ErrUnsafeBase},
+			{"a base below a sticky directory", filepath.Join(top, "sticky", "homes"), filepath.Join(top, "sticky", "homes", "eve"), "e.ipynb", nil},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				d := New(Config{Base: c.base, Root: c.root})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,33 @@ func openBase(path string) (*os.File, error) {
 		_ = b.Close()
 		return nil, fmt.Errorf("%s (owner uid %d, mode %#o): %w", path, st.Uid, st.Mode&0o7777, ErrUnsafeBase)
 	}
+	if err := safeAncestors(int(b.Fd())); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
 	return b, nil
+}
+
+// safeAncestors checks the directories above the base opened as fd, by its real path:
+// a user who may rename entries in one of them (it is hers, or writable by users and
+// not sticky) could move the base away and put her own in its place.
+func safeAncestors(fd int) error {
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return fmt.Errorf("the base of the users' directories: %w", err)
+	}
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			return fmt.Errorf("the base of the users' directories: %w", err)
+		}
+		if (st.Uid != 0 && int(st.Uid) != os.Geteuid()) || (st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0) {
+			return fmt.Errorf("%s, above the base %s (owner uid %d, mode %#o): %w", dir, real, st.Uid, st.Mode&0o7777, ErrUnsafeBase)
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
 }
 
 // walk opens the directory rel names beneath base, no component a symbolic link (magic
