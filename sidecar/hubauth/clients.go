@@ -127,9 +127,19 @@ func (s *Server) initialAccess(r *http.Request) bool {
 // separators, trimmed of space, at most maxNameLen bytes (whole characters).
 func cleanName(name string) string {
 	var b strings.Builder
+	space := false
 	for _, r := range strings.ToValidUTF8(name, "") {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point) {
+		switch {
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2800' || // Braille's blank
+			unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
 			continue
+		case unicode.Is(unicode.Zs, r): // every space one ASCII space, runs of them one
+			if space {
+				continue
+			}
+			r, space = ' ', true
+		default:
+			space = false
 		}
 		if b.Len()+utf8.RuneLen(r) > maxNameLen {
 			break

@@ -89,8 +89,14 @@ func (s *Server) browserSecret(w http.ResponseWriter, r *http.Request) string {
 	return secret
 }
 
-// sameBrowser reports whether r comes from the browser whose secret's digest is want.
+// sameBrowser reports whether r comes from the browser whose secret's digest is want:
+// any of its cookies of that name, since a page of the origin may set another one of a
+// narrower path, which the browser sends first (cookie tossing).
 func sameBrowser(r *http.Request, want string) bool {
-	ck, err := r.Cookie(loginCookie)
-	return err == nil && equal(hash(ck.Value), want)
+	for _, ck := range r.CookiesNamed(loginCookie) {
+		if equal(hash(ck.Value), want) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package hubauth
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -79,5 +80,69 @@ func TestLoginBoundToBrowser(t *testing.T) {
 		if resp := get(u, func(r *http.Request) { r.AddCookie(mine) }); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("callback with an %s state: %d, want 400", name, resp.StatusCode)
 		}
+	}
+}
+
+// TestCallbackUsesTheCodeFirst checks that the Hub's code is used up at oauth_callback
+// before any refusal: a script of the Hub's origin that had the user's browser reach the
+// callback with the state of a login the attacker started (fetch, a frame) reads a URL
+// whose code opens nothing any more. And a login cookie tossed in by a page of the
+// origin, at a narrower path (sent first), does not turn the user's own browser away.
+func TestCallbackUsesTheCodeFirst(t *testing.T) {
+	exchanged := make(chan string, 8)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		exchanged <- r.PostForm.Get("code")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"hub-token-of-alice","expires_in":3600}`))
+	}))
+	defer hub.Close()
+	e := newConsentEnv(t, func(c *Config) { c.HubTokenURL = hub.URL + "/token" })
+	const redirect = "https://app.example/cb"
+	id := e.register("app", redirect)
+	q := url.Values{"response_type": {"code"}, "client_id": {id}, "redirect_uri": {redirect}, "state": {"st"},
+		"code_challenge": {s256(strings.Repeat("v", 43))}, "code_challenge_method": {"S256"}}
+	resp, err := e.noFollow.Get(e.srv.URL + "/services/mcp/oauth/authorize?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var attackers *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == loginCookie {
+			attackers = c
+		}
+	}
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	callback := e.srv.URL + "/services/mcp/oauth_callback?" + url.Values{"code": {"alices-code"}, "state": {loc.Query().Get("state")}}.Encode()
+	// The victim's browser, led there by a script: no login cookie of the attacker's.
+	req, _ := http.NewRequest(http.MethodGet, callback, nil)
+	req.Header.Set("Sec-Fetch-Mode", "cors")
+	req.Header.Set("Sec-Fetch-Dest", "empty")
+	if resp, err = e.noFollow.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the callback from a script: %d, want 403", resp.StatusCode)
+	}
+	select {
+	case code := <-exchanged:
+		if code != "alices-code" {
+			t.Errorf("exchanged %q", code)
+		}
+	default:
+		t.Fatal("the callback refused without using up the Hub's code: the URL a script reads still opens a login")
+	}
+	// The user's own browser, with a cookie a page tossed in at the callback's path
+	// (sent first) beside its own: taken.
+	req, _ = http.NewRequest(http.MethodGet, callback, nil)
+	req.Header.Set("Cookie", loginCookie+"=tossed-by-a-page; "+loginCookie+"="+attackers.Value)
+	if resp, err = e.noFollow.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusForbidden {
+		t.Errorf("the browser that started the login, with a tossed cookie sent first: 403")
 	}
 }

@@ -546,29 +546,36 @@ func (s *Server) toHub(w http.ResponseWriter, r *http.Request, f flow) {
 // callback is where the Hub sends the browser back: the Hub's code is exchanged for the
 // user's token, and the client gets a code of its own.
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
-	if !topLevel(r) {
-		http.Error(w, "open the login in the browser's window, not from a script or a frame", http.StatusForbidden)
-		return
-	}
 	q := r.URL.Query()
 	f, browser, err := s.open(q.Get("state"))
 	if err != nil {
 		http.Error(w, "unknown or expired login: start again from your MCP client", http.StatusBadRequest)
 		return
 	}
-	if !sameBrowser(r, browser) {
+	// The Hub's code is used up first, whatever follows: a script of the Hub's origin
+	// that has the user's browser reach this URL (a fetch, a frame, a window) can read
+	// it, and must find a code that no longer opens anything (red team of issue 39: the
+	// attacker's own login's state, the victim's code, finished in the attacker's
+	// browser). Refused below, the Hub token is dropped and never leaves.
+	var tok string
+	var expiresIn int
+	if q.Get("error") == "" {
+		tok, expiresIn, err = s.exchange(r.Context(), q.Get("code"), f.hubVerifier)
+	}
+	switch {
+	case !topLevel(r):
+		http.Error(w, "open the login in the browser's window, not from a script or a frame", http.StatusForbidden)
+		return
+	case !sameBrowser(r, browser):
 		http.Error(w, "this login was started in another browser: start again from your MCP client", http.StatusForbidden)
 		return
-	}
-	if f.manage {
-		s.signedIn(w, r, f)
+	case f.manage:
+		s.signedIn(w, r, tok, err)
+		return
+	case q.Get("error") != "":
+		s.redirectError(w, r, f.redirectURI, f.state, "access_denied", "the Hub did not authorize: "+truncate(q.Get("error"), 64))
 		return
 	}
-	if e := q.Get("error"); e != "" {
-		s.redirectError(w, r, f.redirectURI, f.state, "access_denied", "the Hub did not authorize: "+truncate(e, 64))
-		return
-	}
-	tok, expiresIn, err := s.exchange(r.Context(), q.Get("code"), f.hubVerifier)
 	if err != nil {
 		s.log.Warn("hub token exchange failed", "err", err)
 		s.redirectError(w, r, f.redirectURI, f.state, "server_error", "the Hub's token exchange failed")

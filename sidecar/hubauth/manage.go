@@ -55,13 +55,11 @@ func (s *Server) consentsPage(w http.ResponseWriter, r *http.Request) {
 
 // signedIn ends a sign-in to the approvals page at oauth_callback: the Hub's code for
 // the user's Hub token, which names the user, who gets a session.
-func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f flow) {
-	q := r.URL.Query()
-	if q.Get("error") != "" {
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, tok string, err error) {
+	if r.URL.Query().Get("error") != "" {
 		http.Error(w, "the Hub did not sign you in", http.StatusForbidden)
 		return
 	}
-	tok, _, err := s.exchange(r.Context(), q.Get("code"), f.hubVerifier)
 	if err != nil {
 		s.log.Warn("hub token exchange failed", "err", err)
 		http.Error(w, "the Hub's token exchange failed", http.StatusBadGateway)

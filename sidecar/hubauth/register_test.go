@@ -103,18 +103,19 @@ func TestCheckAllowedScheme(t *testing.T) {
 // separator characters, valid UTF-8, bounded in whole characters.
 func TestCleanName(t *testing.T) {
 	for in, want := range map[string]string{
-		"Visual Studio Code":                                       "Visual Studio Code",
-		"Visual Studio Code\u202e":                                 "Visual Studio Code",
-		"\u202eedoC oiduts lausiV":                                 "edoC oiduts lausiV",
-		"a\u202ab\u202bc\u202cd\u202de\u2066f\u2067g\u2068h\u2069": "abcdefgh",
-		"a\u200eb\u200fc\u061cd\u200be\ufefff\u00adg":              "abcdefg",
-		"line\nbreak\r\ttab\x00nul\x1b[31m":                        "linebreaktabnul[31m",
-		"para\u2029graph\u2028line":                                "paragraphline",
-		"  Cursor  ":                                               "Cursor",
-		"VS Code\u3164\u3164\u115f\u1160\uffa0(verified)":          "VS Code(verified)",
-		"bad\xffutf8":                                              "badutf8",
-		"Ünïcödé 日本語":                                              "Ünïcödé 日本語",
-		strings.Repeat("é", maxNameLen):                            strings.Repeat("é", maxNameLen/2),
+		"Visual Studio Code":                                           "Visual Studio Code",
+		"Visual Studio Code\u202e":                                     "Visual Studio Code",
+		"\u202eedoC oiduts lausiV":                                     "edoC oiduts lausiV",
+		"a\u202ab\u202bc\u202cd\u202de\u2066f\u2067g\u2068h\u2069":     "abcdefgh",
+		"a\u200eb\u200fc\u061cd\u200be\ufefff\u00adg":                  "abcdefg",
+		"line\nbreak\r\ttab\x00nul\x1b[31m":                            "linebreaktabnul[31m",
+		"para\u2029graph\u2028line":                                    "paragraphline",
+		"  Cursor  ":                                                   "Cursor",
+		"VS Code\u3164\u3164\u115f\u1160\uffa0(verified)":              "VS Code(verified)",
+		"VS Code\u2800\u2800\u3000\u2007\u00a0 \ufe0f\u180b(verified)": "VS Code (verified)",
+		"bad\xffutf8":                                                  "badutf8",
+		"Ünïcödé 日本語":                                                  "Ünïcödé 日本語",
+		strings.Repeat("é", maxNameLen):                                strings.Repeat("é", maxNameLen/2),
 	} {
 		if got := cleanName(in); got != want {
 			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
