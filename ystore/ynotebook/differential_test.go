@@ -242,7 +242,7 @@ func requireChanges(t testing.TB, i int, ch Changes, a, b *Snapshot) {
 			want[id] = CellChange{
 				Source: prev.Source || cc.Source, Metadata: prev.Metadata || cc.Metadata, Outputs: prev.Outputs || cc.Outputs,
 				ExecutionCount: prev.ExecutionCount || cc.ExecutionCount, Attachments: prev.Attachments || cc.Attachments,
-				CellType: prev.CellType || cc.CellType, OutputIndexes: unionInts(prev.OutputIndexes, cc.OutputIndexes),
+				CellType: prev.CellType || cc.CellType, Other: prev.Other || cc.Other, OutputIndexes: unionInts(prev.OutputIndexes, cc.OutputIndexes),
 			}
 		}
 	}
@@ -360,6 +360,16 @@ func cellDiff(t testing.TB, a, b Cell) (CellChange, bool) {
 		ExecutionCount: differs("execution_count"),
 		Attachments:    differs("attachments"),
 		CellType:       differs("cell_type"),
+	}
+	// A key outside nbformat, which get() serves as it is (issue 40): Other.
+	for _, m := range []map[string]any{ma, mb} {
+		for k := range m {
+			switch k {
+			case "id", "source", "metadata", "execution_count", "attachments", "cell_type", "outputs":
+			default:
+				cc.Other = cc.Other || differs(k)
+			}
+		}
 	}
 	oa, _ := ma["outputs"].([]any)
 	ob, _ := mb["outputs"].([]any)
