@@ -114,6 +114,11 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	fc := cfg.Server.FrontConfig("hub", o.listener, h.obs) // "mcp" is the users' transports' own, shared
 	fc.ProbePrefixes = []string{"", cfg.Hub.PrefixedPath("")}
 	fc.PerPrincipal, _ = cfg.Hub.UserShare(cfg.Server) // each user's share of the listener
+	trusted, err := hubauth.ParseTrustedProxies(cfg.Hub.OAuth.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
+	}
+	fc.Proxies = trusted // the Hub's proxy pools every user's requests: shared out request by request
 	fc.Listening = func(addr net.Addr) {
 		obs.Logger.Info("sidecar started in hub mode", "listen", addr.String(), "endpoint", cfg.Hub.PrefixedPath(cfg.Server.Path), "service", cfg.Hub.ServiceName)
 	}
@@ -124,10 +129,6 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	challenge, endpointVerifier, err := mountHubAuth(f, cfg, verifier, h.obs)
 	if err != nil {
 		return err
-	}
-	trusted, err := hubauth.ParseTrustedProxies(cfg.Hub.OAuth.TrustedProxies)
-	if err != nil {
-		return fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
 	}
 	endpoint, err := front.Edge{AllowedOrigins: cfg.Server.AllowedOrigins, Verifier: endpointVerifier,
 		Guard: auth.Guard{Challenge: challenge, Logger: h.obs.Logger, Registerer: h.obs.Registerer,

@@ -1,19 +1,30 @@
 // Package conns bounds what an HTTP listener holds, and shares it out so that no
-// principal, and not the anonymous, can take what the others need. Every connection
-// is classified: it is anonymous until a request on it is admitted for a principal
-// (Admit, after the request's token was checked), and then that principal's. The
-// anonymous hold at most Limits.Anonymous connections between them, each for at most
-// Limits.AnonymousTimeout without a request: when they have none left, the oldest
-// idle anonymous connection is closed for the new one, so a client holding idle
-// connections cannot keep one that sends its request at once from being served. The
-// principals hold at most Limits.MaxConnections together, each at most
-// Limits.PerPrincipal; a request beyond gets 429 (its principal's share) or 503 (all
-// taken) with Retry-After and its connection closed, and another's connection is
-// never closed for it. Keep-alive connections are closed after an idle timeout, and
-// request headers and bodies must arrive within a read timeout. Responses are never
-// cut: there is no write timeout, so long-lived streams (SSE, subscriptions/listen)
-// stay open. A listener that must never starve the others of file descriptors takes
-// its bounds through WithinDescriptors.
+// principal, and not the anonymous, can take what the others need. Connections are
+// bounded, and requests are shared: a connection is not a client (the Hub's proxy
+// carries every user's requests on the connections it pools), so a principal's share
+// is of requests in flight, streams included, never of connections.
+//
+// Every connection is anonymous until a request on it is admitted for a principal
+// (Admit, after the request's token was checked), and is then held, by no one in
+// particular. The anonymous hold at most Limits.Anonymous connections between them,
+// each for at most Limits.AnonymousTimeout without a request: when they have none
+// left, the oldest idle anonymous connection is closed for the new one, so a client
+// holding idle connections cannot keep one that sends its request at once from being
+// served. Held connections are at most Limits.MaxConnections: a request admitted on
+// an anonymous connection when they are all held closes the oldest idle held one,
+// whoever's requests it carried. A proxy's connections (Limits.Proxies) are held from
+// the start. A principal has at most Limits.PerPrincipal requests
+// in flight; one more gets 429 (its share) with Retry-After and its connection
+// closed, and a request finding every held connection busy gets 503 (all taken). A
+// request not admitted for a principal, on a connection of a class where a new one
+// found no room within the last pressedFor, is answered with its connection closed, so that a
+// flood of such requests through a proxy's pooled connections turns the connections
+// over instead of keeping them all busy.
+// Keep-alive connections are closed after an idle timeout, and request headers and
+// bodies must arrive within a read timeout. Responses are never cut: there is no write
+// timeout, so long-lived streams (SSE, subscriptions/listen) stay open. A listener
+// that must never starve the others of file descriptors takes its bounds through
+// WithinDescriptors.
 package conns
 
 import (
@@ -22,6 +33,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -35,12 +47,18 @@ import (
 // Limits are the bounds of one listener. Zero fields take their defaults
 // (Limits.Defaults).
 type Limits struct {
-	MaxConnections   int           // connections the principals hold at most, together; 0: no bound
-	PerPrincipal     int           // connections one principal holds at most; 0: MaxConnections
+	MaxConnections   int           // connections held (that carried an admitted request) at most; 0: no bound
+	PerPrincipal     int           // requests in flight, streams included, one principal has at most; 0: MaxConnections
 	Anonymous        int           // connections not yet admitted for a principal, at most; 0: AnonymousShare(MaxConnections)
 	AnonymousTimeout time.Duration // an anonymous connection without a request this long is closed; 0: min(ReadTimeout, IdleTimeout, DefaultAnonymousTimeout)
 	IdleTimeout      time.Duration // a principal's keep-alive connection idle this long is closed
 	ReadTimeout      time.Duration // a request's header, then its body, must arrive within this
+	// Proxies are the peers that carry other clients' requests on connections they pool
+	// (the Hub's configurable-http-proxy): their connections are held from the start,
+	// never anonymous, so that what refuses a client's request is an HTTP answer the
+	// proxy hands on, never a closed connection it turns into a 503 for whichever
+	// client's request it sent next.
+	Proxies []netip.Prefix
 }
 
 // Defaults of Limits, and of the shares of the listeners that take them.
@@ -89,15 +107,15 @@ func (l Limits) Defaults() Limits {
 // The reasons of connections_refused_total.
 const (
 	ReasonAnonymous = "anonymous" // an anonymous connection closed: the oldest idle one for a new one, or a new one when every one is busy
-	ReasonShare     = "share"     // a request refused 429: its principal holds its share
-	ReasonFull      = "full"      // a request refused 503: the principals hold every connection
+	ReasonShare     = "share"     // a request refused 429: its principal has its share in flight
+	ReasonFull      = "full"      // a request refused 503: every held connection is busy (or a proxy's new connection closed: all busy)
 )
 
 // RefusedCounter is the counter, by reason, of the connections and requests the
 // shares of the named listener ("mcp", "hub", "metrics", "sse") refused.
 func RefusedCounter(listener string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
-		Help: "connections and requests refused by the listener's shares, by reason: anonymous (an anonymous connection closed, the oldest idle one for a new one, or a new one when none was idle), share (429: the principal holds its share), full (503: the principals hold every connection)."},
+		Help: "connections and requests refused by the listener's shares, by reason: anonymous (an anonymous connection closed, the oldest idle one for a new one, or a new one when none was idle), share (429: the principal has its share of requests in flight), full (503: every held connection is busy)."},
 		[]string{"reason"})
 	for _, r := range []string{ReasonAnonymous, ReasonShare, ReasonFull} {
 		c.WithLabelValues(r)
@@ -137,48 +155,51 @@ type Listener struct {
 	l       Limits
 	refused *prometheus.CounterVec
 
-	mu     sync.Mutex
-	anon   map[*conn]struct{}            // anonymous connections, busy or idle
-	byUser map[string]map[*conn]struct{} // each principal's connections
-	total  int                           // connections the principals hold
-	poke   chan struct{}                 // a connection closed or ended a request: add may find room
+	mu       sync.Mutex
+	anon     map[*conn]struct{} // anonymous connections, busy or idle
+	held     map[*conn]struct{} // connections that carried an admitted request
+	inFlight map[string]int     // each principal's admitted requests being served
+	pressed  [2]time.Time       // when a new connection last found no room, by class (anonymous, held)
+	poke     chan struct{}      // a connection closed or ended a request: add may find room
 }
 
 // Listen shares the connections of ln out within l (after l.Defaults); refusals are
 // counted in refused by reason.
 func Listen(ln net.Listener, l Limits, refused *prometheus.CounterVec) *Listener {
 	return &Listener{Listener: ln, l: l.Defaults(), refused: refused,
-		anon: map[*conn]struct{}{}, byUser: map[string]map[*conn]struct{}{}, poke: make(chan struct{}, 1)}
+		anon: map[*conn]struct{}{}, held: map[*conn]struct{}{}, inFlight: map[string]int{}, poke: make(chan struct{}, 1)}
 }
 
 // conn is one accepted connection and its class.
 type conn struct {
 	net.Conn
-	ln      *Listener
-	owner   string // the principal's; "" while anonymous (authed false)
-	authed  bool
-	busy    bool         // a request is being served
-	used    bool         // a request was served on it
-	waiting atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
-	inBody  atomic.Bool  // the Read in progress is the request body's
-	since   time.Time    // when it last became idle (or was accepted)
-	expiry  *time.Timer  // closes an anonymous connection left without a request; nil otherwise
-	release func()
+	ln        *Listener
+	authed    bool // held: a request on it was admitted, or it is a proxy's
+	busy      bool // a request is being served
+	admitted  bool // the request being served was admitted, for principal
+	principal string
+	used      bool         // a request was served on it
+	waiting   atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
+	inBody    atomic.Bool  // the Read in progress is the request body's
+	since     time.Time    // when it last became idle (or was accepted)
+	expiry    *time.Timer  // closes an anonymous connection left without a request; nil otherwise
+	release   func()
 }
 
-// Accept returns the next connection, anonymous: if the anonymous have every
-// connection of theirs, the oldest idle one is closed for it; if none is idle within
-// admitWait, it is closed itself.
+// Accept returns the next connection, anonymous (held if it is a proxy's): if its
+// class has every connection of its own, the oldest idle one is closed for it; if none
+// is idle within admitWait, it is closed itself.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if sc := l.add(c); sc != nil {
+		sc, refusal := l.add(c)
+		if sc != nil {
 			return sc, nil
 		}
-		l.refused.WithLabelValues(ReasonAnonymous).Inc()
+		l.refused.WithLabelValues(refusal).Inc()
 		_ = c.Close()
 	}
 }
@@ -196,20 +217,39 @@ const (
 	// admitWait bounds how long a new connection waits for an anonymous one to turn
 	// idle (Accept waits meanwhile: the kernel queues the next ones).
 	admitWait = 200 * time.Millisecond
+	// pressAfter: a new connection that waited this long for room presses its class
+	// (the anonymous are all busy, not just turning idle); for pressedFor after, the
+	// class's requests not admitted for a principal close their connections.
+	pressAfter = admitWait / 2
+	pressedFor = time.Second
 )
 
-// add classifies c anonymous, making room if need be; nil if there is none.
-func (l *Listener) add(c net.Conn) *conn {
+// The classes of connections, indexing Listener.pressed.
+const (
+	anonymous = iota
+	held
+)
+
+// add classifies c, anonymous or a proxy's, making room in its class if need be; nil
+// and the refusal's reason if there is none.
+func (l *Listener) add(c net.Conn) (*conn, string) {
+	class, refusal := anonymous, ReasonAnonymous
+	if l.fromProxy(c.RemoteAddr()) {
+		class, refusal = held, ReasonFull
+	}
 	deadline := time.Now().Add(admitWait)
 	for {
 		l.mu.Lock()
-		if sc := l.addLocked(c); sc != nil {
+		if sc := l.addLocked(c, class); sc != nil {
 			l.mu.Unlock()
-			return sc
+			return sc, ""
+		}
+		if time.Until(deadline) < admitWait-pressAfter {
+			l.pressed[class] = time.Now()
 		}
 		l.mu.Unlock()
 		if time.Now().After(deadline) {
-			return nil
+			return nil, refusal
 		}
 		select {
 		case <-l.poke:
@@ -218,25 +258,50 @@ func (l *Listener) add(c net.Conn) *conn {
 	}
 }
 
+// fromProxy reports whether addr is one of Limits.Proxies.
+func (l *Listener) fromProxy(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || len(l.l.Proxies) == 0 {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range l.l.Proxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
 // addLocked is add's one try (under l.mu).
-func (l *Listener) addLocked(c net.Conn) *conn {
-	if len(l.anon) >= l.l.Anonymous {
-		victim := oldestIdle(l.anon, true)
+func (l *Listener) addLocked(c net.Conn, class int) *conn {
+	set, bound := l.anon, l.l.Anonymous
+	if class == held {
+		set, bound = l.held, l.l.MaxConnections
+	}
+	if len(set) >= bound {
+		victim := oldestIdle(set)
 		if victim == nil {
 			return nil
 		}
-		l.refused.WithLabelValues(ReasonAnonymous).Inc()
+		if class == anonymous {
+			l.refused.WithLabelValues(ReasonAnonymous).Inc()
+		}
 		l.dropLocked(victim)
 		go func() { _ = victim.Conn.Close() }()
 	}
-	sc := &conn{Conn: c, ln: l, since: time.Now()}
+	sc := &conn{Conn: c, ln: l, since: time.Now(), authed: class == held}
 	sc.release = sync.OnceFunc(func() {
 		l.mu.Lock()
 		l.dropLocked(sc)
 		l.mu.Unlock()
 		l.signal()
 	})
-	l.anon[sc] = struct{}{}
+	set[sc] = struct{}{}
 	sc.arm()
 	return sc
 }
@@ -244,11 +309,10 @@ func (l *Listener) addLocked(c net.Conn) *conn {
 // oldestIdle is the connection of set idle longest: the server waiting for its
 // client's bytes for idleAfter at least (one just accepted, or whose bytes are being
 // read or parsed, is not idle), or slowAfter passed without a request, and not
-// serving a request, but, among the anonymous,
-// one waiting for the request's body (a slow body holds nothing); one that never
-// sent a request goes before a keep-alive one (a probe's, a scraper's), which is
-// closed only while there is none; nil if none is.
-func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
+// serving a request, but one whose request, not admitted, waits for its body (a slow
+// body holds nothing); one that never sent a request goes before a keep-alive one (a
+// probe's, a scraper's), which is closed only while there is none; nil if none is.
+func oldestIdle(set map[*conn]struct{}) *conn {
 	var o *conn
 	now := time.Now().UnixNano()
 	before := func(c, o *conn) bool {
@@ -260,7 +324,7 @@ func oldestIdle(set map[*conn]struct{}, anonymous bool) *conn {
 	silent := false // a connection that never sent a request is in set, idle or not yet
 	for c := range set {
 		silent = silent || !c.used
-		serving := c.busy && !(anonymous && c.inBody.Load())
+		serving := c.busy && !(!c.admitted && c.inBody.Load())
 		w := c.waiting.Load()
 		waited := w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
 		if !serving && waited && (o == nil || before(c, o)) {
@@ -279,19 +343,8 @@ func (l *Listener) dropLocked(c *conn) {
 		c.expiry.Stop()
 		c.expiry = nil
 	}
-	if !c.authed {
-		delete(l.anon, c)
-		return
-	}
-	if set := l.byUser[c.owner]; set != nil {
-		if _, ok := set[c]; ok {
-			delete(set, c)
-			l.total--
-			if len(set) == 0 {
-				delete(l.byUser, c.owner)
-			}
-		}
-	}
+	delete(l.anon, c)
+	delete(l.held, c)
 }
 
 // arm starts, for an anonymous idle connection, the timer that closes it (under l.mu).
@@ -311,22 +364,37 @@ func (c *conn) arm() {
 	c.expiry = t
 }
 
-// begin marks c serving a request.
-func (c *conn) begin() {
-	c.ln.mu.Lock()
-	defer c.ln.mu.Unlock()
+// begin marks c serving a request, and reports whether a new connection of c's class
+// (anonymous or held) found no room within pressedFor: then, unless the request is
+// admitted, its connection is closed after it.
+func (c *conn) begin() (pressed bool) {
+	l := c.ln
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	c.busy, c.used = true, true
 	if c.expiry != nil {
 		c.expiry.Stop()
 		c.expiry = nil
 	}
+	class := anonymous
+	if c.authed {
+		class = held
+	}
+	return time.Since(l.pressed[class]) < pressedFor
 }
 
-// end marks c idle, waiting for its next request.
+// end marks c idle, waiting for its next request, and its request's principal one
+// request fewer in flight.
 func (c *conn) end() {
 	c.ln.mu.Lock()
 	c.busy = false
 	c.since = time.Now()
+	if c.admitted {
+		c.admitted = false
+		if c.ln.inFlight[c.principal]--; c.ln.inFlight[c.principal] <= 0 {
+			delete(c.ln.inFlight, c.principal)
+		}
+	}
 	if _, open := c.ln.anon[c]; open {
 		c.arm()
 	}
@@ -358,45 +426,47 @@ func (c *conn) Close() error {
 	return c.Conn.Close()
 }
 
-// admit moves c to principal's connections if its share and the whole allow, making
-// room among principal's own idle connections if need be; else the refusal's reason.
+// admit counts c's request in flight for principal if its share allows, moving c
+// among the held connections if it is anonymous, which closes the oldest idle held
+// one when they are all held; else the refusal's reason.
 func (l *Listener) admit(c *conn, principal string) (reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.authed && c.owner == principal {
-		return ""
+	if c.admitted {
+		return "" // admitted already (by another handler on the way)
 	}
-	if len(l.byUser[principal]) >= l.l.PerPrincipal {
-		own := oldestIdle(l.byUser[principal], false)
-		switch {
-		case own == nil && l.l.PerPrincipal == l.l.MaxConnections: // one principal's share is the whole
+	if l.inFlight[principal] >= l.l.PerPrincipal {
+		if l.l.PerPrincipal == l.l.MaxConnections { // one principal's share is the whole
 			return ReasonFull
-		case own == nil:
-			return ReasonShare
 		}
-		l.dropLocked(own)
-		go func() { _ = own.Conn.Close() }()
+		return ReasonShare
 	}
-	if l.total >= l.l.MaxConnections && !c.authed {
-		return ReasonFull
+	if !c.authed {
+		if len(l.held) >= l.l.MaxConnections {
+			idle := oldestIdle(l.held)
+			if idle == nil {
+				l.pressed[held] = time.Now()
+				return ReasonFull
+			}
+			l.dropLocked(idle)
+			go func() { _ = idle.Conn.Close() }()
+		}
+		l.dropLocked(c)
+		c.authed = true
+		l.held[c] = struct{}{}
 	}
-	l.dropLocked(c)
-	c.authed, c.owner = true, principal
-	if l.byUser[principal] == nil {
-		l.byUser[principal] = map[*conn]struct{}{}
-	}
-	l.byUser[principal][c] = struct{}{}
-	l.total++
+	c.admitted, c.principal = true, principal
+	l.inFlight[principal]++
 	return ""
 }
 
 type connKey struct{}
 
-// Admit admits r's connection for principal (its token was checked): true if it may
-// be served; else the refusal is written (429 for a principal holding its share, 503
-// when the principals hold every connection, with Retry-After and the connection
-// closed after it) and counted. A request not served by a Listener's Server is
-// admitted.
+// Admit admits r for principal (its token was checked), one more of its requests in
+// flight until r is served: true if it may be served; else the refusal is written (429
+// for a principal with its share in flight, 503 when every held connection is busy,
+// with Retry-After and the connection closed after it) and counted. A request not
+// served by a Listener's Server is admitted.
 func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
 	c, ok := r.Context().Value(connKey{}).(*conn)
 	if !ok {
@@ -404,11 +474,12 @@ func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
 	}
 	reason := c.ln.admit(c, principal)
 	if reason == "" {
-		c.ln.signal() // it left the anonymous: an Accept waiting for room may go on
+		w.Header().Del("Connection") // kept open (track closes a full class's unadmitted requests')
+		c.ln.signal()                // it may have left the anonymous: an Accept waiting for room may go on
 		return true
 	}
 	c.ln.refused.WithLabelValues(reason).Inc()
-	code, msg := http.StatusTooManyRequests, "too many connections of yours are open: close some, or retry later"
+	code, msg := http.StatusTooManyRequests, "too many requests of yours are in flight: end some, or retry later"
 	if reason == ReasonFull {
 		code, msg = http.StatusServiceUnavailable, "the server holds all the connections it may: retry later"
 	}
@@ -436,11 +507,14 @@ func (l *Listener) Server(h http.Handler) *http.Server {
 	}
 }
 
-// track marks a request's connection busy while it is served.
+// track marks a request's connection busy while it is served; if its class is at its
+// bound the connection is closed after it unless Admit admits the request.
 func track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
-			c.begin()
+			if c.begin() {
+				w.Header().Set("Connection", "close")
+			}
 			defer c.end()
 			if r.Body != nil && r.Body != http.NoBody {
 				r.Body = &body{ReadCloser: r.Body, c: c}

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,11 +184,11 @@ func TestKeepAliveBeforeSilent(t *testing.T) {
 	}
 }
 
-// TestShares: a principal holding its share gets 429 with Retry-After for one more
-// connection and its connection is closed, never another's; another principal is
-// served meanwhile, and an anonymous probe too; when the principals hold every
-// connection, 503. A principal at its share with an idle connection of its own has
-// it closed for the new one instead.
+// TestShares: a principal with its share of requests in flight gets 429 with
+// Retry-After for one more, and that request's connection is closed, never another's;
+// another principal is served meanwhile, and an anonymous probe too. When every
+// connection is held, a new principal's request closes the oldest idle held
+// connection, whoever's requests it carried, and gets 503 only when all are busy.
 func TestShares(t *testing.T) {
 	addr, refused := serve(t, principals, Limits{MaxConnections: 3, PerPrincipal: 2, Anonymous: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute})
 	stream := func(user string) net.Conn {
@@ -210,6 +212,9 @@ func TestShares(t *testing.T) {
 			t.Fatalf("mallory's stream %d was closed", i)
 		}
 	}
+	if got := refused(ReasonShare); got != 1 {
+		t.Errorf("refused{share} = %v, want 1", got)
+	}
 	if resp := get(t, dial(t, addr), "/", ""); resp.StatusCode != 200 {
 		t.Fatalf("an anonymous probe: %s", resp.Status)
 	}
@@ -217,27 +222,181 @@ func TestShares(t *testing.T) {
 	if resp := get(t, bob, "/", "bob"); resp.StatusCode != 200 {
 		t.Fatalf("bob under his share: %s", resp.Status)
 	}
-	if resp := get(t, dial(t, addr), "/", "carol"); resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("carol with every connection held: %s, want 503", resp.Status)
-	}
-	// Once mallory closes a stream bob gets a second connection; at his share, a third
-	// closes his oldest idle one rather than being refused.
-	_ = mallory[0].Close()
-	testenv.Eventually(t, testenv.Wait, "bob's second connection served", func() bool {
-		return get(t, dial(t, addr), "/", "bob").StatusCode == 200
-	})
-	if got := refused(ReasonShare); got != 1 {
-		t.Errorf("refused{share} = %v, want 1", got)
-	}
-	// (An idle connection is one the server has waited on for a moment: retried.)
-	testenv.Eventually(t, testenv.Wait, "bob's third connection served at his share", func() bool {
-		return get(t, dial(t, addr), "/", "bob").StatusCode == 200
+	// Every connection held: carol's closes bob's idle one (an idle connection is one
+	// the server has waited on for a moment: retried).
+	testenv.Eventually(t, testenv.Wait, "carol served for bob's idle connection", func() bool {
+		return get(t, dial(t, addr), "/stream", "carol").StatusCode == 200
 	})
 	if !closedWithin(bob, testenv.Wait) {
-		t.Fatal("bob's oldest idle connection stayed open for his new one")
+		t.Fatal("bob's idle connection stayed open for carol's new one")
+	}
+	// Every held connection busy: 503, until mallory ends a stream.
+	if resp := get(t, dial(t, addr), "/", "dave"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("dave with every connection busy: %s, want 503", resp.Status)
 	}
 	if got := refused(ReasonFull); got < 1 {
 		t.Errorf("refused{full} = %v, want at least 1", got)
+	}
+	_ = mallory[0].Close()
+	testenv.Eventually(t, testenv.Wait, "dave served once mallory ended a stream", func() bool {
+		return get(t, dial(t, addr), "/", "dave").StatusCode == 200
+	})
+}
+
+// TestSharesOfPooledConnections: a proxy carries every principal's requests on the
+// connections it pools. A connection is nobody's: bob's requests, one at a time over
+// four pooled connections, are all served and none of them is closed, while mallory,
+// with her share in flight over two of them, is refused one more on a third; bob is
+// served on the fourth meanwhile.
+func TestSharesOfPooledConnections(t *testing.T) {
+	addr, refused := serve(t, principals, Limits{MaxConnections: 8, PerPrincipal: 2, Anonymous: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute})
+	pool := make([]net.Conn, 4)
+	for i := range pool {
+		pool[i] = dial(t, addr)
+	}
+	for round := range 3 {
+		for i, c := range pool {
+			if resp := get(t, c, "/", "bob"); resp.StatusCode != 200 {
+				t.Fatalf("round %d: bob's request on pooled connection %d: %s", round, i, resp.Status)
+			}
+		}
+	}
+	for i, c := range pool[:2] {
+		if resp := get(t, c, "/stream", "mallory"); resp.StatusCode != 200 {
+			t.Fatalf("mallory's stream on pooled connection %d: %s", i, resp.Status)
+		}
+	}
+	if resp := get(t, pool[2], "/", "mallory"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("mallory's third request in flight: %s, want 429", resp.Status)
+	}
+	if resp := get(t, pool[3], "/", "bob"); resp.StatusCode != 200 {
+		t.Fatalf("bob beside mallory's share: %s", resp.Status)
+	}
+	if closedWithin(pool[3], 50*time.Millisecond) {
+		t.Fatal("the pooled connection that carried bob's request was closed")
+	}
+	if got, want := refused(ReasonShare), 1.0; got != want {
+		t.Errorf("refused{share} = %v, want %v", got, want)
+	}
+}
+
+// TestAnonymousFloodTurnsOver: a proxy's pooled anonymous connections kept busy back to
+// back by requests no principal is admitted for (made-up tokens) never turn idle; a
+// new connection waiting for room makes their next responses close them, and it is
+// served rather than closed at accept.
+func TestAnonymousFloodTurnsOver(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(5 * time.Millisecond) // a token check
+		if u := r.Header.Get("X-User"); u != "" && Admit(w, r, u) {
+			ok(w, r)
+			return
+		}
+		http.Error(w, "invalid token", http.StatusUnauthorized)
+	})
+	addr, refused := serve(t, h, Limits{MaxConnections: 8, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	stop := make(chan struct{})
+	closes := make(chan struct{}, 1000)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() { // a pooled connection, reopened when the server closes it
+			defer wg.Done()
+			for {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				br := bufio.NewReader(c)
+				for {
+					select {
+					case <-stop:
+						_ = c.Close()
+						return
+					default:
+					}
+					if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+						break
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						break
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					if resp.Close {
+						closes <- struct{}{}
+						break
+					}
+				}
+				_ = c.Close()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for range 5 {
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-User: bob\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("bob's new connection during the flood: %v, %v (refused{anonymous} %v)", resp, err, refused(ReasonAnonymous))
+		}
+	}
+	if len(closes) == 0 {
+		t.Fatal("no flooding connection was closed by its response")
+	}
+}
+
+// TestProxyConnectionsHeld: a proxy's connections (Limits.Proxies) are held from the
+// start, never anonymous: with the anonymous' one connection busy, three of the
+// proxy's carrying anonymous requests are served, and a fourth, with every held
+// connection taken, closes the oldest idle one rather than being closed.
+func TestProxyConnectionsHeld(t *testing.T) {
+	block, blocked := make(chan struct{}), make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			blocked <- struct{}{}
+			<-block
+		}
+		ok(w, r)
+	})
+	defer close(block)
+	proxy := netip.MustParsePrefix("127.0.0.2/32")
+	addr, refused := serve(t, h, Limits{MaxConnections: 3, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
+	if _, err := io.WriteString(dial(t, addr), "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Receive(t, testenv.Wait, "the anonymous connection busy", blocked)
+	fromProxy := func() net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: proxy.Addr().AsSlice()}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	var pooled []net.Conn
+	for i := range 3 {
+		c := fromProxy()
+		if resp := get(t, c, "/", ""); resp.StatusCode != 200 {
+			t.Fatalf("the proxy's connection %d: %s", i, resp.Status)
+		}
+		pooled = append(pooled, c)
+	}
+	if got := refused(ReasonAnonymous); got != 0 {
+		t.Fatalf("refused{anonymous} = %v: a proxy's connection was counted anonymous", got)
+	}
+	testenv.Eventually(t, testenv.Wait, "a fourth connection of the proxy's served", func() bool {
+		c := fromProxy()
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+		_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, rerr := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && rerr == nil && resp.StatusCode == 200
+	})
+	if !closedWithin(pooled[0], testenv.Wait) {
+		t.Fatal("the proxy's oldest idle connection stayed open for its new one")
 	}
 }
 

@@ -34,15 +34,15 @@ type Hub struct {
 	IdleTimeout   time.Duration `option:"idle_timeout" yaml:"idle_timeout"`       // a user's rooms are released after it
 	StateDir      string        `option:"state_dir" yaml:"state_dir"`             // users' name bindings; "" = server.state_file's directory, else $STATE_DIRECTORY, else the working directory (Config.HubStateDirs)
 	OAuth         HubOAuth      `option:"oauth" yaml:"oauth"`                     // MCP clients log in with the Hub (sidecar/hubauth)
-	// MaxConnectionsPerUser is a user's share of server.max_connections, and of their
-	// sessions (UserShare); 0: an eighth of server.max_connections.
+	// MaxConnectionsPerUser is a user's share of requests in flight, streams included,
+	// and of their sessions (UserShare); 0: an eighth of server.max_connections.
 	MaxConnectionsPerUser int `option:"max_connections_per_user" yaml:"max_connections_per_user"`
 }
 
-// UserShare is the connections one user holds at most (hub.max_connections_per_user,
+// UserShare is the requests one user has in flight at most (hub.max_connections_per_user,
 // else conns.UserShare of server.max_connections), and the 2025-11-25 sessions at
-// most (server.limits.max_sessions if lower): each session's GET stream holds a
-// connection.
+// most (server.limits.max_sessions if lower): each session's GET stream is a request
+// in flight.
 func (h Hub) UserShare(s Server) (connections, sessions int) {
 	connections = h.MaxConnectionsPerUser
 	if connections == 0 {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -30,15 +31,16 @@ import (
 // Config is what the front is built from: the daemon's server section's listener
 // settings.
 type Config struct {
-	Listen         string        // the MCP listener's address; "" without Listener: none (stdio)
-	Listener       net.Listener  // served instead of listening on Listen; nil: listen
-	Name           string        // the MCP listener's label in connections_refused_total: "mcp", "hub"
-	MaxConnections int           // connections the principals hold at most, on each listener (the anonymous have their own: conns.Limits)
-	PerPrincipal   int           // connections one principal holds at most on the MCP listener; 0: MaxConnections (one principal: single mode)
-	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
-	ReadTimeout    time.Duration // a request's header, then its body, must arrive within it
-	DrainTimeout   time.Duration // how long open requests have to end once the front stops
-	MetricsListen  string        // the probes' and /metrics' own listener; "": the MCP listener
+	Listen         string         // the MCP listener's address; "" without Listener: none (stdio)
+	Listener       net.Listener   // served instead of listening on Listen; nil: listen
+	Name           string         // the MCP listener's label in connections_refused_total: "mcp", "hub"
+	MaxConnections int            // connections held for the principals at most, on each listener (the anonymous have their own: conns.Limits)
+	PerPrincipal   int            // requests in flight one principal has at most on the MCP listener; 0: MaxConnections (one principal: single mode)
+	Proxies        []netip.Prefix // peers pooling their clients' requests on the MCP listener (conns.Limits.Proxies): hub mode's trusted proxies
+	IdleTimeout    time.Duration  // keep-alive connections idle this long are closed
+	ReadTimeout    time.Duration  // a request's header, then its body, must arrive within it
+	DrainTimeout   time.Duration  // how long open requests have to end once the front stops
+	MetricsListen  string         // the probes' and /metrics' own listener; "": the MCP listener
 	// ProbePrefixes are where /healthz and /readyz are served on the MCP listener
 	// whatever MetricsListen ("" the root): hub mode's, reached through the Hub's proxy.
 	ProbePrefixes []string
@@ -115,7 +117,7 @@ func (f *Front) Run(ctx context.Context) error {
 		}
 		g.Go(func() error {
 			l := f.limits()
-			l.PerPrincipal = f.cfg.PerPrincipal
+			l.PerPrincipal, l.Proxies = f.cfg.PerPrincipal, f.cfg.Proxies
 			if err := f.serve(gctx, conns.Listen(ln, l, f.refused), f.mux); err != nil {
 				return fmt.Errorf("serve http: %w", err)
 			}

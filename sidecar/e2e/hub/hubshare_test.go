@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +165,127 @@ func TestHubFairShare(t *testing.T) {
 		if _, err := c.br.ReadByte(); err != nil && !strings.Contains(err.Error(), "timeout") {
 			t.Fatalf("mallory's stream %d was closed: %v", i, err)
 		}
+	}
+}
+
+// fromLoopback is an HTTP client whose connections come from ip (one of 127.0.0.0/8):
+// behind the Hub's proxy, the source its X-Forwarded-For names.
+func fromLoopback(ip string, conns int) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Timeout: testenv.Wait, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+}
+
+// mcpPost posts body to endpoint with token (and session, if any); the response's
+// status and session id, or err.
+func mcpPost(c *http.Client, endpoint, token, session, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), nil
+}
+
+// TestHubFairShareThroughProxy (issue 39, red team B-F4): the Hub's real
+// configurable-http-proxy pools its connections to the sidecar and carries every
+// user's requests, and a flood's, on them. While a client floods made-up tokens
+// through the proxy, three users each send bursts of 6 requests at once, within their
+// share of 8 requests in flight: every one of them is served (no 429 for a share held
+// by connections that carried someone else's requests, no 503).
+func TestHubFairShareThroughProxy(t *testing.T) {
+	const maxConns, burst, rounds = 64, 6, 15
+	root := t.TempDir()
+	port := testenv.FreePort(t)
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	users := []string{"alice", "bob", "mallory"}
+	hub.AddUsers(users...)
+	for _, u := range users {
+		if err := os.MkdirAll(filepath.Join(root, "home", u), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_CONNECTIONS", fmt.Sprint(maxConns))
+	sc := sidecartest.LaunchOn(t, root, port, hubConfig(hub.APIURL, root), "serve")
+	endpoint := hub.ServicePrefix() + "mcp"
+
+	// Each user's session, through the proxy, from an address of their own.
+	clients, sessions, tokens := map[string]*http.Client{}, map[string]string{}, map[string]string{}
+	for i, u := range users {
+		clients[u], tokens[u] = fromLoopback(fmt.Sprintf("127.0.0.%d", 10+i), burst), hub.Token(u).Value
+		code, session, err := mcpPost(clients[u], endpoint, tokens[u], "", initializeBody)
+		if err != nil || code != http.StatusOK || session == "" {
+			t.Fatalf("%s's initialize through the proxy: %d %q %v", u, code, session, err)
+		}
+		sessions[u] = session
+		if code, _, err := mcpPost(clients[u], endpoint, tokens[u], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || code != http.StatusAccepted {
+			t.Fatalf("%s's initialized: %d %v", u, code, err)
+		}
+	}
+
+	// The flood: 40 clients posting made-up tokens through the proxy, back to back.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var flooded atomic.Int64
+	flood := fromLoopback("127.0.0.99", 40)
+	for i := range 40 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, err := mcpPost(flood, endpoint, fmt.Sprintf("made-up-%d-%d", i, n), "", initializeBody); err == nil {
+					flooded.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	testenv.Eventually(t, testenv.Wait, "the flood under way", func() bool { return flooded.Load() > 200 })
+
+	type result struct {
+		user string
+		code int
+		err  error
+	}
+	var bad []result
+	for range rounds {
+		results := make(chan result, burst*len(users))
+		var bw sync.WaitGroup
+		for _, u := range users {
+			for range burst {
+				bw.Go(func() {
+					code, _, err := mcpPost(clients[u], endpoint, tokens[u], sessions[u], `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+					results <- result{u, code, err}
+				})
+			}
+		}
+		bw.Wait()
+		close(results)
+		for r := range results {
+			if r.err != nil || r.code != http.StatusOK {
+				bad = append(bad, r)
+			}
+		}
+	}
+	t.Logf("the flood sent %d requests; refused: share %v, full %v, anonymous %v", flooded.Load(),
+		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "share"),
+		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "full"),
+		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "anonymous"))
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d requests within their users' shares were not served, e.g. %+v", len(bad), rounds*burst*len(users), bad[:min(len(bad), 5)])
 	}
 }
