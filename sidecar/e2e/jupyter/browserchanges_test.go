@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/browser"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/changestest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
@@ -22,16 +24,22 @@ type agentClient interface {
 	ReadVersioned(uri string) (string, string)
 }
 
-// agent is one client's loop: its last read of the notebook and that read's version.
+// agent is one client's loop: its last read of the notebook and that read's version;
+// sync, if set, waits until its client's sidecar serves what the page shows (a replica
+// on Postgres lags the lab's own sidecar).
 type agent struct {
 	c             agentClient
 	last, version string
+	sync          func(t *testing.T, c agentClient)
 }
 
 // catchUp is the loop's step after a notification: ask what changed since the last
 // version, apply it to the last read, and compare with a fresh read of the same version.
 func (a *agent) catchUp(t *testing.T, uri, what string) {
 	t.Helper()
+	if a.sync != nil {
+		a.sync(t, a.c)
+	}
 	for range 20 { // the notebook may move on between the two reads: ask again
 		body := a.c.Read(uri + "/changes?since=" + url.QueryEscape(a.version))
 		ans, err := changestest.Decode([]byte(body))
@@ -64,21 +72,100 @@ func (a *agent) catchUp(t *testing.T, uri, what string) {
 func TestJupyterLabChanges(t *testing.T) {
 	jupytertest.Need(t)
 	browser.Need(t)
-	const p, name = "agent.ipynb", "agent"
-	uri := "notebook://" + name
-	l := startLab(t, map[string]string{p: jupytertest.NotebookJSON([2]string{"a-1", "x = 1"}, [2]string{"a-2", "print(x)"}, [2]string{"a-3", "y = 2"})},
-		map[string]string{name: p}, "")
+	l := startLab(t, map[string]string{changesPath: changesNotebook}, map[string]string{changesName: changesPath}, "")
 	var agents []*agent
 	for _, c := range l.subs {
 		agents = append(agents, &agent{c: c})
 	}
 	for _, c := range sidecartest.DialTSAs(t, l.sc.MCPURL(), sidecartest.Token) {
-		c.Subscribe(uri)
+		c.Subscribe(changesURI)
 		agents = append(agents, &agent{c: c.(agentClient)})
 	}
+	l.runChanges(t, agents, nil)
+}
+
+// TestJupyterLabChangesAcrossReplicas is TestJupyterLabChanges's loop with the official
+// TypeScript SDK's clients (both eras) of two sidecars following one Postgres store, which
+// the person's server's store is shipped to (ship): at each step every agent asks the
+// other replica than the one it read last what changed since its version, and halfway
+// one replica restarts and its agents dial it again, keeping their versions.
+func TestJupyterLabChangesAcrossReplicas(t *testing.T) {
+	jupytertest.Need(t)
+	browser.Need(t)
+	dsn, schema := sidecartest.InitPostgres(t)
+	l := startLab(t, map[string]string{changesPath: changesNotebook}, map[string]string{changesName: changesPath}, "")
+	sidecartest.Launch(t, t.TempDir(), fmt.Sprintf("store: {sqlite: {path: %q}}\nship: {source_id: lab, postgres: {dsn: %q, schema: %s}}\n",
+		l.srv.StorePath, dsn, schema), "ship")
+	cfg := fmt.Sprintf("store:\n  backend: postgres\n  postgres: {dsn: %q, schema: %s}\nfileid: {db_path: %q, root_dir: %q}\nnotebooks: {%s: %q}\n",
+		dsn, schema, l.srv.FileIDPath, l.srv.Root, changesName, changesPath)
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	var replicas [2]*sidecartest.Sidecar
+	var clients [2][]sidecartest.MCPClient // each replica's, one an era
+	dial := func(r int) {
+		clients[r] = sidecartest.DialTSAs(t, replicas[r].MCPURL(), sidecartest.Token)
+		if clients[r] == nil {
+			t.Skip("no TypeScript clients")
+		}
+		for _, c := range clients[r] {
+			c.Subscribe(changesURI)
+		}
+	}
+	for r := range replicas {
+		replicas[r] = sidecartest.Launch(t, dirs[r], cfg, "serve")
+		replicas[r].WaitHTTP("/readyz", http.StatusOK)
+		dial(r)
+	}
+	// An agent waits until its replica serves what the lab's sidecar does (the page).
+	served := func(t *testing.T, c agentClient) {
+		t.Helper()
+		want, _ := changestest.Canonical([]byte(l.subs[0].Read(changesURI)))
+		testenv.Eventually(t, testenv.Wait, c.Name()+" on a replica at the page's step", func() bool {
+			got, _ := changestest.Canonical([]byte(c.Read(changesURI)))
+			return bytes.Equal(got, want)
+		})
+	}
+	agents := make([]*agent, len(clients[0]))
+	on := make([]int, len(agents)) // the replica each agent read last
+	for i := range agents {
+		agents[i] = &agent{c: clients[0][i].(agentClient), sync: served}
+	}
+	l.runChanges(t, agents, func(step, steps int) {
+		if step == steps/2 {
+			r := 0
+			replicas[r].Stop()
+			replicas[r] = sidecartest.Launch(t, dirs[r], cfg, "serve")
+			replicas[r].WaitHTTP("/readyz", http.StatusOK)
+			dial(r)
+			t.Logf("replica %d restarted before step %d", r, step)
+		}
+		for i, a := range agents {
+			on[i] = 1 - on[i]
+			a.c = clients[on[i]][i].(agentClient)
+		}
+	})
+}
+
+// The notebook the changes tests edit.
+const (
+	changesPath, changesName = "agent.ipynb", "agent"
+	changesURI               = "notebook://" + changesName
+)
+
+var changesNotebook = jupytertest.NotebookJSON([2]string{"a-1", "x = 1"}, [2]string{"a-2", "print(x)"}, [2]string{"a-3", "y = 2"})
+
+// runChanges opens the changes notebook in page "ann" and runs the person's steps; after
+// each, every agent catches up. before, if set, is called before each step with its
+// number and the number of steps of a short run.
+func (l *lab) runChanges(t *testing.T, agents []*agent, before func(step, steps int)) {
+	t.Helper()
+	const p, name = changesPath, changesName
+	uri := changesURI
 	l.do(t, map[string]any{"op": "open", "page": "ann", "path": p})
 	cs := l.samePage(t, name, "ann", p)
 	for _, a := range agents {
+		if a.sync != nil {
+			a.sync(t, a.c)
+		}
 		a.last, a.version = a.c.ReadVersioned(uri)
 	}
 	page := func(op string, args map[string]any) map[string]any {
@@ -156,6 +243,9 @@ func TestJupyterLabChanges(t *testing.T) {
 		cmds := st.cmds(rng, cs)
 		if cmds == nil {
 			continue
+		}
+		if before != nil {
+			before(done, 2*len(steps))
 		}
 		cs = l.step(t, name, "ann", p, cmds...)
 		for _, a := range agents {
