@@ -22,14 +22,17 @@ type agentClient interface {
 	Subscribe(uris ...string)
 	Read(uri string) string
 	ReadVersioned(uri string) (string, string)
+	Updates() <-chan string
 }
 
 // agent is one client's loop: its last read of the notebook and that read's version;
-// sync, if set, waits until its client's sidecar serves what the page shows (a replica
-// on Postgres lags the lab's own sidecar).
+// hears, if set, makes it wait for its client to be told of a change first (the lab's
+// own clients' notifications are awaited by lab.step); sync, if set, waits until its
+// client's sidecar serves what the page shows (a replica on Postgres lags the lab's).
 type agent struct {
 	c             agentClient
 	last, version string
+	hears         bool
 	sync          func(t *testing.T, c agentClient)
 }
 
@@ -37,6 +40,12 @@ type agent struct {
 // version, apply it to the last read, and compare with a fresh read of the same version.
 func (a *agent) catchUp(t *testing.T, uri, what string) {
 	t.Helper()
+	if a.hears {
+		testenv.Receive(t, testenv.Wait, a.c.Name()+" told of the change", a.c.Updates())
+		for len(a.c.Updates()) > 0 {
+			<-a.c.Updates()
+		}
+	}
 	if a.sync != nil {
 		a.sync(t, a.c)
 	}
@@ -79,7 +88,7 @@ func TestJupyterLabChanges(t *testing.T) {
 	}
 	for _, c := range sidecartest.DialTSAs(t, l.sc.MCPURL(), sidecartest.Token) {
 		c.Subscribe(changesURI)
-		agents = append(agents, &agent{c: c.(agentClient)})
+		agents = append(agents, &agent{c: c.(agentClient), hears: true})
 	}
 	l.runChanges(t, agents, nil)
 }
@@ -127,7 +136,7 @@ func TestJupyterLabChangesAcrossReplicas(t *testing.T) {
 	agents := make([]*agent, len(clients[0]))
 	on := make([]int, len(agents)) // the replica each agent read last
 	for i := range agents {
-		agents[i] = &agent{c: clients[0][i].(agentClient), sync: served}
+		agents[i] = &agent{c: clients[0][i].(agentClient), hears: true, sync: served}
 	}
 	l.runChanges(t, agents, func(step, steps int) {
 		if step == steps/2 {
@@ -167,6 +176,9 @@ func (l *lab) runChanges(t *testing.T, agents []*agent, before func(step, steps 
 			a.sync(t, a.c)
 		}
 		a.last, a.version = a.c.ReadVersioned(uri)
+		for a.hears && len(a.c.Updates()) > 0 { // told before its first read
+			<-a.c.Updates()
+		}
 	}
 	page := func(op string, args map[string]any) map[string]any {
 		cmd := map[string]any{"op": op, "page": "ann", "path": p}
