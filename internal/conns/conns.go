@@ -177,6 +177,7 @@ type conn struct {
 	authed    bool // held: a request on it was admitted, or it is a proxy's
 	busy      bool // a request is being served
 	admitted  bool // the request being served was admitted, for principal
+	carried   bool // a request on it was admitted
 	principal string
 	used      bool         // a request was served on it
 	waiting   atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
@@ -311,13 +312,23 @@ func (l *Listener) addLocked(c net.Conn, class int) *conn {
 // read or parsed, is not idle), or slowAfter passed without a request, and not
 // serving a request, but one whose request, not admitted, waits for its body (a slow
 // body holds nothing); one that never sent a request goes before a keep-alive one (a
-// probe's, a scraper's), which is closed only while there is none; nil if none is.
+// probe's, a scraper's), which is closed only while there is none, and that before one
+// that carried an admitted request (a user's, the proxy's); nil if none is.
 func oldestIdle(set map[*conn]struct{}) *conn {
 	var o *conn
 	now := time.Now().UnixNano()
+	rank := func(c *conn) int {
+		switch {
+		case !c.used:
+			return 0
+		case !c.carried:
+			return 1
+		}
+		return 2
+	}
 	before := func(c, o *conn) bool {
-		if c.used != o.used {
-			return !c.used
+		if rc, ro := rank(c), rank(o); rc != ro {
+			return rc < ro
 		}
 		return c.since.Before(o.since)
 	}
@@ -455,7 +466,7 @@ func (l *Listener) admit(c *conn, principal string) (reason string) {
 		c.authed = true
 		l.held[c] = struct{}{}
 	}
-	c.admitted, c.principal = true, principal
+	c.admitted, c.carried, c.principal = true, true, principal
 	l.inFlight[principal]++
 	return ""
 }

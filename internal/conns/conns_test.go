@@ -400,6 +400,43 @@ func TestProxyConnectionsHeld(t *testing.T) {
 	}
 }
 
+// TestIdleUsersConnectionsLast: among idle held connections, one that only carried
+// requests admitted for no one (a local client's probes from the proxy's address) is
+// closed for a newcomer before an older one that carried a user's request.
+func TestIdleUsersConnectionsLast(t *testing.T) {
+	proxy := netip.MustParsePrefix("127.0.0.3/32")
+	addr, _ := serve(t, principals, Limits{MaxConnections: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
+	fromProxy := func() net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: proxy.Addr().AsSlice()}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	users, probes := fromProxy(), fromProxy()
+	if resp := get(t, users, "/", "bob"); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	if resp := get(t, probes, "/", ""); resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	testenv.Eventually(t, testenv.Wait, "a third connection of the proxy's served", func() bool {
+		c := fromProxy()
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+		_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, rerr := http.ReadResponse(bufio.NewReader(c), nil)
+		return err == nil && rerr == nil && resp.StatusCode == 200
+	})
+	if !closedWithin(probes, testenv.Wait) {
+		t.Fatal("the connection of probes stayed open")
+	}
+	if resp := get(t, users, "/", "bob"); resp.StatusCode != 200 {
+		t.Fatalf("the connection that carried bob's request: %s", resp.Status)
+	}
+}
+
 // TestAnonymousTimeout: an anonymous connection without a request, or idle after an
 // anonymous one, is closed after AnonymousTimeout; a principal's idle one is kept
 // until IdleTimeout.
