@@ -72,6 +72,41 @@ var principals = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	ok(w, r)
 })
 
+// blocking serves as ok, but /block waits until block is closed, telling blocked (of
+// capacity n) first.
+func blocking(n int) (h http.Handler, block, blocked chan struct{}) {
+	block, blocked = make(chan struct{}), make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			blocked <- struct{}{}
+			<-block
+		}
+		ok(w, r)
+	}), block, blocked
+}
+
+// dialFrom connects to addr from the local address ip (one of 127.0.0.0/8).
+func dialFrom(t *testing.T, ip netip.Addr, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// served reports whether an anonymous GET on c is answered 200 (false when c is closed).
+func served(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return false
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	return err == nil && resp.StatusCode == 200
+}
+
 // get sends a GET of path as user ("" : anonymous) on c and reads the response's head.
 func get(t *testing.T, c net.Conn, path, user string) *http.Response {
 	t.Helper()
@@ -93,14 +128,7 @@ func get(t *testing.T, c net.Conn, path, user string) *http.Response {
 // closes the oldest idle one (counted), so it is served; when every anonymous one is
 // busy, the new one is closed at once.
 func TestAnonymousBudget(t *testing.T) {
-	block, blocked := make(chan struct{}), make(chan struct{}, 2)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/block" {
-			blocked <- struct{}{}
-			<-block
-		}
-		ok(w, r)
-	})
+	h, block, blocked := blocking(2)
 	addr, refused := serve(t, h, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
 	idle := []net.Conn{dial(t, addr), dial(t, addr)}
 	for _, c := range idle {
@@ -353,14 +381,7 @@ func TestAnonymousFloodTurnsOver(t *testing.T) {
 // proxy's carrying anonymous requests are served, and a fourth, with every held
 // connection taken, closes the oldest idle one rather than being closed.
 func TestProxyConnectionsHeld(t *testing.T) {
-	block, blocked := make(chan struct{}), make(chan struct{}, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/block" {
-			blocked <- struct{}{}
-			<-block
-		}
-		ok(w, r)
-	})
+	h, block, blocked := blocking(1)
 	defer close(block)
 	proxy := netip.MustParsePrefix("127.0.0.2/32")
 	addr, refused := serve(t, h, Limits{MaxConnections: 3, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
@@ -368,15 +389,7 @@ func TestProxyConnectionsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Receive(t, testenv.Wait, "the anonymous connection busy", blocked)
-	fromProxy := func() net.Conn {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: proxy.Addr().AsSlice()}}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
+	fromProxy := func() net.Conn { return dialFrom(t, proxy.Addr(), addr) }
 	var pooled []net.Conn
 	for i := range 3 {
 		c := fromProxy()
@@ -388,13 +401,7 @@ func TestProxyConnectionsHeld(t *testing.T) {
 	if got := refused(ReasonAnonymous); got != 0 {
 		t.Fatalf("refused{anonymous} = %v: a proxy's connection was counted anonymous", got)
 	}
-	testenv.Eventually(t, testenv.Wait, "a fourth connection of the proxy's served", func() bool {
-		c := fromProxy()
-		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
-		_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, rerr := http.ReadResponse(bufio.NewReader(c), nil)
-		return err == nil && rerr == nil && resp.StatusCode == 200
-	})
+	testenv.Eventually(t, testenv.Wait, "a fourth connection of the proxy's served", func() bool { return served(fromProxy()) })
 	if !closedWithin(pooled[0], testenv.Wait) {
 		t.Fatal("the proxy's oldest idle connection stayed open for its new one")
 	}
@@ -406,15 +413,7 @@ func TestProxyConnectionsHeld(t *testing.T) {
 func TestIdleUsersConnectionsLast(t *testing.T) {
 	proxy := netip.MustParsePrefix("127.0.0.3/32")
 	addr, _ := serve(t, principals, Limits{MaxConnections: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
-	fromProxy := func() net.Conn {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: proxy.Addr().AsSlice()}}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
+	fromProxy := func() net.Conn { return dialFrom(t, proxy.Addr(), addr) }
 	users, probes := fromProxy(), fromProxy()
 	if resp := get(t, users, "/", "bob"); resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
@@ -422,13 +421,7 @@ func TestIdleUsersConnectionsLast(t *testing.T) {
 	if resp := get(t, probes, "/", ""); resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
-	testenv.Eventually(t, testenv.Wait, "a third connection of the proxy's served", func() bool {
-		c := fromProxy()
-		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
-		_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, rerr := http.ReadResponse(bufio.NewReader(c), nil)
-		return err == nil && rerr == nil && resp.StatusCode == 200
-	})
+	testenv.Eventually(t, testenv.Wait, "a third connection of the proxy's served", func() bool { return served(fromProxy()) })
 	if !closedWithin(probes, testenv.Wait) {
 		t.Fatal("the connection of probes stayed open")
 	}
