@@ -21,8 +21,10 @@
 // flood of such requests through a proxy's pooled connections turns the connections
 // over instead of keeping them all busy.
 // Keep-alive connections are closed after an idle timeout, and request headers and
-// bodies must arrive within a read timeout. Responses are never cut: there is no write
-// timeout, so long-lived streams (SSE, subscriptions/listen) stay open. A listener
+// bodies must arrive within a read timeout. The responses to admitted requests are never
+// cut: they have no write timeout, so long-lived streams (SSE, subscriptions/listen)
+// stay open; a response to a request admitted for no one must be written within the
+// read timeout, so a client that never reads its probes' answers holds nothing. A listener
 // that must never starve the others of file descriptors takes its bounds through
 // WithinDescriptors.
 package conns
@@ -109,15 +111,16 @@ const (
 	ReasonAnonymous = "anonymous" // an anonymous connection closed: the oldest idle one for a new one, or a new one when every one is busy
 	ReasonShare     = "share"     // a request refused 429: its principal has its share in flight
 	ReasonFull      = "full"      // a request refused 503: every held connection is busy (or a proxy's new connection closed: all busy)
+	ReasonIdle      = "idle"      // an idle held connection closed for a newcomer
 )
 
 // RefusedCounter is the counter, by reason, of the connections and requests the
 // shares of the named listener ("mcp", "hub", "metrics", "sse") refused.
 func RefusedCounter(listener string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "http", Name: "connections_refused_total", ConstLabels: prometheus.Labels{"listener": listener},
-		Help: "connections and requests refused by the listener's shares, by reason: anonymous (an anonymous connection closed, the oldest idle one for a new one, or a new one when none was idle), share (429: the principal has its share of requests in flight), full (503: every held connection is busy)."},
+		Help: "connections and requests refused by the listener's shares, by reason: anonymous (an anonymous connection closed, the oldest idle one for a new one, or a new one when none was idle), share (429: the principal has its share of requests in flight), full (503: every held connection is busy), idle (an idle held connection closed for a newcomer)."},
 		[]string{"reason"})
-	for _, r := range []string{ReasonAnonymous, ReasonShare, ReasonFull} {
+	for _, r := range []string{ReasonAnonymous, ReasonShare, ReasonFull, ReasonIdle} {
 		c.WithLabelValues(r)
 	}
 	return c
@@ -179,11 +182,12 @@ type conn struct {
 	admitted  bool // the request being served was admitted, for principal
 	carried   bool // a request on it was admitted
 	principal string
-	used      bool         // a request was served on it
-	waiting   atomic.Int64 // when the Read in progress began (unix nanoseconds); 0: none
-	inBody    atomic.Bool  // the Read in progress is the request body's
-	since     time.Time    // when it last became idle (or was accepted)
-	expiry    *time.Timer  // closes an anonymous connection left without a request; nil otherwise
+	response  *http.ResponseController // the request being served's, to lift its write deadline once admitted
+	used      bool                     // a request was served on it
+	waiting   atomic.Int64             // when the Read in progress began (unix nanoseconds); 0: none
+	inBody    atomic.Bool              // the Read in progress is the request body's
+	since     time.Time                // when it last became idle (or was accepted)
+	expiry    *time.Timer              // closes an anonymous connection left without a request; nil otherwise
 	release   func()
 }
 
@@ -232,31 +236,87 @@ const (
 )
 
 // add classifies c, anonymous or a proxy's, making room in its class if need be; nil
-// and the refusal's reason if there is none.
+// and the refusal's reason if there is none within admitWait.
 func (l *Listener) add(c net.Conn) (*conn, string) {
 	class, refusal := anonymous, ReasonAnonymous
 	if l.fromProxy(c.RemoteAddr()) {
 		class, refusal = held, ReasonFull
 	}
-	deadline := time.Now().Add(admitWait)
+	start := time.Now()
 	for {
 		l.mu.Lock()
-		if sc := l.addLocked(c, class); sc != nil {
+		if l.roomLocked(class, "", time.Since(start)) {
+			sc := l.newConnLocked(c, class)
 			l.mu.Unlock()
 			return sc, ""
 		}
-		if time.Until(deadline) < admitWait-pressAfter {
-			l.pressed[class] = time.Now()
-		}
 		l.mu.Unlock()
-		if time.Now().After(deadline) {
+		if !l.wait(start) {
 			return nil, refusal
 		}
-		select {
-		case <-l.poke:
-		case <-time.After(idleAfter):
-		}
 	}
+}
+
+// wait waits for a connection to close or end a request, or for idleAfter; false once
+// admitWait has passed since start.
+func (l *Listener) wait(start time.Time) bool {
+	if time.Since(start) >= admitWait {
+		return false
+	}
+	select {
+	case <-l.poke:
+	case <-time.After(idleAfter):
+	}
+	return true
+}
+
+// roomLocked reports whether class has room for a newcomer (admitted for principal;
+// "" at accept) that has waited waited, closing an idle connection of it if need be
+// (victim's choice). Before it closes a held one that sent a request (the proxy pools
+// them: it may be sending its next request on it), the class is pressed and given
+// pressAfter to free one by itself: its requests admitted for no one close theirs,
+// which no client can be caught sending on. Under l.mu.
+func (l *Listener) roomLocked(class int, principal string, waited time.Duration) bool {
+	set, bound, reason := l.anon, l.l.Anonymous, ReasonAnonymous
+	if class == held {
+		set, bound, reason = l.held, l.l.MaxConnections, ReasonIdle
+	}
+	if len(set) < bound {
+		return true
+	}
+	if waited >= pressAfter {
+		l.pressed[class] = time.Now()
+	}
+	v, rank := victim(set, principal)
+	if v == nil {
+		return false
+	}
+	if class == held && rank > rankSilent && waited < pressAfter {
+		l.pressed[held] = time.Now()
+		return false
+	}
+	l.refused.WithLabelValues(reason).Inc()
+	l.dropLocked(v)
+	go func() { _ = v.Conn.Close() }()
+	return true
+}
+
+// newConnLocked classifies c in class (under l.mu).
+func (l *Listener) newConnLocked(c net.Conn, class int) *conn {
+	sc := &conn{Conn: c, ln: l, since: time.Now(), authed: class == held}
+	sc.release = sync.OnceFunc(func() {
+		l.mu.Lock()
+		l.dropLocked(sc)
+		l.mu.Unlock()
+		l.signal()
+	})
+	if class == held {
+		l.held[sc] = struct{}{}
+	} else {
+		l.anon[sc] = struct{}{}
+	}
+	sc.arm()
+	return sc
 }
 
 // fromProxy reports whether addr is one of Limits.Proxies.
@@ -278,74 +338,78 @@ func (l *Listener) fromProxy(addr net.Addr) bool {
 	return false
 }
 
-// addLocked is add's one try (under l.mu).
-func (l *Listener) addLocked(c net.Conn, class int) *conn {
-	set, bound := l.anon, l.l.Anonymous
-	if class == held {
-		set, bound = l.held, l.l.MaxConnections
-	}
-	if len(set) >= bound {
-		victim := oldestIdle(set)
-		if victim == nil {
-			return nil
-		}
-		if class == anonymous {
-			l.refused.WithLabelValues(ReasonAnonymous).Inc()
-		}
-		l.dropLocked(victim)
-		go func() { _ = victim.Conn.Close() }()
-	}
-	sc := &conn{Conn: c, ln: l, since: time.Now(), authed: class == held}
-	sc.release = sync.OnceFunc(func() {
-		l.mu.Lock()
-		l.dropLocked(sc)
-		l.mu.Unlock()
-		l.signal()
-	})
-	set[sc] = struct{}{}
-	sc.arm()
-	return sc
-}
+// The ranks of idle connections, closed lowest first (victim).
+const (
+	rankSilent    = iota // never sent a request
+	rankAnonymous        // carried only requests admitted for no one (probes, refused tokens)
+	rankOwn              // its last admitted request was the newcomer's principal's
+	rankOther            // another principal's: the one with the most idle ones first
+)
 
-// oldestIdle is the connection of set idle longest: the server waiting for its
-// client's bytes for idleAfter at least (one just accepted, or whose bytes are being
-// read or parsed, is not idle), or slowAfter passed without a request, and not
-// serving a request, but one whose request, not admitted, waits for its body (a slow
-// body holds nothing); one that never sent a request goes before a keep-alive one (a
-// probe's, a scraper's), which is closed only while there is none, and that before one
-// that carried an admitted request (a user's, the proxy's); nil if none is.
-func oldestIdle(set map[*conn]struct{}) *conn {
-	var o *conn
+// victim is the idle connection of set to close for a newcomer admitted for principal
+// ("" at accept), and its rank: the lowest ranked, then, among others' connections, one
+// of the principal with the most idle ones, then the one idle longest; nil if none is
+// idle, or while a connection that never sent a request is not idle yet and the victim
+// would be one that did (it goes first once idle). A connection is idle when the
+// server has waited for its client's next request's bytes for idleAfter at least (one
+// whose bytes are being read or parsed is not), or slowAfter has passed since it was
+// accepted, or served its last request, without a request being served, and it is not serving a request, but for one whose request,
+// admitted for no one, waits for its body (a slow body holds nothing).
+func victim(set map[*conn]struct{}, principal string) (*conn, int) {
 	now := time.Now().UnixNano()
 	rank := func(c *conn) int {
 		switch {
 		case !c.used:
-			return 0
+			return rankSilent
 		case !c.carried:
-			return 1
+			return rankAnonymous
+		case principal != "" && c.principal == principal:
+			return rankOwn
 		}
-		return 2
+		return rankOther
 	}
-	before := func(c, o *conn) bool {
-		if rc, ro := rank(c), rank(o); rc != ro {
-			return rc < ro
-		}
-		return c.since.Before(o.since)
-	}
-	silent := false // a connection that never sent a request is in set, idle or not yet
+	var idle []*conn
+	silent := false // a connection that never sent a request is not idle yet
+	perPrincipal := map[string]int{}
 	for c := range set {
-		silent = silent || !c.used
 		serving := c.busy && !(!c.admitted && c.inBody.Load())
 		w := c.waiting.Load()
-		waited := w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
-		if !serving && waited && (o == nil || before(c, o)) {
-			o = c
+		// One that never sent a request has slowAfter to send it: a proxy's request may
+		// take more than idleAfter to reach a connection it just opened.
+		waited := c.used && w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
+		if serving || !waited {
+			silent = silent || !c.used
+			continue
+		}
+		idle = append(idle, c)
+		if c.carried {
+			perPrincipal[c.principal]++
 		}
 	}
-	if o != nil && o.used && silent {
-		return nil // wait for the silent one to turn idle
+	var v *conn
+	for _, c := range idle {
+		rc := rank(c)
+		if v == nil {
+			v = c
+			continue
+		}
+		switch rv := rank(v); {
+		case rc != rv:
+			if rc < rv {
+				v = c
+			}
+		case rc == rankOther && perPrincipal[c.principal] != perPrincipal[v.principal]:
+			if perPrincipal[c.principal] > perPrincipal[v.principal] {
+				v = c
+			}
+		case c.since.Before(v.since):
+			v = c
+		}
 	}
-	return o
+	if v == nil || rank(v) != rankSilent && silent {
+		return nil, 0
+	}
+	return v, rank(v)
 }
 
 // dropLocked forgets c (under l.mu); a second call does nothing.
@@ -421,7 +485,7 @@ func (l *Listener) signal() {
 	}
 }
 
-// Read reads from the client; while it waits, the connection may be idle (oldestIdle).
+// Read reads from the client; while it waits, the connection may be idle (victim).
 // The server reads a connection from one goroutine at a time.
 func (c *conn) Read(p []byte) (int, error) {
 	c.waiting.Store(time.Now().UnixNano())
@@ -438,37 +502,38 @@ func (c *conn) Close() error {
 }
 
 // admit counts c's request in flight for principal if its share allows, moving c
-// among the held connections if it is anonymous, which closes the oldest idle held
-// one when they are all held; else the refusal's reason.
+// among the held connections if it is anonymous, which may close an idle one when they
+// are all held (roomLocked), waiting up to admitWait for one; else the refusal's reason.
 func (l *Listener) admit(c *conn, principal string) (reason string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.admitted {
-		return "" // admitted already (by another handler on the way)
-	}
-	if l.inFlight[principal] >= l.l.PerPrincipal {
-		if l.l.PerPrincipal == l.l.MaxConnections { // one principal's share is the whole
-			return ReasonFull
-		}
-		return ReasonShare
-	}
-	if !c.authed {
-		if len(l.held) >= l.l.MaxConnections {
-			idle := oldestIdle(l.held)
-			if idle == nil {
-				l.pressed[held] = time.Now()
+	start := time.Now()
+	for {
+		l.mu.Lock()
+		switch {
+		case c.admitted:
+			l.mu.Unlock()
+			return "" // admitted already (by another handler on the way)
+		case l.inFlight[principal] >= l.l.PerPrincipal:
+			l.mu.Unlock()
+			if l.l.PerPrincipal == l.l.MaxConnections { // one principal's share is the whole
 				return ReasonFull
 			}
-			l.dropLocked(idle)
-			go func() { _ = idle.Conn.Close() }()
+			return ReasonShare
+		case c.authed || l.roomLocked(held, principal, time.Since(start)):
+			if !c.authed {
+				l.dropLocked(c)
+				c.authed = true
+				l.held[c] = struct{}{}
+			}
+			c.admitted, c.carried, c.principal = true, true, principal
+			l.inFlight[principal]++
+			l.mu.Unlock()
+			return ""
 		}
-		l.dropLocked(c)
-		c.authed = true
-		l.held[c] = struct{}{}
+		l.mu.Unlock()
+		if !l.wait(start) {
+			return ReasonFull
+		}
 	}
-	c.admitted, c.carried, c.principal = true, true, principal
-	l.inFlight[principal]++
-	return ""
 }
 
 type connKey struct{}
@@ -485,6 +550,9 @@ func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
 	}
 	reason := c.ln.admit(c, principal)
 	if reason == "" {
+		if c.response != nil {
+			_ = c.response.SetWriteDeadline(time.Time{}) // a stream of its may last
+		}
 		w.Header().Del("Connection") // kept open (track closes a full class's unadmitted requests')
 		c.ln.signal()                // it may have left the anonymous: an Accept waiting for room may go on
 		return true
@@ -503,7 +571,8 @@ func Admit(w http.ResponseWriter, r *http.Request, principal string) bool {
 // Server returns an http.Server serving h on l: headers within ReadTimeout
 // (http.Server.ReadHeaderTimeout), a request body within ReadTimeout of its header,
 // idle connections closed after IdleTimeout (the anonymous' after AnonymousTimeout).
-// It sets no ReadTimeout or WriteTimeout, which would cut long-lived responses.
+// It sets no ReadTimeout or WriteTimeout, which would cut long-lived responses (track
+// gives the responses to requests admitted for no one a write deadline).
 func (l *Listener) Server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           track(bodyDeadline(h, l.l.ReadTimeout)),
@@ -518,13 +587,20 @@ func (l *Listener) Server(h http.Handler) *http.Server {
 	}
 }
 
-// track marks a request's connection busy while it is served; if its class is at its
-// bound the connection is closed after it unless Admit admits the request.
+// track marks a request's connection busy while it is served; if its class is pressed
+// the connection is closed after it unless Admit admits the request. A response must be
+// written within ReadTimeout unless Admit admits its request: one admitted for no one
+// (a probe, a refused token) is never a stream, so a client that does not read it
+// holds its connection no longer than that.
 func track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*conn); ok {
 			if c.begin() {
 				w.Header().Set("Connection", "close")
+			}
+			if d := c.ln.l.ReadTimeout; d > 0 {
+				c.response = http.NewResponseController(w)
+				_ = c.response.SetWriteDeadline(time.Now().Add(d))
 			}
 			defer c.end()
 			if r.Body != nil && r.Body != http.NoBody {

@@ -430,6 +430,93 @@ func TestIdleUsersConnectionsLast(t *testing.T) {
 	}
 }
 
+// TestUnreadResponse: a client that never reads the response to a request admitted for
+// no one (pipelined probes) has its connection closed within ReadTimeout of the write;
+// a principal's response (a stream) may wait for its reader as long as it lives.
+func TestUnreadResponse(t *testing.T) {
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u := r.Header.Get("X-User"); u != "" && !Admit(w, r, u) {
+			return
+		}
+		chunk := strings.Repeat("x", 64<<10)
+		for range 256 { // 16 MiB: more than the socket buffers hold
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	})
+	addr, _ := serve(t, big, Limits{MaxConnections: 4, IdleTimeout: time.Minute, ReadTimeout: 300 * time.Millisecond})
+	for _, tt := range []struct {
+		user   string
+		closed bool
+	}{{"", true}, {"bob", false}} {
+		c := dial(t, addr)
+		req := "GET / HTTP/1.1\r\nHost: x\r\n"
+		if tt.user != "" {
+			req += "X-User: " + tt.user + "\r\n"
+		}
+		if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the scenario: a client that reads nothing for a while
+		// Closed: the bytes the socket held, then EOF or a reset; open: the whole body.
+		_ = c.SetReadDeadline(time.Now().Add(testenv.Wait))
+		var n int64
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			n, err = io.Copy(io.Discard, resp.Body)
+		}
+		if got := n < 16<<20; got != tt.closed {
+			t.Errorf("user %q: read %d bytes of the body (%v); closed = %v, want %v", tt.user, n, err, got, tt.closed)
+		}
+	}
+}
+
+// TestVictims: with every connection held, a newcomer's request closes an idle one of
+// its own principal's first, else one of the principal with the most idle ones, never
+// one serving; and it waits for a connection just opened to turn idle (it goes first)
+// rather than being refused.
+func TestVictims(t *testing.T) {
+	addr, refused := serve(t, principals, Limits{MaxConnections: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.4/32")}})
+	idleAs := func(user string) net.Conn {
+		c := dial(t, addr)
+		if resp := get(t, c, "/", user); resp.StatusCode != 200 {
+			t.Fatalf("%s: %s", user, resp.Status)
+		}
+		return c
+	}
+	xavier := idleAs("xavier") // the oldest
+	bob := []net.Conn{idleAs("bob"), idleAs("bob")}
+	mallory := idleAs("mallory")
+	// mallory's newcomer closes her own idle connection, though bob has more and
+	// xavier's is older.
+	if resp := get(t, dial(t, addr), "/", "mallory"); resp.StatusCode != 200 {
+		t.Fatalf("mallory's newcomer: %s", resp.Status)
+	}
+	if !closedWithin(mallory, testenv.Wait) {
+		t.Fatal("mallory's newcomer did not close her own idle connection")
+	}
+	// carol's closes bob's oldest (he has two idle), not xavier's older one.
+	if resp := get(t, dial(t, addr), "/", "carol"); resp.StatusCode != 200 {
+		t.Fatalf("carol's newcomer: %s", resp.Status)
+	}
+	if !closedWithin(bob[0], testenv.Wait) || closedWithin(xavier, 50*time.Millisecond) || closedWithin(bob[1], 50*time.Millisecond) {
+		t.Fatal("carol's newcomer did not close bob's oldest idle connection alone")
+	}
+	// A proxy's connection just opened, not idle yet: dave's request waits for it to
+	// turn idle and closes it, rather than being refused 503.
+	silent := dialFrom(t, netip.MustParseAddr("127.0.0.4"), addr)
+	if resp := get(t, dial(t, addr), "/", "dave"); resp.StatusCode != 200 {
+		t.Fatalf("dave with a silent connection not idle yet: %s", resp.Status)
+	}
+	if !closedWithin(silent, testenv.Wait) {
+		t.Fatal("the silent connection stayed open")
+	}
+	if got := refused(ReasonIdle); got < 3 {
+		t.Errorf("refused{idle} = %v, want at least 3", got)
+	}
+}
+
 // TestAnonymousTimeout: an anonymous connection without a request, or idle after an
 // anonymous one, is closed after AnonymousTimeout; a principal's idle one is kept
 // until IdleTimeout.
@@ -450,6 +537,9 @@ func TestAnonymousTimeout(t *testing.T) {
 
 func TestTimeouts(t *testing.T) {
 	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !Admit(w, r, "alice") { // a stream is a principal's (TestUnreadResponse)
+			return
+		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		for i := range 4 { // a response streaming past every timeout, as long as its request lives
 			_, _ = io.WriteString(w, strings.Repeat("x", i+1)+"\n")

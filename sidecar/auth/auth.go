@@ -43,6 +43,14 @@ type Verifier interface {
 	Verify(ctx context.Context, token string) (Principal, error)
 }
 
+// Familiar is implemented by a Verifier that can tell, without a call a flood could
+// multiply, a token it admitted before: the Guard has such a token verified even from
+// a source past its Failures budget, so that made-up tokens sent in a user's name (her
+// address) never turn her away. Only tokens someone was given can be familiar.
+type Familiar interface {
+	Familiar(token string) bool
+}
+
 // Settings are what a verifier factory gets: its options, the token the
 // configuration resolved (from the config, a file or the environment), and
 // where to log and register metrics.
@@ -148,7 +156,8 @@ type Guard struct {
 	Registerer prometheus.Registerer
 	// Failures, when set, bounds the tokens of a request's source the verifier refuses
 	// or cannot decide: a source past its budget is answered 429 without asking the
-	// verifier, so a flood of made-up tokens costs its source alone.
+	// verifier, so a flood of made-up tokens costs its source alone, but for a token the
+	// verifier admitted before (Familiar).
 	Failures Budget
 }
 
@@ -202,10 +211,12 @@ func RequireBearerWith(v Verifier, g Guard, next http.Handler) (http.Handler, er
 			return
 		}
 		if g.Failures != nil && !g.Failures.Allow(r) {
-			refuse(r, reasonThrottled, nil)
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "too many refused tokens from this address", http.StatusTooManyRequests)
-			return
+			if f, ok := v.(Familiar); !ok || !f.Familiar(token) {
+				refuse(r, reasonThrottled, nil)
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "too many refused tokens from this address", http.StatusTooManyRequests)
+				return
+			}
 		}
 		p, err := v.Verify(r.Context(), token)
 		if err != nil && g.Failures != nil {

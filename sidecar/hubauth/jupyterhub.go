@@ -202,6 +202,16 @@ func (h *jupyterHub) Verify(ctx context.Context, token string) (auth.Principal, 
 	}
 }
 
+// Familiar reports whether the Hub admitted token within knownTTL (auth.Familiar): it
+// is verified from the cache, or on a renewal's place.
+func (h *jupyterHub) Familiar(token string) bool {
+	if token == "" || len(token) > maxTokenBytes {
+		return false
+	}
+	_, ok := h.known.get(sha256.Sum256([]byte(token)), time.Now())
+	return ok
+}
+
 // hubUser is what the verifier reads of GET /user (JupyterHub >= 2).
 type hubUser struct {
 	Kind   string   `json:"kind"`

@@ -59,3 +59,61 @@ func TestTokenFailures(t *testing.T) {
 		t.Errorf("another client behind the proxy: %d, want 200", c)
 	}
 }
+
+// TestTokenFailuresSpareFamiliarTokens (red team pass 4, F1): made-up tokens sent in
+// bob's name (an X-Forwarded-For naming his address from a trusted peer) spend his
+// source's budget, but his token, admitted before, is still verified and admitted, its
+// cached answer expired (asked again, on a renewal's place): only tokens no one was
+// given are throttled. A token never admitted is throttled from his source.
+func TestTokenFailuresSpareFamiliarTokens(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "token bobs" {
+			_, _ = w.Write([]byte(`{"kind":"user","name":"bob","scopes":["access:services!service=mcp"]}`))
+			return
+		}
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer srv.Close()
+	v, err := auth.New("jupyterhub", auth.Settings{Options: map[string]any{"api_url": srv.URL, "service_name": "mcp", "token_cache_ttl": "1ns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := auth.RequireBearerWith(v, auth.Guard{Failures: TokenFailures([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, 1)},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p, _ := auth.PrincipalFrom(r.Context()); p.User != "bob" {
+				t.Errorf("admitted as %q", p.User)
+			}
+			w.WriteHeader(http.StatusOK)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(peer, xff, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.RemoteAddr = peer + ":4000"
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		r.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	if c := send("127.0.0.1", "198.51.100.9", "bobs"); c != http.StatusOK {
+		t.Fatalf("bob's token: %d", c)
+	}
+	for range tokenFailureBurst + 5 { // a local attacker names bob's address
+		send("127.0.0.1", "198.51.100.9", "made-up")
+	}
+	if c := send("127.0.0.1", "198.51.100.9", "made-up"); c != http.StatusTooManyRequests {
+		t.Fatalf("made-up tokens past the budget: %d, want 429", c)
+	}
+	for range 3 {
+		if c := send("127.0.0.1", "198.51.100.9", "bobs"); c != http.StatusOK {
+			t.Fatalf("bob's familiar token from his spent source: %d, want 200", c)
+		}
+	}
+	if c := send("127.0.0.1", "198.51.100.9", "alices-new"); c != http.StatusTooManyRequests {
+		t.Errorf("a token never admitted from the spent source: %d, want 429", c)
+	}
+}

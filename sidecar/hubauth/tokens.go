@@ -435,6 +435,17 @@ type tokenVerifier struct {
 	next auth.Verifier
 }
 
+// Familiar reports whether token is an access token the sidecar gave, or a Hub token
+// next finds familiar (auth.Familiar); Verify decides.
+func (v tokenVerifier) Familiar(token string) bool {
+	if !strings.HasPrefix(token, tokenPrefix) {
+		next, ok := v.next.(auth.Familiar)
+		return ok && next.Familiar(token)
+	}
+	_, ok := v.s.tokens.byAccess(hash(token))
+	return ok && strings.HasPrefix(token, accessPrefix)
+}
+
 func (v tokenVerifier) Verify(ctx context.Context, token string) (auth.Principal, error) {
 	if !strings.HasPrefix(token, tokenPrefix) {
 		return v.next.Verify(ctx, token)

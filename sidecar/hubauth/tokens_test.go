@@ -453,3 +453,27 @@ func TestCodeReplay(t *testing.T) {
 		t.Errorf("code_replayed: %v", n)
 	}
 }
+
+// familiarHub is a Hub verifier familiar (auth.Familiar) with the Hub tokens in known.
+type familiarHub struct {
+	hubVerifier
+	known map[string]bool
+}
+
+func (k *familiarHub) Familiar(tok string) bool { return k.known[tok] }
+
+// TestFamiliarTokens checks auth.Familiar on the MCP endpoint's verifier: the sidecar's
+// access tokens are familiar (its own store answers), a Hub token as the Hub verifier
+// finds it, nothing else.
+func TestFamiliarTokens(t *testing.T) {
+	e := newConsentEnv(t)
+	own := e.register("own", ownRedirect)
+	p := e.login(own, ownRedirect, "alice")
+	v := e.s.Verifier(&familiarHub{known: map[string]bool{"tok-bob": true}}).(auth.Familiar)
+	for tok, want := range map[string]bool{p.access: true, "tok-bob": true, p.refresh: false, accessPrefix + random(): false,
+		p.access + "x": false, "tok-carol": false, "": false} {
+		if got := v.Familiar(tok); got != want {
+			t.Errorf("Familiar(%.12q…) = %v, want %v", tok, got, want)
+		}
+	}
+}

@@ -200,12 +200,15 @@ func mcpPost(c *http.Client, endpoint, token, session, body string) (int, string
 
 // TestHubFairShareThroughProxy (issue 39, red team B-F4): the Hub's real
 // configurable-http-proxy pools its connections to the sidecar and carries every
-// user's requests, and a flood's, on them. While a client floods made-up tokens
-// through the proxy, three users each send bursts of 6 requests at once, within their
+// user's requests, and a flood's, on them. While clients from 20 addresses flood
+// made-up tokens through the proxy (more connections than the listener holds), and a
+// local client sends made-up tokens in bob's name (X-Forwarded-For from the proxy's
+// address: red team pass 4, F1), three users each send bursts of 6 requests at once,
+// their tokens' cached answers expiring meanwhile, within their
 // share of 8 requests in flight: every one of them is served (no 429 for a share held
 // by connections that carried someone else's requests, no 503).
 func TestHubFairShareThroughProxy(t *testing.T) {
-	const maxConns, burst, rounds = 64, 6, 15
+	const maxConns, burst, rounds = 64, 6, 25
 	root := t.TempDir()
 	port := testenv.FreePort(t)
 	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
@@ -217,7 +220,7 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 		}
 	}
 	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_MAX_CONNECTIONS", fmt.Sprint(maxConns))
-	sc := sidecartest.LaunchOn(t, root, port, hubConfig(hub.APIURL, root), "serve")
+	sc := sidecartest.LaunchOn(t, root, port, hubConfig(hub.APIURL, root, "token_cache_ttl: 3s"), "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
 
 	// Each user's session, through the proxy, from an address of their own.
@@ -234,24 +237,40 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 		}
 	}
 
-	// The flood: 40 clients posting made-up tokens through the proxy, back to back.
+	// The flood: 80 clients from 20 addresses posting made-up tokens through the proxy,
+	// back to back, and a local client naming bob's address in X-Forwarded-For from the
+	// proxy's (trusted) address, straight to the sidecar.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var flooded atomic.Int64
-	flood := fromLoopback("127.0.0.99", 40)
-	for i := range 40 {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, _, err := mcpPost(flood, endpoint, fmt.Sprintf("made-up-%d-%d", i, n), "", initializeBody); err == nil {
-					flooded.Add(1)
-				}
+	flood := func(c *http.Client, url, xff string, i int) {
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-		})
+			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer made-up-%d-%d", i, n))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if xff != "" {
+				req.Header.Set("X-Forwarded-For", xff)
+			}
+			if resp, err := c.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				flooded.Add(1)
+			}
+		}
+	}
+	for i := range 80 {
+		c := fromLoopback(fmt.Sprintf("127.0.1.%d", 1+i%20), 4)
+		wg.Go(func() { flood(c, endpoint, "", i) })
+	}
+	direct := fromLoopback("127.0.0.1", 4)
+	for i := range 4 {
+		wg.Go(func() { flood(direct, sc.URL+"/services/"+jhubtest.ServiceName+"/mcp", "127.0.0.11", 1000+i) })
 	}
 	defer func() { close(stop); wg.Wait() }()
 	testenv.Eventually(t, testenv.Wait, "the flood under way", func() bool { return flooded.Load() > 200 })
@@ -281,10 +300,11 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("the flood sent %d requests; refused: share %v, full %v, anonymous %v", flooded.Load(),
+	t.Logf("the flood sent %d requests; refused: share %v, full %v, anonymous %v, idle closed %v", flooded.Load(),
 		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "share"),
 		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "full"),
-		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "anonymous"))
+		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "anonymous"),
+		sc.Metric("jupyter_mcp_sidecar_http_connections_refused_total", "listener", "hub", "reason", "idle"))
 	if len(bad) > 0 {
 		t.Fatalf("%d of %d requests within their users' shares were not served, e.g. %+v", len(bad), rounds*burst*len(users), bad[:min(len(bad), 5)])
 	}
