@@ -18,9 +18,10 @@ import (
 // while the rows' bytes of its documents stay within MaxBytes. A room past a bound is
 // refused: its rows are neither read nor decoded and its notebook is not served; a loaded
 // room whose rows grow past MaxBytes is dropped and refused. A refused room is tried again
-// when the store delivers it whole (a Reset: the next load of the store, a re-read), so
-// the rooms a load keeps are the first by key that fit: whatever a user writes, she only
-// decides which of her own notebooks are served. The first refusal is logged, every one
+// when the store delivers it whole (a Reset: a re-read of the store). So a Set's load
+// keeps the first rooms by key that fit, the same whatever the batches the rows come in,
+// and rooms that appear later are taken while there is room: whatever a user writes, she
+// only decides which of her own notebooks are served. The first refusal is logged, every one
 // counted (Metrics.Refused), and a read of a notebook not held while rooms are refused
 // says so (ErrOverBound).
 
