@@ -96,7 +96,8 @@ type Tailer struct {
 	uv     int64       // PRAGMA user_version (the schema version) of the open file
 	cursor int64
 	fp     fingerprint
-	rooms  map[string]summary
+	rooms  map[string]summary // the rooms followed (bound.go)
+	over   bool               // rooms were left out since the last read of the whole store
 }
 
 // stamp is what a write to the file changes besides its contents.
@@ -189,8 +190,9 @@ func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error
 		return fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
 	defer st.close()
-	p, err := st.readPlan(ctx, t.cfg.ChunkRows)
+	p, err := st.readPlan(ctx, t.cfg.ChunkRows, t.cfg.followLimit(), nil)
 	if err == nil {
+		t.skippedAt("load", p)
 		err = read(st, p)
 	}
 	if err != nil {
@@ -476,17 +478,20 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		if len(rows) == 0 {
 			return dv, nil
 		}
-		events := runs(t.decompress(rows))
+		last := rows[len(rows)-1]
+		kept := t.follow(rows)
+		events := runs(t.decompress(kept))
 		t.status.Pending(events)
-		if err := ystore.Deliver(ctx, sink, events); err != nil {
-			return 0, err
+		if len(events) > 0 {
+			if err := ystore.Deliver(ctx, sink, events); err != nil {
+				return 0, err
+			}
 		}
-		for _, r := range rows {
+		for _, r := range kept {
 			s := t.rooms[r.Room]
 			s.add(r)
 			t.rooms[r.Room] = s
 		}
-		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
 		t.status.Read(events, len(t.rooms))
@@ -546,10 +551,11 @@ func runs(rows []ystore.Row) []ystore.Event {
 // (reload), as Reset for those and for the rooms whose rows changed.
 func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error, reload map[string]bool) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
-	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows)
+	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows, t.cfg.followLimit(), t.rooms)
 	if err != nil {
 		return 0, err
 	}
+	t.skippedAt(reason, p)
 	var rooms []string
 	var total int64
 	for _, room := range p.sortedRooms() {
@@ -594,8 +600,9 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	for room, rp := range p.rooms {
 		t.rooms[room] = rp.sum
 	}
-	t.cursor, t.fp = p.top, p.fp
+	t.cursor, t.fp, t.over = p.top, p.fp, p.over
 	t.log.Info("y-store read", "reason", reason, "rooms", len(p.rooms), "reset", len(rooms), "removed", len(removed), "rows", total,
+		"rows_skipped", p.skipped,
 		"took", time.Since(prog.p.Started).Round(time.Millisecond).String())
 	t.status.Read(events, len(t.rooms))
 	return p.dv, nil
