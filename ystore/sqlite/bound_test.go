@@ -137,3 +137,52 @@ func TestBoundManyRooms(t *testing.T) {
 		})
 	}
 }
+
+// The rooms followed under a bound while the store changes: a room removed (its rows
+// deleted) frees a place, taken by the next room by key at the re-read that notices it; a
+// room asked for again is delivered whole; a file replaced by one whose rooms are all new
+// is followed from its first rooms by key; rooms that appear while fewer are followed are
+// taken.
+func TestBoundFollowsTheStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	w := startWriter(t, path)
+	var ids []int64
+	for _, room := range []string{"a", "b", "c", "d", "e"} {
+		ids = append(ids, w.Do(map[string]any{"op": "write", "room": room, "update": b64(tokens(room))}).RowID)
+	}
+	tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, MaxRooms: 2})
+	k := newKeys()
+	runTailer(t, tl, k.deliver)
+	held := func(what string, want ...string) {
+		t.Helper()
+		testenv.Eventually(t, testenv.Wait, what, func() bool { return slices.Equal(k.held(), want) },
+			func() string { return fmt.Sprintf("delivered %v, want %v", k.held(), want) })
+	}
+	held("the first three by key", "a", "b", "c")
+
+	deleteRow(t, path, ids[1]) // b leaves the store: d takes its place
+	held("d in b's place", "a", "c", "d")
+	if k.reset["a"] != 1 {
+		t.Errorf("a reset %d times, want once: its rows did not change", k.reset["a"])
+	}
+
+	tl.Reload("c")
+	testenv.Eventually(t, testenv.Wait, "c delivered again", func() bool { k.mu.Lock(); defer k.mu.Unlock(); return k.reset["c"] == 2 })
+
+	// Every followed room leaves: the next ones by key are followed.
+	for _, i := range []int{0, 2, 3} {
+		deleteRow(t, path, ids[i])
+	}
+	held("e, the last room left", "e")
+
+	// Rooms appear while fewer than the bound's are followed: taken, up to one past it.
+	for _, room := range []string{"z", "y", "x"} {
+		w.Do(map[string]any{"op": "write", "room": room, "update": b64(tokens(room))})
+	}
+	held("the rooms that appeared, while there was room", "e", "y", "z")
+
+	// A new file: its first rooms by key.
+	w.Do(map[string]any{"op": "rename"})
+	writeRooms(t, w, 0, 4)
+	held("the new file's first rooms", manyRoom(0), manyRoom(1), manyRoom(2))
+}
