@@ -296,6 +296,10 @@ func TestHubUserStoreBound(t *testing.T) {
 			if rc := cfg.RoomsConfig(config.Obs{}); rc.MaxRooms != tt.rooms || rc.MaxBytes != tt.bytes {
 				t.Errorf("%s: alice's rooms bounded by %d rooms, %d bytes; want %d, %d", backend, rc.MaxRooms, rc.MaxBytes, tt.rooms, tt.bytes)
 			}
+			// Her store's reader follows the rooms the Set may hold (part 2).
+			if sc, pc := cfg.Store.SQLiteTailer(config.Obs{}), cfg.Store.PostgresTailer(config.Obs{}); sc.MaxRooms != tt.rooms || pc.MaxRooms != tt.rooms {
+				t.Errorf("%s: alice's store read bounded by %d rooms (sqlite), %d (postgres); want %d", backend, sc.MaxRooms, pc.MaxRooms, tt.rooms)
+			}
 		}
 	}
 }

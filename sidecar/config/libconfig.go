@@ -52,6 +52,23 @@ func (s SQLite) TailerConfig(o Obs) sqlite.Config {
 	}
 }
 
+// SQLiteTailer is the sqlite.Config of a served store's tailer: the section's, following
+// at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig). Ship copies every
+// room (SQLite.TailerConfig).
+func (s Store) SQLiteTailer(o Obs) sqlite.Config {
+	c := s.SQLite.TailerConfig(o)
+	c.MaxRooms = s.MaxRooms
+	return c
+}
+
+// PostgresTailer is the postgres.Config of a served store's tailer: the section's,
+// following at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig).
+func (s Store) PostgresTailer(o Obs) postgres.Config {
+	c := s.Postgres.StoreConfig(o)
+	c.MaxRooms = s.MaxRooms
+	return c
+}
+
 // StoreConfig is the postgres.Config of this section.
 func (p Postgres) StoreConfig(o Obs) postgres.Config {
 	return postgres.Config{

@@ -57,6 +57,10 @@ func TestLibraryConfigs(t *testing.T) {
 	if rc := c.RoomsConfig(obs); rc.Logger != log || rc.GapAfter != 7*time.Second || rc.MaxRooms != 3 || rc.MaxBytes != 11 {
 		t.Errorf("RoomsConfig = %+v", rc)
 	}
+	// The served store's reader follows the rooms its Set may hold; ship's copies all.
+	if sc, pc, ship := c.Store.SQLiteTailer(obs), c.Store.PostgresTailer(obs), c.Store.SQLite.TailerConfig(obs); sc.MaxRooms != 3 || pc.MaxRooms != 3 || ship.MaxRooms != 0 {
+		t.Errorf("store readers bounded by %d (sqlite), %d (postgres), ship's %d; want 3, 3, 0", sc.MaxRooms, pc.MaxRooms, ship.MaxRooms)
+	}
 	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
 		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confine != nil || fc.Logger != log {
 		t.Errorf("FilesConfig = %+v", fc)
