@@ -23,8 +23,8 @@ import (
 // the store read whole, Reset for the rooms it now follows).
 //
 // What it still spends on a store past its bound is CPU: a read of the whole store reads
-// every row's key (no update), a chunk per read transaction, about 1 s of a core per
-// million rows.
+// every row's key (no update), a chunk per read transaction, in constant memory: 2.8 s
+// for 2,000,000 one-row rooms (TestMeasureManyRooms; unbounded, 4 min 54 s and 500 MB).
 
 // followLimit is the rooms the tailer follows at most (MaxRooms and the one past it), 0
 // when unbounded.
