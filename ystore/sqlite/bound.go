@@ -20,7 +20,8 @@ import (
 // (sqlite_rows_skipped_total); the tailer's memory is its MaxRooms+1 rooms', whatever the
 // store holds. A room it follows that leaves the store frees a place, taken by the
 // next room by key at the re-read that notices it (a history rewrite, a file replaced:
-// the store read whole, Reset for the rooms it now follows).
+// the store read whole); then every room it follows is delivered again (Reset), so that
+// a sink that refused one takes it now that it has room.
 //
 // What it still spends on a store past its bound is CPU: a read of the whole store reads
 // every row's key (no update), a chunk per read transaction, in constant memory: 2.8 s

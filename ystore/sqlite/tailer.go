@@ -22,7 +22,7 @@
 //   - rename the file aside and create a new one (schema mismatch), or delete and
 //     recreate it: the file's identity changes (the open connection holds the old inode,
 //     so its number cannot be reused), every room of the new file is delivered as Reset
-//     and every room gone as Removed; the same when PRAGMA user_version changes in place;
+//     and every room gone as Removed (before them); the same when PRAGMA user_version changes in place;
 //   - nothing, while a room is asked for again (Reload: the sidecar rebuilds a room whose
 //     document differed from the server's saved file): the file is read whole, as after
 //     a history rewrite, and that room delivered as Reset with the rooms whose rows changed;
@@ -556,36 +556,41 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 		return 0, err
 	}
 	t.skippedAt(reason, p)
-	var rooms []string
-	var total int64
-	for _, room := range p.sortedRooms() {
-		rp := p.rooms[room]
-		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
-			if prev, ok := t.rooms[room]; ok && prev == rp.sum && !reload[room] {
-				continue
-			}
-		}
-		rooms = append(rooms, room)
-		total += rp.rows
-	}
 	var removed []ystore.Event
 	for room := range t.rooms {
 		if _, ok := p.rooms[room]; !ok {
 			removed = append(removed, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}
 	}
+	// Past its bound, a room removed frees a place in the sink too, which may have
+	// refused a room followed: every room followed is delivered again (bound.go).
+	refill := t.over && len(removed) > 0
+	var rooms []string
+	var total int64
+	for _, room := range p.sortedRooms() {
+		rp := p.rooms[room]
+		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
+			if prev, ok := t.rooms[room]; ok && prev == rp.sum && !reload[room] && !refill {
+				continue
+			}
+		}
+		rooms = append(rooms, room)
+		total += rp.rows
+	}
 	prog := t.startLoad(reason, len(rooms), total)
 	var events []ystore.Event
 	var fails []error
+	// The rooms gone first: a sink bounded by its rooms has their places for the others.
 	if t.cfg.StreamLoads {
 		events, fails = t.streamed(p, rooms, prog)
+		events = append(removed, events...)
 	} else {
-		events, err = t.batched(ctx, p, rooms, prog, sink)
+		events, err = t.batched(ctx, p, rooms, prog, sink, removed)
 	}
 	if err != nil {
 		return 0, err
 	}
-	if events = append(events, removed...); len(events) > 0 {
+	if len(events) > 0 {
 		err := ystore.Deliver(ctx, sink, events)
 		if failed := errors.Join(fails...); failed != nil {
 			// The sink failed, or not, because the store could not be read: a read
@@ -624,11 +629,11 @@ func (t *Tailer) streamed(p *plan, rooms []string, prog *loadProgress) ([]ystore
 	return events, fails
 }
 
-// batched reads rooms whole and delivers them in calls of about loadBatchRows rows, each
-// counted once the sink has applied it; it returns the events of the last call, not
-// delivered yet.
-func (t *Tailer) batched(ctx context.Context, p *plan, rooms []string, prog *loadProgress, sink func(context.Context, []ystore.Event) error) ([]ystore.Event, error) {
-	var events []ystore.Event
+// batched reads rooms whole and delivers them in calls of about loadBatchRows rows, after
+// the events first, each counted once the sink has applied it; it returns the events of
+// the last call, not delivered yet.
+func (t *Tailer) batched(ctx context.Context, p *plan, rooms []string, prog *loadProgress, sink func(context.Context, []ystore.Event) error, first []ystore.Event) ([]ystore.Event, error) {
+	events := first
 	n := 0
 	for i, room := range rooms {
 		rows, err := t.roomRows(ctx, t.st, p, room)
