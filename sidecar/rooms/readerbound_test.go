@@ -74,7 +74,9 @@ func TestRoomsBoundAgreesWithItsReader(t *testing.T) {
 	same := func(what string, want []string) {
 		t.Helper()
 		testenv.Eventually(t, testenv.Wait, what, func() bool { return slices.Equal(held.Paths(), want) && slices.Equal(all.Paths(), want) },
-			func() string { return fmt.Sprintf("bounded reader's Set %v, unbounded's %v; want %v", held.Paths(), all.Paths(), want) })
+			func() string {
+				return fmt.Sprintf("bounded reader's Set %v, unbounded's %v; want %v", held.Paths(), all.Paths(), want)
+			})
 	}
 	same("the first rooms by key", paths(0, 1, 2, 3))
 	if byRooms, _ := m.counts(); byRooms != 1 {

@@ -22,7 +22,8 @@
 //   - rename the file aside and create a new one (schema mismatch), or delete and
 //     recreate it: the file's identity changes (the open connection holds the old inode,
 //     so its number cannot be reused), every room of the new file is delivered as Reset
-//     and every room gone as Removed (before them); the same when PRAGMA user_version changes in place;
+//     and, before them, every room gone as Removed; the same when PRAGMA user_version
+//     changes in place;
 //   - nothing, while a room is asked for again (Reload: the sidecar rebuilds a room whose
 //     document differed from the server's saved file): the file is read whole, as after
 //     a history rewrite, and that room delivered as Reset with the rooms whose rows changed;
