@@ -22,6 +22,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -269,6 +270,37 @@ func TestTenantLogNamesNoUser(t *testing.T) {
 	}
 	if len(naming) != 1 || !strings.Contains(naming[0], `"msg":"tenant started"`) || !strings.Contains(naming[0], `"level":"DEBUG"`) {
 		t.Fatalf("lines naming %s: %q, want the one debug line of the tenant's start", user, naming)
+	}
+}
+
+// TestHubUserStoreBound: a user's rooms take hub.max_rooms_per_user and
+// hub.max_store_bytes_per_user (issue 39, B-F3), not single mode's store.max_rooms and
+// store.max_bytes, whichever the backend: a Postgres user's owner-filtered rooms go
+// through the same rooms.Set.
+func TestHubUserStoreBound(t *testing.T) {
+	for _, backend := range []config.Backend{config.BackendSQLite, config.BackendPostgres} {
+		for _, tt := range []struct {
+			rooms int
+			bytes int64
+		}{{rooms.DefaultMaxRooms, rooms.DefaultMaxBytes}, {7, 1234}} {
+			h := testHub(t, t.TempDir())
+			h.cfg.Hub.Stores.Backend = backend
+			h.cfg.Store.MaxRooms, h.cfg.Store.MaxBytes = 0, 0 // single mode's: none
+			if tt.rooms != rooms.DefaultMaxRooms {
+				h.cfg.Hub.MaxRoomsPerUser, h.cfg.Hub.MaxStoreBytesPerUser = tt.rooms, tt.bytes
+			}
+			cfg, err := h.userConfig("alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc := cfg.RoomsConfig(config.Obs{}); rc.MaxRooms != tt.rooms || rc.MaxBytes != tt.bytes {
+				t.Errorf("%s: alice's rooms bounded by %d rooms, %d bytes; want %d, %d", backend, rc.MaxRooms, rc.MaxBytes, tt.rooms, tt.bytes)
+			}
+			// Her store's reader follows the rooms the Set may hold (part 2).
+			if sc, pc := cfg.Store.SQLiteTailer(config.Obs{}), cfg.Store.PostgresTailer(config.Obs{}); sc.MaxRooms != tt.rooms || pc.MaxRooms != tt.rooms {
+				t.Errorf("%s: alice's store read bounded by %d rooms (sqlite), %d (postgres); want %d", backend, sc.MaxRooms, pc.MaxRooms, tt.rooms)
+			}
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 )
 
 // Metrics are the sidecar's own Prometheus collectors, shared by the instances on one
@@ -23,6 +24,7 @@ type Metrics struct {
 	storeGaps       prometheus.Counter
 	changesFlushed  prometheus.Counter
 	versionsKept    prometheus.Gauge // moved by each instance's changes: the sum over them
+	roomsRefused    *prometheus.CounterVec
 }
 
 // NewMetrics returns the collectors registered on reg (nil: none).
@@ -49,9 +51,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Debounced notebook changes handed to the publisher."})),
 		versionsKept: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "versions_kept",
 			Help: "Notebook versions the rooms keep to answer what changed since them (changes.max_versions, changes.max_age per room)."})),
+		roomsRefused: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "rooms_refused_total",
+			Help: "Rooms not loaded, or dropped, because their store was past its bound: bound=rooms (store.max_rooms, hub.max_rooms_per_user) or bytes (store.max_bytes, hub.max_store_bytes_per_user)."}, []string{"bound"})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sidecar metrics: %w", err)
+	}
+	for _, bound := range []string{rooms.BoundRooms, rooms.BoundBytes} {
+		m.roomsRefused.WithLabelValues(bound) // exported at 0 from the start
 	}
 	return m, nil
 }

@@ -22,6 +22,9 @@ func (r *roomsMetrics) DecodeErrors(n int) { r.m.decodeErrors.Add(float64(n)) }
 func (r *roomsMetrics) SetRooms(n int)     { r.m.liveRooms.Add(float64(int64(n) - r.rooms.Swap(int64(n)))) }
 func (r *roomsMetrics) Diverged()          { r.m.divergences.Inc() }
 func (r *roomsMetrics) Gap()               { r.m.storeGaps.Inc() }
+func (r *roomsMetrics) Refused(bound string) {
+	r.m.roomsRefused.WithLabelValues(bound).Inc()
+}
 func (r *roomsMetrics) VersionsKept(n int) {
 	r.versions.Add(int64(n))
 	r.m.versionsKept.Add(float64(n))

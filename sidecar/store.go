@@ -196,7 +196,7 @@ func backendOf(b config.Backend) (storeBackend, error) {
 type sqliteBackend struct{}
 
 func (sqliteBackend) tailer(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, error) {
-	c := cfg.Store.SQLite.TailerConfig(obs)
+	c := cfg.Store.SQLiteTailer(obs)
 	c.Watcher, c.Confine = sh.watcher, conf.store
 	c.StreamLoads = true // the rooms decode a load as its rows are read, never holding them
 	return newTailer(sqlite.New(c))
@@ -223,9 +223,9 @@ type postgresBackend struct{}
 
 func (postgresBackend) tailer(cfg config.Config, obs config.Obs, sh shared, _ confinement) (ystore.Tailer, error) {
 	if sh.follower != nil {
-		return sh.follower.Tailer(cfg.Store.Postgres.StoreConfig(obs))
+		return sh.follower.Tailer(cfg.Store.PostgresTailer(obs))
 	}
-	return newTailer(postgres.New(cfg.Store.Postgres.StoreConfig(obs)))
+	return newTailer(postgres.New(cfg.Store.PostgresTailer(obs)))
 }
 
 // share is one follower of every owner's rooms; each user's tailer takes theirs.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
@@ -37,6 +38,11 @@ type Hub struct {
 	// MaxConnectionsPerUser is a user's share of requests in flight, streams included,
 	// and of their sessions (UserShare); 0: an eighth of server.max_connections.
 	MaxConnectionsPerUser int `option:"max_connections_per_user" yaml:"max_connections_per_user"`
+	// MaxRoomsPerUser and MaxStoreBytesPerUser bound what a user's store makes the
+	// process hold: its rooms, and the bytes of rows they decode (rooms.Config; the
+	// user's store.max_rooms and store.max_bytes).
+	MaxRoomsPerUser      int   `option:"max_rooms_per_user" yaml:"max_rooms_per_user"`
+	MaxStoreBytesPerUser int64 `option:"max_store_bytes_per_user" yaml:"max_store_bytes_per_user"`
 }
 
 // UserShare is the requests one user has in flight at most (hub.max_connections_per_user,
@@ -136,8 +142,10 @@ func DefaultHub() Hub {
 			FileIDDB:   home + "/.local/share/jupyter/" + fileid.DBName,
 			RootDir:    home,
 		},
-		TokenCacheTTL: hubauth.DefaultTokenCacheTTL,
-		IdleTimeout:   DefaultHubIdleTimeout,
+		TokenCacheTTL:        hubauth.DefaultTokenCacheTTL,
+		IdleTimeout:          DefaultHubIdleTimeout,
+		MaxRoomsPerUser:      rooms.DefaultMaxRooms,
+		MaxStoreBytesPerUser: rooms.DefaultMaxBytes,
 		OAuth: HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL,
 			Registration: string(hubauth.DefaultRegistration), RegistrationTTL: hubauth.DefaultRegistrationTTL,
 			TrustedProxies: slices.Clone(hubauth.DefaultTrustedProxies), AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
@@ -262,6 +270,12 @@ func (h Hub) validate(v *validator, s Server) {
 	v.positive("hub.idle_timeout", h.IdleTimeout)
 	if share, _ := h.UserShare(s); share < 1 || share >= s.MaxConnections {
 		v.fail("hub.max_connections_per_user", "a user's share must be at least 1 and under server.max_connections (%d), got %d", s.MaxConnections, share)
+	}
+	if h.MaxRoomsPerUser <= 0 {
+		v.fail("hub.max_rooms_per_user", "must be > 0: a user's store is bounded, got %d", h.MaxRoomsPerUser)
+	}
+	if h.MaxStoreBytesPerUser <= 0 {
+		v.fail("hub.max_store_bytes_per_user", "must be > 0: a user's store is bounded, got %d", h.MaxStoreBytesPerUser)
 	}
 	if h.OAuth.Enabled {
 		if u, err := url.Parse(h.OAuth.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||

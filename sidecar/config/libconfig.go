@@ -52,6 +52,23 @@ func (s SQLite) TailerConfig(o Obs) sqlite.Config {
 	}
 }
 
+// SQLiteTailer is the sqlite.Config of a served store's tailer: the section's, following
+// at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig). Ship copies every
+// room (SQLite.TailerConfig).
+func (s Store) SQLiteTailer(o Obs) sqlite.Config {
+	c := s.SQLite.TailerConfig(o)
+	c.MaxRooms = s.MaxRooms
+	return c
+}
+
+// PostgresTailer is the postgres.Config of a served store's tailer: the section's,
+// following at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig).
+func (s Store) PostgresTailer(o Obs) postgres.Config {
+	c := s.Postgres.StoreConfig(o)
+	c.MaxRooms = s.MaxRooms
+	return c
+}
+
 // StoreConfig is the postgres.Config of this section.
 func (p Postgres) StoreConfig(o Obs) postgres.Config {
 	return postgres.Config{
@@ -95,7 +112,7 @@ func (c Config) ServerConfig(version string, o Obs) resources.Config {
 // RoomsConfig is the rooms.Config of the store section; the caller adds the rooms'
 // resolver, file reader, metrics and reload.
 func (c Config) RoomsConfig(o Obs) rooms.Config {
-	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter,
+	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter, MaxRooms: c.Store.MaxRooms, MaxBytes: c.Store.MaxBytes,
 		Versions: versions.Config{MaxVersions: c.Changes.MaxVersions, MaxAge: c.Changes.MaxAge}}
 }
 

@@ -47,15 +47,19 @@ func TestLibraryConfigs(t *testing.T) {
 	log, reg := slog.New(slog.DiscardHandler), prometheus.NewRegistry()
 	obs := Obs{Logger: log, Registerer: reg}
 	c := Default()
-	c.Store.GapAfter = 7 * time.Second
+	c.Store.GapAfter, c.Store.MaxRooms, c.Store.MaxBytes = 7*time.Second, 3, 11
 	c.FileID = FileID{DBPath: "/j/ids.db", RootDir: "rel/root", API: FileIDAPI{URL: "http://127.0.0.1:1/", Token: "t"}}
 	c.OnDisk = OnDisk{Enabled: true, FSNotify: true, PollInterval: time.Minute, MaxWatchedDirs: 3, MaxFileBytes: 9}
 	c.Server.Listen, c.Server.Limits.MaxNames, c.Server.StateFile = "127.0.0.1:1", 5, "/s/names.json"
 	c.Notebooks = map[string]string{"nb": "a.ipynb"}
 	c.Server.Token = "secret"
 
-	if rc := c.RoomsConfig(obs); rc.Logger != log || rc.GapAfter != 7*time.Second {
+	if rc := c.RoomsConfig(obs); rc.Logger != log || rc.GapAfter != 7*time.Second || rc.MaxRooms != 3 || rc.MaxBytes != 11 {
 		t.Errorf("RoomsConfig = %+v", rc)
+	}
+	// The served store's reader follows the rooms its Set may hold; ship's copies all.
+	if sc, pc, ship := c.Store.SQLiteTailer(obs), c.Store.PostgresTailer(obs), c.Store.SQLite.TailerConfig(obs); sc.MaxRooms != 3 || pc.MaxRooms != 3 || ship.MaxRooms != 0 {
+		t.Errorf("store readers bounded by %d (sqlite), %d (postgres), ship's %d; want 3, 3, 0", sc.MaxRooms, pc.MaxRooms, ship.MaxRooms)
 	}
 	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
 		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confine != nil || fc.Logger != log {
@@ -133,6 +137,10 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"ondisk.max_watched_dirs":      {d.OnDisk.MaxWatchedDirs, ondisk.DefaultMaxWatchedDirs},
 		"ondisk.max_file_bytes":        {d.OnDisk.MaxFileBytes, int64(ondisk.DefaultMaxFileBytes)},
 		"hub.token_cache_ttl":          {h.TokenCacheTTL, hubauth.DefaultTokenCacheTTL},
+		"hub.max_rooms_per_user":       {h.MaxRoomsPerUser, rooms.DefaultMaxRooms},
+		"hub.max_store_bytes_per_user": {h.MaxStoreBytesPerUser, rooms.DefaultMaxBytes},
+		"store.max_rooms (none)":       {d.Store.MaxRooms, 0},
+		"store.max_bytes (none)":       {d.Store.MaxBytes, int64(0)},
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
 		"hub.oauth.access_token_ttl":   {h.OAuth.AccessTokenTTL, hubauth.DefaultAccessTokenTTL},
 		"hub.oauth.refresh_token_ttl":  {h.OAuth.RefreshTokenTTL, hubauth.DefaultRefreshTokenTTL},
@@ -154,6 +162,35 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		if got, err := Render(tmpl, "alice"); err != nil || got != filepath.Join("/home/alice", def) {
 			t.Errorf("template %s for alice = %q, %v; want /home/alice/%s", tmpl, got, err, def)
 		}
+	}
+}
+
+// The bounds of what a store makes the process hold: single mode's may be none (0), a
+// hub user's may not.
+func TestValidateStoreBounds(t *testing.T) {
+	for _, tt := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Store.MaxRooms = -1 }, "store.max_rooms: must be >= 0"},
+		{func(c *Config) { c.Store.MaxBytes = -1 }, "store.max_bytes: must be >= 0"},
+		{func(c *Config) {
+			c.Hub.Enabled, c.Hub.APIURL, c.Hub.MaxRoomsPerUser = true, "http://127.0.0.1:8081/hub/api", 0
+		}, "hub.max_rooms_per_user: must be > 0"},
+		{func(c *Config) {
+			c.Hub.Enabled, c.Hub.APIURL, c.Hub.MaxStoreBytesPerUser = true, "http://127.0.0.1:8081/hub/api", -5
+		}, "hub.max_store_bytes_per_user: must be > 0"},
+	} {
+		c := Default()
+		tt.set(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate() = %v, want %q", err, tt.want)
+		}
+	}
+	c := Default()
+	c.Store.MaxRooms, c.Store.MaxBytes = 0, 0
+	if err := c.Validate(); err != nil {
+		t.Fatalf("no bound in single mode: %v", err)
 	}
 }
 

@@ -111,6 +111,12 @@ func (c Config) Validate() error {
 	v.backend("store.backend", s.Backend)
 	v.positive("store.lag_threshold", s.LagThreshold)
 	v.positive("store.gap_after", s.GapAfter)
+	if s.MaxRooms < 0 {
+		v.fail("store.max_rooms", "must be >= 0 (0: no bound), got %d", s.MaxRooms)
+	}
+	if s.MaxBytes < 0 {
+		v.fail("store.max_bytes", "must be >= 0 (0: no bound), got %d", s.MaxBytes)
+	}
 	if n := c.Changes.MaxVersions; n < 1 || n > versions.MaxVersionsLimit {
 		v.fail("changes.max_versions", "must be from 1 to %d, got %d", versions.MaxVersionsLimit, n)
 	}

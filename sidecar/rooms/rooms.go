@@ -57,6 +57,11 @@ type Config struct {
 	// Scope is part of every version's identity beside the room: the hub user in hub
 	// mode, so that another user's version is unknown here; "" outside it.
 	Scope string
+	// MaxRooms bounds the rooms held, notebooks and others, and MaxBytes the rows'
+	// bytes their documents are made of (bound.go); 0: no bound. Hub mode gives each
+	// user's store DefaultMaxRooms and DefaultMaxBytes unless configured.
+	MaxRooms int
+	MaxBytes int64
 }
 
 // Files reads notebook files now; ondisk.Watcher is one.
@@ -99,6 +104,8 @@ type Metrics interface {
 	Gap()
 	// VersionsKept adds n (negative: takes away) to the versions the rooms keep.
 	VersionsKept(n int)
+	// Refused counts a room refused past a bound (BoundRooms, BoundBytes).
+	Refused(bound string)
 }
 
 // Set keeps one live notebook per notebook room of the store and serves them by path
@@ -122,6 +129,7 @@ type Set struct {
 	rooms  map[string]*room              // notebook rooms by key
 	byPath map[string]map[*room]struct{} // loaded rooms with a path, by path
 	others map[string]int                // rows seen per room that is not a notebook
+	bounds                               // what the rooms hold against MaxRooms and MaxBytes
 }
 
 type room struct {
@@ -132,6 +140,8 @@ type room struct {
 	path    string
 	rows    int
 	badRows int
+	// bytes is the rows' bytes its document is made of (Set.mu guards it: bound.go).
+	bytes   int64
 	updated time.Time
 	lastRow time.Time // commit time of the newest row applied
 	// file is the notebook's .ipynb while it is served instead of the document: newer
@@ -182,6 +192,7 @@ func New(cfg Config) *Set {
 		rooms:    make(map[string]*room),
 		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
+		bounds:   bounds{maxRooms: max(cfg.MaxRooms, 0), maxBytes: max(cfg.MaxBytes, 0), refused: make(map[string]string)},
 	}
 }
 
@@ -217,6 +228,7 @@ func (noMetrics) SetDegraded(int)                 {}
 func (noMetrics) Diverged()                       {}
 func (noMetrics) Gap()                            {}
 func (noMetrics) VersionsKept(int)                {}
+func (noMetrics) Refused(string)                  {}
 
 // Sink applies a tailer's events; it never fails on a bad row, only on ctx or on a
 // streamed Reset whose rows could not be read (ystore.Event.Stream's error: the room is
@@ -251,18 +263,25 @@ func (r *Writer) Sink(ctx context.Context, events []ystore.Event) error {
 // trackOther counts the rows of a room that is not a notebook's (a streamed Reset's are
 // read to be counted).
 func (r *Set) trackOther(ctx context.Context, ev ystore.Event) error {
+	if ev.Kind == ystore.EventRemoved {
+		r.mu.Lock()
+		delete(r.others, ev.Room)
+		delete(r.refused, ev.Room)
+		r.mu.Unlock()
+		return nil
+	}
+	if !r.takeOther(ev.Room, ev.Kind == ystore.EventReset) {
+		return nil
+	}
 	n := 0
 	if err := ev.Each(ctx, func(rows []ystore.Row) error { n += len(rows); return nil }); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch ev.Kind {
-	case ystore.EventRemoved:
-		delete(r.others, ev.Room)
-	case ystore.EventReset:
+	if ev.Kind == ystore.EventReset {
 		r.others[ev.Room] = n
-	default:
+	} else {
 		r.others[ev.Room] += n
 	}
 	return nil
@@ -270,9 +289,24 @@ func (r *Set) trackOther(ctx context.Context, ev ystore.Event) error {
 
 // reset replaces a room's document by one built from the event's rows alone, read as they
 // stream in (ystore.Event.Each); when they cannot be read, the room is left as it was and
-// the error returned.
+// the error returned. A room past the Set's bounds is refused, and dropped if held
+// (bound.go).
 func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) error {
-	l, err := r.load(ctx, info, ev)
+	budget, ok := r.admit(info.Key)
+	if !ok {
+		return nil
+	}
+	l, err := r.load(ctx, info, ev, budget)
+	if errors.Is(err, errOverBytes) {
+		r.mu.RLock()
+		rm := r.rooms[info.Key]
+		r.mu.RUnlock()
+		if rm != nil {
+			r.drop(rm, "room dropped: its rows pass the store's bound")
+		}
+		r.refuse(info.Key, BoundBytes)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -287,10 +321,13 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		rm = &room{info: info}
 		r.rooms[info.Key] = rm
 	}
+	r.bytes += l.bytes - rm.bytes
+	rm.bytes = l.bytes
 	r.mu.Unlock()
 
 	rm.mu.Lock()
 	prev := rm.served()
+	wasDegraded := rm.degraded()
 	same := false
 	if rm.nb != nil {
 		// The old document is gone as a whole: whatever it held has changed too, unless
@@ -311,10 +348,13 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 	}
 	ch, _ = r.storeApplied(rm, ch, prev, o.At, content, true)
 	r.observe(rm)
+	degraded := rm.degraded() != wasDegraded
 	rm.mu.Unlock()
 
 	p := r.resolvePath(ctx, rm)
-	r.metrics.SetDegraded(r.degradedCount())
+	if degraded { // counted again only then: a load of many rooms is not quadratic
+		r.metrics.SetDegraded(r.degradedCount())
+	}
 	r.log.Debug("room loaded", logkey.Room, info.Key, logkey.Path, p, "rows", l.rows, "bad_rows", l.bad)
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
@@ -323,15 +363,22 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 	return nil
 }
 
-// update applies rows on top of a room's document.
+// update applies rows on top of a room's document; a room refused is left out, and one
+// whose rows grow past the Set's bytes bound is dropped and refused (bound.go).
 func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row) {
-	r.mu.Lock()
-	rm, ok := r.rooms[info.Key]
-	if !ok {
-		rm = &room{info: info, nb: ynotebook.New()}
-		r.rooms[info.Key] = rm
+	var n int64
+	for _, row := range rows {
+		n += int64(len(row.Update))
 	}
-	r.mu.Unlock()
+	rm, over := r.hold(info, n)
+	if over != nil {
+		r.drop(over, "room dropped: its rows grew past the store's bound")
+		r.refuse(info.Key, BoundBytes)
+		return
+	}
+	if rm == nil {
+		return
+	}
 
 	var ch ynotebook.Changes
 	rm.mu.Lock()
@@ -387,18 +434,21 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 // a piece's, whatever the room's history.
 const loadRows = 1024
 
-// loaded is a room's document built by load, with its rows, the bad ones among them and
-// the commit time of the newest (seconds since the epoch; -Inf without rows).
+// loaded is a room's document built by load, with its rows, the bad ones among them, their
+// bytes and the commit time of the newest (seconds since the epoch; -Inf without rows).
 type loaded struct {
 	nb        *ynotebook.Notebook
 	rows, bad int
+	bytes     int64
 	newest    float64
 }
 
 // load builds a room's document from the event's rows as they stream in, loadRows at a
 // time (ynotebook.Loading: no change sets, one read at the end), logging and counting the
-// rows that do not decode. Its error is the stream's (the rows could not be read) or ctx's.
-func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event) (loaded, error) {
+// rows that do not decode. Its error is the stream's (the rows could not be read), ctx's,
+// or errOverBytes once the rows' bytes would pass budget (negative: none), before those
+// rows are decoded.
+func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event, budget int64) (loaded, error) {
 	ld := ynotebook.NewLoading()
 	l := loaded{newest: math.Inf(-1)}
 	updates := make([][]byte, 0, loadRows)
@@ -408,6 +458,14 @@ func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event) (load
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			var n int64
+			for _, row := range piece {
+				n += int64(len(row.Update))
+			}
+			if budget >= 0 && l.bytes+n > budget {
+				return errOverBytes
+			}
+			l.bytes += n
 			updates = updates[:0]
 			for _, row := range piece {
 				updates = append(updates, row.Update)
@@ -469,6 +527,7 @@ func (r *Set) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row)
 // remove takes a room out of the store: its notebook stays served from its file if that
 // exists (filerooms.go), and is gone otherwise.
 func (r *Writer) remove(info ystore.Room) {
+	r.unrefuse(info.Key)
 	r.mu.RLock()
 	rm, ok := r.rooms[info.Key]
 	r.mu.RUnlock()
@@ -490,6 +549,8 @@ func (r *Writer) drop(rm *room, why string) {
 		return
 	}
 	delete(r.rooms, info.Key)
+	r.bytes -= rm.bytes
+	rm.bytes = 0
 	rm.mu.Lock()
 	p := rm.path
 	snap := rm.served() // taken under rm.mu: a read may take one at the same time

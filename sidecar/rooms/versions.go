@@ -1,8 +1,6 @@
 package rooms
 
 import (
-	"fmt"
-
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -46,7 +44,7 @@ func (r *Set) forget(rm *room) {
 func (r *Set) Served(p string) (library.Served, error) {
 	rm := r.find(p)
 	if rm == nil {
-		return library.Served{}, fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
+		return library.Served{}, r.notHeld(p)
 	}
 	rm.mu.Lock()
 	defer rm.mu.Unlock()

@@ -149,6 +149,20 @@ class Store:
                 pass
         return {}
 
+    def rooms(self, prefix, first, n, update):
+        """Store update in rooms prefix+first … prefix+(first+n-1) (zero-padded), one row
+        each, in one transaction (executemany), as the red team's manyrooms.py does."""
+
+        def fn(cur):
+            now = time.time()
+            cur.executemany(
+                "INSERT INTO yupdates VALUES (?, ?, ?, ?)",
+                (("%s%09d" % (prefix, i), update, b"", now) for i in range(first, first + n)),
+            )
+            return {"ts": now}
+
+        return self.transaction(fn)
+
     def flood(self, room, updates, interval):
         rows, errors = [], []
         for update in updates:
@@ -185,6 +199,8 @@ def handle(store, cmd):
         store.close()
         store.open()
         return {}
+    if op == "rooms":
+        return store.rooms(cmd["prefix"], cmd["first"], cmd["n"], b64(cmd, "update"))
     if op == "flood":
         updates = [base64.b64decode(u) for u in cmd["updates"]]
         return store.flood(cmd["room"], updates, cmd.get("interval", 0))

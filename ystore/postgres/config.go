@@ -58,6 +58,10 @@ type Config struct {
 	// ChunkRows bounds the rows a load of the whole store (Load, LoadStream, Run's first
 	// read) reads in one round trip, and so holds at once; default 1,000.
 	ChunkRows int
+	// MaxRooms bounds the rooms an Owner's Tailer on a Follower loads and follows
+	// (bound.go), and the rooms any load reads: hub mode gives a user's rooms
+	// hub.max_rooms_per_user, the bound of the rooms.Set they feed. 0: every room.
+	MaxRooms int
 	// BackoffMin and BackoffMax bound the reconnect delay, doubled per failure with
 	// jitter; defaults 100 ms and 10 s.
 	BackoffMin, BackoffMax time.Duration
@@ -84,8 +88,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%s %q: must match %s: %w", f.name, f.v, identRe, ErrConfig)
 		}
 	}
-	if c.ChunkRows < 0 {
-		return c, fmt.Errorf("chunk rows %d: must be positive: %w", c.ChunkRows, ErrConfig)
+	if c.ChunkRows < 0 || c.MaxRooms < 0 {
+		return c, fmt.Errorf("chunk rows %d, max rooms %d: must be positive: %w", c.ChunkRows, c.MaxRooms, ErrConfig)
 	}
 	if c.PollInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
 		return c, fmt.Errorf("poll interval %v, backoff %v..%v: must be positive and ordered: %w",

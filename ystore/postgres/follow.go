@@ -207,7 +207,7 @@ func (o *ownerTailer) Status() ystore.Status {
 // Follower heard before a load began is in the load; what it hears during the load may
 // be too, and is delivered again: Yjs updates apply idempotently.
 func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
-	owner := o.load.cfg.Owner
+	owner, limit := o.load.cfg.Owner, o.load.cfg.followLimit()
 	o.f.mu.Lock()
 	if o.f.feeds[owner] == nil {
 		o.f.feeds[owner] = map[*ownerTailer]struct{}{}
@@ -238,7 +238,8 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return nil
 		}
 	}
-	rooms := map[string]bool{}
+	rooms := map[string]bool{} // those followed (bound.go)
+	over := false
 	for attempt := 0; ; attempt++ {
 		o.take() // heard before the load's snapshot: in the load
 		// The rooms are streamed to sink as the load reads them.
@@ -256,6 +257,7 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return err
 		}
 		if err == nil {
+			over = limit > 0 && len(rooms) >= limit
 			o.mu.Lock()
 			o.loaded = true
 			o.mu.Unlock()
@@ -274,7 +276,7 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return nil
 		case <-o.wake:
 		}
-		events := o.take()
+		events := o.follow(o.take(), rooms, &over)
 		if len(events) == 0 {
 			continue
 		}

@@ -100,7 +100,7 @@ func (t *Tailer) readLoadRooms(ctx context.Context, tx pgx.Tx) ([]loadRoom, erro
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	where, args := t.owned(nil, nil)
-	q := `SELECT path, coalesce(max(id) FILTER (WHERE reset), 0) FROM ` + t.n.table
+	q := `SELECT path, coalesce(max(id) FILTER (WHERE reset), 0), count(*), count(*) OVER (), sum(count(*)) OVER () FROM ` + t.n.table
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -108,16 +108,30 @@ func (t *Tailer) readLoadRooms(ctx context.Context, tx pgx.Tx) ([]loadRoom, erro
 	q += ` GROUP BY path HAVING NOT bool_or(reset)
 		OR max(id) FILTER (WHERE yupdate IS NOT NULL) >= max(id) FILTER (WHERE reset)
 		ORDER BY path COLLATE "C"`
+	if limit := t.cfg.followLimit(); limit > 0 {
+		args = append(args, limit)
+		q += fmt.Sprintf(` LIMIT $%d`, len(args))
+	}
 	rs, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rooms: %w", err)
 	}
 	var (
-		rooms []loadRoom
-		r     loadRoom
+		rooms           []loadRoom
+		r               loadRoom
+		n, all, allRows int64
+		keptRows        int64
 	)
-	if _, err := pgx.ForEachRow(rs, []any{&r.room, &r.start}, func() error { rooms = append(rooms, r); return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rs, []any{&r.room, &r.start, &n, &all, &allRows}, func() error {
+		rooms, keptRows = append(rooms, r), keptRows+n
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("read rooms: %w", err)
+	}
+	if int(all) > len(rooms) {
+		t.m.skipped.Add(float64(allRows - keptRows))
+		t.cfg.Logger.Warn("postgres y-store past its bound: rooms past it are not read", "rooms", len(rooms), "past", int(all)-len(rooms),
+			"max_rooms", t.cfg.MaxRooms, "rows_skipped", allRows-keptRows)
 	}
 	return rooms, nil
 }

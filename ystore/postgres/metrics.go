@@ -27,6 +27,7 @@ type tailMetrics struct {
 	retries  prometheus.Counter
 	wakeups  *prometheus.CounterVec
 	rebuilds prometheus.Counter
+	skipped  prometheus.Counter
 }
 
 // newTailMetrics returns the Tailer's collectors registered on reg (nil: none).
@@ -41,6 +42,8 @@ func newTailMetrics(reg prometheus.Registerer) (*tailMetrics, error) {
 			Help: "Catch-up reads of the Postgres Y-store tailer by cause: a NOTIFY or the poll interval."}, []string{"by"})),
 		rebuilds: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "room_rebuilds_total",
 			Help: "Rooms rebuilt (Reset or Removed) after a reset row, or reloaded because transaction ids went backwards."})),
+		skipped: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "rows_skipped_total",
+			Help: "Rows of rooms past Config.MaxRooms (hub.max_rooms_per_user), neither read nor delivered: counted at each load, and as they are committed."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register postgres y-store metrics: %w", err)

@@ -259,7 +259,9 @@ func (t *Tailer) catchUp(ctx context.Context, conn *pgx.Conn, st *tailState, sin
 		}
 	}
 	st.cursor, st.progressed = &snap, true
-	applyRooms(st.rooms, events)
+	if t.follow == nil { // a Follower keeps no state per room (bound.go)
+		applyRooms(st.rooms, events)
+	}
 	t.status.Read(events, len(st.rooms))
 	if t.follow != nil {
 		t.follow.read()

@@ -63,6 +63,10 @@ type Config struct {
 	// size in bounded memory.
 	// Without it, the rooms are read whole and delivered in calls of about 50,000 rows.
 	StreamLoads bool
+	// MaxRooms bounds the rooms the tailer reads and follows (bound.go): hub mode gives a
+	// user's store hub.max_rooms_per_user, the bound of the rooms.Set it feeds. 0: every
+	// room, whatever their number.
+	MaxRooms int
 	// Logger receives the tailer's logs; slog.Default() if nil.
 	Logger *slog.Logger
 	// Registerer receives the tailer's metrics (the sqlite_* series and the status series
@@ -76,8 +80,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Path == "" {
 		return c, fmt.Errorf("path is empty: %w", ErrConfig)
 	}
-	if c.PollInterval < 0 || c.ChunkRows < 0 || c.MaxBusyWait < 0 {
-		return c, fmt.Errorf("negative poll interval, chunk rows or max busy wait: %w", ErrConfig)
+	if c.PollInterval < 0 || c.ChunkRows < 0 || c.MaxBusyWait < 0 || c.MaxRooms < 0 {
+		return c, fmt.Errorf("negative poll interval, chunk rows, max busy wait or max rooms: %w", ErrConfig)
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.ChunkRows = cmp.Or(c.ChunkRows, DefaultChunkRows)

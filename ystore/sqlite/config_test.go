@@ -31,6 +31,7 @@ func TestConfig(t *testing.T) {
 		{"negative poll", Config{Path: "x.db", PollInterval: -1}, false},
 		{"negative chunk", Config{Path: "x.db", ChunkRows: -1}, false},
 		{"negative busy wait", Config{Path: "x.db", MaxBusyWait: -time.Second}, false},
+		{"negative max rooms", Config{Path: "x.db", MaxRooms: -1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

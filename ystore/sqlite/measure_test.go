@@ -177,3 +177,42 @@ func longest(t *testing.T, h prometheus.Histogram) float64 {
 	}
 	return bound
 }
+
+// TestMeasureManyRooms measures a read of a store of YSTORE_SQLITE_ROOMS one-row rooms
+// (default 2,000,000) under hub mode's bound: the time to its first delivery and the
+// heap the tailer holds.
+func TestMeasureManyRooms(t *testing.T) {
+	measuring(t)
+	many := 2_000_000
+	if n := os.Getenv("YSTORE_SQLITE_ROOMS"); n != "" {
+		if _, err := fmt.Sscan(n, &many); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "store.db")
+	w := startWriter(t, path)
+	start := time.Now()
+	writeRooms(t, w, 0, many)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rooms written in %v: %d MB", many, time.Since(start).Round(time.Millisecond), fi.Size()>>20)
+	for _, bound := range []int{2000, 0} {
+		before := heapAlloc()
+		tl := newTailer(t, Config{Path: path, PollInterval: time.Hour, DisableFSNotify: true, MaxRooms: bound, StreamLoads: true})
+		k := newKeys()
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- tl.Run(ctx, k.deliver) }()
+		<-tl.FirstRead()
+		took := time.Since(start)
+		t.Logf("max rooms %d: first read in %v, %d rooms followed, heap grown %d MB (the sink's included)",
+			bound, took.Round(time.Millisecond), tl.Status().Rooms, (int64(heapAlloc())-int64(before))>>20)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

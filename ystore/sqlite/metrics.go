@@ -29,6 +29,7 @@ type metrics struct {
 
 	decompressErrors prometheus.Counter
 	resyncs          *prometheus.CounterVec
+	skipped          prometheus.Counter
 }
 
 // txBuckets resolve read transactions around the 5 ms budget.
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Rows or checkpoints that Config.Decompress rejected (delivered as stored)."})),
 		resyncs: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "resyncs_total",
 			Help: "Full reads of the store: at start, after a history rewrite, after the file was replaced, after it was opened again (a failed read, a write outside SQLite), to deliver rooms asked for again (Reload)."}, []string{"reason"})),
+		skipped: promreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: subsystem, Name: "rows_skipped_total",
+			Help: "Rows of rooms past Config.MaxRooms (hub.max_rooms_per_user), neither read nor delivered: counted at each read of the whole store, and as they are committed."})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sqlite tailer metrics: %w", err)

@@ -36,14 +36,18 @@ type roomPlan struct {
 	rows int64
 }
 
-// plan is what a read of the whole store knows before it reads any update: every room
-// up to the row top, its summary and the size of its load; dv is the data version top was
-// read at. Its memory is a room's, whatever the rooms' rows.
+// plan is what a read of the whole store knows before it reads any update: its rooms up
+// to the row top (those a picker chose: all, or Config.MaxRooms+1 of them), each one's
+// summary and the size of its load; dv is the data version top was read at; skipped the
+// rows of the rooms left out, over whether any was. Its memory is its rooms', whatever
+// the rows and the rooms left out.
 type plan struct {
-	top   int64
-	fp    fingerprint
-	dv    int64
-	rooms map[string]*roomPlan
+	top     int64
+	fp      fingerprint
+	dv      int64
+	rooms   map[string]*roomPlan
+	skipped int64
+	over    bool
 }
 
 // sortedRooms returns the plan's room keys in order.
@@ -57,19 +61,21 @@ func (p *plan) sortedRooms() []string {
 }
 
 // readPlan reads the checkpoints' timestamps, then the room and timestamp of every row up
-// to the current newest one in rowid chunks, without their updates.
-func (s *store) readPlan(ctx context.Context, chunk int) (*plan, error) {
+// to the current newest one in rowid chunks, without their updates; it plans at most
+// limit rooms (0: all), those of followed first, then the first by key (picker).
+func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[string]summary) (*plan, error) {
 	top, fp, dv, err := s.top(ctx)
 	if err != nil {
 		return nil, err
 	}
-	floors, err := s.checkpointTimes(ctx)
+	k := newPicker(limit, followed)
+	err = s.checkpointTimes(ctx, func(room string, ts float64) {
+		if rp := k.room(room); rp != nil {
+			rp.floor, rp.ckpt, rp.rows = ts, true, 1
+		}
+	})
 	if err != nil {
 		return nil, err
-	}
-	p := &plan{top: top, fp: fp, dv: dv, rooms: make(map[string]*roomPlan, len(floors))}
-	for room, ts := range floors {
-		p.rooms[room] = &roomPlan{floor: ts, ckpt: true, rows: 1}
 	}
 	for after := int64(0); after < top; {
 		rows, more, err := s.keysAfter(ctx, after, top, chunk)
@@ -77,22 +83,14 @@ func (s *store) readPlan(ctx context.Context, chunk int) (*plan, error) {
 			return nil, err
 		}
 		for _, r := range rows {
-			rp := p.rooms[r.Room]
-			if rp == nil {
-				rp = &roomPlan{}
-				p.rooms[r.Room] = rp
-			}
-			rp.sum.add(r)
-			if !rp.ckpt || r.Timestamp >= rp.floor {
-				rp.rows++
-			}
+			k.row(r)
 		}
 		if !more {
 			break
 		}
 		after = rows[len(rows)-1].ID
 	}
-	return p, nil
+	return &plan{top: top, fp: fp, dv: dv, rooms: k.rooms, skipped: k.skipped, over: k.over}, nil
 }
 
 // eachRow hands yield the rows of room's load up to the row top, the way Jupyter loads a

@@ -457,12 +457,10 @@ func (s *store) roomRowsAfter(ctx context.Context, room string, after *rowKey, u
 	return rows, more, nil
 }
 
-// checkpointTimes returns the timestamp of every room's checkpoint, in one read
+// checkpointTimes hands each room's checkpoint timestamp to each, in one read
 // transaction: a room's is a few bytes, whatever its checkpoint's size.
-func (s *store) checkpointTimes(ctx context.Context) (map[string]float64, error) {
-	var out map[string]float64
+func (s *store) checkpointTimes(ctx context.Context, each func(room string, ts float64)) error {
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		out = map[string]float64{}
 		q, err := tx.QueryContext(ctx, "SELECT path, timestamp FROM ycheckpoints")
 		if isNoTable(err) {
 			return nil
@@ -477,14 +475,14 @@ func (s *store) checkpointTimes(ctx context.Context) (map[string]float64, error)
 			if err := q.Scan(&room, &ts); err != nil {
 				return err
 			}
-			out[room] = ts
+			each(room, ts)
 		}
 		return q.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint times: %w", err)
+		return fmt.Errorf("read checkpoint times: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // checkpoint returns room's checkpoint as a row with ID 0, found false when it has none.

@@ -22,7 +22,8 @@
 //   - rename the file aside and create a new one (schema mismatch), or delete and
 //     recreate it: the file's identity changes (the open connection holds the old inode,
 //     so its number cannot be reused), every room of the new file is delivered as Reset
-//     and every room gone as Removed; the same when PRAGMA user_version changes in place;
+//     and, before them, every room gone as Removed; the same when PRAGMA user_version
+//     changes in place;
 //   - nothing, while a room is asked for again (Reload: the sidecar rebuilds a room whose
 //     document differed from the server's saved file): the file is read whole, as after
 //     a history rewrite, and that room delivered as Reset with the rooms whose rows changed;
@@ -96,7 +97,8 @@ type Tailer struct {
 	uv     int64       // PRAGMA user_version (the schema version) of the open file
 	cursor int64
 	fp     fingerprint
-	rooms  map[string]summary
+	rooms  map[string]summary // the rooms followed (bound.go)
+	over   bool               // rooms were left out since the last read of the whole store
 }
 
 // stamp is what a write to the file changes besides its contents.
@@ -189,8 +191,9 @@ func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error
 		return fmt.Errorf("load %s: %w", t.cfg.Path, err)
 	}
 	defer st.close()
-	p, err := st.readPlan(ctx, t.cfg.ChunkRows)
+	p, err := st.readPlan(ctx, t.cfg.ChunkRows, t.cfg.followLimit(), nil)
 	if err == nil {
+		t.skippedAt("load", p)
 		err = read(st, p)
 	}
 	if err != nil {
@@ -476,17 +479,20 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 		if len(rows) == 0 {
 			return dv, nil
 		}
-		events := runs(t.decompress(rows))
+		last := rows[len(rows)-1]
+		kept := t.follow(rows)
+		events := runs(t.decompress(kept))
 		t.status.Pending(events)
-		if err := ystore.Deliver(ctx, sink, events); err != nil {
-			return 0, err
+		if len(events) > 0 {
+			if err := ystore.Deliver(ctx, sink, events); err != nil {
+				return 0, err
+			}
 		}
-		for _, r := range rows {
+		for _, r := range kept {
 			s := t.rooms[r.Room]
 			s.add(r)
 			t.rooms[r.Room] = s
 		}
-		last := rows[len(rows)-1]
 		t.cursor = last.ID
 		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
 		t.status.Read(events, len(t.rooms))
@@ -546,40 +552,46 @@ func runs(rows []ystore.Row) []ystore.Event {
 // (reload), as Reset for those and for the rooms whose rows changed.
 func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error, reload map[string]bool) (int64, error) {
 	t.m.resyncs.WithLabelValues(reason).Inc()
-	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows)
+	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows, t.cfg.followLimit(), t.rooms)
 	if err != nil {
 		return 0, err
 	}
-	var rooms []string
-	var total int64
-	for _, room := range p.sortedRooms() {
-		rp := p.rooms[room]
-		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
-			if prev, ok := t.rooms[room]; ok && prev == rp.sum && !reload[room] {
-				continue
-			}
-		}
-		rooms = append(rooms, room)
-		total += rp.rows
-	}
+	t.skippedAt(reason, p)
 	var removed []ystore.Event
 	for room := range t.rooms {
 		if _, ok := p.rooms[room]; !ok {
 			removed = append(removed, ystore.Event{Kind: ystore.EventRemoved, Room: room})
 		}
 	}
+	// Past its bound, a room removed frees a place in the sink too, which may have
+	// refused a room followed: every room followed is delivered again (bound.go).
+	refill := t.over && len(removed) > 0
+	var rooms []string
+	var total int64
+	for _, room := range p.sortedRooms() {
+		rp := p.rooms[room]
+		if reason == reasonHistory || reason == reasonReopened || reason == reasonReload {
+			if prev, ok := t.rooms[room]; ok && prev == rp.sum && !reload[room] && !refill {
+				continue
+			}
+		}
+		rooms = append(rooms, room)
+		total += rp.rows
+	}
 	prog := t.startLoad(reason, len(rooms), total)
 	var events []ystore.Event
 	var fails []error
+	// The rooms gone first: a sink bounded by its rooms has their places for the others.
 	if t.cfg.StreamLoads {
 		events, fails = t.streamed(p, rooms, prog)
+		events = append(removed, events...)
 	} else {
-		events, err = t.batched(ctx, p, rooms, prog, sink)
+		events, err = t.batched(ctx, p, rooms, prog, sink, removed)
 	}
 	if err != nil {
 		return 0, err
 	}
-	if events = append(events, removed...); len(events) > 0 {
+	if len(events) > 0 {
 		err := ystore.Deliver(ctx, sink, events)
 		if failed := errors.Join(fails...); failed != nil {
 			// The sink failed, or not, because the store could not be read: a read
@@ -594,8 +606,9 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	for room, rp := range p.rooms {
 		t.rooms[room] = rp.sum
 	}
-	t.cursor, t.fp = p.top, p.fp
+	t.cursor, t.fp, t.over = p.top, p.fp, p.over
 	t.log.Info("y-store read", "reason", reason, "rooms", len(p.rooms), "reset", len(rooms), "removed", len(removed), "rows", total,
+		"rows_skipped", p.skipped,
 		"took", time.Since(prog.p.Started).Round(time.Millisecond).String())
 	t.status.Read(events, len(t.rooms))
 	return p.dv, nil
@@ -617,11 +630,11 @@ func (t *Tailer) streamed(p *plan, rooms []string, prog *loadProgress) ([]ystore
 	return events, fails
 }
 
-// batched reads rooms whole and delivers them in calls of about loadBatchRows rows, each
-// counted once the sink has applied it; it returns the events of the last call, not
-// delivered yet.
-func (t *Tailer) batched(ctx context.Context, p *plan, rooms []string, prog *loadProgress, sink func(context.Context, []ystore.Event) error) ([]ystore.Event, error) {
-	var events []ystore.Event
+// batched reads rooms whole and delivers them in calls of about loadBatchRows rows, after
+// the events first, each counted once the sink has applied it; it returns the events of
+// the last call, not delivered yet.
+func (t *Tailer) batched(ctx context.Context, p *plan, rooms []string, prog *loadProgress, sink func(context.Context, []ystore.Event) error, first []ystore.Event) ([]ystore.Event, error) {
+	events := first
 	n := 0
 	for i, room := range rooms {
 		rows, err := t.roomRows(ctx, t.st, p, room)

@@ -108,6 +108,11 @@ func launchConfined(t *testing.T, hub *jhubtest.Hub, h confineHomes, port int) *
 // readAs connects as tok's user, binds s to the notebook and reads it: the text, or
 // the error of the first step refused.
 func readAs(t *testing.T, endpoint string, tok jhubtest.Token) (string, error) {
+	return readPathAs(t, endpoint, tok, workNb)
+}
+
+// readPathAs is readAs of the notebook at path under the user's root directory.
+func readPathAs(t *testing.T, endpoint string, tok jhubtest.Token, path string) (string, error) {
 	g, err := sidecartest.DialGoAs(t, endpoint, true, "token "+tok.Value)
 	if err != nil {
 		return "", err
@@ -115,7 +120,7 @@ func readAs(t *testing.T, endpoint string, tok jhubtest.Token) (string, error) {
 	defer g.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Wait)
 	defer cancel()
-	if res, err := callToolAs(ctx, g, "use_notebook", map[string]any{"notebook_name": "s", "notebook_path": workNb}); err != nil || strings.Contains(res, `"isError":true`) {
+	if res, err := callToolAs(ctx, g, "use_notebook", map[string]any{"notebook_name": "s", "notebook_path": path}); err != nil || strings.Contains(res, `"isError":true`) {
 		return "", fmt.Errorf("use_notebook: %v %s", err, res)
 	}
 	return g.TryRead("notebook://s")

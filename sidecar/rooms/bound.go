@@ -1,0 +1,212 @@
+package rooms
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
+)
+
+// What one store may make a Set hold (Config.MaxRooms, Config.MaxBytes). In hub mode a
+// user's store is input that user alone writes, and the process is everyone's: without a
+// bound, her 20,000 tiny rooms held the process at 0.9 GB and a core for a minute and a
+// half. A Set takes rooms as the store delivers them (at a load, in room key order; then
+// as they appear) while it holds fewer than MaxRooms rooms, notebooks and others, and
+// while the rows' bytes of its documents stay within MaxBytes. A room past a bound is
+// refused: its rows are neither read nor decoded and its notebook is not served; a loaded
+// room whose rows grow past MaxBytes is dropped and refused. A refused room is tried again
+// when the store delivers it whole (a Reset: a re-read of the store). So a Set's load
+// keeps the first rooms by key that fit, the same whatever the batches the rows come in,
+// and rooms that appear later are taken while there is room: whatever a user writes, she
+// only decides which of her own notebooks are served. The first refusal is logged, every one
+// counted (Metrics.Refused), and a read of a notebook not held while rooms are refused
+// says so (ErrOverBound).
+
+// The bounds hub mode gives each user's store unless configured
+// (hub.max_rooms_per_user, hub.max_store_bytes_per_user): a few times what a heavy user's
+// store loads (a notebook room is loaded from its checkpoint, about its content's size),
+// and one user's worst case a small part of a machine: 2,000 tiny rooms hold about
+// 70 MB of heap and load in 2 s of a core.
+const (
+	DefaultMaxRooms       = 2000
+	DefaultMaxBytes int64 = 128 << 20
+)
+
+// The bounds a room is refused by, as logs and Metrics.Refused name them.
+const (
+	BoundRooms = "rooms"
+	BoundBytes = "bytes"
+)
+
+// ErrOverBound is wrapped, with library.ErrNotFound, by a read of a notebook that is not
+// held while the Set has refused rooms past its bounds: it may be one of them.
+var ErrOverBound = errors.New("the store is over its bound: rooms past it are not loaded")
+
+// errOverBytes stops a load whose rows pass the bytes left under MaxBytes.
+var errOverBytes = errors.New("rows past the bytes bound")
+
+// refusedKept bounds the refused rooms a Set remembers (so that their rows are dropped
+// until the store delivers them whole); past it, a refused room is forgotten, and its
+// later rows are taken as a new room's when there is room again (the updates it waits
+// for missing, it is served from its file until its next Reset: oracle.go).
+const refusedKept = 4096
+
+// bounds is what a Set holds against its bounds; Set.mu guards it.
+type bounds struct {
+	maxRooms int   // 0: none
+	maxBytes int64 // 0: none
+	bytes    int64 // the rows' bytes of the rooms' documents (room.bytes summed)
+	// refused is the rooms refused, by key, with the bound that refused them (at most
+	// refusedKept); forgot is set once one was not remembered.
+	refused map[string]string
+	forgot  bool
+	warned  bool // the first refusal was logged
+}
+
+// full reports whether the Set holds as many rooms as it may; Set.mu is held.
+func (r *Set) full() bool {
+	return r.maxRooms > 0 && len(r.rooms)+len(r.others) >= r.maxRooms
+}
+
+// overBytes reports whether the rooms' rows would pass MaxBytes with n bytes more;
+// Set.mu is held.
+func (r *Set) overBytes(n int64) bool { return r.maxBytes > 0 && r.bytes+n > r.maxBytes }
+
+// overBound reports whether rooms are refused; Set.mu is held.
+func (r *Set) overBound() bool { return len(r.refused) > 0 || r.forgot }
+
+// admit reports whether the store's room key may be loaded whole (a Reset), and the
+// bytes its rows may take (the room's own among them); a room refused is not. A
+// room refused before is tried again.
+func (r *Set) admit(key string) (budget int64, ok bool) {
+	r.mu.Lock()
+	rm, held := r.rooms[key]
+	_, known := r.others[key]
+	if !held && !known && r.full() {
+		r.mu.Unlock()
+		r.refuse(key, BoundRooms)
+		return 0, false
+	}
+	delete(r.refused, key)
+	budget = -1 // none
+	if r.maxBytes > 0 {
+		budget = r.maxBytes - r.bytes
+		if held {
+			budget += rm.bytes
+		}
+	}
+	r.mu.Unlock()
+	return budget, true
+}
+
+// refuse records the room key as refused by bound, logs the Set's first refusal and
+// counts it.
+func (r *Set) refuse(key, bound string) {
+	r.mu.Lock()
+	if _, again := r.refused[key]; again {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.refused) < refusedKept {
+		r.refused[key] = bound
+	} else {
+		r.forgot = true
+	}
+	first := !r.warned
+	r.warned = true
+	held := len(r.rooms) + len(r.others)
+	r.mu.Unlock()
+	r.metrics.Refused(bound)
+	level, msg := r.log.Debug, "room refused: past the store's bound"
+	if first {
+		level, msg = r.log.Warn, "the store is over its bound: rooms past it are not loaded, their notebooks not served"
+	}
+	level(msg, logkey.Room, key, "bound", bound, "rooms", held, "max_rooms", r.maxRooms, "max_bytes", r.maxBytes)
+}
+
+// takeOther reports whether the rows of the room key, not a notebook's, are counted: a
+// room held, or one there is room for; delivered whole (a Reset), a refused room is tried
+// again.
+func (r *Set) takeOther(key string, whole bool) bool {
+	if whole {
+		_, ok := r.admit(key)
+		return ok
+	}
+	r.mu.Lock()
+	_, known := r.others[key]
+	_, refused := r.refused[key]
+	full := r.full()
+	r.mu.Unlock()
+	switch {
+	case known:
+		return true
+	case refused:
+		return false
+	case full:
+		r.refuse(key, BoundRooms)
+		return false
+	}
+	return true
+}
+
+// unrefuse forgets that the room key was refused (it left the store).
+func (r *Set) unrefuse(key string) {
+	r.mu.Lock()
+	delete(r.refused, key)
+	r.mu.Unlock()
+}
+
+// hold returns the room of info that rows of n bytes are applied to, made if new and
+// their bytes counted; nil when they are not applied: the room is refused, or is past
+// MaxBytes with them (then over is the room, to be dropped).
+func (r *Set) hold(info ystore.Room, n int64) (rm, over *room) {
+	r.mu.Lock()
+	rm, ok := r.rooms[info.Key]
+	if !ok {
+		_, refused := r.refused[info.Key]
+		switch {
+		case refused:
+			r.mu.Unlock()
+			return nil, nil
+		case r.full():
+			r.mu.Unlock()
+			r.refuse(info.Key, BoundRooms)
+			return nil, nil
+		case r.overBytes(n):
+			r.mu.Unlock()
+			r.refuse(info.Key, BoundBytes)
+			return nil, nil
+		}
+		rm = &room{info: info, nb: ynotebook.New()}
+		r.rooms[info.Key] = rm
+	}
+	rm.mu.Lock()
+	base := rm.bytes
+	if rm.nb == nil || rm.detached {
+		base = 0 // the rows start a new document (update)
+	}
+	rm.mu.Unlock()
+	if r.overBytes(n - rm.bytes + base) {
+		r.mu.Unlock()
+		return nil, rm
+	}
+	r.bytes += n - rm.bytes + base
+	rm.bytes = base + n
+	r.mu.Unlock()
+	return rm, nil
+}
+
+// notHeld is the error of a read of path p, which no room held serves.
+func (r *Set) notHeld(p string) error {
+	r.mu.RLock()
+	over := r.overBound()
+	r.mu.RUnlock()
+	if !over {
+		return fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
+	}
+	return fmt.Errorf("notebook %q: %w among the rooms loaded (at most %d rooms and %d bytes of rows; 0: no bound): %w",
+		p, library.ErrNotFound, r.maxRooms, r.maxBytes, ErrOverBound)
+}

@@ -1,0 +1,332 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// boundCount is a Metrics that counts the refusals by bound and the degraded rooms'
+// recounts.
+type boundCount struct {
+	noMetrics
+	mu       sync.Mutex
+	refused  map[string]int
+	degraded int
+}
+
+func (b *boundCount) Refused(bound string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refused == nil {
+		b.refused = map[string]int{}
+	}
+	b.refused[bound]++
+}
+
+func (b *boundCount) SetDegraded(int) { b.mu.Lock(); b.degraded++; b.mu.Unlock() }
+
+func (b *boundCount) counts() (rooms, bytes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused[BoundRooms], b.refused[BoundBytes]
+}
+
+// lines is a slog handler that keeps the messages logged at Warn and above.
+type lines struct {
+	slog.Handler
+	mu   *sync.Mutex
+	warn *[]string
+}
+
+func newLines() lines {
+	return lines{Handler: slog.DiscardHandler, mu: &sync.Mutex{}, warn: new([]string)}
+}
+
+func (l lines) Enabled(context.Context, slog.Level) bool { return true }
+func (l lines) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Level >= slog.LevelWarn {
+		l.mu.Lock()
+		*l.warn = append(*l.warn, rec.Message)
+		l.mu.Unlock()
+	}
+	return nil
+}
+func (l lines) warned() []string { l.mu.Lock(); defer l.mu.Unlock(); return slices.Clone(*l.warn) }
+
+// boundRoom is the key and the path of the i-th room of a bound test: keys sort as i does.
+func boundRoom(i int) (key, path string) {
+	return fmt.Sprintf(".notebook:nb%03d.ipynb.y", i), fmt.Sprintf("nb%03d.ipynb", i)
+}
+
+// countedReset is a Reset that streams rows and counts the streams read.
+func countedReset(key string, updates [][]byte, reads *int) ystore.Event {
+	return ystore.Event{Kind: ystore.EventReset, Room: key, Stream: func(_ context.Context, yield func([]ystore.Row) error) error {
+		*reads++
+		return yield(rowsOf(key, updates))
+	}}
+}
+
+// removedSince reports whether a change told since the n-th removed cells of path p.
+func (l *told) removedSince(n int, p string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := n; i < len(l.paths); i++ {
+		if l.paths[i] == p && len(l.chs[i].Removed) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// A store's rooms past its bounds are not loaded: at a load, the rooms are taken in the
+// store's (key) order while fewer than MaxRooms are held and their rows' bytes fit
+// MaxBytes; the rows of a room refused are not read; a read of its notebook says the
+// store is over its bound; the first refusal is logged once and each counted. Without
+// bounds every room is loaded, and a read that misses is a plain not found.
+func TestRoomsBoundAtLoad(t *testing.T) {
+	updates, want := loadSession(t, "s0002.json.gz")
+	size := int64(0)
+	for _, u := range updates {
+		size += int64(len(u))
+	}
+	const rooms = 6
+	others := []string{"json:chat:c1", "json:chat:c2"} // rooms of other documents, held too
+	for _, tt := range []struct {
+		name                string
+		maxRooms            int
+		maxBytes            int64
+		others              bool
+		held                []int // the rooms loaded, by index
+		byRooms, byBytes    int   // refusals counted
+		othersHeld, streams int
+	}{
+		{name: "no bound", held: []int{0, 1, 2, 3, 4, 5}, streams: rooms},
+		{name: "rooms", maxRooms: 4, held: []int{0, 1, 2, 3}, byRooms: 2, streams: 4},
+		{name: "rooms, others count", maxRooms: 4, others: true, held: []int{0, 1}, byRooms: 4, othersHeld: 2, streams: 2},
+		{name: "bytes", maxBytes: 3*size + size/2, held: []int{0, 1, 2}, byBytes: 3, streams: rooms},
+		{name: "bytes exact", maxBytes: 2 * size, held: []int{0, 1}, byBytes: 4, streams: rooms},
+		{name: "both", maxRooms: 2, maxBytes: 5 * size, held: []int{0, 1}, byRooms: 4, streams: 2},
+		{name: "a room larger than the bound", maxBytes: size - 1, byBytes: rooms, streams: rooms},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, log := &boundCount{}, newLines()
+			r := New(Config{Logger: slog.New(log), Metrics: m, MaxRooms: tt.maxRooms, MaxBytes: tt.maxBytes}).Writer(nil)
+			var events []ystore.Event
+			if tt.others {
+				for _, key := range others {
+					events = append(events, ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:1])})
+				}
+			}
+			reads := 0
+			for i := range rooms {
+				key, _ := boundRoom(i)
+				events = append(events, countedReset(key, updates, &reads))
+			}
+			if err := r.Sink(t.Context(), events); err != nil {
+				t.Fatal(err)
+			}
+			var held []int
+			for i := range rooms {
+				_, p := boundRoom(i)
+				snap, err := r.Notebook(p)
+				switch {
+				case err == nil:
+					held = append(held, i)
+					sameJSON(t, snap, want)
+				case !errors.Is(err, ErrOverBound) || !errors.Is(err, library.ErrNotFound):
+					t.Fatalf("read of %s refused: %v; want %v and %v", p, err, ErrOverBound, library.ErrNotFound)
+				case !strings.Contains(err.Error(), "over its bound"):
+					t.Fatalf("read of %s refused: %q does not say why", p, err)
+				}
+			}
+			if !slices.Equal(held, tt.held) {
+				t.Fatalf("rooms loaded %v, want %v", held, tt.held)
+			}
+			if got := len(r.Paths()); got != len(tt.held) {
+				t.Fatalf("%d paths served, want %d", got, len(tt.held))
+			}
+			if byRooms, byBytes := m.counts(); byRooms != tt.byRooms || byBytes != tt.byBytes {
+				t.Fatalf("refusals counted: %d by rooms, %d by bytes; want %d, %d", byRooms, byBytes, tt.byRooms, tt.byBytes)
+			}
+			if reads != tt.streams {
+				t.Fatalf("%d rooms' rows read, want %d: a room refused by count is not read", reads, tt.streams)
+			}
+			warned := log.warned()
+			refusals := tt.byRooms + tt.byBytes
+			if refusals > 0 && (len(warned) != 1 || !strings.Contains(warned[0], "over its bound")) || refusals == 0 && len(warned) != 0 {
+				t.Fatalf("logged %q: want the first refusal, once", warned)
+			}
+			if n := len(r.Infos()); n != len(tt.held)+tt.othersHeld {
+				t.Fatalf("%d rooms held, want %d", n, len(tt.held)+tt.othersHeld)
+			}
+			_, err := r.Notebook("absent.ipynb")
+			if over := errors.Is(err, ErrOverBound); !errors.Is(err, library.ErrNotFound) || over != (refusals > 0) {
+				t.Fatalf("read of a notebook the store lacks: %v; over its bound: %v", err, refusals > 0)
+			}
+		})
+	}
+}
+
+// While the store is followed, rows keep the bounds: a room that appears past MaxRooms,
+// or whose rows do not fit MaxBytes, is refused and its later rows dropped; a room held
+// whose rows grow past MaxBytes is dropped (its subscribers hear it removed) and refused;
+// a refused room delivered whole again (a Reset) is taken when it fits, and one removed
+// from the store frees its place.
+func TestRoomsBoundWhileFollowing(t *testing.T) {
+	updates, _ := loadSession(t, "s0002.json.gz")
+	half := len(updates) / 2
+	size, sHalf := int64(0), int64(0) // the rows' bytes, all and the first half's
+	for i, u := range updates {
+		size += int64(len(u))
+		if i < half {
+			sHalf += int64(len(u))
+		}
+	}
+	k0, p0 := boundRoom(0)
+	k1, p1 := boundRoom(1)
+	k2, p2 := boundRoom(2)
+	reset := func(key string, us [][]byte) ystore.Event {
+		return ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, us)}
+	}
+	rows := func(key string, us [][]byte) ystore.Event {
+		return ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, us)}
+	}
+	type step struct {
+		ev      ystore.Event
+		served  []string // paths served after it
+		byRooms int      // refusals counted so far
+		byBytes int
+	}
+	for _, tt := range []struct {
+		name     string
+		maxRooms int
+		maxBytes int64
+		steps    []step
+	}{
+		{name: "a new room past max rooms", maxRooms: 2, steps: []step{
+			{ev: reset(k0, updates), served: []string{p0}},
+			{ev: rows(k1, updates), served: []string{p0, p1}},
+			{ev: rows(k2, updates[:half]), served: []string{p0, p1}, byRooms: 1},
+			{ev: rows(k2, updates[half:]), served: []string{p0, p1}, byRooms: 1}, // dropped, counted once
+			{ev: ystore.Event{Kind: ystore.EventRemoved, Room: k1}, served: []string{p0}, byRooms: 1},
+			{ev: rows(k2, updates[half:]), served: []string{p0}, byRooms: 1}, // refused until delivered whole
+			{ev: reset(k2, updates), served: []string{p0, p2}, byRooms: 1},
+		}},
+		{name: "a new room past max bytes", maxBytes: size + sHalf/2, steps: []step{
+			{ev: reset(k0, updates), served: []string{p0}},
+			{ev: rows(k1, updates), served: []string{p0}, byBytes: 1},
+			{ev: rows(k1, updates[:1]), served: []string{p0}, byBytes: 1},
+		}},
+		{name: "one room grows past max bytes", maxBytes: size + sHalf/2, steps: []step{
+			{ev: reset(k0, updates[:half]), served: []string{p0}},
+			{ev: rows(k0, updates[half:]), served: []string{p0}},
+			{ev: rows(k0, updates), served: nil, byBytes: 1}, // the same rows again: bytes all the same
+			{ev: rows(k0, updates[:1]), served: nil, byBytes: 1},
+			{ev: reset(k0, updates), served: []string{p0}, byBytes: 1}, // rebuilt whole, it fits again
+			{ev: reset(k1, updates[:half]), served: []string{p0}, byBytes: 2},
+			{ev: ystore.Event{Kind: ystore.EventRemoved, Room: k0}, served: nil, byBytes: 2},
+			{ev: reset(k1, updates), served: []string{p1}, byBytes: 2},
+		}},
+		{name: "a room reloaded past max bytes", maxBytes: 2 * sHalf, steps: []step{
+			{ev: reset(k0, updates[:half]), served: []string{p0}},
+			{ev: reset(k1, updates[:half]), served: []string{p0, p1}},
+			{ev: reset(k1, updates), served: []string{p0}, byBytes: 1},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &boundCount{}
+			var log told
+			r := New(Config{Logger: slog.New(slog.DiscardHandler), Metrics: m, MaxRooms: tt.maxRooms, MaxBytes: tt.maxBytes}).Writer(&log)
+			var before []string
+			for i, s := range tt.steps {
+				told := log.len()
+				if err := r.Sink(t.Context(), []ystore.Event{s.ev}); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range before {
+					if !slices.Contains(s.served, p) && !log.removedSince(told, p) {
+						t.Fatalf("step %d (%s %s): %s no longer served, its subscribers not told", i, s.ev.Kind, s.ev.Room, p)
+					}
+				}
+				before = s.served
+				if got := r.Paths(); !slices.Equal(got, s.served) {
+					t.Fatalf("step %d (%s %s): served %v, want %v", i, s.ev.Kind, s.ev.Room, got, s.served)
+				}
+				if byRooms, byBytes := m.counts(); byRooms != s.byRooms || byBytes != s.byBytes {
+					t.Fatalf("step %d (%s %s): refusals %d by rooms, %d by bytes; want %d, %d", i, s.ev.Kind, s.ev.Room, byRooms, byBytes, s.byRooms, s.byBytes)
+				}
+				r.mu.RLock()
+				var sum int64
+				for _, rm := range r.rooms {
+					sum += rm.bytes
+				}
+				total := r.bytes
+				r.mu.RUnlock()
+				if total != sum || tt.maxBytes > 0 && total > tt.maxBytes {
+					t.Fatalf("step %d: bytes counted %d, the rooms' %d, bound %d", i, total, sum, tt.maxBytes)
+				}
+			}
+		})
+	}
+}
+
+// Which rooms a bound keeps at a load is decided by the store, not by how its rows come:
+// a load delivered in one call or room by room (a replica's, a user's next tenant) keeps
+// the same rooms, the first by key.
+func TestRoomsBoundKeepsTheFirstByKey(t *testing.T) {
+	updates, _ := loadSession(t, "s0005.json.gz")
+	const rooms, bound = 9, 4
+	load := func(batch int) []string {
+		r := New(Config{MaxRooms: bound}).Writer(nil)
+		var events []ystore.Event
+		for i := range rooms {
+			key, _ := boundRoom(i)
+			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)})
+		}
+		for piece := range slices.Chunk(events, batch) {
+			if err := r.Sink(t.Context(), piece); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.Paths()
+	}
+	var want []string
+	for i := range bound {
+		_, p := boundRoom(i)
+		want = append(want, p)
+	}
+	for _, batch := range []int{1, 2, rooms} {
+		if got := load(batch); !slices.Equal(got, want) {
+			t.Fatalf("load in calls of %d rooms keeps %v, want %v", batch, got, want)
+		}
+	}
+}
+
+// A load of many rooms recounts the degraded rooms only when one's state changes: it
+// was once per room, each recount going over every room, so that 20,000 rooms took
+// minutes of a core.
+func TestRoomsLoadIsNotQuadratic(t *testing.T) {
+	updates, _ := loadSession(t, "s0002.json.gz")
+	m := &boundCount{}
+	r := New(Config{Metrics: m}).Writer(nil)
+	var events []ystore.Event
+	for i := range 500 {
+		key, _ := boundRoom(i)
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:1])})
+	}
+	if err := r.Sink(t.Context(), events); err != nil {
+		t.Fatal(err)
+	}
+	if m.degraded > 1 {
+		t.Fatalf("a load of %d healthy rooms recounted the degraded rooms %d times", len(events), m.degraded)
+	}
+}
