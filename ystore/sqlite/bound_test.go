@@ -190,3 +190,43 @@ func TestBoundFollowsTheStore(t *testing.T) {
 	writeRooms(t, w, 0, 4)
 	held("the new file's first rooms", manyRoom(0), manyRoom(1), manyRoom(2))
 }
+
+// A store whose history keeps being rewritten (a hub user cleaning up a room of her own
+// in a loop, issue 39): every rewrite asks for a full read, each reading every row's key;
+// the reads are spaced (resyncSpacing) so that they take at most a fifth of the time,
+// measured by sqlite_resync_seconds_total. Unspaced, the tailer read the store back to
+// back.
+func TestResyncsSpaced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	w := startWriter(t, path)
+	writeRooms(t, w, 0, 10_000)
+	reg := prometheus.NewRegistry()
+	tl := newTailer(t, Config{Path: path, PollInterval: 10 * time.Millisecond, DisableFSNotify: true, MaxRooms: 50, Registerer: reg})
+	k := newKeys()
+	runTailer(t, tl, k.deliver)
+	<-tl.FirstRead()
+	spent := func() float64 { return testenv.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_resync_seconds_total") }
+	resyncs := func() float64 {
+		return testenv.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_resyncs_total", "reason", "history")
+	}
+	before, start := spent(), time.Now()
+	for i := 0; time.Since(start) < 3*time.Second; i++ { // the attack
+		w.Do(map[string]any{"op": "cleanup", "room": manyRoom(i % 50), "merged": b64(tokens(fmt.Sprint("x", i)))})
+	}
+	// The last rewrite is read once its turn comes, and its read counted (the seconds
+	// are added as the read returns, right after its delivery).
+	n := resyncs()
+	testenv.Eventually(t, testenv.Wait, "the last rewrite read", func() bool { return resyncs() > n })
+	last := -1.0
+	testenv.Eventually(t, testenv.Wait, "the last read counted", func() bool {
+		now := spent()
+		settled := now == last && now > before
+		last = now
+		return settled
+	})
+	elapsed, busy := time.Since(start).Seconds(), spent()-before
+	t.Logf("%v full reads after rewrites: %.2f s of %.2f s", resyncs(), busy, elapsed)
+	if busy > 0.3*elapsed {
+		t.Errorf("full reads took %.2f s of %.2f s, want at most about a fifth", busy, elapsed)
+	}
+}

@@ -44,6 +44,10 @@
 //     poll until a read succeeds; then the rooms whose rows changed are delivered as
 //     Reset, and those gone as Removed.
 //
+// A read of the whole file after the first waits, after the last one, four times as
+// long as that one took: whatever the writer does, whole reads take at most a fifth of
+// the time, and only this store's rooms wait.
+//
 // Status reports the store reachable only after a read that succeeded.
 package sqlite
 
@@ -99,6 +103,9 @@ type Tailer struct {
 	fp     fingerprint
 	rooms  map[string]summary // the rooms followed (bound.go)
 	over   bool               // rooms were left out since the last read of the whole store
+
+	lastResync time.Time     // when the last full read ended
+	resyncTook time.Duration // how long it took
 }
 
 // stamp is what a write to the file changes besides its contents.
@@ -544,6 +551,28 @@ func runs(rows []ystore.Row) []ystore.Event {
 	return events
 }
 
+// resyncSpacing: a full read waits, after the last one ended, this many times as long
+// as that one took, so that a store whose history keeps being rewritten (a hub user can
+// rewrite her own in a loop) costs at most a fifth of a core, and only its own rooms
+// wait: a tailer follows one store.
+const resyncSpacing = 4
+
+// spaceResync waits until a full read may start (resyncSpacing), or ctx is done.
+func (t *Tailer) spaceResync(ctx context.Context) error {
+	wait := time.Until(t.lastResync.Add(resyncSpacing * t.resyncTook))
+	if t.lastResync.IsZero() || wait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
 // resync reads the whole file and delivers it, and returns the data version it was read
 // at: at start and after a replacement as Reset for every room; after a history rewrite
 // or after the same file was opened again, as Reset for the rooms whose rows changed, so
@@ -551,6 +580,14 @@ func runs(rows []ystore.Row) []ystore.Event {
 // no longer stored are delivered as Removed. To deliver the rooms asked for again
 // (reload), as Reset for those and for the rooms whose rows changed.
 func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Context, []ystore.Event) error, reload map[string]bool) (int64, error) {
+	if err := t.spaceResync(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	defer func() {
+		t.lastResync, t.resyncTook = time.Now(), time.Since(start)
+		t.m.resyncSeconds.Add(t.resyncTook.Seconds())
+	}()
 	t.m.resyncs.WithLabelValues(reason).Inc()
 	p, err := t.st.readPlan(ctx, t.cfg.ChunkRows, t.cfg.followLimit(), t.rooms)
 	if err != nil {
