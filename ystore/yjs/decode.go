@@ -20,9 +20,13 @@ type structRefs struct {
 
 // update is a decoded v1 update.
 type update struct {
-	refs []structRefs // sorted by client
-	ds   map[uint64][]dsRange
+	refs   []structRefs // sorted by client
+	ds     map[uint64][]dsRange
+	dsFree [][]dsRange // the emptied lists of ds, for the next update decoded into u
 }
+
+// dsFreeMax is the most emptied delete lists an update keeps.
+const dsFreeMax = 8
 
 // clear empties u for decoding another update into it, keeping the storage of its lists
 // (a document decodes each update it applies alone into the same one).
@@ -31,6 +35,11 @@ func (u *update) clear() {
 		clear(u.refs[:cap(u.refs)][i].refs)
 	}
 	u.refs = u.refs[:0]
+	for _, rs := range u.ds {
+		if len(u.dsFree) < dsFreeMax {
+			u.dsFree = append(u.dsFree, rs[:0])
+		}
+	}
 	clear(u.ds)
 }
 
@@ -194,11 +203,14 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[n:len(a.buf):len(a.buf)]
 }
 
-// structBuf lends a document's small updates their decoded structs: integration copies
-// them into the document (Doc.adopt) and pending ones are copied out (mergePending), so
-// the same few structs serve every update. reset makes them available again.
+// structBuf lends a document's small updates their decoded structs and the itemExt of
+// those with an explicit parent: integration copies structs into the document
+// (Doc.adopt, which drops the itemExt) and pending ones are copied out with their
+// itemExt (mergePending), so the same few serve every update. reset makes them
+// available again.
 type structBuf struct {
-	buf, free []item
+	buf, free   []item
+	xbuf, xfree []itemExt
 }
 
 const structBufLen = 16
@@ -220,10 +232,29 @@ func (b *structBuf) take(n int) []item {
 	return s
 }
 
-// reset takes back the structs lent since the last reset.
+// takeExts returns n zeroed itemExt, lent while there are enough.
+func (b *structBuf) takeExts(n int) []itemExt {
+	if b == nil || n > structBufLen {
+		return make([]itemExt, n)
+	}
+	if b.xbuf == nil {
+		b.xbuf = make([]itemExt, structBufLen)
+		b.xfree = b.xbuf
+	}
+	if n > len(b.xfree) {
+		return make([]itemExt, n)
+	}
+	s := b.xfree[:n:n]
+	b.xfree = b.xfree[n:]
+	return s
+}
+
+// reset takes back the structs and itemExt lent since the last reset.
 func (b *structBuf) reset() {
 	clear(b.buf[:len(b.buf)-len(b.free)])
 	b.free = b.buf
+	clear(b.xbuf[:len(b.xbuf)-len(b.xfree)])
+	b.xfree = b.xbuf
 }
 
 // decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
@@ -248,7 +279,7 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 		for i := range backing {
 			it := &backing[i]
 			it.id = ID{client, clock}
-			length, never := decodeStruct(d, it, texts, &exts, n-i)
+			length, never := decodeStruct(d, it, texts, structs, &exts, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -283,6 +314,9 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 		client := d.VarUint("delete set client")
 		n := d.CountAtMost(2, "number of delete ranges")
 		rs := u.ds[client]
+		if k := len(u.dsFree); rs == nil && k > 0 {
+			rs, u.dsFree = u.dsFree[k-1], u.dsFree[:k-1]
+		}
 		for range n {
 			start := d.Pos()
 			clock := d.VarUint("delete clock")
@@ -305,9 +339,9 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 
 // decodeStruct decodes one struct whose id is set and returns its length, and never when
 // the struct refers to itself or to a later struct of its client (see earlier). An
-// explicit parent goes to an itemExt taken from exts, which is allocated for the
-// remaining structs of the client when empty.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, remaining int) (length uint64, never bool) {
+// explicit parent goes to an itemExt taken from exts, which is taken from structs for
+// the remaining structs of the client when empty.
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena, structs *structBuf, exts *[]itemExt, remaining int) (length uint64, never bool) {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -336,7 +370,7 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
 		if len(*exts) == 0 {
-			*exts = make([]itemExt, remaining)
+			*exts = structs.takeExts(remaining)
 		}
 		x := &(*exts)[0]
 		*exts = (*exts)[1:]

@@ -111,6 +111,11 @@ func mergePending(pending, rest map[uint64][]*item) {
 		own := make([]item, len(list))
 		for i, it := range list {
 			own[i] = *it
+			if it.flags&flagHasPref != 0 {
+				// the itemExt of a decoded struct is lent too (structBuf)
+				x := *it.ext
+				own[i].ext = &x
+			}
 			list[i] = &own[i]
 		}
 		old := pending[c]

@@ -31,7 +31,7 @@ type depthLink struct {
 func (c *depthCheck) run(d *Doc, u *update) error {
 	c.d, c.refs = d, u.refs
 	c.pending = d.mayIntegratePending(u)
-	clear(c.memo)
+	defer c.done()
 	for _, r := range u.refs {
 		for _, it := range r.refs {
 			if err := c.checkType(it); err != nil {
@@ -51,6 +51,21 @@ func (c *depthCheck) run(d *Doc, u *update) error {
 	}
 	return nil
 }
+
+// done forgets the update, keeping the memo's storage for the next unless an update
+// with many types made it large.
+func (c *depthCheck) done() {
+	c.d, c.refs = nil, nil
+	switch {
+	case len(c.memo) > memoKeep:
+		c.memo = nil
+	case len(c.memo) > 0:
+		clear(c.memo)
+	}
+}
+
+// memoKeep is the most entries the memo keeps its storage for.
+const memoKeep = 256
 
 // checkType checks it if it is a type the document does not hold yet.
 func (c *depthCheck) checkType(it *item) error {

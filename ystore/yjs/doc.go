@@ -58,6 +58,7 @@ type Doc struct {
 	lastCS         *clientStructs
 	conflicting    itemSet
 	beforeOrigin   itemSet
+	depth          depthCheck // every update's check, its memo kept for the next
 	// failed is set when integration met a type deeper than MaxDepth that the check
 	// before it did not foresee (depth.go, a *DepthError), or an item whose parent is not
 	// a type (a *ParentError): the item was dropped, d no longer follows the writer and
@@ -252,8 +253,7 @@ func (d *Doc) apply(u *update) (*Txn, error) {
 		d.cleanup(txn)
 		d.txn = nil
 	}()
-	var check depthCheck
-	if err := check.run(d, u); err != nil {
+	if err := d.depth.run(d, u); err != nil {
 		return nil, err
 	}
 	d.readUpdate(txn, u)
