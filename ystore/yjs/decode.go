@@ -203,63 +203,43 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[n:len(a.buf):len(a.buf)]
 }
 
-// structBuf lends a document's small updates their decoded structs and the itemExt of
-// those with an explicit parent: integration copies structs into the document
-// (Doc.adopt, which drops the itemExt) and pending ones are copied out with their
-// itemExt (mergePending), so the same few serve every update. reset makes them
+// extBuf lends a document's updates the itemExt of their decoded structs that have an
+// explicit parent: integration drops it (Doc.adopt) and pending structs get copies of
+// theirs (mergePending), so the same few serve every update. reset makes them
 // available again.
-type structBuf struct {
-	buf, free   []item
-	xbuf, xfree []itemExt
+type extBuf struct {
+	buf, free []itemExt
 }
 
-const structBufLen = 16
+const extBufLen = 16
 
-// take returns n zeroed structs, lent while there are enough.
-func (b *structBuf) take(n int) []item {
-	if b == nil || n > structBufLen {
-		return make([]item, n)
+// take returns n zeroed itemExt, lent while there are enough.
+func (b *extBuf) take(n int) []itemExt {
+	if b == nil || n > extBufLen {
+		return make([]itemExt, n)
 	}
 	if b.buf == nil {
-		b.buf = make([]item, structBufLen)
+		b.buf = make([]itemExt, extBufLen)
 		b.free = b.buf
 	}
 	if n > len(b.free) {
-		return make([]item, n)
+		return make([]itemExt, n)
 	}
 	s := b.free[:n:n]
 	b.free = b.free[n:]
 	return s
 }
 
-// takeExts returns n zeroed itemExt, lent while there are enough.
-func (b *structBuf) takeExts(n int) []itemExt {
-	if b == nil || n > structBufLen {
-		return make([]itemExt, n)
-	}
-	if b.xbuf == nil {
-		b.xbuf = make([]itemExt, structBufLen)
-		b.xfree = b.xbuf
-	}
-	if n > len(b.xfree) {
-		return make([]itemExt, n)
-	}
-	s := b.xfree[:n:n]
-	b.xfree = b.xfree[n:]
-	return s
-}
-
-// reset takes back the structs and itemExt lent since the last reset.
-func (b *structBuf) reset() {
+// reset takes back the itemExt lent since the last reset.
+func (b *extBuf) reset() {
 	clear(b.buf[:len(b.buf)-len(b.free)])
 	b.free = b.buf
-	clear(b.xbuf[:len(b.xbuf)-len(b.xfree)])
-	b.xfree = b.xbuf
 }
 
 // decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
-// integrated. Structs come from structs when not nil.
-func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*update, error) {
+// integrated. Each struct is allocated on its own, as the document keeps it; the
+// itemExt of explicit parents come from exts when not nil.
+func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, error) {
 	d := lib0.NewDecoder(b)
 	nClients := d.CountAtMost(3, "number of clients with structs")
 	if nClients > cap(u.refs) {
@@ -272,14 +252,12 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 		if d.Err() != nil {
 			break
 		}
-		backing := structs.take(n)
 		refs := u.spare(n)
-		var exts []itemExt
+		var lent []itemExt
 		stuck := false // a struct of this client that can never integrate was read
-		for i := range backing {
-			it := &backing[i]
-			it.id = ID{client, clock}
-			length, never := decodeStruct(d, it, texts, structs, &exts, n-i)
+		for i := range n {
+			it := &item{id: ID{client, clock}}
+			length, never := decodeStruct(d, it, texts, exts, &lent, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -339,9 +317,9 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 
 // decodeStruct decodes one struct whose id is set and returns its length, and never when
 // the struct refers to itself or to a later struct of its client (see earlier). An
-// explicit parent goes to an itemExt taken from exts, which is taken from structs for
-// the remaining structs of the client when empty.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena, structs *structBuf, exts *[]itemExt, remaining int) (length uint64, never bool) {
+// explicit parent goes to an itemExt taken from lent, which is taken from exts for the
+// remaining structs of the client when empty.
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *extBuf, lent *[]itemExt, remaining int) (length uint64, never bool) {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -369,11 +347,11 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, structs *structBuf, e
 		never = never || !earlier(it, it.rightOrigin)
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
-		if len(*exts) == 0 {
-			*exts = structs.takeExts(remaining)
+		if len(*lent) == 0 {
+			*lent = exts.take(remaining)
 		}
-		x := &(*exts)[0]
-		*exts = (*exts)[1:]
+		x := &(*lent)[0]
+		*lent = (*lent)[1:]
 		p := &x.pref
 		if d.VarUint("parent info") == 1 {
 			p.name = d.VarString("parent root name")

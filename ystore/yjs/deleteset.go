@@ -103,20 +103,16 @@ func sortAndMerge(rs []dsRange) []dsRange {
 }
 
 // mergePending adds rest to the pending structs: per client sorted by clock, overlaps
-// trimmed, Skip structs dropped (gaps are detected again on integration). The structs
-// are copied: decoded ones may be lent by a structBuf.
+// trimmed, Skip structs dropped (gaps are detected again on integration). The itemExt
+// of explicit parents are copied: a decoded struct's is lent by an extBuf.
 func mergePending(pending, rest map[uint64][]*item) {
 	for c, list := range rest {
 		list = slices.DeleteFunc(list, func(it *item) bool { return it.kind == kindSkip })
-		own := make([]item, len(list))
-		for i, it := range list {
-			own[i] = *it
+		for _, it := range list {
 			if it.flags&flagHasPref != 0 {
-				// the itemExt of a decoded struct is lent too (structBuf)
 				x := *it.ext
-				own[i].ext = &x
+				it.ext = &x
 			}
-			list[i] = &own[i]
 		}
 		old := pending[c]
 		// The common case: the new structs follow the pending ones (each list is sorted).

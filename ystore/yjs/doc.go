@@ -52,7 +52,7 @@ type Doc struct {
 	txn            *Txn      // the transaction being applied
 	txnBuf         Txn       // every update's transaction, reset before each
 	texts          arena     // decoded strings and map keys
-	structs        structBuf // decoded structs of small updates
+	exts           extBuf    // the explicit parents of decoded structs
 	scratch        update    // ApplyUpdate's update, decoded into the same storage each time
 	lastClient     uint64
 	lastCS         *clientStructs
@@ -203,10 +203,10 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 		return nil, d.failed
 	}
 	defer func() {
-		d.structs.reset()
+		d.exts.reset()
 		d.scratch.clear()
 	}()
-	u, err := decodeUpdate(update, &d.texts, &d.structs, &d.scratch)
+	u, err := decodeUpdate(update, &d.texts, &d.exts, &d.scratch)
 	if err != nil {
 		return nil, err
 	}
@@ -225,10 +225,10 @@ func (d *Doc) ApplyUpdates(updates [][]byte) error {
 	if d.failed != nil {
 		return d.failed
 	}
-	defer d.structs.reset()
+	defer d.exts.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
-		u, err := decodeUpdate(b, &d.texts, &d.structs, &update{})
+		u, err := decodeUpdate(b, &d.texts, &d.exts, &update{})
 		if err != nil {
 			return fmt.Errorf("update %d: %w", i, err)
 		}

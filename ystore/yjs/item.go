@@ -274,20 +274,18 @@ func splitItem(it *item, diff uint64) *item {
 	return r
 }
 
-// adopt moves a decoded struct into an item of its own before it is integrated: decoded
-// structs are lent (structBuf) or share one array per update, which the few that outlive
-// the update would keep alive. Items are allocated one by one so that those merged away
-// later are collected. The explicit parent is resolved by then and dropped.
-func (d *Doc) adopt(dec *item) *item {
-	it := new(item)
-	*it = *dec
+// adopt readies a decoded struct for integration: its explicit parent is resolved by
+// then and its itemExt, lent by the update's extBuf, is dropped; an item held under a
+// map key takes the itemExt shared by the key.
+func (d *Doc) adopt(it *item) *item {
 	if it.flags&flagHasPref != 0 {
+		dec := it.ext
 		it.flags &^= flagHasPref
 		it.ext = nil
 		if it.flags&flagHasParentSub != 0 {
-			it.ext = dec.ext.shared
+			it.ext = dec.shared
 			if it.ext == nil {
-				it.ext = d.keyExt(dec.ext.sub)
+				it.ext = d.keyExt(dec.sub)
 			}
 		}
 	}
