@@ -415,11 +415,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		return d.VarUint("deleted length")
 	case kindJSON:
 		n := d.CountAtMost(1, "JSON value count")
-		vals := make([]any, n)
-		for i := range vals {
-			vals[i] = readJSON(d, true)
+		v := newVals(n)
+		for i := range v.s {
+			v.s[i] = readJSON(d, true)
 		}
-		it.val = vals
+		it.val = v
 		return uint64(n)
 	case kindBinary:
 		it.val = d.VarUint8Array("binary content")
@@ -450,11 +450,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		it.val = t
 	case kindAny:
 		n := d.CountAtMost(1, "any value count")
-		vals := make([]any, n)
-		for i := range vals {
-			vals[i] = d.Any("any value")
+		v := newVals(n)
+		for i := range v.s {
+			v.s[i] = d.Any("any value")
 		}
-		it.val = vals
+		it.val = v
 		return uint64(n)
 	case kindDoc:
 		sub := NewDoc()

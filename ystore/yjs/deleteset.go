@@ -164,7 +164,7 @@ func slicePending(it *item, diff uint64) *item {
 	case kindString:
 		_, r.text = splitText(r.text, diff)
 	case kindAny, kindJSON:
-		r.val = r.vals()[diff:]
+		r.val = &anyVals{s: r.vals()[diff:]}
 	}
 	return &r
 }

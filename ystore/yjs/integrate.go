@@ -89,7 +89,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			case kindString:
 				_, it.text = splitText(it.text, offset)
 			case kindAny, kindJSON:
-				it.val = it.vals()[offset:]
+				it.val = &anyVals{s: it.vals()[offset:]}
 			}
 		}
 	}
