@@ -21,6 +21,7 @@ type structRefs struct {
 // update is a decoded v1 update.
 type update struct {
 	refs   []structRefs // sorted by client
+	used   int          // how many entries of refs were written (sorting drops repeats)
 	ds     map[uint64][]dsRange
 	dsFree [][]dsRange // the emptied lists of ds, for the next update decoded into u
 }
@@ -31,10 +32,10 @@ const dsFreeMax = 8
 // clear empties u for decoding another update into it, keeping the storage of its lists
 // (a document decodes each update it applies alone into the same one).
 func (u *update) clear() {
-	for i := range u.refs[:cap(u.refs)] {
-		clear(u.refs[:cap(u.refs)][i].refs)
+	for i := range u.refs[:u.used] {
+		clear(u.refs[:u.used][i].refs)
 	}
-	u.refs = u.refs[:0]
+	u.refs, u.used = u.refs[:0], 0
 	for _, rs := range u.ds {
 		if len(u.dsFree) < dsFreeMax {
 			u.dsFree = append(u.dsFree, rs[:0])
@@ -280,6 +281,7 @@ func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, err
 			refs = append(refs, it)
 		}
 		u.refs = append(u.refs, structRefs{client: client, refs: refs})
+		u.used = len(u.refs)
 	}
 	if len(u.refs) > 1 {
 		u.refs = sortRefs(u.refs)
