@@ -49,11 +49,11 @@ type Doc struct {
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
-	txn            *Txn      // the transaction being applied
-	txnBuf         Txn       // every update's transaction, reset before each
-	texts          arena     // decoded strings and map keys
-	exts           extBuf    // the explicit parents of decoded structs
-	scratch        update    // ApplyUpdate's update, decoded into the same storage each time
+	txn            *Txn   // the transaction being applied
+	txnBuf         Txn    // every update's transaction, reset before each
+	texts          arena  // decoded strings and map keys
+	exts           extBuf // the explicit parents of decoded structs
+	scratch        update // ApplyUpdate's update, decoded into the same storage each time
 	lastClient     uint64
 	lastCS         *clientStructs
 	conflicting    itemSet
