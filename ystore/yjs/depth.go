@@ -81,6 +81,10 @@ func (c *depthCheck) checkType(it *item) error {
 // parentDepth returns a bound on the depth of the type s would be integrated into (0 for
 // a root), or at least MaxDepth as soon as the chain holds that many types.
 func (c *depthCheck) parentDepth(s *item) int32 {
+	// the common case: the parent is known at once, from the document or a root
+	if next, _, depth := c.parent(s); next == nil {
+		return depth
+	}
 	if c.memo == nil {
 		c.memo = make(map[*item]int32)
 	}
