@@ -36,6 +36,9 @@ func (u *update) clear() {
 		clear(u.refs[:u.used][i].refs)
 	}
 	u.refs, u.used = u.refs[:0], 0
+	if len(u.ds) == 0 {
+		return
+	}
 	for _, rs := range u.ds {
 		if len(u.dsFree) < dsFreeMax {
 			u.dsFree = append(u.dsFree, rs[:0])

@@ -50,7 +50,7 @@ func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map
 		if state < end {
 			addUnapplied(state, end-state)
 		}
-		cs := d.clients[client]
+		cs := d.structsOf(client)
 		i := cs.findNear(clock, hint)
 		hint = i
 		it := cs.at(i)

@@ -49,13 +49,12 @@ type Doc struct {
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
-	txn            *Txn   // the transaction being applied
-	txnBuf         Txn    // every update's transaction, reset before each
-	texts          arena  // decoded strings and map keys
-	exts           extBuf // the explicit parents of decoded structs
-	scratch        update // ApplyUpdate's update, decoded into the same storage each time
-	lastClient     uint64
-	lastCS         *clientStructs
+	txn            *Txn       // the transaction being applied
+	txnBuf         Txn        // every update's transaction, reset before each
+	texts          arena      // decoded strings and map keys
+	exts           extBuf     // the explicit parents of decoded structs
+	scratch        update     // ApplyUpdate's update, decoded into the same storage each time
+	csCache        [2]csEntry // the struct lists looked up last (structsOf)
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	depth          depthCheck // every update's check, its memo kept for the next
@@ -319,7 +318,7 @@ func (d *Doc) cleanup(txn *Txn) {
 		if i+1 < len(txn.deletes) && txn.deletes[i+1].client != r.client {
 			hint = -1
 		}
-		cs := d.clients[r.client]
+		cs := d.structsOf(r.client)
 		si := min(cs.len()-1, 1+cs.findNear(r.clock+r.length-1, hint))
 		for si > 0 && cs.at(si).id.Clock >= r.clock {
 			si -= 1 + d.mergeWithLefts(cs, si)
@@ -327,7 +326,7 @@ func (d *Doc) cleanup(txn *Txn) {
 		hint = si
 	}
 	for _, b := range txn.before {
-		cs := d.clients[b.client]
+		cs := d.structsOf(b.client)
 		first := max(cs.find(b.clock), 1)
 		for i := cs.len() - 1; i >= first; {
 			i -= 1 + d.mergeWithLefts(cs, i)
@@ -336,7 +335,7 @@ func (d *Doc) cleanup(txn *Txn) {
 	hint = -1
 	for i := len(txn.mergeStructs) - 1; i >= 0; i-- {
 		id := txn.mergeStructs[i]
-		cs := d.clients[id.Client]
+		cs := d.structsOf(id.Client)
 		pos := cs.findNear(id.Clock, hint)
 		hint = pos
 		if pos+1 < cs.len() && d.mergeWithLefts(cs, pos+1) > 1 {
@@ -378,7 +377,7 @@ func (d *Doc) gcDeleted(rs []deleteRange) {
 		if i > 0 && rs[i-1].client != r.client {
 			hint = -1
 		}
-		cs := d.clients[r.client]
+		cs := d.structsOf(r.client)
 		end := r.clock + r.length
 		hint = cs.findNear(r.clock, hint)
 		for si := hint; si >= 0 && si < cs.len() && cs.at(si).id.Clock < end; si++ {
