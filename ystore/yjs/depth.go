@@ -32,6 +32,13 @@ func (c *depthCheck) run(d *Doc, u *update) error {
 	c.d, c.refs = d, u.refs
 	c.pending = d.mayIntegratePending(u)
 	defer c.done()
+	if int(d.maxDepth)+c.newTypes() < MaxDepth {
+		// A new type is at most one deeper than its parent, a type the document holds
+		// or another new one: none can be deeper than the deepest the document holds
+		// plus the number of new types. Most updates are refused nothing this way
+		// without following a chain.
+		return nil
+	}
 	for _, r := range u.refs {
 		for _, it := range r.refs {
 			if err := c.checkType(it); err != nil {
@@ -50,6 +57,28 @@ func (c *depthCheck) run(d *Doc, u *update) error {
 		}
 	}
 	return nil
+}
+
+// newTypes returns how many types the update, and the pending structs when they may
+// integrate with it, hold.
+func (c *depthCheck) newTypes() int {
+	var n int
+	count := func(list []*item) {
+		for _, it := range list {
+			if it.kind == kindType {
+				n++
+			}
+		}
+	}
+	for _, r := range c.refs {
+		count(r.refs)
+	}
+	if c.pending {
+		for _, list := range c.d.pending {
+			count(list)
+		}
+	}
+	return n
 }
 
 // done forgets the update, keeping the memo's storage for the next unless an update

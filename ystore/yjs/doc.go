@@ -58,6 +58,7 @@ type Doc struct {
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	depth          depthCheck // every update's check, its memo kept for the next
+	maxDepth       int32      // the depth of the deepest type integrated so far
 	// failed is set when integration met a type deeper than MaxDepth that the check
 	// before it did not foresee (depth.go, a *DepthError), or an item whose parent is not
 	// a type (a *ParentError): the item was dropped, d no longer follows the writer and
@@ -326,9 +327,9 @@ func (d *Doc) cleanup(txn *Txn) {
 		hint = si
 	}
 	for _, b := range txn.before {
+		// the structs the transaction added are the last ones, from clock b.clock on
 		cs := d.structsOf(b.client)
-		first := max(cs.find(b.clock), 1)
-		for i := cs.len() - 1; i >= first; {
+		for i := cs.len() - 1; i >= 1 && cs.at(i).id.Clock >= b.clock; {
 			i -= 1 + d.mergeWithLefts(cs, i)
 		}
 	}

@@ -149,6 +149,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		t.doc = d
 		t.item = it
 		t.depth = parent.depth + 1
+		d.maxDepth = max(d.maxDepth, t.depth)
 		if !hasSub {
 			txn.seqTypes = append(txn.seqTypes, t)
 		}
