@@ -48,12 +48,6 @@ func (cs *clientStructs) at(i int) *item {
 	return cs.chunks[c][off]
 }
 
-// last returns the last struct; the list is not empty.
-func (cs *clientStructs) last() *item {
-	ch := cs.chunks[len(cs.chunks)-1]
-	return ch[len(ch)-1]
-}
-
 // push appends it.
 func (cs *clientStructs) push(it *item) {
 	if k := len(cs.chunks) - 1; k >= 0 && len(cs.chunks[k]) < chunkMax {
