@@ -20,6 +20,7 @@ type structRefs struct {
 
 // update is a decoded v1 update.
 type update struct {
+	one    *item        // storage for an update of one struct, lent by its document; nil: none
 	refs   []structRefs // sorted by client
 	used   int          // how many entries of refs were written (sorting drops repeats)
 	ds     map[uint64][]dsRange
@@ -241,8 +242,9 @@ func (b *extBuf) reset() {
 }
 
 // decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
-// integrated. Each struct is allocated on its own, as the document keeps it; the
-// itemExt of explicit parents come from exts when not nil.
+// integrated. Each struct is allocated on its own, as the document keeps it, but the
+// only struct of an update goes to u.one when set; the itemExt of explicit parents come
+// from exts when not nil.
 func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, error) {
 	d := lib0.NewDecoder(b)
 	nClients := d.CountAtMost(3, "number of clients with structs")
@@ -260,7 +262,13 @@ func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, err
 		var lent []itemExt
 		stuck := false // a struct of this client that can never integrate was read
 		for i := range n {
-			it := &item{id: ID{client, clock}}
+			var it *item
+			if u.one != nil && nClients == 1 && n == 1 {
+				*u.one = item{id: ID{client, clock}}
+				it = u.one
+			} else {
+				it = &item{id: ID{client, clock}}
+			}
 			length, never := decodeStruct(d, it, texts, exts, &lent, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()

@@ -54,6 +54,8 @@ type Doc struct {
 	texts          arena      // decoded strings and map keys
 	exts           extBuf     // the explicit parents of decoded structs
 	scratch        update     // ApplyUpdate's update, decoded into the same storage each time
+	one            item       // the struct of an update of one (update.one), copied if kept
+	lone           bool       // the update being applied is one struct and nothing else
 	csCache        [2]csEntry // the struct lists looked up last (structsOf)
 	conflicting    itemSet
 	beforeOrigin   itemSet
@@ -205,11 +207,16 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	defer func() {
 		d.exts.reset()
 		d.scratch.clear()
+		d.one, d.lone = item{}, false
 	}()
+	d.scratch.one = &d.one
 	u, err := decodeUpdate(update, &d.texts, &d.exts, &d.scratch)
 	if err != nil {
 		return nil, err
 	}
+	// one struct and nothing else: integrate may extend the client's last item with it
+	d.lone = len(u.refs) == 1 && len(u.refs[0].refs) == 1 && u.refs[0].refs[0] == &d.one &&
+		len(u.ds) == 0 && d.pending == nil && len(d.pendingDS) == 0
 	return d.apply(u)
 }
 
@@ -275,6 +282,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			}
 		}
 		if rest != nil {
+			d.own(rest)
 			for c, clock := range missing {
 				if m, ok := d.pendingMissing[c]; !ok || m > clock {
 					d.pendingMissing[c] = clock
@@ -283,6 +291,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			mergePending(d.pending, rest)
 		}
 	} else if rest != nil {
+		d.own(rest)
 		d.pending = make(map[uint64][]*item, len(rest))
 		mergePending(d.pending, rest)
 		d.pendingMissing = missing
@@ -304,6 +313,20 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			refs = append(refs, structRefs{client: c, refs: list})
 		}
 		d.readUpdate(txn, &update{refs: sortRefs(refs)})
+	}
+}
+
+// own replaces the document's lent struct (Doc.one) in structs set aside as pending
+// with a copy of its own.
+func (d *Doc) own(rest map[uint64][]*item) {
+	for _, list := range rest {
+		for i, it := range list {
+			if it == &d.one {
+				c := new(item)
+				*c = *it
+				list[i] = c
+			}
+		}
 	}
 }
 

@@ -295,10 +295,17 @@ func splitItem(it *item, diff uint64) *item {
 	return r
 }
 
-// adopt readies a decoded struct for integration: its explicit parent is resolved by
-// then and its itemExt, lent by the update's extBuf, is dropped; an item held under a
-// map key takes the itemExt shared by the key.
+// adopt readies a decoded struct for integration: one lent by the document (Doc.one)
+// is copied, its explicit parent is resolved by then and its itemExt, lent by the
+// update's extBuf, is dropped; an item held under a map key takes the itemExt shared by
+// the key.
 func (d *Doc) adopt(it *item) *item {
+	if it == &d.one {
+		// lent for the update: the document keeps a copy
+		c := new(item)
+		*c = *it
+		it = c
+	}
 	if it.flags&flagHasPref != 0 {
 		dec := it.ext
 		it.flags &^= flagHasPref
