@@ -9,6 +9,22 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
+// sender sends h a request from peer, with X-Forwarded-For xff (if any) and token, and
+// returns its status.
+func sender(h http.Handler) func(peer, xff, token string) int {
+	return func(peer, xff, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.RemoteAddr = peer + ":4000"
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		r.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+}
+
 // TestTokenFailures checks the budget of refused tokens per source in front of a real
 // verifier: a source sending made-up tokens is answered 429 past its burst without the
 // verifier being asked, another source (and, behind a trusted proxy, another client of
@@ -24,17 +40,7 @@ func TestTokenFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(peer, xff, token string) int {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		r.RemoteAddr = peer + ":4000"
-		if xff != "" {
-			r.Header.Set("X-Forwarded-For", xff)
-		}
-		r.Header.Set("Authorization", "Bearer "+token)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
+	send := sender(h)
 	codes := map[int]int{}
 	for range tokenFailureBurst + 10 {
 		codes[send("192.0.2.1", "", "made-up")]++
@@ -88,17 +94,7 @@ func TestTokenFailuresSpareFamiliarTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(peer, xff, token string) int {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		r.RemoteAddr = peer + ":4000"
-		if xff != "" {
-			r.Header.Set("X-Forwarded-For", xff)
-		}
-		r.Header.Set("Authorization", "Bearer "+token)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
+	send := sender(h)
 	if c := send("127.0.0.1", "198.51.100.9", "bobs"); c != http.StatusOK {
 		t.Fatalf("bob's token: %d", c)
 	}

@@ -563,12 +563,10 @@ func (t *Tailer) spaceResync(ctx context.Context) error {
 	if t.lastResync.IsZero() || wait <= 0 {
 		return nil
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-timer.C:
+	case <-time.After(wait):
 		return nil
 	}
 }
