@@ -298,9 +298,8 @@ func (h *hub) reap(ctx context.Context) {
 	idle := h.cfg.Hub.IdleTimeout
 	every(ctx, max(idle/4, 10*time.Millisecond), func() {
 		now := time.Now()
-		var gone []*tenant
-		h.mu.Lock()
-		for user, t := range h.tenants {
+		var idleOnes []*tenant
+		for _, t := range h.snapshot() { // asked outside h.mu: a tenant may be slow to answer
 			select {
 			case <-t.loaded:
 			default:
@@ -309,9 +308,16 @@ func (h *hub) reap(ctx context.Context) {
 			if t.err == nil && !t.swapped.Load() && (t.in.srv.Active() || now.Sub(time.Unix(0, t.lastUsed.Load())) < idle) {
 				continue
 			}
-			delete(h.tenants, user)
-			h.m.releases.Inc()
-			gone = append(gone, t)
+			idleOnes = append(idleOnes, t)
+		}
+		var gone []*tenant
+		h.mu.Lock()
+		for _, t := range idleOnes {
+			if h.tenants[t.user] == t {
+				delete(h.tenants, t.user)
+				h.m.releases.Inc()
+				gone = append(gone, t)
+			}
 		}
 		h.mu.Unlock()
 		if len(gone) > 0 {
@@ -373,9 +379,8 @@ func (h *hub) ready() http.Handler {
 // users counts the active users and those of them not served yet or not ready (a
 // store not loaded yet, unreachable, behind or degraded; files refused).
 func (h *hub) users() (active, unready int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range h.tenants {
+	ts := h.snapshot()
+	for _, t := range ts {
 		select {
 		case <-t.loaded:
 			if t.err != nil || !t.in.health.Check().Ready {
@@ -385,7 +390,20 @@ func (h *hub) users() (active, unready int) {
 			unready++ // still loading, or stuck: not serving yet
 		}
 	}
-	return len(h.tenants), unready
+	return len(ts), unready
+}
+
+// snapshot is the tenants now. Nothing asks a tenant anything under h.mu, which every
+// user's first request takes: one tenant slow to answer (a user's huge notebook file
+// being read) would hold up every other user's.
+func (h *hub) snapshot() []*tenant {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ts := make([]*tenant, 0, len(h.tenants))
+	for _, t := range h.tenants {
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 // fileName names a user in file names: the name itself when it is a plain identifier,

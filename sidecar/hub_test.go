@@ -23,6 +23,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite/sqlitetest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -326,5 +327,32 @@ func TestHubUserSessionsShare(t *testing.T) {
 			t.Errorf("per user %d, max_connections %d, max_sessions %d: alice's max_sessions %d, want %d",
 				tt.perUser, tt.maxConns, tt.maxSessions, got, tt.want)
 		}
+	}
+}
+
+// A tenant slow to answer (its health asked while a huge notebook file of its user's is
+// being read holds its rooms: red team of issue 39, pass 5) holds up no other user: while
+// the hub's users gauge (asked by each /metrics scrape) and its reaper wait for it,
+// another user's first request is served.
+func TestHubSlowTenantHoldsUpNoOne(t *testing.T) {
+	dir := t.TempDir()
+	h := testHub(t, dir)
+	writeStore(t, dir, "bob", "b.ipynb", ysessions.Load(t, "s0001.json.gz").UpdateBytes())
+	stuck, asked := make(chan struct{}), make(chan struct{}, 1)
+	defer close(stuck)
+	loaded := make(chan struct{})
+	close(loaded)
+	slow := &tenant{user: "mallory", loaded: loaded, done: make(chan struct{}), cancel: func() {},
+		in: &instance{health: &Health{status: func() ystore.Status { return ystore.Status{Reachable: true} },
+			degraded: func() []rooms.Degradation { asked <- struct{}{}; <-stuck; return nil }}}}
+	h.mu.Lock()
+	h.tenants["mallory"] = slow
+	h.mu.Unlock()
+	go h.users() // a scrape of /metrics
+	testenv.Receive(t, testenv.Wait, "mallory's tenant asked for its health", asked)
+	served := make(chan error, 1)
+	go func() { _, err := h.tenant(t.Context(), "bob"); served <- err }()
+	if err := testenv.Receive(t, testenv.Wait, "bob's first request while mallory's tenant is slow to answer", served); err != nil {
+		t.Fatal(err)
 	}
 }
