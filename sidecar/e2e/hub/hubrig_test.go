@@ -28,6 +28,7 @@ import (
 // into Postgres by a ship of their own.
 type rigUser struct {
 	name  string
+	tok   jhubtest.Token
 	auth  string // Authorization: token <the user's Hub token>
 	w     sidecartest.Writer
 	rooms []string // the store's rooms, nbJJ's at JJ
@@ -37,50 +38,60 @@ type rigUser struct {
 	next []int // each room's next step
 }
 
-// newRigUser writes user's home (store, fileid database, bindings) with rooms of the
-// session each preloaded to a step of its own, and starts the user's ship.
-func newRigUser(t *testing.T, root, name string, index, notebooks int, steps []sidecartest.Step, tok jhubtest.Token, dsn, schema string) *rigUser {
-	u := &rigUser{name: name, auth: "token " + tok.Value}
+// newRigUser writes user's home (fileid database, bindings) and starts the writer of
+// the user's store: preload writes its rooms, ship ships it.
+func newRigUser(t *testing.T, root, name string, index, notebooks int, tok jhubtest.Token) *rigUser {
+	u := &rigUser{name: name, tok: tok, auth: "token " + tok.Value}
 	home := filepath.Join(root, "home", name)
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(home, ".jupyter_ystore.db")
-	u.w = sidecartest.StartWriter(t, store)
+	u.w = sidecartest.StartWriter(t, filepath.Join(home, ".jupyter_ystore.db"))
 	var ids []string
 	for j := range notebooks {
 		id := fmt.Sprintf("%08x-0000-4000-8000-%012x", index, j)
 		ids = append(ids, id)
 		u.rooms = append(u.rooms, ".notebook:"+id+".y")
 		u.uris = append(u.uris, fmt.Sprintf("notebook://nb%02d", j))
-		k := sidecartest.Preloaded + (index*notebooks+j)*7%300 // rooms differ
-		for _, s := range steps[:k] {
-			u.w.WriteRoom(u.rooms[j], s.Update)
-		}
-		u.next = append(u.next, k)
+		u.next = append(u.next, sidecartest.Preloaded+(index*notebooks+j)*7%300) // rooms differ
 	}
 	nameNotebooks(t, root, name, ids)
-	shipDir := filepath.Join(root, "ship", name)
-	if err := os.MkdirAll(shipDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sidecartest.Launch(t, shipDir, fmt.Sprintf("store: {sqlite: {path: %q}}\nship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}\n",
-		store, name+"-server", name, dsn, schema), "ship")
 	return u
 }
 
-// typeNext writes the next step into room j (false: the session is over for it).
-func (u *rigUser) typeNext(steps []sidecartest.Step, j int) bool {
+// preload writes each room's steps up to its next.
+func (u *rigUser) preload(steps []sidecartest.Step) {
+	for j, room := range u.rooms {
+		for _, s := range steps[:u.next[j]] {
+			u.w.WriteRoom(room, s.Update)
+		}
+	}
+}
+
+// ship starts the ship of the user's store into the Postgres store, with the user as
+// the owner.
+func (u *rigUser) ship(t *testing.T, root, dsn, schema string) {
+	dir := filepath.Join(root, "ship", u.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sidecartest.Launch(t, dir, fmt.Sprintf("store: {sqlite: {path: %q}}\nship: {source_id: %s, owner: %q, postgres: {dsn: %q, schema: %s}}\n",
+		filepath.Join(root, "home", u.name, ".jupyter_ystore.db"), u.name+"-server", u.name, dsn, schema), "ship")
+}
+
+// typeNext writes the next step into room j and returns its commit time (false: the
+// session is over for it).
+func (u *rigUser) typeNext(steps []sidecartest.Step, j int) (time.Time, bool) {
 	u.mu.Lock()
 	k := u.next[j]
 	if k == len(steps) {
 		u.mu.Unlock()
-		return false
+		return time.Time{}, false
 	}
 	u.next[j]++
 	u.mu.Unlock()
-	u.w.WriteRoom(u.rooms[j], steps[k].Update)
-	return true
+	_, at := u.w.WriteRoom(u.rooms[j], steps[k].Update)
+	return at, true
 }
 
 // want is room j as the writer has written it.
@@ -88,6 +99,109 @@ func (u *rigUser) want(t *testing.T, steps []sidecartest.Step, j int) []byte {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return sidecartest.MustJSON(t, steps[u.next[j]-1].After)
+}
+
+// rig is the Postgres hub rig: the users, their stores shipping into Postgres, the
+// Hub, two hub-mode replicas and the balancer in front of them.
+type rig struct {
+	t                 *testing.T
+	steps             []sidecartest.Step
+	root, dsn, schema string
+	lb                *balancer
+	hub               *jhubtest.Hub
+	users             []*rigUser
+	replicas          []*sidecartest.Sidecar
+	endpoint          string // the MCP endpoint through the balancer
+}
+
+// startRig starts a rig of nUsers users with notebooks notebooks each, the replicas'
+// notifications configured as notifications (YAML flow).
+func startRig(t *testing.T, nUsers, notebooks int, notifications string) *rig {
+	t.Helper()
+	rg := &rig{t: t, steps: sidecartest.Session(t), root: t.TempDir()}
+	rg.dsn, rg.schema = sidecartest.InitPostgres(t)
+	t.Setenv("JUPYTER_MCP_SIDECAR_LOG_LEVEL", "info") // a dozen processes at debug would be the load
+	rg.lb = startBalancer(t)
+	rg.hub = jhubtest.StartWith(t, jhubtest.Options{ServiceURL: rg.lb.URL, Homes: filepath.Join(rg.root, "home")})
+	names := make([]string, nUsers)
+	for i := range names {
+		names[i] = fmt.Sprintf("rig%04d", i)
+	}
+	for i := 0; i < nUsers; i += 25 {
+		rg.hub.AddUsers(names[i:min(i+25, nUsers)]...)
+	}
+	begin := time.Now()
+	rg.users = make([]*rigUser, nUsers)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4) // the writers preload four at a time
+	for i, name := range names {
+		rg.users[i] = newRigUser(t, rg.root, name, i, notebooks, rg.hub.Token(name))
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rg.users[i].preload(rg.steps)
+		})
+	}
+	wg.Wait()
+	for _, u := range rg.users {
+		u.ship(t, rg.root, rg.dsn, rg.schema)
+	}
+	t.Logf("HUBRIG %d users × %d notebooks written and shipping in %v", nUsers, notebooks, time.Since(begin).Round(time.Millisecond))
+
+	home := filepath.Join(rg.root, "home", "{username}")
+	cfg := fmt.Sprintf(`hub:
+  enabled: true
+  api_url: %q
+  service_name: %s
+  stores: {backend: postgres, fileid_db: %q, root_dir: %q}
+  idle_timeout: 10m
+  state_dir: %q
+store:
+  postgres: {dsn: %q, schema: %s, poll_interval: 1s}
+notifications: %s
+`, rg.hub.APIURL, jhubtest.ServiceName, filepath.Join(home, "file_id_manager.db"), home, filepath.Join(rg.root, "state"), rg.dsn, rg.schema, notifications)
+	rg.replicas = make([]*sidecartest.Sidecar, 2)
+	for i := range rg.replicas {
+		dir := filepath.Join(rg.root, fmt.Sprintf("replica%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rg.replicas[i] = sidecartest.Launch(t, dir, cfg, "serve")
+		rg.replicas[i].WaitHTTP("/services/mcp/readyz", http.StatusOK)
+	}
+	rg.lb.setBackends(t, rg.replicas[0].URL, rg.replicas[1].URL)
+	// Clients reach the balancer as an ingress routing the service's prefix to it would;
+	// E2E_HUBRIG_VIA=proxy sends them through the Hub's proxy first (docs/HUB.md "Several
+	// replicas": it does not end a stream whose replica was killed).
+	rg.endpoint = rg.lb.URL + "/services/mcp/mcp"
+	if os.Getenv("E2E_HUBRIG_VIA") == "proxy" {
+		rg.endpoint = rg.hub.ServicePrefix() + "mcp"
+	}
+	return rg
+}
+
+// typeAll has every one of users type into their notebooks in turn, rate rows/s each,
+// until stop returns; committed (when not nil) is told each row's room and commit time.
+func (rg *rig) typeAll(users []*rigUser, rate int, committed func(u *rigUser, j int, at time.Time)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var typing sync.WaitGroup
+	for _, u := range users {
+		typing.Go(func() {
+			tick := time.NewTicker(time.Second / time.Duration(rate))
+			defer tick.Stop()
+			for j := 0; ; j = (j + 1) % len(u.rooms) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C: // the typist's pace
+				}
+				if at, ok := u.typeNext(rg.steps, j); ok && committed != nil {
+					committed(u, j, at)
+				}
+			}
+		})
+	}
+	return func() { cancel(); typing.Wait() }
 }
 
 // rigClients are a user's clients through the balancer.
@@ -118,62 +232,15 @@ func TestHubRig(t *testing.T) {
 	if nUsers < 2 || notebooks < 1 || rate < 1 {
 		t.Fatalf("the rig needs 2 users, a notebook each and a rate; have %d, %d, %d", nUsers, notebooks, rate)
 	}
-	dsn, schema := sidecartest.InitPostgres(t)
-	steps := sidecartest.Session(t)
-	root := t.TempDir()
-	t.Setenv("JUPYTER_MCP_SIDECAR_LOG_LEVEL", "info") // a dozen processes at debug would be the load
-	lb := startBalancer(t)
-	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: lb.URL, Homes: filepath.Join(root, "home")})
-	names := make([]string, nUsers)
-	for i := range names {
-		names[i] = fmt.Sprintf("rig%04d", i)
-	}
-	for i := 0; i < nUsers; i += 25 {
-		hub.AddUsers(names[i:min(i+25, nUsers)]...)
-	}
-	begin := time.Now()
-	users := make([]*rigUser, nUsers)
-	for i, name := range names {
-		users[i] = newRigUser(t, root, name, i, notebooks, steps, hub.Token(name), dsn, schema)
-	}
-	t.Logf("HUBRIG %d users × %d notebooks written and shipping in %v", nUsers, notebooks, time.Since(begin).Round(time.Millisecond))
-
-	home := filepath.Join(root, "home", "{username}")
-	cfg := fmt.Sprintf(`hub:
-  enabled: true
-  api_url: %q
-  service_name: %s
-  stores: {backend: postgres, fileid_db: %q, root_dir: %q}
-  idle_timeout: 10m
-  state_dir: %q
-store:
-  postgres: {dsn: %q, schema: %s, poll_interval: 1s}
-notifications: {debounce: 100ms, max_delay: 1s}
-`, hub.APIURL, jhubtest.ServiceName, filepath.Join(home, "file_id_manager.db"), home, filepath.Join(root, "state"), dsn, schema)
-	replicas := make([]*sidecartest.Sidecar, 2)
-	for i := range replicas {
-		dir := filepath.Join(root, fmt.Sprintf("replica%d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		replicas[i] = sidecartest.Launch(t, dir, cfg, "serve")
-		replicas[i].WaitHTTP("/services/mcp/readyz", http.StatusOK)
-	}
-	lb.setBackends(t, replicas[0].URL, replicas[1].URL)
-	// Clients reach the balancer as an ingress routing the service's prefix to it would;
-	// E2E_HUBRIG_VIA=proxy sends them through the Hub's proxy first (docs/HUB.md "Several
-	// replicas": it does not end a stream whose replica was killed).
-	endpoint := lb.URL + "/services/mcp/mcp"
-	if os.Getenv("E2E_HUBRIG_VIA") == "proxy" {
-		endpoint = hub.ServicePrefix() + "mcp"
-	}
+	rg := startRig(t, nUsers, notebooks, "{debounce: 100ms, max_delay: 1s}")
+	steps, users, replicas, lb, endpoint, schema, root := rg.steps, rg.users, rg.replicas, rg.lb, rg.endpoint, rg.schema, rg.root
 	var unbound atomic.Int64
 
 	// Both replicas, asked directly, serve every user's notebooks as the writer wrote them.
-	begin = time.Now()
+	begin := time.Now()
 	for _, r := range replicas {
 		for _, u := range users {
-			c := mustGoAs(t, r.URL+"/services/mcp/mcp", true, jhubtest.Token{User: u.name, Value: strings.TrimPrefix(u.auth, "token ")})
+			c := mustGoAs(t, r.URL+"/services/mcp/mcp", true, u.tok)
 			for j, uri := range u.uris {
 				readBound(t, c, uri, &unbound)
 				sidecartest.EventuallyJSON(t, fmt.Sprintf("%s %s on %s", u.name, uri, r.URL), sidecartest.TryReadText(c, uri), u.want(t, steps, j))
@@ -187,18 +254,17 @@ notifications: {debounce: 100ms, max_delay: 1s}
 	// between the replicas.
 	clients := make([]rigClients, nUsers)
 	for i, u := range users {
-		tok := jhubtest.Token{User: u.name, Value: strings.TrimPrefix(u.auth, "token ")}
 		c := &clients[i]
-		c.reader = mustGoAs(t, endpoint, true, tok)
+		c.reader = mustGoAs(t, endpoint, true, u.tok)
 		heard := map[string]string{}
 		for _, uri := range u.uris {
 			readBound(t, c.reader, uri, &unbound)
 			_, heard[uri] = c.reader.ReadVersioned(uri)
 		}
-		c.legacy = mustGoAs(t, endpoint, false, tok)
+		c.legacy = mustGoAs(t, endpoint, false, u.tok)
 		c.legacy.Subscribe(u.uris...)
 		c.session = c.legacy.Client.GetSessionId()
-		c.l = newListener(t, endpoint, u.auth, heard)
+		c.l = newListener(t, endpoint, u.auth, heard, nil)
 		c.replica = lb.replicaOf(u.auth)
 	}
 	const victim = 1
@@ -215,23 +281,8 @@ notifications: {debounce: 100ms, max_delay: 1s}
 	}
 
 	// Every user types into every notebook, rate rows/s, until stopped.
-	ctx, stopTyping := context.WithCancel(context.Background())
+	stopTyping := rg.typeAll(users, rate, nil)
 	defer stopTyping()
-	var typing sync.WaitGroup
-	for _, u := range users {
-		typing.Go(func() {
-			tick := time.NewTicker(time.Second / time.Duration(rate))
-			defer tick.Stop()
-			for j := 0; ; j = (j + 1) % notebooks {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C: // the typist's pace
-				}
-				u.typeNext(steps, j)
-			}
-		})
-	}
 	testenv.Eventually(t, testenv.Wait, "every listener hears the typing", func() bool {
 		for _, c := range clients {
 			if _, notes, _, _, _ := c.l.state(); notes == 0 {
@@ -265,7 +316,6 @@ notifications: {debounce: 100ms, max_delay: 1s}
 		return true
 	})
 	stopTyping()
-	typing.Wait()
 
 	// The survivor serves every notebook as finally written (every row shipped and
 	// followed); the versions it serves now are the last.
@@ -286,7 +336,7 @@ notifications: {debounce: 100ms, max_delay: 1s}
 		if code != http.StatusNotFound || !strings.Contains(body, "session not found: initialize a new session") {
 			t.Errorf("%s's 2025-11-25 session after its replica was lost: %d %s; want 404 session not found", users[i].name, code, body)
 		}
-		again := mustGoAs(t, endpoint, false, jhubtest.Token{User: users[i].name, Value: strings.TrimPrefix(users[i].auth, "token ")})
+		again := mustGoAs(t, endpoint, false, users[i].tok)
 		for j, uri := range users[i].uris {
 			sidecartest.JSONEqual(t, users[i].name+"'s new session reads "+uri, readBound(t, again, uri, &unbound), users[i].want(t, steps, j))
 		}
@@ -334,7 +384,7 @@ notifications: {debounce: 100ms, max_delay: 1s}
 	}
 
 	// No row is lost: Postgres holds every row each writer wrote.
-	conn, err := pgx.Connect(context.Background(), dsn)
+	conn, err := pgx.Connect(context.Background(), rg.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

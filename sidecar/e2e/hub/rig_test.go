@@ -167,6 +167,7 @@ type listener struct {
 	uris           []string
 	gate           chan struct{} // closed: a stream that ended may be opened again
 	lost           chan time.Time
+	note           func(uri string, at time.Time) // told of each notification (nil: none)
 
 	mu        sync.Mutex
 	heard     map[string]string // URI → the version its last notification carried
@@ -177,9 +178,10 @@ type listener struct {
 }
 
 // newListener listens to uris with auth through endpoint, first naming the versions in
-// heard (read before), until the test ends.
-func newListener(t *testing.T, endpoint, auth string, heard map[string]string) *listener {
-	l := &listener{endpoint: endpoint, auth: auth, gate: make(chan struct{}), lost: make(chan time.Time, 1), heard: heard}
+// heard (read before), until the test ends; note, when not nil, is told of each
+// notification as it arrives.
+func newListener(t *testing.T, endpoint, auth string, heard map[string]string, note func(uri string, at time.Time)) *listener {
+	l := &listener{endpoint: endpoint, auth: auth, gate: make(chan struct{}), lost: make(chan time.Time, 1), heard: heard, note: note}
 	for u := range heard {
 		l.uris = append(l.uris, u)
 	}
@@ -291,6 +293,9 @@ func (l *listener) listen(ctx context.Context, first bool, acked chan<- struct{}
 			default:
 			}
 		case "notifications/resources/updated":
+			if l.note != nil {
+				l.note(m.Params.URI, time.Now())
+			}
 			v, _ := m.Params.Meta["io.github.jupyter-mcp-sidecar/version"].(string)
 			l.mu.Lock()
 			l.heard[m.Params.URI] = v
