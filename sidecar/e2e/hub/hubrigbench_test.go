@@ -145,6 +145,10 @@ func TestHubRigBench(t *testing.T) {
 	// Each rate: every active user types rate/active rows/s.
 	for _, rate := range rates {
 		var rows atomic.Int64
+		wakeups := func() (notify, poll float64) {
+			return r0.Metric("jupyter_mcp_sidecar_postgres_wakeups_total", "by", "notify"), r0.Metric("jupyter_mcp_sidecar_postgres_wakeups_total", "by", "poll")
+		}
+		notify0, poll0 := wakeups()
 		cpu0 := cpuSeconds(t, pid)
 		start := time.Now()
 		stop := rg.typeAll(rg.users[:active], max(1, rate/active), func(u *rigUser, j int, at time.Time) {
@@ -164,9 +168,10 @@ func TestHubRigBench(t *testing.T) {
 		waiting := lat.waiting()
 		ds := lat.take()
 		n := rows.Load()
-		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows; load average %s",
+		notify, poll := wakeups()
+		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows, reads woken by NOTIFY %v, by the poll %v; load average %s",
 			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), waiting, lag,
-			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), loadAvg())
+			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), notify-notify0, poll-poll0, loadAvg())
 	}
 	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user; load average %s", rss(), (rss()-baseline)*1e3/float64(active), loadAvg())
 
