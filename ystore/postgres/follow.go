@@ -17,8 +17,10 @@ const DefaultLoadConcurrency = 4
 
 // FollowerConfig configures a Follower.
 type FollowerConfig struct {
-	// Store is the shared store; its Owner must be empty. Its Registerer is not used:
-	// each owner's Tailer registers its own metrics.
+	// Store is the shared store; its Owner must be empty. The Follower's reads, wake-ups
+	// and reconnects count on its Registerer (postgres_read_seconds, _wakeups_total,
+	// _reconnects_total, _room_rebuilds_total, shared with the owners' Tailers on it);
+	// its status series are the owners' Tailers' (Follower.Tailer).
 	Store Config
 	// LoadConcurrency bounds the owners loaded at once, each load on a short connection
 	// of its own; default DefaultLoadConcurrency.
@@ -50,9 +52,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		return nil, fmt.Errorf("load concurrency %d: %w", cfg.LoadConcurrency, ErrConfig)
 	}
 	cfg.LoadConcurrency = cmp.Or(cfg.LoadConcurrency, DefaultLoadConcurrency)
-	store := cfg.Store
-	store.Registerer = nil
-	t, err := New(store)
+	t, err := newTailer(cfg.Store)
 	if err != nil {
 		return nil, err
 	}

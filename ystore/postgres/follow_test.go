@@ -405,3 +405,32 @@ func TestFollowerOwnerReload(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowerMetrics: a Follower's reads are counted on its store's Registerer (how
+// they were woken, how long they took), next to its owners' Tailers' series; before,
+// hub mode on Postgres exported none of them, the owners' series staying at zero.
+func TestFollowerMetrics(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	setOwner(t, conn, cfg, "a1", "alice")
+	insert(t, conn, cfg, "a1", []byte("a1-0"))
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Registerer = reg
+	f := runFollower(t, cfg, 1)
+	alice, ca := runOwner(t, f, cfg, "alice")
+	testenv.Eventually(t, testenv.Wait, "alice's first read", closed(alice.FirstRead()))
+	insert(t, conn, cfg, "a1", []byte("a1-1"))
+	ca.waitFor(t, "the row", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_postgres_wakeups_total", "by", "notify"); got == 0 {
+		t.Errorf("postgres_wakeups_total{by=notify}: 0 after the follower read a row it was notified of")
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		if fam.GetName() == "jupyter_mcp_sidecar_postgres_read_seconds" && fam.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+			t.Errorf("postgres_read_seconds: no read counted after the follower read a row")
+		}
+	}
+}
