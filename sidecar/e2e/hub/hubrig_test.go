@@ -79,18 +79,27 @@ func (u *rigUser) ship(t *testing.T, root, dsn, schema string) {
 		filepath.Join(root, "home", u.name, ".jupyter_ystore.db"), u.name+"-server", u.name, dsn, schema), "ship")
 }
 
-// typeNext writes the next step into room j and returns its commit time (false: the
-// session is over for it).
-func (u *rigUser) typeNext(steps []sidecartest.Step, j int) (time.Time, bool) {
+// claim takes the next step of room j and returns its update (false: the session is
+// over for it).
+func (u *rigUser) claim(steps []sidecartest.Step, j int) ([]byte, bool) {
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	k := u.next[j]
 	if k == len(steps) {
-		u.mu.Unlock()
-		return time.Time{}, false
+		return nil, false
 	}
 	u.next[j]++
-	u.mu.Unlock()
-	_, at := u.w.WriteRoom(u.rooms[j], steps[k].Update)
+	return steps[k].Update, true
+}
+
+// typeNext writes the next step into room j with the user's writer and returns its
+// commit time (false: the session is over for it).
+func (u *rigUser) typeNext(steps []sidecartest.Step, j int) (time.Time, bool) {
+	update, ok := u.claim(steps, j)
+	if !ok {
+		return time.Time{}, false
+	}
+	_, at := u.w.WriteRoom(u.rooms[j], update)
 	return at, true
 }
 

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 )
 
 // latencies are commit → notification times of one replica's listeners: each row's
@@ -87,6 +91,64 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	return (ut + st) / 100 // USER_HZ
 }
 
+// pgTypists is how many connections typePostgres appends over; each user's rows go
+// through one of them, in order.
+const pgTypists = 4
+
+// typePostgres appends the next steps of users' notebooks straight into the Postgres
+// store, as ship does, rate rows/s hub-wide (users in turn, each user's notebooks in
+// turn), until stop returns: the write rate is then not the writers' and ships' but
+// Postgres's. committed is told each row's room and the time its insert returned.
+func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate int, committed func(u *rigUser, j int, at time.Time)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	insert := `INSERT INTO ` + pgx.Identifier{rg.schema, postgres.DefaultTable}.Sanitize() + ` (path, yupdate) VALUES ($1, $2)`
+	var wg sync.WaitGroup
+	queues := make([]chan [2]int, pgTypists)
+	for q := range queues {
+		conn, err := pgx.Connect(ctx, rg.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues[q] = make(chan [2]int, 4096)
+		wg.Go(func() {
+			defer conn.Close(context.Background())
+			for job := range queues[q] {
+				u, j := users[job[0]], job[1]
+				update, ok := u.claim(rg.steps, j)
+				if !ok {
+					continue
+				}
+				if _, err := conn.Exec(ctx, insert, u.rooms[j], update); err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					continue
+				}
+				committed(u, j, time.Now())
+			}
+		})
+	}
+	wg.Go(func() {
+		defer func() {
+			for _, q := range queues {
+				close(q)
+			}
+		}()
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for k := 0; ; k++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C: // the typists' pace
+			}
+			i := k % len(users)
+			queues[i%pgTypists] <- [2]int{i, (k / len(users)) % len(users[i].rooms)}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
 // loadAvg is the machine's load average over 1, 5 and 15 minutes.
 func loadAvg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
@@ -96,7 +158,9 @@ func loadAvg() string {
 // TestHubRigBench measures one replica of the rig (issue 42, "Follow capacity", "Load
 // by room"): E2E_HUBRIG_USERS active users (40) of E2E_HUBRIG_NOTEBOOKS notebooks (2)
 // listen on replica 0 while they type at each hub-wide rate of E2E_HUBRIG_RATES rows/s
-// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each: the rate written, replica 0's
+// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each, their rows appended straight
+// into Postgres as ship appends them (E2E_HUBRIG_TYPE=writer: written by their writers
+// and shipped, which this machine's Python writers bound): the rate written, replica 0's
 // largest tail lag, commit → notification p50/p99 and its CPU per 1,000 rows; then its
 // memory per active user; then E2E_HUBRIG_COLD idle users (20) each connect and read a
 // notebook for the first time. Notifications are not debounced. It takes minutes, so
@@ -118,6 +182,7 @@ func TestHubRigBench(t *testing.T) {
 		}
 		rates = append(rates, r)
 	}
+	byWriters := os.Getenv("E2E_HUBRIG_TYPE") == "writer"
 	rg := startRig(t, active+cold, notebooks, "{debounce: 0s, max_delay: 1s}")
 	r0 := rg.replicas[0]
 	pid := r0.Cmd.Process.Pid
@@ -149,12 +214,17 @@ func TestHubRigBench(t *testing.T) {
 			return r0.Metric("jupyter_mcp_sidecar_postgres_wakeups_total", "by", "notify"), r0.Metric("jupyter_mcp_sidecar_postgres_wakeups_total", "by", "poll")
 		}
 		notify0, poll0 := wakeups()
+		reads0 := r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")
 		cpu0 := cpuSeconds(t, pid)
 		start := time.Now()
-		stop := rg.typeAll(rg.users[:active], max(1, rate/active), func(u *rigUser, j int, at time.Time) {
+		committed := func(u *rigUser, j int, at time.Time) {
 			rows.Add(1)
 			lat.commit(u, u.uris[j], at)
-		})
+		}
+		stop := rg.typePostgres(t, rg.users[:active], rate, committed)
+		if byWriters {
+			stop = rg.typeAll(rg.users[:active], max(1, rate/active), committed)
+		}
 		var lag float64
 		for time.Since(start) < time.Duration(seconds)*time.Second {
 			lag = max(lag, r0.Metric("jupyter_mcp_sidecar_tail_lag_seconds"))
@@ -169,9 +239,9 @@ func TestHubRigBench(t *testing.T) {
 		ds := lat.take()
 		n := rows.Load()
 		notify, poll := wakeups()
-		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows, reads woken by NOTIFY %v, by the poll %v; load average %s",
+		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows, %v reads (woken by NOTIFY %v, by the poll %v); load average %s",
 			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), waiting, lag,
-			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), notify-notify0, poll-poll0, loadAvg())
+			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0, loadAvg())
 	}
 	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user; load average %s", rss(), (rss()-baseline)*1e3/float64(active), loadAvg())
 
