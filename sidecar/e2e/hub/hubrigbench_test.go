@@ -243,7 +243,16 @@ func TestHubRigBench(t *testing.T) {
 			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), waiting, lag,
 			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0, loadAvg())
 	}
-	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user; load average %s", rss(), (rss()-baseline)*1e3/float64(active), loadAvg())
+	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user (versions kept: %v); load average %s",
+		rss(), (rss()-baseline)*1e3/float64(active), r0.Metric("jupyter_mcp_sidecar_versions_kept"), loadAvg())
+	// Every row was followed: replica 0 serves each active notebook as written.
+	for _, u := range rg.users[:active] {
+		c := mustGoAs(t, direct, true, u.tok)
+		for j, uri := range u.uris {
+			sidecartest.EventuallyJSON(t, u.name+" "+uri+" on replica 0", sidecartest.TryReadText(c, uri), u.want(t, rg.steps, j))
+		}
+		c.Close()
+	}
 
 	// First reads of idle users' notebooks on replica 0.
 	ds := make([]time.Duration, 0, cold)
