@@ -22,4 +22,4 @@ if [ "${1:-}" = failover ]; then
 	run='^TestHubRig$'
 fi
 E2E_HUBRIG_BENCH=1 .ci/postgres.sh go test ./sidecar/e2e/hub -run "$run" -count=1 -v -timeout 60m |
-	grep -E 'HUBRIG|^(--- |ok|FAIL)'
+	grep -E 'HUBRIG|_test.go:[0-9]+: |^(--- |ok|FAIL)'
