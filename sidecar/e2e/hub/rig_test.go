@@ -158,8 +158,8 @@ func (lb *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "no replica is up", http.StatusServiceUnavailable)
 }
 
-// listener is a 2026-07-28 subscriptions/listen stream of one user's notebooks through
-// the balancer, as an agent runs it: it keeps the version each notification carried
+// listener is a 2026-07-28 subscriptions/listen stream of one user's notebooks (through
+// the balancer, or to one replica), as an agent runs it: it keeps the version each notification carried
 // and, when the stream ends, listens again naming those versions in _meta
 // (resources.VersionsKey), after gate is closed.
 type listener struct {
