@@ -28,6 +28,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
@@ -356,23 +357,20 @@ func (h *hub) closeAll() {
 	h.wg.Wait()
 }
 
-// ready answers /readyz in hub mode: ready, or 503 while the shared Postgres store
-// (hub.stores.backend postgres) is unreachable, from start until the follower's first
-// read, with the reasons. Anyone reaches it through the Hub's proxy: it tells nothing
-// of the users (their counts are in /metrics, h.users).
+// ready answers /readyz in hub mode. With the shared Postgres store (hub.stores.backend
+// postgres) it is the follower's Readiness: 503 with the reasons from start until the
+// follower's first read, while the store is unreachable and while the follower's lag is
+// above store.lag_threshold, and always its lag and last error, so that a replica that
+// takes over another's users (or one restarted) tells how far behind it is. Anyone
+// reaches it through the Hub's proxy: it tells nothing of the users (their counts are
+// in /metrics, h.users).
 func (h *hub) ready() http.Handler {
+	if h.shared.follower != nil {
+		return NewHealth(h.shared.follower.Status, func() []rooms.Degradation { return nil }, nil, nil, h.cfg.Store.LagThreshold).Ready()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		body := map[string]any{"ready": true}
 		w.Header().Set("Content-Type", "application/json")
-		if h.shared.follower != nil {
-			if st := h.shared.follower.Status(); !st.Reachable {
-				// No user can be loaded or followed: another replica should serve.
-				body["ready"] = false
-				body["reasons"] = []string{"store not reachable"}
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}
-		}
-		_ = json.NewEncoder(w).Encode(body)
+		_ = json.NewEncoder(w).Encode(map[string]any{"ready": true})
 	})
 }
 

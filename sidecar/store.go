@@ -230,7 +230,7 @@ func (postgresBackend) tailer(cfg config.Config, obs config.Obs, sh shared, _ co
 
 // share is one follower of every owner's rooms; each user's tailer takes theirs.
 func (postgresBackend) share(cfg config.Config, obs config.Obs) (shared, func(), error) {
-	all := cfg.Store.Postgres.StoreConfig(obs) // its Registerer unused: the users' tailers count
+	all := cfg.Store.Postgres.StoreConfig(obs) // the follower's reads count there; the users' tailers' status
 	all.Owner = ""
 	f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
 	if err != nil {

@@ -29,15 +29,18 @@ func (c Config) followLimit() int {
 	return c.MaxRooms + 1
 }
 
-// follow returns the events of events that the owner's tailer delivers, rooms holding
+// follow returns the events of events that the owner's tailer delivers, o.rooms holding
 // the rooms it follows: those of its rooms, a room's removal, and the events of a room
 // new to it while it follows fewer than its limit and left none out (over). The rows of
 // the others are counted skipped.
-func (o *ownerTailer) follow(events []ystore.Event, rooms map[string]bool, over *bool) []ystore.Event {
+func (o *ownerTailer) follow(events []ystore.Event, over *bool) []ystore.Event {
 	limit := o.load.cfg.followLimit()
 	if limit == 0 {
 		return events
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rooms := o.rooms
 	kept := events[:0]
 	for _, e := range events {
 		if e.Kind != ystore.EventRemoved && !rooms[e.Room] {

@@ -17,8 +17,10 @@ const DefaultLoadConcurrency = 4
 
 // FollowerConfig configures a Follower.
 type FollowerConfig struct {
-	// Store is the shared store; its Owner must be empty. Its Registerer is not used:
-	// each owner's Tailer registers its own metrics.
+	// Store is the shared store; its Owner must be empty. The Follower's reads, wake-ups
+	// and reconnects count on its Registerer (postgres_read_seconds, _wakeups_total,
+	// _reconnects_total, _room_rebuilds_total, shared with the owners' Tailers on it);
+	// its status series are the owners' Tailers' (Follower.Tailer).
 	Store Config
 	// LoadConcurrency bounds the owners loaded at once, each load on a short connection
 	// of its own; default DefaultLoadConcurrency.
@@ -50,9 +52,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		return nil, fmt.Errorf("load concurrency %d: %w", cfg.LoadConcurrency, ErrConfig)
 	}
 	cfg.LoadConcurrency = cmp.Or(cfg.LoadConcurrency, DefaultLoadConcurrency)
-	store := cfg.Store
-	store.Registerer = nil
-	t, err := New(store)
+	t, err := newTailer(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,8 @@ type ownerTailer struct {
 
 	mu     sync.Mutex
 	queue  []ystore.Event
-	loaded bool // the rooms were loaded: the Follower's reads count as this owner's
+	loaded bool            // the rooms were loaded: the Follower's reads count as this owner's
+	rooms  map[string]bool // the rooms delivered and not removed: the owner's
 	wake   chan struct{}
 
 	first     chan struct{} // FirstRead
@@ -139,7 +140,23 @@ func (o *ownerTailer) FirstRead() <-chan struct{} { return o.first }
 // read marks the first read finished.
 func (o *ownerTailer) read() { o.firstOnce.Do(func() { close(o.first) }) }
 
-var _ ystore.Tailer = (*ownerTailer)(nil)
+var (
+	_ ystore.Tailer   = (*ownerTailer)(nil)
+	_ ystore.Reloader = (*ownerTailer)(nil)
+)
+
+// Reload asks the Follower to deliver room again, whole, as a Reset with its next read
+// (woken now), which reads that room's rows only; the Reset reaches this owner's
+// Tailers in commit order with the room's other events. A room this Tailer has not
+// delivered (another owner's, or none) is ignored: an owner reloads only its own.
+func (o *ownerTailer) Reload(room string) {
+	o.mu.Lock()
+	mine := o.rooms[room]
+	o.mu.Unlock()
+	if mine {
+		o.f.tail.Reload(room)
+	}
+}
 
 // push queues e; the Follower holds its lock.
 func (o *ownerTailer) push(e ystore.Event) {
@@ -238,7 +255,9 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return nil
 		}
 	}
-	rooms := map[string]bool{} // those followed (bound.go)
+	o.mu.Lock()
+	o.rooms = map[string]bool{} // those followed (bound.go)
+	o.mu.Unlock()
 	over := false
 	for attempt := 0; ; attempt++ {
 		o.take() // heard before the load's snapshot: in the load
@@ -247,7 +266,7 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			if err := ystore.Deliver(ctx, sink, events); err != nil {
 				return err
 			}
-			applyRooms(rooms, events)
+			o.delivered(events)
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -257,8 +276,8 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return err
 		}
 		if err == nil {
-			over = limit > 0 && len(rooms) >= limit
 			o.mu.Lock()
+			over = limit > 0 && len(o.rooms) >= limit
 			o.loaded = true
 			o.mu.Unlock()
 			o.read()
@@ -276,7 +295,7 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 			return nil
 		case <-o.wake:
 		}
-		events := o.follow(o.take(), rooms, &over)
+		events := o.follow(o.take(), &over)
 		if len(events) == 0 {
 			continue
 		}
@@ -284,7 +303,14 @@ func (o *ownerTailer) Run(ctx context.Context, sink func(context.Context, []ysto
 		if err := ystore.Deliver(ctx, sink, events); err != nil {
 			return err
 		}
-		applyRooms(rooms, events)
-		o.load.status.Read(events, len(rooms))
+		o.load.status.Read(events, o.delivered(events))
 	}
+}
+
+// delivered tracks the rooms events leave delivered and returns how many there are.
+func (o *ownerTailer) delivered(events []ystore.Event) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	applyRooms(o.rooms, events)
+	return len(o.rooms)
 }

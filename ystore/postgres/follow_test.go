@@ -342,3 +342,95 @@ func closed(ch <-chan struct{}) func() bool {
 		}
 	}
 }
+
+// TestFollowerOwnerReload: an owner's Tailer on a Follower is a Reloader. A room asked
+// for again reaches its owner as one Reset of that room, read alone: the owner's
+// rows_tailed_total grows by that room's rows, not by the owner's other rooms' (before,
+// hub mode on Postgres could not rebuild a room at all). A room the owner has not been
+// delivered, another owner's or none, is not read and reaches nobody.
+func TestFollowerOwnerReload(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	rows := map[string]int{"a1": 3, "a2": 40, "b1": 5}
+	for _, r := range []struct{ room, owner string }{{"a1", "alice"}, {"a2", "alice"}, {"b1", "bob"}} {
+		setOwner(t, conn, cfg, r.room, r.owner)
+		for i := range rows[r.room] {
+			insert(t, conn, cfg, r.room, fmt.Appendf(nil, "%s-%d", r.room, i))
+		}
+	}
+	f := runFollower(t, cfg, 2)
+	reg := prometheus.NewPedanticRegistry()
+	acfg := cfg
+	acfg.Owner, acfg.Registerer = "alice", reg
+	alice, err := f.Tailer(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := runInto(t, alice)
+	_, cb := runOwner(t, f, cfg, "bob")
+	ca.waitFor(t, "alice's load", func(ev []ystore.Event) bool { return len(ev) == 2 })
+	cb.waitFor(t, "bob's load", func(ev []ystore.Event) bool { return len(ev) == 1 })
+	rl, ok := alice.(ystore.Reloader)
+	if !ok {
+		t.Fatalf("an owner's tailer on a follower (%T) is not a ystore.Reloader: hub mode cannot rebuild a room", alice)
+	}
+	tailed := func() float64 { return testenv.Metric(t, reg, "jupyter_mcp_sidecar_rows_tailed_total") }
+
+	for _, tc := range []struct {
+		name  string
+		asked []string
+	}{
+		{"her room", []string{"a1"}},
+		{"bob's room, then hers", []string{"b1", "no such room", "a1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, heard := tailed(), len(ca.snapshot())
+			for _, room := range tc.asked {
+				rl.Reload(room)
+			}
+			ev := ca.waitFor(t, "a1 again", func(ev []ystore.Event) bool { return len(ev) > heard })[heard:]
+			if got, want := describe(ev), describe([]ystore.Event{{Kind: ystore.EventReset, Room: "a1", Rows: []ystore.Row{
+				{ID: 1, Update: []byte("a1-0")}, {ID: 2, Update: []byte("a1-1")}, {ID: 3, Update: []byte("a1-2")}}}}); got != want {
+				t.Fatalf("alice heard after the reload:%s\nwant:%s", got, want)
+			}
+			// The rows are counted once delivered, in one step: a whole reload would count 43.
+			testenv.Eventually(t, testenv.Wait, "the reload counted", func() bool { return tailed() > before },
+				func() string { return fmt.Sprint(tailed()) })
+			if read := tailed() - before; read != float64(rows["a1"]) {
+				t.Fatalf("the reload of a1 read %v rows; a1 has %d (alice's rooms %d)", read, rows["a1"], rows["a1"]+rows["a2"])
+			}
+			if ev := cb.snapshot(); len(ev) != 1 {
+				t.Fatalf("bob heard alice's reloads:%s", describe(ev))
+			}
+		})
+	}
+}
+
+// TestFollowerMetrics: a Follower's reads are counted on its store's Registerer (how
+// they were woken, how long they took), next to its owners' Tailers' series; before,
+// hub mode on Postgres exported none of them, the owners' series staying at zero.
+func TestFollowerMetrics(t *testing.T) {
+	cfg := testConfig(t)
+	conn := dial(t, cfg)
+	setOwner(t, conn, cfg, "a1", "alice")
+	insert(t, conn, cfg, "a1", []byte("a1-0"))
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Registerer = reg
+	f := runFollower(t, cfg, 1)
+	alice, ca := runOwner(t, f, cfg, "alice")
+	testenv.Eventually(t, testenv.Wait, "alice's first read", closed(alice.FirstRead()))
+	insert(t, conn, cfg, "a1", []byte("a1-1"))
+	ca.waitFor(t, "the row", func(ev []ystore.Event) bool { return rowCount(ev) == 2 })
+	if got := testenv.Metric(t, reg, "jupyter_mcp_sidecar_postgres_wakeups_total", "by", "notify"); got == 0 {
+		t.Errorf("postgres_wakeups_total{by=notify}: 0 after the follower read a row it was notified of")
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range fams {
+		if fam.GetName() == "jupyter_mcp_sidecar_postgres_read_seconds" && fam.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+			t.Errorf("postgres_read_seconds: no read counted after the follower read a row")
+		}
+	}
+}

@@ -552,7 +552,6 @@ func applyRooms(rooms map[string]bool, events []ystore.Event) {
 	}
 }
 
-// connect opens a connection to dsn within connectTimeout.
 // statusError is err as the tailer's Status tells it: /readyz shows it to anyone who
 // can reach the listener, without authentication, so a failed connection is told
 // without the user and database names pgx puts into its message, and a server that
@@ -569,6 +568,7 @@ func statusError(err error) error {
 	return fmt.Errorf("connect: %w", ce.Unwrap())
 }
 
+// connect opens a connection to dsn within connectTimeout.
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()

@@ -315,6 +315,14 @@ func makeHome(t *testing.T, root, user string, tpl template) {
 	if err := os.WriteFile(filepath.Join(home, ".jupyter_ystore.db"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	nameNotebooks(t, root, user, tpl.fileIDs)
+}
+
+// nameNotebooks gives user a fileid database naming the notebooks of fileIDs nbJJ.ipynb
+// in the user's root directory (root/home/user), and name bindings nbJJ → nbJJ.ipynb
+// as use_notebook persists them in root/state.
+func nameNotebooks(t *testing.T, root, user string, fileIDs []string) {
+	home := filepath.Join(root, "home", user)
 	db, err := sql.Open("sqlite", filepath.Join(home, "file_id_manager.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +336,7 @@ func makeHome(t *testing.T, root, user string, tpl template) {
 		t.Fatal(err)
 	}
 	bound := map[string]string{}
-	for j, id := range tpl.fileIDs {
+	for j, id := range fileIDs {
 		nb := fmt.Sprintf("nb%02d", j)
 		bound[nb] = nb + ".ipynb"
 		if _, err := tx.Exec(`INSERT INTO Files(id, path) VALUES (?, ?)`, id, filepath.Join(home, nb+".ipynb")); err != nil {
