@@ -380,7 +380,9 @@ func TestConfigCheckBuildsSeams(t *testing.T) {
 
 // TestHubFrontLimits: in hub mode the front listener answers CORS preflights before
 // the Hub token check, and has the connection cap and idle timeout (counted as
-// listener "hub"). No Hub is needed: neither asks it anything.
+// listener "hub"). No Hub is needed: neither asks it anything. The test's clients are
+// not the Hub's proxy (hub.oauth.trusted_proxies names another address): their
+// connections are anonymous until admitted, as any client's but the proxy's.
 func TestHubFrontLimits(t *testing.T) {
 	const page = "https://hub.example.org"
 	t.Setenv("JUPYTER_MCP_SIDECAR_SERVER_ALLOWED_ORIGINS", page)
@@ -393,6 +395,7 @@ func TestHubFrontLimits(t *testing.T) {
   service_name: mcp
   stores: {sqlite_path: %q, fileid_db: %q, root_dir: %q}
   state_dir: %q
+  oauth: {trusted_proxies: [192.0.2.1/32]}
 `, testenv.FreePort(t), filepath.Join(root, "{username}", "store.db"), filepath.Join(root, "{username}", "fileid.db"),
 		filepath.Join(root, "{username}"), filepath.Join(root, "state")), "serve")
 	req, _ := http.NewRequest(http.MethodOptions, sc.URL+"/services/mcp/mcp", nil)
