@@ -17,8 +17,7 @@ type clientStructs struct {
 	chunks [][]*item
 	starts []int // starts[c] is the index of chunks[c][0]
 	n      int
-	cur    int    // the chunk last located: indexes are mostly near the previous one
-	end    uint64 // the clock after the last struct: the client's state
+	cur    int // the chunk last located: indexes are mostly near the previous one
 }
 
 // len returns the number of structs.
@@ -48,6 +47,12 @@ func (cs *clientStructs) at(i int) *item {
 	return cs.chunks[c][off]
 }
 
+// last returns the last struct; the list is not empty.
+func (cs *clientStructs) last() *item {
+	ch := cs.chunks[len(cs.chunks)-1]
+	return ch[len(ch)-1]
+}
+
 // push appends it.
 func (cs *clientStructs) push(it *item) {
 	if k := len(cs.chunks) - 1; k >= 0 && len(cs.chunks[k]) < chunkMax {
@@ -59,7 +64,6 @@ func (cs *clientStructs) push(it *item) {
 		cs.starts = append(cs.starts, cs.n)
 	}
 	cs.n++
-	cs.end = it.end() // splits and merges keep it: only push adds clocks
 }
 
 // insert puts it at index i (0 <= i <= len).
@@ -183,36 +187,25 @@ func (cs *clientStructs) from(i int) []*item {
 	return out[i:]
 }
 
-// structsOf returns the struct list of client, or nil; the last two lookups are cached
-// (two replicas editing take turns).
+// structsOf returns the struct list of client, or nil; the last lookup is cached.
 func (d *Doc) structsOf(client uint64) *clientStructs {
-	c := &d.csCache
-	switch {
-	case c[0].cs != nil && c[0].client == client:
-		return c[0].cs
-	case c[1].cs != nil && c[1].client == client:
-		c[0], c[1] = c[1], c[0]
-		return c[0].cs
+	if d.lastCS != nil && d.lastClient == client {
+		return d.lastCS
 	}
 	cs := d.clients[client]
 	if cs != nil {
-		c[1], c[0] = c[0], csEntry{client, cs}
+		d.lastClient, d.lastCS = client, cs
 	}
 	return cs
 }
 
-// csEntry is a client's struct list, cached by Doc.structsOf.
-type csEntry struct {
-	client uint64
-	cs     *clientStructs
-}
-
 // state returns the next expected clock of client.
 func (d *Doc) state(client uint64) uint64 {
-	if cs := d.structsOf(client); cs != nil {
-		return cs.end
+	cs := d.structsOf(client)
+	if cs == nil || cs.n == 0 {
+		return 0
 	}
-	return 0
+	return cs.last().end()
 }
 
 // findIndex returns the index of the struct containing clock, or -1.
