@@ -28,3 +28,13 @@ history_corpus() {
 	node testdata/ysessions/gen.mjs --bench --seed "$seed" --updates "$updates" --out "$dir/history" --no-state
 	touch "$dir/history/done-$seed-$updates"
 }
+
+# sessions_corpus DIR writes DIR/sessions and DIR/sessions-ywasm: the recorded sessions of
+# testdata/ysessions/fixtures merged into 20 rooms (bench/sessions.mjs), unless present.
+sessions_corpus() {
+	local dir=$1
+	[ -f "$dir/sessions-ywasm/done" ] && return
+	echo "writing the recorded sessions into $dir/sessions" >&2
+	node bench/sessions.mjs --out "$dir"
+	touch "$dir/sessions-ywasm/done"
+}

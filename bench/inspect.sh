@@ -8,6 +8,9 @@
 #   540k       the same 20 rooms edited ten times as long: 27,000 updates each
 #   540k-wide  200 rooms of 2,700 updates (the 54k rooms ten times over)
 # The corpora are generated once into $YINSPECT_DIR (default: a directory under $TMPDIR).
+# It fails (exit 1) when the build under test (the last of YINSPECT_BIN, else this tree's)
+# reads a SQLite store less than twice as fast as the pycrdt reader, or with more peak RSS:
+# the fastest wall time and least peak RSS of the rounds count, side by side in one run.
 #
 #   bench/inspect.sh                                   # this tree's build, 3 rounds
 #   YINSPECT_BIN="before=/path/a,after=/path/b" YINSPECT_ROUNDS=5 bench/inspect.sh
@@ -35,4 +38,4 @@ if [ ! -f "$DIR/done" ]; then
 	done
 	touch "$DIR/done"
 fi
-YINSPECT="$DIR" go test ./bench -run '^TestInspectMemory$' -count=1 -v -timeout 60m | grep -E '\||in process'
+YINSPECT="$DIR" go test ./bench -run '^TestInspectMemory$' -count=1 -v -timeout 60m | grep -E '\||in process|guard|FAIL|^ok'

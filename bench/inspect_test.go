@@ -43,6 +43,11 @@ import (
 // Postgres DSN; each store's rows are then also copied, in the same order, into a schema
 // of their own there (yinspect_NAME, kept for the next run) and each build's `inspect
 // --backend postgres` of it measured too, as "BUILD (postgres)".
+//
+// The guard: on every store, the build under test (the last of YINSPECT_BIN, else this
+// tree's) reads the SQLite store at least twice as fast as the pycrdt reader (wall time)
+// at no more peak RSS, or the test fails (issue 42: a cold load is the sidecar's start, a
+// hub user's first read and a replica taking over).
 func TestInspectMemory(t *testing.T) {
 	dir := os.Getenv("YINSPECT")
 	if dir == "" {
@@ -150,6 +155,8 @@ func TestInspectMemory(t *testing.T) {
 		for _, r := range inspects {
 			readers = append(readers, r.name)
 		}
+		guard(t, filepath.Base(sd), bins[len(bins)-1].name, best[bins[len(bins)-1].name].rss, best[bins[len(bins)-1].name].wall,
+			best["pycrdt"].rss, best["pycrdt"].wall)
 		for _, r := range append(readers, "yjs 13.6", "pycrdt") {
 			f := best[r]
 			heap := func(v uint64) string {
@@ -162,6 +169,25 @@ func TestInspectMemory(t *testing.T) {
 				content.Cells, float64(content.JSON)/1e3, r, float64(f.rss)/(1<<20), heap(f.peakHeap), heap(f.endHeap), f.wall.Seconds())
 		}
 	}
+}
+
+// Cold-load guard of TestInspectMemory: inspect at least coldSpeedup times as fast as the
+// pycrdt reader, at no more peak RSS.
+const coldSpeedup = 2
+
+// guard logs the verdict of build on store against the pycrdt reader and fails t when
+// build misses the guard.
+func guard(t *testing.T, store, build string, rss uint64, wall time.Duration, pyRSS uint64, pyWall time.Duration) {
+	t.Helper()
+	speedup := pyWall.Seconds() / wall.Seconds()
+	verdict := "met"
+	if speedup < coldSpeedup || rss > pyRSS {
+		verdict = "**FAILED**"
+		t.Errorf("%s: %s reads the store %.2f× as fast as pycrdt at %.1f MiB peak RSS (pycrdt %.1f MiB); the guard is ≥ %d× at no more memory",
+			store, build, speedup, float64(rss)/(1<<20), float64(pyRSS)/(1<<20), coldSpeedup)
+	}
+	t.Logf("guard %s: %s %.2f× pycrdt's speed, %.1f MiB against %.1f MiB peak RSS (≥ %d× at ≤ its memory): %s",
+		store, build, speedup, float64(rss)/(1<<20), float64(pyRSS)/(1<<20), coldSpeedup, verdict)
 }
 
 // heldHeap loads the store at db as inspect does (sqlite.Tailer.LoadStream into the rooms)

@@ -2,7 +2,11 @@
 // testdata/ynbench/gen.mjs (see bench/notebook.sh) and prints JSON lines like the Go side's
 // TestNotebookLayer.
 //
-//   node --expose-gc bench/notebook.mjs --engine yjs|ydoc|ywasm --dir DIR [--reps 3]
+//   node --expose-gc bench/notebook.mjs --engine yjs|ydoc|ywasm --dir DIR [--reps 3] [--rooms corpus,sessions]
+//
+// --rooms names the workloads of many rooms to time, each a directory of room-*.bin in DIR
+// (default corpus: the 20 rooms of bench/notebook.sh; bench/ratios.sh adds the recorded
+// sessions of bench/sessions.mjs).
 //
 // ydoc is yjs with a live @jupyter/ydoc YNotebook on the document and a handler connected
 // to its changed signal: the JavaScript counterpart of ynotebook.Apply.
@@ -85,12 +89,13 @@ function time(setup) {
   return best;
 }
 
-// the corpus first: ywasm's memory grows and is never given back, so its live heap is
-// only measurable in a fresh process
-const roomsDir = path.join(a.dir, 'corpus');
-const rooms = fs.existsSync(roomsDir) ? fs.readdirSync(roomsDir).filter(f => f.endsWith('.bin')).sort().map(f => readFrames(path.join(roomsDir, f))) : [];
-const total = rooms.reduce((s, r) => s + r.length, 0);
-if (total > 0) {
+// the rooms first: ywasm's memory grows and is never given back, so its live heap is
+// only measurable in a fresh process: the first workload's is right
+for (const workload of String(a.rooms ?? 'corpus').split(',')) {
+  const roomsDir = path.join(a.dir, workload);
+  const rooms = fs.existsSync(roomsDir) ? fs.readdirSync(roomsDir).filter(f => f.endsWith('.bin')).sort().map(f => readFrames(path.join(roomsDir, f))) : [];
+  const total = rooms.reduce((s, r) => s + r.length, 0);
+  if (total === 0) continue;
   const openAll = () => rooms.map(() => engine.open());
   const applyAll = docs =>
     rooms.forEach((ups, i) => {
@@ -107,9 +112,9 @@ if (total > 0) {
       const docs = openAll();
       return () => applyAll(docs);
     });
-    out.push({ engine: engine.name, workload: 'corpus', updates: total, cpuMs: ns / 1e6, nsPerUpdate: ns / total, liveMB });
+    out.push({ engine: engine.name, workload, updates: total, cpuMs: ns / 1e6, nsPerUpdate: ns / total, liveMB });
   } catch (e) {
-    out.push({ engine: engine.name, workload: 'corpus', updates: total, error: String(e.message ?? e).slice(0, 200) });
+    out.push({ engine: engine.name, workload, updates: total, error: String(e.message ?? e).slice(0, 200) });
   }
 }
 

@@ -120,55 +120,8 @@ func TestNotebookLayer(t *testing.T) {
 		})
 		out = append(out, result{Engine: e.name, Workload: "history", Updates: len(updates), CPUMs: best / 1e6, NsPerUpdate: best / float64(len(updates))})
 	}
-	rooms, err := filepath.Glob(filepath.Join(dir, "corpus", "room-*.bin"))
-	must(t, err)
-	corpus := make([][][]byte, len(rooms))
-	total := 0
-	for i, r := range rooms {
-		corpus[i] = readFrames(t, r)
-		total += len(corpus[i])
-	}
-	if total > 0 {
-		for _, e := range goEngines[:2] {
-			open := func() []func([]byte) error {
-				applies := make([]func([]byte) error, len(corpus))
-				for i := range applies {
-					applies[i] = e.open(t, nil)
-				}
-				return applies
-			}
-			applyAll := func(applies []func([]byte) error) {
-				for r, ups := range corpus {
-					for i, u := range ups {
-						if err := applies[r](u); err != nil {
-							t.Fatalf("%s room %d: update %d: %v", e.name, r, i, err)
-						}
-					}
-				}
-			}
-			// the live heap in a pass of its own, before the timed ones
-			before := liveHeap()
-			applies := open()
-			applyAll(applies)
-			live := float64(liveHeap()-before) / (1 << 20)
-			runtime.KeepAlive(applies)
-			best := timeReps(reps, func() func() {
-				applies := open()
-				return func() { applyAll(applies) }
-			})
-			out = append(out, result{Engine: e.name, Workload: "corpus", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total), LiveMB: live})
-		}
-		best := timeReps(reps, func() func() {
-			nbs := make([]*ynotebook.Notebook, len(corpus))
-			return func() {
-				for r, ups := range corpus {
-					nbs[r] = ynotebook.New()
-					must(t, nbs[r].Load(ups))
-					nbs[r].Snapshot()
-				}
-			}
-		})
-		out = append(out, result{Engine: "go ynotebook.Load", Workload: "load", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total)})
+	for _, w := range roomWorkloads {
+		out = append(out, timeRooms(t, dir, w, reps)...)
 	}
 	f, err := os.Create(os.Getenv("YNBENCH_OUT"))
 	must(t, err)
@@ -178,6 +131,74 @@ func TestNotebookLayer(t *testing.T) {
 		fmt.Fprintln(f, string(b))
 		t.Logf("%s", b)
 	}
+}
+
+// roomWorkloads are the workloads of many rooms, a directory of room-*.bin each: the 20
+// rooms of testdata/ysessions/gen.mjs --bench (corpus), which bench/notebook.sh writes,
+// and the recorded sessions merged per room (bench/sessions.mjs), all of them (sessions)
+// and those ywasm reads (sessions-ywasm), which bench/ratios.sh adds.
+var roomWorkloads = []string{"corpus", "sessions", "sessions-ywasm"}
+
+// timeRooms times the engine and the notebook layer on workload w, every room in a
+// document of its own, all held at once, and, on the corpus, a notebook's load; a
+// workload not in dir gives nothing.
+func timeRooms(t *testing.T, dir, w string, reps int) []result {
+	var out []result
+	rooms, err := filepath.Glob(filepath.Join(dir, w, "room-*.bin"))
+	must(t, err)
+	corpus := make([][][]byte, len(rooms))
+	total := 0
+	for i, r := range rooms {
+		corpus[i] = readFrames(t, r)
+		total += len(corpus[i])
+	}
+	if total == 0 {
+		return nil
+	}
+	for _, e := range goEngines[:2] {
+		open := func() []func([]byte) error {
+			applies := make([]func([]byte) error, len(corpus))
+			for i := range applies {
+				applies[i] = e.open(t, nil)
+			}
+			return applies
+		}
+		applyAll := func(applies []func([]byte) error) {
+			for r, ups := range corpus {
+				for i, u := range ups {
+					if err := applies[r](u); err != nil {
+						t.Fatalf("%s room %d: update %d: %v", e.name, r, i, err)
+					}
+				}
+			}
+		}
+		// the live heap in a pass of its own, before the timed ones
+		before := liveHeap()
+		applies := open()
+		applyAll(applies)
+		live := float64(liveHeap()-before) / (1 << 20)
+		runtime.KeepAlive(applies)
+		best := timeReps(reps, func() func() {
+			applies := open()
+			return func() { applyAll(applies) }
+		})
+		out = append(out, result{Engine: e.name, Workload: w, Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total), LiveMB: live})
+	}
+	if w != "corpus" {
+		return out
+	}
+	best := timeReps(reps, func() func() {
+		nbs := make([]*ynotebook.Notebook, len(corpus))
+		return func() {
+			for r, ups := range corpus {
+				nbs[r] = ynotebook.New()
+				must(t, nbs[r].Load(ups))
+				nbs[r].Snapshot()
+			}
+		}
+	})
+	out = append(out, result{Engine: "go ynotebook.Load", Workload: "load", Updates: total, CPUMs: best / 1e6, NsPerUpdate: best / float64(total)})
+	return out
 }
 
 // timeReps runs setup, then the function it returns, reps times and returns the least CPU

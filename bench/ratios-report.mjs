@@ -26,8 +26,17 @@ const rows = [
   ['corpus', 'go ystore/yjs', 'pycrdt@'],
   ['corpus', 'go ystore/yjs', 'ywasm@'],
   ['corpus', 'go ystore/yjs', 'yjs@'],
+  ['sessions', 'go ystore/yjs', 'pycrdt@', 2.5],
+  ['sessions-ywasm', 'go ystore/yjs', 'ywasm@', 2],
+  ['sessions-ywasm', 'go ystore/yjs', 'pycrdt@'],
+  ['sessions', 'go ystore/yjs', 'yjs@'],
 ];
-const names = { history: "one notebook's history", corpus: '20 rooms' };
+const names = {
+  history: "one notebook's history",
+  corpus: '20 rooms',
+  sessions: 'recorded sessions, 20 rooms',
+  'sessions-ywasm': 'recorded sessions ywasm reads, 20 rooms',
+};
 const out = [
   `load average ${loads.join(' → ')}; ${os.cpus().length} × ${os.cpus()[0].model}; CPU time, the fastest of ${rounds} rounds × ${reps} repetitions`,
   '',

@@ -7,6 +7,12 @@
 #     ≥ 2× ywasm; yjs reported
 #   notebook layer (ynotebook.Apply), 20 rooms (~54k updates):
 #     ≥ 3× @jupyter/ydoc's YNotebook; the engine against pycrdt, yjs and ywasm reported
+#   engine, real editing sessions: the 200 recorded sessions of testdata/ysessions merged
+#   into 20 rooms (bench/sessions.mjs; ~17k updates of two to four replicas typing emoji
+#   and CJK, cutting surrogate pairs, moving cells, metadata, stream, image and error
+#   outputs), each update applied alone as a follower applies it:
+#     ≥ 2.5× pycrdt; yjs reported
+#     ≥ 2× ywasm on the sessions ywasm reads (it panics on a cut surrogate pair)
 #
 # Every engine runs ROUNDS times, the rounds interleaved (a round runs each engine once,
 # in a process of its own, REPS repetitions); the fastest CPU time of all counts, so that
@@ -32,6 +38,7 @@ venv=${SIDECAR_TEST_JUPYTER_VENV:-$(scripts/jupyter-venv.sh)}
 source bench/corpus.sh
 rooms_corpus "$DIR" "$SEED"
 history_corpus "$DIR" 7 100000
+sessions_corpus "$DIR"
 
 go test -c -o "$OUT/bench.test" ./bench
 res=$OUT/ratios.jsonl
@@ -45,8 +52,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	for e in yjs ywasm; do
 		node bench/node.mjs --engine "$e" --workload history --corpus "$DIR/history" --reps "$REPS" >>"$res"
 	done
-	for e in yjs ydoc ywasm; do
-		node --expose-gc bench/notebook.mjs --engine "$e" --dir "$DIR" --reps "$REPS" >>"$res"
+	# a process per workload: ywasm's live heap is only right in a fresh one
+	for w in yjs:corpus ydoc:corpus ywasm:corpus yjs:sessions yjs:sessions-ywasm ywasm:sessions-ywasm; do
+		node --expose-gc bench/notebook.mjs --engine "${w%%:*}" --rooms "${w#*:}" --dir "$DIR" --reps "$REPS" >>"$res"
 	done
 done
 echo "{\"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$res"

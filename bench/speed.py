@@ -6,7 +6,9 @@ REPS repetitions, a fresh document (or 20) each time.
 
     python bench/speed.py DIR [REPS]
         DIR/history/updates.bin  one notebook's history, into one document  (workload "history")
-        DIR/corpus/room-*.bin    20 notebooks, a document each, held at once (workload "corpus")
+        DIR/W/room-*.bin         many notebooks, a document each, held at once (workload W: the
+                                 20 rooms "corpus", the recorded sessions "sessions" and
+                                 "sessions-ywasm", bench/sessions.mjs)
 """
 
 import gc
@@ -54,9 +56,10 @@ def main():
     history = os.path.join(root, "history", "updates.bin")
     if os.path.exists(history):
         workloads.append(("history", [frames(history)]))
-    rooms = sorted(glob.glob(os.path.join(root, "corpus", "room-*.bin")))
-    if rooms:
-        workloads.append(("corpus", [frames(p) for p in rooms]))
+    for name in ("corpus", "sessions", "sessions-ywasm"):
+        rooms = sorted(glob.glob(os.path.join(root, name, "room-*.bin")))
+        if rooms:
+            workloads.append((name, [frames(p) for p in rooms]))
     for name, docs in workloads:
         total = sum(len(d) for d in docs)
         ns = fastest(docs, reps)

@@ -20,17 +20,31 @@ type structRefs struct {
 
 // update is a decoded v1 update.
 type update struct {
-	refs []structRefs // sorted by client
-	ds   map[uint64][]dsRange
+	one    *item        // storage for an update of one struct, lent by its document; nil: none
+	refs   []structRefs // sorted by client
+	used   int          // how many entries of refs were written (sorting drops repeats)
+	ds     map[uint64][]dsRange
+	dsFree [][]dsRange // the emptied lists of ds, for the next update decoded into u
 }
+
+// dsFreeMax is the most emptied delete lists an update keeps.
+const dsFreeMax = 8
 
 // clear empties u for decoding another update into it, keeping the storage of its lists
 // (a document decodes each update it applies alone into the same one).
 func (u *update) clear() {
-	for i := range u.refs[:cap(u.refs)] {
-		clear(u.refs[:cap(u.refs)][i].refs)
+	for i := range u.refs[:u.used] {
+		clear(u.refs[:u.used][i].refs)
 	}
-	u.refs = u.refs[:0]
+	u.refs, u.used = u.refs[:0], 0
+	if len(u.ds) == 0 {
+		return
+	}
+	for _, rs := range u.ds {
+		if len(u.dsFree) < dsFreeMax {
+			u.dsFree = append(u.dsFree, rs[:0])
+		}
+	}
 	clear(u.ds)
 }
 
@@ -194,41 +208,44 @@ func (a *arena) copy(b []byte) []byte {
 	return a.buf[n:len(a.buf):len(a.buf)]
 }
 
-// structBuf lends a document's small updates their decoded structs: integration copies
-// them into the document (Doc.adopt) and pending ones are copied out (mergePending), so
-// the same few structs serve every update. reset makes them available again.
-type structBuf struct {
-	buf, free []item
+// extBuf lends a document's updates the itemExt of their decoded structs that have an
+// explicit parent: integration drops it (Doc.adopt) and pending structs get copies of
+// theirs (mergePending), so the same few serve every update. reset makes them
+// available again.
+type extBuf struct {
+	buf, free []itemExt
 }
 
-const structBufLen = 16
+const extBufLen = 16
 
-// take returns n zeroed structs, lent while there are enough.
-func (b *structBuf) take(n int) []item {
-	if b == nil || n > structBufLen {
-		return make([]item, n)
+// take returns n zeroed itemExt, lent while there are enough.
+func (b *extBuf) take(n int) []itemExt {
+	if b == nil || n > extBufLen {
+		return make([]itemExt, n)
 	}
 	if b.buf == nil {
-		b.buf = make([]item, structBufLen)
+		b.buf = make([]itemExt, extBufLen)
 		b.free = b.buf
 	}
 	if n > len(b.free) {
-		return make([]item, n)
+		return make([]itemExt, n)
 	}
 	s := b.free[:n:n]
 	b.free = b.free[n:]
 	return s
 }
 
-// reset takes back the structs lent since the last reset.
-func (b *structBuf) reset() {
+// reset takes back the itemExt lent since the last reset.
+func (b *extBuf) reset() {
 	clear(b.buf[:len(b.buf)-len(b.free)])
 	b.free = b.buf
 }
 
 // decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
-// integrated. Structs come from structs when not nil.
-func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*update, error) {
+// integrated. Each struct is allocated on its own, as the document keeps it, but the
+// only struct of an update goes to u.one when set; the itemExt of explicit parents come
+// from exts when not nil.
+func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, error) {
 	d := lib0.NewDecoder(b)
 	nClients := d.CountAtMost(3, "number of clients with structs")
 	if nClients > cap(u.refs) {
@@ -241,14 +258,18 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 		if d.Err() != nil {
 			break
 		}
-		backing := structs.take(n)
 		refs := u.spare(n)
-		var exts []itemExt
+		var lent []itemExt
 		stuck := false // a struct of this client that can never integrate was read
-		for i := range backing {
-			it := &backing[i]
-			it.id = ID{client, clock}
-			length, never := decodeStruct(d, it, texts, &exts, n-i)
+		for i := range n {
+			var it *item
+			if u.one != nil && nClients == 1 && n == 1 {
+				*u.one = item{id: ID{client, clock}}
+				it = u.one
+			} else {
+				it = &item{id: ID{client, clock}}
+			}
+			length, never := decodeStruct(d, it, texts, exts, &lent, n-i)
 			if d.Err() != nil {
 				return nil, d.Err()
 			}
@@ -271,6 +292,7 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 			refs = append(refs, it)
 		}
 		u.refs = append(u.refs, structRefs{client: client, refs: refs})
+		u.used = len(u.refs)
 	}
 	if len(u.refs) > 1 {
 		u.refs = sortRefs(u.refs)
@@ -283,6 +305,9 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 		client := d.VarUint("delete set client")
 		n := d.CountAtMost(2, "number of delete ranges")
 		rs := u.ds[client]
+		if k := len(u.dsFree); rs == nil && k > 0 {
+			rs, u.dsFree = u.dsFree[k-1], u.dsFree[:k-1]
+		}
 		for range n {
 			start := d.Pos()
 			clock := d.VarUint("delete clock")
@@ -305,9 +330,9 @@ func decodeUpdate(b []byte, texts *arena, structs *structBuf, u *update) (*updat
 
 // decodeStruct decodes one struct whose id is set and returns its length, and never when
 // the struct refers to itself or to a later struct of its client (see earlier). An
-// explicit parent goes to an itemExt taken from exts, which is allocated for the
+// explicit parent goes to an itemExt taken from lent, which is taken from exts for the
 // remaining structs of the client when empty.
-func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, remaining int) (length uint64, never bool) {
+func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *extBuf, lent *[]itemExt, remaining int) (length uint64, never bool) {
 	start := d.Pos()
 	info := d.Uint8("struct info")
 	kind := info & 0x1f
@@ -335,11 +360,11 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *[]itemExt, rema
 		never = never || !earlier(it, it.rightOrigin)
 	}
 	if info&(infoOrigin|infoRightOrigin) == 0 {
-		if len(*exts) == 0 {
-			*exts = make([]itemExt, remaining)
+		if len(*lent) == 0 {
+			*lent = exts.take(remaining)
 		}
-		x := &(*exts)[0]
-		*exts = (*exts)[1:]
+		x := &(*lent)[0]
+		*lent = (*lent)[1:]
 		p := &x.pref
 		if d.VarUint("parent info") == 1 {
 			p.name = d.VarString("parent root name")
@@ -403,11 +428,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		return d.VarUint("deleted length")
 	case kindJSON:
 		n := d.CountAtMost(1, "JSON value count")
-		vals := make([]any, n)
-		for i := range vals {
-			vals[i] = readJSON(d, true)
+		v := newVals(n)
+		for i := range v.s {
+			v.s[i] = readJSON(d, true)
 		}
-		it.val = vals
+		it.val = v
 		return uint64(n)
 	case kindBinary:
 		it.val = d.VarUint8Array("binary content")
@@ -438,11 +463,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		it.val = t
 	case kindAny:
 		n := d.CountAtMost(1, "any value count")
-		vals := make([]any, n)
-		for i := range vals {
-			vals[i] = d.Any("any value")
+		v := newVals(n)
+		for i := range v.s {
+			v.s[i] = d.Any("any value")
 		}
-		it.val = vals
+		it.val = v
 		return uint64(n)
 	case kindDoc:
 		sub := NewDoc()

@@ -50,7 +50,7 @@ func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map
 		if state < end {
 			addUnapplied(state, end-state)
 		}
-		cs := d.clients[client]
+		cs := d.structsOf(client)
 		i := cs.findNear(clock, hint)
 		hint = i
 		it := cs.at(i)
@@ -103,15 +103,16 @@ func sortAndMerge(rs []dsRange) []dsRange {
 }
 
 // mergePending adds rest to the pending structs: per client sorted by clock, overlaps
-// trimmed, Skip structs dropped (gaps are detected again on integration). The structs
-// are copied: decoded ones may be lent by a structBuf.
+// trimmed, Skip structs dropped (gaps are detected again on integration). The itemExt
+// of explicit parents are copied: a decoded struct's is lent by an extBuf.
 func mergePending(pending, rest map[uint64][]*item) {
 	for c, list := range rest {
 		list = slices.DeleteFunc(list, func(it *item) bool { return it.kind == kindSkip })
-		own := make([]item, len(list))
-		for i, it := range list {
-			own[i] = *it
-			list[i] = &own[i]
+		for _, it := range list {
+			if it.flags&flagHasPref != 0 {
+				x := *it.ext
+				it.ext = &x
+			}
 		}
 		old := pending[c]
 		// The common case: the new structs follow the pending ones (each list is sorted).
@@ -163,7 +164,7 @@ func slicePending(it *item, diff uint64) *item {
 	case kindString:
 		_, r.text = splitText(r.text, diff)
 	case kindAny, kindJSON:
-		r.val = r.vals()[diff:]
+		r.val = &anyVals{s: r.vals()[diff:]}
 	}
 	return &r
 }

@@ -31,7 +31,14 @@ type depthLink struct {
 func (c *depthCheck) run(d *Doc, u *update) error {
 	c.d, c.refs = d, u.refs
 	c.pending = d.mayIntegratePending(u)
-	clear(c.memo)
+	defer c.done()
+	if int(d.maxDepth)+c.newTypes() < MaxDepth {
+		// A new type is at most one deeper than its parent, a type the document holds
+		// or another new one: none can be deeper than the deepest the document holds
+		// plus the number of new types. Most updates are refused nothing this way
+		// without following a chain.
+		return nil
+	}
 	for _, r := range u.refs {
 		for _, it := range r.refs {
 			if err := c.checkType(it); err != nil {
@@ -52,6 +59,43 @@ func (c *depthCheck) run(d *Doc, u *update) error {
 	return nil
 }
 
+// newTypes returns how many types the update, and the pending structs when they may
+// integrate with it, hold.
+func (c *depthCheck) newTypes() int {
+	var n int
+	count := func(list []*item) {
+		for _, it := range list {
+			if it.kind == kindType {
+				n++
+			}
+		}
+	}
+	for _, r := range c.refs {
+		count(r.refs)
+	}
+	if c.pending {
+		for _, list := range c.d.pending {
+			count(list)
+		}
+	}
+	return n
+}
+
+// done forgets the update, keeping the memo's storage for the next unless an update
+// with many types made it large.
+func (c *depthCheck) done() {
+	c.d, c.refs = nil, nil
+	switch {
+	case len(c.memo) > memoKeep:
+		c.memo = nil
+	case len(c.memo) > 0:
+		clear(c.memo)
+	}
+}
+
+// memoKeep is the most entries the memo keeps its storage for.
+const memoKeep = 256
+
 // checkType checks it if it is a type the document does not hold yet.
 func (c *depthCheck) checkType(it *item) error {
 	if it.kind != kindType || it.id.Clock < c.d.state(it.id.Client) {
@@ -66,6 +110,10 @@ func (c *depthCheck) checkType(it *item) error {
 // parentDepth returns a bound on the depth of the type s would be integrated into (0 for
 // a root), or at least MaxDepth as soon as the chain holds that many types.
 func (c *depthCheck) parentDepth(s *item) int32 {
+	// the common case: the parent is known at once, from the document or a root
+	if next, _, depth := c.parent(s); next == nil {
+		return depth
+	}
 	if c.memo == nil {
 		c.memo = make(map[*item]int32)
 	}

@@ -49,15 +49,18 @@ type Doc struct {
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
-	txn            *Txn      // the transaction being applied
-	txnBuf         Txn       // every update's transaction, reset before each
-	texts          arena     // decoded strings and map keys
-	structs        structBuf // decoded structs of small updates
-	scratch        update    // ApplyUpdate's update, decoded into the same storage each time
-	lastClient     uint64
-	lastCS         *clientStructs
+	txn            *Txn       // the transaction being applied
+	txnBuf         Txn        // every update's transaction, reset before each
+	texts          arena      // decoded strings and map keys
+	exts           extBuf     // the explicit parents of decoded structs
+	scratch        update     // ApplyUpdate's update, decoded into the same storage each time
+	one            item       // the struct of an update of one (update.one), copied if kept
+	lone           bool       // the update being applied is one struct and nothing else
+	csCache        [2]csEntry // the struct lists looked up last (structsOf)
 	conflicting    itemSet
 	beforeOrigin   itemSet
+	depth          depthCheck // every update's check, its memo kept for the next
+	maxDepth       int32      // the depth of the deepest type integrated so far
 	// failed is set when integration met a type deeper than MaxDepth that the check
 	// before it did not foresee (depth.go, a *DepthError), or an item whose parent is not
 	// a type (a *ParentError): the item was dropped, d no longer follows the writer and
@@ -202,13 +205,18 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 		return nil, d.failed
 	}
 	defer func() {
-		d.structs.reset()
+		d.exts.reset()
 		d.scratch.clear()
+		d.one, d.lone = item{}, false
 	}()
-	u, err := decodeUpdate(update, &d.texts, &d.structs, &d.scratch)
+	d.scratch.one = &d.one
+	u, err := decodeUpdate(update, &d.texts, &d.exts, &d.scratch)
 	if err != nil {
 		return nil, err
 	}
+	// one struct and nothing else: integrate may extend the client's last item with it
+	d.lone = len(u.refs) == 1 && len(u.refs[0].refs) == 1 && u.refs[0].refs[0] == &d.one &&
+		len(u.ds) == 0 && d.pending == nil && len(d.pendingDS) == 0
 	return d.apply(u)
 }
 
@@ -224,10 +232,10 @@ func (d *Doc) ApplyUpdates(updates [][]byte) error {
 	if d.failed != nil {
 		return d.failed
 	}
-	defer d.structs.reset()
+	defer d.exts.reset()
 	us := make([]*update, len(updates))
 	for i, b := range updates {
-		u, err := decodeUpdate(b, &d.texts, &d.structs, &update{})
+		u, err := decodeUpdate(b, &d.texts, &d.exts, &update{})
 		if err != nil {
 			return fmt.Errorf("update %d: %w", i, err)
 		}
@@ -252,8 +260,7 @@ func (d *Doc) apply(u *update) (*Txn, error) {
 		d.cleanup(txn)
 		d.txn = nil
 	}()
-	var check depthCheck
-	if err := check.run(d, u); err != nil {
+	if err := d.depth.run(d, u); err != nil {
 		return nil, err
 	}
 	d.readUpdate(txn, u)
@@ -275,6 +282,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			}
 		}
 		if rest != nil {
+			d.own(rest)
 			for c, clock := range missing {
 				if m, ok := d.pendingMissing[c]; !ok || m > clock {
 					d.pendingMissing[c] = clock
@@ -283,6 +291,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			mergePending(d.pending, rest)
 		}
 	} else if rest != nil {
+		d.own(rest)
 		d.pending = make(map[uint64][]*item, len(rest))
 		mergePending(d.pending, rest)
 		d.pendingMissing = missing
@@ -307,6 +316,20 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	}
 }
 
+// own replaces the document's lent struct (Doc.one) in structs set aside as pending
+// with a copy of its own.
+func (d *Doc) own(rest map[uint64][]*item) {
+	for _, list := range rest {
+		for i, it := range list {
+			if it == &d.one {
+				c := new(item)
+				*c = *it
+				list[i] = c
+			}
+		}
+	}
+}
+
 // cleanup garbage-collects what the transaction deleted and merges adjacent structs,
 // like Yjs's cleanupTransactions (tryGcDeleteSet, tryMergeDeleteSet, then merging the
 // structs added or split by the transaction).
@@ -319,7 +342,7 @@ func (d *Doc) cleanup(txn *Txn) {
 		if i+1 < len(txn.deletes) && txn.deletes[i+1].client != r.client {
 			hint = -1
 		}
-		cs := d.clients[r.client]
+		cs := d.structsOf(r.client)
 		si := min(cs.len()-1, 1+cs.findNear(r.clock+r.length-1, hint))
 		for si > 0 && cs.at(si).id.Clock >= r.clock {
 			si -= 1 + d.mergeWithLefts(cs, si)
@@ -327,16 +350,16 @@ func (d *Doc) cleanup(txn *Txn) {
 		hint = si
 	}
 	for _, b := range txn.before {
-		cs := d.clients[b.client]
-		first := max(cs.find(b.clock), 1)
-		for i := cs.len() - 1; i >= first; {
+		// the structs the transaction added are the last ones, from clock b.clock on
+		cs := d.structsOf(b.client)
+		for i := cs.len() - 1; i >= 1 && cs.at(i).id.Clock >= b.clock; {
 			i -= 1 + d.mergeWithLefts(cs, i)
 		}
 	}
 	hint = -1
 	for i := len(txn.mergeStructs) - 1; i >= 0; i-- {
 		id := txn.mergeStructs[i]
-		cs := d.clients[id.Client]
+		cs := d.structsOf(id.Client)
 		pos := cs.findNear(id.Clock, hint)
 		hint = pos
 		if pos+1 < cs.len() && d.mergeWithLefts(cs, pos+1) > 1 {
@@ -378,7 +401,7 @@ func (d *Doc) gcDeleted(rs []deleteRange) {
 		if i > 0 && rs[i-1].client != r.client {
 			hint = -1
 		}
-		cs := d.clients[r.client]
+		cs := d.structsOf(r.client)
 		end := r.clock + r.length
 		hint = cs.findNear(r.clock, hint)
 		for si := hint; si >= 0 && si < cs.len() && cs.at(si).id.Clock < end; si++ {

@@ -73,6 +73,9 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 // first offset clock units, like Yjs's Item.integrate / GC.integrate. It integrates a
 // copy of it in the document's storage.
 func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
+	if offset == 0 && d.lone && d.extendLast(txn, it) {
+		return
+	}
 	it = d.adopt(it)
 	if offset > 0 {
 		it.id.Clock += offset
@@ -89,7 +92,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			case kindString:
 				_, it.text = splitText(it.text, offset)
 			case kindAny, kindJSON:
-				it.val = it.vals()[offset:]
+				it.val = &anyVals{s: it.vals()[offset:]}
 			}
 		}
 	}
@@ -149,6 +152,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 		t.doc = d
 		t.item = it
 		t.depth = parent.depth + 1
+		d.maxDepth = max(d.maxDepth, t.depth)
 		if !hasSub {
 			txn.seqTypes = append(txn.seqTypes, t)
 		}
@@ -157,6 +161,40 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	if (parent.item != nil && parent.item.deleted()) || (hasSub && it.right != nil) {
 		d.deleteItem(txn, it)
 	}
+}
+
+// extendLast appends it, the only struct of its update (Doc.lone), to its left
+// neighbour when that is its client's last item and cleanup would merge the two at the
+// end of the update anyway: a character typed after the same client's text, a value
+// pushed after its own. It records what integrating it would (the client's state before,
+// the parent's length, the change) and reports whether it did.
+func (d *Doc) extendLast(txn *Txn, it *item) bool {
+	l, parent := it.left, it.parent
+	switch {
+	case l == nil || parent == nil || it.flags&(flagHasParentSub|flagHasPref) != 0,
+		it.kind != kindString && it.kind != kindAny && it.kind != kindJSON,
+		l.kind != it.kind || l.deleted() || l.right != it.right,
+		l.id.Client != it.id.Client || l.end() != it.id.Clock,
+		!it.hasOrigin() || it.origin != l.lastID(),
+		!sameOrigin(l.hasRightOrigin(), l.rightOrigin, it.hasRightOrigin(), it.rightOrigin),
+		uint64(l.length)+uint64(it.length) > maxLength,
+		parent.item != nil && parent.item.deleted():
+		return false
+	}
+	txn.touch(d, it.id.Client)
+	if it.kind == kindString {
+		l.text = append(l.text, it.text...)
+	} else {
+		v := l.val.(*anyVals)
+		v.s = append(v.s, it.vals()...)
+	}
+	l.length += it.length
+	d.structsOf(it.id.Client).end = l.end()
+	if it.visible() {
+		parent.length += int(it.length)
+	}
+	txn.addChanged(d, parent, "", false)
+	return true
 }
 
 // resolveConflict runs the YATA conflict resolution loop and returns the new left.

@@ -76,7 +76,7 @@ type item struct {
 	parent      *Type
 	ext         *itemExt
 	// content: text holds String content (UTF-8, appended to when items merge); val
-	// holds the rest: []any for Any and JSON, []byte for Binary, the Embed value, *format,
+	// holds the rest: *anyVals for Any and JSON, []byte for Binary, the Embed value, *format,
 	// *Type for ContentType and *Doc.
 	text   []byte
 	val    any
@@ -105,10 +105,30 @@ func (it *item) sub() string {
 	return it.ext.sub
 }
 
+// anyVals holds the values of Any and JSON content (item.val): a single value, the most
+// common, in the same allocation.
+type anyVals struct {
+	s   []any
+	one [1]any
+}
+
+// newVals returns room for n values.
+func newVals(n int) *anyVals {
+	v := new(anyVals)
+	if n == 1 {
+		v.s = v.one[:]
+	} else {
+		v.s = make([]any, n)
+	}
+	return v
+}
+
 // vals returns the values of Any and JSON content.
 func (it *item) vals() []any {
-	v, _ := it.val.([]any)
-	return v
+	if v, ok := it.val.(*anyVals); ok {
+		return v.s
+	}
+	return nil
 }
 
 // typ returns the type of ContentType.
@@ -231,7 +251,8 @@ func (it *item) mergeWith(right *item) bool {
 	case kindString:
 		it.text = append(it.text, right.text...)
 	case kindAny, kindJSON:
-		it.val = append(it.vals(), right.vals()...)
+		v := it.val.(*anyVals)
+		v.s = append(v.s, right.vals()...)
 	case kindDeleted:
 	default:
 		return false
@@ -262,9 +283,9 @@ func splitItem(it *item, diff uint64) *item {
 	case kindString:
 		it.text, r.text = splitText(it.text, diff)
 	case kindAny, kindJSON:
-		vals := it.vals()
-		r.val = vals[diff:len(vals):len(vals)]
-		it.val = vals[:diff:diff]
+		v := it.val.(*anyVals)
+		r.val = &anyVals{s: v.s[diff:len(v.s):len(v.s)]}
+		v.s = v.s[:diff:diff]
 	}
 	it.right = r
 	if r.right != nil {
@@ -274,20 +295,25 @@ func splitItem(it *item, diff uint64) *item {
 	return r
 }
 
-// adopt moves a decoded struct into an item of its own before it is integrated: decoded
-// structs are lent (structBuf) or share one array per update, which the few that outlive
-// the update would keep alive. Items are allocated one by one so that those merged away
-// later are collected. The explicit parent is resolved by then and dropped.
-func (d *Doc) adopt(dec *item) *item {
-	it := new(item)
-	*it = *dec
+// adopt readies a decoded struct for integration: one lent by the document (Doc.one)
+// is copied, its explicit parent is resolved by then and its itemExt, lent by the
+// update's extBuf, is dropped; an item held under a map key takes the itemExt shared by
+// the key.
+func (d *Doc) adopt(it *item) *item {
+	if it == &d.one {
+		// lent for the update: the document keeps a copy
+		c := new(item)
+		*c = *it
+		it = c
+	}
 	if it.flags&flagHasPref != 0 {
+		dec := it.ext
 		it.flags &^= flagHasPref
 		it.ext = nil
 		if it.flags&flagHasParentSub != 0 {
-			it.ext = dec.ext.shared
+			it.ext = dec.shared
 			if it.ext == nil {
-				it.ext = d.keyExt(dec.ext.sub)
+				it.ext = d.keyExt(dec.sub)
 			}
 		}
 	}

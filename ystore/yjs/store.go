@@ -17,7 +17,8 @@ type clientStructs struct {
 	chunks [][]*item
 	starts []int // starts[c] is the index of chunks[c][0]
 	n      int
-	cur    int // the chunk last located: indexes are mostly near the previous one
+	cur    int    // the chunk last located: indexes are mostly near the previous one
+	end    uint64 // the clock after the last struct: the client's state
 }
 
 // len returns the number of structs.
@@ -47,12 +48,6 @@ func (cs *clientStructs) at(i int) *item {
 	return cs.chunks[c][off]
 }
 
-// last returns the last struct; the list is not empty.
-func (cs *clientStructs) last() *item {
-	ch := cs.chunks[len(cs.chunks)-1]
-	return ch[len(ch)-1]
-}
-
 // push appends it.
 func (cs *clientStructs) push(it *item) {
 	if k := len(cs.chunks) - 1; k >= 0 && len(cs.chunks[k]) < chunkMax {
@@ -64,6 +59,7 @@ func (cs *clientStructs) push(it *item) {
 		cs.starts = append(cs.starts, cs.n)
 	}
 	cs.n++
+	cs.end = it.end() // splits and merges keep it: only push adds clocks
 }
 
 // insert puts it at index i (0 <= i <= len).
@@ -187,25 +183,36 @@ func (cs *clientStructs) from(i int) []*item {
 	return out[i:]
 }
 
-// structsOf returns the struct list of client, or nil; the last lookup is cached.
+// structsOf returns the struct list of client, or nil; the last two lookups are cached
+// (two replicas editing take turns).
 func (d *Doc) structsOf(client uint64) *clientStructs {
-	if d.lastCS != nil && d.lastClient == client {
-		return d.lastCS
+	c := &d.csCache
+	switch {
+	case c[0].cs != nil && c[0].client == client:
+		return c[0].cs
+	case c[1].cs != nil && c[1].client == client:
+		c[0], c[1] = c[1], c[0]
+		return c[0].cs
 	}
 	cs := d.clients[client]
 	if cs != nil {
-		d.lastClient, d.lastCS = client, cs
+		c[1], c[0] = c[0], csEntry{client, cs}
 	}
 	return cs
 }
 
+// csEntry is a client's struct list, cached by Doc.structsOf.
+type csEntry struct {
+	client uint64
+	cs     *clientStructs
+}
+
 // state returns the next expected clock of client.
 func (d *Doc) state(client uint64) uint64 {
-	cs := d.structsOf(client)
-	if cs == nil || cs.n == 0 {
-		return 0
+	if cs := d.structsOf(client); cs != nil {
+		return cs.end
 	}
-	return cs.last().end()
+	return 0
 }
 
 // findIndex returns the index of the struct containing clock, or -1.

@@ -26,7 +26,12 @@ type Txn struct {
 // written costs a write barrier while the collector marks).
 func (t *Txn) reset() {
 	if len(t.changes) > 0 {
-		clear(t.changes)
+		// each change keeps its list of keys for the next update's
+		for i := range t.changes {
+			c := &t.changes[i]
+			clear(c.Keys)
+			c.Type, c.Keys, c.Seq = nil, c.Keys[:0], false
+		}
 		t.changes = t.changes[:0]
 	}
 	if len(t.seqTypes) > 0 {
@@ -186,7 +191,12 @@ func (t *Txn) addChanged(d *Doc, typ *Type, key string, hasKey bool) {
 	i := t.find(typ)
 	if i < 0 {
 		i = len(t.changes)
-		t.changes = append(t.changes, Change{Type: typ})
+		if i < cap(t.changes) {
+			t.changes = t.changes[:i+1] // empty, its list of keys kept by reset
+		} else {
+			t.changes = append(t.changes, Change{})
+		}
+		t.changes[i].Type = typ
 		t.reindex()
 	}
 	c := &t.changes[i]

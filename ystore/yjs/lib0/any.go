@@ -23,6 +23,15 @@ const (
 	TagUint8Array = 116
 )
 
+// smallInts are the values of integers 0 to 1023 boxed once: such numbers (counts,
+// sizes, indexes) are most of those decoded, and each would cost an allocation.
+var smallInts = func() (t [1024]any) {
+	for i := range t {
+		t[i] = float64(i)
+	}
+	return t
+}()
+
 // maxPrealloc is the most elements an array or object is given room for before they
 // are decoded.
 const maxPrealloc = 8
@@ -50,6 +59,9 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 		return nil
 	case TagInteger:
 		mag, neg := d.VarInt(expected)
+		if !neg && mag < uint64(len(smallInts)) {
+			return smallInts[mag]
+		}
 		f := float64(mag)
 		if neg {
 			f = -f

@@ -96,6 +96,16 @@ func (d *Decoder) Uint8(expected string) uint8 {
 
 // VarUint reads an unsigned LEB128 number of at most 53 bits.
 func (d *Decoder) VarUint(expected string) uint64 {
+	// most numbers (lengths, counts, small clocks) take one byte: inlined
+	if p := d.pos; p < len(d.buf) && d.buf[p] < 0x80 {
+		d.pos = p + 1
+		return uint64(d.buf[p])
+	}
+	return d.varUint(expected)
+}
+
+// varUint is VarUint for a number of more than one byte, or at the end of the input.
+func (d *Decoder) varUint(expected string) uint64 {
 	start := d.pos
 	var num uint64
 	for shift := uint(0); ; shift += 7 {
