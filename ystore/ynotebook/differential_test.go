@@ -378,6 +378,8 @@ func cellDiff(t testing.TB, a, b Cell) (CellChange, bool) {
 			cc.OutputIndexes = append(cc.OutputIndexes, i)
 		}
 	}
-	cc.Outputs = len(cc.OutputIndexes) > 0
+	// The key itself is content too: get() serves a cell without "outputs" as it is, so
+	// "outputs": [] becoming absent (or appearing) is a change of its outputs.
+	cc.Outputs = len(cc.OutputIndexes) > 0 || differs("outputs")
 	return cc, !reflect.DeepEqual(cc, CellChange{})
 }
