@@ -126,7 +126,7 @@ func bigUpdate(tb testing.TB, minSize int) []byte {
 	}
 	var parts []*update
 	for n, shift := 0, uint64(0); n < minSize; shift += 1 << 32 {
-		u, err := decodeUpdate(state, &arena{}, nil, &update{})
+		u, err := decodeUpdate(state, 0, &arena{}, nil, &update{})
 		if err != nil {
 			tb.Fatal(err)
 		}

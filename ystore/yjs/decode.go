@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
@@ -25,6 +26,7 @@ type update struct {
 	used   int          // how many entries of refs were written (sorting drops repeats)
 	ds     map[uint64][]dsRange
 	dsFree [][]dsRange // the emptied lists of ds, for the next update decoded into u
+	spent  int64       // the memory its structs and values take (memory.go)
 }
 
 // dsFreeMax is the most emptied delete lists an update keeps.
@@ -36,7 +38,7 @@ func (u *update) clear() {
 	for i := range u.refs[:u.used] {
 		clear(u.refs[:u.used][i].refs)
 	}
-	u.refs, u.used = u.refs[:0], 0
+	u.refs, u.used, u.spent = u.refs[:0], 0, 0
 	if len(u.ds) == 0 {
 		return
 	}
@@ -121,7 +123,7 @@ var kindNames = [...]string{"GC", "Deleted", "JSON", "Binary", "String", "Embed"
 
 // DecodeUpdate decodes a v1 update without applying it.
 func DecodeUpdate(b []byte) (*Update, error) {
-	u, err := decodeUpdate(b, &arena{}, nil, &update{})
+	u, err := decodeUpdate(b, 0, &arena{}, nil, &update{})
 	if err != nil {
 		return nil, err
 	}
@@ -244,9 +246,11 @@ func (b *extBuf) reset() {
 // decodeUpdate decodes a complete v1 update into u, which is empty; nothing is
 // integrated. Each struct is allocated on its own, as the document keeps it, but the
 // only struct of an update goes to u.one when set; the itemExt of explicit parents come
-// from exts when not nil.
-func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, error) {
+// from exts when not nil. The memory the update takes is counted in u.spent; past limit
+// (0: none) decoding stops with ErrBudget (memory.go).
+func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) (*update, error) {
 	d := lib0.NewDecoder(b)
+	d.SetLimit(limit)
 	nClients := d.CountAtMost(3, "number of clients with structs")
 	if nClients > cap(u.refs) {
 		u.refs = slices.Grow(u.refs, nClients)
@@ -310,6 +314,10 @@ func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, err
 		}
 		for range n {
 			start := d.Pos()
+			// a range kept, and the two structs it may split
+			if !d.Spend(start, rangeBytes+2*itemBytes, "delete range") {
+				break
+			}
 			clock := d.VarUint("delete clock")
 			length := d.VarUint("delete length")
 			if length > lib0.MaxSafeInteger-clock {
@@ -325,6 +333,7 @@ func decodeUpdate(b []byte, texts *arena, exts *extBuf, u *update) (*update, err
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
+	u.spent = d.Spent()
 	return u, nil
 }
 
@@ -339,6 +348,9 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *extBuf, lent *[
 	switch {
 	case kind == kindGC || kind == kindSkip:
 		it.kind = kind
+		if kind == kindGC {
+			d.Spend(start, itemBytes, "struct")
+		}
 		length := d.VarUint("struct length")
 		if length == 0 && d.Err() == nil {
 			d.Fail(start, "non-empty struct", lib0.ErrInvalid)
@@ -349,6 +361,11 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *extBuf, lent *[
 		return 0, false
 	}
 	it.kind = kind
+	// the item, and one more for each neighbour it may split
+	splits := int64(info>>7) + int64(info>>6&1)
+	if !d.Spend(start, itemBytes*(1+splits), "struct") {
+		return 0, false
+	}
 	if info&infoOrigin != 0 {
 		it.origin = readID(d, "origin client", "origin clock")
 		it.flags |= flagHasOrigin
@@ -366,8 +383,10 @@ func decodeStruct(d *lib0.Decoder, it *item, texts *arena, exts *extBuf, lent *[
 		x := &(*lent)[0]
 		*lent = (*lent)[1:]
 		p := &x.pref
+		d.Spend(start, extBytes+keyBytes, "struct")
 		if d.VarUint("parent info") == 1 {
 			p.name = d.VarString("parent root name")
+			d.Spend(start, int64(len(p.name)), "parent root name")
 		} else {
 			p.isID = true
 			p.id = readID(d, "parent id client", "parent id clock")
@@ -400,7 +419,7 @@ func readKey(d *lib0.Decoder, x *itemExt, texts *arena) {
 		x.sub, x.shared = shared.sub, shared
 	case !utf8.Valid(b):
 		d.Fail(start, "parent sub", lib0.ErrInvalid)
-	default:
+	case d.Spend(start, int64(len(b)), "parent sub"):
 		x.sub = string(b)
 	}
 }
@@ -428,6 +447,9 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		return d.VarUint("deleted length")
 	case kindJSON:
 		n := d.CountAtMost(1, "JSON value count")
+		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "JSON values") {
+			return 0
+		}
 		v := newVals(n)
 		for i := range v.s {
 			v.s[i] = readJSON(d, true)
@@ -435,12 +457,17 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		it.val = v
 		return uint64(n)
 	case kindBinary:
-		it.val = d.VarUint8Array("binary content")
+		b := d.VarUint8Array("binary content")
+		d.Spend(start, int64(len(b))+24, "binary content")
+		it.val = b
 	case kindString:
 		start := d.Pos()
 		b := d.VarStringBytes("string content")
 		if !utf8.Valid(b) {
 			d.Fail(start, "string content", lib0.ErrInvalid)
+			return 0
+		}
+		if !d.Spend(start, int64(len(b)), "string content") {
 			return 0
 		}
 		it.text = texts.copy(b)
@@ -449,6 +476,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		it.val = readJSON(d, false)
 	case kindFormat:
 		key := d.VarString("format key")
+		d.Spend(start, int64(unsafe.Sizeof(format{}))+int64(len(key)), "format key")
 		it.val = &format{key, readJSON(d, false)}
 	case kindType:
 		ref := d.VarUint("type ref")
@@ -460,9 +488,13 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			t.name = d.VarString("xml node name")
 		}
+		d.Spend(start, typeBytes+int64(len(t.name)), "type")
 		it.val = t
 	case kindAny:
 		n := d.CountAtMost(1, "any value count")
+		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "any values") {
+			return 0
+		}
 		v := newVals(n)
 		for i := range v.s {
 			v.s[i] = d.Any("any value")
@@ -470,6 +502,9 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		it.val = v
 		return uint64(n)
 	case kindDoc:
+		if !d.Spend(start, docBytes, "subdocument") {
+			return 0
+		}
 		sub := NewDoc()
 		sub.guid = d.VarString("subdocument guid")
 		sub.opts = d.Any("subdocument options")
@@ -489,6 +524,9 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 	if undef && s == "undefined" {
 		return Undefined
 	}
+	if !d.Spend(start, jsonFactor*int64(len(s)), "JSON string") {
+		return nil
+	}
 	var v any
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		d.Fail(start, "JSON string", lib0.ErrInvalid)
@@ -503,6 +541,7 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 // takes follows the live text, not the history that typed it. A load calls it once at
 // the end; it changes no content.
 func (d *Doc) CompactText() {
+	defer d.recount() // the load is done: what it holds is measured
 	fresh := arena{keys: d.texts.keys}
 	for _, cs := range d.clients {
 		for it := range cs.all() {

@@ -12,7 +12,7 @@ import (
 // update of their own.
 func part(t testing.TB, u []byte, from, to int) []byte {
 	t.Helper()
-	dec, err := decodeUpdate(u, &arena{}, nil, &update{})
+	dec, err := decodeUpdate(u, 0, &arena{}, nil, &update{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestDepthBound(t *testing.T) {
 func TestDepthRefusedCheaply(t *testing.T) {
 	u := yjstest.Nested(1, "m", "k", 200000)
 	decoding := allocated(func() {
-		if _, err := decodeUpdate(u, &arena{}, nil, &update{}); err != nil {
+		if _, err := decodeUpdate(u, 0, &arena{}, nil, &update{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -187,7 +187,7 @@ func TestDepthFailed(t *testing.T) {
 	d := NewDoc()
 	u := yjstest.Nested(1, "m", "k", MaxDepth+1)
 	mustApply(t, d, part(t, u, 0, MaxDepth))
-	dec, err := decodeUpdate(part(t, u, MaxDepth, MaxDepth+1), &d.texts, nil, &update{})
+	dec, err := decodeUpdate(part(t, u, MaxDepth, MaxDepth+1), 0, &d.texts, nil, &update{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,11 @@ type Doc struct {
 	// guid and opts describe a subdocument found in a ContentDoc.
 	guid string
 	opts any
+	// meter is charged held, d's memory; counted is what d measured it at last
+	// (memory.go).
+	meter   Meter
+	held    int64
+	counted int64
 }
 
 // NewDoc returns an empty document.
@@ -210,7 +215,7 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 		d.one, d.lone = item{}, false
 	}()
 	d.scratch.one = &d.one
-	u, err := decodeUpdate(update, &d.texts, &d.exts, &d.scratch)
+	u, err := decodeUpdate(update, d.limit(), &d.texts, &d.exts, &d.scratch)
 	if err != nil {
 		return nil, err
 	}
@@ -234,12 +239,17 @@ func (d *Doc) ApplyUpdates(updates [][]byte) error {
 	}
 	defer d.exts.reset()
 	us := make([]*update, len(updates))
+	limit, spent := d.limit(), int64(0)
 	for i, b := range updates {
-		u, err := decodeUpdate(b, &d.texts, &d.exts, &update{})
+		left := limit
+		if limit > 0 {
+			left = max(limit-spent, 1) // what the updates before it left
+		}
+		u, err := decodeUpdate(b, left, &d.texts, &d.exts, &update{})
 		if err != nil {
 			return fmt.Errorf("update %d: %w", i, err)
 		}
-		us[i] = u
+		us[i], spent = u, spent+u.spent
 	}
 	for i, u := range us {
 		if _, err := d.apply(u); err != nil {
@@ -256,14 +266,20 @@ func (d *Doc) apply(u *update) (*Txn, error) {
 	txn := &d.txnBuf
 	txn.reset()
 	d.txn = txn
+	applied := false
 	defer func() {
 		d.cleanup(txn)
 		d.txn = nil
+		if applied {
+			d.charge(u.spent) // after the merges, so that a measure sees them
+		}
 	}()
 	if err := d.depth.run(d, u); err != nil {
 		return nil, err
 	}
 	d.readUpdate(txn, u)
+	txn.settle()
+	applied = true
 	if d.failed != nil {
 		return nil, d.failed
 	}

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
 func loadChanges(t testing.TB) [][]byte {
@@ -454,5 +457,30 @@ func TestYrsQuirks(t *testing.T) {
 				t.Fatalf("state %d, want %d", got, tt.state)
 			}
 		})
+	}
+}
+
+// TestManyKeysLinear: an update that sets many keys of one map costs time linear in
+// them (its transaction's keys were inserted sorted, one by one: 150,000 keys took 15 s).
+func TestManyKeysLinear(t *testing.T) {
+	apply := func(n int) time.Duration {
+		u := yjstest.Keys(1, "meta", n)
+		d := NewDoc()
+		start := time.Now()
+		txn, err := d.ApplyUpdate(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		c, ok := txn.Changed(d.Map("meta").Type())
+		if !ok || len(c.Keys) != n || !slices.IsSorted(c.Keys) {
+			t.Fatalf("%d keys changed (sorted %v), want %d", len(c.Keys), slices.IsSorted(c.Keys), n)
+		}
+		return elapsed
+	}
+	apply(1000) // warm
+	small, big := apply(20_000), apply(160_000)
+	if ratio := float64(big) / float64(small); ratio > 24 { // linear: 8; quadratic: 64
+		t.Errorf("8× the keys took %.1f× the time (%v, %v)", ratio, small, big)
 	}
 }

@@ -19,6 +19,8 @@ type Txn struct {
 	mergeStructs []ID
 	// seqTypes are the types inserted into or deleted from a sequence.
 	seqTypes []*Type
+	// unsorted is set while a change's keys are in the order they changed (settle).
+	unsorted bool
 }
 
 // reset empties t for the next update, keeping the storage of its lists: a document
@@ -204,8 +206,26 @@ func (t *Txn) addChanged(d *Doc, typ *Type, key string, hasKey bool) {
 		c.Seq = true
 		return
 	}
-	if j, found := slices.BinarySearch(c.Keys, key); !found {
-		c.Keys = slices.Insert(c.Keys, j, key)
+	// Appended, and sorted once when the update is applied (settle): inserting each in
+	// order made an update of n keys cost n² moves.
+	if k := len(c.Keys); k == 0 || c.Keys[k-1] != key {
+		c.Keys = append(c.Keys, key)
+		t.unsorted = t.unsorted || k > 0
+	}
+}
+
+// settle sorts the keys of every change and drops repeats, once the update is applied.
+func (t *Txn) settle() {
+	if !t.unsorted {
+		return
+	}
+	t.unsorted = false
+	for i := range t.changes {
+		c := &t.changes[i]
+		if len(c.Keys) > 1 {
+			slices.Sort(c.Keys)
+			c.Keys = slices.Compact(c.Keys)
+		}
 	}
 }
 

@@ -36,6 +36,50 @@ var smallInts = func() (t [1024]any) {
 // are decoded.
 const maxPrealloc = 8
 
+// What a decoded Any value takes in memory, as Size and Any count it: a model of the Go
+// values built (64-bit), an upper estimate within a small factor. A value held in a slice
+// or a map takes a slot there (SlotBytes), counted by its container.
+const (
+	SlotBytes     = 16 // an interface value
+	boxedBytes    = 8  // a float64 or int64 boxed (integers 0-1023 are not: smallInts)
+	stringBytes   = 16 // a string's header, boxed
+	sliceBytes    = 24 // a slice's header, boxed
+	mapBytes      = 48 // a map's header
+	mapEntryBytes = 48 // a map entry: key header, value slot, control and load factor
+)
+
+// Size returns what the decoded Any value v takes in memory beyond its slot, by the
+// model Any counts with; the values of JSON (encoding/json's any) are measured the same
+// way. It recurses as deep as v nests (Any bounds it at MaxDepth).
+func Size(v any) int64 {
+	switch v := v.(type) {
+	case float64:
+		if v >= 0 && v < float64(len(smallInts)) && v == math.Trunc(v) {
+			return 0
+		}
+		return boxedBytes
+	case int64:
+		return boxedBytes
+	case string:
+		return stringBytes + int64(len(v))
+	case []byte:
+		return sliceBytes + int64(len(v))
+	case []any:
+		n := sliceBytes + SlotBytes*int64(len(v))
+		for _, e := range v {
+			n += Size(e)
+		}
+		return n
+	case map[string]any:
+		n := int64(mapBytes)
+		for k, e := range v {
+			n += mapEntryBytes + int64(len(k)) + Size(e)
+		}
+		return n
+	}
+	return 0 // nil, Undefined, bool: no memory of their own
+}
+
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
 
 func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
@@ -66,19 +110,33 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 		if neg {
 			f = -f
 		}
+		d.Spend(start, boxedBytes, expected)
 		return f
 	case TagFloat32:
-		return float64(d.Float32(expected))
+		f := float64(d.Float32(expected))
+		d.Spend(start, Size(f), expected)
+		return f
 	case TagFloat64:
-		return math.Float64frombits(d.Uint64BE(expected))
+		f := math.Float64frombits(d.Uint64BE(expected))
+		d.Spend(start, Size(f), expected)
+		return f
 	case TagBigInt:
+		d.Spend(start, boxedBytes, expected)
 		return int64(d.Uint64BE(expected))
 	case TagFalse:
 		return false
 	case TagTrue:
 		return true
 	case TagString:
-		return d.VarString(expected)
+		b := d.VarStringBytes(expected)
+		if !d.Spend(start, stringBytes+int64(len(b)), expected) {
+			return nil
+		}
+		if !validUTF8(b) {
+			d.Fail(start, expected, ErrInvalid)
+			return nil
+		}
+		return string(b)
 	case TagObject, TagArray:
 		if depth >= MaxDepth {
 			d.Fail(start, expected, ErrOverflow)
@@ -90,8 +148,14 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 		// and decoding stops at the first error.
 		if tag == TagArray {
 			n := d.CountAtMost(1, expected)
+			if !d.Spend(start, sliceBytes, expected) {
+				return nil
+			}
 			arr := make([]any, 0, min(n, maxPrealloc))
 			for range n {
+				if !d.Spend(d.pos, SlotBytes, expected) {
+					return nil
+				}
 				v := d.anyDepth(expected, depth+1)
 				if d.err != nil {
 					return nil
@@ -101,9 +165,21 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 			return arr
 		}
 		n := d.CountAtMost(2, expected)
+		if !d.Spend(start, mapBytes, expected) {
+			return nil
+		}
 		obj := make(map[string]any, min(n, maxPrealloc))
 		for range n {
-			k := d.VarString(expected)
+			kstart := d.pos
+			kb := d.VarStringBytes(expected)
+			if !d.Spend(kstart, mapEntryBytes+int64(len(kb)), expected) {
+				return nil
+			}
+			if !validUTF8(kb) {
+				d.Fail(kstart, expected, ErrInvalid)
+				return nil
+			}
+			k := string(kb)
 			v := d.anyDepth(expected, depth+1)
 			if d.err != nil {
 				return nil
@@ -112,7 +188,9 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 		}
 		return obj
 	case TagUint8Array:
-		return d.VarUint8Array(expected)
+		b := d.VarUint8Array(expected)
+		d.Spend(start, sliceBytes+int64(len(b)), expected)
+		return b
 	}
 	d.Fail(start, expected, ErrInvalid)
 	return nil

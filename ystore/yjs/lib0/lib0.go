@@ -18,6 +18,9 @@ var (
 	ErrOverflow = errors.New("integer overflow")
 	// ErrInvalid reports a value that is well framed but not allowed (unknown tag, bad UTF-8, …).
 	ErrInvalid = errors.New("invalid value")
+	// ErrBudget reports input whose decoded values would take more memory than the
+	// decoder's limit (SetLimit).
+	ErrBudget = errors.New("decoded values past the memory limit")
 )
 
 // MaxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, the cap for varuint and varint.
@@ -56,6 +59,9 @@ type Decoder struct {
 	buf []byte
 	pos int
 	err *DecodeError
+	// spent is the memory the values decoded so far take (Spend), limit its bound
+	// (0: none).
+	spent, limit int64
 }
 
 // NewDecoder returns a decoder over buf.
@@ -74,6 +80,26 @@ func (d *Decoder) Pos() int { return d.pos }
 
 // Remaining returns the number of unread bytes.
 func (d *Decoder) Remaining() int { return len(d.buf) - d.pos }
+
+// SetLimit bounds the memory the decoded values may take (Spent) at n bytes; 0: no
+// bound. Past it the decoder fails with ErrBudget, before the value that would pass it
+// is built.
+func (d *Decoder) SetLimit(n int64) { d.limit = max(n, 0) }
+
+// Spent returns the memory the values decoded so far take, as the callers of Spend and
+// Any count it (Size's model).
+func (d *Decoder) Spent() int64 { return d.spent }
+
+// Spend counts n bytes of memory that a value decoded at offset off takes, and fails
+// the decoder with ErrBudget when they pass its limit. It reports whether decoding may
+// go on.
+func (d *Decoder) Spend(off int, n int64, expected string) bool {
+	d.spent += n
+	if d.limit > 0 && d.spent > d.limit && d.err == nil {
+		d.Fail(off, expected, ErrBudget)
+	}
+	return d.err == nil
+}
 
 // Fail records err at offset off unless an error is already recorded.
 func (d *Decoder) Fail(off int, expected string, err error) {

@@ -2,7 +2,11 @@
 // client writes, such as shared types nested far deeper than a notebook ever does.
 package yjstest
 
-import "github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+import (
+	"strconv"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
+)
 
 // Yjs struct info: a ContentType item, and its flag for a parent map key.
 const (
@@ -66,5 +70,88 @@ func MapSet(client uint64, root, key string, value any) []byte {
 	e.VarUint(1) // one value
 	e.Any(value)
 	e.VarUint(0) // no deletes
+	return e.Buf
+}
+
+// String content and Yjs struct info flags for an origin.
+const (
+	infoString = 4
+	infoOrigin = 0x80
+)
+
+// Keys returns one update in which client, from clock 0, sets n keys of the root map
+// named root ("k0", "k1", …) to null: a flat map as wide as the update is long.
+func Keys(client uint64, root string, n int) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(uint64(n))
+	e.VarUint(client)
+	e.VarUint(0)
+	for i := range n {
+		e.Uint8(infoAny | infoParentSub)
+		e.VarUint(1)
+		e.VarString(root)
+		e.VarString("k" + strconv.Itoa(i))
+		e.VarUint(1)
+		e.Any(nil)
+	}
+	e.VarUint(0)
+	return e.Buf
+}
+
+// Typed returns n updates in which client types "x" n times at the end of the root text
+// named root, one character an update, from clock 0.
+func Typed(client uint64, root string, n int) [][]byte {
+	out := make([][]byte, n)
+	for clock := range uint64(n) {
+		var e lib0.Encoder
+		e.VarUint(1)
+		e.VarUint(1)
+		e.VarUint(client)
+		e.VarUint(clock)
+		if clock == 0 {
+			e.Uint8(infoString)
+			e.VarUint(1)
+			e.VarString(root)
+		} else {
+			e.Uint8(infoString | infoOrigin)
+			e.VarUint(client)
+			e.VarUint(clock - 1)
+		}
+		e.VarString("x")
+		e.VarUint(0)
+		out[clock] = e.Buf
+	}
+	return out
+}
+
+// Deletes returns an update of deletes alone: n ranges of one clock of client, every
+// step clocks from clock from.
+func Deletes(client uint64, from, step uint64, n int) []byte {
+	var e lib0.Encoder
+	e.VarUint(0) // no structs
+	e.VarUint(1)
+	e.VarUint(client)
+	e.VarUint(uint64(n))
+	for i := range uint64(n) {
+		e.VarUint(from + i*step)
+		e.VarUint(1)
+	}
+	return e.Buf
+}
+
+// Text returns one update in which client inserts s into the root text named root, from
+// clock 0, as one struct.
+func Text(client uint64, root, s string) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(1)
+	e.VarUint(client)
+	e.VarUint(0)
+	e.Uint8(infoString)
+	e.VarUint(1)
+	e.VarString(root)
+	e.VarString(s)
+	e.VarUint(0)
 	return e.Buf
 }

@@ -1,0 +1,183 @@
+package yjs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
+)
+
+// testMeter is a Meter with a limit (0: none) that counts what it was charged.
+type testMeter struct{ limit, used int64 }
+
+func (m *testMeter) Left() int64 {
+	if m.limit == 0 {
+		return math.MaxInt64
+	}
+	return m.limit - m.used
+}
+
+func (m *testMeter) Add(n int64) { m.used += n }
+
+// heap returns the live heap after a collection.
+func heap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// memoryShapes are updates whose decoded memory is far from their bytes, each a few MB.
+func memoryShapes() map[string]func() [][]byte {
+	nested := func() [][]byte { // chains of nested maps, as deep as a type may nest
+		var us [][]byte
+		for c := range uint64(60) {
+			us = append(us, yjstest.Nested(c+1, "meta", fmt.Sprint("k", c), MaxDepth-1))
+		}
+		return us
+	}
+	deepAny := func() [][]byte { // an Any object of 100,000 empty objects
+		o := make(map[string]any, 100_000)
+		for i := range 100_000 {
+			o[fmt.Sprint(i)] = map[string]any{}
+		}
+		return [][]byte{yjstest.MapSet(1, "meta", "k", o)}
+	}
+	emptyStrings := func() [][]byte {
+		a := make([]any, 300_000)
+		for i := range a {
+			a[i] = ""
+		}
+		return [][]byte{yjstest.MapSet(1, "meta", "k", a)}
+	}
+	split := func() [][]byte { // a long text, then every other character deleted
+		return [][]byte{yjstest.Text(1, "source", strings.Repeat("y", 400_000)), yjstest.Deletes(1, 0, 2, 200_000)}
+	}
+	return map[string]func() [][]byte{
+		"nested maps":   nested,
+		"flat keys":     func() [][]byte { return [][]byte{yjstest.Keys(1, "meta", 150_000)} },
+		"deep any":      deepAny,
+		"empty strings": emptyStrings,
+
+		"split text": split,
+	}
+}
+
+// TestMemoryModel: whatever the shape of the updates, what a document is charged for
+// (after the measure a load ends with) is no less than half of the heap it really
+// holds, nor more than a few times it.
+func TestMemoryModel(t *testing.T) {
+	for name, shape := range memoryShapes() {
+		t.Run(name, func(t *testing.T) {
+			us := shape()
+			var rows int64
+			for _, u := range us {
+				rows += int64(len(u))
+			}
+			m := &testMeter{}
+			before := heap()
+			d := NewDoc()
+			d.SetMeter(m)
+			for _, u := range us {
+				if _, err := d.ApplyUpdate(u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			us = nil
+			d.CompactText()
+			live := max(heap()-before, 0)
+			held := d.Held()
+			runtime.KeepAlive(d)
+			t.Logf("rows %d B, heap %d B (%.1f× the rows), charged %d B (%.2f× the heap)",
+				rows, live, float64(live)/float64(rows), held, float64(held)/float64(live))
+			if m.used != held {
+				t.Errorf("meter holds %d, document %d", m.used, held)
+			}
+			if live > 2*held+1<<20 {
+				t.Errorf("charged %d B for %d B of heap: less than half", held, live)
+			}
+			if held > 4*live+1<<20 {
+				t.Errorf("charged %d B for %d B of heap: more than 4×", held, live)
+			}
+			d.SetMeter(nil)
+			if m.used != 0 {
+				t.Errorf("meter holds %d after the document left it", m.used)
+			}
+		})
+	}
+}
+
+// TestMemoryBudget: an update whose decoded memory passes what the meter has left is
+// refused with ErrBudget while it decodes, having built little more than the limit, and
+// leaves the document and the meter as they were.
+func TestMemoryBudget(t *testing.T) {
+	const limit = 4 << 20
+	for name, shape := range memoryShapes() {
+		t.Run(name, func(t *testing.T) {
+			us := shape()
+			m := &testMeter{limit: limit}
+			d := NewDoc()
+			d.SetMeter(m)
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			var err error
+			applied := 0
+			for _, u := range us {
+				if _, err = d.ApplyUpdate(u); err != nil {
+					break
+				}
+				applied++
+			}
+			runtime.ReadMemStats(&ms1)
+			if !errors.Is(err, ErrBudget) {
+				t.Fatalf("error %v, want ErrBudget", err)
+			}
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %T, want a *DecodeError", err)
+			}
+			if m.used != d.Held() || m.used > limit {
+				t.Errorf("meter holds %d, document %d, limit %d", m.used, d.Held(), limit)
+			}
+			if applied == 0 && len(d.StateVector()) != 0 {
+				t.Errorf("refused update changed the document: %v", d.StateVector())
+			}
+			if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 6*limit+uint64(applied)*1024 {
+				t.Errorf("allocated %d B before refusing (limit %d)", alloc, limit)
+			}
+			// ApplyUpdates refuses the same, before applying any
+			d2 := NewDoc()
+			m2 := &testMeter{limit: limit}
+			d2.SetMeter(m2)
+			if err := d2.ApplyUpdates(shape()); !errors.Is(err, ErrBudget) {
+				t.Fatalf("ApplyUpdates: %v, want ErrBudget", err)
+			}
+			if m2.used != d2.Held() || m2.used > limit {
+				t.Errorf("ApplyUpdates: meter holds %d, document %d", m2.used, d2.Held())
+			}
+		})
+	}
+}
+
+// TestMemorySettles: a long typing session is charged what the document holds, within
+// a factor, not what its updates decoded to: merges are given back.
+func TestMemorySettles(t *testing.T) {
+	m := &testMeter{}
+	d := NewDoc()
+	d.SetMeter(m)
+	for _, u := range yjstest.Typed(1, "source", 200_000) {
+		if _, err := d.ApplyUpdate(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if size := d.size(); d.Held() > 2*size+recountMin {
+		t.Errorf("charged %d B for a document of %d B", d.Held(), size)
+	}
+	if m.used != d.Held() {
+		t.Errorf("meter holds %d, document %d", m.used, d.Held())
+	}
+}
