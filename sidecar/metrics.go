@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		versionsKept: promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Name: "versions_kept",
 			Help: "Notebook versions the rooms keep to answer what changed since them (changes.max_versions, changes.max_age per room)."})),
 		roomsRefused: promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Name: "rooms_refused_total",
-			Help: "Rooms not loaded, or dropped, because their store was past its bound: bound=rooms (store.max_rooms, hub.max_rooms_per_user) or bytes (store.max_bytes, hub.max_store_bytes_per_user)."}, []string{"bound"})),
+			Help: "Rooms not loaded, or dropped, because their store was past its bound: bound=rooms (store.max_rooms, hub.max_rooms_per_user), bytes (store.max_bytes, hub.max_store_bytes_per_user) or memory (store.max_memory, hub.max_memory_per_user)."}, []string{"bound"})),
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register sidecar metrics: %w", err)

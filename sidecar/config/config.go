@@ -75,14 +75,16 @@ type Store struct {
 	Backend      Backend       `option:"backend" yaml:"backend"`             // sqlite, postgres
 	LagThreshold time.Duration `option:"lag_threshold" yaml:"lag_threshold"` // /readyz fails above it
 	GapAfter     time.Duration `option:"gap_after" yaml:"gap_after"`         // updates waiting this long for a missing one: a gap (rooms.Config.GapAfter)
-	// MaxRooms and MaxBytes bound the rooms the store's rooms hold and the bytes of rows
-	// they decode (rooms.Config); 0: no bound, single mode's default (the store is the
-	// operator's own). Hub mode bounds each user's by hub.max_rooms_per_user and
-	// hub.max_store_bytes_per_user instead.
-	MaxRooms int      `option:"max_rooms" yaml:"max_rooms"`
-	MaxBytes int64    `option:"max_bytes" yaml:"max_bytes"`
-	SQLite   SQLite   `option:"sqlite" yaml:"sqlite"`
-	Postgres Postgres `option:"postgres" yaml:"postgres"`
+	// MaxRooms, MaxBytes and MaxMemory bound the rooms the store's rooms hold, the bytes
+	// of rows they decode and the memory their documents take (rooms.Config); 0: no
+	// bound, single mode's default (the store is the operator's own). Hub mode bounds
+	// each user's by hub.max_rooms_per_user, hub.max_store_bytes_per_user and
+	// hub.max_memory_per_user instead.
+	MaxRooms  int      `option:"max_rooms" yaml:"max_rooms"`
+	MaxBytes  int64    `option:"max_bytes" yaml:"max_bytes"`
+	MaxMemory int64    `option:"max_memory" yaml:"max_memory"`
+	SQLite    SQLite   `option:"sqlite" yaml:"sqlite"`
+	Postgres  Postgres `option:"postgres" yaml:"postgres"`
 }
 
 // SQLite configures the pycrdt-store SQLite file tailer (see sqlite.Config).

@@ -38,11 +38,13 @@ type Hub struct {
 	// MaxConnectionsPerUser is a user's share of requests in flight, streams included,
 	// and of their sessions (UserShare); 0: an eighth of server.max_connections.
 	MaxConnectionsPerUser int `option:"max_connections_per_user" yaml:"max_connections_per_user"`
-	// MaxRoomsPerUser and MaxStoreBytesPerUser bound what a user's store makes the
-	// process hold: its rooms, and the bytes of rows they decode (rooms.Config; the
-	// user's store.max_rooms and store.max_bytes).
+	// MaxRoomsPerUser, MaxStoreBytesPerUser and MaxMemoryPerUser bound what a user's
+	// store makes the process hold: its rooms, the bytes of rows they decode, and the
+	// memory their documents take (rooms.Config; the user's store.max_rooms,
+	// store.max_bytes and store.max_memory).
 	MaxRoomsPerUser      int   `option:"max_rooms_per_user" yaml:"max_rooms_per_user"`
 	MaxStoreBytesPerUser int64 `option:"max_store_bytes_per_user" yaml:"max_store_bytes_per_user"`
+	MaxMemoryPerUser     int64 `option:"max_memory_per_user" yaml:"max_memory_per_user"`
 }
 
 // UserShare is the requests one user has in flight at most (hub.max_connections_per_user,
@@ -146,6 +148,7 @@ func DefaultHub() Hub {
 		IdleTimeout:          DefaultHubIdleTimeout,
 		MaxRoomsPerUser:      rooms.DefaultMaxRooms,
 		MaxStoreBytesPerUser: rooms.DefaultMaxBytes,
+		MaxMemoryPerUser:     rooms.DefaultMaxMemory,
 		OAuth: HubOAuth{ProxyHops: hubauth.DefaultProxyHops, AccessTokenTTL: hubauth.DefaultAccessTokenTTL, RefreshTokenTTL: hubauth.DefaultRefreshTokenTTL,
 			Registration: string(hubauth.DefaultRegistration), RegistrationTTL: hubauth.DefaultRegistrationTTL,
 			TrustedProxies: slices.Clone(hubauth.DefaultTrustedProxies), AllowedRedirectSchemes: []string{}, Clients: []HubOAuthClient{}},
@@ -276,6 +279,9 @@ func (h Hub) validate(v *validator, s Server) {
 	}
 	if h.MaxStoreBytesPerUser <= 0 {
 		v.fail("hub.max_store_bytes_per_user", "must be > 0: a user's store is bounded, got %d", h.MaxStoreBytesPerUser)
+	}
+	if h.MaxMemoryPerUser <= 0 {
+		v.fail("hub.max_memory_per_user", "must be > 0: a user's store is bounded, got %d", h.MaxMemoryPerUser)
 	}
 	if h.OAuth.Enabled {
 		if u, err := url.Parse(h.OAuth.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||

@@ -112,7 +112,7 @@ func (c Config) ServerConfig(version string, o Obs) resources.Config {
 // RoomsConfig is the rooms.Config of the store section; the caller adds the rooms'
 // resolver, file reader, metrics and reload.
 func (c Config) RoomsConfig(o Obs) rooms.Config {
-	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter, MaxRooms: c.Store.MaxRooms, MaxBytes: c.Store.MaxBytes,
+	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter, MaxRooms: c.Store.MaxRooms, MaxBytes: c.Store.MaxBytes, MaxMemory: c.Store.MaxMemory,
 		Versions: versions.Config{MaxVersions: c.Changes.MaxVersions, MaxAge: c.Changes.MaxAge}}
 }
 

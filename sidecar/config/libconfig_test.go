@@ -139,6 +139,8 @@ func TestDefaultsAreTheLibraries(t *testing.T) {
 		"hub.token_cache_ttl":          {h.TokenCacheTTL, hubauth.DefaultTokenCacheTTL},
 		"hub.max_rooms_per_user":       {h.MaxRoomsPerUser, rooms.DefaultMaxRooms},
 		"hub.max_store_bytes_per_user": {h.MaxStoreBytesPerUser, rooms.DefaultMaxBytes},
+		"hub.max_memory_per_user":      {h.MaxMemoryPerUser, rooms.DefaultMaxMemory},
+		"store.max_memory (none)":      {d.Store.MaxMemory, int64(0)},
 		"store.max_rooms (none)":       {d.Store.MaxRooms, 0},
 		"store.max_bytes (none)":       {d.Store.MaxBytes, int64(0)},
 		"hub.oauth.proxy_hops":         {h.OAuth.ProxyHops, hubauth.DefaultProxyHops},
@@ -174,6 +176,10 @@ func TestValidateStoreBounds(t *testing.T) {
 	}{
 		{func(c *Config) { c.Store.MaxRooms = -1 }, "store.max_rooms: must be >= 0"},
 		{func(c *Config) { c.Store.MaxBytes = -1 }, "store.max_bytes: must be >= 0"},
+		{func(c *Config) { c.Store.MaxMemory = -1 }, "store.max_memory: must be >= 0"},
+		{func(c *Config) {
+			c.Hub.Enabled, c.Hub.APIURL, c.Hub.MaxMemoryPerUser = true, "http://127.0.0.1:8081/hub/api", 0
+		}, "hub.max_memory_per_user: must be > 0"},
 		{func(c *Config) {
 			c.Hub.Enabled, c.Hub.APIURL, c.Hub.MaxRoomsPerUser = true, "http://127.0.0.1:8081/hub/api", 0
 		}, "hub.max_rooms_per_user: must be > 0"},

@@ -114,6 +114,9 @@ func (c Config) Validate() error {
 	if s.MaxRooms < 0 {
 		v.fail("store.max_rooms", "must be >= 0 (0: no bound), got %d", s.MaxRooms)
 	}
+	if s.MaxMemory < 0 {
+		v.fail("store.max_memory", "must be >= 0 (0: no bound), got %d", s.MaxMemory)
+	}
 	if s.MaxBytes < 0 {
 		v.fail("store.max_bytes", "must be >= 0 (0: no bound), got %d", s.MaxBytes)
 	}

@@ -3,14 +3,16 @@ package rooms
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// What one store may make a Set hold (Config.MaxRooms, Config.MaxBytes). In hub mode a
+// What one store may make a Set hold (Config.MaxRooms, Config.MaxBytes, Config.MaxMemory). In hub mode a
 // user's store is input that user alone writes, and the process is everyone's: without a
 // bound, her 20,000 tiny rooms held the process at 0.9 GB and a core for a minute and a
 // half. A Set takes rooms as the store delivers them (at a load, in room key order; then
@@ -24,6 +26,14 @@ import (
 // only decides which of her own notebooks are served. The first refusal is logged, every one
 // counted (Metrics.Refused), and a read of a notebook not held while rooms are refused
 // says so (ErrOverBound).
+//
+// Rows' bytes are not what they cost: a few encoded bytes decode to a type, a map and an
+// item of a hundred bytes or more (22 MB of nested maps held 1.34 GB). So each document
+// is charged, as its updates decode, the memory it takes (yjs.Meter: an estimate within
+// about 2x of the heap), against MaxMemory over all the Set's documents; an update that
+// would pass it stops decoding there, and its room is refused (a load) or dropped (a
+// room growing) like one past MaxBytes, with BoundMemory. The notebook served from a
+// document takes up to about as much again.
 
 // The bounds hub mode gives each user's store unless configured
 // (hub.max_rooms_per_user, hub.max_store_bytes_per_user): a few times what a heavy user's
@@ -31,14 +41,16 @@ import (
 // and one user's worst case a small part of a machine: 2,000 tiny rooms hold about
 // 70 MB of heap and load in 2 s of a core.
 const (
-	DefaultMaxRooms       = 2000
-	DefaultMaxBytes int64 = 128 << 20
+	DefaultMaxRooms        = 2000
+	DefaultMaxBytes  int64 = 128 << 20
+	DefaultMaxMemory int64 = 128 << 20
 )
 
 // The bounds a room is refused by, as logs and Metrics.Refused name them.
 const (
-	BoundRooms = "rooms"
-	BoundBytes = "bytes"
+	BoundRooms  = "rooms"
+	BoundBytes  = "bytes"
+	BoundMemory = "memory"
 )
 
 // ErrOverBound is wrapped, with library.ErrNotFound, by a read of a notebook that is not
@@ -56,14 +68,80 @@ const refusedKept = 4096
 
 // bounds is what a Set holds against its bounds; Set.mu guards it.
 type bounds struct {
-	maxRooms int   // 0: none
-	maxBytes int64 // 0: none
-	bytes    int64 // the rows' bytes of the rooms' documents (room.bytes summed)
+	maxRooms  int   // 0: none
+	maxBytes  int64 // 0: none
+	maxMemory int64 // 0: none
+	bytes     int64 // the rows' bytes of the rooms' documents (room.bytes summed)
+	// memory is what the documents are charged (roomMeter); it is counted apart from
+	// Set.mu, by the writer of a room holding the room's lock.
+	memory atomic.Int64
 	// refused is the rooms refused, by key, with the bound that refused them (at most
 	// refusedKept); forgot is set once one was not remembered.
 	refused map[string]string
 	forgot  bool
 	warned  bool // the first refusal was logged
+}
+
+// roomMeter charges a room's document to its Set's memory bound. extra is what a load
+// may take beyond the bound: what the document it replaces holds, given back when that
+// document is (settle).
+type roomMeter struct {
+	set   *Set
+	extra atomic.Int64
+}
+
+func (m *roomMeter) Left() int64 { return m.set.maxMemory - m.set.memory.Load() + m.extra.Load() }
+
+func (m *roomMeter) Add(n int64) { m.set.memory.Add(n) }
+
+// meter returns the meter of a document that is to replace rm's (nil: a new room), nil
+// when the Set has no memory bound.
+func (r *Set) meter(rm *room) *roomMeter {
+	if r.maxMemory == 0 {
+		return nil
+	}
+	m := &roomMeter{set: r}
+	if rm != nil {
+		rm.mu.Lock()
+		if rm.nb != nil {
+			m.extra.Store(rm.nb.Doc().Held())
+		}
+		rm.mu.Unlock()
+	}
+	return m
+}
+
+// meter returns m as a yjs.Meter: nil for none.
+func (m *roomMeter) meter() yjs.Meter {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// settle ends what m may take beyond the bound: the document it replaced is gone.
+func (m *roomMeter) settle() {
+	if m != nil {
+		m.extra.Store(0)
+	}
+}
+
+// newNotebook returns an empty notebook charged to the Set's memory bound.
+func (r *Set) newNotebook() *ynotebook.Notebook {
+	nb := ynotebook.New()
+	nb.Doc().SetMeter(r.meter(nil).meter())
+	return nb
+}
+
+// overBound returns the bound a load's error says its room passes; "" for none.
+func overBound(err error) string {
+	switch {
+	case errors.Is(err, errOverBytes):
+		return BoundBytes
+	case errors.Is(err, yjs.ErrBudget):
+		return BoundMemory
+	}
+	return ""
 }
 
 // full reports whether the Set holds as many rooms as it may; Set.mu is held.
@@ -124,7 +202,8 @@ func (r *Set) refuse(key, bound string) {
 	if first {
 		level, msg = r.log.Warn, "the store is over its bound: rooms past it are not loaded, their notebooks not served"
 	}
-	level(msg, logkey.Room, key, "bound", bound, "rooms", held, "max_rooms", r.maxRooms, "max_bytes", r.maxBytes)
+	level(msg, logkey.Room, key, "bound", bound, "rooms", held, "max_rooms", r.maxRooms, "max_bytes", r.maxBytes,
+		"memory", r.memory.Load(), "max_memory", r.maxMemory)
 }
 
 // takeOther reports whether the rows of the room key, not a notebook's, are counted: a
@@ -180,7 +259,7 @@ func (r *Set) hold(info ystore.Room, n int64) (rm, over *room) {
 			r.refuse(info.Key, BoundBytes)
 			return nil, nil
 		}
-		rm = &room{info: info, nb: ynotebook.New()}
+		rm = &room{info: info, nb: r.newNotebook()}
 		r.rooms[info.Key] = rm
 	}
 	rm.mu.Lock()
@@ -207,6 +286,6 @@ func (r *Set) notHeld(p string) error {
 	if !over {
 		return fmt.Errorf("notebook %q: %w", p, library.ErrNotFound)
 	}
-	return fmt.Errorf("notebook %q: %w among the rooms loaded (at most %d rooms and %d bytes of rows; 0: no bound): %w",
-		p, library.ErrNotFound, r.maxRooms, r.maxBytes, ErrOverBound)
+	return fmt.Errorf("notebook %q: %w among the rooms loaded (at most %d rooms, %d bytes of rows and %d bytes of memory; 0: no bound): %w",
+		p, library.ErrNotFound, r.maxRooms, r.maxBytes, r.maxMemory, ErrOverBound)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
 // boundCount is a Metrics that counts the refusals by bound and the degraded rooms'
@@ -328,5 +331,82 @@ func TestRoomsLoadIsNotQuadratic(t *testing.T) {
 	}
 	if m.degraded > 1 {
 		t.Fatalf("a load of %d healthy rooms recounted the degraded rooms %d times", len(events), m.degraded)
+	}
+}
+
+// chains returns n updates, each a chain of maps nested as deep as a type may go under a
+// key of its own in the notebook's "meta" map: about 350 kB of memory for 10 kB of rows.
+func chains(n int) [][]byte {
+	us := make([][]byte, n)
+	for i := range us {
+		us[i] = yjstest.Nested(uint64(1000+i), "meta", fmt.Sprint("chain", i), yjs.MaxDepth-1)
+	}
+	return us
+}
+
+// What a user's rooms are charged is the memory their documents take, not their rows'
+// bytes: rows that decode to far more than their size (chains of nested maps) are
+// refused once their documents pass MaxMemory, while they decode, having built little
+// more than it (a load) or dropped (a room that grows), whatever MaxBytes allows; what is
+// charged always equals what the rooms' documents hold, and is given back when they go.
+func TestRoomsMemoryBound(t *testing.T) {
+	updates, want := loadSession(t, "s0002.json.gz")
+	const maxMemory = 8 << 20
+	hostile := chains(200) // about 70 MB decoded, 2 MB of rows
+	k0, p0 := boundRoom(0)
+	k1, _ := boundRoom(1)
+	reset := func(key string, us [][]byte) ystore.Event {
+		return ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, us)}
+	}
+	rows := func(key string, us [][]byte) ystore.Event {
+		return ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, us)}
+	}
+	m := &boundCount{}
+	r := New(Config{Logger: slog.New(slog.DiscardHandler), Metrics: m, MaxMemory: maxMemory, MaxBytes: 1 << 30}).Writer(nil)
+	for i, s := range []struct {
+		ev       ystore.Event
+		served   []string
+		byMemory int
+	}{
+		{ev: reset(k0, updates), served: []string{p0}},
+		{ev: reset(k1, hostile), served: []string{p0}, byMemory: 1},
+		{ev: rows(k1, hostile[:1]), served: []string{p0}, byMemory: 1}, // refused until delivered whole
+		{ev: rows(k0, hostile), served: nil, byMemory: 2},
+		{ev: reset(k0, updates), served: []string{p0}, byMemory: 2},
+		{ev: ystore.Event{Kind: ystore.EventRemoved, Room: k0}, served: nil, byMemory: 2},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := r.Sink(t.Context(), []ystore.Event{s.ev}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 6*maxMemory {
+			t.Errorf("step %d (%s %s): allocated %d MB, bound %d MB", i, s.ev.Kind, s.ev.Room, alloc>>20, maxMemory>>20)
+		}
+		if got := r.Paths(); !slices.Equal(got, s.served) {
+			t.Fatalf("step %d (%s %s): served %v, want %v", i, s.ev.Kind, s.ev.Room, got, s.served)
+		}
+		if n := m.refused[BoundMemory]; n != s.byMemory {
+			t.Fatalf("step %d (%s %s): %d refused by memory, want %d", i, s.ev.Kind, s.ev.Room, n, s.byMemory)
+		}
+		r.mu.RLock()
+		var held int64
+		for _, rm := range r.rooms {
+			rm.mu.Lock()
+			held += rm.nb.Doc().Held()
+			rm.mu.Unlock()
+		}
+		r.mu.RUnlock()
+		if total := r.memory.Load(); total != held || total > maxMemory {
+			t.Fatalf("step %d (%s %s): memory charged %d, the rooms' documents hold %d, bound %d", i, s.ev.Kind, s.ev.Room, total, held, maxMemory)
+		}
+		if slices.Contains(s.served, p0) {
+			snap, err := r.Notebook(p0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameJSON(t, snap, want)
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -57,11 +58,13 @@ type Config struct {
 	// Scope is part of every version's identity beside the room: the hub user in hub
 	// mode, so that another user's version is unknown here; "" outside it.
 	Scope string
-	// MaxRooms bounds the rooms held, notebooks and others, and MaxBytes the rows'
-	// bytes their documents are made of (bound.go); 0: no bound. Hub mode gives each
-	// user's store DefaultMaxRooms and DefaultMaxBytes unless configured.
-	MaxRooms int
-	MaxBytes int64
+	// MaxRooms bounds the rooms held, notebooks and others, MaxBytes the rows' bytes
+	// their documents are made of, and MaxMemory the memory those documents take
+	// (bound.go); 0: no bound. Hub mode gives each user's store DefaultMaxRooms,
+	// DefaultMaxBytes and DefaultMaxMemory unless configured.
+	MaxRooms  int
+	MaxBytes  int64
+	MaxMemory int64
 }
 
 // Files reads notebook files now; ondisk.Watcher is one.
@@ -104,7 +107,7 @@ type Metrics interface {
 	Gap()
 	// VersionsKept adds n (negative: takes away) to the versions the rooms keep.
 	VersionsKept(n int)
-	// Refused counts a room refused past a bound (BoundRooms, BoundBytes).
+	// Refused counts a room refused past a bound (BoundRooms, BoundBytes, BoundMemory).
 	Refused(bound string)
 }
 
@@ -192,7 +195,8 @@ func New(cfg Config) *Set {
 		rooms:    make(map[string]*room),
 		byPath:   make(map[string]map[*room]struct{}),
 		others:   make(map[string]int),
-		bounds:   bounds{maxRooms: max(cfg.MaxRooms, 0), maxBytes: max(cfg.MaxBytes, 0), refused: make(map[string]string)},
+		bounds: bounds{maxRooms: max(cfg.MaxRooms, 0), maxBytes: max(cfg.MaxBytes, 0), maxMemory: max(cfg.MaxMemory, 0),
+			refused: make(map[string]string)},
 	}
 }
 
@@ -296,15 +300,16 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 	if !ok {
 		return nil
 	}
-	l, err := r.load(ctx, info, ev, budget)
-	if errors.Is(err, errOverBytes) {
-		r.mu.RLock()
-		rm := r.rooms[info.Key]
-		r.mu.RUnlock()
+	r.mu.RLock()
+	rm := r.rooms[info.Key]
+	r.mu.RUnlock()
+	m := r.meter(rm) // the load may take what the document it replaces holds
+	l, err := r.load(ctx, info, ev, budget, m)
+	if bound := overBound(err); bound != "" {
 		if rm != nil {
-			r.drop(rm, "room dropped: its rows pass the store's bound")
+			r.drop(rm, "room dropped: it passes the store's bound")
 		}
-		r.refuse(info.Key, BoundBytes)
+		r.refuse(info.Key, bound)
 		return nil
 	}
 	if err != nil {
@@ -326,6 +331,10 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 	r.mu.Unlock()
 
 	rm.mu.Lock()
+	if rm.nb != nil {
+		rm.nb.Doc().SetMeter(nil) // replaced: what it held is given back
+	}
+	m.settle()
 	prev := rm.served()
 	wasDegraded := rm.degraded()
 	same := false
@@ -384,7 +393,10 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	rm.mu.Lock()
 	if rm.nb == nil || rm.detached {
 		// A detached room's document is of the store it left: the rows are of a new one.
-		rm.nb, rm.detached, rm.oracle = ynotebook.New(), false, oracle{}
+		if rm.nb != nil {
+			rm.nb.Doc().SetMeter(nil)
+		}
+		rm.nb, rm.detached, rm.oracle = r.newNotebook(), false, oracle{}
 	}
 	prev := rm.served()
 	rm.rows += len(rows)
@@ -392,6 +404,12 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	var content time.Time // commit time of the newest row that changed what the document shows
 	for i, row := range rows {
 		c, err := r.applyRow(rm.nb, info, row)
+		if errors.Is(err, yjs.ErrBudget) {
+			rm.mu.Unlock()
+			r.drop(rm, "room dropped: its document grew past the store's memory bound")
+			r.refuse(info.Key, BoundMemory)
+			return
+		}
 		if err != nil {
 			rm.badRows++
 			continue
@@ -446,14 +464,20 @@ type loaded struct {
 // load builds a room's document from the event's rows as they stream in, loadRows at a
 // time (ynotebook.Loading: no change sets, one read at the end), logging and counting the
 // rows that do not decode. Its error is the stream's (the rows could not be read), ctx's,
-// or errOverBytes once the rows' bytes would pass budget (negative: none), before those
-// rows are decoded.
-func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event, budget int64) (loaded, error) {
-	ld := ynotebook.NewLoading()
-	l := loaded{newest: math.Inf(-1)}
+// errOverBytes once the rows' bytes would pass budget (negative: none), before those
+// rows are decoded, or one wrapping yjs.ErrBudget once the document would pass the
+// memory m has left; the document is charged to m.
+func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event, budget int64, m *roomMeter) (l loaded, err error) {
+	ld := ynotebook.NewLoading(m.meter())
+	defer func() {
+		if err != nil {
+			ld.Abandon()
+		}
+	}()
+	l = loaded{newest: math.Inf(-1)}
 	updates := make([][]byte, 0, loadRows)
 	start := time.Now()
-	err := ev.Each(ctx, func(rows []ystore.Row) error {
+	err = ev.Each(ctx, func(rows []ystore.Row) error {
 		for piece := range slices.Chunk(rows, loadRows) {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -471,7 +495,11 @@ func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event, budge
 				updates = append(updates, row.Update)
 				l.newest = max(l.newest, row.Timestamp)
 			}
-			l.bad += r.skipped(info, piece, ld.Add(updates))
+			err := ld.Add(updates)
+			if errors.Is(err, yjs.ErrBudget) {
+				return err
+			}
+			l.bad += r.skipped(info, piece, err)
 			l.rows += len(piece)
 		}
 		clear(updates[:cap(updates)]) // hold no row's update past its piece
@@ -552,6 +580,9 @@ func (r *Writer) drop(rm *room, why string) {
 	r.bytes -= rm.bytes
 	rm.bytes = 0
 	rm.mu.Lock()
+	if rm.nb != nil {
+		rm.nb.Doc().SetMeter(nil)
+	}
 	p := rm.path
 	snap := rm.served() // taken under rm.mu: a read may take one at the same time
 	r.forget(rm)

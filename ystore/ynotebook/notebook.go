@@ -204,7 +204,9 @@ const loadBatch = 4096
 // loadBatch at a time and integrated one by one (yjs.Doc.ApplyUpdates). An update that does not decode, or
 // would nest types deeper than yjs.MaxDepth, is skipped, as Apply would leave the notebook
 // unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
-// update applied).
+// update applied). An update past the memory the document's meter has left
+// (yjs.ErrBudget) ends the load: its error is returned alone, the updates before it
+// applied.
 func (n *Notebook) Load(updates [][]byte) error {
 	err := n.loadUpdates(updates)
 	n.reread()
@@ -220,7 +222,11 @@ func (n *Notebook) loadUpdates(updates [][]byte) error {
 			continue
 		}
 		for i, u := range batch {
-			if _, err := n.doc.ApplyUpdate(u); err != nil {
+			_, err := n.doc.ApplyUpdate(u)
+			if errors.Is(err, yjs.ErrBudget) {
+				return fmt.Errorf("update %d: %w", start+i, err)
+			}
+			if err != nil {
 				errs = append(errs, &UpdateError{Index: start + i, Err: err})
 			}
 		}
@@ -239,12 +245,18 @@ func (n *Notebook) reread() {
 // result is the notebook Load of every update, in order, gives.
 type Loading struct{ n *Notebook }
 
-// NewLoading starts loading a new notebook.
-func NewLoading() *Loading { return &Loading{n: New()} }
+// NewLoading starts loading a new notebook whose document's memory is charged to m (nil:
+// not counted; yjs.Doc.SetMeter).
+func NewLoading(m yjs.Meter) *Loading {
+	n := New()
+	n.doc.SetMeter(m)
+	return &Loading{n: n}
+}
 
 // Add applies updates as Load does (an update that does not decode or nests too deep is
 // skipped): the error joins an *UpdateError for each skipped, its Index counted in
-// updates. Nothing refers to updates once Add returns.
+// updates; past the meter, the load ends with an error wrapping yjs.ErrBudget. Nothing
+// refers to updates once Add returns.
 func (l *Loading) Add(updates [][]byte) error { return l.n.loadUpdates(updates) }
 
 // Done reads the notebook and returns it; l must not be used afterwards. The text the
@@ -255,6 +267,12 @@ func (l *Loading) Done() *Notebook {
 	n.doc.CompactText()
 	n.reread()
 	return n
+}
+
+// Abandon gives back what the load was charged; l must not be used afterwards.
+func (l *Loading) Abandon() {
+	l.n.doc.SetMeter(nil)
+	l.n = nil
 }
 
 // UpdateError is an update Load skipped because it does not decode or nests too deep.

@@ -65,7 +65,7 @@ func TestLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			requireSnapshotsEqual(t, half, nb.Snapshot(), ref.Snapshot())
-			l := NewLoading()
+			l := NewLoading(nil)
 			for batch := range slices.Chunk(first, 7) {
 				if err := l.Add(batch); err != nil {
 					t.Fatal(err)
@@ -121,7 +121,7 @@ func TestLoadError(t *testing.T) {
 	requireSnapshotsEqual(t, len(updates), nb.Snapshot(), ref.Snapshot())
 
 	// Loaded in two batches, each names its skipped updates by their index in it.
-	l := NewLoading()
+	l := NewLoading(nil)
 	got = nil
 	for _, batch := range [][][]byte{updates[:bad[1]], updates[bad[1]:]} {
 		var ue *UpdateError
