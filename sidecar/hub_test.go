@@ -274,28 +274,30 @@ func TestTenantLogNamesNoUser(t *testing.T) {
 	}
 }
 
-// TestHubUserStoreBound: a user's rooms take hub.max_rooms_per_user and
-// hub.max_store_bytes_per_user (issue 39, B-F3), not single mode's store.max_rooms and
-// store.max_bytes, whichever the backend: a Postgres user's owner-filtered rooms go
-// through the same rooms.Set.
+// TestHubUserStoreBound: a user's rooms take hub.max_rooms_per_user,
+// hub.max_store_bytes_per_user and hub.max_memory_per_user (issue 39, B-F3 and pass 5
+// F1), not single mode's store.max_rooms, store.max_bytes and store.max_memory,
+// whichever the backend: a Postgres user's owner-filtered rooms go through the same
+// rooms.Set.
 func TestHubUserStoreBound(t *testing.T) {
 	for _, backend := range []config.Backend{config.BackendSQLite, config.BackendPostgres} {
 		for _, tt := range []struct {
-			rooms int
-			bytes int64
-		}{{rooms.DefaultMaxRooms, rooms.DefaultMaxBytes}, {7, 1234}} {
+			rooms         int
+			bytes, memory int64
+		}{{rooms.DefaultMaxRooms, rooms.DefaultMaxBytes, rooms.DefaultMaxMemory}, {7, 1234, 5678}} {
 			h := testHub(t, t.TempDir())
 			h.cfg.Hub.Stores.Backend = backend
-			h.cfg.Store.MaxRooms, h.cfg.Store.MaxBytes = 0, 0 // single mode's: none
+			h.cfg.Store.MaxRooms, h.cfg.Store.MaxBytes, h.cfg.Store.MaxMemory = 0, 0, 0 // single mode's: none
 			if tt.rooms != rooms.DefaultMaxRooms {
-				h.cfg.Hub.MaxRoomsPerUser, h.cfg.Hub.MaxStoreBytesPerUser = tt.rooms, tt.bytes
+				h.cfg.Hub.MaxRoomsPerUser, h.cfg.Hub.MaxStoreBytesPerUser, h.cfg.Hub.MaxMemoryPerUser = tt.rooms, tt.bytes, tt.memory
 			}
 			cfg, err := h.userConfig("alice")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rc := cfg.RoomsConfig(config.Obs{}); rc.MaxRooms != tt.rooms || rc.MaxBytes != tt.bytes {
-				t.Errorf("%s: alice's rooms bounded by %d rooms, %d bytes; want %d, %d", backend, rc.MaxRooms, rc.MaxBytes, tt.rooms, tt.bytes)
+			if rc := cfg.RoomsConfig(config.Obs{}); rc.MaxRooms != tt.rooms || rc.MaxBytes != tt.bytes || rc.MaxMemory != tt.memory {
+				t.Errorf("%s: alice's rooms bounded by %d rooms, %d bytes, %d of memory; want %d, %d, %d",
+					backend, rc.MaxRooms, rc.MaxBytes, rc.MaxMemory, tt.rooms, tt.bytes, tt.memory)
 			}
 			// Her store's reader follows the rooms the Set may hold (part 2).
 			if sc, pc := cfg.Store.SQLiteTailer(config.Obs{}), cfg.Store.PostgresTailer(config.Obs{}); sc.MaxRooms != tt.rooms || pc.MaxRooms != tt.rooms {

@@ -15,6 +15,8 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/jupytertest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 )
 
 // manyRoomsPy writes rooms [first, first+n) into a user's store in one transaction, as
@@ -189,4 +191,59 @@ func TestHubModeManyRooms(t *testing.T) {
 		t.Fatal(err)
 	}
 	noLineNames(t, sc, "mallory", "bob")
+}
+
+// TestHubModeStoreMemory (issue 39, red team pass 5, F1 and F1b): mallory's store's rows
+// are few bytes that decode to much memory, chains of maps nested as deep as a type may
+// go (about 40 times their bytes), written by the real writer into her notebook's room
+// past what the default hub.max_memory_per_user lets her documents take, while within
+// hub.max_store_bytes_per_user. Her room is refused as it decodes, before it holds more
+// than the bound (it took 1.4 GB of RSS for 22 MB of rows, and a room over the bytes bound
+// was decoded whole first): the process stays far under what the rows decode to, the
+// refusal is counted by bound="memory", her read says why, and bob's read is served.
+func TestHubModeStoreMemory(t *testing.T) {
+	jupytertest.Need(t)
+	root := t.TempDir()
+	port := testenv.FreePort(t)
+	hub := jhubtest.StartWith(t, jhubtest.Options{ServiceURL: fmt.Sprintf("http://127.0.0.1:%d", port), Homes: filepath.Join(root, "home")})
+	hub.AddUsers("mallory", "bob")
+	h := newConfineHomes(t, root, "mallory")
+	w := sidecartest.StartWriter(t, filepath.Join(h.home("mallory"), ".jupyter_ystore.db"))
+	var rows int
+	for i := range 40 { // 4,000 chains: about 32 MB of rows, 1.4 GB decoded
+		u := yjstest.Chains(uint64(1_000_000+100*i), "meta", 100, yjs.MaxDepth-1)
+		w.Write(u)
+		rows += len(u)
+	}
+	h.chown(t, "mallory")
+	if rows >= int(rooms.DefaultMaxBytes) || rows*40 < 4*int(rooms.DefaultMaxMemory) {
+		t.Fatalf("%d bytes of rows: want them within the bytes bound and decoding to several times the memory bound", rows)
+	}
+
+	home := filepath.Join(root, "home", "{username}")
+	cfg := hubConfig(hub.APIURL, root, "idle_timeout: 10m")
+	cfg = strings.Replace(cfg, fmt.Sprintf("root_dir: %q", home), fmt.Sprintf("root_dir: %q", filepath.Join(home, "work")), 1)
+	sc := sidecartest.LaunchOn(t, root, port, cfg, "serve")
+	endpoint := hub.ServicePrefix() + "mcp"
+	refused := func() float64 { return sc.Metric("jupyter_mcp_sidecar_rooms_refused_total", "bound", rooms.BoundMemory) }
+
+	text, err := readAs(t, endpoint, hub.Token("mallory"))
+	if err == nil || !strings.Contains(err.Error(), "over its bound") {
+		t.Fatalf("mallory's read of her notebook past the memory bound: %.200s, %v; want an error that says why", text, err)
+	}
+	if r := refused(); r != 1 {
+		t.Errorf("rooms_refused_total{bound=memory} %v, want 1", r)
+	}
+	rss := sc.Metric("process_resident_memory_bytes")
+	t.Logf("%d MB of rows in mallory's room; RSS %.0f MB after it was refused", rows>>20, rss/1e6)
+	if rss > 768<<20 {
+		t.Errorf("RSS %.0f MB: mallory's rows were decoded past her memory bound (%d MB)", rss/1e6, rooms.DefaultMaxMemory>>20)
+	}
+	if text, err := readAs(t, endpoint, hub.Token("bob")); err != nil || !sidecartest.JSONSame(text, sidecartest.MustJSON(t, h.bob)) {
+		t.Fatalf("bob's read: %.200s, %v; want his notebook", text, err)
+	}
+	id := tenantOf(t, sc, "mallory")
+	if ls := logLines(sc, func(l logLine) bool { return strings.HasPrefix(l.Msg, "the store is over its bound") }); len(ls) != 1 || ls[0].Tenant != id {
+		t.Errorf("the bound's log lines %+v, want one warning of mallory's tenant %s", ls, id)
+	}
 }

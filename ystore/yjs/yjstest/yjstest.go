@@ -21,13 +21,35 @@ const (
 // entry) or as the first element (a root array's) when key is empty; each next one
 // likewise under key of the map before, or as the first element of the array before.
 func Nested(client uint64, root, key string, depth int) []byte {
+	var e lib0.Encoder
+	e.Buf = make([]byte, 0, 16+depth*(6+len(key)))
+	e.VarUint(1) // one client with structs
+	nested(&e, client, root, key, key, depth)
+	e.VarUint(0) // no deletes
+	return e.Buf
+}
+
+// Chains returns one update in which each of n clients, from client first on, makes a
+// Nested chain of maps depth deep under a key of its own of the root map root: a
+// store's worth of memory in few bytes.
+func Chains(first uint64, root string, n, depth int) []byte {
+	var e lib0.Encoder
+	e.VarUint(uint64(n))
+	for i := range n {
+		c := first + uint64(i)
+		nested(&e, c, root, "c"+strconv.FormatUint(c, 10), "k", depth)
+	}
+	e.VarUint(0)
+	return e.Buf
+}
+
+// nested writes the structs of one client's chain: its first type under top in the
+// root, each next one under key of the one before.
+func nested(e *lib0.Encoder, client uint64, root, top, key string, depth int) {
 	info, ref := uint8(infoType), uint64(refArray)
 	if key != "" {
 		info, ref = infoType|infoParentSub, refMap
 	}
-	var e lib0.Encoder
-	e.Buf = make([]byte, 0, 16+depth*(6+len(key)))
-	e.VarUint(1) // one client with structs
 	e.VarUint(uint64(depth))
 	e.VarUint(client)
 	e.VarUint(0) // first clock
@@ -41,13 +63,15 @@ func Nested(client uint64, root, key string, depth int) []byte {
 			e.VarUint(client)
 			e.VarUint(clock - 1)
 		}
-		if key != "" {
+		switch {
+		case key == "":
+		case clock == 0:
+			e.VarString(top)
+		default:
 			e.VarString(key)
 		}
 		e.VarUint(ref)
 	}
-	e.VarUint(0) // no deletes
-	return e.Buf
 }
 
 // infoAny is the Yjs struct info of a ContentAny item.
