@@ -225,7 +225,9 @@ func TestHubModeStoreMemory(t *testing.T) {
 	cfg = strings.Replace(cfg, fmt.Sprintf("root_dir: %q", home), fmt.Sprintf("root_dir: %q", filepath.Join(home, "work")), 1)
 	sc := sidecartest.LaunchOn(t, root, port, cfg, "serve")
 	endpoint := hub.ServicePrefix() + "mcp"
-	refused := func() float64 { return sc.Metric("jupyter_mcp_sidecar_rooms_refused_total", "bound", rooms.BoundMemory) }
+	refused := func() float64 {
+		return sc.Metric("jupyter_mcp_sidecar_rooms_refused_total", "bound", rooms.BoundMemory)
+	}
 
 	text, err := readAs(t, endpoint, hub.Token("mallory"))
 	if err == nil || !strings.Contains(err.Error(), "over its bound") {
