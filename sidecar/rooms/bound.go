@@ -58,12 +58,14 @@ const refusedKept = 4096
 type bounds struct {
 	maxRooms int   // 0: none
 	maxBytes int64 // 0: none
-	bytes    int64 // the rows' bytes of the rooms' documents (room.bytes summed)
+	bytes    int64 // the rows' bytes of the rooms' documents and their files' memory (room.bytes, room.filesBytes)
 	// refused is the rooms refused, by key, with the bound that refused them (at most
 	// refusedKept); forgot is set once one was not remembered.
 	refused map[string]string
 	forgot  bool
 	warned  bool // the first refusal was logged
+	// filesWarned: the first notebook file not held was logged (filerooms.go).
+	filesWarned bool
 }
 
 // full reports whether the Set holds as many rooms as it may; Set.mu is held.

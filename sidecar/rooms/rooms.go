@@ -141,9 +141,12 @@ type room struct {
 	rows    int
 	badRows int
 	// bytes is the rows' bytes its document is made of (Set.mu guards it: bound.go).
-	bytes   int64
-	updated time.Time
-	lastRow time.Time // commit time of the newest row applied
+	bytes int64
+	// filesBytes is what its files hold, as counted in the Set's bytes (Set.mu guards
+	// it: filerooms.go).
+	filesBytes int64
+	updated    time.Time
+	lastRow    time.Time // commit time of the newest row applied
 	// file is the notebook's .ipynb while it is served instead of the document: newer
 	// than lastRow and different, or the room left the store (filerooms.go); nil while
 	// the store is live.
@@ -549,8 +552,8 @@ func (r *Writer) drop(rm *room, why string) {
 		return
 	}
 	delete(r.rooms, info.Key)
-	r.bytes -= rm.bytes
-	rm.bytes = 0
+	r.bytes -= rm.bytes + rm.filesBytes
+	rm.bytes, rm.filesBytes = 0, 0
 	rm.mu.Lock()
 	p := rm.path
 	snap := rm.served() // taken under rm.mu: a read may take one at the same time

@@ -112,3 +112,32 @@ func TestShapeCountsCells(t *testing.T) {
 		}
 	}
 }
+
+// Footprint is within a small factor of the heap a parsed file takes, for files of
+// small cells and of large outputs alike.
+func TestFootprint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"one-line cells", oneLineCells(20_000)},
+		{"outputs and images", benchFile(300)},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s, err := Parse(tc.data, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		est := s.Footprint()
+		runtime.KeepAlive(s)
+		t.Logf("%s: %d bytes of file, %d of heap, footprint %d", tc.name, len(tc.data), heap, est)
+		if est < heap*2/3 || est > heap*3 {
+			t.Errorf("%s: footprint %d, heap %d", tc.name, est, heap)
+		}
+	}
+}
