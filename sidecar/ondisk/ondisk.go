@@ -18,6 +18,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -71,14 +72,21 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// File is a notebook file as read: its path relative to the root, its content, and its
-// modification time; or, with Gone set (and no content), a file that does not exist.
+// File is a notebook file as read: its path relative to the root, its content, the
+// memory its content holds, and its modification time; or, with Gone set (and no
+// content), a file that does not exist.
 type File struct {
 	Path     string
 	Snapshot *ynotebook.Snapshot
+	Bytes    int64 // Snapshot.Footprint(): what holding the file costs (sidecar/rooms' bound)
 	ModTime  time.Time
 	Gone     bool
 }
+
+// conversions bounds the notebook files parsed at once in the process, all watchers
+// (hub mode: all users) together: half the cores, at least one, so that files,
+// whoever writes them, leave cores to everything else. A watcher parses one at a time.
+var conversions = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 
 // Notebooks are what a Watcher watches the files of.
 type Notebooks interface {
@@ -92,14 +100,15 @@ type Notebooks interface {
 // Watcher reports notebook files that changed, and reads one on demand (Read, Exists).
 // New builds it without I/O; Run watches.
 type Watcher struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	conv chan struct{} // held while this watcher parses a file: one at a time
 }
 
 // New returns a watcher of the notebook files under cfg.Root. No I/O.
 func New(cfg Config) *Watcher {
 	cfg = cfg.withDefaults()
-	return &Watcher{cfg: cfg, log: cfg.Logger}
+	return &Watcher{cfg: cfg, log: cfg.Logger, conv: make(chan struct{}, 1)}
 }
 
 // stat is what tells a file changed without reading it.
@@ -349,13 +358,30 @@ func (r *run) read(p string, old stat, seen bool) (File, stat, error) {
 }
 
 // files are the notebook files under root, confined to the user's directory or not
-// (Config.Confine).
+// (Config.Confine), parsed one at a time (conv) within the process's conversions.
 type files struct {
 	root    string
 	confine *confine.Dir
+	conv    chan struct{}
 }
 
-func (w *Watcher) files(root string) files { return files{root: root, confine: w.cfg.Confine} }
+func (w *Watcher) files(root string) files {
+	return files{root: root, confine: w.cfg.Confine, conv: w.conv}
+}
+
+// parse parses data, the file at p, once it has its watcher's turn and one of the
+// process's conversions.
+func (d files) parse(p string, data []byte, maxBytes int64) (*ynotebook.Snapshot, error) {
+	d.conv <- struct{}{}
+	defer func() { <-d.conv }()
+	conversions <- struct{}{}
+	defer func() { <-conversions }()
+	snap, err := ynotebook.Parse(data, ynotebook.Limits{MaxBytes: int(maxBytes)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return snap, nil
+}
 
 // stat returns the file at p (relative to the root).
 func (d files) stat(p string) (fs.FileInfo, error) {
@@ -406,11 +432,12 @@ func (d files) read(p string, maxBytes int64, old stat, seen bool) (File, stat, 
 	if err != nil {
 		return File{}, st, fmt.Errorf("read %s: %w", p, err)
 	}
-	snap, err := ynotebook.Parse(data, ynotebook.Limits{MaxBytes: int(maxBytes)})
+	_ = fh.Close() // parsed with no file open
+	snap, err := d.parse(p, data, maxBytes)
 	if err != nil {
-		return File{}, st, fmt.Errorf("%s: %w", p, err)
+		return File{}, st, err
 	}
-	return File{Path: p, Snapshot: snap, ModTime: st.mtime}, st, nil
+	return File{Path: p, Snapshot: snap, Bytes: snap.Footprint(), ModTime: st.mtime}, st, nil
 }
 
 func (w *Watcher) root() string {

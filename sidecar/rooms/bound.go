@@ -72,14 +72,17 @@ type bounds struct {
 	maxBytes  int64 // 0: none
 	maxMemory int64 // 0: none
 	bytes     int64 // the rows' bytes of the rooms' documents (room.bytes summed)
-	// memory is what the documents are charged (roomMeter); it is counted apart from
-	// Set.mu, by the writer of a room holding the room's lock.
+	// memory is what the documents are charged (roomMeter) and what the rooms' files
+	// hold (room.filesMemory); it is counted apart from Set.mu, by the writer of a room
+	// holding the room's lock.
 	memory atomic.Int64
 	// refused is the rooms refused, by key, with the bound that refused them (at most
 	// refusedKept); forgot is set once one was not remembered.
 	refused map[string]string
 	forgot  bool
 	warned  bool // the first refusal was logged
+	// filesWarned: the first notebook file not held was logged (filerooms.go).
+	filesWarned bool
 }
 
 // roomMeter charges a room's document to its Set's memory bound. extra is what a load
@@ -142,6 +145,11 @@ func overBound(err error) string {
 		return BoundMemory
 	}
 	return ""
+}
+
+// overMemory reports whether the Set would pass MaxMemory with n bytes more.
+func (r *Set) overMemory(n int64) bool {
+	return r.maxMemory > 0 && r.memory.Load()+n > r.maxMemory
 }
 
 // full reports whether the Set holds as many rooms as it may; Set.mu is held.

@@ -146,9 +146,11 @@ func (r *Set) storeApplied(rm *room, ch ynotebook.Changes, prev *ynotebook.Snaps
 
 // consult compares rm's document with its saved file once the store has reached the
 // save (package comment above): a document that differs is a divergence, and the file is
-// served instead.
+// served instead. It compares and diffs with no lock held (filerooms.go), and settles
+// what rm's files hold.
 func (r *Writer) consult(rm *room) {
-	for range 2 { // again when the document changed while the file's mtime was read
+	defer r.settleFiles(rm)
+	for range 2 { // again when the room changed while it was compared
 		rm.mu.Lock()
 		f := rm.saved
 		if f == nil || rm.detached || rm.gone || rm.nb == nil || !rm.lastRow.After(f.ModTime) {
@@ -156,6 +158,7 @@ func (r *Writer) consult(rm *room) {
 			return // nothing to compare, or the store has not reached the save yet
 		}
 		doc, p, dirty := rm.nb.Snapshot(), rm.path, rm.nb.State().Dirty
+		prev, cur := rm.served(), rm.file
 		rm.mu.Unlock()
 
 		same := !dirty && ynotebook.Equivalent(f.Snapshot, doc)
@@ -164,13 +167,23 @@ func (r *Writer) consult(rm *room) {
 				return // saved again since: compared when the watcher hands it over
 			}
 		}
+		var ch ynotebook.Changes
+		next := f // what is served once the document is found to differ: a newer save stays
+		if cur != nil && cur.ModTime.After(f.ModTime) {
+			next = cur
+		}
+		switch {
+		case (dirty || same) && cur == f:
+			ch = ynotebook.DiffContent(f.Snapshot, doc)
+		case !dirty && !same:
+			ch = ynotebook.DiffContent(prev, next.Snapshot)
+		}
 		rm.mu.Lock()
-		if rm.saved != f || rm.nb.Snapshot() != doc {
+		if rm.saved != f || rm.nb.Snapshot() != doc || rm.file != cur || rm.served() != prev {
 			rm.mu.Unlock()
 			continue
 		}
 		rm.saved = nil
-		var ch ynotebook.Changes
 		o := Origin{Room: rm.info, At: rm.lastRow.UTC()}
 		switch {
 		case dirty || same:
@@ -178,15 +191,9 @@ func (r *Writer) consult(rm *room) {
 			// is what the file holds: the store is live.
 			if rm.file == f {
 				rm.file = nil
-				ch = ynotebook.DiffContent(f.Snapshot, doc)
 			}
 		default:
-			prev := rm.served()
-			rm.diverged = f
-			if rm.file == nil || !rm.file.ModTime.After(f.ModTime) { // a newer save stays served
-				rm.file = f
-			}
-			ch = ynotebook.DiffContent(prev, rm.served())
+			rm.diverged, rm.file = f, next
 			o = Origin{Room: rm.info, At: rm.file.ModTime.UTC(), File: true}
 		}
 		diverged := rm.diverged == f
@@ -268,8 +275,8 @@ func (r *Writer) checkGaps(now time.Time) {
 	}
 }
 
-// serveFile serves rm's file at p now instead of its document, if it can be read and
-// rm still waits for missing updates, telling the subscribers.
+// serveFile serves rm's file at p now instead of its document, if it can be read, fits
+// the Set's bound and rm still waits for missing updates, telling the subscribers.
 func (r *Writer) serveFile(rm *room, p string) {
 	if r.files == nil || p == "" {
 		return
@@ -279,17 +286,31 @@ func (r *Writer) serveFile(rm *room, p string) {
 		r.log.Warn("notebook file not read; the room's document stays served", logkey.Room, rm.info.Key, logkey.Path, p, "err", err)
 		return
 	}
-	rm.mu.Lock()
-	if rm.gaps == nil || rm.file != nil && !f.ModTime.After(rm.file.ModTime) {
-		rm.mu.Unlock()
+	if !r.reserveFile(rm, &f) {
 		return
 	}
-	prev := rm.served()
-	rm.file = &f
-	ch, info := ynotebook.DiffContent(prev, f.Snapshot), rm.info
-	rm.mu.Unlock()
-	if !ch.Empty() {
-		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
+	defer r.settleFiles(rm)
+	for range compareTries {
+		rm.mu.Lock()
+		if rm.gaps == nil || rm.file != nil && !f.ModTime.After(rm.file.ModTime) {
+			rm.mu.Unlock()
+			return
+		}
+		prev := rm.served()
+		rm.mu.Unlock()
+		ch := ynotebook.DiffContent(prev, f.Snapshot) // no lock held: notebook-sized
+		rm.mu.Lock()
+		if rm.served() != prev {
+			rm.mu.Unlock()
+			continue
+		}
+		rm.file = &f
+		info := rm.info
+		rm.mu.Unlock()
+		if !ch.Empty() {
+			r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
+		}
+		return
 	}
 }
 

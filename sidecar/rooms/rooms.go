@@ -144,9 +144,12 @@ type room struct {
 	rows    int
 	badRows int
 	// bytes is the rows' bytes its document is made of (Set.mu guards it: bound.go).
-	bytes   int64
-	updated time.Time
-	lastRow time.Time // commit time of the newest row applied
+	bytes int64
+	// filesMemory is what its files hold, as counted in the Set's memory (Set.mu guards
+	// it: filerooms.go).
+	filesMemory int64
+	updated     time.Time
+	lastRow     time.Time // commit time of the newest row applied
 	// file is the notebook's .ipynb while it is served instead of the document: newer
 	// than lastRow and different, or the room left the store (filerooms.go); nil while
 	// the store is live.
@@ -578,7 +581,8 @@ func (r *Writer) drop(rm *room, why string) {
 	}
 	delete(r.rooms, info.Key)
 	r.bytes -= rm.bytes
-	rm.bytes = 0
+	r.memory.Add(-rm.filesMemory)
+	rm.bytes, rm.filesMemory = 0, 0
 	rm.mu.Lock()
 	if rm.nb != nil {
 		rm.nb.Doc().SetMeter(nil)

@@ -62,10 +62,27 @@ func (c *Changes) mergeCell(id string, oc CellChange, hint int) {
 	c.Cells[id] = cc
 }
 
-// union appends to a the elements of b it does not hold yet.
+// unionScan is the most elements union compares one by one; past it, it looks them up
+// in a set, so that a notebook of 100,000 cells is not compared cell against cell.
+const unionScan = 32
+
+// union appends to a the elements of b it does not hold yet, in b's order: each once.
 func union(a, b []string) []string {
+	if len(a)+len(b) <= unionScan {
+		for _, s := range b {
+			if !slices.Contains(a, s) {
+				a = append(a, s)
+			}
+		}
+		return a
+	}
+	seen := make(map[string]struct{}, len(a)+len(b))
+	for _, s := range a {
+		seen[s] = struct{}{}
+	}
 	for _, s := range b {
-		if !slices.Contains(a, s) {
+		if _, ok := seen[s]; !ok {
+			seen[s] = struct{}{}
 			a = append(a, s)
 		}
 	}
@@ -110,9 +127,10 @@ func reorder(prev, next []readCell) Changes {
 	for j, k := range newKeys {
 		newPos[k] = j
 	}
+	var removed, added, moved []string // ids, united once each (union) at the end
 	for i, k := range oldKeys {
 		if _, ok := newPos[k]; !ok {
-			ch.Removed = union(ch.Removed, []string{prev[i].cell.ID})
+			removed = append(removed, prev[i].cell.ID)
 		}
 	}
 	var common []int // new index of each common cell, in new order
@@ -120,7 +138,7 @@ func reorder(prev, next []readCell) Changes {
 	for j, k := range newKeys {
 		i, ok := oldPos[k]
 		if !ok {
-			ch.Added = union(ch.Added, []string{next[j].cell.ID})
+			added = append(added, next[j].cell.ID)
 			continue
 		}
 		common = append(common, j)
@@ -132,9 +150,10 @@ func reorder(prev, next []readCell) Changes {
 	keep := increasing(commonOld)
 	for n, j := range common {
 		if !keep[n] {
-			ch.Moved = union(ch.Moved, []string{next[j].cell.ID})
+			moved = append(moved, next[j].cell.ID)
 		}
 	}
+	ch.Removed, ch.Added, ch.Moved = union(nil, removed), union(nil, added), union(nil, moved)
 	return ch
 }
 

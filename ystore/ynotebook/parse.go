@@ -72,8 +72,12 @@ func Parse(data []byte, lim Limits) (*Snapshot, error) {
 	if len(data) > lim.MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(data), lim.MaxBytes)
 	}
-	if d := depth(data); d > lim.MaxDepth {
+	d, cells := shape(data)
+	if d > lim.MaxDepth {
 		return nil, fmt.Errorf("%w: depth over %d", ErrTooDeep, lim.MaxDepth)
+	}
+	if cells > lim.MaxCells {
+		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyCells, cells, lim.MaxCells)
 	}
 	v, err := decodeOrdered(data)
 	if err != nil {
@@ -82,11 +86,6 @@ func Parse(data []byte, lim Limits) (*Snapshot, error) {
 	nb, ok := v.(*object)
 	if !ok {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalid)
-	}
-	if cells, ok := nb.get("cells"); ok {
-		if list, ok := cells.([]any); ok && len(list) > lim.MaxCells {
-			return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyCells, len(list), lim.MaxCells)
-		}
 	}
 	if err := readNotebook(nb); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -791,11 +790,19 @@ func decodeValue(d *json.Decoder) (any, error) {
 	return t, nil
 }
 
-// depth is the deepest nesting of arrays and objects in JSON text, strings skipped.
-func depth(data []byte) int {
-	d, deepest := 0, 0
+// shape is what Parse reads of JSON text before decoding it, in one pass: the deepest
+// nesting of arrays and objects (strings skipped), and how many elements the value of
+// the top-level object's key "cells" has when it is a list (its last such key, as
+// decoding keeps; 0 when there is none), so that a file past the limits is refused
+// before anything is built of it.
+func shape(data []byte) (deepest, cells int) {
+	d := 0
 	inString, escaped := false, false
-	for _, b := range data {
+	strStart := 0                  // where the string being read, or the last one read, starts
+	var lastStr []byte             // the last string read at depth 1, quoted: a key once ':' follows
+	cellsKey := false              // the top-level key whose value is being read is "cells"
+	counting, seen := false, false // in the cells list; an element of it begun
+	for i, b := range data {
 		switch {
 		case inString:
 			switch {
@@ -805,15 +812,55 @@ func depth(data []byte) int {
 				escaped = true
 			case b == '"':
 				inString = false
+				if d == 1 {
+					lastStr = data[strStart : i+1]
+				}
 			}
-		case b == '"':
-			inString = true
-		case b == '[' || b == '{':
+			continue
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+			continue
+		}
+		if counting && d == 2 && b != ']' && b != ',' {
+			seen = true
+		}
+		switch b {
+		case '"':
+			inString, strStart = true, i
+		case ':':
+			if d == 1 {
+				cellsKey = isCellsKey(lastStr)
+				if cellsKey {
+					cells = 0
+				}
+			}
+		case '[', '{':
+			if d == 1 && b == '[' && cellsKey {
+				counting, seen = true, false
+			}
 			d++
 			deepest = max(deepest, d)
-		case b == ']' || b == '}':
+		case ']', '}':
+			if counting && d == 2 {
+				if seen {
+					cells++
+				}
+				counting = false
+			}
 			d--
+		case ',':
+			if counting && d == 2 {
+				cells++
+			}
 		}
 	}
-	return deepest
+	return deepest, cells
+}
+
+// isCellsKey reports whether the quoted JSON string key is "cells".
+func isCellsKey(key []byte) bool {
+	if !bytes.ContainsRune(key, '\\') {
+		return string(key) == `"cells"`
+	}
+	var k string
+	return json.Unmarshal(key, &k) == nil && k == "cells"
 }

@@ -357,3 +357,60 @@ func (c *Cell) readParts(m *yjs.Map, p part) {
 	dropFalsyAttachments(obj)
 	c.withObject(obj)
 }
+
+// The sizes Footprint counts: a cell's own structures (its Cell, its place in the tree,
+// the views beside its map), a map's header and each of its slots (a key, a value and
+// their share of the control bytes at the maps' load factor), a slice's header and
+// each element, a string's header.
+const (
+	cellBytes   = 256
+	mapBytes    = 48
+	mapSlot     = 40
+	sliceBytes  = 24
+	sliceElem   = 16
+	stringBytes = 16
+)
+
+// Footprint estimates the bytes of memory s holds: its cells, their maps, lists and
+// strings, and its notebook metadata, counted whole (cells s shares with other
+// snapshots of the same document too). For a snapshot parsed from a file it is within
+// a small factor of the heap it takes (a file of one-line cells takes about ten times
+// its size), so that what a file makes the process hold is bounded by it.
+func (s *Snapshot) Footprint() int64 {
+	n := valueBytes(s.metadata) + valueBytes(s.Metadata)
+	for _, c := range s.All() {
+		n += cellBytes + valueBytes(c.obj)
+	}
+	return n
+}
+
+// valueBytes estimates the memory of v, a decoded JSON value, beyond the slot it is in.
+func valueBytes(v any) int64 {
+	switch x := v.(type) {
+	case map[string]any:
+		n := int64(mapBytes + mapSlot*max(len(x), 8)*min(len(x), 1))
+		for k, e := range x {
+			n += int64(len(k)) + valueBytes(e)
+		}
+		return n
+	case []any:
+		n := int64(sliceBytes + sliceElem*cap(x))
+		for _, e := range x {
+			n += valueBytes(e)
+		}
+		return n
+	case []map[string]any:
+		n := int64(sliceBytes + 8*cap(x))
+		for _, e := range x {
+			n += valueBytes(e)
+		}
+		return n
+	case string:
+		return int64(stringBytes + len(x))
+	case json.Number:
+		return int64(stringBytes + len(x))
+	case nil, bool:
+		return 0
+	}
+	return stringBytes // a number
+}

@@ -71,19 +71,22 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 	if cross >= 0 {
 		crossKey = keyOf(inserted[cross].cell)
 	}
+	var gone, added []string // united once each (union): a splice may remove or insert every cell
 	for _, c := range removed {
 		if cross < 0 || keyOf(c.cell) != crossKey {
-			ch.Removed = union(ch.Removed, []string{c.cell.ID})
+			gone = append(gone, c.cell.ID)
 		}
 	}
+	ch.Removed = union(ch.Removed, gone)
 	slices.SortFunc(inserted, func(a, b spliced) int { return a.pos - b.pos })
 	for i, c := range inserted {
 		if cross >= 0 && keyOf(c.cell) == crossKey {
 			cross = i // its index after sorting
 			continue
 		}
-		ch.Added = union(ch.Added, []string{c.cell.ID})
+		added = append(added, c.cell.ID)
 	}
+	ch.Added = union(ch.Added, added)
 	if cross >= 0 {
 		x := &inserted[cross]
 		i := slices.IndexFunc(removed, func(c spliced) bool { return keyOf(c.cell) == crossKey })

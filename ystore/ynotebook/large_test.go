@@ -1,0 +1,143 @@
+package ynotebook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oneLineCells is an .ipynb of n one-line markdown cells, as the red team of issue 39
+// (pass 5, F2) wrote them: about 65 bytes a cell.
+func oneLineCells(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"metadata":{},"nbformat":4,"nbformat_minor":5,"cells":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"cell_type":"markdown","id":"c%x","metadata":{},"source":"a"}`, i)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+// A file of 99,000 one-line cells (under DefaultMaxCells) converts in time linear in its
+// size: compared with the room's document and diffed against it both ways, it takes less
+// than parsing it, which reads each byte a few times. The diff united its cell ids one by
+// one against every id before (red team of issue 39, pass 5, F2: 13-40 s of a core per
+// file; 16 s here against 0.6 s to parse it). Measured against the parse, the bound holds
+// on a machine however busy, under -race or not.
+func TestManyCellsConvertInLinearTime(t *testing.T) {
+	data := oneLineCells(99_000)
+	start := time.Now()
+	s, err := Parse(data, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := time.Since(start)
+	start = time.Now()
+	doc := New().Snapshot()
+	if Equivalent(s, doc) {
+		t.Fatal("a file of 99,000 cells is equivalent to an empty document")
+	}
+	in, out := DiffContent(doc, s), DiffContent(s, doc)
+	if took := time.Since(start); took > 2*parse {
+		t.Errorf("comparing and diffing %d cells took %v, parsing them %v", s.Len(), took, parse)
+	}
+	if len(in.Added) != 99_000 || len(out.Removed) != 99_000 {
+		t.Errorf("added %d, removed %d, want 99000 each", len(in.Added), len(out.Removed))
+	}
+	var m Changes
+	m.Merge(in)
+	m.Merge(in) // united by id: each once
+	if len(m.Added) != 99_000 {
+		t.Errorf("merged twice: %d added, want 99000", len(m.Added))
+	}
+}
+
+// A file past Limits.MaxCells is refused before it is decoded: what the refusal
+// allocates is a small part of what decoding it takes (the red team's 281,818-cell
+// file was decoded whole first: 380 MB for 4 files).
+func TestTooManyCellsRefusedBeforeDecoding(t *testing.T) {
+	data := oneLineCells(DefaultMaxCells + 1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Parse(data, Limits{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooManyCells) {
+		t.Fatalf("err %v, want ErrTooManyCells", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(data))/10 {
+		t.Errorf("refusing a file of %d bytes allocated %d bytes", len(data), alloc)
+	}
+}
+
+// shape counts the elements of the top-level "cells" list as decoding finds them,
+// whatever strings, nesting, escapes, spacing and other keys hold.
+func TestShapeCountsCells(t *testing.T) {
+	for _, in := range []string{
+		`{}`,
+		`{"cells":[]}`,
+		`{"cells":[ ]}`,
+		`{"cells":[{}]}`,
+		`{"cells":[{},{},{}]}`,
+		` { "cells" : [ {} , 1 , "x,y]" , [1,2,[3]] , {"a":[1,2]} ] } `,
+		`{"metadata":{"cells":[1,2,3]},"cells":[{}]}`,
+		`{"x":[1,2,3],"cells":[1]}`,
+		`{"cells":[1,2,3],"x":[1,2,3,4]}`,
+		`{"cells":[1,2,3],"cells":[1]}`,
+		`{"cells":[1,2],"cells":{}}`,
+		`{"cell\u0073":[1,2]}`,
+		`{"\"cells\"":[1,2]}`,
+		`{"cells":["\\",",","\"]"]}`,
+		`{"a":"cells","cells":[1,2]}`,
+		`{"a":"cells", "b":[1,2]}`,
+	} {
+		var nb struct {
+			Cells any `json:"cells"`
+		}
+		if err := json.Unmarshal([]byte(in), &nb); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		want := 0
+		if l, ok := nb.Cells.([]any); ok {
+			want = len(l)
+		}
+		if _, got := shape([]byte(in)); got != want {
+			t.Errorf("%s: %d cells, want %d", in, got, want)
+		}
+	}
+}
+
+// Footprint is within a small factor of the heap a parsed file takes, for files of
+// small cells and of large outputs alike.
+func TestFootprint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"one-line cells", oneLineCells(20_000)},
+		{"outputs and images", benchFile(300)},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s, err := Parse(tc.data, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		est := s.Footprint()
+		runtime.KeepAlive(s)
+		t.Logf("%s: %d bytes of file, %d of heap, footprint %d", tc.name, len(tc.data), heap, est)
+		if est < heap*2/3 || est > heap*3 {
+			t.Errorf("%s: footprint %d, heap %d", tc.name, est, heap)
+		}
+	}
+}
