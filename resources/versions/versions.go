@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -85,6 +86,8 @@ type History struct {
 	identity []byte
 	cfg      Config
 	now      func() time.Time
+	// meter is charged what the kept snapshots hold (SetMeter); nil: not counted.
+	meter yjs.Meter
 
 	sums  map[*ynotebook.Cell]*cellSum
 	round uint32 // the Observe a sum was last used in
@@ -101,11 +104,14 @@ type cellSum struct {
 	round uint32
 }
 
-// kept is one version and the snapshot it names.
+// kept is one version and the snapshot it names; bytes is the memory of its head and of
+// the cells no snapshot observed just before it held, charged once a newer version is
+// kept (the newest is what the room serves, counted by its owner).
 type kept struct {
 	version string
 	snap    *ynotebook.Snapshot
 	at      time.Time
+	bytes   int64
 }
 
 // NewHistory returns the history of the room whose identity is scope (a hub user, ""
@@ -122,17 +128,58 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, byName: map[string]*kept{}}
 }
 
+// SetMeter charges the memory of the versions h keeps, the newest but one, to m from now
+// on (nil: none): an estimate (ynotebook.Snapshot.Footprint) of what each holds that the
+// one observed before it did not, the cells a change rebuilt. Past what m has left, the
+// oldest versions are forgotten (never the newest): a user's tiny rows that each rebuild
+// a huge cell keep few versions, not a thousand copies of it.
+func (h *History) SetMeter(m yjs.Meter) {
+	h.Release()
+	h.meter = m
+	for _, k := range h.ring {
+		k.bytes = 0
+		if m != nil {
+			k.bytes = k.snap.Footprint()
+		}
+	}
+	h.charge(h.Held())
+}
+
+// Held returns what the versions kept are charged on h's meter.
+func (h *History) Held() int64 {
+	var n int64
+	for _, k := range h.ring[:max(len(h.ring)-1, 0)] {
+		n += k.bytes
+	}
+	return n
+}
+
+// Release gives back what the versions kept were charged: h is dropped.
+func (h *History) Release() { h.charge(-h.Held()) }
+
+func (h *History) charge(n int64) {
+	if h.meter != nil && n != 0 {
+		h.meter.Add(n)
+	}
+}
+
 // Observe returns the version of snap, the room's snapshot now, and keeps it; observing
 // the snapshot last observed again costs nothing.
 func (h *History) Observe(snap *ynotebook.Snapshot) string {
 	if snap == h.last && h.lastVersion != "" {
 		return h.lastVersion
 	}
-	v := h.version(snap)
+	v, fresh := h.version(snap)
 	h.last, h.lastVersion = snap, v
 	now := h.now()
 	if n := len(h.ring); n == 0 || h.ring[n-1].version != v {
 		k := &kept{version: v, snap: snap, at: now}
+		if h.meter != nil {
+			k.bytes = snap.HeadFootprint() + fresh
+		}
+		if n := len(h.ring); n > 0 {
+			h.charge(h.ring[n-1].bytes) // no longer what the room serves
+		}
 		h.ring = append(h.ring, k)
 		h.byName[v] = k
 	}
@@ -157,11 +204,17 @@ func (h *History) Kept(v string) (*ynotebook.Snapshot, bool) {
 // Len returns the number of versions kept.
 func (h *History) Len() int { return len(h.ring) }
 
-// evict forgets the versions beyond the count and older than the age, never the newest.
+// evict forgets the versions beyond the count, older than the age, or past what the
+// meter has left, never the newest.
 func (h *History) evict(now time.Time) {
 	drop := max(len(h.ring)-h.cfg.MaxVersions, 0)
 	for drop < len(h.ring)-1 && now.Sub(h.ring[drop].at) > h.cfg.MaxAge {
 		drop++
+	}
+	if h.meter != nil {
+		for left := h.meter.Left(); drop < len(h.ring)-1 && left < 0; drop++ {
+			left += h.ring[drop].bytes
+		}
 	}
 	if drop == 0 {
 		return
@@ -170,6 +223,7 @@ func (h *History) evict(now time.Time) {
 		if h.byName[k.version] == k {
 			delete(h.byName, k.version)
 		}
+		h.charge(-k.bytes)
 	}
 	clear(h.ring[:drop])
 	h.ring = h.ring[drop:]
@@ -179,8 +233,8 @@ func (h *History) evict(now time.Time) {
 }
 
 // version computes the content address of snap, hashing only the cells it has not
-// hashed before.
-func (h *History) version(snap *ynotebook.Snapshot) string {
+// hashed before; fresh is their memory (Cell.Footprint) when h has a meter.
+func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
 	d := sha256.New()
 	d.Write([]byte("jupyter-mcp-sidecar notebook version 1\x00"))
@@ -198,6 +252,9 @@ func (h *History) version(snap *ynotebook.Snapshot) string {
 		if s == nil {
 			s = &cellSum{sum: cellHash(c)}
 			h.sums[c] = s
+			if h.meter != nil {
+				fresh += c.Footprint()
+			}
 		}
 		s.round = h.round
 		d.Write(s.sum[:])
@@ -210,7 +267,7 @@ func (h *History) version(snap *ynotebook.Snapshot) string {
 		}
 	}
 	var sum [sha256.Size]byte
-	return Prefix + base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:sumBytes])
+	return Prefix + base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:sumBytes]), fresh
 }
 
 // cellHash is the SHA-256 of a cell's JSON.

@@ -73,9 +73,10 @@ type bounds struct {
 	maxMemory int64 // 0: none
 	bytes     int64 // the rows' bytes of the rooms' documents (room.bytes summed)
 	// memory is what the documents are charged (roomMeter) and what the rooms' files
-	// hold (room.filesMemory); it is counted apart from Set.mu, by the writer of a room
-	// holding the room's lock.
-	memory atomic.Int64
+	// hold (room.filesMemory); versionsHeld is what the versions kept hold (versionMeter).
+	// They are counted apart from Set.mu, by the writer of a room holding the room's
+	// lock.
+	memory, versionsHeld atomic.Int64
 	// refused is the rooms refused, by key, with the bound that refused them (at most
 	// refusedKept); forgot is set once one was not remembered.
 	refused map[string]string
@@ -96,6 +97,26 @@ type roomMeter struct {
 func (m *roomMeter) Left() int64 { return m.set.maxMemory - m.set.memory.Load() + m.extra.Load() }
 
 func (m *roomMeter) Add(n int64) { m.set.memory.Add(n) }
+
+// versionMeter charges a room's versions kept to its Set's memory bound. They are a
+// cache of what the budget leaves: they never refuse a document an update, and are
+// forgotten, oldest first, while the documents, files and versions pass the bound.
+type versionMeter struct{ set *Set }
+
+func (m versionMeter) Left() int64 {
+	return m.set.maxMemory - m.set.memory.Load() - m.set.versionsHeld.Load()
+}
+
+func (m versionMeter) Add(n int64) { m.set.versionsHeld.Add(n) }
+
+// versionsMeter returns the meter of a room's versions; nil when the Set has no memory
+// bound.
+func (r *Set) versionsMeter() yjs.Meter {
+	if r.maxMemory == 0 {
+		return nil
+	}
+	return versionMeter{r}
+}
 
 // meter returns the meter of a document that is to replace rm's (nil: a new room), nil
 // when the Set has no memory bound.

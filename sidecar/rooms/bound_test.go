@@ -394,7 +394,7 @@ func TestRoomsMemoryBound(t *testing.T) {
 		var held int64
 		for _, rm := range r.rooms {
 			rm.mu.Lock()
-			held += rm.nb.Doc().Held()
+			held += rm.nb.Doc().Held() + rm.filesMemory
 			rm.mu.Unlock()
 		}
 		r.mu.RUnlock()
@@ -408,5 +408,40 @@ func TestRoomsMemoryBound(t *testing.T) {
 			}
 			sameJSON(t, snap, want)
 		}
+	}
+}
+
+// The versions a room keeps count in the memory bound (the red team's F1, one step to
+// the side): each change of a notebook makes a version, and each holds its own copy of
+// what changed, here its metadata of 256 kB: 100 changes kept 25 MB. Past the bound the
+// oldest versions are forgotten, not the room: it stays served, and what is charged stays
+// within the bound and equal to what the rooms hold.
+func TestRoomsVersionsInTheMemoryBound(t *testing.T) {
+	updates, _ := loadSession(t, "s0002.json.gz")
+	const maxMemory, changes = 8 << 20, 100
+	k0, p0 := boundRoom(0)
+	r := New(Config{Logger: slog.New(slog.DiscardHandler), MaxMemory: maxMemory}).Writer(nil)
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: k0, Rows: rowsOf(k0, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 256<<10)
+	for i := range changes {
+		u := yjstest.MapSet(uint64(1<<52+i), "meta", "metadata", map[string]any{"big": big, "k": float64(i)}) // the highest client wins
+		if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: k0, Rows: rowsAt(k0, 1+len(updates)+i, [][]byte{u}, 100)}}); err != nil {
+			t.Fatal(err)
+		}
+		if total, _ := setBytes(t, r.Set); total > maxMemory {
+			t.Fatalf("change %d: memory charged %d past the bound %d", i, total, maxMemory)
+		}
+	}
+	if got := r.Paths(); !slices.Equal(got, []string{p0}) {
+		t.Fatalf("served %v, want %s", got, p0)
+	}
+	rm := r.find(p0)
+	rm.mu.Lock()
+	kept := rm.hist.Len()
+	rm.mu.Unlock()
+	if kept < 2 || kept >= changes {
+		t.Errorf("%d versions kept of %d changes of 256 kB each: want some, not all", kept, changes)
 	}
 }

@@ -29,8 +29,27 @@ func oneLineCells(n int) []byte {
 	return []byte(b.String())
 }
 
-// setBytes is what r counts against MaxMemory now.
-func setBytes(r *Set) int64 { return r.memory.Load() }
+// setBytes is what r counts against MaxMemory now, checked to be what its rooms hold:
+// their documents, files and versions kept; files is the files' share.
+func setBytes(t *testing.T, r *Set) (total, files int64) {
+	t.Helper()
+	r.mu.RLock()
+	var held, versions int64
+	for _, rm := range r.rooms {
+		rm.mu.Lock()
+		held += rm.nb.Doc().Held() + rm.filesMemory
+		files += rm.filesMemory
+		if rm.hist != nil {
+			versions += rm.hist.Held()
+		}
+		rm.mu.Unlock()
+	}
+	r.mu.RUnlock()
+	if m, v := r.memory.Load(), r.versionsHeld.Load(); m != held || v != versions {
+		t.Fatalf("memory charged %d and %d for versions, the rooms hold %d and %d", m, v, held, versions)
+	}
+	return held + versions, files
+}
 
 // The files a user's rooms hold count in the Set's memory bound beside their documents
 // (red team of issue 39, pass 5, F2: tiny rooms whose files of 99,000 cells, newer than
@@ -69,11 +88,12 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 	}
 	probe := New(Config{MaxMemory: 1 << 40}).Writer(nil) // what the rooms' documents hold
 	load(probe)
-	doc := setBytes(probe.Set) / rooms
+	all, _ := setBytes(t, probe.Set)
+	doc := all / rooms
 	m, log := &boundCount{}, newLines()
 	r := New(Config{Logger: slog.New(log), Metrics: m, Files: files, MaxMemory: rooms*doc + file + file/2}).Writer(nil)
 	load(r)
-	if got := setBytes(r.Set); got != rooms*doc {
+	if got, _ := setBytes(t, r.Set); got != rooms*doc {
 		t.Fatalf("documents counted %d, want %d", got, rooms*doc)
 	}
 	for i, f := range read { // newer than the rows (committed at 100 s after the epoch)
@@ -84,8 +104,8 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 			t.Errorf("room %d: served from its file %v (%v), want %v", i, src.File, err, i == 0)
 		}
 	}
-	if got := setBytes(r.Set); got != rooms*doc+file {
-		t.Errorf("counted %d, want the documents' %d and one file's %d", got, rooms*doc, file)
+	if _, got := setBytes(t, r.Set); got != file {
+		t.Errorf("files counted %d, want one file's %d", got, file)
 	}
 	if byMemory := m.refused[BoundMemory]; byMemory != rooms-1 {
 		t.Errorf("refused %d files, want %d", byMemory, rooms-1)
@@ -93,19 +113,19 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 	if w := log.warned(); len(w) != 1 || !strings.Contains(w[0], "files past it are not held") {
 		t.Errorf("warned %q, want one line about the files", w)
 	}
-	// The file goes (deleted): the total is the documents' again.
+	// The file goes (deleted): its share is given back.
 	_, p0 := boundRoom(0)
 	if err := os.Remove(filepath.Join(dir, p0)); err != nil {
 		t.Fatal(err)
 	}
 	r.ApplyFile(t.Context(), ondisk.File{Path: p0, Gone: true})
-	if got := setBytes(r.Set); got != rooms*doc {
-		t.Errorf("file gone: counted %d, want %d", got, rooms*doc)
+	if _, got := setBytes(t, r.Set); got != 0 {
+		t.Errorf("file gone: files counted %d, want 0", got)
 	}
 	// Another fits now; then the rooms leave the store, their files with them.
 	r.ApplyFile(t.Context(), read[1])
-	if got := setBytes(r.Set); got != rooms*doc+file {
-		t.Errorf("second file: counted %d, want %d", got, rooms*doc+file)
+	if _, got := setBytes(t, r.Set); got != file {
+		t.Errorf("second file: files counted %d, want %d", got, file)
 	}
 	for i := range rooms {
 		key, p := boundRoom(i)
@@ -114,7 +134,7 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := setBytes(r.Set); got != 0 || r.count() != 0 {
+	if got, _ := setBytes(t, r.Set); got != 0 || r.count() != 0 {
 		t.Errorf("rooms gone: counted %d bytes, %d rooms, want 0", got, r.count())
 	}
 }

@@ -21,6 +21,7 @@ func (r *Set) observe(rm *room) string {
 	}
 	if rm.hist == nil {
 		rm.hist = versions.NewHistory(r.scope, rm.info.Key, r.versions, nil)
+		rm.hist.SetMeter(r.versionsMeter()) // what they keep counts in the memory bound
 	}
 	before := rm.hist.Len()
 	v := rm.hist.Observe(snap)
@@ -34,6 +35,7 @@ func (r *Set) observe(rm *room) string {
 func (r *Set) forget(rm *room) {
 	if rm.hist != nil {
 		r.metrics.VersionsKept(-rm.hist.Len())
+		rm.hist.Release()
 		rm.hist = nil
 	}
 }

@@ -377,12 +377,19 @@ const (
 // a small factor of the heap it takes (a file of one-line cells takes about ten times
 // its size), so that what a file makes the process hold is bounded by it.
 func (s *Snapshot) Footprint() int64 {
-	n := valueBytes(s.metadata) + valueBytes(s.Metadata)
+	n := s.HeadFootprint()
 	for _, c := range s.All() {
-		n += cellBytes + valueBytes(c.obj)
+		n += c.Footprint()
 	}
 	return n
 }
+
+// HeadFootprint estimates the memory of the notebook's metadata, Footprint's share that
+// is not a cell's.
+func (s *Snapshot) HeadFootprint() int64 { return valueBytes(s.metadata) + valueBytes(s.Metadata) }
+
+// Footprint estimates the memory of the cell, as Snapshot.Footprint counts it.
+func (c *Cell) Footprint() int64 { return cellBytes + valueBytes(c.obj) }
 
 // valueBytes estimates the memory of v, a decoded JSON value, beyond the slot it is in.
 func valueBytes(v any) int64 {
