@@ -1,7 +1,6 @@
 package rooms
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,22 +11,8 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/nbtest"
 )
-
-// oneLineCells is an .ipynb of n one-line markdown cells, as the red team of issue 39
-// wrote them (pass 5, F2): about 65 bytes on disk a cell, ten times that in memory.
-func oneLineCells(n int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"metadata":{},"nbformat":4,"nbformat_minor":5,"cells":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"cell_type":"markdown","id":"c%x","metadata":{},"source":"a"}`, i)
-	}
-	b.WriteString("]}")
-	return []byte(b.String())
-}
 
 // setBytes is what r counts against MaxMemory now, checked to be what its rooms hold:
 // their documents, files and versions kept; files is the files' share.
@@ -65,7 +50,7 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 	var read []ondisk.File
 	for i := range rooms {
 		_, p := boundRoom(i)
-		if err := os.WriteFile(filepath.Join(dir, p), oneLineCells(5000), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, p), nbtest.OneLineCells(5000), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		f, err := files.Read(p)
@@ -75,8 +60,8 @@ func TestRoomsFilesCountInTheBound(t *testing.T) {
 		read = append(read, f)
 	}
 	file := read[0].Bytes
-	if file < 10*int64(len(oneLineCells(5000)))/2 {
-		t.Fatalf("a file of %d bytes counts %d", len(oneLineCells(5000)), file)
+	if file < 10*int64(len(nbtest.OneLineCells(5000)))/2 {
+		t.Fatalf("a file of %d bytes counts %d", len(nbtest.OneLineCells(5000)), file)
 	}
 	load := func(r *Writer) {
 		for i := range rooms {
@@ -148,7 +133,7 @@ func TestRoomsFileComparedWithoutLocks(t *testing.T) {
 	updates, _ := loadSession(t, "s0001.json.gz")
 	files := ondisk.New(ondisk.Config{Root: dir})
 	big, other := "big.ipynb", "other.ipynb"
-	if err := os.WriteFile(filepath.Join(dir, big), oneLineCells(99_000), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, big), nbtest.OneLineCells(99_000), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, err := files.Read(big)

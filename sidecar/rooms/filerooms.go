@@ -214,28 +214,43 @@ func (r *Writer) detach(rm *room) bool {
 		return false
 	}
 	defer r.settleFiles(rm)
+	ch, ok := diffToFile(rm, &f, nil)
+	if !ok {
+		return false
+	}
+	rm.detached, rm.file, rm.gone = true, &f, false
+	rm.rows, rm.badRows, rm.oracle = 0, 0, oracle{}
+	info := rm.info
+	rm.mu.Unlock()
+	r.metrics.SetDegraded(r.degradedCount())
+	r.log.Info("room left the store; notebook served from its file", logkey.Room, info.Key, logkey.Path, p, "mtime", f.ModTime)
+	if !ch.Empty() {
+		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
+	}
+	return true
+}
+
+// diffToFile diffs what rm serves against f with no lock held (notebook-sized work) and
+// returns the changes with rm.mu held, once rm served the same before and after; false,
+// rm.mu not held, when skip (called with rm.mu held; nil: never) says the file is no
+// longer to be served, or rm kept changing compareTries times.
+func diffToFile(rm *room, f *ondisk.File, skip func() bool) (ynotebook.Changes, bool) {
 	for range compareTries {
 		rm.mu.Lock()
+		if skip != nil && skip() {
+			rm.mu.Unlock()
+			return ynotebook.Changes{}, false
+		}
 		prev := rm.served()
 		rm.mu.Unlock()
-		ch := ynotebook.DiffContent(prev, f.Snapshot) // no lock held: notebook-sized
+		ch := ynotebook.DiffContent(prev, f.Snapshot)
 		rm.mu.Lock()
-		if rm.served() != prev {
-			rm.mu.Unlock()
-			continue // a file read meanwhile changed it
+		if rm.served() == prev {
+			return ch, true
 		}
-		rm.detached, rm.file, rm.gone = true, &f, false
-		rm.rows, rm.badRows, rm.oracle = 0, 0, oracle{}
-		info := rm.info
-		rm.mu.Unlock()
-		r.metrics.SetDegraded(r.degradedCount())
-		r.log.Info("room left the store; notebook served from its file", logkey.Room, info.Key, logkey.Path, p, "mtime", f.ModTime)
-		if !ch.Empty() {
-			r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
-		}
-		return true
+		rm.mu.Unlock() // a file read meanwhile changed it
 	}
-	return false
+	return ynotebook.Changes{}, false
 }
 
 // What a room's files hold counts in its Set's memory bound (bound.go) beside its documents:

@@ -290,27 +290,15 @@ func (r *Writer) serveFile(rm *room, p string) {
 		return
 	}
 	defer r.settleFiles(rm)
-	for range compareTries {
-		rm.mu.Lock()
-		if rm.gaps == nil || rm.file != nil && !f.ModTime.After(rm.file.ModTime) {
-			rm.mu.Unlock()
-			return
-		}
-		prev := rm.served()
-		rm.mu.Unlock()
-		ch := ynotebook.DiffContent(prev, f.Snapshot) // no lock held: notebook-sized
-		rm.mu.Lock()
-		if rm.served() != prev {
-			rm.mu.Unlock()
-			continue
-		}
-		rm.file = &f
-		info := rm.info
-		rm.mu.Unlock()
-		if !ch.Empty() {
-			r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
-		}
+	ch, ok := diffToFile(rm, &f, func() bool { return rm.gaps == nil || rm.file != nil && !f.ModTime.After(rm.file.ModTime) })
+	if !ok {
 		return
+	}
+	rm.file = &f
+	info := rm.info
+	rm.mu.Unlock()
+	if !ch.Empty() {
+		r.notify.Changed(p, ch, Origin{Room: info, At: f.ModTime.UTC(), File: true})
 	}
 }
 

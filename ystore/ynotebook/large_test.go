@@ -3,27 +3,12 @@ package ynotebook
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
-)
 
-// oneLineCells is an .ipynb of n one-line markdown cells, as the red team of issue 39
-// (pass 5, F2) wrote them: about 65 bytes a cell.
-func oneLineCells(n int) []byte {
-	var b strings.Builder
-	b.WriteString(`{"metadata":{},"nbformat":4,"nbformat_minor":5,"cells":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"cell_type":"markdown","id":"c%x","metadata":{},"source":"a"}`, i)
-	}
-	b.WriteString("]}")
-	return []byte(b.String())
-}
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/nbtest"
+)
 
 // A file of 99,000 one-line cells (under DefaultMaxCells) converts in time linear in its
 // size: compared with the room's document and diffed against it both ways, it takes less
@@ -32,7 +17,7 @@ func oneLineCells(n int) []byte {
 // file; 16 s here against 0.6 s to parse it). Measured against the parse, the bound holds
 // on a machine however busy, under -race or not.
 func TestManyCellsConvertInLinearTime(t *testing.T) {
-	data := oneLineCells(99_000)
+	data := nbtest.OneLineCells(99_000)
 	start := time.Now()
 	s, err := Parse(data, Limits{})
 	if err != nil {
@@ -63,7 +48,7 @@ func TestManyCellsConvertInLinearTime(t *testing.T) {
 // allocates is a small part of what decoding it takes (the red team's 281,818-cell
 // file was decoded whole first: 380 MB for 4 files).
 func TestTooManyCellsRefusedBeforeDecoding(t *testing.T) {
-	data := oneLineCells(DefaultMaxCells + 1)
+	data := nbtest.OneLineCells(DefaultMaxCells + 1)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := Parse(data, Limits{})
@@ -120,7 +105,7 @@ func TestFootprint(t *testing.T) {
 		name string
 		data []byte
 	}{
-		{"one-line cells", oneLineCells(20_000)},
+		{"one-line cells", nbtest.OneLineCells(20_000)},
 		{"outputs and images", benchFile(300)},
 	} {
 		var before, after runtime.MemStats
