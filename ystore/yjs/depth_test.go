@@ -158,7 +158,7 @@ func TestDepthRefusedCheaply(t *testing.T) {
 // after it do not.
 func TestDepthBatch(t *testing.T) {
 	d := NewDoc()
-	err := d.ApplyUpdates([][]byte{typedChar(1, 0), yjstest.Nested(2, "m", "k", MaxDepth+1), typedChar(1, 1)})
+	err := d.ApplyUpdates([][]byte{yjstest.Char(1, "t", 0), yjstest.Nested(2, "m", "k", MaxDepth+1), yjstest.Char(1, "t", 1)})
 	var de *DepthError
 	if !errors.As(err, &de) || de.ID.Client != 2 || !bytes.Contains([]byte(err.Error()), []byte("update 1")) {
 		t.Fatalf("err = %v, want update 1's *DepthError", err)
@@ -200,8 +200,8 @@ func TestDepthFailed(t *testing.T) {
 		t.Fatalf("JSON nests %d deep, want %d", got, MaxDepth)
 	}
 	for _, apply := range []func() error{
-		func() error { _, err := d.ApplyUpdate(typedChar(2, 0)); return err },
-		func() error { return d.ApplyUpdates([][]byte{typedChar(2, 0)}) },
+		func() error { _, err := d.ApplyUpdate(yjstest.Char(2, "t", 0)); return err },
+		func() error { return d.ApplyUpdates([][]byte{yjstest.Char(2, "t", 0)}) },
 	} {
 		var de *DepthError
 		if err := apply(); !errors.As(err, &de) || de.ID != (ID{1, MaxDepth}) {

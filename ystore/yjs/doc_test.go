@@ -291,33 +291,11 @@ func TestManyWaitingClients(t *testing.T) {
 	}
 }
 
-// typedChar returns the update of client typing "x" into the root text "t" at clock,
-// after its previous character.
-func typedChar(client, clock uint64) []byte {
-	var e lib0.Encoder
-	e.VarUint(1)
-	e.VarUint(1)
-	e.VarUint(client)
-	e.VarUint(clock)
-	if clock == 0 {
-		e.Uint8(kindString)
-		e.VarUint(1)
-		e.VarString("t")
-	} else {
-		e.Uint8(infoOrigin | kindString)
-		e.VarUint(client)
-		e.VarUint(clock - 1)
-	}
-	e.VarString("x")
-	e.VarUint(0)
-	return e.Buf
-}
-
 // TestLongPendingChain delivers 20k typing updates before the first one: they wait
 // without quadratic cost and all integrate when it arrives.
 func TestLongPendingChain(t *testing.T) {
 	const n = 20000
-	char := func(clock uint64) []byte { return typedChar(1, clock) }
+	char := func(clock uint64) []byte { return yjstest.Char(1, "t", clock) }
 	d := NewDoc()
 	for c := uint64(1); c <= n; c++ {
 		mustApply(t, d, char(c))
@@ -359,7 +337,7 @@ func TestDeletedTypeAfterMerge(t *testing.T) {
 	mustApply(t, d, []byte{0, 1, 1, 1, 0, 2}) // delete both
 	// Strings of another client, integrated after the merge.
 	for i := range uint64(40) {
-		mustApply(t, d, typedChar(2, i))
+		mustApply(t, d, yjstest.Char(2, "t", i))
 	}
 	if parent, _, _ := second.Parent(); !second.Deleted() || parent != d.Array("a").Type() {
 		t.Fatalf("deleted map: Deleted() = %v, parent %v", second.Deleted(), parent)

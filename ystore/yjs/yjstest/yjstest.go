@@ -128,25 +128,31 @@ func Keys(client uint64, root string, n int) []byte {
 func Typed(client uint64, root string, n int) [][]byte {
 	out := make([][]byte, n)
 	for clock := range uint64(n) {
-		var e lib0.Encoder
-		e.VarUint(1)
-		e.VarUint(1)
-		e.VarUint(client)
-		e.VarUint(clock)
-		if clock == 0 {
-			e.Uint8(infoString)
-			e.VarUint(1)
-			e.VarString(root)
-		} else {
-			e.Uint8(infoString | infoOrigin)
-			e.VarUint(client)
-			e.VarUint(clock - 1)
-		}
-		e.VarString("x")
-		e.VarUint(0)
-		out[clock] = e.Buf
+		out[clock] = Char(client, root, clock)
 	}
 	return out
+}
+
+// Char returns the update in which client types "x" at clock into the root text named
+// root: after its character at clock-1, or first.
+func Char(client uint64, root string, clock uint64) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(1)
+	e.VarUint(client)
+	e.VarUint(clock)
+	if clock == 0 {
+		e.Uint8(infoString)
+		e.VarUint(1)
+		e.VarString(root)
+	} else {
+		e.Uint8(infoString | infoOrigin)
+		e.VarUint(client)
+		e.VarUint(clock - 1)
+	}
+	e.VarString("x")
+	e.VarUint(0)
+	return e.Buf
 }
 
 // Deletes returns an update of deletes alone: n ranges of one clock of client, every
