@@ -78,6 +78,16 @@ func countedReset(key string, updates [][]byte, reads *int) ystore.Event {
 	}}
 }
 
+// reset is the store delivering room key whole: the rows of us; rows is the store
+// delivering us as the room's next rows.
+func reset(key string, us [][]byte) ystore.Event {
+	return ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, us)}
+}
+
+func rows(key string, us [][]byte) ystore.Event {
+	return ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, us)}
+}
+
 // removedSince reports whether a change told since the n-th removed cells of path p.
 func (l *told) removedSince(n int, p string) bool {
 	l.mu.Lock()
@@ -197,12 +207,6 @@ func TestRoomsBoundWhileFollowing(t *testing.T) {
 	k0, p0 := boundRoom(0)
 	k1, p1 := boundRoom(1)
 	k2, p2 := boundRoom(2)
-	reset := func(key string, us [][]byte) ystore.Event {
-		return ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, us)}
-	}
-	rows := func(key string, us [][]byte) ystore.Event {
-		return ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, us)}
-	}
 	type step struct {
 		ev      ystore.Event
 		served  []string // paths served after it
@@ -355,12 +359,6 @@ func TestRoomsMemoryBound(t *testing.T) {
 	hostile := chains(200) // about 70 MB decoded, 2 MB of rows
 	k0, p0 := boundRoom(0)
 	k1, _ := boundRoom(1)
-	reset := func(key string, us [][]byte) ystore.Event {
-		return ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, us)}
-	}
-	rows := func(key string, us [][]byte) ystore.Event {
-		return ystore.Event{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, us)}
-	}
 	m := &boundCount{}
 	r := New(Config{Logger: slog.New(slog.DiscardHandler), Metrics: m, MaxMemory: maxMemory, MaxBytes: 1 << 30}).Writer(nil)
 	for i, s := range []struct {
