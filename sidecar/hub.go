@@ -224,7 +224,7 @@ func (h *hub) start(user string) (*tenant, error) {
 		return nil, err
 	}
 	obs.Logger.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
-	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
+	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP(cfg.Server.TransportConfig(obs)))); err != nil {
 		conf.close()
 		return nil, err
 	}
@@ -282,7 +282,6 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	if cfg.FileID.RootDir, err = cfg.Hub.RootDirPath(user); err != nil {
 		return cfg, err
 	}
-	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
 	_, cfg.Server.Limits.MaxSessions = cfg.Hub.UserShare(cfg.Server)

@@ -80,10 +80,11 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		return runHub(ctx, cfg, obs, metricsHandler, o)
 	}
 
-	nt := resources.NewTransport(transport.HTTP)
-	stdio := cfg.Server.Transport == resources.TransportStdio
+	tc := cfg.Server.TransportConfig(obs)
+	nt := transport.HTTP(tc)
+	stdio := cfg.Server.Transport == transport.KindStdio
 	if stdio {
-		nt = transport.Stdio(o.stdin, o.stdout)
+		nt = transport.Stdio(tc, o.stdin, o.stdout)
 	}
 	cfg, err = withStateFile(cfg, obs)
 	if err != nil {
@@ -259,7 +260,7 @@ func Check(cfg config.Config) error {
 	if _, err := resources.New(cfg.ServerConfig("", obs), nil); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
-	if cfg.Server.Transport != resources.TransportStdio { // the front's, as Run builds it
+	if cfg.Server.Transport != transport.KindStdio { // the front's, as Run builds it
 		if _, err := mcpVerifier(cfg.Server, obs); err != nil {
 			return fmt.Errorf("mcp server: %w", err)
 		}

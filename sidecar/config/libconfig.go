@@ -15,6 +15,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -90,22 +91,37 @@ func (p ShipPostgres) StoreConfig(o Obs) postgres.Config {
 	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: o.Logger, Registerer: o.Registerer}
 }
 
-// ServerConfig is the MCP server's resources.Config: the server section's Endpoint and
-// Limits are the server's own; version is reported to clients.
+// ServerConfig is the MCP server's resources.Config: the surface's limits; version is
+// reported to clients.
 func (c Config) ServerConfig(version string, o Obs) resources.Config {
+	l := c.Server.Limits
 	return resources.Config{
-		Endpoint:   c.Server.Endpoint,
-		Limits:     c.Server.Limits,
-		StateFile:  c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
-		Notebooks:  c.Notebooks,
-		Publisher:  c.Publisher,
-		Gate:       c.Gate,
-		Extensions: c.Extensions,
-		Effective:  c.Masked(),
-		Hooks:      c.Hooks,
-		Version:    version,
-		Logger:     o.Logger,
-		Registerer: o.Registerer,
+		Limits: resources.Limits{
+			MaxURIBytes: l.MaxURIBytes, MaxSubscriptions: l.MaxSubscriptions, MaxSubscriptionBytes: l.MaxSubscriptionBytes,
+			MaxListenURIs: l.MaxListenURIs, MaxNames: l.MaxNames, MaxPathBytes: l.MaxPathBytes,
+		},
+		StateFile:   c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
+		Notebooks:   c.Notebooks,
+		Publisher:   c.Publisher,
+		Gate:        c.Gate,
+		Extensions:  c.Extensions,
+		Effective:   c.Masked(),
+		Hooks:       c.Hooks,
+		StopTimeout: c.Server.DrainTimeout,
+		Version:     version,
+		Logger:      o.Logger,
+		Registerer:  o.Registerer,
+	}
+}
+
+// TransportConfig is the MCP server's transport.Config: the server section's endpoint
+// path, request limit, drain and the limits of its sessions.
+func (s Server) TransportConfig(o Obs) transport.Config {
+	return transport.Config{
+		Path: s.Path, MaxRequestBytes: s.MaxRequestBytes, DrainTimeout: s.DrainTimeout,
+		SessionIdleTimeout: s.Limits.SessionIdleTimeout, MaxSessions: s.Limits.MaxSessions,
+		ReplayEvents: s.Limits.ReplayEvents, ReplayBytes: s.Limits.ReplayBytes,
+		Logger: o.Logger, Registerer: o.Registerer,
 	}
 }
 

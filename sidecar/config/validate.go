@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 )
 
 // ErrInvalid is wrapped by every validation error.
@@ -195,8 +195,8 @@ func (c Config) Validate() error {
 }
 
 func (s Server) validate(v *validator) {
-	v.oneOf("server.transport", s.Transport, []string{resources.TransportHTTP, resources.TransportStdio})
-	if s.Transport == resources.TransportHTTP {
+	v.oneOf("server.transport", s.Transport, []string{transport.KindHTTP, transport.KindStdio})
+	if s.Transport == transport.KindHTTP {
 		v.hostPort("server.listen", s.Listen)
 	}
 	if !strings.HasPrefix(s.Path, "/") {

@@ -28,8 +28,18 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
+// Defaults of the daemon's front (DefaultConfig).
+const (
+	DefaultListen         = "127.0.0.1:4040"
+	DefaultMaxConnections = 1024
+	DefaultIdleTimeout    = 30 * time.Second
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultDrainTimeout   = 10 * time.Second
+)
+
 // Config is what the front is built from: the daemon's server section's listener
-// settings.
+// settings. A zero field is no bound, no timeout, no listener: DefaultConfig is the
+// daemon's.
 type Config struct {
 	Listen         string         // the MCP listener's address; "" without Listener: none (stdio)
 	Listener       net.Listener   // served instead of listening on Listen; nil: listen
@@ -49,6 +59,12 @@ type Config struct {
 
 	Logger     *slog.Logger          // nil: slog.Default()
 	Registerer prometheus.Registerer // where the listeners' refusals are counted; nil: nowhere
+}
+
+// DefaultConfig is the daemon's front: the configuration's defaults are these.
+func DefaultConfig() Config {
+	return Config{Listen: DefaultListen, MaxConnections: DefaultMaxConnections, IdleTimeout: DefaultIdleTimeout,
+		ReadTimeout: DefaultReadTimeout, DrainTimeout: DefaultDrainTimeout}
 }
 
 // Probes are the handlers of /healthz, /readyz and /metrics.

@@ -35,7 +35,7 @@ const postDrainWait = time.Second
 // long-lived streams.
 type httpTransport struct {
 	link     resources.Link
-	cfg      resources.Config
+	cfg      Config
 	log      *slog.Logger
 	m        metrics
 	sdk      *server.StreamableHTTPServer
@@ -51,14 +51,13 @@ type httpTransport struct {
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
 // recover → body limit → stream/POST tracking → resources/read patching →
 // mcp-go. The front puts the origin check, CORS and bearer auth before it.
-func newHTTP(l resources.Link) (*httpTransport, error) {
-	cfg := l.Config()
-	m, err := newMetrics(l.Registerer())
+func newHTTP(l resources.Link, cfg Config) (*httpTransport, error) {
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	t := &httpTransport{
-		link: l, cfg: cfg, log: l.Logger(), m: m,
+		link: l, cfg: cfg, log: cfg.Logger, m: m,
 		sessions: newSessionIDs(cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},

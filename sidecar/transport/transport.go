@@ -19,19 +19,34 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
-// HTTP builds the Streamable HTTP transport of a surface (resources.WithTransport).
-func HTTP(l resources.Link) (resources.Transport, error) { return newHTTP(l) }
+// HTTP returns the builder of the Streamable HTTP transport of a surface, configured
+// by cfg (resources.WithTransport).
+func HTTP(cfg Config) resources.NewTransport {
+	return func(l resources.Link) (resources.Transport, error) {
+		cfg, err := cfg.checked()
+		if err != nil {
+			return nil, err
+		}
+		return newHTTP(l, cfg)
+	}
+}
 
 // Stdio returns the builder of the stdio transport on in and out (nil: os.Stdin,
-// os.Stdout).
-func Stdio(in io.Reader, out io.Writer) resources.NewTransport {
+// os.Stdout), configured by cfg.
+func Stdio(cfg Config, in io.Reader, out io.Writer) resources.NewTransport {
 	if in == nil {
 		in = os.Stdin
 	}
 	if out == nil {
 		out = os.Stdout
 	}
-	return func(l resources.Link) (resources.Transport, error) { return newStdio(l, in, out) }
+	return func(l resources.Link) (resources.Transport, error) {
+		cfg, err := cfg.checked()
+		if err != nil {
+			return nil, err
+		}
+		return newStdio(l, cfg, in, out)
+	}
 }
 
 // rpcError is a JSON-RPC error response with a null id: an answer to a
