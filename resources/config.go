@@ -3,11 +3,12 @@ package resources
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
 // Defaults of Config: the daemon's configuration defaults are these.
@@ -87,23 +88,30 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports configuration errors (after Defaults).
+// Validate reports what is wrong with c, each a *option.KeyError (option.ErrInvalid)
+// naming its field in snake case (sidecar/config renames them to the daemon's keys); a
+// zero field is refused, so call it on a Config as the daemon maps it, or after
+// Defaults.
 func (c Config) Validate() error {
 	var errs []error
-	for name, d := range map[string]time.Duration{
-		"notebook ttl": c.NotebookTTL, "output ttl": c.OutputTTL, "stop timeout": c.StopTimeout,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"notebook_ttl", c.NotebookTTL}, {"output_ttl", c.OutputTTL}, {"stop_timeout", c.StopTimeout}} {
+		if d.d <= 0 {
+			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
 		}
 	}
-	for name, n := range map[string]int{
-		"max uri bytes": c.MaxURIBytes, "max subscriptions": c.MaxSubscriptions,
-		"max subscription bytes": c.MaxSubscriptionBytes, "max listen uris": c.MaxListenURIs,
-		"max names": c.MaxNames, "max path bytes": c.MaxPathBytes,
+	for _, n := range []struct {
+		key string
+		n   int
+	}{
+		{"max_uri_bytes", c.MaxURIBytes}, {"max_subscriptions", c.MaxSubscriptions},
+		{"max_subscription_bytes", c.MaxSubscriptionBytes}, {"max_listen_uris", c.MaxListenURIs},
+		{"max_names", c.MaxNames}, {"max_path_bytes", c.MaxPathBytes},
 	} {
-		if n < 1 {
-			errs = append(errs, fmt.Errorf("%s %d must be at least 1", name, n))
+		if n.n < 1 {
+			errs = append(errs, option.Invalid(n.key, "%d: want at least 1", n.n))
 		}
 	}
 	return errors.Join(errs...)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 )
 
@@ -81,31 +83,48 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports configuration errors (after Defaults).
+// Validate reports what is wrong with c, each a *option.KeyError (option.ErrInvalid)
+// naming its field in snake case (sidecar/config renames them to the daemon's keys); a
+// zero field is refused, so call it on a Config as the daemon maps it, or after
+// Defaults.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Path == "" || c.Path[0] != '/' {
-		errs = append(errs, fmt.Errorf("path %q must start with /", c.Path))
+	if !strings.HasPrefix(c.Path, "/") {
+		errs = append(errs, option.Invalid("path", "must start with /, got %q", c.Path))
 	}
 	if c.MaxRequestBytes < MinRequestBytes {
-		errs = append(errs, fmt.Errorf("max request bytes %d: want at least %d", c.MaxRequestBytes, MinRequestBytes))
+		errs = append(errs, option.Invalid("max_request_bytes", "must be at least %d, got %d", MinRequestBytes, c.MaxRequestBytes))
 	}
-	for name, d := range map[string]time.Duration{
-		"drain timeout": c.DrainTimeout, "heartbeat interval": c.HeartbeatInterval,
-		"session idle timeout": c.SessionIdleTimeout, "session grace": c.SessionGrace, "send timeout": c.SendTimeout,
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"drain_timeout", c.DrainTimeout}, {"session_idle_timeout", c.SessionIdleTimeout},
+		{"heartbeat_interval", c.HeartbeatInterval}, {"session_grace", c.SessionGrace}, {"send_timeout", c.SendTimeout},
 	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s %v must not be negative", name, d))
+		if d.d <= 0 {
+			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
 		}
 	}
-	for name, n := range map[string]int{
-		"max sessions": c.MaxSessions, "replay events": c.ReplayEvents, "replay bytes": c.ReplayBytes,
+	for _, n := range []struct {
+		key string
+		n   int
+	}{
+		{"max_sessions", c.MaxSessions}, {"replay_events", c.ReplayEvents}, {"replay_bytes", c.ReplayBytes},
 	} {
-		if n < 1 {
-			errs = append(errs, fmt.Errorf("%s %d must be at least 1", name, n))
+		if n.n < 1 {
+			errs = append(errs, option.Invalid(n.key, "%d: want at least 1", n.n))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateKind refuses a transport other than KindHTTP and KindStdio, as key "kind".
+func ValidateKind(kind string) error {
+	if kind != KindHTTP && kind != KindStdio {
+		return option.Invalid("kind", "must be one of %s, %s, got %q", KindHTTP, KindStdio, kind)
+	}
+	return nil
 }
 
 // checked is c with its defaults, or why it is invalid; its logs carry the component

@@ -97,7 +97,7 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 	}
 	// A transport's configuration is its own: one it refuses stops the server it serves.
 	if _, err := resources.New(resources.Config{Logger: quietLog}, lib, resources.WithTransport(HTTP(Config{MaxRequestBytes: 100}))); err == nil ||
-		!strings.Contains(err.Error(), "max request bytes") {
+		!strings.Contains(err.Error(), "max_request_bytes: must be at least 1024, got 100") {
 		t.Errorf("New with a transport of max request bytes 100 = %v, want an error naming them", err)
 	}
 }
