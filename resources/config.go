@@ -22,7 +22,7 @@ const (
 	DefaultMaxListenURIs        = 4096
 	DefaultMaxNames             = 1000
 	DefaultMaxPathBytes         = 1024
-	DefaultVersion              = "dev"
+	DefaultVersion              = "devel" // an unstamped build's (sidecarcmd reports it too)
 )
 
 // DefaultHooks are the hooks enabled when the configuration names none: the
@@ -53,7 +53,7 @@ type Config struct {
 	NotebookTTL time.Duration // cache hint for notebook and cell reads; default 5 s
 	OutputTTL   time.Duration // cache hint for output reads; default 60 s
 	StopTimeout time.Duration // how long the extensions have to stop once Run's context is done; default 10 s
-	Version     string        // reported in serverInfo; default "dev"
+	Version     string        // reported in serverInfo; default DefaultVersion
 
 	Logger     *slog.Logger          // the server's and its plugins' logs; nil: slog.Default()
 	Registerer prometheus.Registerer // the server's, publisher's and hooks' metrics (servers on one feed the same series); nil: none

@@ -159,7 +159,7 @@ func newInstance(cfg config.Config, obs config.Obs, version, user string,
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
 		fc := cfg.FilesConfig(obs)
-		fc.FSNotify = fc.FSNotify && !sh.hub // hub mode: one inotify instance in all (the store watcher's)
+		fc.DisableFSNotify = fc.DisableFSNotify || sh.hub // hub mode: one inotify instance in all (the store watcher's)
 		fc.Confine = conf.notebooks
 		files = ondisk.New(fc)
 		rc.Files = files

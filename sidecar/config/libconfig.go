@@ -34,7 +34,7 @@ import (
 // between its functions, as one value; a library gets it as its Config's Logger and
 // Registerer fields.
 type Obs struct {
-	Logger     *slog.Logger          // nil: the library's default
+	Logger     *slog.Logger          // nil: slog.Default(), as for every library's Logger
 	Registerer prometheus.Registerer // nil: no metrics
 }
 
@@ -139,12 +139,12 @@ func (c Config) RoomsConfig(o Obs) rooms.Config {
 // FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.
 func (c Config) FilesConfig(o Obs) ondisk.Config {
 	return ondisk.Config{
-		Root:           c.RootDirPath(),
-		PollInterval:   c.OnDisk.PollInterval,
-		MaxWatchedDirs: c.OnDisk.MaxWatchedDirs,
-		MaxFileBytes:   c.OnDisk.MaxFileBytes,
-		FSNotify:       c.OnDisk.FSNotify,
-		Logger:         o.Logger,
+		Root:            c.RootDirPath(),
+		PollInterval:    c.OnDisk.PollInterval,
+		MaxWatchedDirs:  c.OnDisk.MaxWatchedDirs,
+		MaxFileBytes:    c.OnDisk.MaxFileBytes,
+		DisableFSNotify: !c.OnDisk.FSNotify,
+		Logger:          o.Logger,
 	}
 }
 

@@ -65,7 +65,7 @@ func TestLibraryConfigs(t *testing.T) {
 		t.Errorf("store readers bounded by %d (sqlite), %d (postgres), ship's %d; want 3, 3, 0", sc.MaxRooms, pc.MaxRooms, ship.MaxRooms)
 	}
 	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
-		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confine != nil || fc.Logger != log {
+		fc.MaxFileBytes != 9 || fc.DisableFSNotify || fc.Confine != nil || fc.Logger != log {
 		t.Errorf("FilesConfig = %+v", fc)
 	}
 	abs, _ := filepath.Abs("rel/root")
