@@ -93,7 +93,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Probes are the handlers of /healthz, /readyz and /metrics.
+// Probes are the handlers of /healthz, /readyz and /metrics; a nil one is not served
+// (the sse feed's front serves none).
 type Probes struct {
 	Live, Ready, Metrics http.Handler
 }
@@ -122,22 +123,29 @@ func New(cfg Config, p Probes) (*Front, error) {
 		if !slices.Contains(onMain, "") {
 			onMain = append([]string{""}, onMain...)
 		}
-		f.mux.Handle("GET /metrics", p.Metrics)
+		handle(f.mux, "GET /metrics", p.Metrics)
 	} else {
 		f.metricsRefused = promreg.Register(r, conns.RefusedCounter("metrics"))
 		f.probes = http.NewServeMux()
-		f.probes.Handle("GET /healthz", p.Live)
-		f.probes.Handle("GET /readyz", p.Ready)
-		f.probes.Handle("GET /metrics", p.Metrics)
+		handle(f.probes, "GET /healthz", p.Live)
+		handle(f.probes, "GET /readyz", p.Ready)
+		handle(f.probes, "GET /metrics", p.Metrics)
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register listener metrics: %w", err)
 	}
 	for _, prefix := range onMain {
-		f.mux.Handle("GET "+prefix+"/healthz", p.Live)
-		f.mux.Handle("GET "+prefix+"/readyz", p.Ready)
+		handle(f.mux, "GET "+prefix+"/healthz", p.Live)
+		handle(f.mux, "GET "+prefix+"/readyz", p.Ready)
 	}
 	return f, nil
+}
+
+// handle serves h at pattern on mux, unless h is nil.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) {
+	if h != nil {
+		mux.Handle(pattern, h)
+	}
 }
 
 // Handle serves h at pattern on the MCP listener.

@@ -60,10 +60,12 @@ loopback address: any MCP client can connect at once.`,
 	return cmd
 }
 
-// needsToken reports whether the default verifier would have no token to compare with.
+// needsToken reports whether single mode's default verifier would have no token to
+// compare with; hub mode admits the Hub's tokens (its "jupyterhub" verifier) and uses
+// none of server.token.
 func needsToken(cfg config.Config) bool {
 	s := cfg.Server
-	return s.Transport == transport.KindHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
+	return !cfg.Hub.Enabled && s.Transport == transport.KindHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
 }
 
 // generatedTokenName is the file, beside the state file, a generated token is written to.
