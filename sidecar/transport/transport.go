@@ -2,11 +2,12 @@
 // Streamable HTTP (http.go) with its 2025-11-25 sessions and their ids, the
 // per-session replay buffer of resumable GET streams (replay.go) and the admission
 // of subscriptions before the SDK sees them, or newline-delimited JSON-RPC on stdio
-// (stdio.go); and every workaround of mcp-go (sdkpatch.go), so that they go when the
+// (stdio.go), each configured by its own Config (config.go); and the workarounds of
+// mcp-go (sdkpatch.go, and one hand-off rule of outbox.go), so that they go when the
 // SDK can say these. It is built from the surface's resources.Link and is the
 // surface's resources.Transport: the one seam between them (resources/seam.go). The
 // HTTP endpoint is a handler: the front (sidecar/front) listens and puts the origin
-// check, CORS (cors.go) and authentication before it.
+// check, CORS and authentication before it.
 package transport
 
 import (
