@@ -56,14 +56,13 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	cfg := resources.Config{
-		Endpoint:   resources.Endpoint{Token: "secret"},
 		StateFile:  t.TempDir() + "/names.json",
 		Notebooks:  map[string]string{"nb": "a.ipynb", "gone": "b.ipynb"},
 		Publisher:  resources.Seam{Name: "subscribers"},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: reg,
 	}
-	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.HTTP))
+	srv, err := resources.New(cfg, oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.HTTP(transport.Config{Logger: cfg.Logger, Registerer: reg})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token})
+	v, err := auth.New(auth.Default, auth.Settings{Token: "secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Handle(resources.DefaultPath, endpoint)
+	f.Handle(transport.DefaultPath, endpoint)
 	ctx, cancel := context.WithCancel(context.Background())
 	var g errgroup.Group
 	g.Go(func() error { return srv.Run(ctx) })
@@ -106,7 +105,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		t.Fatalf("GET /healthz: %s", resp.Status)
 	}
 	// The endpoint is not.
-	resp, err = http.Post(base+resources.DefaultPath, "application/json", strings.NewReader(`{}`))
+	resp, err = http.Post(base+transport.DefaultPath, "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +114,7 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 		t.Fatalf("POST without a token: %s, want 401", resp.Status)
 	}
 
-	tr, err := clienttransport.NewStreamableHTTP(base+resources.DefaultPath,
+	tr, err := clienttransport.NewStreamableHTTP(base+transport.DefaultPath,
 		clienttransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer secret"}), clienttransport.WithContinuousListening())
 	if err != nil {
 		t.Fatal(err)
@@ -179,8 +178,8 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 func TestPublicAPIOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{Transport: resources.TransportStdio}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.Stdio(inR, outW)))
+	srv, err := resources.New(resources.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		oneNotebook{path: "a.ipynb"}, resources.WithTransport(transport.Stdio(transport.Config{Logger: slog.New(slog.DiscardHandler)}, inR, outW)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,12 +90,11 @@ func TestReadServesGetWithInvalidCells(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	srv, err := resources.New(resources.Config{
-		Endpoint:   resources.Endpoint{Transport: resources.TransportStdio},
 		StateFile:  t.TempDir() + "/names.json",
 		Notebooks:  map[string]string{"nb": "a.ipynb"},
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: reg,
-	}, fixedNotebook{path: "a.ipynb", snap: snap}, resources.WithTransport(transport.Stdio(inR, outW)))
+	}, fixedNotebook{path: "a.ipynb", snap: snap}, resources.WithTransport(transport.Stdio(transport.Config{Logger: slog.New(slog.DiscardHandler), Registerer: reg}, inR, outW)))
 	if err != nil {
 		t.Fatal(err)
 	}

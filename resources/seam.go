@@ -2,12 +2,10 @@ package resources
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/subscribers"
 )
@@ -25,7 +23,7 @@ import (
 // Transport serves the surface's mcp-go server to its clients.
 type Transport interface {
 	// Serve serves until ctx is done or the transport ends (the stdio client closed its
-	// input), then ends its sessions within Config.DrainTimeout.
+	// input), then ends its sessions within its own drain timeout.
 	Serve(ctx context.Context) error
 	// SessionStarted is told that the SDK registered a session, and returns the Sink
 	// the session's change notifications go to.
@@ -43,20 +41,13 @@ type NewTransport func(Link) (Transport, error)
 // server serves no client (Check builds it so).
 func WithTransport(nt NewTransport) Option { return func(o *options) { o.transport = nt } }
 
-// Link is the surface as its transport sees it.
+// Link is the surface as its transport sees it: the mcp-go server it serves and the
+// admissions the SDK cannot make. The transport's settings, logger and registerer are
+// its own configuration's (sidecar/transport.Config).
 type Link struct{ s *Server }
 
 // MCP is the mcp-go server the transport serves.
 func (l Link) MCP() *server.MCPServer { return l.s.mcp }
-
-// Config is the server's configuration, defaults applied.
-func (l Link) Config() Config { return l.s.cfg }
-
-// Logger is the server's logger.
-func (l Link) Logger() *slog.Logger { return l.s.log }
-
-// Registerer is where the server's metrics are registered (nil: nowhere).
-func (l Link) Registerer() prometheus.Registerer { return l.s.cfg.Registerer }
 
 // AdmitSubscribe decides a resources/subscribe of a session before the SDK sees it
 // (the SDK's sessions cannot refuse one); nil admits it, and records it at once. The

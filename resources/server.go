@@ -335,7 +335,7 @@ func (s *Server) publish(ev publish.Event) {
 
 // Run loads the bindings, starts the publisher and extensions, and serves the
 // transport until ctx is done or the transport ends (the stdio client closed its
-// input), then drains within DrainTimeout.
+// input), then gives the extensions StopTimeout to stop.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.markLoaded()
 	switch err := s.names.Load(); {
@@ -351,7 +351,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StopTimeout)
 		defer cancel()
 		if err := s.exts.Stop(stopCtx); err != nil {
 			s.log.Error("extensions did not stop cleanly", "err", err)

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -106,9 +105,9 @@ func runHub(ctx context.Context, cfg config.Config, obs config.Obs, metrics http
 	defer release()
 	sh.hub = true
 	h.shared = sh
-	verifier, err := hubauth.NewJupyterHub(cfg.Hub.VerifierOptions(), auth.Settings{Token: cfg.Hub.APIToken, Logger: h.obs.Logger, Registerer: h.obs.Registerer})
+	verifier, err := hubVerifier(cfg, h.obs)
 	if err != nil {
-		return fmt.Errorf("hub token verifier: %w", err)
+		return err
 	}
 	// The front: the users' router behind the origin check, CORS and the Hub's
 	// tokens; the probes also under the service prefix, where the Hub's proxy reaches.
@@ -224,7 +223,7 @@ func (h *hub) start(user string) (*tenant, error) {
 		return nil, err
 	}
 	obs.Logger.Debug("tenant started", "user", user) // the one line that maps the pseudonym (docs/HUB.md, "Logs")
-	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP)); err != nil {
+	if t.in, err = newInstance(cfg, obs, h.version, user, h.shared, conf, resources.WithTransport(transport.HTTP(cfg.Server.TransportConfig(obs)))); err != nil {
 		conf.close()
 		return nil, err
 	}
@@ -282,7 +281,6 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	if cfg.FileID.RootDir, err = cfg.Hub.RootDirPath(user); err != nil {
 		return cfg, err
 	}
-	cfg.Server.Transport = resources.TransportMounted
 	cfg.Server.Path = cfg.Hub.PrefixedPath(cfg.Server.Path)
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
 	_, cfg.Server.Limits.MaxSessions = cfg.Hub.UserShare(cfg.Server)
@@ -468,51 +466,39 @@ func (h *hub) tenantLog(user string) *slog.Logger {
 	return slog.New(redacting(h.obs.Logger.Handler(), pairs...)).With("tenant", LogID(h.idKey, user))
 }
 
+// hubVerifier is hub mode's token verifier: the registered hubauth.VerifierName, from
+// the hub section.
+func hubVerifier(cfg config.Config, obs config.Obs) (auth.Verifier, error) {
+	v, err := auth.New(hubauth.VerifierName, cfg.Hub.VerifierSettings(obs))
+	if err != nil {
+		return nil, fmt.Errorf("hub token verifier: %w", err)
+	}
+	return v, nil
+}
+
+// hubLogin builds hub.oauth's login with the Hub (no I/O), resolving a Hub token to its
+// user with verifier.
+func hubLogin(cfg config.Config, verifier auth.Verifier, obs config.Obs) (*hubauth.Server, error) {
+	lc, err := cfg.LoginConfig(obs)
+	if err != nil {
+		return nil, err
+	}
+	lc.Verify = func(ctx context.Context, token string) (string, error) {
+		p, err := verifier.Verify(ctx, token)
+		return p.User, err
+	}
+	return hubauth.New(lc)
+}
+
 // mountHubAuth serves, with hub.oauth on, the login with the Hub (sidecar/hubauth) under
 // the service prefix and returns the challenge parameter a 401 carries and the MCP
 // endpoint's verifier: verifier, and the login's own tokens with hub.oauth on; "" and
 // verifier when off.
 func mountHubAuth(f *front.Front, cfg config.Config, verifier auth.Verifier, obs config.Obs) (string, auth.Verifier, error) {
-	o := cfg.Hub.OAuth
-	if !o.Enabled {
+	if !cfg.Hub.OAuth.Enabled {
 		return "", verifier, nil
 	}
-	api, err := url.Parse(cfg.Hub.APIURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("hub.api_url: %w", err)
-	}
-	trusted, err := hubauth.ParseTrustedProxies(o.TrustedProxies)
-	if err != nil {
-		return "", nil, fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
-	}
-	origin := strings.TrimRight(o.PublicURL, "/")
-	issuer := origin + strings.TrimRight(cfg.Hub.ServicePrefix, "/")
-	srv, err := hubauth.New(hubauth.Config{
-		Issuer:          issuer,
-		Resource:        origin + cfg.Hub.PrefixedPath(cfg.Server.Path),
-		HubAuthorizeURL: origin + strings.TrimRight(api.Path, "/") + "/oauth2/authorize",
-		HubTokenURL:     strings.TrimRight(cfg.Hub.APIURL, "/") + "/oauth2/token",
-		HubClientID:     cfg.Hub.OAuthClientID(),
-		HubClientSecret: cfg.Hub.APIToken,
-		HubRedirectURI:  cfg.Hub.ServicePrefix + "oauth_callback",
-		ProxyHops:       o.ProxyHops,
-		AccessTokenTTL:  o.AccessTokenTTL,
-		RefreshTokenTTL: o.RefreshTokenTTL,
-		TrustedProxies:  trusted,
-		RegistrationTTL: o.RegistrationTTL,
-		Registration:    hubauth.Registration(o.Registration),
-		// The token is the service's secret: resolved from registration_token_file or
-		// $JUPYTER_MCP_SIDECAR_HUB_OAUTH_REGISTRATION_TOKEN, never logged.
-		RegistrationToken:      o.RegistrationToken,
-		AllowedRedirectSchemes: o.AllowedRedirectSchemes,
-		Clients:                o.OAuthClients(),
-		Verify: func(ctx context.Context, token string) (string, error) {
-			p, err := verifier.Verify(ctx, token)
-			return p.User, err
-		},
-		Logger:     obs.Logger,
-		Registerer: obs.Registerer,
-	})
+	srv, err := hubLogin(cfg, verifier, obs)
 	if err != nil {
 		return "", nil, err
 	}

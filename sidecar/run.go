@@ -80,10 +80,11 @@ func Run(ctx context.Context, cfg config.Config, opts ...Option) error {
 		return runHub(ctx, cfg, obs, metricsHandler, o)
 	}
 
-	nt := resources.NewTransport(transport.HTTP)
-	stdio := cfg.Server.Transport == resources.TransportStdio
+	tc := cfg.Server.TransportConfig(obs)
+	nt := transport.HTTP(tc)
+	stdio := cfg.Server.Transport == transport.KindStdio
 	if stdio {
-		nt = transport.Stdio(o.stdin, o.stdout)
+		nt = transport.Stdio(tc, o.stdin, o.stdout)
 	}
 	cfg, err = withStateFile(cfg, obs)
 	if err != nil {
@@ -158,7 +159,7 @@ func newInstance(cfg config.Config, obs config.Obs, version, user string,
 	var files *ondisk.Watcher
 	if cfg.OnDisk.Enabled {
 		fc := cfg.FilesConfig(obs)
-		fc.FSNotify = fc.FSNotify && !sh.hub // hub mode: one inotify instance in all (the store watcher's)
+		fc.DisableFSNotify = fc.DisableFSNotify || sh.hub // hub mode: one inotify instance in all (the store watcher's)
 		fc.Confine = conf.notebooks
 		files = ondisk.New(fc)
 		rc.Files = files
@@ -243,7 +244,8 @@ func (in *instance) close() {
 // Check tries where Run would keep name bindings (a file written and removed there:
 // a configured place that cannot be used is the error Run stops with) and builds,
 // without other I/O, the MCP server Run would build from cfg (its gate, publisher,
-// verifier, hooks and extensions with their options), logging to cfg.Logger as Run does,
+// hooks and extensions with their options) and the front's token verifier (hub mode:
+// the "jupyterhub" one and, with hub.oauth, the login), logging to cfg.Logger as Run does,
 // and returns the error Run would stop with. cfg must be valid with its secrets resolved.
 func Check(cfg config.Config) error {
 	obs := config.Obs{Logger: cmp.Or(cfg.Logger, slog.Default()), Registerer: prometheus.NewRegistry()}
@@ -259,12 +261,18 @@ func Check(cfg config.Config) error {
 	if _, err := resources.New(cfg.ServerConfig("", obs), nil); err != nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
-	if cfg.Server.Transport != resources.TransportStdio { // the front's, as Run builds it
-		if _, err := mcpVerifier(cfg.Server, obs); err != nil {
-			return fmt.Errorf("mcp server: %w", err)
+	switch { // the front's verifier (and hub mode's login), as Run builds them
+	case cfg.Hub.Enabled:
+		var v auth.Verifier
+		if v, err = hubVerifier(cfg, obs); err == nil && cfg.Hub.OAuth.Enabled {
+			_, err = hubLogin(cfg, v, obs)
+		}
+	case cfg.Server.Transport != transport.KindStdio:
+		if _, err = mcpVerifier(cfg.Server, obs); err != nil {
+			err = fmt.Errorf("mcp server: %w", err)
 		}
 	}
-	return nil
+	return err
 }
 
 // refreshPaths re-resolves room paths until ctx is done.
@@ -317,7 +325,7 @@ func mcpVerifier(s config.Server, obs config.Obs) (auth.Verifier, error) {
 	if s.InsecureNoAuth {
 		return nil, nil
 	}
-	return auth.New(s.Verifier.Name, auth.Settings{Token: s.Token, Options: s.Verifier.Options, Logger: obs.Logger, Registerer: obs.Registerer})
+	return auth.New(s.Verifier.Name, s.VerifierSettings(obs))
 }
 
 // singleFront is single mode's front: the instance's MCP endpoint behind the origin
@@ -335,7 +343,7 @@ func singleFront(s config.Server, in *instance, metrics http.Handler, obs config
 		}
 	}
 	if stdio {
-		fc.Listen, fc.Listening = "", nil
+		fc.Listening = nil // no MCP listener (config.Server.FrontConfig)
 	}
 	f, err := front.New(fc, front.Probes{Live: live, Ready: in.health.Ready(), Metrics: metrics})
 	if err != nil || stdio {

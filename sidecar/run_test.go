@@ -17,7 +17,7 @@ import (
 // bound name.
 func TestEndpointWaitsForTheNames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := resources.New(resources.Config{Endpoint: resources.Endpoint{InsecureNoAuth: true},
+		srv, err := resources.New(resources.Config{
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
 		if err != nil {
 			t.Fatal(err)

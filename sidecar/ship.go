@@ -17,9 +17,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
 )
 
-// envHubUser names the user a JupyterHub single-user server runs for.
-const envHubUser = "JUPYTERHUB_USER"
-
 // Ship tails the local SQLite store and appends its rows into the shared Postgres store
 // until ctx is done, so sidecars elsewhere can serve from Postgres. The store's loads are
 // streamed (sqlite.Config.StreamLoads): its memory does not grow with the store. It serves
@@ -32,9 +29,7 @@ func Ship(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	obs := config.Obs{Logger: log, Registerer: reg}
-	tc := cfg.Store.SQLite.TailerConfig(obs)
-	tc.StreamLoads = true
-	source, err := sqlite.New(tc)
+	source, err := sqlite.New(cfg.ShipSource(obs))
 	if err != nil {
 		return fmt.Errorf("ship source: %w", err)
 	}
@@ -45,8 +40,7 @@ func Ship(ctx context.Context, cfg config.Config) error {
 			return fmt.Errorf("ship.source_id: %w", err)
 		}
 	}
-	dest := cfg.Ship.Postgres.StoreConfig(obs)
-	dest.Owner = cmp.Or(cfg.Ship.Owner, os.Getenv(envHubUser)) // JupyterHub sets JUPYTERHUB_USER in every single-user server
+	dest := cfg.ShipDestination(obs, os.Getenv)
 
 	s, err := postgres.NewShipper(dest, source, id)
 	if err != nil {

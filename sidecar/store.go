@@ -198,7 +198,6 @@ type sqliteBackend struct{}
 func (sqliteBackend) tailer(cfg config.Config, obs config.Obs, sh shared, conf confinement) (ystore.Tailer, error) {
 	c := cfg.Store.SQLiteTailer(obs)
 	c.Watcher, c.Confine = sh.watcher, conf.store
-	c.StreamLoads = true // the rooms decode a load as its rows are read, never holding them
 	return newTailer(sqlite.New(c))
 }
 
@@ -207,7 +206,7 @@ func (sqliteBackend) share(cfg config.Config, obs config.Obs) (shared, func(), e
 	if !cfg.Store.SQLite.FSNotify {
 		return shared{}, func() {}, nil
 	}
-	w := sqlite.NewWatcher(sqlite.WatcherConfig{Logger: obs.Logger})
+	w := sqlite.NewWatcher(cfg.Store.SQLite.WatcherConfig(obs))
 	return shared{watcher: w}, func() { _ = w.Close() }, nil
 }
 
@@ -230,9 +229,7 @@ func (postgresBackend) tailer(cfg config.Config, obs config.Obs, sh shared, _ co
 
 // share is one follower of every owner's rooms; each user's tailer takes theirs.
 func (postgresBackend) share(cfg config.Config, obs config.Obs) (shared, func(), error) {
-	all := cfg.Store.Postgres.StoreConfig(obs) // the follower's reads count there; the users' tailers' status
-	all.Owner = ""
-	f, err := postgres.NewFollower(postgres.FollowerConfig{Store: all})
+	f, err := postgres.NewFollower(cfg.Store.Postgres.FollowerConfig(obs))
 	if err != nil {
 		return shared{}, nil, fmt.Errorf("hub postgres follower: %w", err)
 	}

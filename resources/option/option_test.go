@@ -2,6 +2,7 @@ package option
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,20 @@ func TestDecodeText(t *testing.T) {
 	}
 	if err := Decode(map[string]any{"d": Text("5")}, &target{}); err == nil || !strings.Contains(err.Error(), `invalid duration "5"`) {
 		t.Errorf("a bare number as text: %v", err)
+	}
+}
+
+// Rekey renames the keys of a library's refusals, joined or wrapped, to the daemon's,
+// drops those it maps to "", and keeps other errors as they are.
+func TestRekey(t *testing.T) {
+	other := errors.New("not a key")
+	err := errors.Join(Invalid("max_bytes", "must be at least %d, got %d", 2, 1), fmt.Errorf("wrapped: %w", Invalid("gone", "x")), other)
+	rename := map[string]string{"max_bytes": "server.max_bytes"}
+	got := Rekey(err, func(k string) string { return rename[k] })
+	if len(got) != 2 || got[0].Error() != "server.max_bytes: must be at least 2, got 1" || !errors.Is(got[0], ErrInvalid) || got[1] != other {
+		t.Fatalf("Rekey = %v", got)
+	}
+	if Rekey(nil, func(string) string { return "x" }) != nil {
+		t.Fatal("Rekey(nil) is not nil")
 	}
 }

@@ -150,7 +150,7 @@ type Guard struct {
 	// oauth-protected-resource" (RFC 9728), so an OAuth-capable client can recover.
 	Challenge string
 	// Logger hears each refusal at debug level, with its reason and never the token;
-	// nil: none.
+	// nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer takes auth_failures_total{reason}; nil: refusals are not counted.
 	Registerer prometheus.Registerer
@@ -185,7 +185,7 @@ func RequireBearerWith(v Verifier, g Guard, next http.Handler) (http.Handler, er
 	}
 	log := g.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	r := promreg.On(g.Registerer)
 	failures := promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "auth", Name: "failures_total",

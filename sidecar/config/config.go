@@ -16,8 +16,10 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
@@ -122,14 +124,41 @@ type FileIDAPI struct {
 	TokenFile string `option:"token_file" yaml:"token_file"`
 }
 
-// Server configures the MCP server and its HTTP listeners: the server's own Endpoint
-// and Limits, as the MCP server takes them, and what the daemon does around it.
+// Server configures the MCP server, its transport and its front (the HTTP listeners
+// and the endpoint's admission); the mapping (libconfig.go) hands each library its
+// own keys.
 type Server struct {
-	resources.Endpoint `option:",squash" yaml:",inline"`
-	TokenFile          string           `option:"token_file" yaml:"token_file"`
-	StateFile          string           `option:"state_file" yaml:"state_file"`
-	MetricsListen      string           `option:"metrics_listen" yaml:"metrics_listen"`
-	Limits             resources.Limits `option:"limits" yaml:"limits"`
+	Transport       string         `option:"transport" yaml:"transport"`                 // "http" (default) or "stdio"
+	Listen          string         `option:"listen" yaml:"listen"`                       // HTTP listen address
+	Path            string         `option:"path" yaml:"path"`                           // HTTP endpoint path
+	Token           string         `option:"token" yaml:"token"`                         // resolved bearer token (config, file or environment)
+	InsecureNoAuth  bool           `option:"insecure_no_auth" yaml:"insecure_no_auth"`   // serve HTTP without a token; must be explicit
+	AllowedOrigins  []string       `option:"allowed_origins" yaml:"allowed_origins"`     // browser origins admitted besides loopback ones; "*" admits all
+	Verifier        resources.Seam `option:"verifier" yaml:"verifier"`                   // token verifier; "static": constant-time compare with Token
+	MaxRequestBytes int64          `option:"max_request_bytes" yaml:"max_request_bytes"` // request body limit
+	DrainTimeout    time.Duration  `option:"drain_timeout" yaml:"drain_timeout"`         // graceful shutdown deadline
+	IdleTimeout     time.Duration  `option:"idle_timeout" yaml:"idle_timeout"`           // idle keep-alive HTTP connections are closed after it
+	ReadTimeout     time.Duration  `option:"read_timeout" yaml:"read_timeout"`           // an HTTP request's header, then its body, must arrive within it
+	MaxConnections  int            `option:"max_connections" yaml:"max_connections"`     // open HTTP connections at most
+	TokenFile       string         `option:"token_file" yaml:"token_file"`               // the file Token is read from
+	StateFile       string         `option:"state_file" yaml:"state_file"`
+	MetricsListen   string         `option:"metrics_listen" yaml:"metrics_listen"`
+	Limits          Limits         `option:"limits" yaml:"limits"`
+}
+
+// Limits bound what one client can make the server hold: the surface's
+// (resources.Limits) and its transport's sessions (transport.Config).
+type Limits struct {
+	MaxURIBytes          int           `option:"max_uri_bytes" yaml:"max_uri_bytes"`
+	MaxSubscriptions     int           `option:"max_subscriptions" yaml:"max_subscriptions"`
+	MaxSubscriptionBytes int           `option:"max_subscription_bytes" yaml:"max_subscription_bytes"`
+	MaxSessions          int           `option:"max_sessions" yaml:"max_sessions"`
+	SessionIdleTimeout   time.Duration `option:"session_idle_timeout" yaml:"session_idle_timeout"`
+	MaxListenURIs        int           `option:"max_listen_uris" yaml:"max_listen_uris"`
+	ReplayEvents         int           `option:"replay_buffer_events" yaml:"replay_buffer_events"`
+	ReplayBytes          int           `option:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
+	MaxNames             int           `option:"max_names" yaml:"max_names"`
+	MaxPathBytes         int           `option:"max_path_bytes" yaml:"max_path_bytes"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -155,6 +184,7 @@ type ShipPostgres struct {
 
 // Default returns the configuration used when no file, environment or flag says otherwise.
 func Default() Config {
+	tr, fr := transport.DefaultConfig(), front.DefaultConfig()
 	return Config{
 		Log: Log{Level: "info", Format: "text"},
 		Store: Store{
@@ -172,27 +202,25 @@ func Default() Config {
 			},
 		},
 		Server: Server{
-			Endpoint: resources.Endpoint{
-				Transport:       resources.DefaultTransport,
-				Listen:          resources.DefaultListen,
-				Path:            resources.DefaultPath,
-				AllowedOrigins:  []string{},
-				Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
-				MaxRequestBytes: resources.DefaultMaxRequestBytes,
-				DrainTimeout:    resources.DefaultDrainTimeout,
-				IdleTimeout:     resources.DefaultIdleTimeout,
-				ReadTimeout:     resources.DefaultReadTimeout,
-				MaxConnections:  resources.DefaultMaxConnections,
-			},
-			Limits: resources.Limits{
+			Transport:       transport.DefaultKind,
+			Listen:          fr.Listen,
+			Path:            tr.Path,
+			AllowedOrigins:  []string{},
+			Verifier:        resources.Seam{Name: auth.Default, Options: map[string]any{}},
+			MaxRequestBytes: tr.MaxRequestBytes,
+			DrainTimeout:    fr.DrainTimeout,
+			IdleTimeout:     fr.IdleTimeout,
+			ReadTimeout:     fr.ReadTimeout,
+			MaxConnections:  fr.MaxConnections,
+			Limits: Limits{
 				MaxURIBytes:          resources.DefaultMaxURIBytes,
 				MaxSubscriptions:     resources.DefaultMaxSubscriptions,
 				MaxSubscriptionBytes: resources.DefaultMaxSubscriptionBytes,
-				MaxSessions:          resources.DefaultMaxSessions,
-				SessionIdleTimeout:   resources.DefaultSessionIdleTimeout,
+				MaxSessions:          tr.MaxSessions,
+				SessionIdleTimeout:   tr.SessionIdleTimeout,
 				MaxListenURIs:        resources.DefaultMaxListenURIs,
-				ReplayEvents:         resources.DefaultReplayEvents,
-				ReplayBytes:          resources.DefaultReplayBytes,
+				ReplayEvents:         tr.ReplayEvents,
+				ReplayBytes:          tr.ReplayBytes,
 				MaxNames:             resources.DefaultMaxNames,
 				MaxPathBytes:         resources.DefaultMaxPathBytes,
 			},

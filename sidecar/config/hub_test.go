@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -275,15 +276,15 @@ func TestHubTemplates(t *testing.T) {
 	}
 }
 
-// The hub keys build the "jupyterhub" verifier as they are.
+// The hub keys build the "jupyterhub" verifier as they are, through the registry.
 func TestHubVerifierOptions(t *testing.T) {
 	h := hubOn().Hub.WithServiceEnv(func(string) string { return "" })
-	o := h.VerifierOptions()
-	if want := (hubauth.HubOptions{APIURL: h.APIURL, ServiceName: DefaultServiceName, TokenCacheTTL: h.TokenCacheTTL}); o != want {
-		t.Fatalf("VerifierOptions = %+v, want %+v", o, want)
+	s := h.VerifierSettings(Obs{})
+	if want := map[string]any{"api_url": h.APIURL, "service_name": DefaultServiceName, "token_cache_ttl": h.TokenCacheTTL}; !reflect.DeepEqual(s.Options, want) || s.Token != h.APIToken {
+		t.Fatalf("VerifierSettings = %+v, want options %+v", s, want)
 	}
-	if _, err := hubauth.NewJupyterHub(o, auth.Settings{}); err != nil {
-		t.Fatalf("hubauth.NewJupyterHub(%+v) = %v", o, err)
+	if _, err := auth.New(hubauth.VerifierName, s); err != nil {
+		t.Fatalf("auth.New(%q, %+v) = %v", hubauth.VerifierName, s, err)
 	}
 }
 

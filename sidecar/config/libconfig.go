@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/sqlite"
@@ -30,7 +34,7 @@ import (
 // between its functions, as one value; a library gets it as its Config's Logger and
 // Registerer fields.
 type Obs struct {
-	Logger     *slog.Logger          // nil: the library's default
+	Logger     *slog.Logger          // nil: slog.Default(), as for every library's Logger
 	Registerer prometheus.Registerer // nil: no metrics
 }
 
@@ -53,11 +57,12 @@ func (s SQLite) TailerConfig(o Obs) sqlite.Config {
 }
 
 // SQLiteTailer is the sqlite.Config of a served store's tailer: the section's, following
-// at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig). Ship copies every
-// room (SQLite.TailerConfig).
+// at most store.max_rooms rooms, as its rooms.Set holds (RoomsConfig), whose rooms
+// decode a load as its rows are read, never holding them. Ship copies every room
+// (ShipSource).
 func (s Store) SQLiteTailer(o Obs) sqlite.Config {
 	c := s.SQLite.TailerConfig(o)
-	c.MaxRooms = s.MaxRooms
+	c.MaxRooms, c.StreamLoads = s.MaxRooms, true
 	return c
 }
 
@@ -90,22 +95,37 @@ func (p ShipPostgres) StoreConfig(o Obs) postgres.Config {
 	return postgres.Config{DSN: p.DSN, Schema: p.Schema, Table: p.Table, Logger: o.Logger, Registerer: o.Registerer}
 }
 
-// ServerConfig is the MCP server's resources.Config: the server section's Endpoint and
-// Limits are the server's own; version is reported to clients.
+// ServerConfig is the MCP server's resources.Config: the surface's limits; version is
+// reported to clients.
 func (c Config) ServerConfig(version string, o Obs) resources.Config {
+	l := c.Server.Limits
 	return resources.Config{
-		Endpoint:   c.Server.Endpoint,
-		Limits:     c.Server.Limits,
-		StateFile:  c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
-		Notebooks:  c.Notebooks,
-		Publisher:  c.Publisher,
-		Gate:       c.Gate,
-		Extensions: c.Extensions,
-		Effective:  c.Masked(),
-		Hooks:      c.Hooks,
-		Version:    version,
-		Logger:     o.Logger,
-		Registerer: o.Registerer,
+		Limits: resources.Limits{
+			MaxURIBytes: l.MaxURIBytes, MaxSubscriptions: l.MaxSubscriptions, MaxSubscriptionBytes: l.MaxSubscriptionBytes,
+			MaxListenURIs: l.MaxListenURIs, MaxNames: l.MaxNames, MaxPathBytes: l.MaxPathBytes,
+		},
+		StateFile:   c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
+		Notebooks:   c.Notebooks,
+		Publisher:   c.Publisher,
+		Gate:        c.Gate,
+		Extensions:  c.Extensions,
+		Effective:   c.Masked(),
+		Hooks:       c.Hooks,
+		StopTimeout: c.Server.DrainTimeout,
+		Version:     version,
+		Logger:      o.Logger,
+		Registerer:  o.Registerer,
+	}
+}
+
+// TransportConfig is the MCP server's transport.Config: the server section's endpoint
+// path, request limit, drain and the limits of its sessions.
+func (s Server) TransportConfig(o Obs) transport.Config {
+	return transport.Config{
+		Path: s.Path, MaxRequestBytes: s.MaxRequestBytes, DrainTimeout: s.DrainTimeout,
+		SessionIdleTimeout: s.Limits.SessionIdleTimeout, MaxSessions: s.Limits.MaxSessions,
+		ReplayEvents: s.Limits.ReplayEvents, ReplayBytes: s.Limits.ReplayBytes,
+		Logger: o.Logger, Registerer: o.Registerer,
 	}
 }
 
@@ -119,12 +139,12 @@ func (c Config) RoomsConfig(o Obs) rooms.Config {
 // FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.
 func (c Config) FilesConfig(o Obs) ondisk.Config {
 	return ondisk.Config{
-		Root:           c.RootDirPath(),
-		PollInterval:   c.OnDisk.PollInterval,
-		MaxWatchedDirs: c.OnDisk.MaxWatchedDirs,
-		MaxFileBytes:   c.OnDisk.MaxFileBytes,
-		FSNotify:       c.OnDisk.FSNotify,
-		Logger:         o.Logger,
+		Root:            c.RootDirPath(),
+		PollInterval:    c.OnDisk.PollInterval,
+		MaxWatchedDirs:  c.OnDisk.MaxWatchedDirs,
+		MaxFileBytes:    c.OnDisk.MaxFileBytes,
+		DisableFSNotify: !c.OnDisk.FSNotify,
+		Logger:          o.Logger,
 	}
 }
 
@@ -143,19 +163,136 @@ func (a FileIDAPI) RESTConfig() fileid.RESTConfig {
 	return fileid.RESTConfig{BaseURL: a.URL, Token: a.Token}
 }
 
-// VerifierOptions are the options of the "jupyterhub" token verifier (resources/auth)
-// for this configuration. Call it after WithServiceEnv.
-func (h Hub) VerifierOptions() hubauth.HubOptions {
-	return hubauth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
+// VerifierSettings are the settings of hub mode's token verifier, the registered
+// hubauth.VerifierName (sidecar/auth's registry): the service's token and the options
+// hubauth.HubOptions decodes. Call it after WithServiceEnv.
+func (h Hub) VerifierSettings(o Obs) auth.Settings {
+	return auth.Settings{
+		Token:   h.APIToken,
+		Options: map[string]any{"api_url": h.APIURL, "service_name": h.ServiceName, "token_cache_ttl": h.TokenCacheTTL},
+		Logger:  o.Logger, Registerer: o.Registerer,
+	}
+}
+
+// VerifierSettings are the settings of single mode's token verifier (server.verifier,
+// server.token).
+func (s Server) VerifierSettings(o Obs) auth.Settings {
+	return auth.Settings{Token: s.Token, Options: s.Verifier.Options, Logger: o.Logger, Registerer: o.Registerer}
+}
+
+// LoginConfig is the hubauth.Config of hub.oauth, the login with the Hub; the caller
+// sets how a Hub token is resolved to its user (Verify).
+func (c Config) LoginConfig(o Obs) (hubauth.Config, error) {
+	h, oa := c.Hub, c.Hub.OAuth
+	api, err := url.Parse(h.APIURL)
+	if err != nil {
+		return hubauth.Config{}, fmt.Errorf("hub.api_url: %w", err)
+	}
+	trusted, err := hubauth.ParseTrustedProxies(oa.TrustedProxies)
+	if err != nil {
+		return hubauth.Config{}, fmt.Errorf("hub.oauth.trusted_proxies: %w", err)
+	}
+	origin := strings.TrimRight(oa.PublicURL, "/")
+	return hubauth.Config{
+		Issuer:          origin + strings.TrimRight(h.ServicePrefix, "/"),
+		Resource:        origin + h.PrefixedPath(c.Server.Path),
+		HubAuthorizeURL: origin + strings.TrimRight(api.Path, "/") + "/oauth2/authorize",
+		HubTokenURL:     strings.TrimRight(h.APIURL, "/") + "/oauth2/token",
+		HubClientID:     h.OAuthClientID(),
+		HubClientSecret: h.APIToken,
+		HubRedirectURI:  h.ServicePrefix + "oauth_callback",
+		ProxyHops:       oa.ProxyHops,
+		AccessTokenTTL:  oa.AccessTokenTTL,
+		RefreshTokenTTL: oa.RefreshTokenTTL,
+		TrustedProxies:  trusted,
+		RegistrationTTL: oa.RegistrationTTL,
+		Registration:    hubauth.Registration(oa.Registration),
+		// The token is the service's secret: resolved from registration_token_file or
+		// $JUPYTER_MCP_SIDECAR_HUB_OAUTH_REGISTRATION_TOKEN, never logged.
+		RegistrationToken:      oa.RegistrationToken,
+		AllowedRedirectSchemes: oa.AllowedRedirectSchemes,
+		Clients:                oa.OAuthClients(),
+		Logger:                 o.Logger,
+		Registerer:             o.Registerer,
+	}, nil
+}
+
+// WatcherConfig is the sqlite.WatcherConfig of the file watcher hub mode's users'
+// stores share.
+func (s SQLite) WatcherConfig(o Obs) sqlite.WatcherConfig {
+	return sqlite.WatcherConfig{Logger: o.Logger}
+}
+
+// FollowerConfig is the postgres.FollowerConfig of the one follower of every owner's
+// rooms hub mode's users share: the section's store, every owner.
+func (p Postgres) FollowerConfig(o Obs) postgres.FollowerConfig {
+	all := p.StoreConfig(o) // the follower's reads count there; the users' tailers' status
+	all.Owner = ""
+	return postgres.FollowerConfig{Store: all}
+}
+
+// ShipSource is the sqlite.Config of ship mode's source: every room of the store
+// section's SQLite file, a load streamed as it is read.
+func (c Config) ShipSource(o Obs) sqlite.Config {
+	s := c.Store.SQLite.TailerConfig(o)
+	s.StreamLoads = true
+	return s
+}
+
+// ShipDestination is the postgres.Config ship mode writes into: the ship section's
+// store, its rooms owned by ship.owner, else $JUPYTERHUB_USER (getenv), which JupyterHub
+// sets in every single-user server.
+func (c Config) ShipDestination(o Obs, getenv func(string) string) postgres.Config {
+	d := c.Ship.Postgres.StoreConfig(o)
+	d.Owner = cmp.Or(c.Ship.Owner, getenv(EnvHubUser))
+	return d
+}
+
+// EnvHubUser names the user a JupyterHub single-user server runs for.
+const EnvHubUser = "JUPYTERHUB_USER"
+
+// libraryCheck is one library's validation of what the configuration maps onto it,
+// and the keys its fields have in the configuration.
+type libraryCheck struct {
+	err  error
+	keys map[string]string // the library's field key → the configuration's; absent: not set from a key (dropped)
+}
+
+// libraryChecks validates what c maps onto each library, in the order its refusals
+// are reported; a key set on two libraries (server.drain_timeout) is named by the
+// first that refuses it.
+func (c Config) libraryChecks() []libraryCheck {
+	return []libraryCheck{
+		{transport.ValidateKind(c.Server.Transport), map[string]string{"kind": "server.transport"}},
+		{c.Server.FrontConfig("mcp", nil, Obs{}).Validate(), map[string]string{
+			"listen": "server.listen", "metrics_listen": "server.metrics_listen", "max_connections": "server.max_connections",
+			"drain_timeout": "server.drain_timeout", "idle_timeout": "server.idle_timeout", "read_timeout": "server.read_timeout",
+		}},
+		{c.Server.TransportConfig(Obs{}).Validate(), map[string]string{
+			"path": "server.path", "max_request_bytes": "server.max_request_bytes", "drain_timeout": "server.drain_timeout",
+			"session_idle_timeout": "server.limits.session_idle_timeout", "max_sessions": "server.limits.max_sessions",
+			"replay_events": "server.limits.replay_buffer_events", "replay_bytes": "server.limits.replay_buffer_bytes",
+		}},
+		{c.ServerConfig("", Obs{}).Validate(), map[string]string{
+			"max_uri_bytes": "server.limits.max_uri_bytes", "max_subscriptions": "server.limits.max_subscriptions",
+			"max_subscription_bytes": "server.limits.max_subscription_bytes", "max_listen_uris": "server.limits.max_listen_uris",
+			"max_names": "server.limits.max_names", "max_path_bytes": "server.limits.max_path_bytes", "stop_timeout": "server.drain_timeout",
+		}},
+	}
 }
 
 // FrontConfig is the front of the server section's listeners: the MCP listener (ln
-// instead of listening, if set), its refusals counted as name's, and the metrics one;
+// instead of listening, if set; none with the stdio transport), its refusals counted
+// as name's, and the metrics one;
 // one principal may hold every connection the principals hold (single mode's one
 // user; hub mode sets its users' share).
 func (s Server) FrontConfig(name string, ln net.Listener, o Obs) front.Config {
+	listen := s.Listen
+	if s.Transport == transport.KindStdio {
+		listen = ""
+	}
 	return front.Config{
-		Listen: s.Listen, Listener: ln, Name: name, MaxConnections: s.MaxConnections,
+		Listen: listen, Listener: ln, Name: name, MaxConnections: s.MaxConnections,
 		IdleTimeout: s.IdleTimeout, ReadTimeout: s.ReadTimeout, DrainTimeout: s.DrainTimeout,
 		MetricsListen: s.MetricsListen, Logger: o.Logger, Registerer: o.Registerer,
 	}

@@ -10,10 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/postgres"
@@ -62,7 +65,7 @@ func TestLibraryConfigs(t *testing.T) {
 		t.Errorf("store readers bounded by %d (sqlite), %d (postgres), ship's %d; want 3, 3, 0", sc.MaxRooms, pc.MaxRooms, ship.MaxRooms)
 	}
 	if fc := c.FilesConfig(obs); fc.Root != "rel/root" || fc.PollInterval != time.Minute || fc.MaxWatchedDirs != 3 ||
-		fc.MaxFileBytes != 9 || !fc.FSNotify || fc.Confine != nil || fc.Logger != log {
+		fc.MaxFileBytes != 9 || fc.DisableFSNotify || fc.Confine != nil || fc.Logger != log {
 		t.Errorf("FilesConfig = %+v", fc)
 	}
 	abs, _ := filepath.Abs("rel/root")
@@ -73,7 +76,9 @@ func TestLibraryConfigs(t *testing.T) {
 		t.Errorf("RESTConfig = %+v", rc)
 	}
 	sc := c.ServerConfig("v1", obs)
-	if !reflect.DeepEqual(sc.Endpoint, c.Server.Endpoint) || sc.Limits != c.Server.Limits || sc.StateFile != "/s/names.json" ||
+	l := c.Server.Limits
+	if sc.Limits != (resources.Limits{MaxURIBytes: l.MaxURIBytes, MaxSubscriptions: l.MaxSubscriptions, MaxSubscriptionBytes: l.MaxSubscriptionBytes,
+		MaxListenURIs: l.MaxListenURIs, MaxNames: 5, MaxPathBytes: l.MaxPathBytes}) || sc.StopTimeout != c.Server.DrainTimeout || sc.StateFile != "/s/names.json" ||
 		!reflect.DeepEqual(sc.Notebooks, c.Notebooks) || sc.Version != "v1" || sc.Logger != log || sc.Registerer != reg ||
 		!reflect.DeepEqual(sc.Hooks, c.Hooks) || !reflect.DeepEqual(sc.Effective, c.Masked()) {
 		t.Errorf("ServerConfig = %+v", sc)
@@ -81,28 +86,45 @@ func TestLibraryConfigs(t *testing.T) {
 	if m, _ := sc.Effective.(Config); m.Server.Token != Mask {
 		t.Errorf("the configuration shown to extensions is not masked: %+v", sc.Effective)
 	}
+	if tc := c.Server.TransportConfig(obs); tc != (transport.Config{Path: c.Server.Path, MaxRequestBytes: c.Server.MaxRequestBytes,
+		DrainTimeout: c.Server.DrainTimeout, SessionIdleTimeout: l.SessionIdleTimeout, MaxSessions: l.MaxSessions,
+		ReplayEvents: l.ReplayEvents, ReplayBytes: l.ReplayBytes, Logger: log, Registerer: reg}) {
+		t.Errorf("TransportConfig = %+v", tc)
+	}
+	if fc := c.Server.FrontConfig("mcp", nil, obs); fc.Listen != "127.0.0.1:1" || fc.Name != "mcp" || fc.MaxConnections != c.Server.MaxConnections ||
+		fc.IdleTimeout != c.Server.IdleTimeout || fc.ReadTimeout != c.Server.ReadTimeout || fc.DrainTimeout != c.Server.DrainTimeout ||
+		fc.Logger != log || fc.Registerer != reg {
+		t.Errorf("FrontConfig = %+v", fc)
+	}
 }
 
 // The daemon's defaults (Default, which configs/sidecar.yaml documents) are the ones
-// the MCP server runs with: filling the server's own defaults changes nothing the
-// daemon configures, and the metrics hook is on.
+// the MCP server and its transport run with: filling their own defaults changes
+// nothing the daemon configures, and the metrics hook is on; the front's are its
+// DefaultConfig.
 func TestServerRunsWithTheDocumentedDefaults(t *testing.T) {
-	sc := Default().ServerConfig("v", Obs{})
+	d := Default()
+	sc := d.ServerConfig("v", Obs{})
 	filled := sc.Defaults()
+	tc := d.Server.TransportConfig(Obs{})
+	tfilled := tc.Defaults()
+	tfilled.Logger = nil
+	tfilled.HeartbeatInterval, tfilled.SessionGrace, tfilled.SendTimeout = 0, 0, 0 // no keys: the transport's own
+	fc, fd := d.Server.FrontConfig("mcp", nil, Obs{}), front.DefaultConfig()
 	for name, pair := range map[string][2]any{
-		"transport":         {sc.Transport, filled.Transport},
-		"listen":            {sc.Listen, filled.Listen},
-		"path":              {sc.Path, filled.Path},
-		"max_request_bytes": {sc.MaxRequestBytes, filled.MaxRequestBytes},
-		"drain_timeout":     {sc.DrainTimeout, filled.DrainTimeout},
-		"hooks":             {sc.Hooks, filled.Hooks},
-		"verifier":          {sc.Verifier, filled.Verifier},
-		"limits": {[]int{sc.MaxURIBytes, sc.MaxSubscriptions, sc.MaxSubscriptionBytes, sc.MaxSessions, sc.MaxListenURIs, sc.ReplayEvents, sc.ReplayBytes},
-			[]int{filled.MaxURIBytes, filled.MaxSubscriptions, filled.MaxSubscriptionBytes, filled.MaxSessions, filled.MaxListenURIs, filled.ReplayEvents, filled.ReplayBytes}},
-		"session_idle_timeout": {sc.SessionIdleTimeout, filled.SessionIdleTimeout},
+		"transport":      {d.Server.Transport, transport.DefaultKind},
+		"listen":         {fc.Listen, fd.Listen},
+		"drain_timeout":  {fc.DrainTimeout, fd.DrainTimeout},
+		"idle_timeout":   {fc.IdleTimeout, fd.IdleTimeout},
+		"read_timeout":   {fc.ReadTimeout, fd.ReadTimeout},
+		"max_connection": {fc.MaxConnections, fd.MaxConnections},
+		"stop_timeout":   {sc.StopTimeout, filled.StopTimeout},
+		"hooks":          {sc.Hooks, filled.Hooks},
+		"limits":         {sc.Limits, filled.Limits},
+		"the transport":  {tc, tfilled},
 	} {
 		if !reflect.DeepEqual(pair[0], pair[1]) {
-			t.Errorf("%s: the daemon configures %v, the server's default is %v", name, pair[0], pair[1])
+			t.Errorf("%s: the daemon configures %v, the library's default is %v", name, pair[0], pair[1])
 		}
 	}
 	if _, ok := sc.Hooks["metrics"]; !ok {

@@ -4,21 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 )
 
-// ErrInvalid is wrapped by every validation error.
-var ErrInvalid = errors.New("invalid configuration")
+// ErrInvalid is wrapped by every validation error: option.ErrInvalid, the one sentinel
+// of a refused configuration value, whether the decoder, a library or this package
+// refused it.
+var ErrInvalid = option.ErrInvalid
 
 // KeyError is a problem with one configuration key, named by its dotted YAML path
 // (store.sqlite.poll_interval): the one vocabulary of the decoder (resources/option: an
@@ -65,7 +65,7 @@ var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 type validator struct{ errs []error }
 
 func (v *validator) fail(key, format string, args ...any) {
-	v.errs = append(v.errs, &KeyError{Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrInvalid})
+	v.errs = append(v.errs, option.Invalid(key, format, args...))
 }
 
 func (v *validator) oneOf(key, val string, allowed []string) {
@@ -83,12 +83,6 @@ func (v *validator) positive(key string, d time.Duration) {
 func (v *validator) ident(key, val string) {
 	if !identRe.MatchString(val) {
 		v.fail(key, "must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got %q", val)
-	}
-}
-
-func (v *validator) hostPort(key, val string) {
-	if _, port, err := net.SplitHostPort(val); err != nil || port == "" {
-		v.fail(key, "must be host:port, got %q", val)
 	}
 }
 
@@ -161,6 +155,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.Server.validate(v)
+	v.libraries(c)
 	c.Hub.validate(v, c.Server)
 	if c.Hub.Enabled && c.Publisher.Name == "sse" {
 		// Every tenant builds its own publisher: the first to load holds the one
@@ -198,13 +193,6 @@ func (c Config) Validate() error {
 }
 
 func (s Server) validate(v *validator) {
-	v.oneOf("server.transport", s.Transport, []string{resources.TransportHTTP, resources.TransportStdio})
-	if s.Transport == resources.TransportHTTP {
-		v.hostPort("server.listen", s.Listen)
-	}
-	if !strings.HasPrefix(s.Path, "/") {
-		v.fail("server.path", "must start with /, got %q", s.Path)
-	}
 	v.exclusive("server.token", s.Token, "server.token_file", s.TokenFile)
 	for i, o := range s.AllowedOrigins {
 		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "") {
@@ -214,26 +202,22 @@ func (s Server) validate(v *validator) {
 	if s.Verifier.Name == "" {
 		v.fail("server.verifier.name", "must not be empty")
 	}
-	if s.MaxRequestBytes <= 0 {
-		v.fail("server.max_request_bytes", "must be > 0, got %d", s.MaxRequestBytes)
-	}
-	v.positive("server.drain_timeout", s.DrainTimeout)
-	v.positive("server.idle_timeout", s.IdleTimeout)
-	v.positive("server.read_timeout", s.ReadTimeout)
-	v.positive("server.limits.session_idle_timeout", s.Limits.SessionIdleTimeout)
-	for key, n := range map[string]int{
-		"server.limits.max_uri_bytes": s.Limits.MaxURIBytes, "server.limits.max_subscriptions": s.Limits.MaxSubscriptions,
-		"server.limits.max_listen_uris": s.Limits.MaxListenURIs, "server.limits.replay_buffer_events": s.Limits.ReplayEvents,
-		"server.limits.replay_buffer_bytes": s.Limits.ReplayBytes, "server.max_connections": s.MaxConnections,
-		"server.limits.max_names": s.Limits.MaxNames, "server.limits.max_path_bytes": s.Limits.MaxPathBytes,
-		"server.limits.max_subscription_bytes": s.Limits.MaxSubscriptionBytes, "server.limits.max_sessions": s.Limits.MaxSessions,
-	} {
-		if n < 1 {
-			v.fail(key, "%d: want at least 1", n)
-		}
-	}
-	if s.MetricsListen != "" {
-		v.hostPort("server.metrics_listen", s.MetricsListen)
+}
+
+// libraries adds the refusals of the libraries' own validation of what the
+// configuration maps onto them (libconfig.go), each named by its key: a key is
+// validated once, by the library that owns it (libraryKeys).
+func (v *validator) libraries(c Config) {
+	seen := map[string]bool{}
+	for _, lib := range c.libraryChecks() {
+		v.errs = append(v.errs, option.Rekey(lib.err, func(field string) string {
+			key := lib.keys[field]
+			if seen[key] {
+				return ""
+			}
+			seen[key] = true
+			return key
+		})...)
 	}
 }
 

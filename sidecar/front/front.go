@@ -25,11 +25,22 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/rpcerror"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
+// Defaults of the daemon's front (DefaultConfig).
+const (
+	DefaultListen         = "127.0.0.1:4040"
+	DefaultMaxConnections = 1024
+	DefaultIdleTimeout    = 30 * time.Second
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultDrainTimeout   = 10 * time.Second
+)
+
 // Config is what the front is built from: the daemon's server section's listener
-// settings.
+// settings. A zero field is no bound, no timeout, no listener: DefaultConfig is the
+// daemon's.
 type Config struct {
 	Listen         string         // the MCP listener's address; "" without Listener: none (stdio)
 	Listener       net.Listener   // served instead of listening on Listen; nil: listen
@@ -51,7 +62,39 @@ type Config struct {
 	Registerer prometheus.Registerer // where the listeners' refusals are counted; nil: nowhere
 }
 
-// Probes are the handlers of /healthz, /readyz and /metrics.
+// DefaultConfig is the daemon's front: the configuration's defaults are these.
+func DefaultConfig() Config {
+	return Config{Listen: DefaultListen, MaxConnections: DefaultMaxConnections, IdleTimeout: DefaultIdleTimeout,
+		ReadTimeout: DefaultReadTimeout, DrainTimeout: DefaultDrainTimeout}
+}
+
+// Validate reports what is wrong with c as the daemon configures it (every bound
+// set), each a *option.KeyError (option.ErrInvalid) naming its field in snake case
+// (sidecar/config renames them to the daemon's keys): an address that is not
+// host:port, a bound or timeout not above zero.
+func (c Config) Validate() error {
+	var errs []error
+	for _, a := range []struct{ key, addr string }{{"listen", c.Listen}, {"metrics_listen", c.MetricsListen}} {
+		if _, port, err := net.SplitHostPort(a.addr); a.addr != "" && (err != nil || port == "") {
+			errs = append(errs, option.Invalid(a.key, "must be host:port, got %q", a.addr))
+		}
+	}
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{{"drain_timeout", c.DrainTimeout}, {"idle_timeout", c.IdleTimeout}, {"read_timeout", c.ReadTimeout}} {
+		if d.d <= 0 {
+			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
+		}
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, option.Invalid("max_connections", "%d: want at least 1", c.MaxConnections))
+	}
+	return errors.Join(errs...)
+}
+
+// Probes are the handlers of /healthz, /readyz and /metrics; a nil one is not served
+// (the sse feed's front serves none).
 type Probes struct {
 	Live, Ready, Metrics http.Handler
 }
@@ -80,22 +123,29 @@ func New(cfg Config, p Probes) (*Front, error) {
 		if !slices.Contains(onMain, "") {
 			onMain = append([]string{""}, onMain...)
 		}
-		f.mux.Handle("GET /metrics", p.Metrics)
+		handle(f.mux, "GET /metrics", p.Metrics)
 	} else {
 		f.metricsRefused = promreg.Register(r, conns.RefusedCounter("metrics"))
 		f.probes = http.NewServeMux()
-		f.probes.Handle("GET /healthz", p.Live)
-		f.probes.Handle("GET /readyz", p.Ready)
-		f.probes.Handle("GET /metrics", p.Metrics)
+		handle(f.probes, "GET /healthz", p.Live)
+		handle(f.probes, "GET /readyz", p.Ready)
+		handle(f.probes, "GET /metrics", p.Metrics)
 	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register listener metrics: %w", err)
 	}
 	for _, prefix := range onMain {
-		f.mux.Handle("GET "+prefix+"/healthz", p.Live)
-		f.mux.Handle("GET "+prefix+"/readyz", p.Ready)
+		handle(f.mux, "GET "+prefix+"/healthz", p.Live)
+		handle(f.mux, "GET "+prefix+"/readyz", p.Ready)
 	}
 	return f, nil
+}
+
+// handle serves h at pattern on mux, unless h is nil.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) {
+	if h != nil {
+		mux.Handle(pattern, h)
+	}
 }
 
 // Handle serves h at pattern on the MCP listener.

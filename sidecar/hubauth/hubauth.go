@@ -52,6 +52,7 @@
 package hubauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
@@ -96,8 +97,8 @@ type Config struct {
 	// Verify resolves a Hub token to its user, refusing tokens the service does not admit.
 	Verify func(ctx context.Context, token string) (user string, err error)
 
-	CodeTTL       time.Duration // how long a code given to a client is valid; 0: 60 s
-	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: 10 min
+	CodeTTL       time.Duration // how long a code given to a client is valid; 0: DefaultCodeTTL (60 s)
+	FlowTTL       time.Duration // how long a login at the Hub, and then its consent page, may take; 0: DefaultFlowTTL (10 min)
 	MaxClients    int           // clients registered and not yet approved, all sources together, and clients a user approved, each: full, a registration is refused (503), nobody forgotten; 0: 10000
 	MaxPending    int           // consent pages waiting (20 a user at most) and codes not redeemed, each; 0: 10000 (logins at the Hub are held by no store: flowseal.go)
 	MaxConsents   int           // approvals remembered, all users together (beyond, a new one is refused: no user's is forgotten for another's); 0: 10000
@@ -133,7 +134,7 @@ type Config struct {
 	// Registration RegistrationClosed, the only ones).
 	Clients []Client
 
-	Client *http.Client // for the Hub's token endpoint; nil: a client with a 10 s timeout
+	Client *http.Client // for the Hub's token endpoint; nil: a client with DefaultHubTokenTimeout
 	Logger *slog.Logger // nil: slog.Default()
 
 	Registerer prometheus.Registerer // for the tokens' metrics; nil: none
@@ -187,89 +188,105 @@ type grant struct {
 	expiresIn                               int
 }
 
+// Defaults of Config's bounds and rates (a zero field is its default).
+const (
+	DefaultCodeTTL         = time.Minute
+	DefaultFlowTTL         = 10 * time.Minute
+	DefaultMaxClients      = 10000
+	DefaultMaxPending      = 10000
+	DefaultMaxConsents     = 10000
+	DefaultMaxTokens       = 10000
+	DefaultMaxSources      = 10000
+	DefaultRate            = 20
+	DefaultBurst           = 100
+	DefaultRegisterRate    = 1
+	DefaultRegisterBurst   = 10
+	DefaultHubTokenTimeout = 10 * time.Second // of a call to the Hub's token endpoint
+)
+
 // New checks cfg and returns a Server; it does no I/O.
 func New(cfg Config) (*Server, error) {
-	for name, u := range map[string]string{"Issuer": cfg.Issuer, "Resource": cfg.Resource, "HubAuthorizeURL": cfg.HubAuthorizeURL, "HubTokenURL": cfg.HubTokenURL} {
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
-			return nil, fmt.Errorf("%w: %s must be an absolute http(s) URL without query, got %q", ErrConfig, name, u)
-		}
-	}
-	if strings.HasSuffix(cfg.Issuer, "/") {
-		return nil, fmt.Errorf("%w: Issuer must not end with /, got %q", ErrConfig, cfg.Issuer)
-	}
-	if cfg.HubClientID == "" || cfg.HubClientSecret == "" || cfg.HubRedirectURI == "" || cfg.Verify == nil {
-		return nil, fmt.Errorf("%w: HubClientID, HubClientSecret (the service's API token), HubRedirectURI and Verify are required", ErrConfig)
-	}
-	if cfg.AccessTokenTTL < 0 || cfg.RefreshTokenTTL < 0 || cfg.MaxTokens < 0 {
-		return nil, fmt.Errorf("%w: negative token lifetime or bound", ErrConfig)
-	}
-	if cfg.CodeTTL < 0 || cfg.FlowTTL < 0 || cfg.MaxClients < 0 || cfg.MaxPending < 0 || cfg.MaxConsents < 0 || cfg.MaxApprovals < 0 || cfg.Rate < 0 || cfg.Burst < 0 ||
-		cfg.RegisterRate < 0 || cfg.RegisterBurst < 0 || cfg.MaxSources < 0 || cfg.ProxyHops < 0 || cfg.RegistrationTTL < 0 {
-		return nil, fmt.Errorf("%w: negative limit", ErrConfig)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	static, err := cfg.registration()
 	if err != nil {
 		return nil, err
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if cfg.CodeTTL == 0 {
-		cfg.CodeTTL = time.Minute
-	}
-	if cfg.FlowTTL == 0 {
-		cfg.FlowTTL = 10 * time.Minute
-	}
-	if cfg.RegistrationTTL == 0 {
-		cfg.RegistrationTTL = DefaultRegistrationTTL
-	}
-	def(&cfg.MaxClients, 10000)
-	def(&cfg.MaxPending, 10000)
-	def(&cfg.MaxConsents, 10000)
-	def(&cfg.MaxApprovals, DefaultMaxApprovals)
-	def(&cfg.MaxTokens, 10000)
-	if cfg.AccessTokenTTL == 0 {
-		cfg.AccessTokenTTL = DefaultAccessTokenTTL
-	}
-	if cfg.RefreshTokenTTL == 0 {
-		cfg.RefreshTokenTTL = DefaultRefreshTokenTTL
-	}
-	def(&cfg.Burst, 100)
-	def(&cfg.RegisterBurst, 10)
-	def(&cfg.MaxSources, 10000)
-	if cfg.Rate == 0 {
-		cfg.Rate = 20
-	}
-	if cfg.RegisterRate == 0 {
-		cfg.RegisterRate = 1
-	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 10 * time.Second}
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	iss, _ := url.Parse(cfg.Issuer)
-	s := &Server{cfg: cfg, log: log.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now, static: static}
-	s.clients = newBounded[client](cfg.MaxClients, false)
-	s.kept = newBounded[client](cfg.MaxClients, false)
-	s.sealer = newSealer()
-	s.pending = newBounded[consent](cfg.MaxPending, false)
-	s.granted = newBounded[approval](cfg.MaxConsents, false)
-	s.codes = newBounded[grant](cfg.MaxPending, false)
-	s.tokens = newTokenStore(cfg.MaxTokens)
-	s.redeemed = newBounded[string](cfg.MaxPending, true)
-	s.logins = newBounded[session](cfg.MaxPending, true)
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "hubauth"), base: iss.Path, secure: iss.Scheme == "https", now: time.Now, static: static}
+	s.stores()
 	if s.metrics, err = newTokenMetrics(cfg.Registerer, func() float64 { return float64(s.tokens.len()) }); err != nil {
 		return nil, err
 	}
-	s.limit = newLimiter(cfg.Rate, cfg.Burst, cfg.MaxSources)
-	s.regs = newLimiter(cfg.RegisterRate, cfg.RegisterBurst, cfg.MaxSources)
 	return s, nil
+}
+
+// check refuses a Config New cannot serve: a URL that is not absolute http(s), a
+// missing client or Verify, a negative lifetime, bound or rate.
+func (c Config) check() error {
+	for name, u := range map[string]string{"Issuer": c.Issuer, "Resource": c.Resource, "HubAuthorizeURL": c.HubAuthorizeURL, "HubTokenURL": c.HubTokenURL} {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			return fmt.Errorf("%w: %s must be an absolute http(s) URL without query, got %q", ErrConfig, name, u)
+		}
+	}
+	if strings.HasSuffix(c.Issuer, "/") {
+		return fmt.Errorf("%w: Issuer must not end with /, got %q", ErrConfig, c.Issuer)
+	}
+	if c.HubClientID == "" || c.HubClientSecret == "" || c.HubRedirectURI == "" || c.Verify == nil {
+		return fmt.Errorf("%w: HubClientID, HubClientSecret (the service's API token), HubRedirectURI and Verify are required", ErrConfig)
+	}
+	if c.AccessTokenTTL < 0 || c.RefreshTokenTTL < 0 || c.MaxTokens < 0 {
+		return fmt.Errorf("%w: negative token lifetime or bound", ErrConfig)
+	}
+	if c.CodeTTL < 0 || c.FlowTTL < 0 || c.MaxClients < 0 || c.MaxPending < 0 || c.MaxConsents < 0 || c.MaxApprovals < 0 || c.Rate < 0 || c.Burst < 0 ||
+		c.RegisterRate < 0 || c.RegisterBurst < 0 || c.MaxSources < 0 || c.ProxyHops < 0 || c.RegistrationTTL < 0 {
+		return fmt.Errorf("%w: negative limit", ErrConfig)
+	}
+	return nil
+}
+
+// withDefaults is c with every zero field at its default (ProxyHops excepted: 0 hops
+// is a setting of its own).
+func (c Config) withDefaults() Config {
+	c.CodeTTL = cmp.Or(c.CodeTTL, DefaultCodeTTL)
+	c.FlowTTL = cmp.Or(c.FlowTTL, DefaultFlowTTL)
+	c.RegistrationTTL = cmp.Or(c.RegistrationTTL, DefaultRegistrationTTL)
+	c.AccessTokenTTL = cmp.Or(c.AccessTokenTTL, DefaultAccessTokenTTL)
+	c.RefreshTokenTTL = cmp.Or(c.RefreshTokenTTL, DefaultRefreshTokenTTL)
+	c.MaxClients = cmp.Or(c.MaxClients, DefaultMaxClients)
+	c.MaxPending = cmp.Or(c.MaxPending, DefaultMaxPending)
+	c.MaxConsents = cmp.Or(c.MaxConsents, DefaultMaxConsents)
+	c.MaxApprovals = cmp.Or(c.MaxApprovals, DefaultMaxApprovals)
+	c.MaxTokens = cmp.Or(c.MaxTokens, DefaultMaxTokens)
+	c.MaxSources = cmp.Or(c.MaxSources, DefaultMaxSources)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
+	c.RegisterBurst = cmp.Or(c.RegisterBurst, DefaultRegisterBurst)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.RegisterRate = cmp.Or(c.RegisterRate, DefaultRegisterRate)
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: DefaultHubTokenTimeout}
+	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// stores makes the Server's bounded stores and rate limiters, at its Config's bounds.
+func (s *Server) stores() {
+	c := s.cfg
+	s.clients = newBounded[client](c.MaxClients, false)
+	s.kept = newBounded[client](c.MaxClients, false)
+	s.sealer = newSealer()
+	s.pending = newBounded[consent](c.MaxPending, false)
+	s.granted = newBounded[approval](c.MaxConsents, false)
+	s.codes = newBounded[grant](c.MaxPending, false)
+	s.tokens = newTokenStore(c.MaxTokens)
+	s.redeemed = newBounded[string](c.MaxPending, true)
+	s.logins = newBounded[session](c.MaxPending, true)
+	s.limit = newLimiter(c.Rate, c.Burst, c.MaxSources)
+	s.regs = newLimiter(c.RegisterRate, c.RegisterBurst, c.MaxSources)
 }
 
 // ResourceMetadataURL is the protected-resource metadata's URL, named in the 401's

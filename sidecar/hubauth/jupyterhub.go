@@ -26,7 +26,11 @@ import (
 
 // The "jupyterhub" token verifier: hub mode's, the Hub's tokens resolved to users by
 // its REST API (GET {api_url}/user), registered with sidecar/auth.
-func init() { auth.Register("jupyterhub", newJupyterHub) }
+// VerifierName is the name the JupyterHub token verifier is registered under
+// (sidecar/auth): hub mode's, and server.verifier's when named.
+const VerifierName = "jupyterhub"
+
+func init() { auth.Register(VerifierName, newJupyterHub) }
 
 // JupyterHub verifier defaults.
 const (
@@ -101,18 +105,13 @@ type hubMetrics struct {
 	lookup prometheus.Histogram
 }
 
-// newJupyterHub is the "jupyterhub" factory: its options are decoded from s.Options.
+// newJupyterHub is the "jupyterhub" factory: its options (HubOptions) are decoded from
+// s.Options.
 func newJupyterHub(s auth.Settings) (auth.Verifier, error) {
 	var o HubOptions
 	if err := option.Decode(s.Options, &o); err != nil {
 		return nil, err
 	}
-	return NewJupyterHub(o, s)
-}
-
-// NewJupyterHub builds the "jupyterhub" verifier from typed options, as hub mode does;
-// s.Options is not read.
-func NewJupyterHub(o HubOptions, s auth.Settings) (auth.Verifier, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err

@@ -44,13 +44,13 @@ var ErrTooLarge = errors.New("notebook file too large")
 
 // Config configures a Watcher; zero fields take their defaults.
 type Config struct {
-	Root           string        // the Jupyter root directory the notebook paths are relative to
-	PollInterval   time.Duration // how often polled files are checked and the path list is re-read
-	MaxWatchedDirs int           // most directories watched with fsnotify; the rest are polled
-	MaxFileBytes   int64         // larger files are not read
-	FSNotify       bool          // false: poll every file
-	Coalesce       time.Duration // quiet time after a file's last event before it is read
-	GoneAfter      time.Duration // how long a file stays missing before it is reported gone
+	Root            string        // the Jupyter root directory the notebook paths are relative to
+	PollInterval    time.Duration // how often polled files are checked and the path list is re-read
+	MaxWatchedDirs  int           // most directories watched with fsnotify; the rest are polled
+	MaxFileBytes    int64         // larger files are not read
+	DisableFSNotify bool          // true: poll every file; default: fsnotify, on at most MaxWatchedDirs directories
+	Coalesce        time.Duration // quiet time after a file's last event before it is read
+	GoneAfter       time.Duration // how long a file stays missing before it is reported gone
 	// Confine (hub mode) is the user's directory, Root: a path is resolved beneath it,
 	// symbolic links followed only while they stay inside it, and a file is read only if
 	// it is the user's (ystore/confine): a link to another user's notebook, symbolic or
@@ -139,7 +139,7 @@ func (w *Watcher) Run(ctx context.Context, nbs Notebooks) error {
 	r := &run{Watcher: w, nbs: nbs, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}}
 	var events chan fsnotify.Event
 	var errs chan error
-	if w.cfg.FSNotify {
+	if !w.cfg.DisableFSNotify {
 		fsw, err := fsnotify.NewWatcher()
 		if err != nil {
 			w.log.Warn("notebook files are polled: fsnotify unavailable", "err", err, "interval", w.cfg.PollInterval)

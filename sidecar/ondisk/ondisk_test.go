@@ -112,9 +112,9 @@ func TestWatch(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"fsnotify", Config{FSNotify: true, PollInterval: 50 * time.Millisecond}}, // watched files are not polled
-		{"polling", Config{FSNotify: false, PollInterval: 20 * time.Millisecond}},
-		{"over the cap", Config{FSNotify: true, MaxWatchedDirs: 1, PollInterval: 20 * time.Millisecond}},
+		{"fsnotify", Config{PollInterval: 50 * time.Millisecond}}, // watched files are not polled
+		{"polling", Config{DisableFSNotify: true, PollInterval: 20 * time.Millisecond}},
+		{"over the cap", Config{MaxWatchedDirs: 1, PollInterval: 20 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -150,8 +150,8 @@ func TestGoneAfter(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"fsnotify", Config{FSNotify: true, PollInterval: time.Hour}},
-		{"polling", Config{FSNotify: false, PollInterval: 20 * time.Millisecond}},
+		{"fsnotify", Config{PollInterval: time.Hour}},
+		{"polling", Config{DisableFSNotify: true, PollInterval: 20 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

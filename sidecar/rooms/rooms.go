@@ -35,7 +35,7 @@ import (
 
 // Config is what a Set is built from; nil fields are none.
 type Config struct {
-	// Logger receives the rooms' logs; nil: none.
+	// Logger receives the rooms' logs; nil: slog.Default().
 	Logger *slog.Logger
 	// Resolver maps file ids to paths; nil: paths come from the room key or the
 	// document's state.
@@ -181,7 +181,7 @@ type Info struct {
 // New returns an empty set of rooms. No I/O.
 func New(cfg Config) *Set {
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}

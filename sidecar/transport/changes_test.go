@@ -324,7 +324,7 @@ func TestChangesAdversarial(t *testing.T) {
 // the next change.
 func TestResume(t *testing.T) {
 	lib := newRoomsLibrary(t, "")
-	r, p := startStdio(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, lib)
+	r, p := startStdio(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}}, lib)
 	lib.serve(r.srv)
 	read := func(id int) string {
 		p.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/read","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"uri":"notebook://work"}}`, id))

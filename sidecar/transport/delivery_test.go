@@ -143,7 +143,7 @@ func waitStreams(t *testing.T, r *running, n int) {
 
 func TestGetStreamResumesWithLastEventID(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, resources.Config{Limits: resources.Limits{ReplayEvents: 3}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r := serve(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}, Transport: Config{ReplayEvents: 3}}, lib)
 	session := initialize(t, r.url)
 	for _, uri := range []string{"notebook://work", "capabilities://"} {
 		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {
@@ -344,12 +344,11 @@ func TestGateGovernsEverySurface(t *testing.T) {
 // cells, whose notifications soon fill the stream's buffers.
 func notReading(t *testing.T, sendTimeout time.Duration, reg prometheus.Registerer) (*running, string, ynotebook.Changes) {
 	t.Helper()
-	r := startServer(t, resources.Config{
-		Limits:      resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
-		Notebooks:   map[string]string{"work": testPath},
-		SendTimeout: sendTimeout,
-		Registerer:  reg,
-	}, newLibrary(t, testPath))
+	r := serve(t, served{Config: resources.Config{
+		Limits:     resources.Limits{MaxSubscriptions: 10000, MaxSubscriptionBytes: 1 << 20},
+		Notebooks:  map[string]string{"work": testPath},
+		Registerer: reg,
+	}, Transport: Config{SendTimeout: sendTimeout}}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	long := strings.Repeat("x", 1500)
 	cells := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}

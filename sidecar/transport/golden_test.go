@@ -88,11 +88,11 @@ func TestGoldenTranscripts(t *testing.T) {
 	lib := newLibrary(t, testPath)
 	withheld := func(name string) bool { return strings.Contains(name, "withheld") }
 	for _, gated := range []bool{false, true} {
-		cfg := resources.Config{Endpoint: resources.Endpoint{MaxRequestBytes: 4096}, Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}}
+		cfg := served{Config: resources.Config{Notebooks: map[string]string{"work": testPath, "gone": "missing.ipynb"}}, Transport: Config{MaxRequestBytes: 4096}}
 		if gated {
 			cfg.Gate = resources.Seam{Name: "withhold", Options: map[string]any{"templates": []any{"notebook://{name}/cells/{cell_id}/outputs/{index}"}}}
 		}
-		r := startServer(t, cfg, lib)
+		r := serve(t, cfg, lib)
 		session := initialize(t, r.url)
 		for _, ex := range cases {
 			if withheld(ex.name) != gated {

@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
@@ -189,51 +190,66 @@ func (r *running) withTransport(nt resources.NewTransport) resources.Option {
 	})
 }
 
-// endpoint is the server's MCP endpoint behind the edge the sidecar puts before it.
-func (r *running) endpoint(t testing.TB) http.Handler {
+// endpoint is the server's MCP endpoint behind the edge the sidecar puts before it,
+// admitting testToken.
+func (r *running) endpoint(t testing.TB, reg prometheus.Registerer) http.Handler {
 	t.Helper()
-	cfg := r.link.Config()
-	edge := front.Edge{AllowedOrigins: cfg.AllowedOrigins, Guard: auth.Guard{Logger: quietLog, Registerer: r.link.Registerer()}}
-	if !cfg.InsecureNoAuth {
-		v, err := auth.New(cfg.Verifier.Name, auth.Settings{Token: cfg.Token, Options: cfg.Verifier.Options, Logger: quietLog})
-		if err != nil {
-			t.Fatal(err)
-		}
-		edge.Verifier = v
+	v, err := auth.New(auth.Default, auth.Settings{Token: testToken, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
 	}
-	h, err := edge.Wrap(r.srv.Handler())
+	h, err := front.Edge{Verifier: v, Guard: auth.Guard{Logger: quietLog, Registerer: reg}}.Wrap(r.srv.Handler())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
+// served is what a test serves: the surface's configuration and its transport's (its
+// logger and registerer are the surface's).
+type served struct {
+	resources.Config
+	Transport Config
+}
+
+// transportConfig is s.Transport with the surface's logger and registerer.
+func (s served) transportConfig() Config {
+	c := s.Transport
+	c.Logger, c.Registerer = s.Logger, s.Registerer
+	return c
+}
+
+// startServer serves cfg over HTTP with the transport's defaults (serve).
 func startServer(t testing.TB, cfg resources.Config, lib library.Library, opts ...resources.Option) *running {
+	t.Helper()
+	return serve(t, served{Config: cfg}, lib, opts...)
+}
+
+// serve serves s over HTTP behind the front, as the sidecar does.
+func serve(t testing.TB, s served, lib library.Library, opts ...resources.Option) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Token == "" && !cfg.InsecureNoAuth {
-		cfg.Token = testToken
+	if s.StateFile == "" {
+		s.StateFile = t.TempDir() + "/state.json"
 	}
-	if cfg.StateFile == "" {
-		cfg.StateFile = t.TempDir() + "/state.json"
-	}
-	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	cfg.Logger = cmp.Or(cfg.Logger, quietLog)
+	s.Extensions = onlyExtensions(s.Extensions)
+	s.Logger = cmp.Or(s.Logger, quietLog)
+	tc := s.transportConfig().Defaults()
 	r := &running{}
-	srv, err := resources.New(cfg, lib, append([]resources.Option{r.withTransport(HTTP)}, opts...)...)
+	srv, err := resources.New(s.Config, lib, append([]resources.Option{r.withTransport(HTTP(tc))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv, r.url = srv, "http://"+ln.Addr().String()+r.link.Config().Path
-	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: r.link.Config().DrainTimeout, Logger: quietLog, Registerer: r.link.Registerer()},
+	r.srv, r.url = srv, "http://"+ln.Addr().String()+tc.Path
+	f, err := front.New(front.Config{Listener: ln, Name: "mcp", DrainTimeout: tc.DrainTimeout, Logger: quietLog, Registerer: s.Registerer},
 		front.Probes{Live: http.NotFoundHandler(), Ready: http.NotFoundHandler(), Metrics: http.NotFoundHandler()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Handle(r.link.Config().Path, r.endpoint(t))
+	f.Handle(tc.Path, r.endpoint(t, s.Registerer))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- srv.Run(ctx) }()

@@ -10,11 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -35,7 +33,7 @@ const postDrainWait = time.Second
 // long-lived streams.
 type httpTransport struct {
 	link     resources.Link
-	cfg      resources.Config
+	cfg      Config
 	log      *slog.Logger
 	m        metrics
 	sdk      *server.StreamableHTTPServer
@@ -51,14 +49,13 @@ type httpTransport struct {
 // newHTTP builds the Streamable HTTP endpoint and its middleware stack:
 // recover → body limit → stream/POST tracking → resources/read patching →
 // mcp-go. The front puts the origin check, CORS and bearer auth before it.
-func newHTTP(l resources.Link) (*httpTransport, error) {
-	cfg := l.Config()
-	m, err := newMetrics(l.Registerer())
+func newHTTP(l resources.Link, cfg Config) (*httpTransport, error) {
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	t := &httpTransport{
-		link: l, cfg: cfg, log: l.Logger(), m: m,
+		link: l, cfg: cfg, log: cfg.Logger, m: m,
 		sessions: newSessionIDs(cfg.MaxSessions),
 		streams:  &streamSet{open: map[*stream]struct{}{}},
 		orphans:  &orphanTimers{timers: map[string]*time.Timer{}},
@@ -309,7 +306,7 @@ func (t *httpTransport) serveListen(w http.ResponseWriter, r *http.Request, next
 
 // servePost serves a POST of a live 2025-11-25 session: a resources/subscribe is
 // admitted first (admit.go); while the POST is in flight the session's notifications
-// wait (mcp-go PR #969); the session expires SessionIdleTimeout after it if no GET
+// wait (the outbox's hand-off rule, outbox.go); the session expires SessionIdleTimeout after it if no GET
 // stream is open.
 func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessionID string, env envelope, next http.Handler) {
 	if env.Method == string(mcp.MethodResourcesSubscribe) {
@@ -398,17 +395,6 @@ func (t *httpTransport) streaming(sessionID string) bool {
 	return o != nil && o.streaming()
 }
 
-// endSession terminates a 2025-11-25 session whose last GET stream closed, the
-// way a DELETE would: the SDK drops its state and the registry its subscriptions.
-func (t *httpTransport) endSession(sessionID string) {
-	req, err := http.NewRequest(http.MethodDelete, t.cfg.Path, nil)
-	if err != nil {
-		return
-	}
-	req.Header.Set(server.HeaderKeySessionID, sessionID)
-	t.sdk.ServeHTTP(&bufferedWriter{header: http.Header{}}, req)
-}
-
 // streamWriter is the response of a long-lived stream (a GET stream, a listen
 // stream), written by the SDK and by the stream's outbox: an SDK event, from its first
 // Write to the Flush that ends it, and a batch of the outbox are written whole, one
@@ -438,10 +424,7 @@ func (a *streamWriter) WriteHeader(status int) {
 }
 
 func (a *streamWriter) Write(p []byte) (int, error) {
-	if !a.holding {
-		a.mu.Lock()
-		a.holding = true
-	}
+	a.hold()
 	n, err := a.ResponseWriter.Write(p)
 	if a.wrote != nil {
 		a.wrote()
@@ -450,18 +433,24 @@ func (a *streamWriter) Write(p []byte) (int, error) {
 }
 
 func (a *streamWriter) Flush() {
-	if !a.holding {
-		a.mu.Lock()
-		a.holding = true
-	}
+	a.hold()
 	if f, ok := a.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 	a.release()
 }
 
-// release lets the outbox write again after SDK writes no Flush ended (the
-// handler has returned).
+// hold keeps the outbox's writes out from the SDK's first Write of an event to the
+// Flush that ends it (release); the SDK writes from one goroutine at a time.
+func (a *streamWriter) hold() {
+	if !a.holding {
+		a.mu.Lock()
+		a.holding = true
+	}
+}
+
+// release lets the outbox write again after the SDK's event (Flush), or after SDK
+// writes no Flush ended (the handler has returned).
 func (a *streamWriter) release() {
 	if a.holding {
 		a.holding = false
@@ -486,130 +475,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// sessionIDs issues and validates 2025-11-25 session ids and keeps their
-// number within MaxSessions. Unlike the SDK's stateful manager it keeps no
-// tombstones: a terminated id is simply unknown. An initialize is admitted
-// (reserve) before the SDK sees it and generates its id through the
-// admission the request carries (ResolveSessionIdManager); an id whose
-// session the SDK never registered (the client left before the response) is
-// forgotten when its initialize returns (settle), so it holds no slot.
-type sessionIDs struct {
-	max int
-
-	mu       sync.Mutex
-	live     map[string]bool // issued, not terminated → registered by the SDK
-	reserved int             // admitted initializes that have not generated their id yet
-}
-
-const sessionPrefix = "mcp-session-"
-
-func newSessionIDs(max int) *sessionIDs { return &sessionIDs{max: max, live: map[string]bool{}} }
-
-// admission is one admitted initialize: the SessionIdManager the SDK uses
-// for it, so that the id it generates takes the reserved slot.
-type admission struct {
-	*sessionIDs
-	id string // generated; "" until then
-}
-
-type admissionKey struct{}
-
-// reserve admits an initialize if fewer than max sessions are live or admitted.
-func (m *sessionIDs) reserve() (*admission, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.live)+m.reserved >= m.max {
-		return nil, false
-	}
-	m.reserved++
-	return &admission{sessionIDs: m}, true
-}
-
-// settle ends an admission once its initialize returned: a slot never used is
-// released, an id the SDK did not register is forgotten and returned.
-func (m *sessionIDs) settle(a *admission) (forgotten string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch registered, issued := m.live[a.id]; {
-	case a.id == "":
-		m.reserved--
-	case issued && !registered:
-		delete(m.live, a.id)
-		return a.id
-	}
-	return ""
-}
-
-// registered records that the SDK registered the session of id.
-func (m *sessionIDs) registered(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.live[id]; ok {
-		m.live[id] = true
-	}
-}
-
-// Generate issues an id in the slot the initialize reserved.
-func (a *admission) Generate() string {
-	id := sessionPrefix + uuid.NewString()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.id == "" {
-		a.reserved--
-	}
-	a.id = id
-	a.live[id] = false
-	return id
-}
-
-// Generate issues an id outside any admission; the SDK calls it only for an
-// initialize, which track always admits first, so it is not reached in practice.
-func (m *sessionIDs) Generate() string {
-	id := sessionPrefix + uuid.NewString()
-	m.mu.Lock()
-	m.live[id] = false
-	m.mu.Unlock()
-	return id
-}
-
-func (m *sessionIDs) Validate(id string) (bool, error) {
-	if !m.known(id) {
-		return false, fmt.Errorf("unknown session id %q", id)
-	}
-	return false, nil
-}
-
-func (m *sessionIDs) Terminate(id string) (bool, error) {
-	m.mu.Lock()
-	delete(m.live, id)
-	m.mu.Unlock()
-	return false, nil
-}
-
-func (m *sessionIDs) known(id string) bool {
-	m.mu.Lock()
-	_, ok := m.live[id]
-	m.mu.Unlock()
-	return ok && strings.HasPrefix(id, sessionPrefix)
-}
-
-// count is the number of live sessions.
-func (m *sessionIDs) count() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.live)
-}
-
-// ResolveSessionIdManager is the admission of r's initialize, if it has one.
-func (m *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
-	if r != nil {
-		if a, ok := r.Context().Value(admissionKey{}).(*admission); ok {
-			return a
-		}
-	}
-	return m
 }
 
 // streamSet holds the long-lived requests (GET streams and

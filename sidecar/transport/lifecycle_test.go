@@ -40,7 +40,7 @@ func TestPanicsNeverReachTheClient(t *testing.T) {
 
 func TestRunDrainsOpenStreams(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r := startServer(t, resources.Config{Endpoint: resources.Endpoint{DrainTimeout: 2 * time.Second}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r := serve(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}, Transport: Config{DrainTimeout: 2 * time.Second}}, lib)
 	legacyClient := dialGo(t, r.url, false)
 	modernClient := dialGo(t, r.url, true)
 	stop, err := modernClient.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourceSubscriptions: []string{"notebook://work"}}, nil)

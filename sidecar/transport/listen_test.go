@@ -61,7 +61,7 @@ func TestListenAcknowledgementComesFirst(t *testing.T) {
 		}
 	})
 	t.Run("stdio", func(t *testing.T) {
-		r, p := startStdio(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+		r, p := startStdio(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}}, newLibrary(t, testPath))
 		publishing(t, r)
 		for i := range streams {
 			id := float64(i + 1)

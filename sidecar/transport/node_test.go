@@ -169,7 +169,7 @@ func TestNodeDrivers(t *testing.T) {
 		t.Run(d.era, func(t *testing.T) {
 			lib := newLibrary(t, testPath)
 			reg := prometheus.NewRegistry()
-			r := startServer(t, resources.Config{SessionGrace: 200 * time.Millisecond, Registerer: reg}, lib)
+			r := serve(t, served{Config: resources.Config{Registerer: reg}, Transport: Config{SessionGrace: 200 * time.Millisecond}}, lib)
 			r.serving(t) // a baseline taken before Run started its goroutines would be too low
 			baseGoroutines := settledGoroutines()
 			n := startNode(t, d.script, r.url, "--name", "work", "--path", testPath,

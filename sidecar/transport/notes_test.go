@@ -102,7 +102,7 @@ func TestOutboxSharesAndReplays(t *testing.T) {
 // The SDK's heartbeat pings and the transport's notifications share a GET stream:
 // each event is written whole, whichever writes it, and both arrive.
 func TestHeartbeatsAndNotificationsShareTheStream(t *testing.T) {
-	r := startServer(t, resources.Config{HeartbeatInterval: 5 * time.Millisecond, Notebooks: map[string]string{"work": testPath}}, newLibrary(t, testPath))
+	r := serve(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}, Transport: Config{HeartbeatInterval: 5 * time.Millisecond}}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
 	for _, uri := range []string{"notebook://work", "notebook://work/cells/c1"} {
 		if _, msg := rpc(t, r.url, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":%q}}`, uri)); msg["error"] != nil {

@@ -17,7 +17,7 @@ import (
 //   - Repeated changes of a URI coalesce while they wait, so what waits is bounded by
 //     the subscriber's subscriptions.
 //   - A 2025-11-25 session's notifications go out on its GET stream only, never while
-//     one of its POSTs is in flight (mcp-go PR #969: the SDK's per-POST forwarder
+//     one of its POSTs is in flight (an mcp-go workaround, PR #969: the SDK's per-POST forwarder
 //     could take one as the POST ended and drop it); a POST waits for the batch being
 //     written to end first.
 //   - A listen stream writes nothing before the SDK has written its acknowledgement.

@@ -78,13 +78,12 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 		cfg  resources.Config
 		want string
 	}{
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Publisher: resources.Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Publisher: resources.Seam{Name: "webhook"}}, `"webhook"`},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Gate: resources.Seam{Name: "bouncer"}}, `"bouncer"`},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t", Transport: "carrier"}}, "transport"},
-		{resources.Config{Endpoint: resources.Endpoint{Token: "t"}, Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
+		{resources.Config{Publisher: resources.Seam{Name: "carrier-pigeon"}}, `"carrier-pigeon"`},
+		{resources.Config{Publisher: resources.Seam{Name: "webhook"}}, `"webhook"`},
+		{resources.Config{Gate: resources.Seam{Name: "bouncer"}}, `"bouncer"`},
+		{resources.Config{Extensions: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{resources.Config{Hooks: map[string]map[string]any{"nope": nil}}, `"nope"`},
+		{resources.Config{Notebooks: map[string]string{"a/b": "x.ipynb"}}, "invalid notebook name"},
 	}
 	for _, tt := range tests {
 		tt.cfg.Logger = quietLog
@@ -93,8 +92,13 @@ func TestNewRejectsUnbuildableSeams(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
 		}
 	}
-	if _, err := resources.New(resources.Config{Endpoint: resources.Endpoint{InsecureNoAuth: true}, Logger: quietLog}, lib); err != nil {
-		t.Errorf("explicit insecure_no_auth: %v", err)
+	if _, err := resources.New(resources.Config{Logger: quietLog}, lib); err != nil {
+		t.Errorf("the zero config: %v", err)
+	}
+	// A transport's configuration is its own: one it refuses stops the server it serves.
+	if _, err := resources.New(resources.Config{Logger: quietLog}, lib, resources.WithTransport(HTTP(Config{MaxRequestBytes: 100}))); err == nil ||
+		!strings.Contains(err.Error(), "max_request_bytes: must be at least 1024, got 100") {
+		t.Errorf("New with a transport of max request bytes 100 = %v, want an error naming them", err)
 	}
 }
 
@@ -254,7 +258,6 @@ func TestEveryPluginRefusesUnknownOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Token = "t"
 			tt.cfg.Extensions = onlyExtensions(tt.cfg.Extensions)
 			tt.cfg.Logger, tt.cfg.Registerer = quietLog, prometheus.NewRegistry()
 			_, err := resources.New(tt.cfg, lib)

@@ -58,7 +58,7 @@ func sdkSessions(r *running) int {
 func TestSessionCap(t *testing.T) {
 	const max = 3
 	reg := prometheus.NewRegistry()
-	r := startServer(t, resources.Config{Limits: resources.Limits{MaxSessions: max}, Registerer: reg}, newLibrary(t, testPath))
+	r := serve(t, served{Config: resources.Config{Registerer: reg}, Transport: Config{MaxSessions: max}}, newLibrary(t, testPath))
 	refusals := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
 	}
@@ -115,12 +115,10 @@ func TestSessionCap(t *testing.T) {
 func TestSessionIdleTimeoutReclaims(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	lib := newLibrary(t, testPath)
-	r := startServer(t, resources.Config{
-		Limits:       resources.Limits{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond},
-		Notebooks:    map[string]string{"work": testPath},
-		SessionGrace: time.Hour,
-		Registerer:   reg,
-	}, lib)
+	r := serve(t, served{Config: resources.Config{
+		Notebooks:  map[string]string{"work": testPath},
+		Registerer: reg,
+	}, Transport: Config{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond, SessionGrace: time.Hour}}, lib)
 	gauge := func() float64 {
 		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", era20251125)
 	}
@@ -194,7 +192,7 @@ func TestSubscriptionByteBudget(t *testing.T) {
 // An initialize whose client is gone before the SDK registers its session
 // leaves no id behind to hold a slot.
 func TestAbandonedInitializeFreesItsSlot(t *testing.T) {
-	r := startServer(t, resources.Config{Limits: resources.Limits{MaxSessions: 1}}, newLibrary(t, testPath))
+	r := serve(t, served{Transport: Config{MaxSessions: 1}}, newLibrary(t, testPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(initializeBody))

@@ -34,7 +34,7 @@ func (*stdioSession) SessionID() string                                     { re
 // one client session they carry.
 type stdioTransport struct {
 	link   resources.Link
-	cfg    resources.Config
+	cfg    Config
 	log    *slog.Logger
 	mcp    *server.MCPServer
 	m      metrics // the HTTP transport's series too: /metrics names the same series whatever the transport
@@ -47,12 +47,12 @@ type stdioTransport struct {
 	line    []byte     // the change notifications' line, reused
 }
 
-func newStdio(l resources.Link, in io.Reader, out io.Writer) (*stdioTransport, error) {
-	m, err := newMetrics(l.Registerer())
+func newStdio(l resources.Link, cfg Config, in io.Reader, out io.Writer) (*stdioTransport, error) {
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &stdioTransport{link: l, cfg: l.Config(), log: l.Logger(), mcp: l.MCP(), m: m, in: in, out: out, writers: newWriters()}, nil
+	return &stdioTransport{link: l, cfg: cfg, log: cfg.Logger, mcp: l.MCP(), m: m, in: in, out: out, writers: newWriters()}, nil
 }
 
 // Handler is nil: stdio has no HTTP endpoint.

@@ -21,15 +21,14 @@ type stdioPeer struct {
 	lines chan map[string]any
 }
 
-func startStdio(t *testing.T, cfg resources.Config, lib library.Library) (*running, *stdioPeer) {
+func startStdio(t *testing.T, s served, lib library.Library) (*running, *stdioPeer) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	cfg.Transport = resources.TransportStdio
-	cfg.Extensions = onlyExtensions(cfg.Extensions)
-	cfg.Logger = cmp.Or(cfg.Logger, quietLog)
+	s.Extensions = onlyExtensions(s.Extensions)
+	s.Logger = cmp.Or(s.Logger, quietLog)
 	r := &running{}
-	srv, err := resources.New(cfg, lib, r.withTransport(Stdio(inR, outW)))
+	srv, err := resources.New(s.Config, lib, r.withTransport(Stdio(s.transportConfig(), inR, outW)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func updated(uri string) func(map[string]any) bool {
 
 func TestStdioBothEras(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	r, p := startStdio(t, resources.Config{Endpoint: resources.Endpoint{MaxRequestBytes: 2048}, Notebooks: map[string]string{"work": testPath}}, lib)
+	r, p := startStdio(t, served{Config: resources.Config{Notebooks: map[string]string{"work": testPath}}, Transport: Config{MaxRequestBytes: 2048}}, lib)
 
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	p.await(t, byID(1))
@@ -189,7 +188,7 @@ func FuzzReadLine(f *testing.F) {
 
 func TestListenAcknowledgesListChanged(t *testing.T) {
 	lib := newLibrary(t, testPath)
-	_, p := startStdio(t, resources.Config{}, lib)
+	_, p := startStdio(t, served{}, lib)
 	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"resourcesListChanged":true}}}`)
 	ack := p.await(t, func(m map[string]any) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
 	honoured, _ := ack["params"].(map[string]any)["notifications"].(map[string]any)
@@ -203,7 +202,7 @@ func TestListenAcknowledgesListChanged(t *testing.T) {
 // TestStdioRefusesBatches checks that a JSON-RPC batch is answered as such, not as a
 // parse error.
 func TestStdioRefusesBatches(t *testing.T) {
-	_, p := startStdio(t, resources.Config{}, newLibrary(t))
+	_, p := startStdio(t, served{}, newLibrary(t))
 	p.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)
 	m := p.await(t, func(m map[string]any) bool { return m["error"] != nil })
 	e, _ := m["error"].(map[string]any)

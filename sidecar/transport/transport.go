@@ -2,11 +2,12 @@
 // Streamable HTTP (http.go) with its 2025-11-25 sessions and their ids, the
 // per-session replay buffer of resumable GET streams (replay.go) and the admission
 // of subscriptions before the SDK sees them, or newline-delimited JSON-RPC on stdio
-// (stdio.go); and every workaround of mcp-go (sdkpatch.go), so that they go when the
+// (stdio.go), each configured by its own Config (config.go); and the workarounds of
+// mcp-go (sdkpatch.go, and one hand-off rule of outbox.go), so that they go when the
 // SDK can say these. It is built from the surface's resources.Link and is the
 // surface's resources.Transport: the one seam between them (resources/seam.go). The
 // HTTP endpoint is a handler: the front (sidecar/front) listens and puts the origin
-// check, CORS (cors.go) and authentication before it.
+// check, CORS and authentication before it.
 package transport
 
 import (
@@ -19,19 +20,34 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
-// HTTP builds the Streamable HTTP transport of a surface (resources.WithTransport).
-func HTTP(l resources.Link) (resources.Transport, error) { return newHTTP(l) }
+// HTTP returns the builder of the Streamable HTTP transport of a surface, configured
+// by cfg (resources.WithTransport).
+func HTTP(cfg Config) resources.NewTransport {
+	return func(l resources.Link) (resources.Transport, error) {
+		cfg, err := cfg.checked()
+		if err != nil {
+			return nil, err
+		}
+		return newHTTP(l, cfg)
+	}
+}
 
 // Stdio returns the builder of the stdio transport on in and out (nil: os.Stdin,
-// os.Stdout).
-func Stdio(in io.Reader, out io.Writer) resources.NewTransport {
+// os.Stdout), configured by cfg.
+func Stdio(cfg Config, in io.Reader, out io.Writer) resources.NewTransport {
 	if in == nil {
 		in = os.Stdin
 	}
 	if out == nil {
 		out = os.Stdout
 	}
-	return func(l resources.Link) (resources.Transport, error) { return newStdio(l, in, out) }
+	return func(l resources.Link) (resources.Transport, error) {
+		cfg, err := cfg.checked()
+		if err != nil {
+			return nil, err
+		}
+		return newStdio(l, cfg, in, out)
+	}
 }
 
 // rpcError is a JSON-RPC error response with a null id: an answer to a

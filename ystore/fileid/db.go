@@ -37,7 +37,7 @@ type DBConfig struct {
 	// confine.ErrRefused. Nil: Path is opened as given.
 	Confine *confine.Dir
 	// Logger hears a fault (Fault) when it appears or changes, once, and when it clears;
-	// nil: none.
+	// nil: slog.Default().
 	Logger *slog.Logger
 	// Registerer takes fileid_lookup_faults_total{fault}; nil: not counted.
 	Registerer prometheus.Registerer
@@ -149,7 +149,7 @@ func NewDB(cfg DBConfig) (*DB, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	r := promreg.On(cfg.Registerer)
 	faults := promreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: promreg.Namespace, Subsystem: "fileid", Name: "lookup_faults_total",

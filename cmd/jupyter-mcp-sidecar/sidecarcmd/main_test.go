@@ -90,6 +90,8 @@ func TestConfigCheckRejects(t *testing.T) {
 		{name: "bare number duration in options", yaml: "extensions:\n  search: {timeout: 5}\n", want: []string{`build extension "search": timeout: invalid duration 5: ` + durationAdvice}},
 		{name: "negative duration", yaml: "store:\n  lag_threshold: -1s\n", want: []string{"store.lag_threshold: must be > 0"}},
 		{name: "wrong type scalar", yaml: "server:\n  max_request_bytes: lots\n", want: []string{"server.max_request_bytes"}},
+		// The transport's own bound, checked once, by the transport, and named by its key.
+		{name: "request limit under the transport's", yaml: "server:\n  max_request_bytes: 100\n", want: []string{"server.max_request_bytes: must be at least 1024, got 100"}},
 		{name: "wrong type section", yaml: "server: 3\n", want: []string{"server"}},
 		{name: "wrong type bool", yaml: "server:\n  insecure_no_auth: maybe\n", want: []string{"server.insecure_no_auth"}},
 		{name: "number for string", yaml: "server:\n  listen: 4040\n", want: []string{"server.listen"}},

@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/demo"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/transport"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -60,10 +60,12 @@ loopback address: any MCP client can connect at once.`,
 	return cmd
 }
 
-// needsToken reports whether the default verifier would have no token to compare with.
+// needsToken reports whether single mode's default verifier would have no token to
+// compare with; hub mode admits the Hub's tokens (its "jupyterhub" verifier) and uses
+// none of server.token.
 func needsToken(cfg config.Config) bool {
 	s := cfg.Server
-	return s.Transport == resources.TransportHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
+	return !cfg.Hub.Enabled && s.Transport == transport.KindHTTP && !s.InsecureNoAuth && s.Token == "" && s.Verifier.Name == auth.Default
 }
 
 // generatedTokenName is the file, beside the state file, a generated token is written to.
@@ -128,7 +130,7 @@ func randomToken() (string, error) {
 
 // serveDemo runs the sidecar over a throwaway store that a demo.Writer keeps editing.
 func (a *app) serveDemo(ctx context.Context, cfg config.Config) error {
-	if cfg.Server.Transport == resources.TransportHTTP && !isLoopback(cfg.Server.Listen) {
+	if cfg.Server.Transport == transport.KindHTTP && !isLoopback(cfg.Server.Listen) {
 		return fmt.Errorf("server.listen: --demo serves without a token, so only on a loopback address, got %q", cfg.Server.Listen)
 	}
 	dir, err := os.MkdirTemp("", "jupyter-mcp-sidecar-demo-")
@@ -142,7 +144,7 @@ func (a *app) serveDemo(ctx context.Context, cfg config.Config) error {
 	}
 	defer w.Close()
 	cfg = demoConfig(cfg, w, dir)
-	if cfg.Server.Transport == resources.TransportHTTP {
+	if cfg.Server.Transport == transport.KindHTTP {
 		printDemoHelp(a.stderr, cfg, dir)
 	}
 	ctx, stop := context.WithCancel(ctx)

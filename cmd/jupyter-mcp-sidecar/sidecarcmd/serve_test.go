@@ -164,6 +164,40 @@ func TestServeGeneratesToken(t *testing.T) {
 	}
 }
 
+// serve in hub mode admits the Hub's tokens and none of server.token's: it generates
+// no token, writes no token file and logs none.
+func TestServeInHubModeMakesNoToken(t *testing.T) {
+	dir := isolate(t)
+	t.Setenv("STATE_DIRECTORY", dir)
+	addr := testenv.FreeAddr(t)
+	var stderr testenv.LockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(&testenv.LockedBuffer{}, &stderr)
+		root.SetArgs([]string{"serve", "--config", writeConfig(t, dir,
+			"hub: {enabled: true, api_url: http://127.0.0.1:9/hub/api, api_token: svc-secret, state_dir: "+dir+"}\n"),
+			"--listen", addr, "--log-level", "info", "--log-format", "json"})
+		done <- root.ExecuteContext(ctx)
+	}()
+	testenv.Eventually(t, testenv.Wait, "hub mode started", func() bool {
+		return strings.Contains(stderr.String(), "sidecar started in hub mode")
+	}, stderr.String)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after cancel: %v", err)
+	}
+	for _, rec := range jsonLines(t, stderr.String()) {
+		if f, ok := rec["token_file"]; ok {
+			t.Errorf("hub mode generated a token (file %v), which it never uses", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, generatedTokenName)); !os.IsNotExist(err) {
+		t.Errorf("%s beside the state: %v, want none", generatedTokenName, err)
+	}
+}
+
 // postInitialize posts an MCP initialize to addr's /mcp with the bearer token tok
 // ("" for none) and returns the status, 0 when no answer came.
 func postInitialize(addr, tok string) int {

@@ -6,11 +6,13 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 )
 
 // stamp is what a binary knows of the source it was built from.
 type stamp struct {
-	version string // -X main.version, else the module version, else "devel"
+	version string // -X main.version, else the module version, else resources.DefaultVersion
 	commit  string // -X main.commit, else vcs.revision (+"-dirty"); "" when neither
 	sum     string // the module's checksum (go install module@version), if any
 }
@@ -38,7 +40,7 @@ func readStamp(b Build, info *debug.BuildInfo) stamp {
 			s.commit = vcsRevision(info.Settings)
 		}
 	}
-	s.version = or(s.version, "devel")
+	s.version = or(s.version, resources.DefaultVersion)
 	return s
 }
 

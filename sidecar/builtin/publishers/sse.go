@@ -22,6 +22,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 )
 
 // SSE frame types of the sse publisher's stream (docs/EVENTS.md, "The sse feed").
@@ -75,9 +76,10 @@ type sse struct {
 	listening bool          // Run has opened the listener: consumers can connect
 	stop      chan struct{} // closed when Run ends: streams end
 
+	front *front.Front // the feed's listener, within its shares (internal/conns), serving no probes
+
 	events, gaps, refused prometheus.Counter
-	connsRefused          *prometheus.CounterVec // connections the listener's shares refused, by reason
-	consumersGauge        prometheus.Gauge       // moved by each consumer: the sum over the feeds on one Registerer
+	consumersGauge        prometheus.Gauge // moved by each consumer: the sum over the feeds on one Registerer
 }
 
 // sseEntry is one buffered event, its JSON immutable once held.
@@ -96,6 +98,9 @@ const (
 	// connection's first bytes, and an idle connection's next request) must arrive
 	// within it.
 	DefaultSSEReadTimeout = 5 * time.Second
+	// DefaultSSEDrainTimeout is how long the feed's open requests have to end once it
+	// stops (its streams end at once).
+	DefaultSSEDrainTimeout = 5 * time.Second
 )
 
 // sseOptions are the sse publisher's options.
@@ -147,13 +152,44 @@ func newSSE(raw map[string]any, deps publish.Deps) (publish.Publisher, error) {
 	s.numbering = newNumbering(r, "sse", o.Scope)
 	s.gaps = promreg.Register(r, publisherCounter("sse", "sse_gaps_total", "Gap frames the sse feed sent: a consumer asked for events no longer buffered."))
 	s.refused = promreg.Register(r, publisherCounter("sse", "sse_refused_total", "sse feed requests refused: bad token, wrong method or too many consumers."))
-	s.connsRefused = promreg.Register(r, conns.RefusedCounter("sse"))
 	s.consumersGauge = promreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: promreg.Namespace, Subsystem: "publisher", Name: "sse_consumers", ConstLabels: prometheus.Labels{"publisher": "sse"},
 		Help: "Consumers connected to the sse feed."}))
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	f, err := s.newFront(deps)
+	if err != nil {
+		return nil, err
+	}
+	s.front = f
 	return s, nil
+}
+
+// newFront is the feed's listener on sidecar/front: the stream at its path, no probes,
+// its connections within max_connections (and the process's descriptors), counted
+// as listener "sse".
+func (s *sse) newFront(deps publish.Deps) (*front.Front, error) {
+	limit := conns.WithinDescriptors(s.o.MaxConns)
+	if limit < s.o.MaxConns {
+		s.log.Warn("sse feed: max_connections lowered to a quarter of the file descriptors the process may open beyond a reserve",
+			"max_connections", s.o.MaxConns, "cap", limit, "reserve", conns.DescriptorReserve)
+	}
+	f, err := front.New(front.Config{
+		Listen: s.o.Listen, Name: "sse", MaxConnections: limit,
+		IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout, DrainTimeout: DefaultSSEDrainTimeout,
+		Listening: func(addr net.Addr) {
+			s.mu.Lock()
+			s.listening = true
+			s.mu.Unlock()
+			s.log.Info("sse feed listening", "addr", addr.String(), "path", s.o.Path, "max_connections", limit)
+		},
+		Logger: deps.Logger, Registerer: deps.Registerer,
+	}, front.Probes{})
+	if err != nil {
+		return nil, fmt.Errorf("sse feed: %w", err)
+	}
+	f.Handle(s.o.Path, s)
+	return f, nil
 }
 
 // Publish numbers ev, buffers its JSON (evicting the oldest beyond the bounds) and
@@ -202,40 +238,18 @@ func (s *sse) Consumers() int {
 	return len(s.consumers)
 }
 
-// Run listens and serves the stream until ctx is done; a listen failure is returned
-// (the server stops: a configured feed that cannot be reached tells nobody).
+// Run listens and serves the stream until ctx is done, its streams ended at once; a
+// listen failure is returned (the server stops: a configured feed that cannot be
+// reached tells nobody).
 func (s *sse) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.o.Listen)
-	if err != nil {
+	stop := context.AfterFunc(ctx, func() { close(s.stop) })
+	defer stop()
+	if err := s.front.Run(ctx); err != nil {
 		s.mu.Lock()
 		s.failing = err
 		s.mu.Unlock()
 		return fmt.Errorf("sse feed: %w", err)
 	}
-	s.mu.Lock()
-	s.listening = true
-	s.mu.Unlock()
-	mux := http.NewServeMux()
-	mux.Handle(s.o.Path, s)
-	limit := conns.WithinDescriptors(s.o.MaxConns)
-	if limit < s.o.MaxConns {
-		s.log.Warn("sse feed: max_connections lowered to a quarter of the file descriptors the process may open beyond a reserve",
-			"max_connections", s.o.MaxConns, "cap", limit, "reserve", conns.DescriptorReserve)
-	}
-	l := conns.Listen(ln, conns.Limits{MaxConnections: limit, IdleTimeout: s.o.ReadTimeout, ReadTimeout: s.o.ReadTimeout}, s.connsRefused)
-	srv := l.Server(mux)
-	s.log.Info("sse feed listening", "addr", ln.Addr().String(), "path", s.o.Path, "max_connections", limit)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case <-ctx.Done():
-	case err = <-done:
-		return fmt.Errorf("sse feed: %w", err)
-	}
-	close(s.stop)
-	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shut)
 	return nil
 }
 
@@ -327,114 +341,37 @@ func (s *sse) refuse(w http.ResponseWriter, code int, msg string) {
 // frameEnd ends every frame.
 var frameEnd = []byte("\n\n")
 
-// ServeHTTP is one consumer's stream.
+// ServeHTTP is one consumer's stream: admitted, opened with its first frame, then
+// the buffered events from its cursor, a heartbeat when idle, until the consumer or
+// the feed goes.
 func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		s.refuse(w, http.StatusMethodNotAllowed, "method not allowed")
-		return
-	}
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
-		s.refuse(w, http.StatusUnauthorized, "unauthorized")
-		return
-	}
-	if !conns.Admit(w, r, "token") { // the token holder's connections, apart from the anonymous'
-		s.refused.Inc()
-		return
-	}
 	last := r.Header.Get("Last-Event-ID")
 	if len(last) > 64 {
 		last = "?"
 	}
-	wake := make(chan struct{}, 1)
-	s.mu.Lock()
-	if len(s.consumers) >= s.o.MaxConsumers {
-		s.mu.Unlock()
-		w.Header().Set("Retry-After", "5")
-		s.refuse(w, http.StatusServiceUnavailable, "too many consumers")
+	wake, cursor, gap, ok := s.admit(w, r, last)
+	if !ok {
 		return
 	}
-	cursor, gap := s.resume(last)
-	s.consumers[wake] = struct{}{}
-	s.mu.Unlock()
-	s.consumersGauge.Inc()
-	defer func() {
-		s.mu.Lock()
-		delete(s.consumers, wake)
-		s.mu.Unlock()
-		s.consumersGauge.Dec()
-	}()
-
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// write writes the parts of one frame within the write timeout; they go out as
-	// they are, the buffered event's bytes never copied for the consumer.
-	write := func(parts ...[]byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
-		for _, p := range parts {
-			if _, err := w.Write(p); err != nil {
-				return false
-			}
-		}
-		return true
-	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
-		return rc.Flush() == nil
-	}
+	defer s.leave(wake)
+	out := s.open(w)
 	first := s.frame(SSEHello, cursor-1, helloFrame{V: publish.Version, Resumed: last != ""})
 	if gap != "" {
 		first = s.gapFrame(gap, last, cursor-1)
 	}
-	if !write([]byte("retry: 1000\n\n"+first)) || !flush() {
+	if !out.write([]byte("retry: 1000\n\n"+first)) || !out.flush() {
 		return
 	}
 	beat := time.NewTicker(s.o.Heartbeat)
 	defer beat.Stop()
-	var head []byte // one change frame's lines before its data
 	for {
-		// One event at a time from the shared buffer: a consumer holds a reference to
-		// the event it is writing, never a copy of its backlog.
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-s.stop:
-				return
-			default:
-			}
-			s.mu.Lock()
-			e, evicted := s.at(cursor)
-			if evicted {
-				cursor = s.next
-			}
-			s.mu.Unlock()
-			if evicted {
-				if !write([]byte(s.gapFrame(GapEvicted, s.id(cursor-1), cursor-1))) {
-					return
-				}
-				continue
-			}
-			if e.data == nil {
-				break
-			}
-			head = fmt.Appendf(head[:0], "id: %s\nevent: %s\ndata: ", s.id(e.id), SSEChange)
-			if !write(head, e.data, frameEnd) {
-				return
-			}
-			cursor = e.id + 1
-		}
-		if !flush() {
+		if cursor, ok = s.catchUp(r, out, cursor); !ok || !out.flush() {
 			return
 		}
 		select {
 		case <-wake:
 		case <-beat.C:
-			if !write([]byte(": ping\n\n")) || !flush() {
+			if !out.write([]byte(": ping\n\n")) || !out.flush() {
 				return
 			}
 		case <-r.Context().Done():
@@ -442,6 +379,119 @@ func (s *sse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-s.stop:
 			return
 		}
+	}
+}
+
+// admit refuses a request the feed does not serve (a method other than GET, no or a
+// wrong token, beyond the token holder's connections or max_consumers) and registers
+// the others as consumers: wake is told of new events; the stream starts at cursor,
+// with a gap frame for reason gap if it is not "".
+func (s *sse) admit(w http.ResponseWriter, r *http.Request, last string) (wake chan struct{}, cursor uint64, gap string, ok bool) {
+	if r.Method != http.MethodGet {
+		s.refuse(w, http.StatusMethodNotAllowed, "method not allowed")
+		return nil, 0, "", false
+	}
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jupyter-mcp-sidecar feed"`)
+		s.refuse(w, http.StatusUnauthorized, "unauthorized")
+		return nil, 0, "", false
+	}
+	if !conns.Admit(w, r, "token") { // the token holder's connections, apart from the anonymous'
+		s.refused.Inc()
+		return nil, 0, "", false
+	}
+	wake = make(chan struct{}, 1)
+	s.mu.Lock()
+	if len(s.consumers) >= s.o.MaxConsumers {
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		s.refuse(w, http.StatusServiceUnavailable, "too many consumers")
+		return nil, 0, "", false
+	}
+	cursor, gap = s.resume(last)
+	s.consumers[wake] = struct{}{}
+	s.mu.Unlock()
+	s.consumersGauge.Inc()
+	return wake, cursor, gap, true
+}
+
+// leave forgets the consumer admit registered with wake.
+func (s *sse) leave(wake chan struct{}) {
+	s.mu.Lock()
+	delete(s.consumers, wake)
+	s.mu.Unlock()
+	s.consumersGauge.Dec()
+}
+
+// sseOut writes one consumer's frames, each within the write timeout; they go out as
+// they are, the buffered event's bytes never copied for the consumer.
+type sseOut struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	head    []byte // one change frame's lines before its data, reused
+}
+
+// open answers 200 with the event stream's headers.
+func (s *sse) open(w http.ResponseWriter) *sseOut {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &sseOut{w: w, rc: http.NewResponseController(w), timeout: s.o.WriteTimeout}
+}
+
+// write writes the parts of one frame; false: the consumer is gone or stalled.
+func (o *sseOut) write(parts ...[]byte) bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	for _, p := range parts {
+		if _, err := o.w.Write(p); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// flush sends what was written; false: the consumer is gone or stalled.
+func (o *sseOut) flush() bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	return o.rc.Flush() == nil
+}
+
+// catchUp writes the buffered events from cursor on, one at a time from the shared
+// buffer (a consumer holds a reference to the event it is writing, never a copy of its
+// backlog), a gap frame where the buffer moved past it, and returns the cursor after
+// the last; false: the consumer or the feed is gone.
+func (s *sse) catchUp(r *http.Request, out *sseOut, cursor uint64) (uint64, bool) {
+	for {
+		select {
+		case <-r.Context().Done():
+			return cursor, false
+		case <-s.stop:
+			return cursor, false
+		default:
+		}
+		s.mu.Lock()
+		e, evicted := s.at(cursor)
+		if evicted {
+			cursor = s.next
+		}
+		s.mu.Unlock()
+		if evicted {
+			if !out.write([]byte(s.gapFrame(GapEvicted, s.id(cursor-1), cursor-1))) {
+				return cursor, false
+			}
+			continue
+		}
+		if e.data == nil {
+			return cursor, true
+		}
+		out.head = fmt.Appendf(out.head[:0], "id: %s\nevent: %s\ndata: ", s.id(e.id), SSEChange)
+		if !out.write(out.head, e.data, frameEnd) {
+			return cursor, false
+		}
+		cursor = e.id + 1
 	}
 }
 
