@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -80,6 +79,15 @@ func Valid(v string) bool {
 	return err == nil
 }
 
+// Meter is what the memory of the versions kept is charged to (a yjs.Meter's methods):
+// in hub mode, the user's memory bound.
+type Meter interface {
+	// Left returns the bytes that may still be taken; 0 or less: none.
+	Left() int64
+	// Add takes n bytes, or gives them back when n is negative.
+	Add(n int64)
+}
+
 // History is one room's versions: the sums of the cells it has hashed and the snapshots
 // of its recent versions. It is not safe for concurrent use (the room's lock guards it).
 type History struct {
@@ -87,7 +95,7 @@ type History struct {
 	cfg      Config
 	now      func() time.Time
 	// meter is charged what the kept snapshots hold (SetMeter); nil: not counted.
-	meter yjs.Meter
+	meter Meter
 
 	sums  map[*ynotebook.Cell]*cellSum
 	round uint32 // the Observe a sum was last used in
@@ -133,7 +141,7 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 // one observed before it did not, the cells a change rebuilt. Past what m has left, the
 // oldest versions are forgotten (never the newest): a user's tiny rows that each rebuild
 // a huge cell keep few versions, not a thousand copies of it.
-func (h *History) SetMeter(m yjs.Meter) {
+func (h *History) SetMeter(m Meter) {
 	h.Release()
 	h.meter = m
 	for _, k := range h.ring {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -111,7 +112,7 @@ func (m versionMeter) Add(n int64) { m.set.versionsHeld.Add(n) }
 
 // versionsMeter returns the meter of a room's versions; nil when the Set has no memory
 // bound.
-func (r *Set) versionsMeter() yjs.Meter {
+func (r *Set) versionsMeter() versions.Meter {
 	if r.maxMemory == 0 {
 		return nil
 	}
