@@ -256,10 +256,11 @@ func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) 
 		u.refs = slices.Grow(u.refs, nClients)
 	}
 	for range nClients {
+		start := d.Pos()
 		n := d.CountAtMost(2, "number of structs")
 		client := d.VarUint("client id")
 		clock := d.VarUint("first clock")
-		if d.Err() != nil {
+		if !d.Spend(start, clientBytes, "client") {
 			break
 		}
 		refs := u.spare(n)

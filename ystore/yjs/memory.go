@@ -41,6 +41,10 @@ const (
 	docBytes   = 512 // a subdocument's Doc and its maps
 	rangeBytes = int64(unsafe.Sizeof(dsRange{}))
 	keyBytes   = 40 // an entry of a type's keys
+	// clientBytes is what a client takes beside its structs: its list (clientStructs,
+	// its first chunk and the lists of chunks), its entry in the document's clients, and
+	// while an update decodes, its entry in the update's.
+	clientBytes = int64(unsafe.Sizeof(clientStructs{})) + 3*24 + 8 + 48 + int64(unsafe.Sizeof(structRefs{}))
 	// jsonFactor bounds what encoding/json builds per byte of a JSON string (ContentJSON,
 	// embeds, formats): "[]," becomes a slot and a slice header.
 	jsonFactor = 16
@@ -102,6 +106,10 @@ func (d *Doc) recount() {
 func (d *Doc) size() int64 {
 	var n int64
 	for _, cs := range d.clients {
+		n += clientBytes + 24*int64(cap(cs.chunks)) + 8*int64(cap(cs.starts))
+		for _, ch := range cs.chunks {
+			n += 8 * int64(cap(ch)-len(ch)) // the items' slots are theirs
+		}
 		for it := range cs.all() {
 			n += itemSize(it)
 		}

@@ -57,11 +57,16 @@ func memoryShapes() map[string]func() [][]byte {
 	split := func() [][]byte { // a long text, then every other character deleted
 		return [][]byte{yjstest.Text(1, "source", strings.Repeat("y", 400_000)), yjstest.Deletes(1, 0, 2, 200_000)}
 	}
+	nulls := func() [][]byte { // an Any array of 3,000,000 nulls: a byte each
+		return [][]byte{yjstest.MapSet(1, "meta", "k", make([]any, 3_000_000))}
+	}
 	return map[string]func() [][]byte{
-		"nested maps":   nested,
-		"flat keys":     func() [][]byte { return [][]byte{yjstest.Keys(1, "meta", 150_000)} },
-		"deep any":      deepAny,
-		"empty strings": emptyStrings,
+		"a client a struct": func() [][]byte { return [][]byte{yjstest.Clients(1, "source", 100_000)} },
+		"nulls":             nulls,
+		"nested maps":       nested,
+		"flat keys":         func() [][]byte { return [][]byte{yjstest.Keys(1, "meta", 150_000)} },
+		"deep any":          deepAny,
+		"empty strings":     emptyStrings,
 
 		"split text": split,
 	}
@@ -179,5 +184,38 @@ func TestMemorySettles(t *testing.T) {
 	}
 	if m.used != d.Held() {
 		t.Errorf("meter holds %d, document %d", m.used, d.Held())
+	}
+}
+
+// TestMemoryBudgetHeldAtRefusal: rows applied one after another until the meter refuses
+// one hold, when it does, no more than about what the meter was charged: the charge of
+// an update covers what integrating it builds (a writer making a client per struct made
+// each take a kilobyte charged 136 bytes: the red team's process held 1.3 GB under a
+// bound of 128 MiB).
+func TestMemoryBudgetHeldAtRefusal(t *testing.T) {
+	const limit = 32 << 20
+	for name, shape := range map[string]func(i int) []byte{
+		"a client a struct": func(i int) []byte { return yjstest.Clients(uint64(1+2000*i), fmt.Sprint("t", i), 2000) },
+		"nested maps":       func(i int) []byte { return yjstest.Chains(uint64(1+20*i), "meta", 20, MaxDepth-1) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &testMeter{limit: limit}
+			before := heap()
+			d := NewDoc()
+			d.SetMeter(m)
+			var err error
+			for i := 0; err == nil && i < 10_000; i++ {
+				_, err = d.ApplyUpdate(shape(i))
+			}
+			if !errors.Is(err, ErrBudget) {
+				t.Fatalf("error %v, want ErrBudget", err)
+			}
+			live := heap() - before
+			runtime.KeepAlive(d)
+			t.Logf("refused at %d B charged; the document holds %d B of heap", m.used, live)
+			if live > 2*limit {
+				t.Errorf("the document holds %d B of heap at its refusal, under a limit of %d B", live, limit)
+			}
+		})
 	}
 }

@@ -53,7 +53,14 @@ func (cs *clientStructs) push(it *item) {
 	if k := len(cs.chunks) - 1; k >= 0 && len(cs.chunks[k]) < chunkMax {
 		cs.chunks[k] = append(cs.chunks[k], it)
 	} else {
-		ch := make([]*item, 1, chunkMax)
+		// A client's first chunk grows as it fills (most clients of a notebook write a
+		// few structs; a writer making a client per struct made each take a whole
+		// chunk's kilobyte); later ones are made whole.
+		capacity := chunkMax
+		if len(cs.chunks) == 0 {
+			capacity = 1
+		}
+		ch := make([]*item, 1, capacity)
 		ch[0] = it
 		cs.chunks = append(cs.chunks, ch)
 		cs.starts = append(cs.starts, cs.n)

@@ -80,6 +80,15 @@ func Size(v any) int64 {
 	return 0 // nil, Undefined, bool: no memory of their own
 }
 
+// prealloc returns the capacity to make a container of n elements with: n under a
+// limit, which counted them; else at most maxPrealloc.
+func (d *Decoder) prealloc(n int) int {
+	if d.limit > 0 {
+		return n
+	}
+	return min(n, maxPrealloc)
+}
+
 func validUTF8(b []byte) bool { return utf8.Valid(b) }
 
 func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
@@ -144,18 +153,17 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 		}
 		// The count bounds what is allocated up front only loosely (each element takes
 		// at least one byte): nested containers that each claim the rest of the input
-		// would allocate depth × input. So the capacity grows with what is decoded,
-		// and decoding stops at the first error.
+		// would allocate depth × input. Under a limit (SetLimit) a container's memory is
+		// counted whole before it is made, so it is made whole: growing it would leave
+		// garbage of its size several times over, past what is counted. Without one,
+		// its capacity grows with what is decoded. Decoding stops at the first error.
 		if tag == TagArray {
 			n := d.CountAtMost(1, expected)
-			if !d.Spend(start, sliceBytes, expected) {
+			if !d.Spend(start, sliceBytes+SlotBytes*int64(n), expected) {
 				return nil
 			}
-			arr := make([]any, 0, min(n, maxPrealloc))
+			arr := make([]any, 0, d.prealloc(n))
 			for range n {
-				if !d.Spend(d.pos, SlotBytes, expected) {
-					return nil
-				}
 				v := d.anyDepth(expected, depth+1)
 				if d.err != nil {
 					return nil
@@ -165,14 +173,14 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 			return arr
 		}
 		n := d.CountAtMost(2, expected)
-		if !d.Spend(start, mapBytes, expected) {
+		if !d.Spend(start, mapBytes+mapEntryBytes*int64(n), expected) {
 			return nil
 		}
-		obj := make(map[string]any, min(n, maxPrealloc))
+		obj := make(map[string]any, d.prealloc(n))
 		for range n {
 			kstart := d.pos
 			kb := d.VarStringBytes(expected)
-			if !d.Spend(kstart, mapEntryBytes+int64(len(kb)), expected) {
+			if !d.Spend(kstart, int64(len(kb)), expected) {
 				return nil
 			}
 			if !validUTF8(kb) {

@@ -185,3 +185,28 @@ func Text(client uint64, root, s string) []byte {
 	e.VarUint(0)
 	return e.Buf
 }
+
+// Clients returns one update in which n clients, from client first on, each type one
+// character into the root text named root, after the character of the client before:
+// a client for every struct.
+func Clients(first uint64, root string, n int) []byte {
+	var e lib0.Encoder
+	e.VarUint(uint64(n))
+	for i := range uint64(n) {
+		e.VarUint(1) // one struct
+		e.VarUint(first + i)
+		e.VarUint(0) // clock
+		if i == 0 {
+			e.Uint8(infoString)
+			e.VarUint(1)
+			e.VarString(root)
+		} else {
+			e.Uint8(infoString | infoOrigin)
+			e.VarUint(first + i - 1)
+			e.VarUint(0)
+		}
+		e.VarString("x")
+	}
+	e.VarUint(0)
+	return e.Buf
+}
