@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -442,4 +444,35 @@ func TestRoomsVersionsInTheMemoryBound(t *testing.T) {
 	if kept < 2 || kept >= changes {
 		t.Errorf("%d versions kept of %d changes of 256 kB each: want some, not all", kept, changes)
 	}
+}
+
+// What /readyz, /metrics and the hub's users gauge ask of the rooms never waits for a
+// room's lock: a room busy applying rows (its lock held; one user's tiny rows on a huge
+// notebook held /metrics for minutes: red team of issue 39, pass 6, F7) answers as it
+// was last described.
+func TestRoomsStatusNeverWaits(t *testing.T) {
+	updates, _ := loadSession(t, "s0002.json.gz")
+	k0, p0 := boundRoom(0)
+	r := New(Config{Logger: slog.New(slog.DiscardHandler)}).Writer(nil)
+	if err := r.Sink(t.Context(), []ystore.Event{reset(k0, updates)}); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Infos()
+	rm := r.find(p0)
+	rm.mu.Lock() // the room's writer, busy
+	done := make(chan []Info)
+	go func() {
+		_ = r.Degradations()
+		_ = r.degradedCount()
+		done <- r.Infos()
+	}()
+	select {
+	case got := <-done:
+		if !slices.EqualFunc(got, before, func(a, b Info) bool { return a.Key == b.Key && a.Path == b.Path && a.Rows == b.Rows }) {
+			t.Errorf("a busy room described as %+v, want as last read %+v", got, before)
+		}
+	case <-time.After(testenv.Wait):
+		t.Fatal("the rooms' status waited for a busy room's lock")
+	}
+	rm.mu.Unlock()
 }

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
@@ -137,6 +138,8 @@ type Set struct {
 
 type room struct {
 	info ystore.Room
+	// last is its Info as last read (status).
+	last atomic.Pointer[Info]
 
 	mu      sync.Mutex
 	nb      *ynotebook.Notebook
@@ -720,13 +723,32 @@ func (r *Set) count() int {
 func (r *Set) degradedCount() int {
 	n := 0
 	for _, rm := range r.snapshotRooms() {
-		rm.mu.Lock()
-		if rm.degraded() {
+		if rm.status().Degraded {
 			n++
 		}
-		rm.mu.Unlock()
 	}
 	return n
+}
+
+// status returns rm's Info: read now when its lock is free, else as last read. A room's
+// lock is held through notebook-sized work (applying rows, hashing a version), and what
+// asks for the status (/readyz, /metrics, the hub's users gauge) must not wait for it:
+// one user's busy room held /metrics for minutes (red team of issue 39, pass 6, F7).
+func (rm *room) status() Info {
+	if !rm.mu.TryLock() {
+		if in := rm.last.Load(); in != nil {
+			return *in
+		}
+		return Info{Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID}
+	}
+	in := Info{
+		Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
+		Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Diverged: rm.diverged != nil,
+		Gaps: gapsOf(rm.gaps), Degraded: rm.degraded(),
+	}
+	rm.last.Store(&in)
+	rm.mu.Unlock()
+	return in
 }
 
 // degraded reports whether rm skipped an undecodable row, differed from its saved file,
@@ -745,17 +767,12 @@ func (r *Set) Degraded() []string {
 	return out
 }
 
-// Infos describes every room, notebooks and others, sorted by key.
+// Infos describes every room, notebooks and others, sorted by key; a room busy now as it
+// was last described (room.status).
 func (r *Set) Infos() []Info {
 	var out []Info
 	for _, rm := range r.snapshotRooms() {
-		rm.mu.Lock()
-		out = append(out, Info{
-			Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
-			Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Diverged: rm.diverged != nil,
-			Gaps: gapsOf(rm.gaps), Degraded: rm.degraded(),
-		})
-		rm.mu.Unlock()
+		out = append(out, rm.status())
 	}
 	r.mu.RLock()
 	for key, n := range r.others {
