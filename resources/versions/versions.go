@@ -2,19 +2,19 @@
 // recent versions. A version is a content address, not a counter of this process:
 // "v1." and the base64url of the first 16 bytes of a SHA-256 over the notebook's
 // identity (its scope, such as a hub user, and its room) and its content as served (the
-// notebook-level members and each cell's JSON, in order). Two sidecars following one
-// store, or one restarted, give the same content of the same room the same version; a
-// room whose content returns to an earlier state gets the earlier version back, which is
-// harmless since a snapshot kept under a version is that content. Hashing is cheap:
-// cells are immutable and shared between snapshots, so each cell is hashed once
-// (History keeps its sum), and a version costs a hash over 32 bytes per cell.
+// notebook-level members and each cell's JSON value, in order: digest.go). Two
+// sidecars of one release following one store, or one restarted, give the same content
+// of the same room the same version; a room whose content returns to an earlier state
+// gets the earlier version back, which is harmless since a snapshot kept under a version
+// is that content. Hashing is cheap: cells are immutable and shared between snapshots, so
+// each cell is hashed once (History keeps its sum), a version costs a hash over 32 bytes
+// per cell, and a changed cell costs what changed in it.
 package versions
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -98,7 +98,8 @@ type History struct {
 	meter Meter
 
 	sums  map[*ynotebook.Cell]*cellSum
-	round uint32 // the Observe a sum was last used in
+	parts map[part]*partSum // the digests of the parts that took long (digest.go)
+	round uint32            // the Observe a sum was last used in
 
 	last        *ynotebook.Snapshot // the snapshot last observed, and its version
 	lastVersion string
@@ -133,7 +134,7 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 	id = append(id, scope...)
 	id = binary.AppendUvarint(id, uint64(len(room)))
 	id = append(id, room...)
-	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, byName: map[string]*kept{}}
+	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, byName: map[string]*kept{}}
 }
 
 // SetMeter charges the memory of the versions h keeps, the newest but one, to m from now
@@ -245,20 +246,16 @@ func (h *History) evict(now time.Time) {
 func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
 	d := sha256.New()
-	d.Write([]byte("jupyter-mcp-sidecar notebook version 1\x00"))
+	d.Write([]byte("jupyter-mcp-sidecar notebook version 2\x00"))
 	d.Write(h.identity)
-	head, err := json.Marshal(snap.Head())
-	if err != nil { // notebook values are JSON values: never
-		head = []byte(err.Error())
-	}
-	hs := sha256.Sum256(head)
+	hs, _ := h.digest(snap.Head())
 	d.Write(hs[:])
 	var n [binary.MaxVarintLen64]byte
 	d.Write(n[:binary.PutUvarint(n[:], uint64(snap.Len()))])
 	for _, c := range snap.All() {
 		s := h.sums[c]
 		if s == nil {
-			s = &cellSum{sum: cellHash(c)}
+			s = &cellSum{sum: h.cellSumOf(c)}
 			h.sums[c] = s
 			if h.meter != nil {
 				fresh += c.Footprint()
@@ -274,15 +271,7 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 			}
 		}
 	}
+	h.forgetParts(snap.Len())
 	var sum [sha256.Size]byte
 	return Prefix + base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:sumBytes]), fresh
-}
-
-// cellHash is the SHA-256 of a cell's JSON.
-func cellHash(c *ynotebook.Cell) [sha256.Size]byte {
-	b, err := json.Marshal(c)
-	if err != nil {
-		b = []byte(err.Error())
-	}
-	return sha256.Sum256(b)
 }

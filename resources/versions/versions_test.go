@@ -193,3 +193,37 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedCellCostsItsChange: a tiny change of a cell holding 25 MB of source (its
+// metadata, again and again) costs what changed, not the cell: its source's digest is
+// kept (digest.go). Hashing the cell whole made each such version cost 0.23 s of a core,
+// and a user's tiny rows a core for minutes (red team of issue 39, pass 6, F7). The
+// version still follows the content: a source of the same bytes elsewhere in memory
+// gives the same version, another source another one.
+func TestChangedCellCostsItsChange(t *testing.T) {
+	big := strings.Repeat("x", 25<<20)
+	snap := func(source string, k int) *ynotebook.Snapshot {
+		return ynotebook.NewSnapshot(ynotebook.Cell{ID: "c1", CellType: ynotebook.CellCode, Source: source, Metadata: map[string]any{"k": float64(k)}})
+	}
+	h := NewHistory("", "room", Config{}, nil)
+	start := time.Now()
+	first := h.Observe(snap(big, 0))
+	whole := time.Since(start)
+	start = time.Now()
+	const changes = 50
+	for k := 1; k <= changes; k++ {
+		h.Observe(snap(big, k))
+	}
+	if took := time.Since(start); took > whole {
+		t.Errorf("%d changes of the cell's metadata took %v; hashing it whole once %v", changes, took, whole)
+	}
+	copied := strings.Clone(big)
+	if v := NewHistory("", "room", Config{}, nil).Observe(snap(copied, 0)); v != first {
+		t.Errorf("the same content in other memory: version %s, want %s", v, first)
+	}
+	other := []byte(big)
+	other[len(other)/2] = 'y'
+	if v := NewHistory("", "room", Config{}, nil).Observe(snap(string(other), 0)); v == first {
+		t.Error("another source, the same version")
+	}
+}
