@@ -38,7 +38,7 @@ const (
 	extBytes   = int64(unsafe.Sizeof(itemExt{}))
 	typeBytes  = int64(unsafe.Sizeof(Type{}))
 	valsBytes  = int64(unsafe.Sizeof(anyVals{}))
-	docBytes   = 512 // a subdocument's Doc and its maps
+	docBytes   = int64(unsafe.Sizeof(Doc{})) + 2*48 // a subdocument's Doc and its maps
 	rangeBytes = int64(unsafe.Sizeof(dsRange{}))
 	keyBytes   = 40 // an entry of a type's keys
 	// clientBytes is what a client takes beside its structs: its list (clientStructs,

@@ -63,6 +63,7 @@ func memoryShapes() map[string]func() [][]byte {
 	return map[string]func() [][]byte{
 		"a client a struct": func() [][]byte { return [][]byte{yjstest.Clients(1, "source", 100_000)} },
 		"nulls":             nulls,
+		"subdocuments":      func() [][]byte { return [][]byte{yjstest.Subdocs(1, "meta", 30_000)} },
 		"nested maps":       nested,
 		"flat keys":         func() [][]byte { return [][]byte{yjstest.Keys(1, "meta", 150_000)} },
 		"deep any":          deepAny,

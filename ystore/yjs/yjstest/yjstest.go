@@ -210,3 +210,26 @@ func Clients(first uint64, root string, n int) []byte {
 	e.VarUint(0)
 	return e.Buf
 }
+
+// infoDoc is the Yjs struct info of a ContentDoc item.
+const infoDoc = 9
+
+// Subdocs returns one update in which client, from clock 0, sets n keys of the root map
+// named root ("d0", "d1", …) to subdocuments with empty options.
+func Subdocs(client uint64, root string, n int) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(uint64(n))
+	e.VarUint(client)
+	e.VarUint(0)
+	for i := range n {
+		e.Uint8(infoDoc | infoParentSub)
+		e.VarUint(1)
+		e.VarString(root)
+		e.VarString("d" + strconv.Itoa(i))
+		e.VarString(strconv.Itoa(i)) // guid
+		e.Any(map[string]any{})
+	}
+	e.VarUint(0)
+	return e.Buf
+}
