@@ -522,8 +522,17 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 	if d.Err() != nil {
 		return nil
 	}
-	if undef && s == "undefined" {
-		return Undefined
+	switch s {
+	case "undefined":
+		if undef {
+			return Undefined
+		}
+	case "null": // formats are mostly these: no decoder, no garbage
+		return nil
+	case "true":
+		return true
+	case "false":
+		return false
 	}
 	if !d.Spend(start, jsonFactor*int64(len(s)), "JSON string") {
 		return nil
