@@ -148,12 +148,8 @@ func (h *History) cellSumOf(c *ynotebook.Cell) [sha256.Size]byte {
 	return s
 }
 
-// forgetParts drops the parts' digests not used in this round once they outnumber what
-// a round uses by far.
-func (h *History) forgetParts(used int) {
-	if len(h.parts) <= 2*used+64 {
-		return
-	}
+// forgetParts drops the digests of the parts this round did not use.
+func (h *History) forgetParts() {
 	for id, s := range h.parts {
 		if s.round != h.round {
 			delete(h.parts, id)

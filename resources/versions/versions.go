@@ -97,9 +97,10 @@ type History struct {
 	// meter is charged what the kept snapshots hold (SetMeter); nil: not counted.
 	meter Meter
 
-	sums  map[*ynotebook.Cell]*cellSum
-	parts map[part]*partSum // the digests of the parts that took long (digest.go)
-	round uint32            // the Observe a sum was last used in
+	sums   map[*ynotebook.Cell]*cellSum
+	parts  map[part]*partSum // the digests of the parts that took long (digest.go)
+	round  uint32            // the Observe a sum was last used in
+	hashed int               // the cells hashed so far
 
 	last        *ynotebook.Snapshot // the snapshot last observed, and its version
 	lastVersion string
@@ -257,6 +258,7 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 		if s == nil {
 			s = &cellSum{sum: h.cellSumOf(c)}
 			h.sums[c] = s
+			h.hashed++
 			if h.meter != nil {
 				fresh += c.Footprint()
 			}
@@ -264,14 +266,14 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 		s.round = h.round
 		d.Write(s.sum[:])
 	}
-	if len(h.sums) > 2*snap.Len()+64 {
-		for c, s := range h.sums {
-			if s.round != h.round {
-				delete(h.sums, c)
-			}
+	// What this snapshot does not hold is forgotten now: a sum keeps its cell alive, and
+	// a kept part its value (a source of 25 MB each, one a keystroke).
+	for c, s := range h.sums {
+		if s.round != h.round {
+			delete(h.sums, c)
 		}
 	}
-	h.forgetParts(snap.Len())
+	h.forgetParts()
 	var sum [sha256.Size]byte
 	return Prefix + base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:sumBytes]), fresh
 }
