@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"unsafe"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
 // A cell's sum, and the notebook-level members', is a digest of its JSON value built from
@@ -142,10 +140,14 @@ func inline(v any) bool {
 	return true
 }
 
-// cellSumOf is the sum of a cell: the digest of its JSON object.
-func (h *History) cellSumOf(c *ynotebook.Cell) [sha256.Size]byte {
-	s, _ := h.digest(c.Object())
-	return s
+// sumOf is the digest of a JSON value made for it (a cell's object, a notebook's head),
+// which no later snapshot shares: its parts' digests are kept, not its own.
+func (h *History) sumOf(v any) [sha256.Size]byte {
+	d := sha256.New()
+	h.writePart(d, v)
+	var sum [sha256.Size]byte
+	d.Sum(sum[:0])
+	return sum
 }
 
 // forgetParts drops the digests of the parts this round did not use.

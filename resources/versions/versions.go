@@ -249,14 +249,14 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	d := sha256.New()
 	d.Write([]byte("jupyter-mcp-sidecar notebook version 2\x00"))
 	d.Write(h.identity)
-	hs, _ := h.digest(snap.Head())
+	hs := h.sumOf(snap.Head())
 	d.Write(hs[:])
 	var n [binary.MaxVarintLen64]byte
 	d.Write(n[:binary.PutUvarint(n[:], uint64(snap.Len()))])
 	for _, c := range snap.All() {
 		s := h.sums[c]
 		if s == nil {
-			s = &cellSum{sum: h.cellSumOf(c)}
+			s = &cellSum{sum: h.sumOf(c.Object())}
 			h.sums[c] = s
 			h.hashed++
 			if h.meter != nil {
