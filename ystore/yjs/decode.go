@@ -468,7 +468,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 			d.Fail(start, "string content", lib0.ErrInvalid)
 			return 0
 		}
-		if !d.Spend(start, int64(len(b)), "string content") {
+		if !d.Spend(start, textCopies*int64(len(b)), "string content") {
 			return 0
 		}
 		it.text = texts.copy(b)

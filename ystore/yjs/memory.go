@@ -48,6 +48,9 @@ const (
 	// jsonFactor bounds what encoding/json builds per byte of a JSON string (ContentJSON,
 	// embeds, formats): "[]," becomes a slot and a slice header.
 	jsonFactor = 16
+	// textCopies is how many times a document's text is held: in its items, and in the
+	// strings read from it (a notebook's served sources): a cell of 120 MB held both.
+	textCopies = 2
 	// recountMin is how much a document's charge grows past twice its last measure
 	// before it is measured again.
 	recountMin = 256 << 10
@@ -130,7 +133,7 @@ func (d *Doc) size() int64 {
 
 // itemSize is what a struct holds: itself, its explicit parent and key, its content.
 func itemSize(it *item) int64 {
-	n := itemBytes + int64(len(it.text))
+	n := itemBytes + textCopies*int64(len(it.text))
 	if x := it.ext; x != nil && x.shared == nil {
 		n += extBytes + int64(len(x.pref.name)+len(x.sub))
 	}

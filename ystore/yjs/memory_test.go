@@ -220,3 +220,24 @@ func TestMemoryBudgetHeldAtRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryTextRead: a document's text is charged as held twice, in its items and in
+// what is read from it (a notebook's served source): a cell of 120 MB was charged once
+// and held twice, and more while it was read (red team of issue 39, pass 7).
+func TestMemoryTextRead(t *testing.T) {
+	m := &testMeter{}
+	before := heap()
+	d := NewDoc()
+	d.SetMeter(m)
+	if _, err := d.ApplyUpdate(yjstest.Text(1, "source", strings.Repeat("x", 16<<20))); err != nil {
+		t.Fatal(err)
+	}
+	read := d.Text("source").String()
+	live := heap() - before
+	runtime.KeepAlive(d)
+	t.Logf("charged %d B; the document and its text read hold %d B", d.Held(), live)
+	if live > d.Held()+1<<20 {
+		t.Errorf("charged %d B, held %d B with its text read", d.Held(), live)
+	}
+	runtime.KeepAlive(read)
+}
