@@ -371,6 +371,9 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		r.metrics.SetDegraded(r.degradedCount())
 	}
 	r.log.Debug("room loaded", logkey.Room, info.Key, logkey.Path, p, "rows", l.rows, "bad_rows", l.bad)
+	if l.bytes >= freeAfter {
+		freeGarbage()
+	}
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
 	}
