@@ -22,6 +22,7 @@ const (
 	DefaultMaxListenURIs        = 4096
 	DefaultMaxNames             = 1000
 	DefaultMaxPathBytes         = 1024
+	DefaultMaxReadBytes         = 256 << 20
 	DefaultVersion              = "devel" // an unstamped build's (sidecarcmd reports it too)
 )
 
@@ -67,6 +68,12 @@ type Limits struct {
 	MaxListenURIs        int // resource URIs one subscriptions/listen filter may name; default 4096
 	MaxNames             int // names bound with use_notebook at most; default 1000
 	MaxPathBytes         int // longest notebook path a name is bound to; default 1024
+	// MaxReadBytes bounds the memory the reads in flight build at once (a read of a
+	// notebook or a cell builds its JSON and its answer, about three times its size,
+	// until the answer is written): past it a read waits for others to end; a read
+	// larger than it runs alone. Default 256 MiB; hub mode gives each user her
+	// hub.max_memory_per_user.
+	MaxReadBytes int64
 }
 
 // Defaults returns c with every zero field set to its default.
@@ -83,6 +90,7 @@ func (c Config) Defaults() Config {
 	c.MaxListenURIs = cmp.Or(c.MaxListenURIs, DefaultMaxListenURIs)
 	c.MaxNames = cmp.Or(c.MaxNames, DefaultMaxNames)
 	c.MaxPathBytes = cmp.Or(c.MaxPathBytes, DefaultMaxPathBytes)
+	c.MaxReadBytes = cmp.Or(c.MaxReadBytes, DefaultMaxReadBytes)
 	c.Version = cmp.Or(c.Version, DefaultVersion)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
@@ -113,6 +121,9 @@ func (c Config) Validate() error {
 		if n.n < 1 {
 			errs = append(errs, option.Invalid(n.key, "%d: want at least 1", n.n))
 		}
+	}
+	if c.MaxReadBytes < 1 {
+		errs = append(errs, option.Invalid("max_read_bytes", "%d: want at least 1", c.MaxReadBytes))
 	}
 	return errors.Join(errs...)
 }

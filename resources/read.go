@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -114,6 +115,28 @@ func sourceMeta(src library.Source) map[string]any {
 	return map[string]any{SourceKey: "file", ModTimeKey: src.ModTime.UTC().Format(time.RFC3339Nano)}
 }
 
+// readCopies is how many times a read holds what it reads, at most, until its answer is
+// written: its JSON, the answer's text, and the answer encoded.
+const readCopies = 3
+
+// holdRead takes, from the memory the reads in flight may build (MaxReadBytes), what a
+// read of a value of footprint bytes builds, waiting for other reads to end; a read
+// larger than the whole takes the whole, and runs alone. It is given back once the
+// answer is written, or by the release it returns (a no-op then), which the caller defers
+// for a transport that does not say when. One user reading her notebook of 60 MB eight
+// times at once built 1.5 GB.
+func (s *Server) holdRead(ctx context.Context, footprint int64) (release func(), err error) {
+	n := min(readCopies*footprint, s.cfg.MaxReadBytes)
+	if err := s.reads.Acquire(ctx, n); err != nil {
+		return nil, fmt.Errorf("read: waiting for other reads to end: %w", err)
+	}
+	once := sync.OnceFunc(func() { s.reads.Release(n) })
+	if afterAnswered(ctx, once) {
+		return func() {}, nil
+	}
+	return once, nil
+}
+
 // read resolves ref against the bindings and the library.
 func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([]mcp.ResourceContents, error) {
 	if !s.serves(ctx, ref.Template()) {
@@ -140,6 +163,11 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	}
 	uri := ref.String()
 	if ref.CellID == "" {
+		release, err := s.holdRead(ctx, snap.Footprint())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		body, err := snap.JSON()
 		if err != nil {
 			return nil, err
@@ -155,6 +183,11 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", library.ErrNotFound, ref.Name, ref.CellID)
 	}
 	if ref.Output < 0 {
+		release, err := s.holdRead(ctx, cell.Footprint())
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		doc := nbview.NewCellDoc(ref.Name, index, cell, !s.serves(ctx, nbview.TemplateOutput))
 		if mark != nil {
 			doc["_meta"] = mark

@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -80,6 +81,43 @@ type Message = subscribers.Message
 // Sink takes a session's or a listen stream's change notifications, without
 // blocking, and delivers them by its transport's rules.
 type Sink = subscribers.Sink
+
+type answeredKey struct{}
+
+// answered holds what a request's handler leaves for after its answer is written.
+type answered struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// WithAnswered records in a request's context where its handler may leave work for after
+// the answer is written (a read's memory budget, held until the bytes it built are
+// gone); the transport calls done once it wrote the answer.
+func WithAnswered(ctx context.Context) (_ context.Context, done func()) {
+	a := &answered{}
+	return context.WithValue(ctx, answeredKey{}, a), func() {
+		a.mu.Lock()
+		fns := a.fns
+		a.fns = nil
+		a.mu.Unlock()
+		for _, fn := range fns {
+			fn()
+		}
+	}
+}
+
+// afterAnswered leaves fn for after the answer of ctx's request is written, and reports
+// whether it could: false without WithAnswered (the caller runs fn itself).
+func afterAnswered(ctx context.Context, fn func()) bool {
+	a, ok := ctx.Value(answeredKey{}).(*answered)
+	if !ok {
+		return false
+	}
+	a.mu.Lock()
+	a.fns = append(a.fns, fn)
+	a.mu.Unlock()
+	return true
+}
 
 type sinkKey struct{}
 

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/semaphore"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -69,9 +70,10 @@ type Server struct {
 	hooks     *hooks.Chain
 	subs      *subscribers.Registry
 	metrics   metrics
-	transport Transport // nil: none (Check)
-	answers   answers   // changes answers made lately (changes.go)
-	announced announced // the version each notebook was last announced at (changes.go)
+	transport Transport           // nil: none (Check)
+	answers   answers             // changes answers made lately (changes.go)
+	announced announced           // the version each notebook was last announced at (changes.go)
+	reads     *semaphore.Weighted // the memory the reads in flight build (MaxReadBytes: read.go)
 
 	loaded     chan struct{} // closed once the bindings are loaded
 	loadedOnce sync.Once
@@ -102,7 +104,8 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{cfg: cfg, lib: lib, log: cfg.Logger.With("component", "mcp"), loaded: make(chan struct{})}
+	s := &Server{cfg: cfg, lib: lib, log: cfg.Logger.With("component", "mcp"), loaded: make(chan struct{}),
+		reads: semaphore.NewWeighted(cfg.MaxReadBytes)}
 	var err error
 	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err

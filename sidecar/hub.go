@@ -285,6 +285,7 @@ func (h *hub) userConfig(user string) (config.Config, error) {
 	cfg.Server.InsecureNoAuth = true // the hub authenticated the request
 	_, cfg.Server.Limits.MaxSessions = cfg.Hub.UserShare(cfg.Server)
 	cfg.Store.MaxRooms, cfg.Store.MaxBytes, cfg.Store.MaxMemory = cfg.Hub.MaxRoomsPerUser, cfg.Hub.MaxStoreBytesPerUser, cfg.Hub.MaxMemoryPerUser // the user's bound
+	cfg.Server.Limits.MaxReadBytes = cfg.Hub.MaxMemoryPerUser                                                                                     // and what her reads build at once
 	cfg.Server.StateFile = ""
 	if h.stateDir != "" {
 		cfg.Server.StateFile = filepath.Join(h.stateDir, fileName(user)+".names.json")

@@ -299,6 +299,9 @@ func TestHubUserStoreBound(t *testing.T) {
 				t.Errorf("%s: alice's rooms bounded by %d rooms, %d bytes, %d of memory; want %d, %d, %d",
 					backend, rc.MaxRooms, rc.MaxBytes, rc.MaxMemory, tt.rooms, tt.bytes, tt.memory)
 			}
+			if sc := cfg.ServerConfig("v", config.Obs{}); sc.MaxReadBytes != tt.memory {
+				t.Errorf("%s: alice's reads build %d bytes at once, want her memory bound %d", backend, sc.MaxReadBytes, tt.memory)
+			}
 			// Her store's reader follows the rooms the Set may hold (part 2).
 			if sc, pc := cfg.Store.SQLiteTailer(config.Obs{}), cfg.Store.PostgresTailer(config.Obs{}); sc.MaxRooms != tt.rooms || pc.MaxRooms != tt.rooms {
 				t.Errorf("%s: alice's store read bounded by %d rooms (sqlite), %d (postgres); want %d", backend, sc.MaxRooms, pc.MaxRooms, tt.rooms)

@@ -159,6 +159,7 @@ type Limits struct {
 	ReplayBytes          int           `option:"replay_buffer_bytes" yaml:"replay_buffer_bytes"`
 	MaxNames             int           `option:"max_names" yaml:"max_names"`
 	MaxPathBytes         int           `option:"max_path_bytes" yaml:"max_path_bytes"`
+	MaxReadBytes         int64         `option:"max_read_bytes" yaml:"max_read_bytes"`
 }
 
 // Notifications configures the per-notebook debounce of change notifications.
@@ -223,6 +224,7 @@ func Default() Config {
 				ReplayBytes:          tr.ReplayBytes,
 				MaxNames:             resources.DefaultMaxNames,
 				MaxPathBytes:         resources.DefaultMaxPathBytes,
+				MaxReadBytes:         resources.DefaultMaxReadBytes,
 			},
 		},
 		Notebooks:     map[string]string{},

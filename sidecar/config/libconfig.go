@@ -102,7 +102,7 @@ func (c Config) ServerConfig(version string, o Obs) resources.Config {
 	return resources.Config{
 		Limits: resources.Limits{
 			MaxURIBytes: l.MaxURIBytes, MaxSubscriptions: l.MaxSubscriptions, MaxSubscriptionBytes: l.MaxSubscriptionBytes,
-			MaxListenURIs: l.MaxListenURIs, MaxNames: l.MaxNames, MaxPathBytes: l.MaxPathBytes,
+			MaxListenURIs: l.MaxListenURIs, MaxNames: l.MaxNames, MaxPathBytes: l.MaxPathBytes, MaxReadBytes: l.MaxReadBytes,
 		},
 		StateFile:   c.Server.StateFile, // as the daemon settled it (sidecar: the first writable; hub mode: the user's)
 		Notebooks:   c.Notebooks,

@@ -78,7 +78,7 @@ func TestLibraryConfigs(t *testing.T) {
 	sc := c.ServerConfig("v1", obs)
 	l := c.Server.Limits
 	if sc.Limits != (resources.Limits{MaxURIBytes: l.MaxURIBytes, MaxSubscriptions: l.MaxSubscriptions, MaxSubscriptionBytes: l.MaxSubscriptionBytes,
-		MaxListenURIs: l.MaxListenURIs, MaxNames: 5, MaxPathBytes: l.MaxPathBytes}) || sc.StopTimeout != c.Server.DrainTimeout || sc.StateFile != "/s/names.json" ||
+		MaxListenURIs: l.MaxListenURIs, MaxNames: 5, MaxPathBytes: l.MaxPathBytes, MaxReadBytes: l.MaxReadBytes}) || sc.StopTimeout != c.Server.DrainTimeout || sc.StateFile != "/s/names.json" ||
 		!reflect.DeepEqual(sc.Notebooks, c.Notebooks) || sc.Version != "v1" || sc.Logger != log || sc.Registerer != reg ||
 		!reflect.DeepEqual(sc.Hooks, c.Hooks) || !reflect.DeepEqual(sc.Effective, c.Masked()) {
 		t.Errorf("ServerConfig = %+v", sc)

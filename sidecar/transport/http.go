@@ -186,6 +186,10 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 				writeJSON(w, http.StatusOK, ref.Answer(env.id()))
 				return
 			}
+			// what the read builds is held until its answer is written (resources.MaxReadBytes)
+			ctx, answered := resources.WithAnswered(r.Context())
+			defer answered()
+			r = r.WithContext(ctx)
 		}
 		switch {
 		case sessionID != "" && !live && legacy:
