@@ -106,18 +106,26 @@ const (
 // Keys returns one update in which client, from clock 0, sets n keys of the root map
 // named root ("k0", "k1", …) to null: a flat map as wide as the update is long.
 func Keys(client uint64, root string, n int) []byte {
+	return keyed(client, root, "k", n, infoAny, func(e *lib0.Encoder, _ int) {
+		e.VarUint(1) // one value
+		e.Any(nil)
+	})
+}
+
+// keyed returns one update in which client, from clock 0, sets n keys of the root map
+// named root (prefix and 0, 1, …) to items of kind info whose content each writes.
+func keyed(client uint64, root, prefix string, n int, info uint8, content func(e *lib0.Encoder, i int)) []byte {
 	var e lib0.Encoder
 	e.VarUint(1)
 	e.VarUint(uint64(n))
 	e.VarUint(client)
 	e.VarUint(0)
 	for i := range n {
-		e.Uint8(infoAny | infoParentSub)
+		e.Uint8(info | infoParentSub)
 		e.VarUint(1)
 		e.VarString(root)
-		e.VarString("k" + strconv.Itoa(i))
-		e.VarUint(1)
-		e.Any(nil)
+		e.VarString(prefix + strconv.Itoa(i))
+		content(&e, i)
 	}
 	e.VarUint(0)
 	return e.Buf
@@ -217,19 +225,8 @@ const infoDoc = 9
 // Subdocs returns one update in which client, from clock 0, sets n keys of the root map
 // named root ("d0", "d1", …) to subdocuments with empty options.
 func Subdocs(client uint64, root string, n int) []byte {
-	var e lib0.Encoder
-	e.VarUint(1)
-	e.VarUint(uint64(n))
-	e.VarUint(client)
-	e.VarUint(0)
-	for i := range n {
-		e.Uint8(infoDoc | infoParentSub)
-		e.VarUint(1)
-		e.VarString(root)
-		e.VarString("d" + strconv.Itoa(i))
+	return keyed(client, root, "d", n, infoDoc, func(e *lib0.Encoder, i int) {
 		e.VarString(strconv.Itoa(i)) // guid
 		e.Any(map[string]any{})
-	}
-	e.VarUint(0)
-	return e.Buf
+	})
 }
