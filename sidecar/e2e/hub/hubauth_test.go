@@ -523,9 +523,7 @@ func TestHubLogin(t *testing.T) {
 			t.Errorf("bob's Hub API token: %v", err)
 		}
 		// No token or code in the sidecar's log.
-		sc.LogsMu.Lock()
 		logs := sc.Logs.String()
-		sc.LogsMu.Unlock()
 		for what, secret := range map[string]string{"the access token": tok, "a code": c, "the service's token": hub.ServiceToken} {
 			if strings.Contains(logs, secret) {
 				t.Errorf("the sidecar's log holds %s", what)

@@ -318,9 +318,7 @@ func TestHubLoginTokens(t *testing.T) {
 		}
 	})
 
-	sc.LogsMu.Lock()
 	logs := sc.Logs.String()
-	sc.LogsMu.Unlock()
 	for _, secret := range secrets {
 		if secret != "" && strings.Contains(logs, secret) {
 			t.Errorf("the sidecar's log holds a token %.10s…", secret)
