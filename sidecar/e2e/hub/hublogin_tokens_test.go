@@ -197,7 +197,6 @@ func TestHubLoginTokens(t *testing.T) {
 		c := newOAuthClient(t, issuer, endpoint, register("nosy", redirect), redirect)
 		access, rt := tokens(t, c, c.code(t, people, "alice", delivered))
 		secrets = append(secrets, access, rt)
-		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
 			path := consents
 			if method == http.MethodDelete {
