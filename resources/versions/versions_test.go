@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -191,5 +194,15 @@ func TestConfigValidate(t *testing.T) {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%+v: %v", tt.cfg, err)
 		}
+	}
+}
+
+// TestConfigValidateNamesTheKey: the refusals are keyed as the daemon's mapping
+// renames them.
+func TestConfigValidateNamesTheKey(t *testing.T) {
+	err := Config{MaxVersions: 0, MaxAge: -time.Second}.Validate()
+	want := fmt.Sprintf("max_versions: must be from 1 to %d, got 0\nmax_age: must be > 0, got -1s", MaxVersionsLimit)
+	if err == nil || err.Error() != want || !errors.Is(err, option.ErrInvalid) {
+		t.Fatalf("Validate() = %v, want %q", err, want)
 	}
 }
