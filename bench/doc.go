@@ -2,7 +2,8 @@
 // ratios the engine and the notebook layer are held to (against pycrdt, ywasm, yjs and
 // @jupyter/ydoc) and fails when one is short of its guard; bench/run.sh and
 // bench/notebook.sh compare ystore/yjs and ystore/ynotebook with yjs and ywasm in Node
-// in detail; memory_test.go measures one notebook's memory against its history (YMEM=1),
+// in detail (bench_test.go applies the corpus's updates, notebook_test.go times the
+// notebook layer's workloads); memory_test.go measures one notebook's memory against its history (YMEM=1),
 // inspect_test.go the memory of `inspect` against a store's rows and live content beside
 // yjs and pycrdt (YINSPECT=DIR, bench/inspect.sh). See docs/BENCHMARKS.md.
 package bench

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
@@ -157,20 +160,13 @@ func TestPublicAPIOverHTTP(t *testing.T) {
 			t.Fatalf("updated %s", uri)
 		}
 	case <-time.After(15 * time.Second): // the client opens its GET stream on its own time
-		t.Fatalf("no notifications/resources/updated after NotebookChanged; the server's delivery series: %s", deliverySeries(t, reg))
+		t.Fatalf("no notifications/resources/updated after NotebookChanged; the server's delivery series: %s", testenv.Series(reg, "_mcp_"))
 	}
 
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range fams {
-		names = append(names, f.GetName())
-	}
+	fams := testenv.Gather(t, reg)
 	for _, want := range []string{"jupyter_mcp_sidecar_mcp_publisher_errors_total", "jupyter_mcp_sidecar_mcp_calls_total", "jupyter_mcp_sidecar_mcp_notifications_sent_total"} {
-		if !strings.Contains(strings.Join(names, " "), want) {
-			t.Errorf("metric %s not registered (have %v)", want, names)
+		if fams[want] == nil {
+			t.Errorf("metric %s not registered (have %v)", want, slices.Sorted(maps.Keys(fams)))
 		}
 	}
 }
@@ -213,25 +209,4 @@ func TestPublicAPIOverStdio(t *testing.T) {
 		t.Fatalf("initialize answered %s (%v)", sc.Bytes(), err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, outR) }()
-}
-
-// deliverySeries is what the server's metrics say of its sessions and notifications,
-// for a failure message.
-func deliverySeries(t *testing.T, g prometheus.Gatherer) string {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		return err.Error()
-	}
-	var out []string
-	for _, f := range fams {
-		if !strings.Contains(f.GetName(), "_mcp_") {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			out = append(out, fmt.Sprintf("%s%v=%v", f.GetName(), m.GetLabel(), v))
-		}
-	}
-	return strings.Join(out, " ")
 }

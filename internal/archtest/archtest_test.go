@@ -287,3 +287,65 @@ func workaroundFiles(t *testing.T, doc string) []string {
 	}
 	return files
 }
+
+// testFile is a test file's name as a package doc names it.
+var testFile = regexp.MustCompile(`[\w.-]+_test\.go\b`)
+
+// TestDocsListTheirTestFiles: a package whose doc names any of its _test.go files (a
+// doc that lists its files) names every one of them, so that a reader of the doc finds
+// each test.
+func TestDocsListTheirTestFiles(t *testing.T) {
+	dir := root(t)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case !d.IsDir():
+			return nil
+		case path != dir && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")):
+			return filepath.SkipDir
+		}
+		doc, tests := packageDoc(t, path)
+		named := map[string]bool{}
+		for _, f := range testFile.FindAllString(doc, -1) {
+			named[f] = true
+		}
+		if len(named) == 0 {
+			return nil
+		}
+		r, _ := filepath.Rel(dir, path)
+		for _, f := range tests {
+			if !named[f] {
+				t.Errorf("%s: the package doc lists its files but not %s", filepath.ToSlash(r), f)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// packageDoc is the package comments of the Go files in dir, and the names of its test
+// files.
+func packageDoc(t *testing.T, dir string) (doc string, tests []string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			tests = append(tests, filepath.Base(f))
+		}
+		parsed, err := parser.ParseFile(fset, f, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parsed.Doc != nil {
+			doc += parsed.Doc.Text()
+		}
+	}
+	return doc, tests
+}

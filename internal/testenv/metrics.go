@@ -1,15 +1,39 @@
 package testenv
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
+
+// Metric is the value of the counter, gauge or untyped sample of family name on g whose
+// labels include labels (name, value pairs); it fails the test when g serves none.
+func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				return value(m)
+			}
+		}
+	}
+	t.Fatalf("no sample of %s%v", name, labels)
+	return 0
+}
 
 // maxMetricsBody bounds the /metrics body Scrape reads.
 const maxMetricsBody = 16 << 20
@@ -67,6 +91,40 @@ func Sum(fams map[string]*dto.MetricFamily, series string, labels ...string) flo
 		}
 	}
 	return total
+}
+
+// Gather is what g serves now, the metric families by name (for Sum); it fails the test
+// when g cannot gather.
+func Gather(t testing.TB, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	list, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := make(map[string]*dto.MetricFamily, len(list))
+	for _, f := range list {
+		fams[f.GetName()] = f
+	}
+	return fams
+}
+
+// Series lists the counter, gauge and untyped samples g serves of the families whose
+// names contain part, "name[labels]=value" each: the state of a failing test.
+func Series(g prometheus.Gatherer, part string) string {
+	list, err := g.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, f := range list {
+		if !strings.Contains(f.GetName(), part) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			out = append(out, fmt.Sprintf("%s%v=%v", f.GetName(), m.GetLabel(), value(m)))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // hasLabels reports whether m has every label of labels (name, value pairs).

@@ -1,9 +1,12 @@
 // Package testenv is the test harness every package's tests share: waiting for a
-// condition (Eventually, Within, Receive), a buffer safe for concurrent writers, the one
-// reader of metrics (Metric from a registry; ParseMetrics, Scrape and Sum on expfmt, from
-// a /metrics body), a free loopback port, the code blocks of the documents (DocBlocks),
-// and the rule that a missing test dependency skips a test on a developer's machine but
-// fails it on CI (Need).
+// condition (Eventually, Within, Receive), the one buffer safe for concurrent writers
+// (LockedBuffer), the one reader of metrics (Metric and Gather from a registry;
+// ParseMetrics and Scrape from a /metrics body; Sum on either, Series for a failure
+// message), the one launcher of a helper process the test drives through pipes
+// (StartChild), the one reader of /proc (ProcStatus, ProcCPU, OpenFiles, LoadAvg), a free
+// loopback port, the code blocks of the documents (DocBlocks), and the rule that a
+// missing test dependency skips a test on a developer's machine but fails it on CI
+// (Need).
 //
 // It imports nothing of the module, so that the tests of every package, the lowest
 // layers' included, can import it. Its subpackages start the real things the
@@ -28,8 +31,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Wait is the deadline tests use when they have no reason to choose another: long
@@ -127,28 +128,6 @@ func (b *LockedBuffer) String() string {
 
 // Contains reports whether what was written so far contains s.
 func (b *LockedBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }
-
-// Metric is the value of the counter, gauge or untyped sample of family name on g whose
-// labels include labels (name, value pairs); it fails the test when g serves none.
-func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m, labels) {
-				return value(m)
-			}
-		}
-	}
-	t.Fatalf("no sample of %s%v", name, labels)
-	return 0
-}
 
 // Testdata is the path of elem under the repository's testdata directory.
 func Testdata(elem ...string) string {

@@ -20,7 +20,7 @@ import (
 // recorder is a testing.TB whose Fatal and Skip record instead of stopping the test.
 type recorder struct {
 	testing.TB
-	fatal, skip string
+	fatal, skip, err string
 }
 
 func (r *recorder) Helper()                      {}
@@ -28,6 +28,7 @@ func (r *recorder) Fatal(args ...any)            { r.fatal = fmt.Sprint(args...)
 func (r *recorder) Fatalf(f string, args ...any) { r.fatal = fmt.Sprintf(f, args...) }
 func (r *recorder) Skipf(f string, args ...any)  { r.skip = fmt.Sprintf(f, args...) }
 func (r *recorder) Skip(args ...any)             { r.skip = fmt.Sprint(args...) }
+func (r *recorder) Error(args ...any)            { r.err = fmt.Sprint(args...) }
 
 func TestEventually(t *testing.T) {
 	var n atomic.Int32

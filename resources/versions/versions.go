@@ -16,10 +16,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -58,14 +58,17 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports a configuration out of bounds.
+// Validate reports a configuration out of bounds, each a *option.KeyError
+// (option.ErrInvalid) naming its field in snake case (sidecar/config renames them to the
+// daemon's keys); a zero field is refused, so call it on a Config as the daemon maps
+// it, or after Defaults.
 func (c Config) Validate() error {
 	var errs []error
 	if c.MaxVersions < 1 || c.MaxVersions > MaxVersionsLimit {
-		errs = append(errs, fmt.Errorf("max_versions %d: must be from 1 to %d", c.MaxVersions, MaxVersionsLimit))
+		errs = append(errs, option.Invalid("max_versions", "must be from 1 to %d, got %d", MaxVersionsLimit, c.MaxVersions))
 	}
 	if c.MaxAge <= 0 {
-		errs = append(errs, fmt.Errorf("max_age %s: must be positive", c.MaxAge))
+		errs = append(errs, option.Invalid("max_age", "must be > 0, got %s", c.MaxAge))
 	}
 	return errors.Join(errs...)
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -241,5 +244,15 @@ func TestGoneValuesNotKept(t *testing.T) {
 	}
 	if len(h.sums) != 1 || len(h.parts) != 1 {
 		t.Errorf("%d cell sums and %d part digests kept for a notebook of one cell with one large part", len(h.sums), len(h.parts))
+	}
+}
+
+// TestConfigValidateNamesTheKey: the refusals are keyed as the daemon's mapping
+// renames them.
+func TestConfigValidateNamesTheKey(t *testing.T) {
+	err := Config{MaxVersions: 0, MaxAge: -time.Second}.Validate()
+	want := fmt.Sprintf("max_versions: must be from 1 to %d, got 0\nmax_age: must be > 0, got -1s", MaxVersionsLimit)
+	if err == nil || err.Error() != want || !errors.Is(err, option.ErrInvalid) {
+		t.Fatalf("Validate() = %v, want %q", err, want)
 	}
 }

@@ -75,6 +75,16 @@ func Register(name string, f Factory) { factories.Register(name, f) }
 // Names returns the registered verifier names, sorted.
 func Names() []string { return factories.Names() }
 
+// ValidateName refuses the verifier name a configuration gives (its key "name"): a
+// configuration names its verifier, where New's "" is Default for a caller that names
+// none. Whether the name is registered is Names' to say.
+func ValidateName(name string) error {
+	if name == "" {
+		return option.Invalid("name", "must not be empty")
+	}
+	return nil
+}
+
 // New builds the verifier registered as name ("" means Default).
 func New(name string, s Settings) (Verifier, error) {
 	if name == "" {
@@ -275,6 +285,19 @@ func (p OriginPolicy) Admits(origin string) bool {
 		return true
 	}
 	return false
+}
+
+// Validate refuses an allowed origin that is neither "*" nor scheme://host[:port], as
+// a *option.KeyError (option.ErrInvalid) named allowed[i] (sidecar/config renames it to
+// the daemon's key).
+func (p OriginPolicy) Validate() error {
+	var errs []error
+	for i, o := range p.Allowed {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "") {
+			errs = append(errs, option.Invalid(fmt.Sprintf("allowed[%d]", i), "must be * or scheme://host[:port], got %q", o))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Wrap rejects requests whose origin is not admitted with 403.

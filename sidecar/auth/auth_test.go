@@ -216,3 +216,30 @@ func TestGuardReportsRefusals(t *testing.T) {
 		t.Fatalf("the wrong token is in the log:\n%s", logs.String())
 	}
 }
+
+// TestValidateConfigured: an allowed origin is "*" or scheme://host[:port], named by
+// its index; a configured verifier name is not empty.
+func TestValidateConfigured(t *testing.T) {
+	for _, tt := range []struct {
+		allowed []string
+		want    string // "" : valid
+	}{
+		{nil, ""},
+		{[]string{"*", "https://hub.example.org", "http://127.0.0.1:8888"}, ""},
+		{[]string{"https://ok.example", "nope"}, `allowed[1]: must be * or scheme://host[:port], got "nope"`},
+		{[]string{"https://x.example/path"}, `allowed[0]: must be * or scheme://host[:port], got "https://x.example/path"`},
+		{[]string{"", "*"}, `allowed[0]: must be * or scheme://host[:port], got ""`},
+		{[]string{"http://%zz"}, `allowed[0]: must be * or scheme://host[:port], got "http://%zz"`},
+	} {
+		err := OriginPolicy{Allowed: tt.allowed}.Validate()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, option.ErrInvalid)) {
+			t.Errorf("OriginPolicy{%q}.Validate() = %v, want %q", tt.allowed, err, tt.want)
+		}
+	}
+	if err := ValidateName(""); err == nil || err.Error() != "name: must not be empty" || !errors.Is(err, option.ErrInvalid) {
+		t.Errorf(`ValidateName("") = %v`, err)
+	}
+	if err := ValidateName(Default); err != nil {
+		t.Errorf("ValidateName(%q) = %v", Default, err)
+	}
+}

@@ -174,6 +174,12 @@ func (h Hub) VerifierSettings(o Obs) auth.Settings {
 	}
 }
 
+// VerifierOptions are the options of hub mode's token verifier, typed: what
+// VerifierSettings hands the registry, validated by hubauth (libraryChecks).
+func (h Hub) VerifierOptions() hubauth.HubOptions {
+	return hubauth.HubOptions{APIURL: h.APIURL, ServiceName: h.ServiceName, TokenCacheTTL: h.TokenCacheTTL}
+}
+
 // VerifierSettings are the settings of single mode's token verifier (server.verifier,
 // server.token).
 func (s Server) VerifierSettings(o Obs) auth.Settings {
@@ -260,9 +266,9 @@ type libraryCheck struct {
 
 // libraryChecks validates what c maps onto each library, in the order its refusals
 // are reported; a key set on two libraries (server.drain_timeout) is named by the
-// first that refuses it.
+// first that refuses it. A list's field (allowed[1]) keeps its index under its key.
 func (c Config) libraryChecks() []libraryCheck {
-	return []libraryCheck{
+	checks := []libraryCheck{
 		{transport.ValidateKind(c.Server.Transport), map[string]string{"kind": "server.transport"}},
 		{c.Server.FrontConfig("mcp", nil, Obs{}).Validate(), map[string]string{
 			"listen": "server.listen", "metrics_listen": "server.metrics_listen", "max_connections": "server.max_connections",
@@ -278,7 +284,26 @@ func (c Config) libraryChecks() []libraryCheck {
 			"max_subscription_bytes": "server.limits.max_subscription_bytes", "max_listen_uris": "server.limits.max_listen_uris",
 			"max_names": "server.limits.max_names", "max_path_bytes": "server.limits.max_path_bytes", "stop_timeout": "server.drain_timeout",
 		}},
+		{auth.OriginPolicy{Allowed: c.Server.AllowedOrigins}.Validate(), map[string]string{"allowed": "server.allowed_origins"}},
+		{auth.ValidateName(c.Server.Verifier.Name), map[string]string{"name": "server.verifier.name"}},
+		{c.RoomsConfig(Obs{}).Versions.Validate(), map[string]string{"max_versions": "changes.max_versions", "max_age": "changes.max_age"}},
 	}
+	if c.OnDisk.Enabled {
+		checks = append(checks, libraryCheck{c.FilesConfig(Obs{}).Validate(), map[string]string{
+			"poll_interval": "ondisk.poll_interval", "max_watched_dirs": "ondisk.max_watched_dirs", "max_file_bytes": "ondisk.max_file_bytes",
+		}})
+	}
+	if h := c.Hub; h.Enabled {
+		keys := map[string]string{"token_cache_ttl": "hub.token_cache_ttl"}
+		if h.APIURL != "" { // unset: Validate's own refusal names the environment that sets it
+			keys["api_url"] = "hub.api_url"
+		}
+		if h.ServiceName != "" { // unset: WithServiceEnv fills it
+			keys["service_name"] = "hub.service_name"
+		}
+		checks = append(checks, libraryCheck{h.VerifierOptions().Validate(), keys})
+	}
+	return checks
 }
 
 // FrontConfig is the front of the server section's listeners: the MCP listener (ln

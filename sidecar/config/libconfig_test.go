@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/hubauth"
@@ -233,4 +237,71 @@ func TestValidateStore(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "store.postgres.chunk_rows: must be > 0") {
 		t.Fatalf("Validate() = %v", err)
 	}
+}
+
+// TestLibrariesValidateTheirKeys: a key a library owns is refused once, by that
+// library's validation of what the configuration maps onto it, named by the key and
+// worded by the library.
+func TestLibrariesValidateTheirKeys(t *testing.T) {
+	hub := func(c *Config) {
+		c.Hub.Enabled, c.Hub.APIURL, c.Hub.ServiceName = true, "http://127.0.0.1:8081/hub/api", "mcp"
+	}
+	for _, tt := range []struct {
+		key   string
+		set   func(*Config)
+		lib   func(Config) error
+		field string
+	}{
+		{"changes.max_versions", func(c *Config) { c.Changes.MaxVersions = versions.MaxVersionsLimit + 1 },
+			func(c Config) error { return c.RoomsConfig(Obs{}).Versions.Validate() }, "max_versions"},
+		{"changes.max_age", func(c *Config) { c.Changes.MaxAge = 0 },
+			func(c Config) error { return c.RoomsConfig(Obs{}).Versions.Validate() }, "max_age"},
+		{"ondisk.poll_interval", func(c *Config) { c.OnDisk.Enabled, c.OnDisk.PollInterval = true, 0 },
+			func(c Config) error { return c.FilesConfig(Obs{}).Validate() }, "poll_interval"},
+		{"ondisk.max_file_bytes", func(c *Config) { c.OnDisk.Enabled, c.OnDisk.MaxFileBytes = true, -1 },
+			func(c Config) error { return c.FilesConfig(Obs{}).Validate() }, "max_file_bytes"},
+		{"server.allowed_origins[1]", func(c *Config) { c.Server.AllowedOrigins = []string{"*", "https://x.example/path"} },
+			func(c Config) error { return auth.OriginPolicy{Allowed: c.Server.AllowedOrigins}.Validate() }, "allowed[1]"},
+		{"server.verifier.name", func(c *Config) { c.Server.Verifier.Name = "" },
+			func(c Config) error { return auth.ValidateName(c.Server.Verifier.Name) }, "name"},
+		{"hub.api_url", func(c *Config) { hub(c); c.Hub.APIURL = "ftp://hub/api" },
+			func(c Config) error { return c.Hub.VerifierOptions().Validate() }, "api_url"},
+		{"hub.service_name", func(c *Config) { hub(c); c.Hub.ServiceName = "a/b" },
+			func(c Config) error { return c.Hub.VerifierOptions().Validate() }, "service_name"},
+		{"hub.token_cache_ttl", func(c *Config) { hub(c); c.Hub.TokenCacheTTL = 0 },
+			func(c Config) error { return c.Hub.VerifierOptions().Validate() }, "token_cache_ttl"},
+	} {
+		t.Run(tt.key, func(t *testing.T) {
+			c := Default()
+			tt.set(&c)
+			want := keyErrors(tt.lib(c))[tt.field]
+			if len(want) != 1 {
+				t.Fatalf("the library refuses %s %d times, want once: %v", tt.field, len(want), tt.lib(c))
+			}
+			got := keyErrors(c.Validate())[tt.key]
+			if len(got) != 1 || got[0].Msg != want[0].Msg || !errors.Is(got[0], ErrInvalid) {
+				t.Fatalf("Validate() refuses %s as %v, want once, as the library: %q", tt.key, got, want[0].Msg)
+			}
+		})
+	}
+	// What hub mode's environment fills is not refused before it: no API URL is
+	// config's own refusal (naming $JUPYTERHUB_API_URL), no service name none.
+	c := Default()
+	c.Hub.Enabled = true
+	errs := keyErrors(c.Validate())
+	if len(errs["hub.api_url"]) != 1 || !strings.Contains(errs["hub.api_url"][0].Msg, EnvHubAPIURL) || len(errs["hub.service_name"]) != 0 {
+		t.Fatalf("hub mode with nothing set: %v", c.Validate())
+	}
+}
+
+// keyErrors are the *KeyErrors err joins, by key.
+func keyErrors(err error) map[string][]*KeyError {
+	out := map[string][]*KeyError{}
+	for _, e := range option.Rekey(err, func(key string) string { return key }) {
+		var ke *KeyError
+		if errors.As(e, &ke) {
+			out[ke.Key] = append(out[ke.Key], ke)
+		}
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"net/url"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 )
 
 // ErrInvalid is wrapped by every validation error: option.ErrInvalid, the one sentinel
@@ -114,10 +112,6 @@ func (c Config) Validate() error {
 	if s.MaxBytes < 0 {
 		v.fail("store.max_bytes", "must be >= 0 (0: no bound), got %d", s.MaxBytes)
 	}
-	if n := c.Changes.MaxVersions; n < 1 || n > versions.MaxVersionsLimit {
-		v.fail("changes.max_versions", "must be from 1 to %d, got %d", versions.MaxVersionsLimit, n)
-	}
-	v.positive("changes.max_age", c.Changes.MaxAge)
 	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}
@@ -145,15 +139,6 @@ func (c Config) Validate() error {
 	}
 	v.exclusive("fileid.api.token", api.Token, "fileid.api.token_file", api.TokenFile)
 
-	if c.OnDisk.Enabled {
-		v.positive("ondisk.poll_interval", c.OnDisk.PollInterval)
-		if c.OnDisk.MaxWatchedDirs <= 0 {
-			v.fail("ondisk.max_watched_dirs", "must be > 0, got %d", c.OnDisk.MaxWatchedDirs)
-		}
-		if c.OnDisk.MaxFileBytes <= 0 {
-			v.fail("ondisk.max_file_bytes", "must be > 0, got %d", c.OnDisk.MaxFileBytes)
-		}
-	}
 	c.Server.validate(v)
 	v.libraries(c)
 	c.Hub.validate(v, c.Server)
@@ -193,15 +178,8 @@ func (c Config) Validate() error {
 }
 
 func (s Server) validate(v *validator) {
+	// A secret and its file are the configuration's own pair: no library reads the file.
 	v.exclusive("server.token", s.Token, "server.token_file", s.TokenFile)
-	for i, o := range s.AllowedOrigins {
-		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "") {
-			v.fail(fmt.Sprintf("server.allowed_origins[%d]", i), "must be * or scheme://host[:port], got %q", o)
-		}
-	}
-	if s.Verifier.Name == "" {
-		v.fail("server.verifier.name", "must not be empty")
-	}
 }
 
 // libraries adds the refusals of the libraries' own validation of what the
@@ -211,12 +189,16 @@ func (v *validator) libraries(c Config) {
 	seen := map[string]bool{}
 	for _, lib := range c.libraryChecks() {
 		v.errs = append(v.errs, option.Rekey(lib.err, func(field string) string {
-			key := lib.keys[field]
-			if seen[key] {
+			base, index := field, ""
+			if i := strings.IndexByte(field, '['); i >= 0 {
+				base, index = field[:i], field[i:]
+			}
+			key := lib.keys[base]
+			if key == "" || seen[key+index] {
 				return ""
 			}
-			seen[key] = true
-			return key
+			seen[key+index] = true
+			return key + index
 		})...)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -53,8 +54,8 @@ const (
 	maxUserModel = 1 << 20
 )
 
-// HubOptions are the "jupyterhub" verifier's options: its keys in Settings.Options, or
-// given typed to NewJupyterHub (hub mode). Zero fields take the defaults.
+// HubOptions are the "jupyterhub" verifier's options: its keys in Settings.Options (hub
+// mode's from sidecar/config's VerifierSettings). Zero fields take the defaults.
 type HubOptions struct {
 	APIURL        string        `option:"api_url"`         // e.g. http://127.0.0.1:8081/hub/api (JUPYTERHUB_API_URL)
 	ServiceName   string        `option:"service_name"`    // this service's name in the Hub (JUPYTERHUB_SERVICE_NAME)
@@ -63,22 +64,41 @@ type HubOptions struct {
 	Timeout       time.Duration `option:"timeout"`         // of one Hub API call; default DefaultHubTimeout
 }
 
+// serviceNameRe matches the service names a proxy prefix can carry.
+var serviceNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
 // withDefaults fills the zero fields and checks the result.
 func (o HubOptions) withDefaults() (HubOptions, error) {
 	o.TokenCacheTTL = cmp.Or(o.TokenCacheTTL, DefaultTokenCacheTTL)
 	o.CacheSize = cmp.Or(o.CacheSize, DefaultCacheSize)
 	o.Timeout = cmp.Or(o.Timeout, DefaultHubTimeout)
+	return o, o.Validate()
+}
+
+// Validate reports what is wrong with o, each a *option.KeyError (option.ErrInvalid)
+// naming its key (sidecar/config renames them to the daemon's hub.* keys): an api_url
+// that is not the Hub's http(s) API URL, a service_name that is not a JupyterHub
+// service name, a token_cache_ttl not above zero, a negative timeout or cache_size (0:
+// their defaults, which the daemon does not set). The verifier fills a zero
+// token_cache_ttl with its default before; the daemon's mapping sets it.
+func (o HubOptions) Validate() error {
 	var errs []error
 	if u, err := url.Parse(o.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("option api_url must be the Hub's http(s) API URL (JUPYTERHUB_API_URL), got %q", o.APIURL))
+		errs = append(errs, option.Invalid("api_url", "must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got %q", o.APIURL))
 	}
-	if o.ServiceName == "" {
-		errs = append(errs, errors.New("option service_name must be this service's name in the Hub (JUPYTERHUB_SERVICE_NAME)"))
+	if !serviceNameRe.MatchString(o.ServiceName) {
+		errs = append(errs, option.Invalid("service_name", "must be a JupyterHub service name (letters, digits, . _ -), got %q", o.ServiceName))
 	}
-	if o.TokenCacheTTL < 0 || o.Timeout < 0 || o.CacheSize < 0 {
-		errs = append(errs, errors.New("options token_cache_ttl, timeout and cache_size must not be negative"))
+	if o.TokenCacheTTL <= 0 {
+		errs = append(errs, option.Invalid("token_cache_ttl", "must be > 0, got %s", o.TokenCacheTTL))
 	}
-	return o, errors.Join(errs...)
+	if o.Timeout < 0 {
+		errs = append(errs, option.Invalid("timeout", "must be >= 0 (0: the default), got %s", o.Timeout))
+	}
+	if o.CacheSize < 0 {
+		errs = append(errs, option.Invalid("cache_size", "must be >= 0 (0: the default), got %d", o.CacheSize))
+	}
+	return errors.Join(errs...)
 }
 
 // jupyterHub resolves a token to its user with the Hub's REST API

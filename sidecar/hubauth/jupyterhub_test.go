@@ -46,10 +46,13 @@ func TestHubOptions(t *testing.T) {
 			TokenCacheTTL: 10 * time.Second, CacheSize: 16, Timeout: 2 * time.Second}, ""},
 		{"unknown key", func(m map[string]any) { m["ttl"] = "1s" }, HubOptions{}, `ttl: unknown key (known: api_url, cache_size, service_name, timeout, token_cache_ttl)`},
 		{"bad duration", func(m map[string]any) { m["timeout"] = "soon" }, HubOptions{}, "timeout"},
-		{"no api url", func(m map[string]any) { delete(m, "api_url") }, HubOptions{}, "option api_url"},
-		{"api url scheme", func(m map[string]any) { m["api_url"] = "ftp://hub/api" }, HubOptions{}, "option api_url"},
-		{"no service", func(m map[string]any) { delete(m, "service_name") }, HubOptions{}, "option service_name"},
-		{"negative", func(m map[string]any) { m["cache_size"] = -1 }, HubOptions{}, "must not be negative"},
+		{"no api url", func(m map[string]any) { delete(m, "api_url") }, HubOptions{}, `api_url: must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got ""`},
+		{"api url scheme", func(m map[string]any) { m["api_url"] = "ftp://hub/api" }, HubOptions{}, `api_url: must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got "ftp://hub/api"`},
+		{"no service", func(m map[string]any) { delete(m, "service_name") }, HubOptions{}, `service_name: must be a JupyterHub service name (letters, digits, . _ -), got ""`},
+		{"service not a name", func(m map[string]any) { m["service_name"] = "mcp/../x" }, HubOptions{}, `service_name: must be a JupyterHub service name (letters, digits, . _ -), got "mcp/../x"`},
+		{"negative cache", func(m map[string]any) { m["cache_size"] = -1 }, HubOptions{}, "cache_size: must be >= 0 (0: the default), got -1"},
+		{"negative timeout", func(m map[string]any) { m["timeout"] = "-1s" }, HubOptions{}, "timeout: must be >= 0 (0: the default), got -1s"},
+		{"negative ttl", func(m map[string]any) { m["token_cache_ttl"] = "-1s" }, HubOptions{}, "token_cache_ttl: must be > 0, got -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
@@ -303,5 +304,31 @@ func TestConfinedSwapAndHardLink(t *testing.T) {
 	}
 	if w.Exists("a.ipynb") {
 		t.Fatal("after the swap, bob's file is said to exist")
+	}
+}
+
+// TestConfigValidate: the bounds the daemon sets are refused, by their keys, unless
+// above zero.
+func TestConfigValidate(t *testing.T) {
+	ok := Config{PollInterval: time.Second, MaxWatchedDirs: 1, MaxFileBytes: 1}
+	for _, tt := range []struct {
+		name string
+		set  func(*Config)
+		want string // "" : valid
+	}{
+		{"the daemon's bounds", func(*Config) {}, ""},
+		{"poll interval zero", func(c *Config) { c.PollInterval = 0 }, "poll_interval: must be > 0, got 0s"},
+		{"poll interval negative", func(c *Config) { c.PollInterval = -time.Second }, "poll_interval: must be > 0, got -1s"},
+		{"no watched directory", func(c *Config) { c.MaxWatchedDirs = 0 }, "max_watched_dirs: must be > 0, got 0"},
+		{"negative file size", func(c *Config) { c.MaxFileBytes = -1 }, "max_file_bytes: must be > 0, got -1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.set(&c)
+			err := c.Validate()
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, option.ErrInvalid)) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

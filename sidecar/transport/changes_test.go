@@ -186,7 +186,7 @@ func TestAgentLoop(t *testing.T) {
 					t.Fatalf("%s read with version %q, want the notebook's %s", uri, v, version)
 				}
 			}
-			if n := metricValue(t, reg, "jupyter_mcp_sidecar_mcp_changes_reads_total", "outcome", "cached"); n != float64(len(lib.fx.Edits)) {
+			if n := testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_mcp_changes_reads_total", "outcome", "cached"); n != float64(len(lib.fx.Edits)) {
 				t.Fatalf("%v changes reads after a notification found their answer made, want all %d", n, len(lib.fx.Edits))
 			}
 			body, _ := readVersioned(t, c, changesURI(version))

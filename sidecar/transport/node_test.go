@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,33 +47,19 @@ type event struct {
 
 // nodeClient is a running driver script.
 type nodeClient struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	*testenv.Child
 	events chan event
 	mu     sync.Mutex
 	seq    int
-	stderr strings.Builder
 }
 
 func startNode(t *testing.T, script, url string, args ...string) *nodeClient {
 	t.Helper()
 	cmd := exec.Command("node", append([]string{script, "--url", url, "--token", testToken}, args...)...)
 	cmd.Dir = mcpclientDir
-	n := &nodeClient{cmd: cmd, events: make(chan event, 100000)}
-	cmd.Stderr = &n.stderr
-	var err error
-	if n.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	n := &nodeClient{Child: testenv.StartChild(t, cmd, testenv.AnyExit), events: make(chan event, 100000)}
 	go func() {
-		sc := bufio.NewScanner(out)
+		sc := bufio.NewScanner(n.Out)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
 			var e event
@@ -84,17 +69,6 @@ func startNode(t *testing.T, script, url string, args ...string) *nodeClient {
 		}
 		close(n.events)
 	}()
-	t.Cleanup(func() {
-		_ = n.stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
 	n.expect(t, 20*time.Second, func(e event) bool { return e.Event == "ready" })
 	return n
 }
@@ -108,16 +82,16 @@ func (n *nodeClient) expect(t *testing.T, within time.Duration, ok func(event) b
 		select {
 		case e, open := <-n.events:
 			if !open {
-				t.Fatalf("driver exited: %s", n.stderr.String())
+				t.Fatalf("driver exited: %s", n.Stderr.String())
 			}
 			if e.Event == "error" && e.ID == nil {
-				t.Fatalf("driver failed: %s\n%s", e.Error, n.stderr.String())
+				t.Fatalf("driver failed: %s\n%s", e.Error, n.Stderr.String())
 			}
 			if ok(e) {
 				return e
 			}
 		case <-deadline:
-			t.Fatalf("no expected event within %v (stderr: %s)", within, n.stderr.String())
+			t.Fatalf("no expected event within %v (stderr: %s)", within, n.Stderr.String())
 		}
 	}
 }
@@ -131,7 +105,7 @@ func (n *nodeClient) do(t *testing.T, cmd map[string]any) event {
 	n.mu.Unlock()
 	cmd["id"] = id
 	b, _ := json.Marshal(cmd)
-	if _, err := n.stdin.Write(append(b, '\n')); err != nil {
+	if _, err := n.In.Write(append(b, '\n')); err != nil {
 		t.Fatal(err)
 	}
 	return n.expect(t, 10*time.Second, func(e event) bool {
@@ -147,7 +121,7 @@ func (n *nodeClient) updatesUntilQuiet(t *testing.T, d time.Duration) []event {
 		select {
 		case e, open := <-n.events:
 			if !open {
-				t.Fatalf("driver exited: %s", n.stderr.String())
+				t.Fatalf("driver exited: %s", n.Stderr.String())
 			}
 			if e.Event == "updated" {
 				got = append(got, e)
@@ -242,7 +216,7 @@ func TestNodeDrivers(t *testing.T) {
 			if res := n.do(t, map[string]any{"op": "subscribe", "uri": "notebook://work"}); res.Event != "result" {
 				t.Fatalf("resubscribe: %+v", res)
 			}
-			_ = n.cmd.Process.Kill()
+			_ = n.Cmd.Process.Kill()
 			testenv.Eventually(t, testenv.Wait, "the killed client's session and subscriptions gone", func() bool {
 				perEra, subs, _ := stats(r)
 				return perEra[era20251125]+perEra[era20260728] == 0 && subs == 0 && liveSessions(r) == 0
@@ -280,5 +254,5 @@ func liveSessions(r *running) int { return r.tr.(*httpTransport).sessions.count(
 // counterValue is the value of the counter family name with label era in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, era string) float64 {
 	t.Helper()
-	return metricValue(t, reg, name, "era", era)
+	return testenv.Sum(testenv.Gather(t, reg), name, "era", era)
 }

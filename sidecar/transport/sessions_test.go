@@ -19,32 +19,6 @@ import (
 
 const initializeBody = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"cap","version":"1"}}}`
 
-// metricValue is the value of the sample of family name whose label has value
-// (any sample when label is ""), counter or gauge; 0 when there is none.
-func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if label == "" || (l.GetName() == label && l.GetValue() == value) {
-					if m.GetGauge() != nil {
-						return m.GetGauge().GetValue()
-					}
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // sdkSessions is how many 2025-11-25 sessions the registry (and so the
 // jupyter_mcp_sidecar_mcp_sessions gauge) counts.
 func sdkSessions(r *running) int {
@@ -60,7 +34,7 @@ func TestSessionCap(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := serve(t, served{Config: resources.Config{Registerer: reg}, Transport: Config{MaxSessions: max}}, newLibrary(t, testPath))
 	refusals := func() float64 {
-		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
+		return testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSessions)
 	}
 	var sessions []string
 	for range max {
@@ -120,7 +94,7 @@ func TestSessionIdleTimeoutReclaims(t *testing.T) {
 		Registerer: reg,
 	}, Transport: Config{MaxSessions: 1, SessionIdleTimeout: 300 * time.Millisecond, SessionGrace: time.Hour}}, lib)
 	gauge := func() float64 {
-		return metricValue(t, reg, "jupyter_mcp_sidecar_mcp_sessions", "era", era20251125)
+		return testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_mcp_sessions", "era", era20251125)
 	}
 	replayed := func(id string) bool {
 		rs := r.tr.(*httpTransport).replay
@@ -184,7 +158,7 @@ func TestSubscriptionByteBudget(t *testing.T) {
 			t.Errorf("%s %s: %v, want refused %v", tt.method, tt.uri, msg, tt.refused)
 		}
 	}
-	if got := metricValue(t, reg, "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSubscriptionBytes); got != 2 {
+	if got := testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_mcp_limit_refusals_total", "limit", limitSubscriptionBytes); got != 2 {
 		t.Fatalf("limit_refusals_total{limit=subscription_bytes} = %v, want 2", got)
 	}
 }

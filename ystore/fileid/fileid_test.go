@@ -90,31 +90,9 @@ for line in sys.stdin:
 
 func startManager(t *testing.T, db, kind string) (edit func(op, id, path string), stop func()) {
 	t.Helper()
-	cmd := exec.Command("python3", "-c", managerScript, db, kind)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			in.Close()
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	lines := bufio.NewReader(out)
+	c := testenv.StartChild(t, exec.Command("python3", "-c", managerScript, db, kind), testenv.CleanExit)
+	stop = func() { _ = c.Stop() } // its clean exit is checked when the test ends
+	lines := bufio.NewReader(c.Out)
 	wait := func() {
 		if line, err := lines.ReadString('\n'); err != nil {
 			t.Fatalf("manager: %q, %v", line, err)
@@ -122,7 +100,7 @@ func startManager(t *testing.T, db, kind string) (edit func(op, id, path string)
 	}
 	wait()
 	return func(op, id, path string) {
-		if _, err := in.Write([]byte(op + "\t" + id + "\t" + path + "\n")); err != nil {
+		if _, err := c.In.Write([]byte(op + "\t" + id + "\t" + path + "\n")); err != nil {
 			t.Fatal(err)
 		}
 		wait()

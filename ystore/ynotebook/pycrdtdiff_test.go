@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
@@ -60,16 +61,8 @@ func TestPycrdtDifferential(t *testing.T) {
 	count, seed := envInt(t, "PYCRDT_DIFF_COUNT", 300), envInt(t, "PYCRDT_DIFF_SEED", defaultDiffSeed)
 	cmd := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
 		"histories", "--seed", strconv.Itoa(seed), "--count", strconv.Itoa(count))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(out)
+	differential := testenv.StartChild(t, cmd, testenv.CleanExit)
+	sc := bufio.NewScanner(differential.Out)
 	sc.Buffer(nil, 256<<20)
 	n, rows, diverged := 0, 0, 0
 	for sc.Scan() {
@@ -86,7 +79,7 @@ func TestPycrdtDifferential(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := differential.Stop(); err != nil {
 		t.Fatalf("differential.py: %v", err)
 	}
 	if n != count {

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 )
 
 // shapesDir holds what testdata/pycrdt-golden/shapes.py makes with the real stack: for
@@ -235,15 +237,8 @@ func TestShapesDifferential(t *testing.T) {
 	count, seed := envInt(t, "SHAPES_DIFF_COUNT", 300), envInt(t, "SHAPES_DIFF_SEED", 1)
 	cmd := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "shapes.py"),
 		"histories", "--seed", strconv.Itoa(seed), "--count", strconv.Itoa(count))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	sc := bufio.NewScanner(out)
+	shapes := testenv.StartChild(t, cmd, testenv.CleanExit)
+	sc := bufio.NewScanner(shapes.Out)
 	sc.Buffer(nil, 256<<20)
 	var histories, rows, files, refused, crashed, unsaveable, invalid int
 	for sc.Scan() {
@@ -279,7 +274,7 @@ func TestShapesDifferential(t *testing.T) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := shapes.Stop(); err != nil {
 		t.Fatalf("shapes.py: %v", err)
 	}
 	if histories != count {

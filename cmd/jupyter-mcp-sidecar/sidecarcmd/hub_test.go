@@ -56,6 +56,12 @@ hub:
 			}},
 		{name: "unknown key", yaml: "hub:\n  enabled: true\n  stores:\n    sqlite: x\n", env: hubEnv, err: "hub.stores.sqlite: unknown key"},
 		{name: "no api url", yaml: "hub:\n  enabled: true\n", err: "hub.api_url: must be set"},
+		// Keys the hub verifier (hubauth) validates, named by config check.
+		{name: "api url not http", yaml: "hub:\n  enabled: true\n  api_url: ftp://hub/api\n",
+			err: `hub.api_url: must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got "ftp://hub/api"`},
+		{name: "service name", yaml: "hub:\n  enabled: true\n  service_name: a/b\n", env: hubEnv,
+			err: `hub.service_name: must be a JupyterHub service name (letters, digits, . _ -), got "a/b"`},
+		{name: "token cache ttl", yaml: "hub:\n  enabled: true\n  token_cache_ttl: 0s\n", env: hubEnv, err: "hub.token_cache_ttl: must be > 0, got 0s"},
 		{name: "template", yaml: "hub:\n  enabled: true\n  stores:\n    root_dir: /home/{user}\n", env: hubEnv,
 			err: "hub.stores.root_dir: {username} is the only placeholder"},
 		{name: "bare duration", yaml: "hub:\n  idle_timeout: 600\n", err: "hub.idle_timeout"},

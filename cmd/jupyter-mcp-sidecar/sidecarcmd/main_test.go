@@ -93,6 +93,10 @@ func TestConfigCheckRejects(t *testing.T) {
 		// The transport's own bound, checked once, by the transport, and named by its key.
 		{name: "request limit under the transport's", yaml: "server:\n  max_request_bytes: 100\n", want: []string{"server.max_request_bytes: must be at least 1024, got 100"}},
 		{name: "wrong type section", yaml: "server: 3\n", want: []string{"server"}},
+		// Keys other libraries validate (versions, ondisk, auth), named by config check.
+		{name: "versions bound", yaml: "changes:\n  max_versions: 0\n", want: []string{"changes.max_versions: must be from 1 to 100000, got 0"}},
+		{name: "ondisk bound", yaml: "ondisk:\n  enabled: true\n  max_watched_dirs: 0\n", want: []string{"ondisk.max_watched_dirs: must be > 0, got 0"}},
+		{name: "allowed origin", yaml: "server:\n  allowed_origins: [\"https://ok.example\", nope]\n", want: []string{`server.allowed_origins[1]: must be * or scheme://host[:port], got "nope"`}},
 		{name: "wrong type bool", yaml: "server:\n  insecure_no_auth: maybe\n", want: []string{"server.insecure_no_auth"}},
 		{name: "number for string", yaml: "server:\n  listen: 4040\n", want: []string{"server.listen"}},
 		{name: "string not a number", yaml: "server:\n  max_connections: \"five\"\n", want: []string{`server.max_connections: "five" is not a int`}},

@@ -97,21 +97,7 @@ func TestJupyterHubVerifier(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d %q", tt.name, status, body, tt.status, tt.user)
 		}
 	}
-	metric := func(name, label, value string) float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				if mf.GetName() == name && m.GetLabel()[0].GetValue() == value && m.GetLabel()[0].GetName() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-		return -1
-	}
-	if hits := metric("jupyter_mcp_sidecar_auth_jupyterhub_cache_total", "result", "hit"); hits < 1 {
+	if hits := testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_auth_jupyterhub_cache_total", "result", "hit"); hits < 1 {
 		t.Errorf("cache hits = %v, want ≥ 1 (alice's second request)", hits)
 	}
 	if n, err := promtestutil.GatherAndCount(reg); err != nil || n == 0 {
@@ -144,17 +130,8 @@ func TestJupyterHubVerifier(t *testing.T) {
 
 	// Concurrent requests with a token not yet cached make one Hub call.
 	bob2 := hub.Token("bob") // a second token of bob's, never verified yet
-	lookups := func() uint64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "jupyter_mcp_sidecar_auth_jupyterhub_lookup_seconds" {
-				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-			}
-		}
-		return 0
+	lookups := func() float64 {
+		return testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_auth_jupyterhub_lookup_seconds_count")
 	}
 	before := lookups()
 	var wg sync.WaitGroup
@@ -167,7 +144,7 @@ func TestJupyterHubVerifier(t *testing.T) {
 	}
 	wg.Wait()
 	if n := lookups() - before; n != 1 {
-		t.Errorf("20 concurrent requests with one token made %d Hub calls, want 1", n)
+		t.Errorf("20 concurrent requests with one token made %v Hub calls, want 1", n)
 	}
 
 	// A stopped Hub: answers cached before still hold for their TTL (here a long
@@ -191,7 +168,7 @@ func TestJupyterHubVerifier(t *testing.T) {
 			t.Errorf("%s with the Hub stopped: %d, want 503", tok.User, status)
 		}
 	}
-	if e := metric("jupyter_mcp_sidecar_auth_jupyterhub_hub_errors_total", "kind", "network"); e < 2 {
+	if e := testenv.Sum(testenv.Gather(t, reg), "jupyter_mcp_sidecar_auth_jupyterhub_hub_errors_total", "kind", "network"); e < 2 {
 		t.Errorf("hub network errors = %v, want ≥ 2", e)
 	}
 }

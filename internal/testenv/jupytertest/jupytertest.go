@@ -342,7 +342,6 @@ type Client struct {
 	mu  sync.Mutex
 	in  io.WriteCloser
 	out *bufio.Scanner
-	cmd *exec.Cmd
 }
 
 // Reply is one answer of the client: "ok", "error" and the command's own fields.
@@ -366,39 +365,12 @@ func Connect(t testing.TB, url, token string) *Client {
 // it ends when the test ends.
 func Process(t testing.TB, cmd *exec.Cmd) *Client {
 	t.Helper()
-	c := &Client{t: t, cmd: cmd}
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &testenv.LockedBuffer{}
-	c.cmd.Stderr = stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.out = bufio.NewScanner(out)
+	child := testenv.StartChild(t, cmd, testenv.CleanExit)
+	c := &Client{t: t, in: child.In, out: bufio.NewScanner(child.Out)}
 	c.out.Buffer(make([]byte, 1<<20), 256<<20)
 	if !c.out.Scan() {
-		t.Fatalf("client did not start: %s", stderr.String())
+		t.Fatalf("client did not start: %s", child.Stderr)
 	}
-	t.Cleanup(func() {
-		_ = c.in.Close()
-		done := make(chan error, 1)
-		go func() { done <- c.cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("client exited: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(stopTimeout):
-			_ = c.cmd.Process.Kill()
-			t.Errorf("client did not exit within %v of its stdin closing\n%s", stopTimeout, stderr.String())
-		}
-	})
 	return c
 }
 

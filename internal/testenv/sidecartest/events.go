@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/publish/publishtest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/builtin/publishers"
@@ -90,20 +90,9 @@ func StartReceiver(t testing.TB, bind ...string) Consumer {
 	for _, b := range bind {
 		args = append(args, "--bind", b)
 	}
-	cmd := exec.Command("python3", args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = stderrLog{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-	})
-	sc := bufio.NewScanner(out)
+	receiver := testenv.StartChild(t, exec.Command("python3", args...), testenv.AnyExit)
+	t.Cleanup(func() { _ = receiver.Interrupt() })
+	sc := bufio.NewScanner(receiver.Out)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	if !sc.Scan() {
 		t.Fatalf("receiver printed nothing: %v", sc.Err())
@@ -135,14 +124,6 @@ func StartReceiver(t testing.TB, bind ...string) Consumer {
 		close(c.Events)
 	}()
 	return c
-}
-
-// stderrLog sends a helper process's stderr to the test log.
-type stderrLog struct{ t testing.TB }
-
-func (w stderrLog) Write(p []byte) (int, error) {
-	w.t.Logf("%s", strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // Next returns the next event, validated against the schema, within d.

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -158,14 +157,13 @@ func UnixTime(sec float64) time.Time {
 
 // Sidecar is a running process of the binary: its directory, listener and output.
 type Sidecar struct {
-	t      testing.TB
-	dir    string
-	store  string
-	URL    string // http://127.0.0.1:port
-	Cmd    *exec.Cmd
-	Logs   *bytes.Buffer
-	LogsMu *sync.Mutex
-	Done   chan error
+	t     testing.TB
+	dir   string
+	store string
+	URL   string // http://127.0.0.1:port
+	Cmd   *exec.Cmd
+	Logs  *testenv.LockedBuffer // its stdout and stderr
+	Done  chan error
 }
 
 // Options configure StartSidecar.
@@ -236,14 +234,14 @@ func LaunchOn(t testing.TB, dir string, port int, cfg string, args ...string) *S
 func Start(t testing.TB, dir, url, cfg string, args ...string) *Sidecar {
 	t.Helper()
 	s := &Sidecar{t: t, dir: dir, store: filepath.Join(dir, ".jupyter_ystore.db"), URL: url,
-		Logs: &bytes.Buffer{}, LogsMu: &sync.Mutex{}, Done: make(chan error, 1)}
+		Logs: &testenv.LockedBuffer{}, Done: make(chan error, 1)}
 	cfgPath := filepath.Join(dir, args[0]+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.Cmd = exec.Command(Binary, append(args, "--config", cfgPath)...)
-	s.Cmd.Stdout = lockedWriter{s.LogsMu, s.Logs}
-	s.Cmd.Stderr = lockedWriter{s.LogsMu, s.Logs}
+	s.Cmd.Stdout = s.Logs
+	s.Cmd.Stderr = s.Logs
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -251,26 +249,13 @@ func Start(t testing.TB, dir, url, cfg string, args ...string) *Sidecar {
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
-			s.LogsMu.Lock()
 			t.Logf("%s logs:\n%s", args[0], s.Logs.String())
-			s.LogsMu.Unlock()
 		}
 	})
 	if args[0] == "serve" {
 		s.WaitHTTP("/healthz", http.StatusOK)
 	}
 	return s
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // Stop sends SIGTERM and waits for a clean exit within the drain deadline.
@@ -405,8 +390,6 @@ func WaitStatus(t testing.TB, sc *Sidecar, path string, code int) string {
 
 // LogCount counts the binary's JSON log lines of level whose message starts with msg.
 func (s *Sidecar) LogCount(level, msg string) int {
-	s.LogsMu.Lock()
-	defer s.LogsMu.Unlock()
 	n := 0
 	for line := range strings.SplitSeq(s.Logs.String(), "\n") {
 		var l struct{ Level, Msg string }

@@ -34,8 +34,6 @@ func (g *GoClient) ReadMeta(uri string) (string, map[string]any) {
 
 // FileReads counts the sidecar's log lines saying it read the notebook file p.
 func (s *Sidecar) FileReads(p string) int {
-	s.LogsMu.Lock()
-	defer s.LogsMu.Unlock()
 	n := 0
 	for line := range strings.SplitSeq(s.Logs.String(), "\n") {
 		var l struct{ Msg, Path string }
@@ -70,8 +68,6 @@ func WriteNotebookFile(t *testing.T, abs string, snap *ynotebook.Snapshot) time.
 
 // LogLines returns the sidecar's JSON log lines whose msg starts with prefix.
 func (s *Sidecar) LogLines(prefix string) []map[string]any {
-	s.LogsMu.Lock()
-	defer s.LogsMu.Unlock()
 	var out []map[string]any
 	for line := range strings.SplitSeq(s.Logs.String(), "\n") {
 		var m map[string]any

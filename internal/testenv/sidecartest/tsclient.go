@@ -21,15 +21,13 @@ import (
 type TSClient struct {
 	t      testing.TB
 	script string
-	cmd    *exec.Cmd
-	in     io.WriteCloser
+	child  *testenv.Child
 	notes  chan string
 	seq    atomic.Int64
 
 	mu      sync.Mutex
 	replies map[int64]chan tsEvent
 	heard   map[string]string // the version the last notification of each URI carried
-	closed  chan struct{}
 }
 
 type tsEvent struct {
@@ -83,26 +81,13 @@ func StartTS(t *testing.T, dir, script, url, era, tok string) *TSClient {
 // the client and the script's stdout.
 func startNode(t *testing.T, dir, script string, notes int, args ...string) (*TSClient, io.Reader) {
 	t.Helper()
-	c := &TSClient{t: t, script: script, notes: make(chan string, notes), replies: map[int64]chan tsEvent{}, heard: map[string]string{}, closed: make(chan struct{})}
-	c.cmd = exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...)
-	c.cmd.Stderr = os.Stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c := &TSClient{t: t, script: script, notes: make(chan string, notes), replies: map[int64]chan tsEvent{}, heard: map[string]string{}}
+	c.child = testenv.StartChild(t, exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...), testenv.AnyExit)
 	t.Cleanup(c.Close)
-	return c, out
+	return c, c.child.Out
 }
 
 func (c *TSClient) readLoop(out io.Reader, ready chan<- tsEvent) {
-	defer close(c.closed)
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	first := true
@@ -142,7 +127,7 @@ func (c *TSClient) Do(cmd map[string]any) json.RawMessage {
 	c.replies[id] = ch
 	c.mu.Unlock()
 	line, _ := json.Marshal(cmd)
-	if _, err := c.in.Write(append(line, '\n')); err != nil {
+	if _, err := c.child.In.Write(append(line, '\n')); err != nil {
 		c.t.Fatalf("%s: %v", c.script, err)
 	}
 	select {
@@ -227,16 +212,6 @@ func (c *TSClient) Updates() <-chan string { return c.notes }
 
 // Close ends the session.
 func (c *TSClient) Close() {
-	if c.in == nil {
-		return
-	}
-	_, _ = c.in.Write([]byte(`{"op":"close"}` + "\n"))
-	_ = c.in.Close()
-	c.in = nil
-	select {
-	case <-c.closed:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-	}
-	_ = c.cmd.Wait()
+	_, _ = c.child.In.Write([]byte(`{"op":"close"}` + "\n")) // refused once closed
+	_ = c.child.Stop()
 }

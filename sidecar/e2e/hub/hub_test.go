@@ -184,7 +184,7 @@ func TestHubMode(t *testing.T) {
 
 	t.Run("one inotify instance for every user's store", func(t *testing.T) {
 		// The kernel bounds inotify instances per user (128 by default), not watches.
-		if n := openFiles(t, sc.Cmd.Process.Pid, "inotify"); n != 1 {
+		if n := testenv.OpenFiles(t, sc.Cmd.Process.Pid, "inotify"); n != 1 {
 			t.Fatalf("with alice and bob active the sidecar holds %d inotify instances, want 1", n)
 		}
 	})

@@ -3,7 +3,6 @@ package hub
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -166,8 +165,6 @@ type logLine struct {
 
 // logLines returns the sidecar's log lines that keep says to.
 func logLines(sc *sidecartest.Sidecar, keep func(logLine) bool) []logLine {
-	sc.LogsMu.Lock()
-	defer sc.LogsMu.Unlock()
 	var out []logLine
 	for raw := range strings.SplitSeq(sc.Logs.String(), "\n") {
 		var l logLine
@@ -201,19 +198,9 @@ func tenantOf(t *testing.T, sc *sidecartest.Sidecar, user string) string {
 // initialize sends an MCP initialize with token and returns the answer's status and body.
 func initialize(t *testing.T, endpoint, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`))
+	a, err := mcpPost(http.DefaultClient, endpoint, "Bearer "+token, "", initializeBody)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return a.Code, a.Body
 }

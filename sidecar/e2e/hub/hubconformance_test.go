@@ -59,20 +59,12 @@ func TestHubConformance(t *testing.T) {
 	cmd := exec.Command(node, suite, "authorization", "--url", issuer, "--client-id", reg.ClientID, "--resource", endpoint,
 		"--port", fmt.Sprint(port), "--output-dir", results)
 	cmd.Dir = dir
-	var output testenv.LockedBuffer
-	cmd.Stderr = &output
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	run := testenv.StartChild(t, cmd, testenv.AnyExit)
+	var output testenv.LockedBuffer // its stdout; the launcher logs its stderr
 	authorize := make(chan string, 1)
 	exited := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(run.Out)
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(&output, line)
@@ -80,7 +72,7 @@ func TestHubConformance(t *testing.T) {
 				authorize <- line
 			}
 		}
-		exited <- cmd.Wait()
+		exited <- run.Stop()
 	}()
 	defer func() {
 		if t.Failed() {

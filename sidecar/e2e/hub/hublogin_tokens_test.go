@@ -197,7 +197,6 @@ func TestHubLoginTokens(t *testing.T) {
 		c := newOAuthClient(t, issuer, endpoint, register("nosy", redirect), redirect)
 		access, rt := tokens(t, c, c.code(t, people, "alice", delivered))
 		secrets = append(secrets, access, rt)
-		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
 			path := consents
 			if method == http.MethodDelete {
@@ -318,9 +317,7 @@ func TestHubLoginTokens(t *testing.T) {
 		}
 	})
 
-	sc.LogsMu.Lock()
 	logs := sc.Logs.String()
-	sc.LogsMu.Unlock()
 	for _, secret := range secrets {
 		if secret != "" && strings.Contains(logs, secret) {
 			t.Errorf("the sidecar's log holds a token %.10s…", secret)

@@ -325,9 +325,7 @@ func TestHubRegistrationPolicy(t *testing.T) {
 	if _, err := sidecartest.DialGoAs(t, endpoint, true, "Bearer "+tok.AccessToken); err != nil {
 		t.Errorf("MCP with the operator's client's token: %v", err)
 	}
-	sc.LogsMu.Lock()
 	logs := sc.Logs.String()
-	sc.LogsMu.Unlock()
 	if strings.Contains(logs, token) {
 		t.Error("the sidecar's log holds the initial access token")
 	}

@@ -1,11 +1,9 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -373,11 +371,17 @@ func TestHubRig(t *testing.T) {
 
 	// 2025-11-25: the victim's sessions are not found (404), and a new one is served;
 	// the survivor's sessions go on.
-	read := map[string]any{"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": map[string]any{"uri": users[0].uris[0]}}
+	read, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": map[string]any{"uri": users[0].uris[0]}})
+	post := func(i int) mcpAnswer {
+		a, err := mcpPost(http.DefaultClient, endpoint, users[i].auth, clients[i].session, string(read))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
 	for _, i := range victims {
-		code, body := postSession(t, endpoint, clients[i].session, users[i].auth, read)
-		if code != http.StatusNotFound || !strings.Contains(body, "session not found: initialize a new session") {
-			t.Errorf("%s's 2025-11-25 session after its replica was lost: %d %s; want 404 session not found", users[i].name, code, body)
+		if a := post(i); a.Code != http.StatusNotFound || !strings.Contains(a.Body, "session not found: initialize a new session") {
+			t.Errorf("%s's 2025-11-25 session after its replica was lost: %d %s; want 404 session not found", users[i].name, a.Code, a.Body)
 		}
 		again := mustGoAs(t, endpoint, false, users[i].tok)
 		for j, uri := range users[i].uris {
@@ -385,8 +389,8 @@ func TestHubRig(t *testing.T) {
 		}
 	}
 	for _, i := range survivors {
-		if code, body := postSession(t, endpoint, clients[i].session, users[i].auth, read); code != http.StatusOK || !strings.Contains(body, `\"cells\"`) {
-			t.Errorf("%s's 2025-11-25 session on the survivor: %d %.300s", users[i].name, code, body)
+		if a := post(i); a.Code != http.StatusOK || !strings.Contains(a.Body, `\"cells\"`) {
+			t.Errorf("%s's 2025-11-25 session on the survivor: %d %.300s", users[i].name, a.Code, a.Body)
 		}
 	}
 
@@ -451,30 +455,6 @@ func TestHubRig(t *testing.T) {
 	if _, body := replicas[1-victim].Get("/services/mcp/readyz"); strings.Contains(body, "rig0") || strings.Contains(body, root) {
 		t.Errorf("/readyz, which anyone reaches, names a user or a path: %s", body)
 	}
-	loadavg, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("HUBRIG replica killed: %d of %d users on it; their streams ended %v after the kill; listened again, acknowledged and told within %v; %d notebooks told on resume, 0 missed; %d rows in Postgres, none lost; the survivor's lag %.3fs; load average %s",
-		len(victims), nUsers, detected.Round(time.Millisecond), relisten.Round(time.Millisecond), told, rows, ready.LagSeconds, strings.Join(strings.Fields(string(loadavg))[:3], " "))
-}
-
-// postSession posts msg in the 2025-11-25 session with authorization and returns the
-// status and the body.
-func postSession(t *testing.T, endpoint, session, authorization string, msg map[string]any) (int, string) {
-	t.Helper()
-	b, _ := json.Marshal(msg)
-	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", authorization)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Mcp-Session-Id", session)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(body)
+		len(victims), nUsers, detected.Round(time.Millisecond), relisten.Round(time.Millisecond), told, rows, ready.LagSeconds, testenv.LoadAvg())
 }

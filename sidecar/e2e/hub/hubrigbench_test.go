@@ -3,7 +3,6 @@ package hub
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -78,19 +77,6 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return ds[min(len(ds)-1, len(ds)*p/100)].Round(100 * time.Microsecond)
 }
 
-// cpuSeconds is the CPU time (user + system) process pid has used.
-func cpuSeconds(t *testing.T, pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fields after the command's closing parenthesis; utime and stime are 14 and 15.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
 // pgTypists is how many connections typePostgres appends over; each user's rows go
 // through one of them, in order.
 const pgTypists = 4
@@ -149,12 +135,6 @@ func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate int, committed 
 	return func() { cancel(); wg.Wait() }
 }
 
-// loadAvg is the machine's load average over 1, 5 and 15 minutes.
-func loadAvg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 // TestHubRigBench measures one replica of the rig (issue 42, "Follow capacity", "Load
 // by room"): E2E_HUBRIG_USERS active users (40) of E2E_HUBRIG_NOTEBOOKS notebooks (2)
 // listen on replica 0 while they type at each hub-wide rate of E2E_HUBRIG_RATES rows/s
@@ -187,7 +167,7 @@ func TestHubRigBench(t *testing.T) {
 	r0 := rg.replicas[0]
 	pid := r0.Cmd.Process.Pid
 	direct := r0.URL + "/services/mcp/mcp"
-	rss := func() float64 { return sidecartest.ProcStatus(t, pid, "VmRSS") }
+	rss := func() float64 { return testenv.ProcStatus(t, pid, "VmRSS") }
 	baseline, baseHeap := rss(), r0.Metric("go_memstats_heap_inuse_bytes")/1e6
 
 	// The active users load on replica 0 and listen there.
@@ -205,7 +185,7 @@ func TestHubRigBench(t *testing.T) {
 	}
 	t.Logf("HUBRIG %d active users loaded and listening on replica 0 in %v; RSS %.1f MB (idle %.1f MB): %.0f kB per active user (%d notebooks each); Go heap in use %.1f MB (idle %.1f MB); load average %s",
 		active, time.Since(begin).Round(time.Millisecond), rss(), baseline, (rss()-baseline)*1e3/float64(active), notebooks,
-		r0.Metric("go_memstats_heap_inuse_bytes")/1e6, baseHeap, loadAvg())
+		r0.Metric("go_memstats_heap_inuse_bytes")/1e6, baseHeap, testenv.LoadAvg())
 
 	// Each rate: every active user types rate/active rows/s.
 	for _, rate := range rates {
@@ -215,7 +195,7 @@ func TestHubRigBench(t *testing.T) {
 		}
 		notify0, poll0 := wakeups()
 		reads0 := r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")
-		cpu0 := cpuSeconds(t, pid)
+		cpu0 := testenv.ProcCPU(t, pid)
 		start := time.Now()
 		committed := func(u *rigUser, j int, at time.Time) {
 			rows.Add(1)
@@ -241,10 +221,10 @@ func TestHubRigBench(t *testing.T) {
 		notify, poll := wakeups()
 		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows, %v reads (woken by NOTIFY %v, by the poll %v); load average %s",
 			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), waiting, lag,
-			pct(ds, 50), pct(ds, 99), pct(ds, 100), (cpuSeconds(t, pid)-cpu0)*1000/float64(max(n, 1)), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0, loadAvg())
+			pct(ds, 50), pct(ds, 99), pct(ds, 100), float64((testenv.ProcCPU(t, pid)-cpu0).Milliseconds())/float64(max(n, 1)), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0, testenv.LoadAvg())
 	}
 	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user (versions kept: %v); load average %s",
-		rss(), (rss()-baseline)*1e3/float64(active), r0.Metric("jupyter_mcp_sidecar_versions_kept"), loadAvg())
+		rss(), (rss()-baseline)*1e3/float64(active), r0.Metric("jupyter_mcp_sidecar_versions_kept"), testenv.LoadAvg())
 	// Every row was followed: replica 0 serves each active notebook as written.
 	for _, u := range rg.users[:active] {
 		c := mustGoAs(t, direct, true, u.tok)
@@ -267,5 +247,5 @@ func TestHubRigBench(t *testing.T) {
 	}
 	slices.Sort(ds)
 	t.Logf("HUBRIG first read of an idle user's notebook (connect with a Hub token + read), %d users of %d notebooks: p50 %v, p99 %v, max %v; %d reads answered \"not bound\" first; load average %s",
-		cold, notebooks, pct(ds, 50), pct(ds, 99), pct(ds, 100), unbound.Load(), loadAvg())
+		cold, notebooks, pct(ds, 50), pct(ds, 99), pct(ds, 100), unbound.Load(), testenv.LoadAvg())
 }

@@ -91,13 +91,13 @@ func TestHubScale(t *testing.T) {
 	t.Setenv("JUPYTER_MCP_SIDECAR_LOG_LEVEL", "info") // a thousand loads at debug would be the benchmark
 	sc := sidecartest.LaunchOn(t, root, port, hubConfig(hub.APIURL, root, "idle_timeout: "+idle.String()), "serve")
 	endpoint := sc.URL + "/services/mcp/mcp"
-	rss := func() float64 { return sidecartest.ProcStatus(t, sc.Cmd.Process.Pid, "VmRSS") }
+	rss := func() float64 { return testenv.ProcStatus(t, sc.Cmd.Process.Pid, "VmRSS") }
 	heap := func() string {
 		m := func(name string) float64 { return sc.Metric(name) / 1e6 }
 		return fmt.Sprintf("anonymous %.1f MB, file-backed %.1f MB; Go heap in use %.1f MB, next GC at %.1f MB, stacks %.1f MB, Go runtime total minus released %.1f MB, %v goroutines, %d open .db files, %d inotify instances",
-			sidecartest.ProcStatus(t, sc.Cmd.Process.Pid, "RssAnon"), sidecartest.ProcStatus(t, sc.Cmd.Process.Pid, "RssFile"),
+			testenv.ProcStatus(t, sc.Cmd.Process.Pid, "RssAnon"), testenv.ProcStatus(t, sc.Cmd.Process.Pid, "RssFile"),
 			m("go_memstats_heap_inuse_bytes"), m("go_memstats_next_gc_bytes"), m("go_memstats_stack_inuse_bytes"), m("go_memstats_sys_bytes")-m("go_memstats_heap_released_bytes"),
-			sc.Metric("go_goroutines"), openFiles(t, sc.Cmd.Process.Pid, ".db"), openFiles(t, sc.Cmd.Process.Pid, "inotify"))
+			sc.Metric("go_goroutines"), testenv.OpenFiles(t, sc.Cmd.Process.Pid, ".db"), testenv.OpenFiles(t, sc.Cmd.Process.Pid, "inotify"))
 	}
 
 	time.Sleep(2 * time.Second) // the freshly started process settles before the idle sample: a measurement's pace, not a wait
@@ -145,7 +145,7 @@ func TestHubScale(t *testing.T) {
 	var activeRSS, activeAnon float64
 	for range 5 {
 		time.Sleep(time.Second) // the sampling pace
-		activeRSS, activeAnon = max(activeRSS, rss()), max(activeAnon, sidecartest.ProcStatus(t, sc.Cmd.Process.Pid, "RssAnon"))
+		activeRSS, activeAnon = max(activeRSS, rss()), max(activeAnon, testenv.ProcStatus(t, sc.Cmd.Process.Pid, "RssAnon"))
 	}
 	activeHeap := heap()
 	close(stop)
@@ -201,9 +201,8 @@ func TestHubScale(t *testing.T) {
 	}
 	slices.Sort(lat)
 	slices.Sort(dials)
-	loadavg, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("HUBSCALE cold: the client's initialize alone (Hub token lookup and the user's load happen there) p50 %v, p99 %v; load average %s",
-		dials[len(dials)/2].Round(time.Millisecond), dials[len(dials)*99/100].Round(time.Millisecond), strings.Join(strings.Fields(string(loadavg))[:3], " "))
+		dials[len(dials)/2].Round(time.Millisecond), dials[len(dials)*99/100].Round(time.Millisecond), testenv.LoadAvg())
 	loads := sc.Metric("jupyter_mcp_sidecar_hub_user_loads_total") - float64(active)
 	t.Logf("HUBSCALE first read of an idle user's notebook (connect with a new Hub token + read), %d users (%d first reads answered \"not bound\", their time is to the read that served): p50 %v, p99 %v, max %v; in the sidecar, the Hub's token lookup averages %v, the user's load (store open to first read done) %v",
 		cold, unbound.Load(), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond),
@@ -433,30 +432,18 @@ func holdNotebooks(spec string) int {
 func notebooksRSS(t *testing.T, root string, users []string) (rss, anon float64) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), holdEnv+"="+strings.Join(append([]string{root}, users...), "\n"))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	holder := testenv.StartChild(t, cmd, testenv.CleanExit)
 	defer func() {
-		in.Close()
-		if err := cmd.Wait(); err != nil {
+		if err := holder.Stop(); err != nil {
 			t.Errorf("the process holding the notebooks: %v", err)
 		}
 	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
+	if line, err := bufio.NewReader(holder.Out).ReadString('\n'); line != "held\n" {
 		t.Fatalf("the process holding the notebooks said %q, %v", line, err)
 	}
 	for range 5 {
 		time.Sleep(time.Second) // the sampling pace
-		rss, anon = max(rss, sidecartest.ProcStatus(t, cmd.Process.Pid, "VmRSS")), max(anon, sidecartest.ProcStatus(t, cmd.Process.Pid, "RssAnon"))
+		rss, anon = max(rss, testenv.ProcStatus(t, cmd.Process.Pid, "VmRSS")), max(anon, testenv.ProcStatus(t, cmd.Process.Pid, "RssAnon"))
 	}
 	return rss, anon
 }
@@ -482,23 +469,6 @@ func endSession(t *testing.T, endpoint string, c *sidecartest.GoClient, tok jhub
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-}
-
-// openFiles counts the open files of process pid whose target names what: ".db" for
-// the SQLite files (stores, fileid databases, journals), "inotify" for inotify instances.
-func openFiles(t *testing.T, pid int, what string) int {
-	t.Helper()
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, fd := range fds {
-		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.Contains(target, what) {
-			n++
-		}
-	}
-	return n
 }
 
 func fileMB(t *testing.T, path string) float64 {

@@ -175,29 +175,6 @@ func fromLoopback(ip string, conns int) *http.Client {
 	return &http.Client{Timeout: testenv.Wait, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 }
 
-// mcpPost posts body to endpoint with token (and session, if any); the response's
-// status and session id, or err.
-func mcpPost(c *http.Client, endpoint, token, session, body string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), nil
-}
-
 // TestHubFairShareThroughProxy (issue 39, red team B-F4): the Hub's real
 // configurable-http-proxy pools its connections to the sidecar and carries every
 // user's requests, and a flood's, on them. While clients from 20 addresses flood
@@ -235,12 +212,13 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 	clients, sessions, tokens := map[string]*http.Client{}, map[string]string{}, map[string]string{}
 	for i, u := range users {
 		clients[u], tokens[u] = fromLoopback(fmt.Sprintf("127.0.0.%d", 10+i), burst), hub.Token(u).Value
-		code, session, err := mcpPost(clients[u], endpoint, tokens[u], "", initializeBody)
+		a, err := mcpPost(clients[u], endpoint, "Bearer "+tokens[u], "", initializeBody)
+		code, session := a.Code, a.Session
 		if err != nil || code != http.StatusOK || session == "" {
 			t.Fatalf("%s's initialize through the proxy: %d %q %v", u, code, session, err)
 		}
 		sessions[u] = session
-		if code, _, err := mcpPost(clients[u], endpoint, tokens[u], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || code != http.StatusAccepted {
+		if a, err := mcpPost(clients[u], endpoint, "Bearer "+tokens[u], session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || a.Code != http.StatusAccepted {
 			t.Fatalf("%s's initialized: %d %v", u, code, err)
 		}
 	}
@@ -258,16 +236,11 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 				return
 			default:
 			}
-			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
-			req.Header.Set("Authorization", fmt.Sprintf("Bearer made-up-%d-%d", i, n))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
+			var header []string
 			if xff != "" {
-				req.Header.Set("X-Forwarded-For", xff)
+				header = []string{"X-Forwarded-For", xff}
 			}
-			if resp, err := c.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
+			if _, err := mcpPost(c, url, fmt.Sprintf("Bearer made-up-%d-%d", i, n), "", initializeBody, header...); err == nil {
 				flooded.Add(1)
 			}
 		}
@@ -295,8 +268,8 @@ func TestHubFairShareThroughProxy(t *testing.T) {
 		for _, u := range users {
 			for range burst {
 				bw.Go(func() {
-					code, _, err := mcpPost(clients[u], endpoint, tokens[u], sessions[u], `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
-					results <- result{u, code, err}
+					a, err := mcpPost(clients[u], endpoint, "Bearer "+tokens[u], sessions[u], `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+					results <- result{u, a.Code, err}
 				})
 			}
 		}

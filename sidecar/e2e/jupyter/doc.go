@@ -5,5 +5,7 @@
 // saved file (oracle_test.go); the real jupyter-mcp-server fed by the sidecar's sse feed
 // through this repository's Python feed package (mcpserver_test.go,
 // mcpserverbench_test.go); and people typing in real JupyterLab in headless Chromium,
-// the sidecar seeing what the page renders (browser_test.go, internal/testenv/browser).
+// the sidecar seeing what the page renders (browser_test.go, internal/testenv/browser),
+// and agents reading its changes meanwhile, on one sidecar and across replicas
+// (browserchanges_test.go). main_test.go builds the binary once.
 package jupyter

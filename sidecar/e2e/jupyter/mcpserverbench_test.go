@@ -16,29 +16,6 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv/sidecartest"
 )
 
-// procStat is a process's CPU time (user + system) and resident set size, from /proc.
-func procStat(t *testing.T, pid int) (cpu time.Duration, rssKB int) {
-	t.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			rssKB, _ = strconv.Atoi(strings.Fields(v)[0])
-		}
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, rssKB // USER_HZ 100
-}
-
 // connsTo counts the established TCP connections process pid holds to port.
 func connsTo(t *testing.T, pid, port int) int {
 	t.Helper()
@@ -177,7 +154,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 			conns := connsTo(t, pid, port)
 			kconns := kernelConnections(t, fs.srv, kernel)
 			applied0 := fs.sc.Metrics(commitToApplied+"_sum", commitToApplied+"_count")
-			cpu0, _ := procStat(t, pid)
+			cpu0 := testenv.ProcCPU(t, pid)
 			start := time.Now()
 			var lat, toRow, toWS, wsToRow, rowToFeed, feedToNote, rowToNote []time.Duration
 			for i := range edits {
@@ -207,7 +184,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 				time.Sleep(300 * time.Millisecond) // stimulus pacing: past both debounces, one edit per burst
 			}
 			wall := time.Since(start)
-			cpu1, rss := procStat(t, pid)
+			cpu1, rss := testenv.ProcCPU(t, pid), testenv.ProcStatus(t, pid, "VmRSS")
 			applied1 := fs.sc.Metrics(commitToApplied+"_sum", commitToApplied+"_count")
 			applied := time.Duration((applied1[0] - applied0[0]) / max(applied1[1]-applied0[1], 1) * float64(time.Second))
 			ms := func(ds []time.Duration) string {
@@ -217,7 +194,7 @@ func TestJupyterMCPServerBench(t *testing.T) {
 			p50, p99 := percentiles(lat)
 			row := fmt.Sprintf("| %s | %d | %d | %v | %v | %d (%d kernel) | %.0f MB | %.1f %% |", mode.name, bound, len(lat),
 				p50.Round(time.Millisecond), p99.Round(time.Millisecond), conns, kconns,
-				float64(rss)/1024, 100*float64(cpu1-cpu0)/float64(wall))
+				rss*1e6/(1<<20), 100*float64(cpu1-cpu0)/float64(wall))
 			hop := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %v | %s | %s |", mode.name, bound, ms(toWS), ms(wsToRow), ms(toRow), ms(rowToFeed),
 				applied.Round(100*time.Microsecond), ms(feedToNote), ms(rowToNote))
 			t.Log(row)

@@ -287,9 +287,7 @@ func TestExtensionRules(t *testing.T) {
 	withBinary(bin, func() {
 		sc = sidecartest.StartSidecar(t, dir, sidecartest.Options{Extra: "extensions: {t-oldapi: {enabled: false}}\n"})
 	})
-	sc.LogsMu.Lock()
 	logs := sc.Logs.String()
-	sc.LogsMu.Unlock()
 	for _, want := range [][]string{
 		{`"level":"WARN"`, `"msg":"cannot wrap a tool that does not exist; skipped"`, `"extension":"t-wrapmissing"`, `"tool":"execute_code"`},
 		{`"msg":"extension disabled by configuration"`, `"extension":"t-oldapi"`},

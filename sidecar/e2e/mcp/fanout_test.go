@@ -88,7 +88,7 @@ func fanout(b *testing.B, steps []sidecartest.Step, n int) {
 	next++
 	fc.wait(0)
 	committed, announced := make([]time.Time, edits+1), make([]time.Time, edits+1)
-	cpu0, self0 := procCPU(b, sc.Cmd.Process.Pid), procCPU(b, os.Getpid())
+	cpu0, self0 := testenv.ProcCPU(b, sc.Cmd.Process.Pid), testenv.ProcCPU(b, os.Getpid())
 	b.ResetTimer()
 	for e := 1; e <= edits; e++ {
 		if !sidecartest.Visible(steps[next:]) {
@@ -104,7 +104,7 @@ func fanout(b *testing.B, steps []sidecartest.Step, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	b.StopTimer()
-	cpu, self := procCPU(b, sc.Cmd.Process.Pid)-cpu0, procCPU(b, os.Getpid())-self0
+	cpu, self := testenv.ProcCPU(b, sc.Cmd.Process.Pid)-cpu0, testenv.ProcCPU(b, os.Getpid())-self0
 	lat := make([]time.Duration, 0, n*edits)
 	for _, times := range fc.received {
 		for e := 1; e <= edits; e++ {
@@ -145,31 +145,7 @@ func fanout(b *testing.B, steps []sidecartest.Step, n int) {
 	b.ReportMetric(ms(self)/float64(edits), "client-cpu-ms/edit")
 	b.ReportMetric(0, "ns/op") // the edits are paced: time per edit says nothing
 	b.Logf("sessions=%d edits=%d p50 %v p99 %v max %v; sidecar CPU %v/edit, client %v/edit; load %s",
-		n, edits, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], cpu/time.Duration(edits), self/time.Duration(edits), loadAvg())
-}
-
-// procCPU is the user and system CPU time the process pid has used so far, from
-// /proc/PID/stat (clock ticks of 10 ms).
-func procCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Fields after the command name (which may hold spaces), from field 3 on.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
-// loadAvg is the machine's load average, as /proc/loadavg says it.
-func loadAvg() string {
-	raw, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(raw))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+		n, edits, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], cpu/time.Duration(edits), self/time.Duration(edits), testenv.LoadAvg())
 }
 
 // fanClient holds the benchmark's streams: one net.Conn each, set up with net/http's

@@ -207,7 +207,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 		t.Fatalf("the buffer holds %.1f MB; the test wants 8 MB or more", float64(held)/(1<<20))
 	}
 	pid := sc.Cmd.Process.Pid
-	before := sidecartest.ProcStatus(t, pid, "VmRSS")
+	before := testenv.ProcStatus(t, pid, "VmRSS")
 	for range stalled {
 		// Resumed from the start; reads until the first event of the backlog (the
 		// barrier: its stream is writing the backlog), then nothing.
@@ -216,7 +216,7 @@ func TestFeedStalledConsumersMemory(t *testing.T) {
 	testenv.Eventually(t, testenv.Wait, "the stalled consumers and the reading one connected, no other", func() bool {
 		return sc.Metric("jupyter_mcp_sidecar_publisher_sse_consumers") == stalled+1
 	})
-	after := sidecartest.ProcStatus(t, pid, "VmRSS")
+	after := testenv.ProcStatus(t, pid, "VmRSS")
 	t.Logf("%d events, %.1f MB buffered; RSS %.1f MB, %.1f MB with %d consumers stalled on the buffer",
 		events, float64(held)/(1<<20), before, after, stalled)
 	// Per consumer: its goroutine, its connection's buffers and at most the one event it

@@ -230,9 +230,7 @@ func TestStateFile(t *testing.T) {
 		if got, _ := os.ReadFile(aside[0]); string(got) != corrupt {
 			t.Fatalf("%s holds %q, want the corrupt file", aside[0], got)
 		}
-		sc.LogsMu.Lock()
 		logs := sc.Logs.String()
-		sc.LogsMu.Unlock()
 		if !strings.Contains(logs, `"level":"ERROR"`) || !strings.Contains(logs, filepath.Base(aside[0])) {
 			t.Fatalf("no error log naming %s:\n%s", aside[0], logs)
 		}
@@ -480,7 +478,7 @@ func TestSessionLimit(t *testing.T) {
 	if got := s.sessions(); got != maxSessions {
 		t.Fatalf("%s = %v, want %d", sessionsGauge, got, maxSessions)
 	}
-	before := sidecartest.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
+	before := testenv.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
 	for i := range refused {
 		resp, body := s.initialize()
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Mcp-Session-Id") != "" ||
@@ -489,7 +487,7 @@ func TestSessionLimit(t *testing.T) {
 				i+1, maxSessions, resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("Mcp-Session-Id"), body)
 		}
 	}
-	after := sidecartest.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
+	after := testenv.ProcStatus(t, s.Cmd.Process.Pid, "VmRSS")
 	t.Logf("RSS %.1f MB with %d sessions, %.1f MB after %d refused initializes", before, maxSessions, after, refused)
 	// Unbounded, each would hold about 13 kB: 65 MB.
 	if after-before > 16 {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -170,49 +168,28 @@ type procUsage struct {
 func watchProc(ctx context.Context, pid int, url string, interval time.Duration) func() procUsage {
 	var u procUsage
 	wait := every(ctx, interval, func() {
-		rss, hwm, err := procStatus(pid)
-		fds, ferr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil || ferr != nil {
+		rss, err := testenv.ReadProcStatus(pid, "VmRSS")
+		hwm, herr := testenv.ReadProcStatus(pid, "VmHWM")
+		fds, ferr := testenv.ReadOpenFiles(pid, "")
+		if err != nil || herr != nil || ferr != nil {
 			u.sampleErrors++
 			return
 		}
 		if u.samples == 0 {
-			u.firstRSS, u.firstFDs = rss, len(fds)
+			u.firstRSS, u.firstFDs = rss, fds
 		}
 		if u.samples%60 == 0 {
 			heap, live, goroutines := goMetrics(url)
-			u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), live/(1<<20), len(fds), int(goroutines)))
+			u.perMinute = append(u.perMinute, fmt.Sprintf("%.1f/%.1f/%.1f/%d/%d", float64(rss)/1024, heap/(1<<20), live/(1<<20), fds, int(goroutines)))
 		}
 		u.samples++
-		u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, len(fds))
-		u.lastRSS, u.lastFDs, u.hwm = rss, len(fds), hwm
+		u.peakRSS, u.peakFDs = max(u.peakRSS, rss), max(u.peakFDs, fds)
+		u.lastRSS, u.lastFDs, u.hwm = rss, fds, hwm
 	})
 	return func() procUsage {
 		wait()
 		return u
 	}
-}
-
-// procStatus reads VmRSS and VmHWM (kB) of a process.
-func procStatus(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = n
-		case "VmHWM":
-			hwm = n
-		}
-	}
-	return rss, hwm, nil
 }
 
 // goMetrics reads go_memstats_heap_inuse_bytes, the heap live after the last GC (half

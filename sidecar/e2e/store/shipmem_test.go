@@ -76,7 +76,7 @@ ship: {source_id: bench, postgres: {dsn: %q, schema: %s}}
 				return fmt.Sprintf("%v rows shipped", sc.Metric("jupyter_mcp_sidecar_postgres_shipped_rows_total"))
 			})
 			took := time.Since(start)
-			peak := sidecartest.ProcStatus(t, sc.Cmd.Process.Pid, "VmHWM") * 1e6 / (1 << 20) // MiB
+			peak := testenv.ProcStatus(t, sc.Cmd.Process.Pid, "VmHWM") * 1e6 / (1 << 20) // MiB
 			t.Logf("ship of %d rows (%d rooms, store %.0f MB): %.1f s, peak RSS %.1f MiB; /readyz while loading: %s",
 				rows, rooms, float64(fi.Size())/1e6, took.Seconds(), peak, loading)
 			if peak > shipPeakMiB {
@@ -209,7 +209,7 @@ func TestServeMemory(t *testing.T) {
 				pid := sc.Cmd.Process.Pid
 				t.Logf("serve of %d rows in %d rooms (compacted %v): ready in %.1f s; heap alloc %.0f MB (%.0f kB a room), in use %.0f MB; RSS %.0f MB, peak %.0f MB; /readyz while loading: %s",
 					rows, rooms, compact, took.Seconds(), m[0]/1e6, m[0]/1e3/float64(rooms), m[1]/1e6,
-					sidecartest.ProcStatus(t, pid, "VmRSS"), sidecartest.ProcStatus(t, pid, "VmHWM"), loading)
+					testenv.ProcStatus(t, pid, "VmRSS"), testenv.ProcStatus(t, pid, "VmHWM"), loading)
 				gcs := sc.Metrics("go_gc_duration_seconds_count")[0]
 				testenv.Eventually(t, 3*time.Minute, "the next collection", func() bool { return sc.Metrics("go_gc_duration_seconds_count")[0] > gcs })
 				heap := sc.Metrics("go_memstats_heap_alloc_bytes")[0]

@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	_ "modernc.org/sqlite"
 )
 
@@ -46,36 +46,10 @@ func Start(t testing.TB, path string) *Writer {
 	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(self), "..", "..", "..", "testdata", "pycrdt_writer", "writer.py")
-	cmd := exec.Command("python3", script, path)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logWriter{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start writer: %v", err)
-	}
-	w := &Writer{t: t, in: in, out: bufio.NewScanner(out)}
+	c := testenv.StartChild(t, exec.Command("python3", script, path), testenv.CleanExit)
+	w := &Writer{t: t, in: c.In, out: bufio.NewScanner(c.Out)}
 	w.out.Buffer(make([]byte, 1<<20), 64<<20)
-	t.Cleanup(func() {
-		_ = in.Close()
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("writer exited: %v", err)
-		}
-	})
 	return w
-}
-
-// logWriter sends the writer's stderr to the test log.
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Logf("writer: %s", strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // Do sends one command and fails the test unless it succeeded. Writes lost inside a
