@@ -46,7 +46,9 @@ func DialGo(t testing.TB, url string, modern bool) *GoClient {
 func DialGoAs(t testing.TB, url string, modern bool, authorization string) (*GoClient, error) {
 	t.Helper()
 	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": authorization})}
-	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20260728)}
+	// The discover probe waits as long as the test does: a hub user's first request waits
+	// for her store's load, and mcp-go falls back to 2025-11-25 after 5 s without an answer.
+	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20260728), client.WithDiscoverTimeout(testenv.Wait)}
 	if !modern {
 		// 2025-11-25 notifications arrive on the session's standalone GET stream.
 		//lint:ignore SA1019 the 2025-11-25 era, GET stream included, is under test
