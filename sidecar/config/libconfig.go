@@ -283,10 +283,14 @@ func (c Config) libraryChecks() []libraryCheck {
 			"max_uri_bytes": "server.limits.max_uri_bytes", "max_subscriptions": "server.limits.max_subscriptions",
 			"max_subscription_bytes": "server.limits.max_subscription_bytes", "max_listen_uris": "server.limits.max_listen_uris",
 			"max_names": "server.limits.max_names", "max_path_bytes": "server.limits.max_path_bytes", "stop_timeout": "server.drain_timeout",
+			"max_read_bytes": "server.limits.max_read_bytes",
 		}},
 		{auth.OriginPolicy{Allowed: c.Server.AllowedOrigins}.Validate(), map[string]string{"allowed": "server.allowed_origins"}},
 		{auth.ValidateName(c.Server.Verifier.Name), map[string]string{"name": "server.verifier.name"}},
 		{c.RoomsConfig(Obs{}).Versions.Validate(), map[string]string{"max_versions": "changes.max_versions", "max_age": "changes.max_age"}},
+		{c.RoomsConfig(Obs{}).Validate(), map[string]string{
+			"max_rooms": "store.max_rooms", "max_bytes": "store.max_bytes", "max_memory": "store.max_memory", "gap_after": "store.gap_after",
+		}},
 	}
 	if c.OnDisk.Enabled {
 		checks = append(checks, libraryCheck{c.FilesConfig(Obs{}).Validate(), map[string]string{

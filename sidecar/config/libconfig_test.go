@@ -270,6 +270,12 @@ func TestLibrariesValidateTheirKeys(t *testing.T) {
 			func(c Config) error { return c.Hub.VerifierOptions().Validate() }, "service_name"},
 		{"hub.token_cache_ttl", func(c *Config) { hub(c); c.Hub.TokenCacheTTL = 0 },
 			func(c Config) error { return c.Hub.VerifierOptions().Validate() }, "token_cache_ttl"},
+		{"store.max_memory", func(c *Config) { c.Store.MaxMemory = -1 },
+			func(c Config) error { return c.RoomsConfig(Obs{}).Validate() }, "max_memory"},
+		{"store.gap_after", func(c *Config) { c.Store.GapAfter = 0 },
+			func(c Config) error { return c.RoomsConfig(Obs{}).Validate() }, "gap_after"},
+		{"server.limits.max_read_bytes", func(c *Config) { c.Server.Limits.MaxReadBytes = 0 },
+			func(c Config) error { return c.ServerConfig("", Obs{}).Validate() }, "max_read_bytes"},
 	} {
 		t.Run(tt.key, func(t *testing.T) {
 			c := Default()

@@ -102,16 +102,6 @@ func (c Config) Validate() error {
 	s := c.Store
 	v.backend("store.backend", s.Backend)
 	v.positive("store.lag_threshold", s.LagThreshold)
-	v.positive("store.gap_after", s.GapAfter)
-	if s.MaxRooms < 0 {
-		v.fail("store.max_rooms", "must be >= 0 (0: no bound), got %d", s.MaxRooms)
-	}
-	if s.MaxMemory < 0 {
-		v.fail("store.max_memory", "must be >= 0 (0: no bound), got %d", s.MaxMemory)
-	}
-	if s.MaxBytes < 0 {
-		v.fail("store.max_bytes", "must be >= 0 (0: no bound), got %d", s.MaxBytes)
-	}
 	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}
