@@ -8,10 +8,12 @@ import (
 	"maps"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/heap"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/extensions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/hooks"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/internal/nbview"
@@ -130,7 +132,12 @@ func (s *Server) holdRead(ctx context.Context, footprint int64) (release func(),
 	if err := s.reads.Acquire(ctx, n); err != nil {
 		return nil, fmt.Errorf("read: waiting for other reads to end: %w", err)
 	}
-	once := sync.OnceFunc(func() { s.reads.Release(n) })
+	once := sync.OnceFunc(func() {
+		s.reads.Release(n)
+		if n >= heap.Large {
+			heap.Release() // the answer is written: what it built is garbage
+		}
+	})
 	if afterAnswered(ctx, once) {
 		return func() {}, nil
 	}
@@ -176,7 +183,9 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 			meta[InvalidKey] = invalid
 			s.metrics.invalidCells.Add(float64(len(invalid)))
 		}
-		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMENotebook, Text: string(body)}}, nil
+		// The answer's text is body, never written again: no copy of a notebook's size.
+		text := unsafe.String(unsafe.SliceData(body), len(body))
+		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMENotebook, Text: text}}, nil
 	}
 	cell, index, ok := nbview.FindCell(snap, ref.CellID)
 	if !ok {
@@ -200,7 +209,8 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		if err != nil {
 			return nil, fmt.Errorf("encode cell: %w", err)
 		}
-		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMECell, Text: string(body)}}, nil
+		text := unsafe.String(unsafe.SliceData(body), len(body)) // as a notebook's
+		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMECell, Text: text}}, nil
 	}
 	if ref.Output >= len(cell.Outputs) {
 		return nil, fmt.Errorf("%w: cell %q of notebook %q has %d outputs, no index %d", library.ErrNotFound, ref.CellID, ref.Name, len(cell.Outputs), ref.Output)

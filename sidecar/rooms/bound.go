@@ -3,10 +3,9 @@ package rooms
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
-	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/heap"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
@@ -197,30 +196,6 @@ func (r *Set) overMemory(n int64) bool {
 	return r.maxMemory > 0 && r.memory.Load()+n > r.maxMemory
 }
 
-// freeEvery is how often, at most, the process collects the garbage a large load or a
-// refusal left (freeGarbage); freeAfter is the rows' bytes of a load that does.
-const (
-	freeEvery       = 10 * time.Second
-	freeAfter int64 = 16 << 20
-)
-
-// lastFreed is when freeGarbage last collected, in Unix nanoseconds: the runtime's heap
-// is the process's, so the rate is too.
-var lastFreed atomic.Int64
-
-// freeGarbage collects the garbage a large load (its rows as read, copies made while
-// decoding) or a room refused past its memory bound (what its decoding built before it
-// stopped) left, and returns it to the system, at most once every freeEvery. Left to the
-// runtime, it stays until the heap grows again: 420 MB stayed for as long as its user was
-// active, and a notebook of 120 MB held 1.1 GB (red team of issue 39, passes 6 and 7).
-func freeGarbage() {
-	now, last := time.Now().UnixNano(), lastFreed.Load()
-	if now-last < int64(freeEvery) || !lastFreed.CompareAndSwap(last, now) {
-		return
-	}
-	debug.FreeOSMemory()
-}
-
 // full reports whether the Set holds as many rooms as it may; Set.mu is held.
 func (r *Set) full() bool {
 	return r.maxRooms > 0 && len(r.rooms)+len(r.others) >= r.maxRooms
@@ -276,7 +251,7 @@ func (r *Set) refuse(key, bound string) {
 	r.mu.Unlock()
 	r.metrics.Refused(bound)
 	if bound == BoundMemory {
-		freeGarbage()
+		heap.Release() // what its decoding built before it stopped
 	}
 	level, msg := r.log.Debug, "room refused: past the store's bound"
 	if first {

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/heap"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
@@ -371,8 +372,8 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		r.metrics.SetDegraded(r.degradedCount())
 	}
 	r.log.Debug("room loaded", logkey.Room, info.Key, logkey.Path, p, "rows", l.rows, "bad_rows", l.bad)
-	if l.bytes >= freeAfter {
-		freeGarbage()
+	if l.bytes >= heap.Large {
+		heap.Release() // the rows as read and the copies made while decoding
 	}
 	if !ch.Empty() && p != "" {
 		r.notify.Changed(p, ch, o)
