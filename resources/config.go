@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 )
 
 // Defaults of Config: the daemon's configuration defaults are these.
@@ -96,7 +96,7 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports what is wrong with c, each a *option.KeyError (option.ErrInvalid)
+// Validate reports what is wrong with c, each a *keyerr.KeyError (keyerr.ErrInvalid)
 // naming its field in snake case (sidecar/config renames them to the daemon's keys); a
 // zero field is refused, so call it on a Config as the daemon maps it, or after
 // Defaults.
@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 		d   time.Duration
 	}{{"notebook_ttl", c.NotebookTTL}, {"output_ttl", c.OutputTTL}, {"stop_timeout", c.StopTimeout}} {
 		if d.d <= 0 {
-			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
+			errs = append(errs, keyerr.Invalid(d.key, "must be > 0, got %s", d.d))
 		}
 	}
 	for _, n := range []struct {
@@ -119,11 +119,11 @@ func (c Config) Validate() error {
 		{"max_names", c.MaxNames}, {"max_path_bytes", c.MaxPathBytes},
 	} {
 		if n.n < 1 {
-			errs = append(errs, option.Invalid(n.key, "%d: want at least 1", n.n))
+			errs = append(errs, keyerr.Invalid(n.key, "%d: want at least 1", n.n))
 		}
 	}
 	if c.MaxReadBytes < 1 {
-		errs = append(errs, option.Invalid("max_read_bytes", "%d: want at least 1", c.MaxReadBytes))
+		errs = append(errs, keyerr.Invalid("max_read_bytes", "%d: want at least 1", c.MaxReadBytes))
 	}
 	return errors.Join(errs...)
 }

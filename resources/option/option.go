@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 )
 
 // ErrUnknown is wrapped by Decode's *KeyError for a key that no field takes.
@@ -24,56 +26,20 @@ var ErrUnknown = errors.New("unknown key")
 
 // ErrInvalid is wrapped by Decode's *KeyError for a value of the wrong type or that does
 // not parse, and by a library's validation of its configuration (Invalid): the one
-// sentinel of a configuration value refused (config.ErrInvalid is the same value).
-var ErrInvalid = errors.New("invalid value")
+// sentinel of a configuration value refused, keyerr's (config.ErrInvalid is the same).
+var ErrInvalid = keyerr.ErrInvalid
 
 // Tag is the struct tag that names a field's key: `option:"max_retries"`.
 const Tag = "option"
 
-// KeyError is a problem with one key, named by its dotted path (store.sqlite.path,
-// max_retries, headers[X]): "key: message".
-type KeyError struct {
-	Key string
-	Msg string
-	Err error // the sentinel it wraps: ErrUnknown, ErrInvalid or the caller's own
-}
+// KeyError is a problem with one key (keyerr's): "key: message".
+type KeyError = keyerr.KeyError
 
-// Error returns "key: message".
-func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
-
-// Unwrap returns the sentinel.
-func (e *KeyError) Unwrap() error { return e.Err }
-
-// Invalid is the *KeyError of key's refused value, wrapping ErrInvalid: what a
-// library's validation of its configuration returns, naming the field by the key the
-// daemon's configuration maps onto it (sidecar/config prefixes its section).
-func Invalid(key, format string, args ...any) *KeyError {
-	return &KeyError{Key: key, Msg: fmt.Sprintf(format, args...), Err: ErrInvalid}
-}
-
-// Rekey is err with every *KeyError's key (joined or wrapped: errors.Join, %w)
-// renamed by rename, which returns "" to drop the error; other errors unchanged.
-func Rekey(err error, rename func(key string) string) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, Rekey(e, rename)...)
-		}
-		return out
-	}
-	var ke *KeyError
-	if !errors.As(err, &ke) {
-		return []error{err}
-	}
-	key := rename(ke.Key)
-	if key == "" {
-		return nil
-	}
-	return []error{&KeyError{Key: key, Msg: ke.Msg, Err: ke.Err}}
-}
+// Invalid and Rekey are keyerr's, for the plugins that validate their options.
+var (
+	Invalid = keyerr.Invalid
+	Rekey   = keyerr.Rekey
+)
 
 // Text is a value given as text (an environment variable, a command-line flag, a string
 // of the daemon's file): it is parsed as the field it goes into takes it (a number, a

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
@@ -58,17 +58,17 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports a configuration out of bounds, each a *option.KeyError
-// (option.ErrInvalid) naming its field in snake case (sidecar/config renames them to the
+// Validate reports a configuration out of bounds, each a *keyerr.KeyError
+// (keyerr.ErrInvalid) naming its field in snake case (sidecar/config renames them to the
 // daemon's keys); a zero field is refused, so call it on a Config as the daemon maps
 // it, or after Defaults.
 func (c Config) Validate() error {
 	var errs []error
 	if c.MaxVersions < 1 || c.MaxVersions > MaxVersionsLimit {
-		errs = append(errs, option.Invalid("max_versions", "must be from 1 to %d, got %d", MaxVersionsLimit, c.MaxVersions))
+		errs = append(errs, keyerr.Invalid("max_versions", "must be from 1 to %d, got %d", MaxVersionsLimit, c.MaxVersions))
 	}
 	if c.MaxAge <= 0 {
-		errs = append(errs, option.Invalid("max_age", "must be > 0, got %s", c.MaxAge))
+		errs = append(errs, keyerr.Invalid("max_age", "must be > 0, got %s", c.MaxAge))
 	}
 	return errors.Join(errs...)
 }

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -252,7 +252,7 @@ func TestGoneValuesNotKept(t *testing.T) {
 func TestConfigValidateNamesTheKey(t *testing.T) {
 	err := Config{MaxVersions: 0, MaxAge: -time.Second}.Validate()
 	want := fmt.Sprintf("max_versions: must be from 1 to %d, got 0\nmax_age: must be > 0, got -1s", MaxVersionsLimit)
-	if err == nil || err.Error() != want || !errors.Is(err, option.ErrInvalid) {
+	if err == nil || err.Error() != want || !errors.Is(err, keyerr.ErrInvalid) {
 		t.Fatalf("Validate() = %v, want %q", err, want)
 	}
 }

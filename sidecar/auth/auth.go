@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/registry"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
@@ -80,7 +81,7 @@ func Names() []string { return factories.Names() }
 // none. Whether the name is registered is Names' to say.
 func ValidateName(name string) error {
 	if name == "" {
-		return option.Invalid("name", "must not be empty")
+		return keyerr.Invalid("name", "must not be empty")
 	}
 	return nil
 }
@@ -288,13 +289,13 @@ func (p OriginPolicy) Admits(origin string) bool {
 }
 
 // Validate refuses an allowed origin that is neither "*" nor scheme://host[:port], as
-// a *option.KeyError (option.ErrInvalid) named allowed[i] (sidecar/config renames it to
+// a *keyerr.KeyError (keyerr.ErrInvalid) named allowed[i] (sidecar/config renames it to
 // the daemon's key).
 func (p OriginPolicy) Validate() error {
 	var errs []error
 	for i, o := range p.Allowed {
 		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "" || u.Path != "") {
-			errs = append(errs, option.Invalid(fmt.Sprintf("allowed[%d]", i), "must be * or scheme://host[:port], got %q", o))
+			errs = append(errs, keyerr.Invalid(fmt.Sprintf("allowed[%d]", i), "must be * or scheme://host[:port], got %q", o))
 		}
 	}
 	return errors.Join(errs...)

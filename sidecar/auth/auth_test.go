@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
@@ -232,11 +233,11 @@ func TestValidateConfigured(t *testing.T) {
 		{[]string{"http://%zz"}, `allowed[0]: must be * or scheme://host[:port], got "http://%zz"`},
 	} {
 		err := OriginPolicy{Allowed: tt.allowed}.Validate()
-		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, option.ErrInvalid)) {
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, keyerr.ErrInvalid)) {
 			t.Errorf("OriginPolicy{%q}.Validate() = %v, want %q", tt.allowed, err, tt.want)
 		}
 	}
-	if err := ValidateName(""); err == nil || err.Error() != "name: must not be empty" || !errors.Is(err, option.ErrInvalid) {
+	if err := ValidateName(""); err == nil || err.Error() != "name: must not be empty" || !errors.Is(err, keyerr.ErrInvalid) {
 		t.Errorf(`ValidateName("") = %v`, err)
 	}
 	if err := ValidateName(Default); err != nil {

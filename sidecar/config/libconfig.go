@@ -257,6 +257,14 @@ func (c Config) ShipDestination(o Obs, getenv func(string) string) postgres.Conf
 // EnvHubUser names the user a JupyterHub single-user server runs for.
 const EnvHubUser = "JUPYTERHUB_USER"
 
+// fileIDCheck is the file id API's validation, when one is configured.
+func fileIDCheck(api FileIDAPI) error {
+	if api.URL == "" {
+		return nil
+	}
+	return api.RESTConfig().Validate()
+}
+
 // libraryCheck is one library's validation of what the configuration maps onto it,
 // and the keys its fields have in the configuration.
 type libraryCheck struct {
@@ -288,6 +296,15 @@ func (c Config) libraryChecks() []libraryCheck {
 		{auth.OriginPolicy{Allowed: c.Server.AllowedOrigins}.Validate(), map[string]string{"allowed": "server.allowed_origins"}},
 		{auth.ValidateName(c.Server.Verifier.Name), map[string]string{"name": "server.verifier.name"}},
 		{c.RoomsConfig(Obs{}).Versions.Validate(), map[string]string{"max_versions": "changes.max_versions", "max_age": "changes.max_age"}},
+		{c.Store.SQLiteTailer(Obs{}).Validate(), map[string]string{
+			"poll_interval": "store.sqlite.poll_interval", "chunk_rows": "store.sqlite.chunk_rows",
+		}},
+		{c.Store.PostgresTailer(Obs{}).Validate(), map[string]string{
+			"schema": "store.postgres.schema", "table": "store.postgres.table", "channel": "store.postgres.channel",
+			"poll_interval": "store.postgres.poll_interval", "chunk_rows": "store.postgres.chunk_rows",
+		}},
+		{fileIDCheck(c.FileID.API), map[string]string{"base_url": "fileid.api.url"}},
+		{c.Ship.Postgres.StoreConfig(Obs{}).Validate(), map[string]string{"schema": "ship.postgres.schema", "table": "ship.postgres.table"}},
 		{c.RoomsConfig(Obs{}).Validate(), map[string]string{
 			"max_rooms": "store.max_rooms", "max_bytes": "store.max_bytes", "max_memory": "store.max_memory", "gap_after": "store.gap_after",
 		}},

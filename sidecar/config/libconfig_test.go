@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/debounce"
@@ -276,6 +276,14 @@ func TestLibrariesValidateTheirKeys(t *testing.T) {
 			func(c Config) error { return c.RoomsConfig(Obs{}).Validate() }, "gap_after"},
 		{"server.limits.max_read_bytes", func(c *Config) { c.Server.Limits.MaxReadBytes = 0 },
 			func(c Config) error { return c.ServerConfig("", Obs{}).Validate() }, "max_read_bytes"},
+		{"store.sqlite.chunk_rows", func(c *Config) { c.Store.SQLite.ChunkRows = 0 },
+			func(c Config) error { return c.Store.SQLiteTailer(Obs{}).Validate() }, "chunk_rows"},
+		{"store.postgres.schema", func(c *Config) { c.Store.Postgres.Schema = "a;drop" },
+			func(c Config) error { return c.Store.PostgresTailer(Obs{}).Validate() }, "schema"},
+		{"ship.postgres.table", func(c *Config) { c.Ship.Postgres.Table = "Up" },
+			func(c Config) error { return c.Ship.Postgres.StoreConfig(Obs{}).Validate() }, "table"},
+		{"fileid.api.url", func(c *Config) { c.FileID.API.URL = "ftp://x" },
+			func(c Config) error { return fileIDCheck(c.FileID.API) }, "base_url"},
 	} {
 		t.Run(tt.key, func(t *testing.T) {
 			c := Default()
@@ -303,7 +311,7 @@ func TestLibrariesValidateTheirKeys(t *testing.T) {
 // keyErrors are the *KeyErrors err joins, by key.
 func keyErrors(err error) map[string][]*KeyError {
 	out := map[string][]*KeyError{}
-	for _, e := range option.Rekey(err, func(key string) string { return key }) {
+	for _, e := range keyerr.Rekey(err, func(key string) string { return key }) {
 		var ke *KeyError
 		if errors.As(e, &ke) {
 			out[ke.Key] = append(out[ke.Key], ke)

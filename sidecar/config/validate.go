@@ -3,25 +3,23 @@ package config
 import (
 	"errors"
 	"maps"
-	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/names"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 )
 
-// ErrInvalid is wrapped by every validation error: option.ErrInvalid, the one sentinel
+// ErrInvalid is wrapped by every validation error: keyerr.ErrInvalid, the one sentinel
 // of a refused configuration value, whether the decoder, a library or this package
 // refused it.
-var ErrInvalid = option.ErrInvalid
+var ErrInvalid = keyerr.ErrInvalid
 
 // KeyError is a problem with one configuration key, named by its dotted YAML path
 // (store.sqlite.poll_interval): the one vocabulary of the decoder (resources/option: an
 // unknown key, a value of the wrong type) and of the checks here (wrapping ErrInvalid).
-type KeyError = option.KeyError
+type KeyError = keyerr.KeyError
 
 // Backend names a store backend: store.backend, hub.stores.backend.
 type Backend string
@@ -56,14 +54,11 @@ type Names struct {
 	Hooks      []string
 }
 
-// identRe matches the identifiers ystore/postgres accepts unquoted in its SQL.
-var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
-
 // validator collects KeyErrors in the order the checks run.
 type validator struct{ errs []error }
 
 func (v *validator) fail(key, format string, args ...any) {
-	v.errs = append(v.errs, option.Invalid(key, format, args...))
+	v.errs = append(v.errs, keyerr.Invalid(key, format, args...))
 }
 
 func (v *validator) oneOf(key, val string, allowed []string) {
@@ -75,12 +70,6 @@ func (v *validator) oneOf(key, val string, allowed []string) {
 func (v *validator) positive(key string, d time.Duration) {
 	if d <= 0 {
 		v.fail(key, "must be > 0, got %s", d)
-	}
-}
-
-func (v *validator) ident(key, val string) {
-	if !identRe.MatchString(val) {
-		v.fail(key, "must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got %q", val)
 	}
 }
 
@@ -105,28 +94,12 @@ func (c Config) Validate() error {
 	if s.Backend == BackendSQLite && s.SQLite.Path == "" {
 		v.fail("store.sqlite.path", "must not be empty with store.backend sqlite")
 	}
-	v.positive("store.sqlite.poll_interval", s.SQLite.PollInterval)
-	if s.SQLite.ChunkRows <= 0 {
-		v.fail("store.sqlite.chunk_rows", "must be > 0, got %d", s.SQLite.ChunkRows)
-	}
 	if (s.Backend == BackendPostgres || c.Hub.Enabled && c.Hub.Stores.Backend == BackendPostgres) && s.Postgres.DSN == "" && s.Postgres.DSNFile == "" {
 		v.fail("store.postgres.dsn", "must be set (or store.postgres.dsn_file) with store.backend or hub.stores.backend postgres")
 	}
 	v.exclusive("store.postgres.dsn", s.Postgres.DSN, "store.postgres.dsn_file", s.Postgres.DSNFile)
-	v.ident("store.postgres.schema", s.Postgres.Schema)
-	v.ident("store.postgres.table", s.Postgres.Table)
-	v.ident("store.postgres.channel", s.Postgres.Channel)
-	v.positive("store.postgres.poll_interval", s.Postgres.PollInterval)
-	if s.Postgres.ChunkRows <= 0 {
-		v.fail("store.postgres.chunk_rows", "must be > 0, got %d", s.Postgres.ChunkRows)
-	}
 
 	api := c.FileID.API
-	if api.URL != "" {
-		if u, err := url.Parse(api.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.fail("fileid.api.url", "must be an http(s) URL, got %q", api.URL)
-		}
-	}
 	v.exclusive("fileid.api.token", api.Token, "fileid.api.token_file", api.TokenFile)
 
 	c.Server.validate(v)
@@ -162,8 +135,6 @@ func (c Config) Validate() error {
 	}
 
 	v.exclusive("ship.postgres.dsn", c.Ship.Postgres.DSN, "ship.postgres.dsn_file", c.Ship.Postgres.DSNFile)
-	v.ident("ship.postgres.schema", c.Ship.Postgres.Schema)
-	v.ident("ship.postgres.table", c.Ship.Postgres.Table)
 	return errors.Join(v.errs...)
 }
 
@@ -178,7 +149,7 @@ func (s Server) validate(v *validator) {
 func (v *validator) libraries(c Config) {
 	seen := map[string]bool{}
 	for _, lib := range c.libraryChecks() {
-		v.errs = append(v.errs, option.Rekey(lib.err, func(field string) string {
+		v.errs = append(v.errs, keyerr.Rekey(lib.err, func(field string) string {
 			base, index := field, ""
 			if i := strings.IndexByte(field, '['); i >= 0 {
 				base, index = field[:i], field[i:]

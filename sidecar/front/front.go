@@ -23,9 +23,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/conns"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/rpcerror"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
 )
 
@@ -69,14 +69,14 @@ func DefaultConfig() Config {
 }
 
 // Validate reports what is wrong with c as the daemon configures it (every bound
-// set), each a *option.KeyError (option.ErrInvalid) naming its field in snake case
+// set), each a *keyerr.KeyError (keyerr.ErrInvalid) naming its field in snake case
 // (sidecar/config renames them to the daemon's keys): an address that is not
 // host:port, a bound or timeout not above zero.
 func (c Config) Validate() error {
 	var errs []error
 	for _, a := range []struct{ key, addr string }{{"listen", c.Listen}, {"metrics_listen", c.MetricsListen}} {
 		if _, port, err := net.SplitHostPort(a.addr); a.addr != "" && (err != nil || port == "") {
-			errs = append(errs, option.Invalid(a.key, "must be host:port, got %q", a.addr))
+			errs = append(errs, keyerr.Invalid(a.key, "must be host:port, got %q", a.addr))
 		}
 	}
 	for _, d := range []struct {
@@ -84,11 +84,11 @@ func (c Config) Validate() error {
 		d   time.Duration
 	}{{"drain_timeout", c.DrainTimeout}, {"idle_timeout", c.IdleTimeout}, {"read_timeout", c.ReadTimeout}} {
 		if d.d <= 0 {
-			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
+			errs = append(errs, keyerr.Invalid(d.key, "must be > 0, got %s", d.d))
 		}
 	}
 	if c.MaxConnections < 1 {
-		errs = append(errs, option.Invalid("max_connections", "%d: want at least 1", c.MaxConnections))
+		errs = append(errs, keyerr.Invalid("max_connections", "%d: want at least 1", c.MaxConnections))
 	}
 	return errors.Join(errs...)
 }

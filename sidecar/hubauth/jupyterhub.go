@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/promreg"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/auth"
@@ -75,7 +76,7 @@ func (o HubOptions) withDefaults() (HubOptions, error) {
 	return o, o.Validate()
 }
 
-// Validate reports what is wrong with o, each a *option.KeyError (option.ErrInvalid)
+// Validate reports what is wrong with o, each a *keyerr.KeyError (keyerr.ErrInvalid)
 // naming its key (sidecar/config renames them to the daemon's hub.* keys): an api_url
 // that is not the Hub's http(s) API URL, a service_name that is not a JupyterHub
 // service name, a token_cache_ttl not above zero, a negative timeout or cache_size (0:
@@ -84,19 +85,19 @@ func (o HubOptions) withDefaults() (HubOptions, error) {
 func (o HubOptions) Validate() error {
 	var errs []error
 	if u, err := url.Parse(o.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, option.Invalid("api_url", "must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got %q", o.APIURL))
+		errs = append(errs, keyerr.Invalid("api_url", "must be the Hub's http(s) API URL, e.g. http://127.0.0.1:8081/hub/api, got %q", o.APIURL))
 	}
 	if !serviceNameRe.MatchString(o.ServiceName) {
-		errs = append(errs, option.Invalid("service_name", "must be a JupyterHub service name (letters, digits, . _ -), got %q", o.ServiceName))
+		errs = append(errs, keyerr.Invalid("service_name", "must be a JupyterHub service name (letters, digits, . _ -), got %q", o.ServiceName))
 	}
 	if o.TokenCacheTTL <= 0 {
-		errs = append(errs, option.Invalid("token_cache_ttl", "must be > 0, got %s", o.TokenCacheTTL))
+		errs = append(errs, keyerr.Invalid("token_cache_ttl", "must be > 0, got %s", o.TokenCacheTTL))
 	}
 	if o.Timeout < 0 {
-		errs = append(errs, option.Invalid("timeout", "must be >= 0 (0: the default), got %s", o.Timeout))
+		errs = append(errs, keyerr.Invalid("timeout", "must be >= 0 (0: the default), got %s", o.Timeout))
 	}
 	if o.CacheSize < 0 {
-		errs = append(errs, option.Invalid("cache_size", "must be >= 0 (0: the default), got %d", o.CacheSize))
+		errs = append(errs, keyerr.Invalid("cache_size", "must be >= 0 (0: the default), got %d", o.CacheSize))
 	}
 	return errors.Join(errs...)
 }

@@ -25,8 +25,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
@@ -63,20 +63,20 @@ type Config struct {
 }
 
 // Validate reports what is wrong with the bounds the daemon sets on c (PollInterval,
-// MaxWatchedDirs, MaxFileBytes), each a *option.KeyError (option.ErrInvalid) naming its
+// MaxWatchedDirs, MaxFileBytes), each a *keyerr.KeyError (keyerr.ErrInvalid) naming its
 // field in snake case (sidecar/config renames them to the daemon's keys): a bound not
 // above zero. New itself takes such a bound as its default.
 func (c Config) Validate() error {
 	var errs []error
 	if c.PollInterval <= 0 {
-		errs = append(errs, option.Invalid("poll_interval", "must be > 0, got %s", c.PollInterval))
+		errs = append(errs, keyerr.Invalid("poll_interval", "must be > 0, got %s", c.PollInterval))
 	}
 	for _, n := range []struct {
 		key string
 		n   int64
 	}{{"max_watched_dirs", int64(c.MaxWatchedDirs)}, {"max_file_bytes", c.MaxFileBytes}} {
 		if n.n <= 0 {
-			errs = append(errs, option.Invalid(n.key, "must be > 0, got %d", n.n))
+			errs = append(errs, keyerr.Invalid(n.key, "must be > 0, got %d", n.n))
 		}
 	}
 	return errors.Join(errs...)

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
@@ -326,7 +326,7 @@ func TestConfigValidate(t *testing.T) {
 			c := ok
 			tt.set(&c)
 			err := c.Validate()
-			if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, option.ErrInvalid)) {
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, keyerr.ErrInvalid)) {
 				t.Fatalf("Validate() = %v, want %q", err, tt.want)
 			}
 		})

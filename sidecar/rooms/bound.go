@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/heap"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
@@ -171,7 +171,7 @@ func overBound(err error) string {
 	return ""
 }
 
-// Validate reports what is wrong with c's bounds, each a *option.KeyError naming its
+// Validate reports what is wrong with c's bounds, each a *keyerr.KeyError naming its
 // field in snake case (sidecar/config renames them to the daemon's keys): a negative
 // bound, or a GapAfter not above 0, so call it on a Config as the daemon maps it (New
 // takes 0 for the default).
@@ -182,11 +182,11 @@ func (c Config) Validate() error {
 		n   int64
 	}{{"max_rooms", int64(c.MaxRooms)}, {"max_bytes", c.MaxBytes}, {"max_memory", c.MaxMemory}} {
 		if b.n < 0 {
-			errs = append(errs, option.Invalid(b.key, "must be >= 0 (0: no bound), got %d", b.n))
+			errs = append(errs, keyerr.Invalid(b.key, "must be >= 0 (0: no bound), got %d", b.n))
 		}
 	}
 	if c.GapAfter <= 0 {
-		errs = append(errs, option.Invalid("gap_after", "must be > 0, got %s", c.GapAfter))
+		errs = append(errs, keyerr.Invalid("gap_after", "must be > 0, got %s", c.GapAfter))
 	}
 	return errors.Join(errs...)
 }

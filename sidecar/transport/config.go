@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/option"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/front"
 )
 
@@ -83,17 +83,17 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports what is wrong with c, each a *option.KeyError (option.ErrInvalid)
+// Validate reports what is wrong with c, each a *keyerr.KeyError (keyerr.ErrInvalid)
 // naming its field in snake case (sidecar/config renames them to the daemon's keys); a
 // zero field is refused, so call it on a Config as the daemon maps it, or after
 // Defaults.
 func (c Config) Validate() error {
 	var errs []error
 	if !strings.HasPrefix(c.Path, "/") {
-		errs = append(errs, option.Invalid("path", "must start with /, got %q", c.Path))
+		errs = append(errs, keyerr.Invalid("path", "must start with /, got %q", c.Path))
 	}
 	if c.MaxRequestBytes < MinRequestBytes {
-		errs = append(errs, option.Invalid("max_request_bytes", "must be at least %d, got %d", MinRequestBytes, c.MaxRequestBytes))
+		errs = append(errs, keyerr.Invalid("max_request_bytes", "must be at least %d, got %d", MinRequestBytes, c.MaxRequestBytes))
 	}
 	for _, d := range []struct {
 		key string
@@ -103,7 +103,7 @@ func (c Config) Validate() error {
 		{"heartbeat_interval", c.HeartbeatInterval}, {"session_grace", c.SessionGrace}, {"send_timeout", c.SendTimeout},
 	} {
 		if d.d <= 0 {
-			errs = append(errs, option.Invalid(d.key, "must be > 0, got %s", d.d))
+			errs = append(errs, keyerr.Invalid(d.key, "must be > 0, got %s", d.d))
 		}
 	}
 	for _, n := range []struct {
@@ -113,7 +113,7 @@ func (c Config) Validate() error {
 		{"max_sessions", c.MaxSessions}, {"replay_events", c.ReplayEvents}, {"replay_bytes", c.ReplayBytes},
 	} {
 		if n.n < 1 {
-			errs = append(errs, option.Invalid(n.key, "%d: want at least 1", n.n))
+			errs = append(errs, keyerr.Invalid(n.key, "%d: want at least 1", n.n))
 		}
 	}
 	return errors.Join(errs...)
@@ -122,7 +122,7 @@ func (c Config) Validate() error {
 // ValidateKind refuses a transport other than KindHTTP and KindStdio, as key "kind".
 func ValidateKind(kind string) error {
 	if kind != KindHTTP && kind != KindStdio {
-		return option.Invalid("kind", "must be one of %s, %s, got %q", KindHTTP, KindStdio, kind)
+		return keyerr.Invalid("kind", "must be one of %s, %s, got %q", KindHTTP, KindStdio, kind)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 )
 
 // ErrStatus is returned when the server's answer is not the file id handler's: a status
@@ -41,6 +43,15 @@ type RESTConfig struct {
 	Client *http.Client
 }
 
+// Validate reports what is wrong with cfg, a *keyerr.KeyError naming its field in snake
+// case (sidecar/config renames it to the daemon's key): a base URL that is not http(s).
+func (cfg RESTConfig) Validate() error {
+	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return keyerr.Invalid("base_url", "must be an http(s) URL, got %q", cfg.BaseURL)
+	}
+	return nil
+}
+
 // REST resolves ids with jupyter_server_fileid's FilePathHandler (0.6 and later):
 // GET /api/fileid/path?id=<id>, which answers 200 with the JSON {"id": …, "path": …}
 // (path relative to the server's root_dir, with either file id manager), or 404 with
@@ -57,10 +68,10 @@ var _ Resolver = (*REST)(nil)
 
 // NewREST returns a REST resolver; it does no I/O.
 func NewREST(cfg RESTConfig) (*REST, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("base url %q: %w", cfg.BaseURL, ErrConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	u, _ := url.Parse(cfg.BaseURL)
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
 	r := &REST{base: u, token: cfg.Token, client: cfg.Client, limit: cfg.Timeout}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 )
 
 // Defaults for the zero fields of Config.
@@ -73,6 +75,33 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// Validate reports what is wrong with c's names and bounds, each a *keyerr.KeyError
+// naming its field in snake case (sidecar/config renames them to the daemon's keys): a
+// name that is no identifier the generated SQL can use unquoted, a bound not above 0, a
+// backoff out of order. A zero field is refused, so call it on a Config as the daemon
+// maps it (New fills the defaults first). The DSN is parsed when it is used.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct{ key, v string }{{"schema", c.Schema}, {"table", c.Table}, {"channel", c.Channel}} {
+		if !identRe.MatchString(f.v) {
+			errs = append(errs, keyerr.Invalid(f.key, "must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got %q", f.v))
+		}
+	}
+	if c.PollInterval <= 0 {
+		errs = append(errs, keyerr.Invalid("poll_interval", "must be > 0, got %s", c.PollInterval))
+	}
+	if c.ChunkRows <= 0 {
+		errs = append(errs, keyerr.Invalid("chunk_rows", "must be > 0, got %d", c.ChunkRows))
+	}
+	if c.MaxRooms < 0 {
+		errs = append(errs, keyerr.Invalid("max_rooms", "must be >= 0 (0: no bound), got %d", c.MaxRooms))
+	}
+	if c.BackoffMin <= 0 || c.BackoffMax < c.BackoffMin {
+		errs = append(errs, keyerr.Invalid("backoff", "must be > 0 and ordered, got %s..%s", c.BackoffMin, c.BackoffMax))
+	}
+	return errors.Join(errs...)
+}
+
 // withDefaults fills the zero fields and validates the result.
 func (c Config) withDefaults() (Config, error) {
 	c.Schema = cmp.Or(c.Schema, DefaultSchema)
@@ -83,17 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 	c.BackoffMax = cmp.Or(c.BackoffMax, DefaultBackoffMax)
 	c.ChunkRows = cmp.Or(c.ChunkRows, DefaultChunkRows)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
-	for _, f := range []struct{ name, v string }{{"schema", c.Schema}, {"table", c.Table}, {"channel", c.Channel}} {
-		if !identRe.MatchString(f.v) {
-			return c, fmt.Errorf("%s %q: must match %s: %w", f.name, f.v, identRe, ErrConfig)
-		}
-	}
-	if c.ChunkRows < 0 || c.MaxRooms < 0 {
-		return c, fmt.Errorf("chunk rows %d, max rooms %d: must be positive: %w", c.ChunkRows, c.MaxRooms, ErrConfig)
-	}
-	if c.PollInterval < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
-		return c, fmt.Errorf("poll interval %v, backoff %v..%v: must be positive and ordered: %w",
-			c.PollInterval, c.BackoffMin, c.BackoffMax, ErrConfig)
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if _, err := pgx.ParseConfig(c.DSN); err != nil {
 		// pgx redacts the password in its parse errors.

@@ -64,9 +64,9 @@ func TestConfigValidation(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"schema", Config{DSN: "postgres://h/db", Schema: "a;drop"}, `schema "a;drop"`},
-		{"table", Config{DSN: "postgres://h/db", Table: "Up"}, `table "Up"`},
-		{"channel", Config{DSN: "postgres://h/db", Channel: "1x"}, `channel "1x"`},
+		{"schema", Config{DSN: "postgres://h/db", Schema: "a;drop"}, `schema: must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got "a;drop"`},
+		{"table", Config{DSN: "postgres://h/db", Table: "Up"}, `table: must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got "Up"`},
+		{"channel", Config{DSN: "postgres://h/db", Channel: "1x"}, `channel: must be a SQL identifier ([a-z_][a-z0-9_]*, at most 48 characters), got "1x"`},
 		{"backoff", Config{DSN: "postgres://h/db", BackoffMin: time.Second, BackoffMax: time.Millisecond}, "backoff"},
 		{"dsn", Config{DSN: "postgres://u:s3cret@h:notaport/db"}, "dsn"},
 	} {

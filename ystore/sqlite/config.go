@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/confine"
 )
 
@@ -80,12 +81,32 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Path == "" {
 		return c, fmt.Errorf("path is empty: %w", ErrConfig)
 	}
-	if c.PollInterval < 0 || c.ChunkRows < 0 || c.MaxBusyWait < 0 || c.MaxRooms < 0 {
-		return c, fmt.Errorf("negative poll interval, chunk rows, max busy wait or max rooms: %w", ErrConfig)
-	}
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.ChunkRows = cmp.Or(c.ChunkRows, DefaultChunkRows)
 	c.MaxBusyWait = cmp.Or(c.MaxBusyWait, DefaultMaxBusyWait)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	return c, nil
+}
+
+// Validate reports what is wrong with c's bounds, each a *keyerr.KeyError naming its
+// field in snake case (sidecar/config renames them to the daemon's keys); a zero field is
+// refused, so call it on a Config as the daemon maps it (New fills the defaults first).
+func (c Config) Validate() error {
+	var errs []error
+	if c.PollInterval <= 0 {
+		errs = append(errs, keyerr.Invalid("poll_interval", "must be > 0, got %s", c.PollInterval))
+	}
+	if c.ChunkRows <= 0 {
+		errs = append(errs, keyerr.Invalid("chunk_rows", "must be > 0, got %d", c.ChunkRows))
+	}
+	if c.MaxBusyWait <= 0 {
+		errs = append(errs, keyerr.Invalid("max_busy_wait", "must be > 0, got %s", c.MaxBusyWait))
+	}
+	if c.MaxRooms < 0 {
+		errs = append(errs, keyerr.Invalid("max_rooms", "must be >= 0 (0: no bound), got %d", c.MaxRooms))
+	}
+	return errors.Join(errs...)
 }
