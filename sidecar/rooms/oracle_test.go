@@ -1,7 +1,6 @@
 package rooms
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
@@ -33,23 +33,12 @@ func (c *counted) Gap()              { c.gaps.Add(1) }
 func (c *counted) SetDegraded(n int) { c.degraded.Store(int64(n)) }
 
 // logBuffer is a JSON log written from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuffer struct{ testenv.LockedBuffer }
 
 // lines returns the log lines whose msg starts with prefix, decoded.
 func (l *logBuffer) lines(prefix string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.SplitSeq(l.b.String(), "\n") {
+	for line := range strings.SplitSeq(l.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && strings.HasPrefix(m["msg"].(string), prefix) {
 			out = append(out, m)
