@@ -117,18 +117,69 @@ func sourceMeta(src library.Source) map[string]any {
 	return map[string]any{SourceKey: "file", ModTimeKey: src.ModTime.UTC().Format(time.RFC3339Nano)}
 }
 
-// readCopies is how many times a read holds what it reads, at most, until its answer is
-// written: its JSON, the answer's text, and the answer encoded.
+// readCopies is how many times a read holds the JSON of what it reads, at most, until its
+// answer is written: the JSON, and the answer encoded with it as a string (each of its
+// quotes and backslashes escaped again: twice its size at worst).
 const readCopies = 3
 
+// jsonBytes bounds the bytes v, a JSON value as ynotebook serves it, encodes to:
+// encoding/json writes a control character, <, > and & as \u00XX, so a notebook of 30 MB
+// of such characters is 180 MB of JSON, and its answer 210 MB (red team of issue 39,
+// pass 9). It reads every string once.
+func jsonBytes(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		n := int64(2)
+		for i := 0; i < len(x); i++ {
+			switch c := x[i]; {
+			case c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0xe2: // 0xe2: U+2028, U+2029
+				n += 6
+			case c == '"' || c == '\\':
+				n += 2
+			default:
+				n++
+			}
+		}
+		return n
+	case map[string]any:
+		n := int64(2)
+		for k, e := range x {
+			n += jsonBytes(k) + 2 + jsonBytes(e)
+		}
+		return n
+	case []any:
+		n := int64(2)
+		for _, e := range x {
+			n += jsonBytes(e) + 1
+		}
+		return n
+	case []map[string]any:
+		n := int64(2)
+		for _, e := range x {
+			n += jsonBytes(e) + 1
+		}
+		return n
+	}
+	return 24 // a number, a boolean, null
+}
+
+// snapshotJSONBytes bounds the bytes of snap's nbformat JSON (jsonBytes).
+func snapshotJSONBytes(snap *ynotebook.Snapshot) int64 {
+	n := jsonBytes(snap.Head())
+	for _, c := range snap.All() {
+		n += jsonBytes(c.Object()) + 1
+	}
+	return n
+}
+
 // holdRead takes, from the memory the reads in flight may build (MaxReadBytes), what a
-// read of a value of footprint bytes builds, waiting for other reads to end; a read
+// read of a value of at most jsonSize bytes of JSON builds, waiting for other reads to end; a read
 // larger than the whole takes the whole, and runs alone. It is given back once the
 // answer is written, or by the release it returns (a no-op then), which the caller defers
 // for a transport that does not say when. One user reading her notebook of 60 MB eight
 // times at once built 1.5 GB.
-func (s *Server) holdRead(ctx context.Context, footprint int64) (release func(), err error) {
-	n := min(readCopies*footprint, s.cfg.MaxReadBytes)
+func (s *Server) holdRead(ctx context.Context, jsonSize int64) (release func(), err error) {
+	n := min(readCopies*jsonSize, s.cfg.MaxReadBytes)
 	if err := s.reads.Acquire(ctx, n); err != nil {
 		return nil, fmt.Errorf("read: waiting for other reads to end: %w", err)
 	}
@@ -170,7 +221,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	}
 	uri := ref.String()
 	if ref.CellID == "" {
-		release, err := s.holdRead(ctx, snap.Footprint())
+		release, err := s.holdRead(ctx, snapshotJSONBytes(snap))
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +243,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		return nil, fmt.Errorf("%w: notebook %q has no cell with id %q", library.ErrNotFound, ref.Name, ref.CellID)
 	}
 	if ref.Output < 0 {
-		release, err := s.holdRead(ctx, cell.Footprint())
+		release, err := s.holdRead(ctx, jsonBytes(cell.Object()))
 		if err != nil {
 			return nil, err
 		}

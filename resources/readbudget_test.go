@@ -2,7 +2,9 @@ package resources
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +52,24 @@ func TestReadsHoldTheirMemoryUntilAnswered(t *testing.T) {
 	release()
 	if _, err := s.holdRead(short(), 1); err != nil {
 		t.Fatalf("a read once the large one ended: %v", err)
+	}
+}
+
+// TestJSONBytesBoundsTheEncoding: the bytes a read's JSON is counted at are no fewer than
+// encoding/json writes, escapes included: a source of control characters encodes to six
+// times its size.
+func TestJSONBytesBoundsTheEncoding(t *testing.T) {
+	for _, v := range []any{
+		strings.Repeat("\x01", 1000), strings.Repeat("<&>", 100), `"\"\\`, "plain text", "\u2028\u2029",
+		map[string]any{"a\x01": []any{1.5, true, nil, "x<"}, "b": map[string]any{}},
+		[]map[string]any{{"k": strings.Repeat("\"", 50)}},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := jsonBytes(v); n < int64(len(b)) {
+			t.Errorf("%.40q: counted %d bytes, encodes to %d", b, n, len(b))
+		}
 	}
 }
