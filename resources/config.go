@@ -71,8 +71,8 @@ type Limits struct {
 	// MaxReadBytes bounds the memory the reads in flight build at once (a read of a
 	// notebook or a cell builds its JSON and its answer, about three times its size,
 	// until the answer is written): past it a read waits for others to end; a read
-	// larger than it runs alone. Default 256 MiB; hub mode gives each user her
-	// hub.max_memory_per_user.
+	// larger than it is refused (ErrReadTooLarge). Default 256 MiB; hub mode gives each
+	// user her hub.max_memory_per_user.
 	MaxReadBytes int64
 }
 

@@ -1,7 +1,6 @@
 package ynotebook
 
 import (
-	"bytes"
 	"maps"
 	"reflect"
 )
@@ -46,9 +45,15 @@ func DiffContent(a, b *Snapshot) Changes {
 // and the placeholders jupyter_ydoc gives notebook metadata lacking them
 // (language_info {"name": ""}, kernelspec {"name": "", "display_name": ""}).
 func Equivalent(a, b *Snapshot) bool {
-	ja, errA := withoutTransient(orEmpty(a)).JSON()
-	jb, errB := withoutTransient(orEmpty(b)).JSON()
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+	va, vb := withoutTransient(orEmpty(a)).Get(), withoutTransient(orEmpty(b)).Get()
+	na, errA := JSONSize(va)
+	nb, errB := JSONSize(vb)
+	if errA != nil || errB != nil || na != nb {
+		return false
+	}
+	da, errA := jsonDigest(va)
+	db, errB := jsonDigest(vb)
+	return errA == nil && errB == nil && da == db
 }
 
 // placeholders are the notebook metadata entries jupyter_ydoc sets where a loaded file

@@ -103,13 +103,19 @@ func (s *Snapshot) All() iter.Seq2[int, *Cell] {
 
 // JSON encodes the snapshot as YNotebook.get() yields it.
 func (s *Snapshot) JSON() ([]byte, error) {
-	nb := s.Head()
-	nb["cells"] = s.cellsJSON()
-	out, err := json.Marshal(nb)
+	out, err := Marshal(s.Get())
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)
 	}
 	return out, nil
+}
+
+// Get returns the value YNotebook.get() returns, for Marshal and JSONSize; what it holds
+// is shared with the snapshot: do not modify it.
+func (s *Snapshot) Get() map[string]any {
+	nb := s.Head()
+	nb["cells"] = s.cellsJSON()
+	return nb
 }
 
 // metadataJSON is get()'s notebook metadata: as stored, {} when absent.
