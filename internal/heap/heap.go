@@ -7,6 +7,7 @@
 package heap
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -23,11 +24,14 @@ const (
 var last atomic.Int64
 
 // Release collects the garbage and returns it to the system, at most once every Every:
-// call it once a large piece of work is done and what it built is garbage.
+// call it once a large piece of work is done and what it built is garbage. It collects
+// twice: what a sync.Pool holds (encoding/json keeps the buffer it encoded a large answer
+// in, grown to up to twice its size) outlives one collection.
 func Release() {
 	now, prev := time.Now().UnixNano(), last.Load()
 	if now-prev < int64(Every) || !last.CompareAndSwap(prev, now) {
 		return
 	}
+	runtime.GC()
 	debug.FreeOSMemory()
 }
