@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/jsonenc"
 	"maps"
 	"sync"
 	"time"
@@ -116,26 +117,36 @@ func sourceMeta(src library.Source) map[string]any {
 	return map[string]any{SourceKey: "file", ModTimeKey: src.ModTime.UTC().Format(time.RFC3339Nano)}
 }
 
-// readCopies is how many times a read holds the JSON of what it reads, at most, until its
-// answer is written: the JSON, and the answer encoded with it as a string (each of its
-// quotes and backslashes escaped again: twice its size at worst).
-const readCopies = 3
+// encodingCopies is how many times its size encoding/json holds at once while it encodes
+// a string into an answer: the string appended to a spare slice grown by a quarter at a
+// time, the buffer it is then copied into, grown by doubling.
+const encodingCopies = 3
+
+// readCharge is what a read of a value of the given size holds until its answer is
+// written: its JSON, and, unless the transport writes that into the answer itself
+// (StreamedText), the answer encoding it as a string.
+func readCharge(ctx context.Context, size jsonenc.Size) int64 {
+	if streamedFrom(ctx) != nil {
+		return size.JSON
+	}
+	return size.JSON + encodingCopies*size.AsString
+}
 
 // ErrReadTooLarge: a read would build more than the reads in flight may hold at once.
 var ErrReadTooLarge = errors.New("read larger than the reads' memory limit")
 
 // holdRead takes, from the memory the reads in flight may build (MaxReadBytes), what a
-// read of a value of jsonSize bytes of JSON builds, waiting for other reads to end; a
+// read of a value of the given size builds (readCharge), waiting for other reads to end; a
 // read that would build more than the whole is refused (ErrReadTooLarge): one that ran
 // alone held 5 times its notebook of 60 MB past a user's bound (red team of issue 39,
 // pass 9). What it took is given back once the answer is written, or by the release it
 // returns (a no-op then), which the caller defers for a transport that does not say when.
 // One user reading her notebook of 60 MB eight times at once built 1.5 GB.
-func (s *Server) holdRead(ctx context.Context, jsonSize int64, what string) (release func(), err error) {
-	n := readCopies * jsonSize
+func (s *Server) holdRead(ctx context.Context, size jsonenc.Size, what string) (release func(), err error) {
+	n := readCharge(ctx, size)
 	if n > s.cfg.MaxReadBytes {
 		return nil, fmt.Errorf("%w: %s is %.1f MiB of JSON, and its answer would take %.1f MiB of the %.1f MiB the reads in flight may hold (server.limits.max_read_bytes; hub.max_memory_per_user in hub mode): read it by cell, or raise the limit",
-			ErrReadTooLarge, what, mib(jsonSize), mib(n), mib(s.cfg.MaxReadBytes))
+			ErrReadTooLarge, what, mib(size.JSON), mib(n), mib(s.cfg.MaxReadBytes))
 	}
 	if err := s.reads.Acquire(ctx, n); err != nil {
 		return nil, fmt.Errorf("read: waiting for other reads to end: %w", err)
@@ -150,6 +161,17 @@ func (s *Server) holdRead(ctx context.Context, jsonSize int64, what string) (rel
 		return func() {}, nil
 	}
 	return once, nil
+}
+
+// answerText is the text a read answers with for body: the placeholder its transport
+// writes body in place of (StreamedText), or body itself, never copied (it is not
+// written again).
+func answerText(ctx context.Context, body []byte) string {
+	if st := streamedFrom(ctx); st != nil {
+		st.Text = body
+		return st.Placeholder
+	}
+	return unsafe.String(unsafe.SliceData(body), len(body))
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
@@ -181,7 +203,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	uri := ref.String()
 	if ref.CellID == "" {
 		get := snap.Get()
-		size, err := ynotebook.JSONSize(get)
+		size, err := jsonenc.Measure(get)
 		if err != nil {
 			return nil, fmt.Errorf("encode notebook %q: %w", ref.Name, err)
 		}
@@ -190,7 +212,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 			return nil, err
 		}
 		defer release()
-		body, err := ynotebook.Marshal(get)
+		body, err := jsonenc.Marshal(get)
 		if err != nil {
 			return nil, err
 		}
@@ -198,9 +220,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 			meta[InvalidKey] = invalid
 			s.metrics.invalidCells.Add(float64(len(invalid)))
 		}
-		// The answer's text is body, never written again: no copy of a notebook's size.
-		text := unsafe.String(unsafe.SliceData(body), len(body))
-		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMENotebook, Text: text}}, nil
+		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMENotebook, Text: answerText(ctx, body)}}, nil
 	}
 	cell, index, ok := nbview.FindCell(snap, ref.CellID)
 	if !ok {
@@ -211,7 +231,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 		if mark != nil {
 			doc["_meta"] = mark
 		}
-		size, err := ynotebook.JSONSize(doc)
+		size, err := jsonenc.Measure(doc)
 		if err != nil {
 			return nil, fmt.Errorf("encode cell: %w", err)
 		}
@@ -224,12 +244,11 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 			meta[InvalidKey] = []ynotebook.InvalidCell{{Index: index, Reasons: reasons}}
 			s.metrics.invalidCells.Inc()
 		}
-		body, err := ynotebook.Marshal(doc)
+		body, err := jsonenc.Marshal(doc)
 		if err != nil {
 			return nil, fmt.Errorf("encode cell: %w", err)
 		}
-		text := unsafe.String(unsafe.SliceData(body), len(body)) // as a notebook's
-		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMECell, Text: text}}, nil
+		return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: nbview.MIMECell, Text: answerText(ctx, body)}}, nil
 	}
 	if ref.Output >= len(cell.Outputs) {
 		return nil, fmt.Errorf("%w: cell %q of notebook %q has %d outputs, no index %d", library.ErrNotFound, ref.CellID, ref.Name, len(cell.Outputs), ref.Output)

@@ -1,6 +1,7 @@
 package ynotebook
 
 import (
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/jsonenc"
 	"maps"
 	"reflect"
 )
@@ -46,13 +47,13 @@ func DiffContent(a, b *Snapshot) Changes {
 // (language_info {"name": ""}, kernelspec {"name": "", "display_name": ""}).
 func Equivalent(a, b *Snapshot) bool {
 	va, vb := withoutTransient(orEmpty(a)).Get(), withoutTransient(orEmpty(b)).Get()
-	na, errA := JSONSize(va)
-	nb, errB := JSONSize(vb)
+	na, errA := jsonenc.Measure(va)
+	nb, errB := jsonenc.Measure(vb)
 	if errA != nil || errB != nil || na != nb {
 		return false
 	}
-	da, errA := jsonDigest(va)
-	db, errB := jsonDigest(vb)
+	da, errA := jsonenc.Digest(va)
+	db, errB := jsonenc.Digest(vb)
 	return errA == nil && errB == nil && da == db
 }
 

@@ -3,6 +3,7 @@ package ynotebook
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/jsonenc"
 	"iter"
 	"maps"
 	"slices"
@@ -103,7 +104,7 @@ func (s *Snapshot) All() iter.Seq2[int, *Cell] {
 
 // JSON encodes the snapshot as YNotebook.get() yields it.
 func (s *Snapshot) JSON() ([]byte, error) {
-	out, err := Marshal(s.Get())
+	out, err := jsonenc.Marshal(s.Get())
 	if err != nil {
 		return nil, fmt.Errorf("encode notebook: %w", err)
 	}

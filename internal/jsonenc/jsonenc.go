@@ -1,7 +1,15 @@
-package ynotebook
+// Package jsonenc writes JSON the way encoding/json.Marshal writes it (keys sorted, <, >
+// and & escaped, invalid UTF-8 replaced), byte for byte, without holding more than what it
+// writes to: Marshal measures a value first and writes it into a buffer of exactly its
+// size; Digest hashes it; WriteString escapes a string onto a writer. encoding/json builds
+// the whole in a buffer grown by doubling and copies it out: a notebook of 57 MB took up
+// to 3 times that for each read, and twice for each comparison with its file (red team of
+// issue 39, pass 9).
+package jsonenc
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -11,16 +19,8 @@ import (
 	"unicode/utf8"
 )
 
-// A notebook's JSON is written the way encoding/json.Marshal writes it (keys sorted,
-// <, > and & escaped, invalid UTF-8 replaced), byte for byte, by a writer that never
-// holds more than what it writes to: Marshal measures a value first and writes it into a
-// buffer of exactly its size, and Equivalent hashes it. encoding/json builds the whole in
-// a buffer grown by doubling and copies it out: a notebook of 57 MB took up to 3 times
-// that while its JSON was built, once for each read and twice for each comparison with
-// its file (red team of issue 39, pass 9).
-
-// jsonWriter is what the encoder writes to: a buffer, a counter or a hash.
-type jsonWriter interface {
+// Writer is what the encoder writes to: a buffer, a counter, a hash, a connection.
+type Writer interface {
 	io.Writer
 	io.StringWriter
 	io.ByteWriter
@@ -29,26 +29,32 @@ type jsonWriter interface {
 // Marshal returns v encoded as encoding/json.Marshal encodes it, in a buffer of exactly
 // its size.
 func Marshal(v any) ([]byte, error) {
-	n, err := JSONSize(v)
+	n, err := Measure(v)
 	if err != nil {
 		return nil, err
 	}
-	w := &sliceWriter{b: make([]byte, 0, n)}
+	w := &sliceWriter{b: make([]byte, 0, n.JSON)}
 	if err := encodeJSON(w, v); err != nil {
 		return nil, err
 	}
 	return w.b, nil
 }
 
-// JSONSize returns the length of v's encoding by Marshal, without building it.
-func JSONSize(v any) (int64, error) {
-	var c sizeCounter
-	err := encodeJSON(&c, v)
-	return int64(c), err
+// Size is the length of a value's encoding by Marshal, and of that encoding written again
+// as a JSON string (WriteString), as an MCP resource's text is.
+type Size struct {
+	JSON, AsString int64
 }
 
-// jsonDigest returns a SHA-256 of v's encoding by Marshal, without building it.
-func jsonDigest(v any) ([sha256.Size]byte, error) {
+// Measure returns the Size of v, without building its encoding.
+func Measure(v any) (Size, error) {
+	var c sizeCounter
+	err := encodeJSON(&c, v)
+	return Size{JSON: c.n, AsString: 2 + c.n + c.quoted}, err
+}
+
+// Digest returns a SHA-256 of v's encoding by Marshal, without building it.
+func Digest(v any) ([sha256.Size]byte, error) {
 	h := sha256.New()
 	w := bufio.NewWriterSize(h, 64<<10)
 	if err := encodeJSON(w, v); err != nil {
@@ -63,10 +69,10 @@ func jsonDigest(v any) ([sha256.Size]byte, error) {
 // encodeJSON writes v to w. The containers a notebook's values are made of are walked
 // here; any other value (a number, a boolean, null, a type of a test's) is small and is
 // encoded by encoding/json.
-func encodeJSON(w jsonWriter, v any) error {
+func encodeJSON(w Writer, v any) error {
 	switch x := v.(type) {
 	case string:
-		writeString(w, x)
+		WriteString(w, x)
 	case map[string]any:
 		if x == nil {
 			_, _ = w.WriteString("null")
@@ -82,7 +88,7 @@ func encodeJSON(w jsonWriter, v any) error {
 			if i > 0 {
 				_ = w.WriteByte(',')
 			}
-			writeString(w, k)
+			WriteString(w, k)
 			_ = w.WriteByte(':')
 			if err := encodeJSON(w, x[k]); err != nil {
 				return err
@@ -104,7 +110,7 @@ func encodeJSON(w jsonWriter, v any) error {
 }
 
 // encodeList writes a list; nil is null, as encoding/json writes a nil slice.
-func encodeList[E any](w jsonWriter, list []E) error {
+func encodeList[E any](w Writer, list []E) error {
 	if list == nil {
 		_, _ = w.WriteString("null")
 		return nil
@@ -147,9 +153,9 @@ var asciiEscapes = func() (t [utf8.RuneSelf]string) {
 	return t
 }()
 
-// writeString writes s quoted with encoding/json's escapes (HTML escaping on): runs of
+// WriteString writes s quoted with encoding/json's escapes (HTML escaping on): runs of
 // bytes that need none are written as they are.
-func writeString(w jsonWriter, s string) {
+func WriteString(w Writer, s string) {
 	_ = w.WriteByte('"')
 	start := 0
 	escape := func(i, size int, esc string) {
@@ -191,12 +197,26 @@ func (s *sliceWriter) Write(p []byte) (int, error)       { s.b = append(s.b, p..
 func (s *sliceWriter) WriteString(p string) (int, error) { s.b = append(s.b, p...); return len(p), nil }
 func (s *sliceWriter) WriteByte(c byte) error            { s.b = append(s.b, c); return nil }
 
-// sizeCounter counts what is written to it.
-type sizeCounter int64
+// sizeCounter counts what is written to it, and the quotes and backslashes among it: an
+// encoding holds no other byte that a JSON string escapes.
+type sizeCounter struct{ n, quoted int64 }
 
-func (c *sizeCounter) Write(p []byte) (int, error) { *c += sizeCounter(len(p)); return len(p), nil }
-func (c *sizeCounter) WriteString(p string) (int, error) {
-	*c += sizeCounter(len(p))
+func (c *sizeCounter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	c.quoted += int64(bytes.Count(p, []byte{'"'}) + bytes.Count(p, []byte{'\\'}))
 	return len(p), nil
 }
-func (c *sizeCounter) WriteByte(byte) error { *c++; return nil }
+
+func (c *sizeCounter) WriteString(p string) (int, error) {
+	c.n += int64(len(p))
+	c.quoted += int64(strings.Count(p, `"`) + strings.Count(p, `\`))
+	return len(p), nil
+}
+
+func (c *sizeCounter) WriteByte(b byte) error {
+	c.n++
+	if b == '"' || b == '\\' {
+		c.quoted++
+	}
+	return nil
+}

@@ -1,9 +1,8 @@
-package ynotebook
+package jsonenc
 
 import (
 	"bytes"
 	"encoding/json"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -45,8 +44,18 @@ func sameAsEncodingJSON(t *testing.T, v any) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%#v:\n got %q\nwant %q", v, got, want)
 	}
-	if n, _ := JSONSize(v); n != int64(len(want)) {
-		t.Fatalf("%#v: size %d, encodes to %d", v, n, len(want))
+	if n, _ := Measure(v); n.JSON != int64(len(want)) {
+		t.Fatalf("%#v: size %d, encodes to %d", v, n.JSON, len(want))
+	} else if err == nil {
+		again, _ := json.Marshal(string(want))
+		if n.AsString != int64(len(again)) {
+			t.Fatalf("%#v: size as a string %d, encodes to %d", v, n.AsString, len(again))
+		}
+		var w bytes.Buffer
+		WriteString(&w, string(want))
+		if !bytes.Equal(w.Bytes(), again) {
+			t.Fatalf("%#v: written as a string\n got %q\nwant %q", v, w.Bytes(), again)
+		}
 	}
 	if err == nil && cap(got) != len(got) {
 		t.Fatalf("%#v: %d bytes in a buffer of %d", v, len(got), cap(got))
@@ -72,40 +81,4 @@ func FuzzMarshal(f *testing.F) {
 		}
 		sameAsEncodingJSON(t, v)
 	})
-}
-
-// TestMarshalHoldsItsSizeOnce: a notebook of 32 MB of source is encoded into one buffer of
-// its size; encoding/json allocated about 3 times that (a buffer grown by doubling, then
-// copied out), for each read and twice for each comparison with the file (red team of
-// issue 39, pass 9). Comparing two such notebooks builds neither's JSON.
-func TestMarshalHoldsItsSizeOnce(t *testing.T) {
-	const size = 32 << 20
-	a := NewSnapshot(Cell{ID: "c1", CellType: CellCode, Source: strings.Repeat("x", size)})
-	b := NewSnapshot(Cell{ID: "c1", CellType: CellCode, Source: strings.Repeat("x", size)})
-	allocated := func(f func()) uint64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
-	}
-	var body []byte
-	if n := allocated(func() {
-		var err error
-		if body, err = a.JSON(); err != nil {
-			t.Error(err)
-		}
-	}); n > size+size/8 {
-		t.Errorf("the JSON of %d MB allocated %d MB", size>>20, n>>20)
-	}
-	if len(body) < size {
-		t.Fatalf("JSON of %d bytes", len(body))
-	}
-	equal := true
-	if n := allocated(func() { equal = Equivalent(a, b) }); n > 1<<20 {
-		t.Errorf("comparing two notebooks of %d MB allocated %d MB", size>>20, n>>20)
-	}
-	if !equal {
-		t.Error("two notebooks of the same cell are not equivalent")
-	}
 }
