@@ -205,7 +205,7 @@ func (t *httpTransport) track(next http.Handler) http.Handler {
 		case r.Method == http.MethodPost && live:
 			t.servePost(w, r, sessionID, env, next)
 		default:
-			servePatched(w, r, env.Method, next, t.log)
+			servePatched(w, r, env.Method, next, t.cfg.MaxRequestBytes, t.log)
 		}
 	})
 }
@@ -328,7 +328,7 @@ func (t *httpTransport) servePost(w http.ResponseWriter, r *http.Request, sessio
 			t.expireSession(sessionID, t.cfg.SessionIdleTimeout)
 		}
 	}()
-	servePatched(w, r, env.Method, next, t.log)
+	servePatched(w, r, env.Method, next, t.cfg.MaxRequestBytes, t.log)
 }
 
 // initialize serves a 2025-11-25 initialize if a session slot is free (see

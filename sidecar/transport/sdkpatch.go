@@ -3,9 +3,12 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -105,27 +108,364 @@ func patchHTTP(body []byte, contentType string, status int, o *resources.ReadOut
 	return append(patched, '\n'), status, nil
 }
 
-// servePatched serves a request, buffering and patching a resources/read
-// response; other requests pass through.
-func servePatched(w http.ResponseWriter, r *http.Request, method string, next http.Handler, log *slog.Logger) {
+// servePatched serves a request, patching a resources/read response (readWriter);
+// other requests pass through. limit bounds what a read's response may buffer
+// before its result's contents when it streams (readWriter.limit).
+func servePatched(w http.ResponseWriter, r *http.Request, method string, next http.Handler, limit int64, log *slog.Logger) {
 	if r.Method != http.MethodPost || method != string(mcp.MethodResourcesRead) {
 		next.ServeHTTP(w, r)
 		return
 	}
 	ctx, o := resources.WithReadOutcome(r.Context())
-	buf := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
-	next.ServeHTTP(buf, r.WithContext(ctx))
-	body, status, err := patchHTTP(buf.body.Bytes(), buf.header.Get("Content-Type"), buf.status, o)
+	serveRead(w, r.WithContext(ctx), o, next, limit, log)
+}
+
+// serveRead serves the resources/read r whose handler records its outcome in o.
+func serveRead(w http.ResponseWriter, r *http.Request, o *resources.ReadOutcome, next http.Handler, limit int64, log *slog.Logger) {
+	rw := &readWriter{w: w, o: o, status: http.StatusOK, limit: int(limit) + readHeadBytes, log: log}
+	next.ServeHTTP(rw, r)
+	rw.finish()
+}
+
+// readHeadBytes bounds, beyond the request's own limit (which bounds its id), the
+// bytes of a read's response before its result's contents: the envelope, the
+// result's small members and, in an SSE body, the events before the response.
+const readHeadBytes = 64 << 10
+
+// How a readWriter handles the bytes the SDK writes.
+const (
+	readUndecided = iota // nothing written yet
+	readPass             // straight through: nothing to patch, or the head is patched
+	readHead             // buffering the response's head until its contents
+	readWhole            // buffering the rest of the body for patchHTTP
+)
+
+// readWriter is the ResponseWriter the SDK answers a resources/read with. The
+// outcome is known when the response itself is written (the handler has
+// returned), so it decides then: nothing to patch passes straight through; a
+// 2026-07-28 success buffers only the response's head, up to the result's
+// "contents", patches its ttlMs and cacheScope there and streams the rest; an
+// error (a small body whose status may change) is buffered whole for patchHTTP,
+// as is a head not found within limit (logged). In an SSE body, which the SDK
+// may start while the handler still runs (notifications), every event before
+// the response passes through once its line is whole.
+type readWriter struct {
+	w      http.ResponseWriter
+	o      *resources.ReadOutcome
+	status int
+	limit  int
+	log    *slog.Logger
+
+	mode   int
+	sse    bool
+	sent   bool   // the status is written to w
+	buf    []byte // readHead: unsent bytes; readWhole: the rest of the body
+	tried  int    // len(buf) when the head was last looked for in vain
+	reason string // why a success is buffered whole
+}
+
+func (rw *readWriter) Header() http.Header { return rw.w.Header() }
+
+func (rw *readWriter) WriteHeader(status int) {
+	if rw.sent || rw.mode != readUndecided {
+		return
+	}
+	rw.status = status
+	if strings.HasPrefix(rw.w.Header().Get("Content-Type"), "text/event-stream") {
+		rw.sse, rw.mode = true, readHead
+		rw.send()
+	}
+}
+
+func (rw *readWriter) Write(p []byte) (int, error) {
+	if rw.mode == readUndecided {
+		rw.decide()
+	}
+	switch rw.mode {
+	case readPass:
+		return rw.w.Write(p)
+	case readHead:
+		if len(rw.buf) > 0 {
+			rw.buf = append(rw.buf, p...)
+			if len(rw.buf) >= 2*rw.tried || len(rw.buf) > rw.limit {
+				rw.head(false)
+			}
+			return len(p), nil
+		}
+		// Nothing held: look in p itself, keeping a copy only of what is left.
+		rw.buf = p
+		rw.head(false)
+		rw.buf = bytes.Clone(rw.buf)
+		return len(p), nil
+	}
+	rw.buf = append(rw.buf, p...)
+	return len(p), nil
+}
+
+// Flush flushes what was written through, so SSE events before the response
+// reach the client as the SDK sends them.
+func (rw *readWriter) Flush() {
+	if f, ok := rw.w.(http.Flusher); ok && rw.sent {
+		f.Flush()
+	}
+}
+
+// decide chooses the mode at the body's first byte: an SSE body looks for its
+// response among its events; a JSON body is the response, written once the
+// handler has returned and recorded the outcome.
+func (rw *readWriter) decide() {
+	if strings.HasPrefix(rw.w.Header().Get("Content-Type"), "text/event-stream") {
+		rw.sse, rw.mode = true, readHead
+		rw.send()
+		return
+	}
+	switch o := rw.o; {
+	case o.URI == "" || (o.Code == 0 && !o.Modern):
+		rw.mode = readPass
+		rw.send()
+	case o.Code == 0:
+		rw.mode = readHead
+		rw.send()
+	default:
+		rw.mode = readWhole
+	}
+}
+
+// send writes the status to w once.
+func (rw *readWriter) send() {
+	if !rw.sent {
+		rw.w.Header().Del("Content-Length")
+		rw.w.WriteHeader(rw.status)
+		rw.sent = true
+	}
+}
+
+// head looks for the response's head in the buffered bytes and, found, writes
+// them (patched) and passes the rest through; the body has ended if final.
+func (rw *readWriter) head(final bool) {
+	for len(rw.buf) > 0 && rw.mode == readHead {
+		if !rw.sse {
+			if rw.headOf(rw.buf, 0, final) {
+				return
+			}
+			break
+		}
+		line, whole := rw.buf, false
+		if i := bytes.IndexByte(rw.buf, '\n'); i >= 0 {
+			line, whole = rw.buf[:i+1], true
+		}
+		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok && rw.headOf(data, len("data: "), whole || final) {
+			return
+		}
+		if !whole {
+			break
+		}
+		_, _ = rw.w.Write(line)
+		rw.buf, rw.tried = rw.buf[len(line):], 0
+	}
+	switch {
+	case rw.mode != readHead:
+	case final && len(rw.buf) > 0:
+		rw.whole(bodyEnded)
+	case len(rw.buf) > rw.limit:
+		rw.whole("no result's contents within the limit")
+	default:
+		rw.tried = len(rw.buf)
+	}
+}
+
+// headOf looks for the head of a response in data, which starts at rw.buf[at:]
+// and is whole if ended. It returns whether it left readHead; false means data
+// is not a response (in an SSE body: an event before it) or not whole yet.
+func (rw *readWriter) headOf(data []byte, at int, ended bool) bool {
+	h, err := scanHead(data)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) && !ended:
+		return false
+	case errors.Is(err, errNotResponse) && rw.sse:
+		return false
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		rw.whole(bodyEnded)
+		return true
+	case err != nil:
+		rw.whole(err.Error())
+		return true
+	}
+	switch o := rw.o; {
+	case o.URI == "" || (o.Code == 0 && !o.Modern):
+		_, _ = rw.w.Write(rw.buf)
+	case o.Code == 0:
+		_, _ = rw.w.Write(h.patch(rw.buf[:at+h.contents], at, o))
+		_, _ = rw.w.Write(rw.buf[at+h.contents:])
+	default:
+		rw.whole("")
+		return true
+	}
+	rw.mode, rw.buf = readPass, nil
+	return true
+}
+
+// bodyEnded is why a body that ends before its result's contents is buffered whole.
+const bodyEnded = "the body ended before the result's contents"
+
+// whole buffers the rest of the body for patchHTTP; why is logged for a success.
+func (rw *readWriter) whole(why string) {
+	rw.mode = readWhole
+	if rw.o.Code == 0 {
+		rw.reason = why
+	}
+}
+
+// finish ends the response once the SDK has returned.
+func (rw *readWriter) finish() {
+	if rw.mode == readHead {
+		rw.head(true)
+	}
+	if rw.mode != readWhole {
+		rw.send()
+		return
+	}
+	if rw.reason != "" {
+		rw.log.Warn("resources/read response buffered whole to patch it", "reason", rw.reason, "bytes", len(rw.buf))
+	}
+	body, status, err := patchHTTP(rw.buf, rw.w.Header().Get("Content-Type"), rw.status, rw.o)
 	if err != nil {
-		log.Error("cannot patch resources/read response; sending it as is", "err", err)
-		body, status = buf.body.Bytes(), buf.status
+		rw.log.Error("cannot patch resources/read response; sending it as is", "err", err)
+		body, status = rw.buf, rw.status
 	}
-	for k, v := range buf.header {
-		w.Header()[k] = v
+	rw.status = status
+	rw.send()
+	_, _ = rw.w.Write(body)
+}
+
+// Why a message has no head to patch: errNotResponse for a message that is not
+// a response (in an SSE body, an event before it), errNoContents for a response
+// without a result's contents (an error).
+var (
+	errNotResponse = errors.New("not a JSON-RPC response")
+	errNoContents  = errors.New("no result's contents")
+)
+
+// responseHead is the start of a JSON-RPC response to a resources/read, up to
+// its result's "contents" (offsets in the bytes scanned).
+type responseHead struct {
+	open     int      // just after the result's '{'
+	members  []member // the result's members before "contents"
+	contents int      // the "contents" key
+}
+
+// member is one member of a JSON object: its key and its bytes, key to value.
+type member struct {
+	key        string
+	start, end int
+}
+
+// scanHead finds the head of the response data starts with: io.ErrUnexpectedEOF
+// if data ends first.
+func scanHead(data []byte) (responseHead, error) {
+	var h responseHead
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var skip json.RawMessage
+	if err := expectDelim(dec, '{'); err != nil {
+		return h, err
 	}
-	w.Header().Del("Content-Length")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	for {
+		key, err := dec.Token()
+		if err != nil {
+			return h, headErr(err)
+		}
+		switch key {
+		case "jsonrpc", "id":
+			if err := dec.Decode(&skip); err != nil {
+				return h, headErr(err)
+			}
+			continue
+		case "result":
+		case "error":
+			return h, errNoContents
+		default:
+			return h, errNotResponse
+		}
+		if err := expectDelim(dec, '{'); err != nil {
+			return h, err
+		}
+		h.open = int(dec.InputOffset())
+		for dec.More() {
+			start := skipSeparators(data, int(dec.InputOffset()))
+			key, err := dec.Token()
+			if err != nil {
+				return h, headErr(err)
+			}
+			if key == "contents" {
+				h.contents = start
+				return h, nil
+			}
+			if err := dec.Decode(&skip); err != nil {
+				return h, headErr(err)
+			}
+			k, _ := key.(string)
+			h.members = append(h.members, member{k, start, int(dec.InputOffset())})
+		}
+		if _, err := dec.Token(); err != nil {
+			return h, headErr(err)
+		}
+		return h, errNoContents
+	}
+}
+
+// expectDelim reads the delimiter d.
+func expectDelim(dec *json.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return headErr(err)
+	}
+	if tok != d {
+		return errNotResponse
+	}
+	return nil
+}
+
+// headErr is io.ErrUnexpectedEOF for data that ends early, errNotResponse otherwise.
+func headErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %w", errNotResponse, err)
+}
+
+// skipSeparators returns the offset of the first byte at or after i that is
+// not white space or a comma.
+func skipSeparators(data []byte, i int) int {
+	for i < len(data) && bytes.IndexByte([]byte(" \t\r\n,"), data[i]) >= 0 {
+		i++
+	}
+	return i
+}
+
+// patch returns head (the bytes before the result's contents, the response
+// starting at head[at:]) with the result's ttlMs and cacheScope set from o:
+// the SDK's own members (it sets one hint for every read) replaced in place,
+// added if it has none.
+func (h responseHead) patch(head []byte, at int, o *resources.ReadOutcome) []byte {
+	ttl := []byte(`"ttlMs":` + strconv.FormatInt(o.TTL.Milliseconds(), 10))
+	scope := []byte(`"cacheScope":"private"`)
+	out := append([]byte(nil), head[:at+h.open]...)
+	for _, m := range h.members {
+		b := head[at+m.start : at+m.end]
+		switch m.key {
+		case "ttlMs":
+			b, ttl = ttl, nil
+		case "cacheScope":
+			b, scope = scope, nil
+		}
+		out = append(append(out, b...), ',')
+	}
+	for _, b := range [][]byte{ttl, scope} {
+		if b != nil {
+			out = append(append(out, b...), ',')
+		}
+	}
+	return out
 }
 
 // patchResponse patches a stdio response to a resources/read the way
