@@ -69,8 +69,8 @@ type Limits struct {
 	MaxNames             int // names bound with use_notebook at most; default 1000
 	MaxPathBytes         int // longest notebook path a name is bound to; default 1024
 	// MaxReadBytes bounds the memory the reads in flight build at once (a read of a
-	// notebook or a cell builds its JSON and its answer, about three times its size,
-	// until the answer is written): past it a read waits for others to end; a read
+	// notebook or a cell holds its JSON until the answer is written; over stdio also the
+	// answer, in buffers of up to 3 times its size: readCharge): past it a read waits for others to end; a read
 	// larger than it is refused (ErrReadTooLarge). Default 256 MiB; hub mode gives each
 	// user her hub.max_memory_per_user.
 	MaxReadBytes int64

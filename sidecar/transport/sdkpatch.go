@@ -1,16 +1,20 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/jsonenc"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -117,7 +121,80 @@ func servePatched(w http.ResponseWriter, r *http.Request, method string, next ht
 		return
 	}
 	ctx, o := resources.WithReadOutcome(r.Context())
-	serveRead(w, r.WithContext(ctx), o, next, limit, log)
+	ctx, st := resources.WithStreamedText(ctx, rand.Text())
+	tw := &textWriter{ResponseWriter: w, st: st, mark: []byte(`"` + st.Placeholder + `"`)}
+	serveRead(tw, r.WithContext(ctx), o, next, limit, log)
+	tw.close()
+}
+
+// textWriter writes a read's text (resources.StreamedText) where the SDK's answer holds
+// its placeholder, as the JSON string the SDK would have written, straight to the
+// connection: the SDK encodes only the answer around it, and nothing holds the text a
+// second time (mcp-go's encoding of a notebook of 60 MB built buffers of 3 times that).
+type textWriter struct {
+	http.ResponseWriter
+	st   *resources.StreamedText
+	mark []byte // the placeholder, quoted
+	held []byte // the end of what was written that may begin the mark
+	done bool   // the text is written
+}
+
+func (tw *textWriter) Write(p []byte) (int, error) {
+	if tw.done || tw.st.Text == nil && len(tw.held) == 0 {
+		return tw.ResponseWriter.Write(p)
+	}
+	data := p
+	if len(tw.held) > 0 {
+		data = append(tw.held, p...)
+		tw.held = nil
+	}
+	if i := bytes.Index(data, tw.mark); i >= 0 && tw.st.Text != nil {
+		if _, err := tw.ResponseWriter.Write(data[:i]); err != nil {
+			return 0, err
+		}
+		bw := bufio.NewWriterSize(tw.ResponseWriter, 64<<10)
+		jsonenc.WriteString(bw, unsafe.String(unsafe.SliceData(tw.st.Text), len(tw.st.Text)))
+		if err := bw.Flush(); err != nil {
+			return 0, err
+		}
+		tw.done = true
+		if _, err := tw.ResponseWriter.Write(data[i+len(tw.mark):]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	keep := markPrefix(data, tw.mark)
+	if _, err := tw.ResponseWriter.Write(data[:len(data)-keep]); err != nil {
+		return 0, err
+	}
+	tw.held = bytes.Clone(data[len(data)-keep:])
+	return len(p), nil
+}
+
+// markPrefix is the length of the longest end of data that begins mark.
+func markPrefix(data, mark []byte) int {
+	for n := min(len(data), len(mark)-1); n > 0; n-- {
+		if bytes.HasPrefix(mark, data[len(data)-n:]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// Flush flushes what was written through; a held end that may begin the mark waits for
+// what follows it.
+func (tw *textWriter) Flush() {
+	if f, ok := tw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// close writes what was held once the SDK has answered.
+func (tw *textWriter) close() {
+	if len(tw.held) > 0 {
+		_, _ = tw.ResponseWriter.Write(tw.held)
+		tw.held = nil
+	}
 }
 
 // serveRead serves the resources/read r whose handler records its outcome in o.
