@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,5 +146,25 @@ func TestReadErrors(t *testing.T) {
 		if _, err := e.read(context.Background(), uri); !errors.Is(err, extensions.ErrNotFound) {
 			t.Errorf("read %s = %v, want not found", uri, err)
 		}
+	}
+}
+
+// TestFirstLineCostsItsLength: the first line of a cell of one line of 32 MB is cut
+// without building more than what is returned; it built four times the line in runes.
+func TestFirstLineCostsItsLength(t *testing.T) {
+	src := "\n  " + strings.Repeat("é", 16<<20)
+	var got string
+	if n := testing.AllocsPerRun(1, func() { got = firstLine(src) }); n > 2 {
+		t.Errorf("%v allocations", n)
+	}
+	if want := strings.Repeat("é", firstLineRunes) + "…"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_ = firstLine(src)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<10 {
+		t.Errorf("the first line of %d MB allocated %d bytes", len(src)>>20, n)
 	}
 }
