@@ -177,15 +177,20 @@ func FindCell(s *ynotebook.Snapshot, id string) (ynotebook.Cell, int, bool) {
 
 // ChangedURIs lists the URIs a change to the notebook bound as name touches:
 // the notebook, every added, removed, moved or changed cell, and every changed
-// output index. The result is sorted with the notebook URI first.
+// output index (of the cells that have URIs: Addressable). The result is sorted with the notebook URI first.
 func ChangedURIs(name string, ch ynotebook.Changes) []string {
 	set := map[string]bool{}
 	for _, list := range [][]string{ch.Added, ch.Removed, ch.Moved} {
 		for _, id := range list {
-			set[CellURI(name, id)] = true
+			if Addressable(id) {
+				set[CellURI(name, id)] = true
+			}
 		}
 	}
 	for id, cc := range ch.Cells {
+		if !Addressable(id) {
+			continue
+		}
 		set[CellURI(name, id)] = true
 		for _, i := range cc.OutputIndexes {
 			set[OutputURI(name, id, i)] = true

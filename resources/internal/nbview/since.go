@@ -27,7 +27,7 @@ const (
 const (
 	ReasonUnknown     = "unknown_version"   // not kept here: older than what is kept, another room's or user's, never served
 	ReasonMalformed   = "malformed_version" // not a version at all (empty, too long, another scheme)
-	ReasonNoIDs       = "cells_without_ids" // the notebook serves cells without unique ids (nbformat before 4.5)
+	ReasonNoIDs       = "cells_without_ids" // the notebook serves cells without unique ids (nbformat before 4.5), or with ids no URI names
 	ReasonTooLarge    = "too_large"         // even the cells' URIs alone exceed the answer's bound
 	ReasonUnversioned = "unversioned"       // the library serving the notebook keeps no versions
 )
@@ -184,15 +184,15 @@ func ReadNotebook(name string, cells int, reason string) ChangesDoc {
 	return ChangesDoc{URI: NotebookURI(name), Status: StatusReadNotebook, Reason: reason, Cells: cells}
 }
 
-// indexByID maps each cell id of s to its index; false when s serves cells without ids,
-// or two with one id.
+// indexByID maps each cell id of s to its index; false when s serves cells without ids
+// (or ids no URI names: Addressable), or two with one id.
 func indexByID(s *ynotebook.Snapshot) (map[string]int, bool) {
 	if !s.ServesIDs() {
 		return nil, false
 	}
 	at := make(map[string]int, s.Len())
 	for i, c := range s.All() {
-		if _, dup := at[c.ID]; dup || c.ID == "" {
+		if _, dup := at[c.ID]; dup || !Addressable(c.ID) {
 			return nil, false
 		}
 		at[c.ID] = i

@@ -60,13 +60,31 @@ func (r Ref) String() string {
 // NotebookURI is notebook://{name}.
 func NotebookURI(name string) string { return scheme + name }
 
-// CellURI is notebook://{name}/cells/{cell_id}; the id is path-escaped.
+// MaxCellIDBytes is the longest cell id a URI names: nbformat allows 64 characters, and
+// a URI the server accepts holds at most a few kB (server.limits.max_uri_bytes). A cell
+// with a longer id is served in its notebook only: a store's cell id of 60 MB made every
+// change build its URIs, escaped, three times over (red team of issue 39, pass 9).
+const MaxCellIDBytes = 1024
+
+// Addressable reports whether a cell with id has URIs of its own: a non-empty id of at
+// most MaxCellIDBytes.
+func Addressable(id string) bool { return id != "" && len(id) <= MaxCellIDBytes }
+
+// CellURI is notebook://{name}/cells/{cell_id}, the id path-escaped; "" for a cell that
+// has none (Addressable).
 func CellURI(name, cellID string) string {
+	if !Addressable(cellID) {
+		return ""
+	}
 	return scheme + name + "/cells/" + url.PathEscape(cellID)
 }
 
-// OutputURI is notebook://{name}/cells/{cell_id}/outputs/{index}.
+// OutputURI is notebook://{name}/cells/{cell_id}/outputs/{index}; "" for a cell that has
+// no URI (Addressable).
 func OutputURI(name, cellID string, index int) string {
+	if !Addressable(cellID) {
+		return ""
+	}
 	return CellURI(name, cellID) + "/outputs/" + strconv.Itoa(index)
 }
 
@@ -94,7 +112,7 @@ func ParseURI(uri string) (Ref, error) {
 		return Ref{}, fmt.Errorf("%w: %q", ErrBadURI, uri)
 	}
 	id, err := url.PathUnescape(parts[2])
-	if err != nil || id == "" {
+	if err != nil || !Addressable(id) {
 		return Ref{}, fmt.Errorf("%w: %q: bad cell id", ErrBadURI, uri)
 	}
 	ref.CellID = id

@@ -47,8 +47,11 @@ type Cell struct {
 func Of(name, path string, snap *ynotebook.Snapshot) Outline {
 	o := Outline{Name: name, Path: path, Headings: []Heading{}, Cells: make([]Cell, 0, snap.Len())}
 	for i, c := range snap.All() {
-		uri := extensions.CellURI(name, c.ID)
-		cell := Cell{ID: c.ID, Index: i, Type: c.CellType, FirstLine: firstLine(c.Source),
+		uri, id := extensions.CellURI(name, c.ID), c.ID
+		if !extensions.Addressable(id) {
+			id = "" // an id no URI names is left out, whatever its size
+		}
+		cell := Cell{ID: id, Index: i, Type: c.CellType, FirstLine: firstLine(c.Source),
 			OutputCount: len(c.Outputs), URI: uri}
 		for _, out := range c.Outputs {
 			cell.OutputTypes = append(cell.OutputTypes, outputType(out))
@@ -56,7 +59,7 @@ func Of(name, path string, snap *ynotebook.Snapshot) Outline {
 		o.Cells = append(o.Cells, cell)
 		if c.CellType == "markdown" {
 			for _, h := range Headings(c.Source) {
-				h.CellID, h.URI = c.ID, uri
+				h.CellID, h.URI = id, uri
 				o.Headings = append(o.Headings, h)
 			}
 		}

@@ -196,6 +196,9 @@ func (e *Extension) search(ctx context.Context, req mcp.CallToolRequest) (*mcp.C
 	}
 	for _, h := range r.Hits {
 		x := hit{Path: h.Path, CellID: h.CellID, CellType: h.CellType, Lines: h.Lines, More: h.More}
+		if !extensions.Addressable(x.CellID) {
+			x.CellID = "" // an id no URI names is left out, whatever its size
+		}
 		if ns := names[h.Path]; len(ns) > 0 {
 			x.Name, x.URI = ns[0], extensions.CellURI(ns[0], h.CellID)
 		} else {
