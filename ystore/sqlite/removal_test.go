@@ -2,8 +2,12 @@ package sqlite
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -90,5 +94,41 @@ func TestReloadDeliversTheRoomAgain(t *testing.T) {
 				t.Fatalf("room %s reset %d times, want %d", roomA, n, resetsA+1)
 			}
 		})
+	}
+}
+
+// A file whose size or modification time changes while its rows do not (a WAL
+// checkpoint, the pages of a commit in flight, a touch) is not a write outside SQLite:
+// the tailer reads its newest row again, finds it unchanged, and reads nothing afresh.
+// It re-opened the file and re-read it whole, redelivering a room another check had
+// asked for (TestReloadDeliversTheRoomAgain failed under load).
+func TestStampWithoutNewRowsReadsNothingAfresh(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	m := newModel(startWriter(t, path))
+	m.write(roomA, "a1")
+	reg := prometheus.NewRegistry()
+	cfg := Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, Registerer: reg}
+	tl, s := tailing(t, cfg, m)
+	reopened := func() float64 {
+		return testenv.Metric(t, reg, "jupyter_mcp_sidecar_sqlite_resyncs_total", "reason", reasonReopened)
+	}
+	for i := range 3 {
+		at := time.Now().Add(time.Duration(i+1) * time.Second)
+		if err := os.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
+		read := tl.Status().LastReadAt
+		for range 2 { // two polls after the touch: the second started after it
+			testenv.Eventually(t, testenv.Wait, "a poll", func() bool { return tl.Status().LastReadAt.After(read) })
+			read = tl.Status().LastReadAt
+		}
+	}
+	if n := reopened(); n != 0 {
+		t.Fatalf("the store was re-read afresh %v times after touches that changed no row", n)
+	}
+	m.write(roomA, "a2")
+	converge(t, s, m)
+	if n := s.kinds(roomA)[ystore.EventReset]; n != 1 {
+		t.Fatalf("room %s reset %d times, want 1 (the load)", roomA, n)
 	}
 }

@@ -38,7 +38,8 @@
 //     swapped in after the check fails the read rather than wedging the tailer;
 //   - truncate or corrupt the file, or write over it in place (outside SQLite's locking,
 //     noticed by its size and modification time changing while PRAGMA data_version does
-//     not): a read that fails, or a store without the yupdates table, is reported by
+//     not, and its newest row, read again, failing or differing from the one last
+//     delivered: a WAL checkpoint changes the file but not its rows): a read that fails, or a store without the yupdates table, is reported by
 //     Status as unreachable and delivers nothing, so the last state stays served. The
 //     connection is dropped and the file re-opened and read whole at every wake-up and
 //     poll until a read succeeds; then the rooms whose rows changed are delivered as
@@ -390,9 +391,15 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 		t.status.Read(nil, len(t.rooms))
 		return nil
 	case dv == t.dv && stampOf(fi) != t.seen:
-		t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
-		t.closeStore()
-		return t.reopen(ctx, sink)
+		// SQLite writes the file without a commit too: a WAL checkpoint, the pages of a
+		// commit in flight (whose data version the next round reads). The newest row is
+		// read again: the same row at the same data version is the same store.
+		if same, err := t.sameTop(ctx); err != nil || !same {
+			t.log.Warn("y-store file written outside SQLite (restored, truncated or corrupted in place); reading it afresh")
+			t.closeStore()
+			return t.reopen(ctx, sink)
+		}
+		return t.settle(ctx)
 	case uv != t.uv:
 		t.log.Warn("y-store schema version changed in place; reloading every room", "from", t.uv, "to", uv)
 		dv, err = t.resync(ctx, reasonReplaced, sink, nil)
@@ -406,6 +413,13 @@ func (t *Tailer) cycle(ctx context.Context, sink func(context.Context, []ystore.
 	}
 	t.dv, t.uv = dv, uv
 	return t.settle(ctx)
+}
+
+// sameTop reports whether the store's newest row is still the one last delivered, at
+// the data version last read.
+func (t *Tailer) sameTop(ctx context.Context) (bool, error) {
+	id, fp, dv, err := t.st.top(ctx)
+	return err == nil && id == t.cursor && fp == t.fp && dv == t.dv, err
 }
 
 // settle follows a successful read: it hands the connection's page cache back (a hub
