@@ -350,7 +350,7 @@ func notReading(t *testing.T, sendTimeout time.Duration, reg prometheus.Register
 		Registerer: reg,
 	}, Transport: Config{SendTimeout: sendTimeout}}, newLibrary(t, testPath))
 	session := initialize(t, r.url)
-	long := strings.Repeat("x", 1500)
+	long := strings.Repeat("x", 1000) // cell ids as long as a URI names (nbview.MaxCellIDBytes): big notifications
 	cells := ynotebook.Changes{Cells: map[string]ynotebook.CellChange{}}
 	uris := []string{"notebook://work"}
 	for i := range 400 {
