@@ -116,16 +116,8 @@ func TestServeDemo(t *testing.T) {
 func TestServeGeneratesToken(t *testing.T) {
 	dir := isolate(t)
 	addr := testenv.FreeAddr(t)
-	var stderr testenv.LockedBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot(&testenv.LockedBuffer{}, &stderr)
-		root.SetArgs([]string{"serve", "--store", dir + "/.jupyter_ystore.db", "--fileid-db", dir + "/fileid.db",
-			"--listen", addr, "--log-level", "info", "--log-format", "json"})
-		done <- root.ExecuteContext(ctx)
-	}()
+	stderr, stop := runServe(t, "serve", "--store", dir+"/.jupyter_ystore.db", "--fileid-db", dir+"/fileid.db",
+		"--listen", addr, "--log-level", "info", "--log-format", "json")
 	var tokenFile string
 	testenv.Eventually(t, testenv.Wait, "the generated token's file in the log", func() bool {
 		for _, rec := range jsonLines(t, stderr.String()) {
@@ -153,8 +145,7 @@ func TestServeGeneratesToken(t *testing.T) {
 	if code := postInitialize(addr, "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: status %d, want 401", code)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("serve after cancel: %v", err)
 	}
 	logs := stderr.String()
@@ -170,22 +161,13 @@ func TestServeInHubModeMakesNoToken(t *testing.T) {
 	dir := isolate(t)
 	t.Setenv("STATE_DIRECTORY", dir)
 	addr := testenv.FreeAddr(t)
-	var stderr testenv.LockedBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		root := newRoot(&testenv.LockedBuffer{}, &stderr)
-		root.SetArgs([]string{"serve", "--config", writeConfig(t, dir,
-			"hub: {enabled: true, api_url: http://127.0.0.1:9/hub/api, api_token: svc-secret, state_dir: "+dir+"}\n"),
-			"--listen", addr, "--log-level", "info", "--log-format", "json"})
-		done <- root.ExecuteContext(ctx)
-	}()
+	stderr, stop := runServe(t, "serve", "--config", writeConfig(t, dir,
+		"hub: {enabled: true, api_url: http://127.0.0.1:9/hub/api, api_token: svc-secret, state_dir: "+dir+"}\n"),
+		"--listen", addr, "--log-level", "info", "--log-format", "json")
 	testenv.Eventually(t, testenv.Wait, "hub mode started", func() bool {
 		return strings.Contains(stderr.String(), "sidecar started in hub mode")
 	}, stderr.String)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("serve after cancel: %v", err)
 	}
 	for _, rec := range jsonLines(t, stderr.String()) {
@@ -196,6 +178,22 @@ func TestServeInHubModeMakesNoToken(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, generatedTokenName)); !os.IsNotExist(err) {
 		t.Errorf("%s beside the state: %v, want none", generatedTokenName, err)
 	}
+}
+
+// runServe runs the command line args in a goroutine, its log in the buffer returned;
+// stop cancels it and returns what it returned.
+func runServe(t *testing.T, args ...string) (log *testenv.LockedBuffer, stop func() error) {
+	t.Helper()
+	log = &testenv.LockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot(&testenv.LockedBuffer{}, log)
+		root.SetArgs(args)
+		done <- root.ExecuteContext(ctx)
+	}()
+	return log, func() error { cancel(); return <-done }
 }
 
 // postInitialize posts an MCP initialize to addr's /mcp with the bearer token tok
