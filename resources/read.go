@@ -63,16 +63,67 @@ func (s *Server) readExtension(r extensions.Resource) server.ResourceTemplateHan
 			if !s.serves(ctx, template) {
 				return nil, fmt.Errorf("%w: %s is not served here (%s)", errWithheld, uri, template)
 			}
-			contents, err := r.Read(ctx, uri)
+			contents, release, err := s.buildExtensionRead(ctx, r, uri)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
 			for i, c := range contents {
 				if t, ok := c.(mcp.TextResourceContents); ok && t.Meta == nil {
 					t.Meta = cacheMeta(s.cfg.NotebookTTL)
 					contents[i] = t
 				}
 			}
-			return contents, err
+			return contents, nil
 		})
 	}
+}
+
+// buildExtensionRead reads uri from r, charged to the reads' memory as the surface's own
+// reads are: what an extension builds is known only once built, so the reads of the
+// extensions are built one at a time and then charged (holdRead), their text written by
+// the transport when the answer has one. Sixteen outline reads at once, built whole and
+// charged nothing, killed the process (red team of issue 39, pass 10, H1).
+func (s *Server) buildExtensionRead(ctx context.Context, r extensions.Resource, uri string) (_ []mcp.ResourceContents, release func(), err error) {
+	if err := s.building.Acquire(ctx, 1); err != nil {
+		return nil, nil, fmt.Errorf("read: waiting for other reads to end: %w", err)
+	}
+	defer s.building.Release(1)
+	contents, err := r.Read(ctx, uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	var size jsonenc.Size
+	for _, c := range contents {
+		var n jsonenc.Size
+		switch c := c.(type) {
+		case mcp.TextResourceContents:
+			n, err = jsonenc.Measure(c.Text)
+		case mcp.BlobResourceContents:
+			n, err = jsonenc.Measure(c.Blob)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		size.JSON, size.AsString = size.JSON+n.JSON, size.AsString+n.AsString
+	}
+	streamed := len(contents) == 1
+	if streamed {
+		if t, ok := contents[0].(mcp.TextResourceContents); ok {
+			t.Text = answerText(ctx, unsafe.Slice(unsafe.StringData(t.Text), len(t.Text)))
+			contents[0] = t
+		} else {
+			streamed = false
+		}
+	}
+	if !streamed {
+		ctx = withoutStreamedText(ctx)
+	}
+	release, err = s.holdRead(ctx, size, uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	return contents, release, nil
 }
 
 // observeRead runs a read inside the hooks and records its outcome (error
@@ -253,13 +304,25 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	if ref.Output >= len(cell.Outputs) {
 		return nil, fmt.Errorf("%w: cell %q of notebook %q has %d outputs, no index %d", library.ErrNotFound, ref.CellID, ref.Name, len(cell.Outputs), ref.Output)
 	}
+	// What an output renders to is no larger than its JSON: charged before it is built.
+	size, err := jsonenc.Measure(cell.Outputs[ref.Output])
+	if err != nil {
+		return nil, fmt.Errorf("encode output: %w", err)
+	}
+	release, err := s.holdRead(ctx, size, fmt.Sprintf("output %d of cell %q of notebook %q", ref.Output, ref.CellID, ref.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	out, err := nbview.RenderOutput(cell.Outputs[ref.Output])
 	if err != nil {
 		return nil, err
 	}
 	meta["audience"] = []string{string(mcp.RoleAssistant)}
 	if out.Binary() {
-		return []mcp.ResourceContents{mcp.BlobResourceContents{Meta: meta, URI: uri, MIMEType: out.MIME, Blob: out.Blob}}, nil
+		blob := answerText(ctx, unsafe.Slice(unsafe.StringData(out.Blob), len(out.Blob)))
+		return []mcp.ResourceContents{mcp.BlobResourceContents{Meta: meta, URI: uri, MIMEType: out.MIME, Blob: blob}}, nil
 	}
-	return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: out.MIME, Text: out.Text}}, nil
+	text := answerText(ctx, unsafe.Slice(unsafe.StringData(out.Text), len(out.Text)))
+	return []mcp.ResourceContents{mcp.TextResourceContents{Meta: meta, URI: uri, MIMEType: out.MIME, Text: text}}, nil
 }

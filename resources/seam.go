@@ -144,6 +144,11 @@ func streamedFrom(ctx context.Context) *StreamedText {
 	return st
 }
 
+// withoutStreamedText is ctx for a read whose text its transport does not write itself.
+func withoutStreamedText(ctx context.Context) context.Context {
+	return context.WithValue(ctx, streamedKey{}, (*StreamedText)(nil))
+}
+
 type sinkKey struct{}
 
 // WithListenSink records in a subscriptions/listen request's context the Sink its

@@ -74,6 +74,7 @@ type Server struct {
 	answers   answers             // changes answers made lately (changes.go)
 	announced announced           // the version each notebook was last announced at (changes.go)
 	reads     *semaphore.Weighted // the memory the reads in flight build (MaxReadBytes: read.go)
+	building  *semaphore.Weighted // one extension read built at a time, before it is charged (read.go)
 
 	loaded     chan struct{} // closed once the bindings are loaded
 	loadedOnce sync.Once
@@ -105,7 +106,7 @@ func New(cfg Config, lib library.Library, opts ...Option) (*Server, error) {
 		opt(&o)
 	}
 	s := &Server{cfg: cfg, lib: lib, log: cfg.Logger.With("component", "mcp"), loaded: make(chan struct{}),
-		reads: semaphore.NewWeighted(cfg.MaxReadBytes)}
+		reads: semaphore.NewWeighted(cfg.MaxReadBytes), building: semaphore.NewWeighted(1)}
 	var err error
 	if s.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err

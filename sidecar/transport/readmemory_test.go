@@ -51,18 +51,8 @@ func TestReadOfALargeNotebookHoldsItOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath}}, bigLibrary{snap})
-	post := func(body string, into io.Writer) {
-		req, err := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "resources/read")
-		req.Header.Set("Mcp-Name", "notebook://work")
-		resp, err := http.DefaultClient.Do(req)
+	post := func(into io.Writer) {
+		resp, err := http.DefaultClient.Do(readRequest(t, r, "notebook://work"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,12 +65,11 @@ func TestReadOfALargeNotebookHoldsItOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	body := modernRead("notebook://work")
-	post(body, io.Discard) // the first read sets up what every read shares
+	post(io.Discard) // the first read sets up what every read shares
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	post(body, io.Discard)
+	post(io.Discard)
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("a read of a notebook of %d bytes of JSON allocated %d bytes (%.2fx)", len(want), allocated, float64(allocated)/float64(len(want)))
@@ -89,7 +78,7 @@ func TestReadOfALargeNotebookHoldsItOnce(t *testing.T) {
 	}
 
 	var answer bytes.Buffer
-	post(body, &answer)
+	post(&answer)
 	var got struct {
 		Result struct {
 			TTL      int64 `json:"ttlMs"`
@@ -146,4 +135,86 @@ func TestTextWrittenInPlaceOfItsMark(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestEveryReadIsCharged: an extension's resource (the outline) and a cell's output are
+// held to the reads' memory limit as a notebook is: past it they are refused, naming
+// it, instead of being built and answered whole (16 outline reads of a notebook of
+// 60 MB at once killed the process: red team of issue 39, pass 10, H1). Within it, an
+// output's text is written by the transport, and its read allocates it about once.
+func TestEveryReadIsCharged(t *testing.T) {
+	cells := []ynotebook.Cell{{ID: "out", CellType: ynotebook.CellCode, Outputs: []map[string]any{
+		{"output_type": "stream", "name": "stdout", "text": strings.Repeat(`a "quoted" <line>`+"\n", 8<<20/19)},
+	}}}
+	for i := range 3000 {
+		cells = append(cells, ynotebook.Cell{ID: fmt.Sprintf("cell-%04d", i), CellType: ynotebook.CellMarkdown, Source: fmt.Sprintf("# Heading %d\ntext", i)})
+	}
+	snap := ynotebook.NewSnapshot(cells...)
+	read := func(r *running, uri string) (*http.Response, []byte) {
+		resp, err := http.DefaultClient.Do(readRequest(t, r, uri))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, body
+	}
+	cfg := resources.Config{Notebooks: map[string]string{"work": testPath}, Extensions: map[string]map[string]any{"outline": {}}}
+
+	small := cfg
+	small.Limits.MaxReadBytes = 64 << 10
+	r := startServer(t, small, bigLibrary{snap})
+	for _, uri := range []string{"notebook://work/outline", "notebook://work/cells/out/outputs/0"} {
+		if _, body := read(r, uri); !bytes.Contains(body, []byte("read larger than the reads' memory limit")) {
+			t.Errorf("%s under a limit of 64 KiB: %.300s", uri, body)
+		}
+	}
+
+	r = startServer(t, cfg, bigLibrary{snap})
+	want := cells[0].Outputs[0]["text"].(string)
+	uri := "notebook://work/cells/out/outputs/0"
+	_, body := read(r, uri)
+	var got struct {
+		Result struct {
+			Contents []struct {
+				Text string `json:"text"`
+			} `json:"contents"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil || len(got.Result.Contents) != 1 || got.Result.Contents[0].Text != want {
+		t.Fatalf("the output read is not its text (%v): %.200s", err, body)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	resp, err := http.DefaultClient.Do(readRequest(t, r, uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > uint64(len(want))*3/2 {
+		t.Errorf("an output of %d MB read allocated %d MB", len(want)>>20, n>>20)
+	}
+	if _, body := read(r, "notebook://work/outline"); !bytes.Contains(body, []byte(`Heading 2999`)) {
+		t.Errorf("the outline within the limit: %.300s", body)
+	}
+}
+
+// readRequest is a 2026-07-28 resources/read of uri from r.
+func readRequest(t *testing.T, r *running, uri string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.url, strings.NewReader(modernRead(uri)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri} {
+		req.Header.Set(k, v)
+	}
+	return req
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
 
-// firstLineRunes is how much of a cell's first line the outline shows.
+// firstLineRunes is how much of a cell's first line, or of a heading, the outline shows.
 const firstLineRunes = 100
 
 // Outline is the body of notebook://{name}/outline.
@@ -51,7 +51,7 @@ func Of(name, path string, snap *ynotebook.Snapshot) Outline {
 		if !extensions.Addressable(id) {
 			id = "" // an id no URI names is left out, whatever its size
 		}
-		cell := Cell{ID: id, Index: i, Type: c.CellType, FirstLine: firstLine(c.Source),
+		cell := Cell{ID: id, Index: i, Type: cut(c.CellType), FirstLine: firstLine(c.Source),
 			OutputCount: len(c.Outputs), URI: uri}
 		for _, out := range c.Outputs {
 			cell.OutputTypes = append(cell.OutputTypes, outputType(out))
@@ -98,7 +98,7 @@ func Headings(src string) []Heading {
 			continue // "#tag" is not a heading
 		}
 		text := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(rest), "#"))
-		out = append(out, Heading{Level: level, Text: text})
+		out = append(out, Heading{Level: level, Text: cut(text)})
 	}
 	return out
 }
@@ -114,23 +114,29 @@ func fenceOf(line string) string {
 	return ""
 }
 
-// firstLine is src's first line that is not blank, cut to firstLineRunes runes: what it
-// builds is the size of what it returns, however long the line (a cell of one line of
-// 57 MB built 229 MB of runes: red team of issue 39, pass 9).
+// firstLine is src's first line that is not blank, cut to firstLineRunes runes.
 func firstLine(src string) string {
 	for line := range strings.Lines(src) {
 		if l := strings.TrimSpace(line); l != "" {
-			n := 0
-			for i := range l {
-				if n == firstLineRunes {
-					return l[:i] + "…"
-				}
-				n++
-			}
-			return l
+			return cut(l)
 		}
 	}
 	return ""
+}
+
+// cut is s cut to firstLineRunes runes, "…" marking a cut: what the outline holds of a
+// line or a heading is the size of what it shows, however long it is (a line of 57 MB
+// was converted to 229 MB of runes, red team of issue 39, pass 9; a heading of 60 MB was
+// copied whole into every outline read, pass 10).
+func cut(s string) string {
+	n := 0
+	for i := range s {
+		if n == firstLineRunes {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
 }
 
 func outputType(out map[string]any) string {
@@ -139,5 +145,5 @@ func outputType(out map[string]any) string {
 	case "execute_result", "display_data":
 		return t + ":" + extensions.OutputMIME(out)
 	}
-	return t
+	return cut(t)
 }

@@ -168,3 +168,30 @@ func TestFirstLineCostsItsLength(t *testing.T) {
 		t.Errorf("the first line of %d MB allocated %d bytes", len(src)>>20, n)
 	}
 }
+
+// TestOutlineHoldsNoCellWhole: what the outline shows of a cell is bounded whatever the
+// store holds: a heading, a cell type, an output type and an output's MIME key of 8 MB
+// each make an outline of a few hundred bytes (a heading of 60 MB was copied whole into
+// each outline read, and 16 reads at once killed the process: red team of issue 39,
+// pass 10, H1).
+func TestOutlineHoldsNoCellWhole(t *testing.T) {
+	huge := strings.Repeat("h", 8<<20)
+	snap := ynotebook.NewSnapshot(
+		ynotebook.Cell{ID: "m1", CellType: "markdown", Source: "# " + huge + "\n## short\n"},
+		ynotebook.Cell{ID: "c1", CellType: huge},
+		ynotebook.Cell{ID: "c2", CellType: ynotebook.CellCode, Outputs: []map[string]any{
+			{"output_type": "display_data", "data": map[string]any{huge: "x"}, "metadata": map[string]any{}},
+			{"output_type": huge},
+		}},
+	)
+	body, err := json.Marshal(Of("nb", "nb.ipynb", snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(body) > 4<<10 {
+		t.Fatalf("an outline of %d bytes: %.300s", len(body), body)
+	}
+	if !strings.Contains(string(body), `"text":"short"`) {
+		t.Fatalf("the short heading is missing: %s", body)
+	}
+}
