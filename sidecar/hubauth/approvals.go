@@ -3,6 +3,7 @@ package hubauth
 import (
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,9 +52,26 @@ func redirectKey(redirectURI string) string {
 }
 
 // loopbackHTTP reports whether u (parsed from raw) is an http URL on a loopback IP
-// literal whose port a client may choose: no user info, no fragment.
+// literal whose port a client may choose: written in lower case, a port a listener can
+// have if any (1-65535, no leading zero), no user info, no fragment.
 func loopbackHTTP(u *url.URL, raw string) bool {
-	return u.Scheme == "http" && isLoopback(u.Hostname()) && u.User == nil && u.Opaque == "" && !strings.Contains(raw, "#")
+	return strings.HasPrefix(raw, "http://") && isLoopback(u.Hostname()) && canonicalPort(u) &&
+		u.User == nil && u.Opaque == "" && !strings.Contains(raw, "#")
+}
+
+// canonicalPort reports whether u's host is its name and, if it has one, a port a
+// listener can have, written as strconv writes it: not ":", ":0", ":99999" nor ":033418".
+func canonicalPort(u *url.URL) bool {
+	host := u.Hostname()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	p := u.Port()
+	if p == "" {
+		return u.Host == host
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == p && u.Host == host+":"+p
 }
 
 // approved reports whether user approved clientID for redirectURI.

@@ -73,6 +73,14 @@ func TestRegistered(t *testing.T) {
 		{"https://vscode.dev:8443/redirect", false},
 		{"vscode://vscode.mcp:1/cb", false},
 		{"http://evil.example:33418/", false},
+		// Ports no listener has, or written otherwise (red team of issue 39, pass 10, I3).
+		{"http://127.0.0.1:0/", false},
+		{"http://127.0.0.1:99999/", false},
+		{"http://127.0.0.1:/", false},
+		{"http://127.0.0.1:033418/", false},
+		{"HTTP://127.0.0.1:33418/", false},
+		{"http://127.0.0.1:65535/", true},
+		{"http://[::1]:65536/cb?x=1", false},
 	} {
 		if got := registered(tt.uri, list); got != tt.ok {
 			t.Errorf("%q: %v, want %v", tt.uri, got, tt.ok)

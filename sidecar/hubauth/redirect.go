@@ -44,6 +44,9 @@ func CheckRedirectURI(raw string, allowed []string) error {
 		if h := u.Hostname(); h != "localhost" && !isLoopback(h) {
 			return fmt.Errorf("http redirect URIs must be on a loopback host: %q", raw)
 		}
+		if !canonicalPort(u) {
+			return fmt.Errorf("http redirect URIs need a port from 1 to 65535, written without a leading zero: %q", raw)
+		}
 	case slices.Contains(allowed, scheme):
 	case reverseDomain(scheme) && !refusedScheme(scheme):
 	default:

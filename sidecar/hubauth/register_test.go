@@ -35,6 +35,10 @@ func TestCheckRedirectURI(t *testing.T) {
 		{"https://www.cursor.com/agents/mcp/oauth/callback", true}, // Cursor
 		{"vscode://vscode.mcp/callback", true},
 		{"http://[::1]:8080/cb", true},
+		{"http://127.0.0.1:0/cb", false},
+		{"http://localhost:99999/cb", false},
+		{"http://127.0.0.1:/cb", false},
+		{"http://127.0.0.1:08080/cb", false},
 		{"com.example.app:/oauth2redirect", true},
 		{"com.googleusercontent.apps.123-abc:/oauth2redirect", true},
 		{"COM.Example.App:/cb", true},
