@@ -124,22 +124,33 @@ func (s *Server) initialAccess(r *http.Request) bool {
 // control characters, format characters (Unicode category Cf: the bidi embeddings,
 // overrides, isolates and marks among them, U+202A–U+202E, U+2066–U+2069, U+200E,
 // U+200F, U+061C, which would reorder the page's text around it) or line and paragraph
-// separators, trimmed of space, at most maxNameLen bytes (whole characters).
+// separators, with at most maxMarks combining marks on a character (90 stacked marks drew
+// a column over the page's other lines: red team of issue 39, pass 10, L3), trimmed of
+// space, at most maxNameLen bytes (whole characters).
+// maxMarks is how many combining marks a character of a client's name keeps: enough for
+// the scripts that stack them (Vietnamese, Devanagari, Hebrew points), not for a tower.
+const maxMarks = 3
+
 func cleanName(name string) string {
 	var b strings.Builder
-	space := false
+	space, marks := false, 0
 	for _, r := range strings.ToValidUTF8(name, "") {
 		switch {
 		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2800' || // Braille's blank
 			unicode.In(r, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector):
 			continue
+		case unicode.In(r, unicode.Mn, unicode.Me): // at most maxMarks on one character
+			if marks == maxMarks {
+				continue
+			}
+			marks++
 		case unicode.Is(unicode.Zs, r): // every space one ASCII space, runs of them one
 			if space {
 				continue
 			}
-			r, space = ' ', true
+			r, space, marks = ' ', true, 0
 		default:
-			space = false
+			space, marks = false, 0
 		}
 		if b.Len()+utf8.RuneLen(r) > maxNameLen {
 			break

@@ -241,7 +241,7 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Allow access to your notebooks?</title>
 <style nonce="{{.Nonce}}">body{font-family:system-ui,sans-serif;max-width:38em;margin:3em auto;padding:0 1em;line-height:1.45}
-dt{font-weight:600;margin-top:.6em}code{word-break:break-all}button{font-size:1em;padding:.4em 1.2em;margin-right:1em}</style>
+dt{font-weight:600;margin-top:.6em}code{word-break:break-all}bdi{display:inline-block;max-width:100%;overflow:hidden;overflow-wrap:anywhere;vertical-align:bottom}button{font-size:1em;padding:.4em 1.2em;margin-right:1em}</style>
 </head><body><main>
 <h1>Allow <bdi dir="auto" id="client-name">{{.Name}}</bdi> to use your notebooks?</h1>
 <p>You are logged in to JupyterHub as <b id="user">{{.User}}</b>. An MCP client asks to act as you.</p>

@@ -132,7 +132,7 @@ var approvalsPage = template.Must(template.New("approvals").Parse(`<!doctype htm
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>MCP clients you approved</title>
 <style nonce="{{.Nonce}}">body{font-family:system-ui,sans-serif;max-width:50em;margin:3em auto;padding:0 1em;line-height:1.45}
-td,th{text-align:left;padding:.3em .6em;vertical-align:top}code{word-break:break-all}</style>
+td,th{text-align:left;padding:.3em .6em;vertical-align:top}code{word-break:break-all}bdi{display:inline-block;max-width:100%;overflow:hidden;overflow-wrap:anywhere;vertical-align:bottom}</style>
 </head><body><main>
 <h1>MCP clients you approved</h1>
 <p>Signed in to JupyterHub as <b id="user">{{.User}}</b>. Each client below may list and read your notebooks, as you, when it

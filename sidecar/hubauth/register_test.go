@@ -120,6 +120,8 @@ func TestCleanName(t *testing.T) {
 		"bad\xffutf8":                                                  "badutf8",
 		"Ünïcödé 日本語":                                                  "Ünïcödé 日本語",
 		strings.Repeat("é", maxNameLen):                                strings.Repeat("é", maxNameLen/2),
+		"Code" + strings.Repeat("\u0301\u0336", 45) + " x\u20dd":       "Code\u0301\u0336\u0301 x\u20dd", // stacked marks: 3 a character (pass 10, L3)
+		"Vi\u1ec7\u0323\u0302t अ\u093c\u0951\u0952\u0953":              "Vi\u1ec7\u0323\u0302t अ\u093c\u0951\u0952",
 	} {
 		if got := cleanName(in); got != want {
 			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)

@@ -139,13 +139,15 @@ func TestHubRegistration(t *testing.T) {
 		// The name ends in U+202E (RIGHT-TO-LEFT OVERRIDE): shown raw, it would lay out
 		// the rest of its line right to left, the page's warning that the name is not
 		// checked among it. In Chromium: the warning and the title read left to right.
+		// Before it, 90 stacked combining marks drew a column over the page's other lines
+		// (red team pass 10, L3): 3 are kept, and the name's box clips what it draws.
 		redirect, delivered := listenRedirect(t)
-		r := registerAt(t, fromAddr("127.0.0.13"), direct, map[string]any{"client_name": "Visual Studio Code\u202e", "redirect_uris": []string{redirect}})
+		r := registerAt(t, fromAddr("127.0.0.13"), direct, map[string]any{"client_name": "Visual Studio Code" + strings.Repeat("\u0301", 90) + "\u202e", "redirect_uris": []string{redirect}})
 		if r.status != http.StatusCreated {
 			t.Fatalf("registration: %d", r.status)
 		}
-		if r.ClientName != "Visual Studio Code" {
-			t.Errorf("the registration's name %q: want it kept without U+202E", r.ClientName)
+		if r.ClientName != "Visual Studio Code\u0301\u0301\u0301" {
+			t.Errorf("the registration's name %q: want it kept without U+202E, with 3 combining marks", r.ClientName)
 		}
 		const probe = `(() => {
   // ltr: whether the phrase s is laid out left to right: of each two letters next to
@@ -167,7 +169,8 @@ func TestHubRegistration(t *testing.T) {
     }
     return null;
   };
-  return { warning: ltr('(the name is') && ltr('not checked)'), title: ltr('to use your') };
+  const clipped = [...document.querySelectorAll('bdi')].every((b) => getComputedStyle(b).overflow === 'hidden');
+  return { warning: ltr('(the name is') && ltr('not checked)'), title: ltr('to use your'), clipped };
 })()`
 		out := people.Do(map[string]any{"op": "login", "url": newOAuthClient(t, issuer, endpoint, r.ClientID, redirect).authorizeURL(nil),
 			"user": "alice", "until": redirect, "consent": "none", "probe": probe})
@@ -176,8 +179,8 @@ func TestHubRegistration(t *testing.T) {
 		if fmt.Sprint(out["seen"]) != "[login authorize consent]" && fmt.Sprint(out["seen"]) != "[login consent]" {
 			t.Fatalf("alice's login: %v, want the consent page", out)
 		}
-		if laid["warning"] != true || laid["title"] != true {
-			t.Errorf("the consent page in Chromium: %v; want the warning and the title laid out left to right:\n%s", laid, text)
+		if laid["warning"] != true || laid["title"] != true || laid["clipped"] != true {
+			t.Errorf("the consent page in Chromium: %v; want the warning and the title laid out left to right, the name clipped to its box:\n%s", laid, text)
 		}
 		if strings.ContainsRune(text, '\u202e') || !strings.Contains(text, "client ID "+r.ClientID) || !strings.Contains(text, "registered just now, ") &&
 			!strings.Contains(text, "registered a minute ago, ") {
