@@ -1,11 +1,11 @@
 package nbview
 
 import (
-	"unicode"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 )
