@@ -100,6 +100,11 @@ func pageHeaders(w http.ResponseWriter, extra string) string {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+extra+
 		"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
+	// A window of another page of the Hub's origin (a Hub without subdomains serves its
+	// users' pages there) that opened this one loses its hold on it: the browser puts the
+	// page in a group of its own. It read the consent page's form and rewrote the page
+	// around a real click (red team of issue 39, pass 11, H1).
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
 	h.Set("Cache-Control", "no-store")

@@ -271,6 +271,20 @@ func TestHubLoginTokens(t *testing.T) {
 		if err := json.Unmarshal([]byte(strings.TrimSpace(v.Text)), &got); err != nil || got.Form || got.Status != http.StatusForbidden || len(delivered) != 0 {
 			t.Errorf("a script fetching the consent page: %+v %v, the client got %d responses; want 403, no form", got, err, len(delivered))
 		}
+		// The script opens the authorization URL in a window of its own: the consent page
+		// it reaches is out of its hands (it read the form and rewrote the page around the
+		// user's click, red team pass 11, H1).
+		redirect, delivered = listenRedirect(t)
+		o := newOAuthClient(t, issuer, endpoint, register("opener", redirect), redirect)
+		v = visit(t, people, page+"?"+url.Values{"mode": {"popup"}, "authorize": {o.authorizeURL(nil)}}.Encode(), inHerBrowser(nil))
+		var popup struct {
+			Opened bool `json:"opened"`
+			Form   bool `json:"form"`
+			Lost   bool `json:"lost"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(v.Text)), &popup); err != nil || !popup.Opened || popup.Form || !popup.Lost || len(delivered) != 0 {
+			t.Errorf("a script's window of the authorization URL: %s %v; want it opened, then lost, its form never read", v.Text, err)
+		}
 		// Given a real consent page's form, the script posts it with fetch() and with
 		// form.submit(): both refused, and the page stays usable.
 		redirect, delivered = listenRedirect(t)
@@ -384,6 +398,23 @@ const attackPage = `<!doctype html><html><body><pre id="result"></pre><script>
       out.status = r.status;
       out.form = field('csrf') !== undefined;
       if (out.form) out.approve = await postForm({ consent: field('consent'), csrf: field('csrf'), client_id: field('client_id') });
+    } else if (p.get('mode') === 'popup') {
+      // A window of the authorization URL: once it shows the consent page, can its form be
+      // read, and the page rewritten around the user's click?
+      const w = window.open(p.get('authorize'), 'login');
+      out.opened = !!w;
+      for (let i = 0; w && i < 100 && out.form === undefined; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        try {
+          const f = w.document.querySelector('input[name="csrf"]');
+          if (f) out.form = f.value !== '';
+        } catch (e) {
+          out.denied = String(e);
+        }
+        if (w.closed) out.lost = true;
+        if (out.lost) break;
+      }
+      if (out.form === undefined) out.form = false;
     } else if (p.get('mode') === 'post') {
       out.approve = await postForm(Object.fromEntries(p));
     } else if (p.get('mode') === 'submit') {
