@@ -287,7 +287,7 @@ func (l *Listener) roomLocked(class int, principal string, waited time.Duration)
 	if waited >= pressAfter {
 		l.pressed[class] = time.Now()
 	}
-	v, rank := victim(set, principal)
+	v, rank := victim(set, principal, class == anonymous)
 	if v == nil {
 		return false
 	}
@@ -353,9 +353,14 @@ const (
 // would be one that did (it goes first once idle). A connection is idle when the
 // server has waited for its client's next request's bytes for idleAfter at least (one
 // whose bytes are being read or parsed is not), or slowAfter has passed since it was
-// accepted, or served its last request, without a request being served, and it is not serving a request, but for one whose request,
-// admitted for no one, waits for its body (a slow body holds nothing).
-func victim(set map[*conn]struct{}, principal string) (*conn, int) {
+// accepted, or served its last request, without a request being served, and it is not
+// serving a request, but for one whose request, admitted for no one, waits for its body
+// (a slow body holds nothing). Among the anonymous (anon), one that never sent a byte is
+// idle once the server has waited idleAfter for its first: a flood of silent connections
+// turned over at most 16 every slowAfter, and a token holder's stream waited behind a
+// thousand of them for 6.5 s (red team of issue 39, pass 11, M1); a proxy's, which may
+// take longer to send on a connection it just opened, keeps slowAfter.
+func victim(set map[*conn]struct{}, principal string, anon bool) (*conn, int) {
 	now := time.Now().UnixNano()
 	rank := func(c *conn) int {
 		switch {
@@ -376,7 +381,7 @@ func victim(set map[*conn]struct{}, principal string) (*conn, int) {
 		w := c.waiting.Load()
 		// One that never sent a request has slowAfter to send it: a proxy's request may
 		// take more than idleAfter to reach a connection it just opened.
-		waited := c.used && w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
+		waited := (c.used || anon) && w != 0 && now-w >= int64(idleAfter) || now-c.since.UnixNano() >= int64(slowAfter)
 		if serving || !waited {
 			silent = silent || !c.used
 			continue

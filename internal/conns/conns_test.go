@@ -644,3 +644,35 @@ func TestDescriptorShare(t *testing.T) {
 		t.Errorf("WithinDescriptors(1<<30) = %d; the process's limit %d gives %d", WithinDescriptors(1<<30), limit, descriptorShare(1<<30, limit))
 	}
 }
+
+// TestSilentAnonymousIdleAtOnce: an anonymous connection that never sent a byte is idle
+// once the server has waited idleAfter for its first, not slowAfter: silent connections
+// turned over 16 every 100 ms, and a token holder's stream waited behind a thousand of
+// them for 6.5 s (red team of issue 39, pass 11, M1). One the server has not waited on
+// yet (its request may be in the kernel's buffer) is not idle; a proxy's silent
+// connection keeps slowAfter to send its request.
+func TestSilentAnonymousIdleAtOnce(t *testing.T) {
+	now := time.Now()
+	silent := func(waited bool) *conn {
+		c := &conn{since: now.Add(-3 * idleAfter)}
+		if waited {
+			c.waiting.Store(now.Add(-2 * idleAfter).UnixNano())
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name   string
+		c      *conn
+		anon   bool
+		closed bool
+	}{
+		{"anonymous, waited on", silent(true), true, true},
+		{"anonymous, not read yet", silent(false), true, false},
+		{"a proxy's, waited on", silent(true), false, false},
+	} {
+		v, _ := victim(map[*conn]struct{}{tt.c: {}}, "", tt.anon)
+		if (v != nil) != tt.closed {
+			t.Errorf("%s: closed %v, want %v", tt.name, v != nil, tt.closed)
+		}
+	}
+}
