@@ -31,6 +31,12 @@ var Registrations = []Registration{RegistrationOpen, RegistrationToken, Registra
 const (
 	DefaultRegistration    = RegistrationOpen
 	DefaultRegistrationTTL = 24 * time.Hour // a client no user approved within it registers again
+	// RegistrationLoginWindow is how long a registered client is kept before a user
+	// reaches its consent page (a login started): past it, unless one did, it expires.
+	// A local process that filled the waiting clients with forged sources closed the
+	// registration to everyone for RegistrationTTL (red team of issue 39, pass 11, M2);
+	// a client registers to log in at once.
+	RegistrationLoginWindow = 10 * time.Minute
 )
 
 // minRegistrationToken is the shortest initial access token New takes, in bytes.
@@ -98,6 +104,13 @@ func (cfg *Config) registration() (map[string]client, error) {
 func checkRedirectURIs(uris, allowed []string) error {
 	if len(uris) == 0 || len(uris) > maxRedirectURIs {
 		return fmt.Errorf("1 to %d redirect_uris", maxRedirectURIs)
+	}
+	total := 0
+	for _, u := range uris {
+		total += len(u)
+	}
+	if total > maxRedirectBytes {
+		return fmt.Errorf("redirect_uris of %d bytes together, at most %d", total, maxRedirectBytes)
 	}
 	for _, u := range uris {
 		if err := CheckRedirectURI(u, allowed); err != nil {

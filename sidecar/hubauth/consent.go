@@ -77,6 +77,11 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many logins in progress")
 		return
 	}
+	// A user's login reached the client's consent page: it waits for her approval for
+	// RegistrationTTL, not only RegistrationLoginWindow (her logins in progress are bounded).
+	if _, waiting := s.clients.get(f.clientID); waiting {
+		s.clients.put(f.clientID, c, s.cfg.RegistrationTTL)
+	}
 	nonce := pageHeaders(w, formTarget(f.redirectURI))
 	name := c.name
 	if name == "" {

@@ -424,16 +424,18 @@ func (s *Server) within(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 
 // Bounds of a registration.
 const (
-	maxBody         = 16 << 10
-	maxRedirectURIs = 10
-	maxURILen       = 2048
-	maxNameLen      = 200
+	maxBody          = 16 << 10
+	maxRedirectURIs  = 10
+	maxURILen        = 2048
+	maxRedirectBytes = 4096 // a registration's redirect URIs together: 10,000 waiting hold at most 40 MB of them
+	maxNameLen       = 200
 )
 
 // register registers a public client (RFC 7591) as the registration policy lets it:
 // its redirect URIs checked (CheckRedirectURI), its name cleaned (cleanName), kept for
-// RegistrationTTL unless a user approves it; when MaxClients wait for an approval, a
-// new one is refused until the oldest expires, no client is forgotten for it.
+// RegistrationLoginWindow, and for RegistrationTTL once a user reached its consent page,
+// unless a user approves it; when MaxClients wait for an approval, a new one is refused
+// until the oldest expires, no client is forgotten for it.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	switch s.cfg.Registration {
 	case RegistrationClosed:
@@ -479,7 +481,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	// Full, the store is not looked through again (put's and nextExpiry's walks) until
 	// its first registration expires, or keep frees a place.
 	full := now.UnixNano() < s.fullUntil.Load()
-	if full || !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, s.cfg.RegistrationTTL) {
+	if full || !s.clients.put(id, client{name: name, redirectURIs: req.RedirectURIs, registered: now}, min(RegistrationLoginWindow, s.cfg.RegistrationTTL)) {
 		if !full {
 			s.fullUntil.Store(s.clients.nextExpiry().UnixNano())
 		}

@@ -273,7 +273,10 @@ func (e *regEnv) authorize(id, redirect string) int {
 // with its own X-Forwarded-For. The proxy not trusted, they all count as the peer's and
 // are refused after its burst; from a trusted proxy's address (a local user on the
 // Hub's host reaching the listener directly), the global bound refuses them, 503 with
-// Retry-After, instead of forgetting a client registered before, or one approved.
+// Retry-After, instead of forgetting a client registered before, or one approved. A
+// registration whose login no user took to its consent page expires after
+// RegistrationLoginWindow, so the flood closes registration for minutes, not for
+// RegistrationTTL (red team pass 11, M2: 24 hours).
 func TestRegistrationFlood(t *testing.T) {
 	const redirect = "http://127.0.0.1:7/cb"
 	t.Run("untrusted peer", func(t *testing.T) {
@@ -301,10 +304,17 @@ func TestRegistrationFlood(t *testing.T) {
 		e.s.now, e.s.clients.now, e.s.kept.now = func() time.Time { return now }, func() time.Time { return now }, func() time.Time { return now }
 		_, early := e.register("192.0.2.1", "", redirect)
 		_, approved := e.register("192.0.2.1", "", redirect)
+		_, abandoned := e.register("192.0.2.1", "", redirect)
 		if !e.s.keep(approved) {
 			t.Fatal("keep")
 		}
-		now = now.Add(10 * time.Minute)
+		// A user's login reaches early's consent page; abandoned's never starts.
+		req := httptest.NewRequest(http.MethodGet, "/services/mcp/oauth_callback", nil)
+		e.s.consentOrCode(httptest.NewRecorder(), req, flow{clientID: early, redirectURI: redirect, state: "s"}, "alice", "hub-token", 3600)
+		now = now.Add(RegistrationLoginWindow + time.Second)
+		if _, ok := e.s.client(abandoned); ok {
+			t.Error("a registration no login reached is kept past RegistrationLoginWindow")
+		}
 		var codes []int
 		var refused *httptest.ResponseRecorder
 		for i := range 100 {
@@ -316,9 +326,9 @@ func TestRegistrationFlood(t *testing.T) {
 		if n := strings.Count(fmt.Sprint(codes), "201"); n != 49 || refused == nil || refused.Code != http.StatusServiceUnavailable {
 			t.Fatalf("flood through a trusted peer: %d registered (want 49, to the bound of 50 waiting), then %v", n, refused)
 		}
-		// The first registration to expire is the early one, 50 minutes on.
-		if ra, _ := strconv.Atoi(refused.Header().Get("Retry-After")); ra != 3000 {
-			t.Errorf("Retry-After %q, want 3000 s: when the first waiting registration expires", refused.Header().Get("Retry-After"))
+		// The first registration to expire is the flood's first, RegistrationLoginWindow on.
+		if ra, _ := strconv.Atoi(refused.Header().Get("Retry-After")); ra != int(RegistrationLoginWindow/time.Second) {
+			t.Errorf("Retry-After %q, want %v: when the flood's first registration expires", refused.Header().Get("Retry-After"), RegistrationLoginWindow)
 		}
 		for name, id := range map[string]string{"registered before": early, "approved": approved} {
 			if code := e.authorize(id, redirect); code != http.StatusFound {
@@ -335,7 +345,7 @@ func TestRegistrationFlood(t *testing.T) {
 			}
 		}
 		// Registrations no user approved expire: places free again; the approved stays.
-		now = now.Add(time.Hour + time.Second) // past the flood's TTL
+		now = now.Add(time.Hour + time.Second) // past the RegistrationTTL
 		if rec, _ := e.register("192.0.2.9", "", redirect); rec.Code != http.StatusCreated {
 			t.Errorf("a registration after the flood's expired: %d", rec.Code)
 		}
@@ -510,5 +520,18 @@ func TestFormTargetIPv6(t *testing.T) {
 		if got := formTarget(in); got != want {
 			t.Errorf("formTarget(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRedirectURIsBounded: a registration's redirect URIs hold at most maxRedirectBytes
+// together, so the clients waiting for an approval hold at most 40 MB of them (10,000
+// registrations of 15 kB grew the process by 212 MB: red team pass 11, M2).
+func TestRedirectURIsBounded(t *testing.T) {
+	uri := func(n int) string { return "https://example.org/" + strings.Repeat("p", n-len("https://example.org/")) }
+	if err := checkRedirectURIs([]string{uri(2000), uri(2000)}, nil); err != nil {
+		t.Errorf("two URIs of 2,000 bytes: %v", err)
+	}
+	if err := checkRedirectURIs([]string{uri(2000), uri(2000), uri(200)}, nil); err == nil {
+		t.Error("three URIs of 4,200 bytes together registered")
 	}
 }
