@@ -220,18 +220,21 @@ type extBuf struct {
 
 const extBufLen = 16
 
-// take returns n zeroed itemExt, lent while there are enough.
+// take returns at most n zeroed itemExt, at least one: those left to lend, else n new
+// ones. A client's structs take them for all that remain of it, most of which have no
+// explicit parent: lending what is left serves them without an allocation.
 func (b *extBuf) take(n int) []itemExt {
-	if b == nil || n > extBufLen {
+	if b == nil {
 		return make([]itemExt, n)
 	}
 	if b.buf == nil {
 		b.buf = make([]itemExt, extBufLen)
 		b.free = b.buf
 	}
-	if n > len(b.free) {
+	if len(b.free) == 0 {
 		return make([]itemExt, n)
 	}
+	n = min(n, len(b.free))
 	s := b.free[:n:n]
 	b.free = b.free[n:]
 	return s
