@@ -275,7 +275,8 @@ func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) 
 				*u.one = item{id: ID{client, clock}}
 				it = u.one
 			} else {
-				it = &item{id: ID{client, clock}}
+				it = newItem(d.PeekUint8() & 0x1f)
+				it.id = ID{client, clock}
 			}
 			length, never := decodeStruct(d, it, texts, exts, &lent, n-i)
 			if d.Err() != nil {
@@ -454,7 +455,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "JSON values") {
 			return 0
 		}
-		v := newVals(n)
+		v := newVals(it, n)
 		for i := range v.s {
 			v.s[i] = readJSON(d, true)
 		}
@@ -488,7 +489,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 			d.Fail(start, "type ref 0-6", lib0.ErrInvalid)
 			return 0
 		}
-		t := &Type{kind: typeRefKinds[ref]}
+		t, _ := it.val.(*Type) // newItem's
+		if t == nil {
+			t = new(Type)
+		}
+		t.kind = typeRefKinds[ref]
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			t.name = d.VarString("xml node name")
 		}
@@ -499,7 +504,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "any values") {
 			return 0
 		}
-		v := newVals(n)
+		v := newVals(it, n)
 		for i := range v.s {
 			v.s[i] = d.Any("any value")
 		}

@@ -152,6 +152,7 @@ func mergePending(pending, rest map[uint64][]*item) {
 // sliceStruct followed by re-encoding (an item then refers to its left neighbour).
 func slicePending(it *item, diff uint64) *item {
 	r := *it
+	r.flags &^= flagsOwn
 	r.id.Clock += diff
 	r.length -= uint32(diff)
 	if r.kind == kindGC {
