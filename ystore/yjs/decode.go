@@ -73,6 +73,7 @@ func sortRefs(refs []structRefs) []structRefs {
 		}
 		out = append(out, r)
 	}
+	clear(refs[len(out):]) // a slot left holds a list out holds: spare must not lend it
 	return out
 }
 
