@@ -120,3 +120,35 @@ func formatSV(sv map[uint64]uint64) string {
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
+
+// BenchmarkSessions applies the recorded sessions merged per room ($YNBENCH/sessions, which
+// bench/ratios.sh writes through bench/corpus.sh), each room to a fresh document, each
+// update alone: the engine's per-update path as a follower takes it, for -cpuprofile.
+func BenchmarkSessions(b *testing.B) {
+	rooms, _ := filepath.Glob(filepath.Join(os.Getenv("YNBENCH"), "sessions", "room-*.bin"))
+	if len(rooms) == 0 {
+		b.Skip("no sessions in $YNBENCH (run bench/ratios.sh)")
+	}
+	var corpus [][][]byte
+	for _, r := range rooms {
+		buf, err := os.ReadFile(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		corpus = append(corpus, frames(buf))
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for range b.N {
+		for _, ups := range corpus {
+			d := yjs.NewDoc()
+			for i, u := range ups {
+				if _, err := d.ApplyUpdate(u); err != nil {
+					b.Fatalf("update %d: %v", i, err)
+				}
+			}
+		}
+	}
+	// the process's CPU time, as bench/ratios.sh counts it: the collector's work included
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+}

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
-	"maps"
 	"os"
 	"reflect"
 	"strings"
@@ -138,7 +137,7 @@ func bigUpdate(tb testing.TB, minSize int) []byte {
 
 // shiftClients moves every client id of u up by shift.
 func shiftClients(u *update, shift uint64) *update {
-	out := &update{ds: map[uint64][]dsRange{}}
+	out := &update{}
 	for _, r := range u.refs {
 		for _, it := range r.refs {
 			it.id.Client += shift
@@ -151,8 +150,8 @@ func shiftClients(u *update, shift uint64) *update {
 		r.client += shift
 		out.refs = append(out.refs, r)
 	}
-	for c, rs := range u.ds {
-		out.ds[c+shift] = rs
+	for _, cr := range u.ds {
+		out.ds = append(out.ds, clientRanges{cr.client + shift, cr.rs})
 	}
 	return out
 }
@@ -164,7 +163,9 @@ func encodeUpdates(parts []*update) []byte {
 	n := 0
 	for _, u := range parts {
 		n += len(u.refs)
-		maps.Copy(ds, u.ds)
+		for _, cr := range u.ds {
+			ds[cr.client] = cr.rs
+		}
 	}
 	e.VarUint(uint64(n))
 	for _, u := range parts {

@@ -21,16 +21,18 @@ type structRefs struct {
 
 // update is a decoded v1 update.
 type update struct {
-	one    *item        // storage for an update of one struct, lent by its document; nil: none
-	refs   []structRefs // sorted by client
-	used   int          // how many entries of refs were written (sorting drops repeats)
-	ds     map[uint64][]dsRange
-	dsFree [][]dsRange // the emptied lists of ds, for the next update decoded into u
-	spent  int64       // the memory its structs and values take (memory.go)
+	one   *item          // storage for an update of one struct, lent by its document; nil: none
+	refs  []structRefs   // sorted by client
+	used  int            // how many entries of refs were written (sorting drops repeats)
+	ds    []clientRanges // sorted by client, each once
+	spent int64          // the memory its structs and values take (memory.go)
 }
 
-// dsFreeMax is the most emptied delete lists an update keeps.
-const dsFreeMax = 8
+// clientRanges are the deleted ranges of one client, in the order of the update.
+type clientRanges struct {
+	client uint64
+	rs     []dsRange
+}
 
 // clear empties u for decoding another update into it, keeping the storage of its lists
 // (a document decodes each update it applies alone into the same one).
@@ -39,15 +41,32 @@ func (u *update) clear() {
 		clear(u.refs[:u.used][i].refs)
 	}
 	u.refs, u.used, u.spent = u.refs[:0], 0, 0
-	if len(u.ds) == 0 {
-		return
+	u.ds = u.ds[:0]
+}
+
+// spareRanges returns an empty list for the delete ranges of the next client, from
+// u's storage when it holds one.
+func (u *update) spareRanges() []dsRange {
+	if k := len(u.ds); k < cap(u.ds) {
+		return u.ds[:k+1][k].rs[:0]
 	}
-	for _, rs := range u.ds {
-		if len(u.dsFree) < dsFreeMax {
-			u.dsFree = append(u.dsFree, rs[:0])
+	return nil
+}
+
+// sortRanges sorts ds by client; the ranges of a client listed twice are joined in
+// order, as Yjs reads them into one list.
+func sortRanges(ds []clientRanges) []clientRanges {
+	slices.SortStableFunc(ds, func(a, b clientRanges) int { return cmp.Compare(a.client, b.client) })
+	out := ds[:0]
+	for _, r := range ds {
+		if n := len(out); n > 0 && out[n-1].client == r.client {
+			out[n-1].rs = append(out[n-1].rs, r.rs...)
+			continue
 		}
+		out = append(out, r)
 	}
-	clear(u.ds)
+	clear(ds[len(out):]) // a slot left holds a list out holds: spareRanges must not lend it
+	return out
 }
 
 // spare returns an empty list for the structs of the next client, from u's storage when
@@ -73,6 +92,7 @@ func sortRefs(refs []structRefs) []structRefs {
 		}
 		out = append(out, r)
 	}
+	clear(refs[len(out):]) // a slot left holds a list out holds: spare must not lend it
 	return out
 }
 
@@ -133,9 +153,9 @@ func DecodeUpdate(b []byte) (*Update, error) {
 			out.Structs[r.client] = append(out.Structs[r.client], it.export())
 		}
 	}
-	for c, rs := range u.ds {
-		for _, r := range rs {
-			out.Deletes[c] = append(out.Deletes[c], Range{r.clock, r.length})
+	for _, cr := range u.ds {
+		for _, r := range cr.rs {
+			out.Deletes[cr.client] = append(out.Deletes[cr.client], Range{r.clock, r.length})
 		}
 	}
 	return out, nil
@@ -220,18 +240,21 @@ type extBuf struct {
 
 const extBufLen = 16
 
-// take returns n zeroed itemExt, lent while there are enough.
+// take returns at most n zeroed itemExt, at least one: those left to lend, else n new
+// ones. A client's structs take them for all that remain of it, most of which have no
+// explicit parent: lending what is left serves them without an allocation.
 func (b *extBuf) take(n int) []itemExt {
-	if b == nil || n > extBufLen {
+	if b == nil {
 		return make([]itemExt, n)
 	}
 	if b.buf == nil {
 		b.buf = make([]itemExt, extBufLen)
 		b.free = b.buf
 	}
-	if n > len(b.free) {
+	if len(b.free) == 0 {
 		return make([]itemExt, n)
 	}
+	n = min(n, len(b.free))
 	s := b.free[:n:n]
 	b.free = b.free[n:]
 	return s
@@ -272,7 +295,8 @@ func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) 
 				*u.one = item{id: ID{client, clock}}
 				it = u.one
 			} else {
-				it = &item{id: ID{client, clock}}
+				it = newItem(d.PeekUint8() & 0x1f)
+				it.id = ID{client, clock}
 			}
 			length, never := decodeStruct(d, it, texts, exts, &lent, n-i)
 			if d.Err() != nil {
@@ -303,16 +327,10 @@ func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) 
 		u.refs = sortRefs(u.refs)
 	}
 	nDS := d.CountAtMost(2, "number of clients with deletes")
-	if nDS > 0 && u.ds == nil {
-		u.ds = make(map[uint64][]dsRange, nDS)
-	}
 	for range nDS {
 		client := d.VarUint("delete set client")
 		n := d.CountAtMost(2, "number of delete ranges")
-		rs := u.ds[client]
-		if k := len(u.dsFree); rs == nil && k > 0 {
-			rs, u.dsFree = u.dsFree[k-1], u.dsFree[:k-1]
-		}
+		rs := u.spareRanges()
 		for range n {
 			start := d.Pos()
 			// a range kept, and the two structs it may split
@@ -329,10 +347,13 @@ func decodeUpdate(b []byte, limit int64, texts *arena, exts *extBuf, u *update) 
 		if d.Err() != nil {
 			break
 		}
-		u.ds[client] = rs
+		u.ds = append(u.ds, clientRanges{client, rs})
 	}
 	if err := d.Err(); err != nil {
 		return nil, err
+	}
+	if len(u.ds) > 1 {
+		u.ds = sortRanges(u.ds)
 	}
 	u.spent = d.Spent()
 	return u, nil
@@ -451,7 +472,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "JSON values") {
 			return 0
 		}
-		v := newVals(n)
+		v := newVals(it, n)
 		for i := range v.s {
 			v.s[i] = readJSON(d, true)
 		}
@@ -485,7 +506,11 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 			d.Fail(start, "type ref 0-6", lib0.ErrInvalid)
 			return 0
 		}
-		t := &Type{kind: typeRefKinds[ref]}
+		t, _ := it.val.(*Type) // newItem's
+		if t == nil {
+			t = new(Type)
+		}
+		t.kind = typeRefKinds[ref]
 		if t.kind == KindXmlElement || t.kind == KindXmlHook {
 			t.name = d.VarString("xml node name")
 		}
@@ -496,7 +521,7 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "any values") {
 			return 0
 		}
-		v := newVals(n)
+		v := newVals(it, n)
 		for i := range v.s {
 			v.s[i] = d.Any("any value")
 		}

@@ -12,22 +12,22 @@ type dsRange struct {
 }
 
 // applyDeleteSet deletes the ranges the store knows, like Yjs's readAndApplyDeleteSet,
-// and returns the ranges beyond the known state (nil if none).
-func (d *Doc) applyDeleteSet(txn *Txn, ds map[uint64][]dsRange) map[uint64][]dsRange {
+// and returns the ranges beyond the known state (nil if none). ds is sorted by client.
+func (d *Doc) applyDeleteSet(txn *Txn, ds []clientRanges) map[uint64][]dsRange {
 	var unapplied map[uint64][]dsRange
-	switch len(ds) {
-	case 0:
-		return nil
-	case 1: // the common case, without sorting
-		for client, rs := range ds {
-			d.applyDeletes(txn, client, rs, &unapplied)
-		}
-		return unapplied
-	}
-	for _, client := range slices.Sorted(maps.Keys(ds)) {
-		d.applyDeletes(txn, client, ds[client], &unapplied)
+	for _, cr := range ds {
+		d.applyDeletes(txn, cr.client, cr.rs, &unapplied)
 	}
 	return unapplied
+}
+
+// byClient returns the delete set ds as a list sorted by client.
+func byClient(ds map[uint64][]dsRange) []clientRanges {
+	out := make([]clientRanges, 0, len(ds))
+	for _, c := range slices.Sorted(maps.Keys(ds)) {
+		out = append(out, clientRanges{c, ds[c]})
+	}
+	return out
 }
 
 // applyDeletes deletes the ranges rs of client and adds those beyond the known state
@@ -152,6 +152,7 @@ func mergePending(pending, rest map[uint64][]*item) {
 // sliceStruct followed by re-encoding (an item then refers to its left neighbour).
 func slicePending(it *item, diff uint64) *item {
 	r := *it
+	r.flags &^= flagsOwn
 	r.id.Clock += diff
 	r.length -= uint32(diff)
 	if r.kind == kindGC {

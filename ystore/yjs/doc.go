@@ -316,7 +316,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	if d.pendingDS != nil {
 		pending := d.pendingDS
 		d.pendingDS = nil
-		dsRest2 := d.applyDeleteSet(txn, pending)
+		dsRest2 := d.applyDeleteSet(txn, byClient(pending))
 		d.pendingDS = mergeDeleteSets(dsRest, dsRest2)
 	} else {
 		d.pendingDS = dsRest

@@ -462,3 +462,66 @@ func TestManyKeysLinear(t *testing.T) {
 		t.Errorf("8× the keys took %.1f× the time (%v, %v)", ratio, small, big)
 	}
 }
+
+// TestRepeatedClient: an update that lists a client twice (its last list counts, as in
+// Yjs) leaves the document's reused decoding storage sound: the updates after it read
+// as they read alone. ApplyUpdates decodes each into storage of its own.
+func TestRepeatedClient(t *testing.T) {
+	// entry writes client's two structs setting keys of the root map "m", from clock 0
+	entry := func(e *lib0.Encoder, client uint64, tag string) {
+		e.VarUint(2)
+		e.VarUint(client)
+		e.VarUint(0)
+		for _, k := range []string{"a", "b"} {
+			e.Uint8(kindAny | infoParentSub)
+			e.VarUint(1) // parent: a root, by name
+			e.VarString("m")
+			e.VarString(k + tag)
+			e.VarUint(1)
+			e.Any(tag)
+		}
+	}
+	update := func(deletes bool, entries ...uint64) []byte {
+		var e lib0.Encoder
+		e.VarUint(uint64(len(entries)))
+		for i, c := range entries {
+			entry(&e, c, string(rune('p'+i))+string(rune('0'+c)))
+		}
+		if !deletes {
+			e.VarUint(0)
+			return e.Buf
+		}
+		e.VarUint(uint64(len(entries)))
+		for _, c := range entries {
+			e.VarUint(c)
+			e.VarUint(1)
+			e.VarUint(c % 2) // one struct of c, the first or the second
+			e.VarUint(1)
+		}
+		return e.Buf
+	}
+	for _, tc := range []struct {
+		name string
+		us   [][]byte
+	}{
+		{"structs", [][]byte{update(false, 7, 7, 9), update(false, 1, 2, 3)}},
+		{"deletes", [][]byte{update(true, 7, 7, 9), update(true, 1, 2, 3)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, want := NewDoc(), NewDoc()
+			for _, u := range tc.us {
+				mustApply(t, got, u)
+			}
+			if err := want.ApplyUpdates(tc.us); err != nil {
+				t.Fatal(err)
+			}
+			g, w := got.Map("m").Type().mapJSON(), want.Map("m").Type().mapJSON()
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("applied one by one: %v\nwant (each decoded alone): %v", g, w)
+			}
+			if g, w := got.StateVector(), want.StateVector(); !reflect.DeepEqual(g, w) {
+				t.Errorf("state %v, want %v", g, w)
+			}
+		})
+	}
+}

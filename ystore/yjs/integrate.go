@@ -92,7 +92,8 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			case kindString:
 				_, it.text = splitText(it.text, offset)
 			case kindAny, kindJSON:
-				it.val = &anyVals{s: it.vals()[offset:]}
+				v := it.val.(*anyVals) // its own: the struct was decoded for this update
+				v.s = v.s[offset:]
 			}
 		}
 	}
@@ -287,7 +288,7 @@ func (d *Doc) deleteChild(txn *Txn, c *item) {
 
 // toGC turns it into a GC struct.
 func (it *item) toGC() {
-	*it = item{id: it.id, length: it.length, kind: kindGC}
+	*it = item{id: it.id, length: it.length, kind: kindGC, flags: it.flags & flagsOwn}
 }
 
 // gc drops the content of a deleted item like Yjs's Item.gc: a deleted type's children

@@ -35,6 +35,11 @@ const (
 	flagHasRightOrigin
 	flagHasParentSub
 	flagHasPref // a decoded item with an explicit parent (ext.pref), not integrated yet
+	// flagOwnType and flagOwnVals mark an item allocated with its Type (typeItem) or its
+	// values' holder (anyItem), which it holds as long as it lives (memory.go).
+	flagOwnType
+	flagOwnVals
+	flagsOwn = flagOwnType | flagOwnVals
 )
 
 // maxLength bounds the length of a struct: lengths are 32 bits wide here (Yjs allows
@@ -112,9 +117,42 @@ type anyVals struct {
 	one [1]any
 }
 
-// newVals returns room for n values.
-func newVals(n int) *anyVals {
-	v := new(anyVals)
+// typeItem and anyItem are an item of ContentType and its Type, an item of Any content
+// and its values' holder, in one allocation: a decoded update's structs are mostly
+// these (a cell is a map of types; its outputs and metadata are Any).
+type typeItem struct {
+	it item
+	t  Type
+}
+
+type anyItem struct {
+	it item
+	v  anyVals
+}
+
+// newItem returns a new item for a struct of kind, with the storage of its content in
+// the same allocation for ContentType (it.val holds the *Type) and Any (the *anyVals).
+func newItem(kind uint8) *item {
+	switch kind {
+	case kindType:
+		x := new(typeItem)
+		x.it.val, x.it.flags = &x.t, flagOwnType
+		return &x.it
+	case kindAny:
+		x := new(anyItem)
+		x.it.val, x.it.flags = &x.v, flagOwnVals
+		return &x.it
+	}
+	return new(item)
+}
+
+// newVals returns room for n values: it.val's holder when newItem made one, else a
+// new one.
+func newVals(it *item, n int) *anyVals {
+	v, _ := it.val.(*anyVals)
+	if v == nil {
+		v = new(anyVals)
+	}
 	if n == 1 {
 		v.s = v.one[:]
 	} else {
@@ -278,7 +316,7 @@ func splitItem(it *item, diff uint64) *item {
 	r.parent = it.parent
 	r.ext = it.ext
 	r.kind = it.kind
-	r.flags = it.flags | flagHasOrigin
+	r.flags = it.flags&^flagsOwn | flagHasOrigin
 	switch it.kind {
 	case kindString:
 		it.text, r.text = splitText(it.text, diff)

@@ -140,10 +140,21 @@ func itemSize(it *item) int64 {
 	if it.flags&flagHasParentSub != 0 {
 		n += keyBytes
 	}
+	// a Type or values' holder allocated with the item (newItem) is held as long as the
+	// item is, its content collected or not
+	if it.flags&flagOwnType != 0 {
+		n += typeBytes
+	}
+	if it.flags&flagOwnVals != 0 {
+		n += valsBytes
+	}
 	switch v := it.val.(type) {
 	case nil:
 	case *anyVals:
-		n += valsBytes + lib0.SlotBytes*int64(len(v.s))
+		if it.flags&flagOwnVals == 0 {
+			n += valsBytes
+		}
+		n += lib0.SlotBytes * int64(len(v.s))
 		for _, e := range v.s {
 			n += lib0.Size(e)
 		}
@@ -152,7 +163,10 @@ func itemSize(it *item) int64 {
 	case *format:
 		n += int64(unsafe.Sizeof(format{})+uintptr(len(v.key))) + lib0.Size(v.val)
 	case *Type:
-		n += typeBytes + int64(len(v.name)) + keyBytes*int64(len(v.keys))
+		if it.flags&flagOwnType == 0 {
+			n += typeBytes
+		}
+		n += int64(len(v.name)) + keyBytes*int64(len(v.keys))
 	case *Doc:
 		n += docBytes + int64(len(v.guid)) + lib0.Size(v.opts)
 	default: // an embed's value

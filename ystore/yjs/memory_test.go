@@ -241,3 +241,42 @@ func TestMemoryTextRead(t *testing.T) {
 	}
 	runtime.KeepAlive(read)
 }
+
+// TestMemoryOwnContent: an item allocated with its Type or its values' holder (newItem)
+// is charged for them while it lives, its content collected or not.
+func TestMemoryOwnContent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind uint8
+		own  int64
+	}{
+		{"type", kindType, typeBytes},
+		{"any", kindAny, valsBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := newItem(tc.kind)
+			it.kind, it.length = tc.kind, 1
+			if tc.kind == kindAny {
+				newVals(it, 1).s[0] = nil
+			}
+			live := itemBytes + tc.own
+			if tc.kind == kindAny {
+				live += 16 // its value's slot
+			}
+			if got := itemSize(it); got != live {
+				t.Errorf("live: charged %d, want %d", got, live)
+			}
+			it.kind, it.val = kindDeleted, nil // Doc.gc of a deleted item
+			if got := itemSize(it); got != itemBytes+tc.own {
+				t.Errorf("collected: charged %d, want %d", got, itemBytes+tc.own)
+			}
+			it.toGC()
+			if got := itemSize(it); got != itemBytes+tc.own {
+				t.Errorf("GC struct: charged %d, want %d", got, itemBytes+tc.own)
+			}
+			if r := splitItem(&item{kind: kindAny, length: 2, val: newVals(&item{}, 2)}, 1); r.flags&flagsOwn != 0 {
+				t.Errorf("a split's right part owns no content: flags %b", r.flags)
+			}
+		})
+	}
+}

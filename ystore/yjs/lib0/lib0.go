@@ -120,6 +120,14 @@ func (d *Decoder) Uint8(expected string) uint8 {
 	return b
 }
 
+// PeekUint8 returns the next byte without reading it; 0 at the end of the input.
+func (d *Decoder) PeekUint8() uint8 {
+	if d.pos >= len(d.buf) {
+		return 0
+	}
+	return d.buf[d.pos]
+}
+
 // VarUint reads an unsigned LEB128 number of at most 53 bits.
 func (d *Decoder) VarUint(expected string) uint64 {
 	// most numbers (lengths, counts, small clocks) take one byte: inlined
