@@ -80,6 +80,7 @@ type HubOAuth struct {
 	RegistrationTokenFile  string           `option:"registration_token_file" yaml:"registration_token_file"` // or a file holding it
 	RegistrationTTL        time.Duration    `option:"registration_ttl" yaml:"registration_ttl"`               // a client no user approved is forgotten after it
 	Clients                []HubOAuthClient `option:"clients" yaml:"clients"`                                 // clients the operator registers
+	AllowOpener            bool             `option:"allow_opener" yaml:"allow_opener"`                       // the login's pages keep the window that opened them (web clients' popups): only with users' servers on subdomains
 }
 
 // HubOAuthClient is a client the operator registers (hub.oauth.clients).

@@ -218,6 +218,7 @@ func (c Config) LoginConfig(o Obs) (hubauth.Config, error) {
 		RegistrationToken:      oa.RegistrationToken,
 		AllowedRedirectSchemes: oa.AllowedRedirectSchemes,
 		Clients:                oa.OAuthClients(),
+		AllowOpener:            oa.AllowOpener,
 		Logger:                 o.Logger,
 		Registerer:             o.Registerer,
 	}, nil

@@ -82,7 +82,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 	if _, waiting := s.clients.get(f.clientID); waiting {
 		s.clients.put(f.clientID, c, s.cfg.RegistrationTTL)
 	}
-	nonce := pageHeaders(w, formTarget(f.redirectURI))
+	nonce := s.pageHeaders(w, formTarget(f.redirectURI))
 	name := c.name
 	if name == "" {
 		name = "(no name given)"
@@ -99,7 +99,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 // pageHeaders sets the headers of the sidecar's pages, whose forms post to the issuer's
 // origin and extra (a CSP source list, "" or starting with a space), and returns the
 // nonce of the page's style.
-func pageHeaders(w http.ResponseWriter, extra string) string {
+func (s *Server) pageHeaders(w http.ResponseWriter, extra string) string {
 	nonce := random()
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+extra+
@@ -109,7 +109,9 @@ func pageHeaders(w http.ResponseWriter, extra string) string {
 	// users' pages there) that opened this one loses its hold on it: the browser puts the
 	// page in a group of its own. It read the consent page's form and rewrote the page
 	// around a real click (red team of issue 39, pass 11, H1).
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !s.cfg.AllowOpener {
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	}
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin") // no-referrer would make the form's Origin "null"
 	h.Set("Cache-Control", "no-store")

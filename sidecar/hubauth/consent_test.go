@@ -217,7 +217,7 @@ func TestConsentPage(t *testing.T) {
 		}
 	}
 	for k, want := range map[string]string{"X-Frame-Options": "DENY", "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-		"Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin"} {
+		"Content-Type": "text/html; charset=utf-8", "Referrer-Policy": "same-origin", "Cross-Origin-Opener-Policy": "same-origin"} {
 		if h.Get(k) != want {
 			t.Errorf("%s: %q, want %q", k, h.Get(k), want)
 		}
@@ -402,5 +402,18 @@ func TestRedirectKey(t *testing.T) {
 		if got := redirectKey(tt.a) == redirectKey(tt.b); got != tt.same {
 			t.Errorf("%s and %s: same approval %v, want %v", tt.a, tt.b, got, tt.same)
 		}
+	}
+}
+
+// TestConsentPageAllowOpener: with AllowOpener (a Hub whose users' servers are on
+// subdomains, for web clients that follow the login in a popup through window.opener)
+// the consent page is sent without Cross-Origin-Opener-Policy, its other headers kept.
+func TestConsentPageAllowOpener(t *testing.T) {
+	e := newConsentEnv(t, func(c *Config) { c.AllowOpener = true })
+	id := e.register("client", evilRedirect)
+	rec := e.back(id, evilRedirect, "alice", nil)
+	consentPageOf(t, rec)
+	if h := rec.Header(); h.Get("Cross-Origin-Opener-Policy") != "" || h.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("AllowOpener: COOP %q, X-Frame-Options %q; want none, DENY", h.Get("Cross-Origin-Opener-Policy"), h.Get("X-Frame-Options"))
 	}
 }

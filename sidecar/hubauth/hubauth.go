@@ -133,6 +133,12 @@ type Config struct {
 	// Clients are registered by the operator, kept for the process's life (with
 	// Registration RegistrationClosed, the only ones).
 	Clients []Client
+	// AllowOpener sends the consent and approvals pages without
+	// Cross-Origin-Opener-Policy: same-origin, so a web client that follows the login in
+	// a popup keeps its window.opener (and popup.closed reads false); then a page of the
+	// Hub's origin that opens the login can read and rewrite the consent page around
+	// the user's click: only on a Hub whose users' servers are on subdomains.
+	AllowOpener bool
 
 	Client *http.Client // for the Hub's token endpoint; nil: a client with DefaultHubTokenTimeout
 	Logger *slog.Logger // nil: slog.Default()

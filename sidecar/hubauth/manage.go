@@ -46,7 +46,7 @@ func (s *Server) consentsPage(w http.ResponseWriter, r *http.Request) {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		// The session cookie (SameSite=Strict) would not come back along a chain that
 		// started at another site: a link of the origin's own starts a chain that does.
-		nonce := pageHeaders(w, "")
+		nonce := s.pageHeaders(w, "")
 		_ = signInPage.Execute(w, map[string]string{"Nonce": nonce, "Self": s.base + consentsPath})
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Server) showApprovals(w http.ResponseWriter, sess session) {
 		}
 		rows = append(rows, row{name, a.clientID, a.redirectURI, a.at.UTC().Format(time.RFC3339)})
 	}
-	nonce := pageHeaders(w, "")
+	nonce := s.pageHeaders(w, "")
 	err := approvalsPage.Execute(w, map[string]any{"Nonce": nonce, "User": sess.user, "CSRF": sess.csrf, "Action": s.base + consentsPath, "Rows": rows})
 	if err != nil {
 		s.log.Warn("approvals page", "err", err)
