@@ -102,7 +102,7 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 func (s *Server) pageHeaders(w http.ResponseWriter, extra string) string {
 	nonce := random()
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; form-action 'self'"+extra+
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'nonce-"+nonce+"'; script-src 'nonce-"+nonce+"'; form-action 'self'"+extra+
 		"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	// A window of another page of the Hub's origin (a Hub without subdomains serves its
@@ -249,6 +249,29 @@ func redirectShown(redirectURI string) string {
 	return u.Host + u.EscapedPath() + " (a program on this computer)"
 }
 
+// armApprove enables the consent page's Approve button once the person is at the page:
+// it is visible and focused, the pointer moved or a key was pressed on it, and 600 ms
+// have passed; leaving it (blur, hidden) disables the button again. A page elsewhere
+// asked for a double-click and closed its window on the first press, so that the second
+// landed on Approve, brought to the front beneath it (DoubleClickjacking; red team of
+// issue 39, pass 12, D1): that click now meets a disabled button.
+const armApprove = `(() => {
+  const approve = document.querySelector('button[value=approve]');
+  let timer = 0, moved = false;
+  const off = () => { approve.disabled = true; moved = false; clearTimeout(timer); timer = 0; };
+  const here = () => document.visibilityState === 'visible' && document.hasFocus();
+  const gesture = (e) => {
+    if (e.type === 'pointermove' && !e.movementX && !e.movementY) return;
+    moved = true;
+    if (timer || !here()) return;
+    timer = setTimeout(() => { timer = 0; if (moved && here()) approve.disabled = false; else off(); }, 600);
+  };
+  addEventListener('pointermove', gesture);
+  addEventListener('keydown', gesture);
+  addEventListener('blur', off);
+  document.addEventListener('visibilitychange', () => { if (document.visibilityState !== 'visible') off(); });
+})();`
+
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Allow access to your notebooks?</title>
@@ -270,7 +293,9 @@ approvals are listed, and revoked, at <a href="{{.Consents}}">{{.Consents}}</a>.
 <input type="hidden" name="consent" value="{{.ID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
 <input type="hidden" name="client_id" value="{{.ClientID}}">
-<button type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="approve" disabled>Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
-</form></main></body></html>
+</form>
+<noscript><p>Approving needs JavaScript: it keeps the button from taking a click meant for another window.</p></noscript>
+<script nonce="{{.Nonce}}">` + armApprove + `</script></main></body></html>
 `))

@@ -225,13 +225,18 @@ func TestConsentPage(t *testing.T) {
 	if c := p.cookie; !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || !c.Secure || c.Path != "/services/mcp/" || c.MaxAge != 0 {
 		t.Errorf("consent cookie %+v: want HttpOnly, SameSite=Strict, Secure (https issuer), Path /services/mcp/, a session cookie", c)
 	}
-	for _, bad := range []string{"<script", "<img", `Evil">`} {
+	for _, bad := range []string{"<script>", "<img", `Evil">`} {
 		if strings.Contains(p.body, bad) {
 			t.Errorf("the page holds the client's markup %q:\n%s", bad, p.body)
 		}
 	}
+	// The page's one script is its own, under the CSP's nonce: it arms Approve.
+	nonce := strings.TrimSuffix(strings.SplitN(strings.SplitN(csp, "script-src 'nonce-", 2)[1], "'", 2)[0], "'")
+	if strings.Count(p.body, "<script") != 1 || !strings.Contains(p.body, `<script nonce="`+nonce+`">`) {
+		t.Errorf("the page's scripts: want one, under the CSP's nonce %q:\n%s", nonce, p.body)
+	}
 	for _, want := range []string{html.EscapeString(name), "<b id=\"user\">alice</b>", "<code>" + evilRedirect + "</code>", id,
-		`<button type="submit" name="decision" value="approve">`, `<button type="submit" name="decision" value="deny">`} {
+		`<button type="submit" name="decision" value="approve" disabled>`, `<button type="submit" name="decision" value="deny">`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, p.body)
 		}

@@ -65,6 +65,10 @@ export async function logIn(browser, url, { user, password = 'any', until, conse
         seen.push('consent');
         if (consent === 'none') break;
         submit = page.locator(`form#consent button[value=${consent === 'deny' ? 'deny' : 'approve'}]`);
+        // Approve is armed once the person is at the page: the pointer moves over it
+        // (then 600 ms); click() waits for the button to be enabled.
+        await page.mouse.move(5, 5);
+        await page.mouse.move(80, 60, { steps: 4 });
       } else {
         break;
       }

@@ -170,7 +170,10 @@ func TestHubRegistration(t *testing.T) {
     return null;
   };
   const clipped = [...document.querySelectorAll('bdi')].every((b) => getComputedStyle(b).overflow === 'hidden');
-  return { warning: ltr('(the name is') && ltr('not checked)'), title: ltr('to use your'), clipped };
+  // Approve takes no click until the person is at the page (the pointer has not moved
+  // over it here): a double-click begun on another window cannot land on it.
+  const armed = !document.querySelector('button[value=approve]').disabled;
+  return { warning: ltr('(the name is') && ltr('not checked)'), title: ltr('to use your'), clipped, armed };
 })()`
 		out := people.Do(map[string]any{"op": "login", "url": newOAuthClient(t, issuer, endpoint, r.ClientID, redirect).authorizeURL(nil),
 			"user": "alice", "until": redirect, "consent": "none", "probe": probe})
@@ -179,8 +182,8 @@ func TestHubRegistration(t *testing.T) {
 		if fmt.Sprint(out["seen"]) != "[login authorize consent]" && fmt.Sprint(out["seen"]) != "[login consent]" {
 			t.Fatalf("alice's login: %v, want the consent page", out)
 		}
-		if laid["warning"] != true || laid["title"] != true || laid["clipped"] != true {
-			t.Errorf("the consent page in Chromium: %v; want the warning and the title laid out left to right, the name clipped to its box:\n%s", laid, text)
+		if laid["warning"] != true || laid["title"] != true || laid["clipped"] != true || laid["armed"] != false {
+			t.Errorf("the consent page in Chromium: %v; want the warning and the title laid out left to right, the name clipped to its box, Approve not armed before the pointer moved:\n%s", laid, text)
 		}
 		if strings.ContainsRune(text, '\u202e') || !strings.Contains(text, "client ID "+r.ClientID) || !strings.Contains(text, "registered just now, ") &&
 			!strings.Contains(text, "registered a minute ago, ") {
