@@ -78,7 +78,7 @@ type HubOAuth struct {
 	Registration           string           `option:"registration" yaml:"registration"`                       // who registers clients: open, token (RFC 7591 initial access token), closed (only clients)
 	RegistrationToken      string           `option:"registration_token" yaml:"registration_token"`           // the initial access token with registration token
 	RegistrationTokenFile  string           `option:"registration_token_file" yaml:"registration_token_file"` // or a file holding it
-	RegistrationTTL        time.Duration    `option:"registration_ttl" yaml:"registration_ttl"`               // a client no user approved is forgotten after it
+	RegistrationTTL        time.Duration    `option:"registration_ttl" yaml:"registration_ttl"`               // a client no user approved is forgotten after it at the latest
 	Clients                []HubOAuthClient `option:"clients" yaml:"clients"`                                 // clients the operator registers
 	AllowOpener            bool             `option:"allow_opener" yaml:"allow_opener"`                       // the login's pages keep the window that opened them (web clients' popups): only with users' servers on subdomains
 }

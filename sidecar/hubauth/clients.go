@@ -31,11 +31,11 @@ var Registrations = []Registration{RegistrationOpen, RegistrationToken, Registra
 const (
 	DefaultRegistration    = RegistrationOpen
 	DefaultRegistrationTTL = 24 * time.Hour // a client no user approved within it registers again
-	// RegistrationLoginWindow is how long a registered client is kept before a user
-	// reaches its consent page (a login started): past it, unless one did, it expires.
-	// A local process that filled the waiting clients with forged sources closed the
-	// registration to everyone for RegistrationTTL (red team of issue 39, pass 11, M2);
-	// a client registers to log in at once.
+	// RegistrationLoginWindow is how long a registered client no user approved is kept,
+	// besides while a user's login for it is at its consent page: a client registers to
+	// log in at once. A local process that filled the waiting clients with forged sources
+	// closed the registration to everyone for RegistrationTTL (red team of issue 39, pass
+	// 11, M2).
 	RegistrationLoginWindow = 10 * time.Minute
 )
 

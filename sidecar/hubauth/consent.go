@@ -77,11 +77,12 @@ func (s *Server) consentOrCode(w http.ResponseWriter, r *http.Request, f flow, u
 		s.redirectError(w, r, f.redirectURI, f.state, "temporarily_unavailable", "too many logins in progress")
 		return
 	}
-	// A user's login reached the client's consent page: it waits for her approval for
-	// RegistrationTTL, not only RegistrationLoginWindow (her logins in progress are bounded).
-	if _, waiting := s.clients.get(f.clientID); waiting {
-		s.clients.put(f.clientID, c, s.cfg.RegistrationTTL)
-	}
+	// A user's login is at the client's consent page: the client waits for her decision
+	// as long as the page may (FlowTTL), past RegistrationLoginWindow if need be, and no
+	// longer: a user's logins in progress are bounded, so she cannot keep the waiting
+	// clients full with logins she denies or abandons (she kept them for 24 hours: red team
+	// of issue 39, pass 12, M3).
+	s.clients.extend(f.clientID, s.cfg.FlowTTL)
 	nonce := s.pageHeaders(w, formTarget(f.redirectURI))
 	name := c.name
 	if name == "" {

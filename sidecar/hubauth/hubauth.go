@@ -439,9 +439,9 @@ const (
 
 // register registers a public client (RFC 7591) as the registration policy lets it:
 // its redirect URIs checked (CheckRedirectURI), its name cleaned (cleanName), kept for
-// RegistrationLoginWindow, and for RegistrationTTL once a user reached its consent page,
-// unless a user approves it; when MaxClients wait for an approval, a new one is refused
-// until the oldest expires, no client is forgotten for it.
+// RegistrationLoginWindow, and while a user's login for it is at its consent page
+// (FlowTTL), unless a user approves it; when MaxClients wait for an approval, a new one
+// is refused until the oldest expires, no client is forgotten for it.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	switch s.cfg.Registration {
 	case RegistrationClosed:
@@ -900,6 +900,23 @@ func (b *bounded[V]) nextExpiry() time.Time {
 		}
 	}
 	return first
+}
+
+// extend keeps k, if present and not expired, for ttl from now at least; false if it
+// is not there.
+func (b *bounded[V]) extend(k string, ttl time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.m[k]
+	now := b.now()
+	if !ok || (!e.expires.IsZero() && now.After(e.expires)) {
+		return false
+	}
+	if until := now.Add(ttl); !e.expires.IsZero() && e.expires.Before(until) {
+		e.expires = until
+		b.m[k] = e
+	}
+	return true
 }
 
 func (b *bounded[V]) get(k string) (V, bool)  { return b.lookup(k, false) }
