@@ -124,6 +124,9 @@ func (s *Server) release(clientID string) {
 		return
 	}
 	if c, ok := s.kept.take(clientID); ok {
-		s.clients.put(clientID, c, s.cfg.RegistrationTTL)
+		// Back among the waiting on the short clock: approved, then pushed out or revoked,
+		// a client was kept for RegistrationTTL, and one user approving and dropping
+		// clients kept the waiting full for a day (red team of issue 39, pass 13, M5).
+		s.clients.put(clientID, c, min(RegistrationLoginWindow, s.cfg.RegistrationTTL))
 	}
 }

@@ -44,11 +44,23 @@ func TestApprovalsShared(t *testing.T) {
 	if n := len(s.approvals("mallory")); n != c.MaxApprovals {
 		t.Errorf("mallory holds %d approvals, want her bound %d", n, c.MaxApprovals)
 	}
+	now := time.Now()
+	s.clients.now = func() time.Time { return now }
 	for _, id := range mallory[:len(mallory)-c.MaxApprovals] {
 		if _, ok := s.kept.get(id); ok {
 			t.Errorf("client %s, no longer approved by anyone, is still kept for the process's life", id)
 		}
 	}
+	// Pushed out, they wait again on the short clock, not for the registration TTL: one
+	// user approving and dropping clients kept the waiting full for a day (red team
+	// pass 13, M5).
+	now = now.Add(RegistrationLoginWindow + time.Second)
+	for _, id := range mallory[:len(mallory)-c.MaxApprovals] {
+		if _, ok := s.clients.get(id); ok {
+			t.Errorf("client %s, pushed out of mallory's approvals, still waits past RegistrationLoginWindow", id)
+		}
+	}
+	s.clients.now = time.Now
 	// 1 of alice's + 3 of mallory's: one place left, then refused.
 	if !approve("bob", register()) {
 		t.Fatal("bob's approval refused below the bound")

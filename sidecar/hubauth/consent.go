@@ -250,27 +250,38 @@ func redirectShown(redirectURI string) string {
 	return u.Host + u.EscapedPath() + " (a program on this computer)"
 }
 
-// armApprove enables the consent page's Approve button once the person is at the page:
-// it is visible and focused, the pointer moved or a key was pressed on it, and 600 ms
-// have passed; leaving it (blur, hidden) disables the button again. A page elsewhere
+// armScript enables a page's buttons marked data-arm once the person is at the page: it
+// is visible and focused, at least 300 × 200, every element marked data-shown in view
+// (the consent page's heading and where it sends the user back), the pointer really moved or a key was pressed
+// on it (not a held key's repeat), and 600 ms have passed; leaving it, or scrolling its
+// text away, disarms them, and a submit they did not arm is stopped. A page elsewhere
 // asked for a double-click and closed its window on the first press, so that the second
-// landed on Approve, brought to the front beneath it (DoubleClickjacking; red team of
-// issue 39, pass 12, D1): that click now meets a disabled button.
-const armApprove = `(() => {
-  const approve = document.querySelector('button[value=approve]');
-  let timer = 0, moved = false;
-  const off = () => { approve.disabled = true; moved = false; clearTimeout(timer); timer = 0; };
-  const here = () => document.visibilityState === 'visible' && document.hasFocus();
+// landed on Approve, brought to the front beneath it (DoubleClickjacking: red team of
+// issue 39, pass 12, D1); a popup of 240 × 90 opened at #consent showed only the buttons
+// (pass 13, D4); a held key armed it (D5). The page loses any fragment and starts at its
+// top.
+const armScript = `(() => {
+  if (location.hash) history.replaceState(null, '', location.pathname + location.search);
+  scrollTo(0, 0);
+  const buttons = [...document.querySelectorAll('[data-arm]')];
+  const shown = [...document.querySelectorAll('[data-shown]')];
+  const inView = (el) => { const r = el.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth; };
+  const here = () => document.visibilityState === 'visible' && document.hasFocus() && innerWidth >= 300 && innerHeight >= 200 && shown.every(inView);
+  let timer = 0, armed = false;
+  const off = () => { armed = false; clearTimeout(timer); timer = 0; buttons.forEach((b) => { b.disabled = true; }); };
   const gesture = (e) => {
     if (e.type === 'pointermove' && !e.movementX && !e.movementY) return;
-    moved = true;
-    if (timer || !here()) return;
-    timer = setTimeout(() => { timer = 0; if (moved && here()) approve.disabled = false; else off(); }, 600);
+    if (e.type === 'keydown' && e.repeat) return;
+    if (timer || armed || !here()) return;
+    timer = setTimeout(() => { timer = 0; if (here()) { armed = true; buttons.forEach((b) => { b.disabled = false; }); } else off(); }, 600);
   };
   addEventListener('pointermove', gesture);
   addEventListener('keydown', gesture);
   addEventListener('blur', off);
+  addEventListener('resize', () => { if (!here()) off(); });
+  addEventListener('scroll', () => { if (!here()) off(); });
   document.addEventListener('visibilitychange', () => { if (document.visibilityState !== 'visible') off(); });
+  document.addEventListener('submit', (e) => { if (e.submitter && e.submitter.hasAttribute('data-arm') && !(armed && here())) { e.preventDefault(); off(); } });
 })();`
 
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
@@ -279,12 +290,12 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <style nonce="{{.Nonce}}">body{font-family:system-ui,sans-serif;max-width:38em;margin:3em auto;padding:0 1em;line-height:1.45}
 dt{font-weight:600;margin-top:.6em}code{word-break:break-all}bdi{display:inline-block;max-width:100%;overflow:hidden;overflow-wrap:anywhere;vertical-align:bottom}button{font-size:1em;padding:.4em 1.2em;margin-right:1em}</style>
 </head><body><main>
-<h1>Allow <bdi dir="auto" id="client-name">{{.Name}}</bdi> to use your notebooks?</h1>
+<h1 data-shown>Allow <bdi dir="auto" id="client-name">{{.Name}}</bdi> to use your notebooks?</h1>
 <p>You are logged in to JupyterHub as <b id="user">{{.User}}</b>. An MCP client asks to act as you.</p>
 <dl>
 <dt>Client</dt><dd><bdi dir="auto">{{.Name}}</bdi> <span id="name-warning">(the name is the client's own; it is not checked)</span>,
 client ID <code>{{.ClientID}}</code>, <span id="registered">{{.Registered}}</span></dd>
-<dt>Sends you back to</dt><dd id="redirect-host"><code>{{.Back}}</code></dd>
+<dt>Sends you back to</dt><dd id="redirect-host" data-shown><code>{{.Back}}</code></dd>
 <dt>It will be able to</dt><dd>list and read all your notebooks, live, and be told when they change, as you, until its access expires.</dd>
 </dl>
 <p>Approve only if you started this login yourself, from an MCP client you use. If a link or a page you did not expect brought you here, deny.
@@ -294,9 +305,9 @@ approvals are listed, and revoked, at <a href="{{.Consents}}">{{.Consents}}</a>.
 <input type="hidden" name="consent" value="{{.ID}}">
 <input type="hidden" name="csrf" value="{{.CSRF}}">
 <input type="hidden" name="client_id" value="{{.ClientID}}">
-<button type="submit" name="decision" value="approve" disabled>Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button>
+<button type="submit" name="decision" value="approve" data-arm disabled>Approve</button>
 </form>
 <noscript><p>Approving needs JavaScript: it keeps the button from taking a click meant for another window.</p></noscript>
-<script nonce="{{.Nonce}}">` + armApprove + `</script></main></body></html>
+<script nonce="{{.Nonce}}">` + armScript + `</script></main></body></html>
 `))

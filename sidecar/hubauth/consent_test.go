@@ -236,7 +236,7 @@ func TestConsentPage(t *testing.T) {
 		t.Errorf("the page's scripts: want one, under the CSP's nonce %q:\n%s", nonce, p.body)
 	}
 	for _, want := range []string{html.EscapeString(name), "<b id=\"user\">alice</b>", "<code>" + evilRedirect + "</code>", id,
-		`<button type="submit" name="decision" value="approve" disabled>`, `<button type="submit" name="decision" value="deny">`} {
+		`<button type="submit" name="decision" value="approve" data-arm disabled>`, `<button type="submit" name="decision" value="deny">`} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, p.body)
 		}
@@ -255,7 +255,7 @@ func TestConsentPage(t *testing.T) {
 	} {
 		app := e.register("app", tt.redirect)
 		q := consentPageOf(t, e.back(app, tt.redirect, "<u>", nil))
-		if !strings.Contains(q.body, "&lt;u&gt;") || strings.Contains(q.body, "<u>") || !strings.Contains(q.body, `<dd id="redirect-host"><code>`+tt.shown+"</code>") {
+		if !strings.Contains(q.body, "&lt;u&gt;") || strings.Contains(q.body, "<u>") || !strings.Contains(q.body, `<dd id="redirect-host" data-shown><code>`+tt.shown+"</code>") {
 			t.Errorf("page for user <u> and a client of %s, want %q shown:\n%s", tt.redirect, tt.shown, q.body)
 		}
 	}

@@ -139,8 +139,10 @@ td,th{text-align:left;padding:.3em .6em;vertical-align:top}code{word-break:break
 logs in through the address shown. Revoking ends every token of yours the client holds at once; its next login asks you again.</p>
 {{if .Rows}}<table id="approvals"><thead><tr><th>Client (its own name, not checked)</th><th>Client ID</th><th>Sends you back to</th><th>Approved at</th><th></th></tr></thead><tbody>
 {{range .Rows}}<tr><td><bdi dir="auto">{{.Name}}</bdi></td><td><code>{{.ClientID}}</code></td><td><code>{{.RedirectURI}}</code></td><td>{{.At}}</td>
-<td><form method="post" action="{{$.Action}}"><input type="hidden" name="csrf" value="{{$.CSRF}}"><input type="hidden" name="client_id" value="{{.ClientID}}"><input type="hidden" name="redirect_uri" value="{{.RedirectURI}}"><button type="submit">Revoke</button></form></td></tr>
+<td><form method="post" action="{{$.Action}}"><input type="hidden" name="csrf" value="{{$.CSRF}}"><input type="hidden" name="client_id" value="{{.ClientID}}"><input type="hidden" name="redirect_uri" value="{{.RedirectURI}}"><button type="submit" data-arm disabled>Revoke</button></form></td></tr>
 {{end}}</tbody></table>{{else}}<p id="none">You have approved no MCP client.</p>{{end}}
+<noscript><p>Revoking needs JavaScript: it keeps the buttons from taking a click meant for another window.</p></noscript>
+<script nonce="{{.Nonce}}">` + armScript + `</script>
 </main></body></html>
 `))
 

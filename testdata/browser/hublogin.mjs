@@ -84,6 +84,8 @@ export async function logIn(browser, url, { user, password = 'any', until, conse
     }
     if (click) {
       const loaded = page.waitForEvent('load');
+      await page.mouse.move(5, 5); // the page's buttons are armed once the pointer moved over it
+      await page.mouse.move(80, 60, { steps: 4 });
       await page.locator(click).click();
       await loaded;
     }
