@@ -259,7 +259,7 @@ func redirectShown(redirectURI string) string {
 // landed on Approve, brought to the front beneath it (DoubleClickjacking: red team of
 // issue 39, pass 12, D1); a popup of 240 × 90 opened at #consent showed only the buttons
 // (pass 13, D4); a held key armed it (D5). The page loses any fragment and starts at its
-// top.
+// top. A button pressed from the keyboard must have held the focus for 600 ms itself.
 const armScript = `(() => {
   if (location.hash) history.replaceState(null, '', location.pathname + location.search);
   scrollTo(0, 0);
@@ -282,6 +282,17 @@ const armScript = `(() => {
   addEventListener('scroll', () => { if (!here()) off(); });
   document.addEventListener('visibilitychange', () => { if (document.visibilityState !== 'visible') off(); });
   document.addEventListener('submit', (e) => { if (e.submitter && e.submitter.hasAttribute('data-arm') && !(armed && here())) { e.preventDefault(); off(); } });
+  // A button pressed from the keyboard (a click of detail 0: Enter or Space) must have
+  // held the focus for 600 ms itself: keys typed into a form elsewhere, then Tabs and
+  // Enter, approved (pass 14, K1).
+  const focused = new Map();
+  buttons.forEach((b) => {
+    b.addEventListener('focus', () => focused.set(b, performance.now()));
+    b.addEventListener('blur', () => focused.delete(b));
+    b.addEventListener('click', (e) => {
+      if (e.detail === 0 && !(focused.has(b) && performance.now() - focused.get(b) >= 600)) e.preventDefault();
+    });
+  });
 })();`
 
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
