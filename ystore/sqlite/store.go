@@ -374,7 +374,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		if upTo < 0 {
 			upTo = 1<<63 - 1
 		}
-		rows, more, err = queryRows(ctx, tx, start, limit,
+		rows, more, err = queryRows(ctx, tx, start, limit, "",
 			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
 		return err
@@ -385,9 +385,9 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 	return rows, more, ok, dv, nil
 }
 
-// queryRows runs query in tx and reads its rows (rowid, path, yupdate, timestamp) as
-// scanRows does; a missing table is ErrSchema.
-func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, query string, args ...any) ([]ystore.Row, bool, error) {
+// queryRows runs query in tx and reads its rows as scanRows does; a missing table is
+// ErrSchema.
+func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, room string, query string, args ...any) ([]ystore.Row, bool, error) {
 	q, err := tx.QueryContext(ctx, query, args...)
 	if isNoTable(err) {
 		return nil, false, ErrSchema
@@ -395,19 +395,26 @@ func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, quer
 	if err != nil {
 		return nil, false, err
 	}
-	return scanRows(q, start, limit)
+	return scanRows(q, start, limit, room)
 }
 
-// scanRows reads the rows of q (rowid, path, yupdate, timestamp), at most limit, and
+// scanRows reads the rows of q, at most limit: (rowid, path, yupdate, timestamp), or
+// (rowid, yupdate, timestamp) of room when room is not empty (a room's own rows: the
+// path is not read again for each, a string the driver would allocate per row); it
 // stops early once chunkBytes of updates are read or the transaction begun at start has
 // run for txBudget (after at least minTxRows rows); more reports whether rows may remain.
 // It closes q.
-func scanRows(q *sql.Rows, start time.Time, limit int) (rows []ystore.Row, more bool, err error) {
+func scanRows(q *sql.Rows, start time.Time, limit int, room string) (rows []ystore.Row, more bool, err error) {
 	defer q.Close()
 	size := 0
+	var r ystore.Row
+	dst := []any{&r.ID, &r.Room, (*ownedBytes)(&r.Update), &r.Timestamp}
+	if room != "" {
+		r.Room = room
+		dst = []any{&r.ID, (*ownedBytes)(&r.Update), &r.Timestamp}
+	}
 	for q.Next() {
-		var r ystore.Row
-		if err := q.Scan(&r.ID, &r.Room, (*ownedBytes)(&r.Update), &r.Timestamp); err != nil {
+		if err := q.Scan(dst...); err != nil {
 			return nil, false, err
 		}
 		rows = append(rows, r)
@@ -444,7 +451,7 @@ func (b *ownedBytes) Scan(src any) error {
 func (s *store) keysAfter(ctx context.Context, after, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		rows, more, err = queryRows(ctx, tx, time.Now(), limit,
+		rows, more, err = queryRows(ctx, tx, time.Now(), limit, "",
 			"SELECT rowid, path, NULL, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
 		return err
@@ -462,12 +469,12 @@ func (s *store) roomRowsAfter(ctx context.Context, room string, after *rowKey, u
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		if after == nil {
-			rows, more, err = queryRows(ctx, tx, time.Now(), limit,
-				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? ORDER BY timestamp, rowid LIMIT ?",
+			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
+				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? ORDER BY timestamp, rowid LIMIT ?",
 				room, upTo, limit)
 		} else {
-			rows, more, err = queryRows(ctx, tx, time.Now(), limit,
-				"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
+			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
+				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
 				room, upTo, after.timestamp, after.timestamp, after.id, limit)
 		}
 		return err
