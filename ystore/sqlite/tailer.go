@@ -211,15 +211,20 @@ func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error
 }
 
 // stream is the Event.Stream of room's load of plan p on st: it hands yield the room's
-// rows a chunk per read transaction, decompressed, each passed to taken once yield has
+// rows a chunk per read transaction, decompressed, read a chunk ahead of yield on a
+// goroutine of their own (readAhead), each passed to taken once yield has
 // taken it (nil: none), and records in failed the error of its last call when a read
 // failed (nil when it read everything, or stopped at yield's error): what a sink's error
 // may stand for, the store's failure rather than the sink's.
 func (t *Tailer) stream(st *store, p *plan, room string, failed *error, taken func([]ystore.Row)) func(context.Context, func([]ystore.Row) error) error {
 	return func(ctx context.Context, yield func([]ystore.Row) error) error {
 		var yieldErr error
-		err := st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
-			chunk = t.decompress(chunk)
+		read := func(ctx context.Context, send func([]ystore.Row) error) error {
+			return st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
+				return send(t.decompress(chunk))
+			})
+		}
+		err := readAhead(ctx, read, func(chunk []ystore.Row) error {
 			if yieldErr = yield(chunk); yieldErr != nil {
 				return yieldErr
 			}
