@@ -137,34 +137,51 @@ func (t *Tailer) readLoadRooms(ctx context.Context, tx pgx.Tx) ([]loadRoom, erro
 }
 
 // stream returns the Event.Stream of room r's history in tx: a round trip of at most
-// Config.ChunkRows rows per chunk, read afresh at each call. It records in failed the
+// Config.ChunkRows rows per chunk, the next one read while the sink takes the last
+// (ystore.ReadAhead), read afresh at each call. It records in failed the
 // error of a read that failed (nil when the stream ended, or stopped at yield's error):
 // what a sink's error may stand for, the store's failure rather than the sink's.
 func (t *Tailer) stream(tx pgx.Tx, r loadRoom, failed *error, taken func([]ystore.Row)) func(context.Context, func([]ystore.Row) error) error {
 	return func(ctx context.Context, yield func([]ystore.Row) error) error {
-		*failed = nil
-		for after := r.start - 1; ; {
-			chunk, err := t.readChunk(ctx, tx, r.room, after)
-			if err != nil {
-				*failed = err
-				return err
+		read := func(ctx context.Context, send func([]ystore.Row) error) error {
+			for after := r.start - 1; ; {
+				chunk, err := t.readChunk(ctx, tx, r.room, after)
+				if err != nil {
+					return err
+				}
+				if len(chunk) == 0 {
+					return nil
+				}
+				if err := send(chunk); err != nil {
+					return err
+				}
+				if len(chunk) < t.cfg.ChunkRows {
+					return nil
+				}
+				after = chunk[len(chunk)-1].ID
 			}
-			if len(chunk) == 0 {
-				return nil
-			}
-			if err := yield(chunk); err != nil {
-				return err
+		}
+		var yieldErr error
+		err := ystore.ReadAhead(ctx, aheadLarge, read, func(chunk []ystore.Row) error {
+			if yieldErr = yield(chunk); yieldErr != nil {
+				return yieldErr
 			}
 			if taken != nil {
 				taken(chunk)
 			}
-			if len(chunk) < t.cfg.ChunkRows {
-				return nil
-			}
-			after = chunk[len(chunk)-1].ID
+			return nil
+		})
+		*failed = nil
+		if err != nil && yieldErr == nil {
+			*failed = err
 		}
+		return err
 	}
 }
+
+// aheadLarge is the size of a chunk after which a load's read ahead waits for the sink
+// to take it before reading on (ystore.ReadAhead): a chunk is ChunkRows rows of any size.
+const aheadLarge = 1 << 20
 
 // readChunk returns, in id order, at most Config.ChunkRows rows of room with an update
 // and an id above after.

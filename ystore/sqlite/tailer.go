@@ -212,7 +212,8 @@ func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error
 
 // stream is the Event.Stream of room's load of plan p on st: it hands yield the room's
 // rows a chunk per read transaction, decompressed, read a chunk ahead of yield on a
-// goroutine of their own (readAhead), each passed to taken once yield has
+// goroutine of their own (ystore.ReadAhead: at most one chunk of a row past
+// chunkBytes at once), each passed to taken once yield has
 // taken it (nil: none), and records in failed the error of its last call when a read
 // failed (nil when it read everything, or stopped at yield's error): what a sink's error
 // may stand for, the store's failure rather than the sink's.
@@ -224,7 +225,7 @@ func (t *Tailer) stream(st *store, p *plan, room string, failed *error, taken fu
 				return send(t.decompress(chunk))
 			})
 		}
-		err := readAhead(ctx, read, func(chunk []ystore.Row) error {
+		err := ystore.ReadAhead(ctx, 2*chunkBytes, read, func(chunk []ystore.Row) error {
 			if yieldErr = yield(chunk); yieldErr != nil {
 				return yieldErr
 			}

@@ -1,4 +1,4 @@
-package sqlite
+package ystore
 
 import (
 	"context"
@@ -7,18 +7,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
+// testLarge is the size of a large chunk in these tests.
+const testLarge = 512 << 10
+
 // chunkOf is a chunk of one row of n bytes, its ID i.
-func chunkOf(i int64, n int) []ystore.Row {
-	return []ystore.Row{{ID: i, Room: "r", Update: make([]byte, n)}}
+func chunkOf(i int64, n int) []Row {
+	return []Row{{ID: i, Room: "r", Update: make([]byte, n)}}
 }
 
 // aheadReader reads the chunks sizes, counting in started each chunk it began to read.
-func aheadReader(sizes []int, started *atomic.Int64) func(context.Context, func([]ystore.Row) error) error {
-	return func(ctx context.Context, send func([]ystore.Row) error) error {
+func aheadReader(sizes []int, started *atomic.Int64) func(context.Context, func([]Row) error) error {
+	return func(ctx context.Context, send func([]Row) error) error {
 		for i, n := range sizes {
 			started.Add(1)
 			if err := send(chunkOf(int64(i), n)); err != nil {
@@ -35,7 +36,7 @@ func TestReadAheadOverlaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var started atomic.Int64
 		var got []int64
-		err := readAhead(t.Context(), aheadReader([]int{10, 10, 10}, &started), func(chunk []ystore.Row) error {
+		err := ReadAhead(t.Context(), testLarge, aheadReader([]int{10, 10, 10}, &started), func(chunk []Row) error {
 			if len(got) == 0 {
 				synctest.Wait() // read is blocked: having read what it may
 				if n := started.Load(); n != 2 {
@@ -51,17 +52,17 @@ func TestReadAheadOverlaps(t *testing.T) {
 	})
 }
 
-// TestReadAheadHoldsOneLargeChunk: after a chunk of 2×chunkBytes or more is handed over,
+// TestReadAheadHoldsOneLargeChunk: after a chunk of large bytes or more is handed over,
 // nothing more is read until it has been taken, so that the read ahead never holds two
 // large rows at once.
 func TestReadAheadHoldsOneLargeChunk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var started atomic.Int64
-		sizes := []int{10, 2 * chunkBytes, 2*chunkBytes - 1, 10}
+		sizes := []int{10, testLarge, testLarge - 1, 10}
 		// chunks begun while each is taken: the next one, but none past the large one
 		want := []int64{2, 2, 4, 4}
 		taken := 0
-		err := readAhead(t.Context(), aheadReader(sizes, &started), func(chunk []ystore.Row) error {
+		err := ReadAhead(t.Context(), testLarge, aheadReader(sizes, &started), func(chunk []Row) error {
 			synctest.Wait()
 			if n := started.Load(); n != want[taken] {
 				t.Errorf("while chunk %d (%d bytes) is taken, %d chunks were begun, want %d", taken, len(chunk[0].Update), n, want[taken])
@@ -75,36 +76,45 @@ func TestReadAheadHoldsOneLargeChunk(t *testing.T) {
 	})
 }
 
-// TestReadAheadStops: take's error is returned and stops the read (its goroutine ends:
-// synctest.Test fails on a goroutine left blocked); a read's error is returned after the
-// chunks read before it are taken.
+// TestReadAheadStops: take's error is returned and stops the read at its next chunk,
+// without canceling its context (its goroutine ends: synctest.Test fails on a goroutine
+// left blocked); a read's error is returned after the chunks read before it are taken.
 func TestReadAheadStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var started atomic.Int64
 		refused := errors.New("refused")
-		err := readAhead(t.Context(), aheadReader([]int{10, 10, 10, 10}, &started), func(chunk []ystore.Row) error {
+		var readCtx error
+		read := aheadReader([]int{10, 10, 10, 10}, &started)
+		err := ReadAhead(t.Context(), testLarge, func(ctx context.Context, send func([]Row) error) error {
+			err := read(ctx, send)
+			readCtx = ctx.Err()
+			return err
+		}, func(chunk []Row) error {
 			return refused
 		})
 		if !errors.Is(err, refused) {
 			t.Fatalf("got %v, want take's error", err)
 		}
+		if readCtx != nil {
+			t.Errorf("the read's context was %v: a query in flight must end as it would have", readCtx)
+		}
 		if n := started.Load(); n > 2 {
 			t.Errorf("the read went on after take failed: %d chunks begun", n)
 		}
 		broken := errors.New("disk")
-		read := func(ctx context.Context, send func([]ystore.Row) error) error {
+		read = func(ctx context.Context, send func([]Row) error) error {
 			if err := send(chunkOf(0, 10)); err != nil {
 				return err
 			}
 			return broken
 		}
 		taken := 0
-		err = readAhead(t.Context(), read, func([]ystore.Row) error { taken++; return nil })
+		err = ReadAhead(t.Context(), testLarge, read, func([]Row) error { taken++; return nil })
 		if !errors.Is(err, broken) || taken != 1 {
 			t.Fatalf("got %v after %d chunks, want the read's error after 1", err, taken)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		err = readAhead(ctx, aheadReader([]int{10, 10, 10}, &started), func([]ystore.Row) error {
+		err = ReadAhead(ctx, testLarge, aheadReader([]int{10, 10, 10}, &started), func([]Row) error {
 			cancel()
 			return nil
 		})
