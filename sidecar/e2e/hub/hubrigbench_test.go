@@ -183,13 +183,16 @@ func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate, typists int, c
 // TestHubRigBench measures one replica of the rig (issue 42, "Follow capacity", "Load
 // by room"): E2E_HUBRIG_USERS active users (40) of E2E_HUBRIG_NOTEBOOKS notebooks (2)
 // listen on replica 0 while they type at each hub-wide rate of E2E_HUBRIG_RATES rows/s
-// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each, their rows appended straight
-// into Postgres as ship appends them (E2E_HUBRIG_TYPE=writer: written by their writers
-// and shipped, which this machine's Python writers bound): the rate written, replica 0's
-// largest tail lag, commit → notification p50/p99 and its CPU per 1,000 rows; then its
-// memory per active user; then E2E_HUBRIG_COLD idle users (20) each connect and read a
-// notebook for the first time. Notifications are not debounced. It takes minutes, so
-// it runs only with E2E_HUBRIG_BENCH=1 and without -race (bench/hubrig.sh).
+// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each, their rows copied straight into
+// Postgres in batches as ship appends them, over E2E_HUBRIG_TYPISTS connections (4)
+// (E2E_HUBRIG_TYPE=writer: written by their writers and shipped, which this machine's
+// Python writers bound): the rate written, replica 0's largest tail lag and backlog,
+// how long it took to catch up once the writes stopped, commit → notification p50/p99,
+// and the CPU per 1,000 rows of replica 0, replica 1, Postgres, the test and the
+// machine; then replica 0's memory per active user; then E2E_HUBRIG_COLD idle users
+// (20) each connect and read a notebook for the first time. Notifications are not
+// debounced. It takes minutes, so it runs only with E2E_HUBRIG_BENCH=1 and without
+// -race (bench/hubrig.sh).
 func TestHubRigBench(t *testing.T) {
 	if os.Getenv("E2E_HUBRIG_BENCH") != "1" {
 		t.Skip("set E2E_HUBRIG_BENCH=1 to measure")
