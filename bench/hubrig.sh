@@ -3,13 +3,18 @@
 # sidecar/e2e/hub/hubrigbench_test.go; docs/BENCHMARKS.md "Hub mode on Postgres"): N
 # users' stores written by the real pycrdt-store writer, a `ship` each into a throwaway
 # Postgres (.ci/postgres.sh), two hub-mode replicas behind the rig's balancer, the real
-# JupyterHub for tokens. It measures replica 0: the rows/s it follows at each hub-wide
-# write rate (its tail lag, commit → notification p50/p99, CPU per 1,000 rows), its
-# memory per active user and the first read of an idle user's notebook. Without -race.
+# JupyterHub for tokens. The users type by batched COPYs straight into Postgres, as
+# ship appends, at each hub-wide rate. It measures replica 0: whether it follows each
+# rate (its tail lag and backlog, how long it takes to catch up), commit → notification
+# p50/p99, the CPU per 1,000 rows of both replicas, Postgres, the test and the machine,
+# its memory per active user and the first read of an idle user's notebook. Without
+# -race.
 #
 #   bench/hubrig.sh                                     # 40 active + 20 idle users, 2 notebooks
 #   E2E_HUBRIG_USERS=100 E2E_HUBRIG_RATES=100,200,400,800 E2E_HUBRIG_SECONDS=20 bench/hubrig.sh
 #   E2E_HUBRIG_COLD=100 bench/hubrig.sh                 # more first reads (p99 of 100)
+#   # the follow capacity: a ladder past it (each room has about 1,200 steps to type)
+#   E2E_HUBRIG_USERS=70 E2E_HUBRIG_NOTEBOOKS=5 E2E_HUBRIG_COLD=10 E2E_HUBRIG_RATES=3000,4800,6000,7000,8000 bench/hubrig.sh
 #
 # The failover (SIGKILL of a replica under typing: detection, re-listen, told on resume)
 # is TestHubRig, sized the same way: E2E_HUBRIG_USERS=40 bench/hubrig.sh failover

@@ -92,6 +92,15 @@ func TestProc(t *testing.T) {
 	if cpu := ProcCPU(t, pid); cpu <= 0 {
 		t.Errorf("CPU %v", cpu)
 	}
+	if st, err := ReadProcStat(pid); err != nil || st.PPid != os.Getppid() || st.CPU <= 0 {
+		t.Errorf("ReadProcStat: %+v, %v; want parent %d and CPU time", st, err, os.Getppid())
+	}
+	if _, err := ReadProcStat(-1); err == nil {
+		t.Error("ReadProcStat of no process: no error")
+	}
+	if busy, err := MachineCPU(); err != nil || busy <= 0 {
+		t.Errorf("MachineCPU: %v, %v", busy, err)
+	}
 	f, err := os.CreateTemp(t.TempDir(), "open-*.db")
 	if err != nil {
 		t.Fatal(err)

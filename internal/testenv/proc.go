@@ -36,20 +36,73 @@ func ProcStatus(t testing.TB, pid int, field string) float64 {
 	return float64(kb) * 1024 / 1e6
 }
 
-// ProcCPU is the user and system CPU time process pid has used so far, from
-// /proc/pid/stat (clock ticks of 10 ms); it fails the test when it cannot be read.
+// ProcStat is what the harness reads of /proc/pid/stat.
+type ProcStat struct {
+	PPid int           // the parent's pid
+	CPU  time.Duration // user and system time the process has used
+	// Children is the user and system time of its children that exited and were
+	// waited for.
+	Children time.Duration
+}
+
+// ReadProcStat reads /proc/pid/stat (clock ticks of 10 ms): the harness's one reader of it.
+func ReadProcStat(pid int) (ProcStat, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ProcStat{}, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces:
+	// ppid is the 4th of the line, utime, stime, cutime and cstime the 14th to 17th.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	if len(f) < 15 {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	n := make([]int64, 0, 5)
+	for _, i := range []int{1, 11, 12, 13, 14} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return ProcStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		n = append(n, v)
+	}
+	tick := 10 * time.Millisecond // USER_HZ 100
+	return ProcStat{PPid: int(n[0]), CPU: time.Duration(n[1]+n[2]) * tick, Children: time.Duration(n[3]+n[4]) * tick}, nil
+}
+
+// ProcCPU is the user and system CPU time process pid has used so far (ReadProcStat);
+// it fails the test when it cannot be read.
 func ProcCPU(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := ReadProcStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command name, which is in parentheses and may hold spaces:
-	// utime and stime are the 14th and 15th of the line.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ 100
+	return st.CPU
+}
+
+// MachineCPU is the time the machine's CPUs have been busy since boot (all but idle and
+// waiting for I/O), summed over the CPUs, from /proc/stat.
+func MachineCPU() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return time.Duration(busy) * 10 * time.Millisecond, nil
 }
 
 // ReadOpenFiles counts the open files of process pid whose target contains what (""

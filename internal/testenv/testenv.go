@@ -3,10 +3,10 @@
 // (LockedBuffer), the one reader of metrics (Metric and Gather from a registry;
 // ParseMetrics and Scrape from a /metrics body; Sum on either, Series for a failure
 // message), the one launcher of a helper process the test drives through pipes
-// (StartChild), the one reader of /proc (ProcStatus, ProcCPU, OpenFiles, LoadAvg), a free
-// loopback port, the code blocks of the documents (DocBlocks), and the rule that a
-// missing test dependency skips a test on a developer's machine but fails it on CI
-// (Need).
+// (StartChild), the one reader of /proc (ProcStatus, ReadProcStat, ProcCPU, MachineCPU,
+// OpenFiles, LoadAvg), a free loopback port, the code blocks of the documents
+// (DocBlocks), and the rule that a missing test dependency skips a test on a
+// developer's machine but fails it on CI (Need).
 //
 // It imports nothing of the module, so that the tests of every package, the lowest
 // layers' included, can import it. Its subpackages start the real things the

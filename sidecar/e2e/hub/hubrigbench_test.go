@@ -3,6 +3,7 @@ package hub
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -77,40 +78,81 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return ds[min(len(ds)-1, len(ds)*p/100)].Round(100 * time.Microsecond)
 }
 
-// pgTypists is how many connections typePostgres appends over; each user's rows go
-// through one of them, in order.
-const pgTypists = 4
+// Bounds of typePostgres: the jobs queued on a connection (a rate the inserts cannot
+// keep up with slows the pace instead of growing them) and the rows of one COPY.
+const (
+	pgQueued   = 1 << 14
+	pgMaxBatch = 1000
+)
+
+// typed is what typePostgres typed: the COPYs, and the steps not taken because their
+// notebook's session was over.
+type typed struct{ copies, over int64 }
 
 // typePostgres appends the next steps of users' notebooks straight into the Postgres
-// store, as ship does, rate rows/s hub-wide (users in turn, each user's notebooks in
-// turn), until stop returns: the write rate is then not the writers' and ships' but
-// Postgres's. committed is told each row's room and the time its insert returned. Stop
-// ends the pace and waits for the rows asked for so far: a step taken is always
-// written (a notebook missing one would wait for it).
-func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate int, committed func(u *rigUser, j int, at time.Time)) (stop func()) {
+// store, as ship does (a COPY of the rows it has in one transaction), rate rows/s
+// hub-wide (users in turn, each user's notebooks in turn), over typists connections,
+// until stop returns: the write rate is then not the writers' and ships' but
+// Postgres's. Each user's rows go through one connection, in order; a connection
+// copies every row asked of it since its last COPY in the next one (at most
+// pgMaxBatch), so that batches grow with the rate as ship's do when it catches up.
+// committed is told each row's room and the time its COPY returned. Stop ends the
+// pace, waits for the rows asked for so far (a step taken is always written: a
+// notebook missing one would wait for it) and returns what was typed.
+func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate, typists int, committed func(u *rigUser, j int, at time.Time)) (stop func() typed) {
 	ctx, cancel := context.WithCancel(context.Background())
-	insert := `INSERT INTO ` + pgx.Identifier{rg.schema, postgres.DefaultTable}.Sanitize() + ` (path, yupdate) VALUES ($1, $2)`
-	var wg sync.WaitGroup
-	queues := make([]chan [2]int, pgTypists)
+	table := pgx.Identifier{rg.schema, postgres.DefaultTable}
+	var (
+		wg           sync.WaitGroup
+		over, copies atomic.Int64
+	)
+	type job struct{ user, room int }
+	queues := make([]chan job, typists)
 	for q := range queues {
 		conn, err := pgx.Connect(context.Background(), rg.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		queues[q] = make(chan [2]int, 4096)
+		queues[q] = make(chan job, pgQueued)
 		wg.Go(func() {
 			defer conn.Close(context.Background())
-			for job := range queues[q] {
-				u, j := users[job[0]], job[1]
-				update, ok := u.claim(rg.steps, j)
-				if !ok {
+			for first := range queues[q] {
+				batch := []job{first}
+			more:
+				for len(batch) < pgMaxBatch {
+					select {
+					case j, ok := <-queues[q]:
+						if !ok {
+							break more
+						}
+						batch = append(batch, j)
+					default:
+						break more
+					}
+				}
+				rows := make([][]any, 0, len(batch))
+				taken := batch[:0]
+				for _, j := range batch {
+					u := users[j.user]
+					if update, ok := u.claim(rg.steps, j.room); ok {
+						rows = append(rows, []any{u.rooms[j.room], update})
+						taken = append(taken, j)
+					} else {
+						over.Add(1)
+					}
+				}
+				if len(rows) == 0 {
 					continue
 				}
-				if _, err := conn.Exec(context.Background(), insert, u.rooms[j], update); err != nil {
+				if _, err := conn.CopyFrom(context.Background(), table, []string{"path", "yupdate"}, pgx.CopyFromRows(rows)); err != nil {
 					t.Error(err)
 					continue
 				}
-				committed(u, j, time.Now())
+				copies.Add(1)
+				at := time.Now()
+				for _, j := range taken {
+					committed(users[j.user], j.room, at)
+				}
 			}
 		})
 	}
@@ -120,31 +162,37 @@ func (rg *rig) typePostgres(t *testing.T, users []*rigUser, rate int, committed 
 				close(q)
 			}
 		}()
-		tick := time.NewTicker(time.Second / time.Duration(rate))
+		tick := time.NewTicker(5 * time.Millisecond) // the pace's granularity
 		defer tick.Stop()
-		for k := 0; ; k++ {
+		begin := time.Now()
+		for k := 0; ; {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C: // the typists' pace
+			case <-tick.C:
 			}
-			i := k % len(users)
-			queues[i%pgTypists] <- [2]int{i, (k / len(users)) % len(users[i].rooms)}
+			for due := int(time.Since(begin).Seconds() * float64(rate)); k < due; k++ {
+				i := k % len(users)
+				queues[i%typists] <- job{i, (k / len(users)) % len(users[i].rooms)}
+			}
 		}
 	})
-	return func() { cancel(); wg.Wait() }
+	return func() typed { cancel(); wg.Wait(); return typed{over: over.Load(), copies: copies.Load()} }
 }
 
 // TestHubRigBench measures one replica of the rig (issue 42, "Follow capacity", "Load
 // by room"): E2E_HUBRIG_USERS active users (40) of E2E_HUBRIG_NOTEBOOKS notebooks (2)
 // listen on replica 0 while they type at each hub-wide rate of E2E_HUBRIG_RATES rows/s
-// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each, their rows appended straight
-// into Postgres as ship appends them (E2E_HUBRIG_TYPE=writer: written by their writers
-// and shipped, which this machine's Python writers bound): the rate written, replica 0's
-// largest tail lag, commit → notification p50/p99 and its CPU per 1,000 rows; then its
-// memory per active user; then E2E_HUBRIG_COLD idle users (20) each connect and read a
-// notebook for the first time. Notifications are not debounced. It takes minutes, so
-// it runs only with E2E_HUBRIG_BENCH=1 and without -race (bench/hubrig.sh).
+// ("50,100,200,400") for E2E_HUBRIG_SECONDS (10) each, their rows copied straight into
+// Postgres in batches as ship appends them, over E2E_HUBRIG_TYPISTS connections (4)
+// (E2E_HUBRIG_TYPE=writer: written by their writers and shipped, which this machine's
+// Python writers bound): the rate written, replica 0's largest tail lag and backlog,
+// how long it took to catch up once the writes stopped, commit → notification p50/p99,
+// and the CPU per 1,000 rows of replica 0, replica 1, Postgres, the test and the
+// machine; then replica 0's memory per active user; then E2E_HUBRIG_COLD idle users
+// (20) each connect and read a notebook for the first time. Notifications are not
+// debounced. It takes minutes, so it runs only with E2E_HUBRIG_BENCH=1 and without
+// -race (bench/hubrig.sh).
 func TestHubRigBench(t *testing.T) {
 	if os.Getenv("E2E_HUBRIG_BENCH") != "1" {
 		t.Skip("set E2E_HUBRIG_BENCH=1 to measure")
@@ -162,7 +210,7 @@ func TestHubRigBench(t *testing.T) {
 		}
 		rates = append(rates, r)
 	}
-	byWriters := os.Getenv("E2E_HUBRIG_TYPE") == "writer"
+	byWriters, typists := os.Getenv("E2E_HUBRIG_TYPE") == "writer", sidecartest.EnvInt(t, "E2E_HUBRIG_TYPISTS", 4)
 	rg := startRig(t, active+cold, notebooks, "{debounce: 0s, max_delay: 1s}")
 	r0 := rg.replicas[0]
 	pid := r0.Cmd.Process.Pid
@@ -188,6 +236,8 @@ func TestHubRigBench(t *testing.T) {
 		r0.Metric("go_memstats_heap_inuse_bytes")/1e6, baseHeap, testenv.LoadAvg())
 
 	// Each rate: every active user types rate/active rows/s.
+	cpu := rg.cpuMeter(t)
+	tailed := func() int64 { return int64(r0.Metric("jupyter_mcp_sidecar_rows_tailed_total")) }
 	for _, rate := range rates {
 		var rows atomic.Int64
 		wakeups := func() (notify, poll float64) {
@@ -195,33 +245,49 @@ func TestHubRigBench(t *testing.T) {
 		}
 		notify0, poll0 := wakeups()
 		reads0 := r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")
-		cpu0 := testenv.ProcCPU(t, pid)
+		cpu0, tailed0 := cpu(), tailed()
 		start := time.Now()
 		committed := func(u *rigUser, j int, at time.Time) {
 			rows.Add(1)
 			lat.commit(u, u.uris[j], at)
 		}
-		stop := rg.typePostgres(t, rg.users[:active], rate, committed)
+		stop := rg.typePostgres(t, rg.users[:active], rate, typists, committed)
 		if byWriters {
-			stop = rg.typeAll(rg.users[:active], max(1, rate/active), committed)
+			stopWriters := rg.typeAll(rg.users[:active], max(1, rate/active), committed)
+			stop = func() typed { stopWriters(); return typed{} }
 		}
-		var lag float64
+		// Lag is replica 0's gauge (the age of the oldest row it read and has not
+		// applied) and its backlog: the rows committed it has not applied yet.
+		var (
+			lag     float64
+			backlog int64
+		)
 		for time.Since(start) < time.Duration(seconds)*time.Second {
 			lag = max(lag, r0.Metric("jupyter_mcp_sidecar_tail_lag_seconds"))
+			backlog = max(backlog, rows.Load()-(tailed()-tailed0))
 			time.Sleep(250 * time.Millisecond) // the sampling pace
 		}
-		stop()
+		ty := stop()
 		wrote := time.Since(start)
+		n := rows.Load()
+		// Caught up: replica 0 applied every row written. The CPU is counted until then.
+		caughtUp := "never (2 min)"
+		if testenv.Within(2*time.Minute, func() bool { return tailed()-tailed0 >= n }) == nil {
+			caughtUp = time.Since(start.Add(wrote)).Round(time.Millisecond).String()
+		}
+		used, wall := cpu().minus(cpu0), time.Since(start)
 		// A row that changes nothing served (a cursor, say) is never notified: at most
 		// a few such rows stay waiting.
-		_ = testenv.Within(10*time.Second, func() bool { return lat.waiting() == 0 })
+		_ = testenv.Within(5*time.Second, func() bool { return lat.waiting() == 0 })
 		waiting := lat.waiting()
 		ds := lat.take()
-		n := rows.Load()
 		notify, poll := wakeups()
-		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%d never notified: they change nothing served); replica 0: tail lag max %.3fs, commit → notification p50 %v p99 %v max %v, CPU %.2f s per 1,000 rows, %v reads (woken by NOTIFY %v, by the poll %v); load average %s",
-			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), waiting, lag,
-			pct(ds, 50), pct(ds, 99), pct(ds, 100), float64((testenv.ProcCPU(t, pid)-cpu0).Milliseconds())/float64(max(n, 1)), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0, testenv.LoadAvg())
+		t.Logf("HUBRIG rate %d rows/s asked (%d users × %d): %d rows in %v = %.0f rows/s written (%.1f rows a COPY over %d connections; %d steps not taken: their session was over; %d rows never notified: they change nothing served); "+
+			"replica 0: tail lag max %.3fs, backlog max %d rows, caught up %v after the writes stopped, commit → notification p50 %v p99 %v max %v, %v reads (woken by NOTIFY %v, by the poll %v); "+
+			"CPU per 1,000 rows: %s; cores used over %v: %s; load average %s",
+			rate, active, max(1, rate/active), n, wrote.Round(time.Millisecond), float64(n)/wrote.Seconds(), float64(n)/float64(max(ty.copies, 1)), typists, ty.over, waiting,
+			lag, backlog, caughtUp, pct(ds, 50), pct(ds, 99), pct(ds, 100), r0.Metric("jupyter_mcp_sidecar_postgres_read_seconds_count")-reads0, notify-notify0, poll-poll0,
+			used.per(float64(max(n, 1))/1000), wall.Round(time.Millisecond), used.per(wall.Seconds()), testenv.LoadAvg())
 	}
 	t.Logf("HUBRIG after the rates: RSS %.1f MB, %.0f kB per active user (versions kept: %v); load average %s",
 		rss(), (rss()-baseline)*1e3/float64(active), r0.Metric("jupyter_mcp_sidecar_versions_kept"), testenv.LoadAvg())
@@ -248,4 +314,66 @@ func TestHubRigBench(t *testing.T) {
 	slices.Sort(ds)
 	t.Logf("HUBRIG first read of an idle user's notebook (connect with a Hub token + read), %d users of %d notebooks: p50 %v, p99 %v, max %v; %d reads answered \"not bound\" first; load average %s",
 		cold, notebooks, pct(ds, 50), pct(ds, 99), pct(ds, 100), unbound.Load(), testenv.LoadAvg())
+}
+
+// cpuUse is the CPU time the parts of the rig sharing the machine have used: the
+// replicas, Postgres (the postmaster and its processes), this test (the typists and
+// the listeners) and the whole machine (the other processes on it included).
+type cpuUse struct{ replica0, replica1, postgres, test, machine time.Duration }
+
+// minus is the CPU time used since before.
+func (c cpuUse) minus(before cpuUse) cpuUse {
+	return cpuUse{c.replica0 - before.replica0, c.replica1 - before.replica1, c.postgres - before.postgres, c.test - before.test, c.machine - before.machine}
+}
+
+// per tells each part's seconds per unit of n units (n seconds: the cores it used).
+func (c cpuUse) per(n float64) string {
+	s := func(d time.Duration) float64 { return d.Seconds() / n }
+	return fmt.Sprintf("replica 0 %.2f, replica 1 %.2f, Postgres %.2f, test (typists, listeners) %.2f, machine %.2f (other processes %.2f)",
+		s(c.replica0), s(c.replica1), s(c.postgres), s(c.test), s(c.machine), s(c.machine-c.replica0-c.replica1-c.postgres-c.test))
+}
+
+// cpuMeter returns a reader of the CPU time the rig's parts have used so far.
+func (rg *rig) cpuMeter(t *testing.T) func() cpuUse {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), rg.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend int
+	err = conn.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&backend)
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := testenv.ReadProcStat(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	postmaster := st.PPid
+	return func() cpuUse {
+		pm, err := testenv.ReadProcStat(postmaster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg := pm.CPU + pm.Children // the processes that ended count in Children
+		procs, err := os.ReadDir("/proc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range procs {
+			pid, err := strconv.Atoi(p.Name())
+			if err != nil {
+				continue
+			}
+			if st, err := testenv.ReadProcStat(pid); err == nil && st.PPid == postmaster {
+				pg += st.CPU // one that ended since it was listed is not counted
+			}
+		}
+		busy, err := testenv.MachineCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cpuUse{testenv.ProcCPU(t, rg.replicas[0].Cmd.Process.Pid), testenv.ProcCPU(t, rg.replicas[1].Cmd.Process.Pid), pg, testenv.ProcCPU(t, os.Getpid()), busy}
+	}
 }
