@@ -123,7 +123,8 @@ func formatSV(sv map[uint64]uint64) string {
 
 // BenchmarkSessions applies the recorded sessions merged per room ($YNBENCH/sessions, which
 // bench/ratios.sh writes through bench/corpus.sh), each room to a fresh document, each
-// update alone: the engine's per-update path as a follower takes it, for -cpuprofile.
+// update alone, then its content read (readDoc): the engine's per-update path as a
+// follower takes it, for -cpuprofile.
 func BenchmarkSessions(b *testing.B) {
 	rooms, _ := filepath.Glob(filepath.Join(os.Getenv("YNBENCH"), "sessions", "room-*.bin"))
 	if len(rooms) == 0 {
@@ -147,6 +148,7 @@ func BenchmarkSessions(b *testing.B) {
 					b.Fatalf("update %d: %v", i, err)
 				}
 			}
+			readDoc(d)
 		}
 	}
 	// the process's CPU time, as bench/ratios.sh counts it: the collector's work included
