@@ -40,20 +40,22 @@ func frames(buf []byte) [][]byte {
 	return out
 }
 
-// applier is one engine under test: a fresh document and its apply function.
+// applier is one engine under test: a fresh document, its apply function, the function
+// that reads its content at the end (readDoc; the notebook layer reads as it applies,
+// as bench/node.mjs's engines do) and its state vector.
 type applier struct {
 	name string
-	open func() (apply func([]byte) error, sv func() map[uint64]uint64)
+	open func() (apply func([]byte) error, read func(), sv func() map[uint64]uint64)
 }
 
 var appliers = []applier{
-	{"yjs", func() (func([]byte) error, func() map[uint64]uint64) {
+	{"yjs", func() (func([]byte) error, func(), func() map[uint64]uint64) {
 		d := yjs.NewDoc()
-		return func(u []byte) error { _, err := d.ApplyUpdate(u); return err }, d.StateVector
+		return func(u []byte) error { _, err := d.ApplyUpdate(u); return err }, func() { readDoc(d) }, d.StateVector
 	}},
-	{"ynotebook", func() (func([]byte) error, func() map[uint64]uint64) {
+	{"ynotebook", func() (func([]byte) error, func(), func() map[uint64]uint64) {
 		n := ynotebook.New()
-		return func(u []byte) error { _, err := n.Apply(u); return err }, n.Doc().StateVector
+		return func(u []byte) error { _, err := n.Apply(u); return err }, func() {}, n.Doc().StateVector
 	}},
 }
 
@@ -61,9 +63,9 @@ func BenchmarkHistory(b *testing.B) { run(b, corpus(b, "updates.bin")) }
 
 func BenchmarkState(b *testing.B) { run(b, corpus(b, "state.bin")) }
 
-// run applies every frame to a fresh document per iteration and reports CPU time (per run
-// and per update) and allocations, the live heap of the last document, peak RSS and the
-// state vector.
+// run applies every frame to a fresh document per iteration, then reads its content, and
+// reports CPU time (per run and per update) and allocations, the live heap of the last
+// document, peak RSS and the state vector.
 func run(b *testing.B, frames [][]byte) {
 	for _, a := range appliers {
 		b.Run(a.name, func(b *testing.B) {
@@ -75,12 +77,14 @@ func run(b *testing.B, frames [][]byte) {
 			b.ResetTimer()
 			for range b.N {
 				var apply func([]byte) error
-				apply, sv = a.open()
+				var read func()
+				apply, read, sv = a.open()
 				for i, f := range frames {
 					if err := apply(f); err != nil {
 						b.Fatalf("update %d: %v", i, err)
 					}
 				}
+				read()
 			}
 			b.StopTimer()
 			cpu := cpuTime() - cpu0
@@ -123,7 +127,8 @@ func formatSV(sv map[uint64]uint64) string {
 
 // BenchmarkSessions applies the recorded sessions merged per room ($YNBENCH/sessions, which
 // bench/ratios.sh writes through bench/corpus.sh), each room to a fresh document, each
-// update alone: the engine's per-update path as a follower takes it, for -cpuprofile.
+// update alone, then its content read (readDoc): the engine's per-update path as a
+// follower takes it, for -cpuprofile.
 func BenchmarkSessions(b *testing.B) {
 	rooms, _ := filepath.Glob(filepath.Join(os.Getenv("YNBENCH"), "sessions", "room-*.bin"))
 	if len(rooms) == 0 {
@@ -147,6 +152,7 @@ func BenchmarkSessions(b *testing.B) {
 					b.Fatalf("update %d: %v", i, err)
 				}
 			}
+			readDoc(d)
 		}
 	}
 	// the process's CPU time, as bench/ratios.sh counts it: the collector's work included

@@ -18,6 +18,7 @@ const engines = {
       version: require('yjs/package.json').version,
       newDoc: () => new Y.Doc(),
       apply: (doc, u) => Y.applyUpdate(doc, u),
+      read: doc => ['cells', 'meta', 'state'].forEach(n => (n === 'cells' ? doc.getArray(n) : doc.getMap(n)).toJSON()),
       stateVector: doc => Y.encodeStateVector(doc),
     };
   },
@@ -35,6 +36,7 @@ const engines = {
           // YNotebook observers can throw after the update is integrated
         }
       },
+      read: () => {}, // its observers read what each update changes
       stateVector: nb => Y.encodeStateVector(nb.ydoc),
     };
   },
@@ -44,6 +46,7 @@ const engines = {
       version: require('ywasm/package.json').version,
       newDoc: () => new w.YDoc({}),
       apply: (doc, u) => w.applyUpdate(doc, u, null),
+      read: doc => ['cells', 'meta', 'state'].forEach(n => (n === 'cells' ? doc.getArray(n) : doc.getMap(n)).toJson()),
       stateVector: doc => w.encodeStateVector(doc),
     };
   },
@@ -63,6 +66,7 @@ for (let r = 0; r < reps; r++) {
   const t0 = process.hrtime.bigint();
   const c0 = process.cpuUsage();
   for (const f of frames) engine.apply(doc, f);
+  engine.read(doc);
   const c = process.cpuUsage(c0);
   times.push(Number(process.hrtime.bigint() - t0) / 1e6);
   cpuTimes.push((c.user + c.system) / 1e3);

@@ -14,6 +14,10 @@
 #     ≥ 2.5× pycrdt; yjs reported
 #     ≥ 2× ywasm on the sessions ywasm reads (it panics on a cut surrogate pair)
 #
+# Each engine's timed work ends with reading every document's content (the JSON of the
+# roots cells, meta and state): the Go engine decodes Any values only when they are read,
+# so what it defers is counted; the notebook layers read what each update changes instead.
+#
 # Every engine runs ROUNDS times, the rounds interleaved (a round runs each engine once,
 # in a process of its own, REPS repetitions); the fastest CPU time of all counts, so that
 # a busy moment of the machine slows one sample, not one engine. Prints a markdown table

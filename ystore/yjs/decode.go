@@ -517,15 +517,21 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		d.Spend(start, typeBytes+int64(len(t.name)), "type")
 		it.val = t
 	case kindAny:
+		// The values are checked and counted as decoding them would, and kept as encoded
+		// (a copy: the update's bytes are not the document's) until they are read (vals).
 		n := d.CountAtMost(1, "any value count")
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "any values") {
 			return 0
 		}
-		v := newVals(it, n)
-		for i := range v.s {
-			v.s[i] = d.Any("any value")
+		from := d.Pos()
+		for i := 0; i < n && d.Err() == nil; i++ {
+			d.SkipAny("any value")
 		}
-		it.val = v
+		b := d.Since(from)
+		if !d.Spend(from, int64(len(b)), "any values") {
+			return 0
+		}
+		it.text = texts.copy(b)
 		return uint64(n)
 	case kindDoc:
 		if !d.Spend(start, docBytes, "subdocument") {
@@ -570,10 +576,11 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 	return v
 }
 
-// CompactText moves the text of the document's items out of the chunks it was decoded
-// into (an arena chunk holds the text of many updates, and stays while any of it is
-// live, deleted text around it included) into chunks of its own, so that the memory text
-// takes follows the live text, not the history that typed it. A load calls it once at
+// CompactText moves the text of the document's items, and the Any values kept as
+// encoded, out of the chunks they were decoded into (an arena chunk holds the text of
+// many updates, and stays while any of it is live, deleted text around it included) into
+// chunks of their own, so that the memory text takes follows the live text, not the
+// history that typed it. A load calls it once at
 // the end; it changes no content.
 func (d *Doc) CompactText() {
 	defer d.recount() // the load is done: what it holds is measured

@@ -40,7 +40,8 @@ import (
 	"slices"
 )
 
-// Doc is a Yjs document. It is not safe for concurrent use.
+// Doc is a Yjs document. It is not safe for concurrent use, reads included: Any values
+// are decoded when first read.
 type Doc struct {
 	clients map[uint64]*clientStructs
 	roots   map[string]*Type

@@ -204,6 +204,78 @@ func (d *Decoder) anyDepth(expected string, depth int) any {
 	return nil
 }
 
+// SkipAny reads one lib0 Any value as Any does, failing on the same input at the same
+// offset and counting the same memory (Spend), but builds nothing: a caller that keeps
+// the value's bytes decodes them with Any when the value is read.
+func (d *Decoder) SkipAny(expected string) {
+	d.skipDepth(expected, 0)
+}
+
+func (d *Decoder) skipDepth(expected string, depth int) {
+	start := d.pos
+	tag := d.Uint8(expected)
+	if d.err != nil {
+		return
+	}
+	switch tag {
+	case TagUndefined, TagNull, TagFalse, TagTrue:
+	case TagInteger:
+		if mag, neg := d.VarInt(expected); neg || mag >= uint64(len(smallInts)) {
+			d.Spend(start, boxedBytes, expected)
+		}
+	case TagFloat32:
+		d.Spend(start, Size(float64(d.Float32(expected))), expected)
+	case TagFloat64:
+		d.Spend(start, Size(math.Float64frombits(d.Uint64BE(expected))), expected)
+	case TagBigInt:
+		d.Spend(start, boxedBytes, expected)
+		d.Uint64BE(expected)
+	case TagString:
+		b := d.VarStringBytes(expected)
+		if d.Spend(start, stringBytes+int64(len(b)), expected) && !validUTF8(b) {
+			d.Fail(start, expected, ErrInvalid)
+		}
+	case TagArray:
+		if depth >= MaxDepth {
+			d.Fail(start, expected, ErrOverflow)
+			return
+		}
+		n := d.CountAtMost(1, expected)
+		if !d.Spend(start, sliceBytes+SlotBytes*int64(n), expected) {
+			return
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			d.skipDepth(expected, depth+1)
+		}
+	case TagObject:
+		if depth >= MaxDepth {
+			d.Fail(start, expected, ErrOverflow)
+			return
+		}
+		n := d.CountAtMost(2, expected)
+		if !d.Spend(start, mapBytes+mapEntryBytes*int64(n), expected) {
+			return
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			kstart := d.pos
+			kb := d.VarStringBytes(expected)
+			if !d.Spend(kstart, int64(len(kb)), expected) {
+				return
+			}
+			if !validUTF8(kb) {
+				d.Fail(kstart, expected, ErrInvalid)
+				return
+			}
+			d.skipDepth(expected, depth+1)
+		}
+	case TagUint8Array:
+		b := d.VarStringBytes(expected)
+		d.Spend(start, sliceBytes+int64(len(b)), expected)
+	default:
+		d.Fail(start, expected, ErrInvalid)
+	}
+}
+
 // Encoder appends lib0 values to a byte slice.
 type Encoder struct {
 	Buf []byte
