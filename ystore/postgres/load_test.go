@@ -257,9 +257,9 @@ func (h *heldRows) chunk(rows []ystore.Row) {
 	h.rows += len(rows)
 }
 
-// A load of a store many chunks large holds no more than a chunk of rows at a time: by
-// the time a chunk reaches the sink, the rows of the chunks before are garbage (the sink
-// keeps none), whatever the store's size.
+// A load of a store many chunks large holds no more than the chunk the sink reads (and
+// the next, read ahead: ystore.ReadAhead): by the time a chunk reaches the sink, the rows
+// of the chunks before are garbage (the sink keeps none), whatever the store's size.
 func TestLoadStreamHoldsAChunk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("collects garbage at every chunk")
