@@ -209,7 +209,8 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 			}
 		}
 		for k, v := range b.obj {
-			if partOf(k) == partOther && k != "cell_type" && k != "id" && !reflect.DeepEqual(a.obj[k], v) {
+			// a key added with a null value differs from no key: get() shows it
+			if x, inA := a.obj[k]; partOf(k) == partOther && k != "cell_type" && k != "id" && (!inA || !reflect.DeepEqual(x, v)) {
 				cc.Other = true
 			}
 		}

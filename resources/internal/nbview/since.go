@@ -223,10 +223,11 @@ func changed(name, id string, i int, a, b *ynotebook.Cell, cc ynotebook.CellChan
 			e.Parts = append(e.Parts, partNames[k])
 		}
 	}
-	// Members appear or disappear with a new cell type, metadata that comes or goes, and
-	// attachments (whose presence the cell does not say): then the whole cell is given.
+	// Members appear or disappear with a new cell type, metadata that comes or goes,
+	// attachments (whose presence the cell does not say) and keys outside nbformat (which
+	// have no part): then the whole cell is given.
 	after, err := members(b)
-	if err != nil || cc.CellType || cc.Attachments || cc.Metadata && (a.Metadata == nil) != (b.Metadata == nil) {
+	if err != nil || cc.CellType || cc.Attachments || cc.Other || cc.Metadata && (a.Metadata == nil) != (b.Metadata == nil) {
 		if body, err := json.Marshal(b); err == nil && len(body) <= bd.MaxValueBytes {
 			e.Cell = body
 		} else {

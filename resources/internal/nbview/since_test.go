@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -331,5 +332,49 @@ func BenchmarkChanges(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestChangesOfKeysOutsideNBFormat: a cell key outside nbformat that appears (here with
+// a null value, which get() shows as well) is told, with the whole cell, so that the
+// agent's copy has it too.
+func TestChangesOfKeysOutsideNBFormat(t *testing.T) {
+	raw, err := os.ReadFile("../../../ystore/ynotebook/testdata/cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name    string   `json:"name"`
+		Updates [][]byte `json:"updates"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	nb := ynotebook.New()
+	for _, c := range cases {
+		if c.Name != "create" {
+			continue
+		}
+		for _, u := range c.Updates {
+			if _, err := nb.Apply(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	old := nb.Snapshot()
+	// the raw cell gains the key "0000" with a null value (FuzzApply's 1878e328c466a0dc)
+	if _, err := nb.Apply([]byte("\x01\x03\a/(0\a!\x040000\x01\x7f#000\x0500000\x03000C00\x010\x00")); err != nil {
+		t.Fatal(err)
+	}
+	cur := nb.Snapshot()
+	if bytes.Equal(canonical(t, old), canonical(t, cur)) {
+		t.Fatal("the update changed nothing served: the test no longer tests a new key")
+	}
+	got, a, err := applied(t, old, cur, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := canonical(t, cur); !bytes.Equal(got, want) {
+		t.Fatalf("changes applied (%+v):\n%s\nfresh read:\n%s", a, got, want)
 	}
 }
