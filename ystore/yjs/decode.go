@@ -576,11 +576,10 @@ func readJSON(d *lib0.Decoder, undef bool) any {
 	return v
 }
 
-// CompactText moves the text of the document's items, and the Any values kept as
-// encoded, out of the chunks they were decoded into (an arena chunk holds the text of
-// many updates, and stays while any of it is live, deleted text around it included) into
-// chunks of their own, so that the memory text takes follows the live text, not the
-// history that typed it. A load calls it once at
+// CompactText moves the text of the document's items out of the chunks it was decoded
+// into (an arena chunk holds the text of many updates, and stays while any of it is
+// live, deleted text around it included) into chunks of its own, so that the memory text
+// takes follows the live text, not the history that typed it. A load calls it once at
 // the end; it changes no content.
 func (d *Doc) CompactText() {
 	defer d.recount() // the load is done: what it holds is measured
