@@ -517,21 +517,15 @@ func decodeContent(d *lib0.Decoder, it *item, texts *arena) uint64 {
 		d.Spend(start, typeBytes+int64(len(t.name)), "type")
 		it.val = t
 	case kindAny:
-		// The values are checked and counted as decoding them would, and kept as encoded
-		// (a copy: the update's bytes are not the document's) until they are read (vals).
 		n := d.CountAtMost(1, "any value count")
 		if !d.Spend(start, valsBytes+lib0.SlotBytes*int64(n), "any values") {
 			return 0
 		}
-		from := d.Pos()
-		for i := 0; i < n && d.Err() == nil; i++ {
-			d.SkipAny("any value")
+		v := newVals(it, n)
+		for i := range v.s {
+			v.s[i] = d.Any("any value")
 		}
-		b := d.Since(from)
-		if !d.Spend(from, int64(len(b)), "any values") {
-			return 0
-		}
-		it.text = texts.copy(b)
+		it.val = v
 		return uint64(n)
 	case kindDoc:
 		if !d.Spend(start, docBytes, "subdocument") {

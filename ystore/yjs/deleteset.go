@@ -165,12 +165,7 @@ func slicePending(it *item, diff uint64) *item {
 	case kindString:
 		_, r.text = splitText(r.text, diff)
 	case kindAny, kindJSON:
-		if r.encoded() {
-			// it.val may be its holder (newItem's): r decodes into one of its own
-			r.text, r.val = r.text[anyCut(r.text, diff):], nil
-			break
-		}
-		r.val = &anyVals{s: it.vals()[diff:]}
+		r.val = &anyVals{s: r.vals()[diff:]}
 	}
 	return &r
 }

@@ -40,8 +40,7 @@ import (
 	"slices"
 )
 
-// Doc is a Yjs document. It is not safe for concurrent use, reads included: Any values
-// are decoded when first read.
+// Doc is a Yjs document. It is not safe for concurrent use.
 type Doc struct {
 	clients map[uint64]*clientStructs
 	roots   map[string]*Type

@@ -256,12 +256,6 @@ func writeContent(e *lib0.Encoder, it *item, offset uint64) {
 			e.VarString(t.name)
 		}
 	case kindAny:
-		if it.encoded() {
-			// the values as they were written: decoding them would encode the same
-			e.VarUint(uint64(it.length) - offset)
-			e.Buf = append(e.Buf, it.text[anyCut(it.text, offset):]...)
-			break
-		}
 		e.VarUint(uint64(len(it.vals())) - offset)
 		for _, v := range it.vals()[offset:] {
 			e.Any(v)

@@ -92,7 +92,8 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 			case kindString:
 				_, it.text = splitText(it.text, offset)
 			case kindAny, kindJSON:
-				it.dropVals(offset) // its own: the struct was decoded for this update
+				v := it.val.(*anyVals) // its own: the struct was decoded for this update
+				v.s = v.s[offset:]
 			}
 		}
 	}
@@ -185,7 +186,8 @@ func (d *Doc) extendLast(txn *Txn, it *item) bool {
 	if it.kind == kindString {
 		l.text = append(l.text, it.text...)
 	} else {
-		l.appendVals(it)
+		v := l.val.(*anyVals)
+		v.s = append(v.s, it.vals()...)
 	}
 	l.length += it.length
 	d.structsOf(it.id.Client).end = l.end()

@@ -3,8 +3,6 @@ package yjs
 import (
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
 
 // Struct and content kinds as encoded in the low five info bits.
@@ -82,11 +80,9 @@ type item struct {
 	left, right *item
 	parent      *Type
 	ext         *itemExt
-	// content: text holds String content (UTF-8, appended to when items merge) and the
-	// values of Any content as encoded until they are read (vals); val holds the rest:
-	// *anyVals for Any and JSON (nil for Any not read yet, unless newItem made the item
-	// with its holder), []byte for Binary, the Embed value, *format, *Type for ContentType
-	// and *Doc.
+	// content: text holds String content (UTF-8, appended to when items merge); val
+	// holds the rest: *anyVals for Any and JSON, []byte for Binary, the Embed value, *format,
+	// *Type for ContentType and *Doc.
 	text   []byte
 	val    any
 	length uint32
@@ -165,56 +161,12 @@ func newVals(it *item, n int) *anyVals {
 	return v
 }
 
-// vals returns the values of Any and JSON content, decoding those of Any content the
-// first time they are read: decoding checked them, and counted what they take, when it
-// kept their bytes (decodeContent). A value never read (a map key overwritten, an output
-// replaced) is never decoded.
+// vals returns the values of Any and JSON content.
 func (it *item) vals() []any {
-	if it.text != nil && it.kind == kindAny {
-		d := lib0.NewDecoder(it.text)
-		v := newVals(it, int(it.length))
-		for i := range v.s {
-			v.s[i] = d.Any("any value")
-		}
-		it.val, it.text = v, nil
-	}
 	if v, ok := it.val.(*anyVals); ok {
 		return v.s
 	}
 	return nil
-}
-
-// encoded reports whether it holds Any values as encoded, not read yet.
-func (it *item) encoded() bool { return it.text != nil && it.kind == kindAny }
-
-// anyCut returns the offset in b, encoded Any values, of the value after the first n.
-func anyCut(b []byte, n uint64) int {
-	d := lib0.NewDecoder(b)
-	for range n {
-		d.SkipAny("any value")
-	}
-	return d.Pos()
-}
-
-// dropVals drops the first n values of Any or JSON content that is its own.
-func (it *item) dropVals(n uint64) {
-	if it.encoded() {
-		it.text = it.text[anyCut(it.text, n):]
-		return
-	}
-	v := it.val.(*anyVals)
-	v.s = v.s[n:]
-}
-
-// appendVals appends the values of r to those of it, both Any or JSON content: as
-// encoded when both are, else decoded.
-func (it *item) appendVals(r *item) {
-	if it.encoded() && r.encoded() {
-		it.text = append(it.text, r.text...)
-		return
-	}
-	s := append(it.vals(), r.vals()...)
-	it.val.(*anyVals).s = s
 }
 
 // typ returns the type of ContentType.
@@ -337,7 +289,8 @@ func (it *item) mergeWith(right *item) bool {
 	case kindString:
 		it.text = append(it.text, right.text...)
 	case kindAny, kindJSON:
-		it.appendVals(right)
+		v := it.val.(*anyVals)
+		v.s = append(v.s, right.vals()...)
 	case kindDeleted:
 	default:
 		return false
@@ -368,11 +321,6 @@ func splitItem(it *item, diff uint64) *item {
 	case kindString:
 		it.text, r.text = splitText(it.text, diff)
 	case kindAny, kindJSON:
-		if it.encoded() {
-			cut := anyCut(it.text, diff)
-			it.text, r.text = it.text[:cut:cut], it.text[cut:]
-			break
-		}
 		v := it.val.(*anyVals)
 		r.val = &anyVals{s: v.s[diff:len(v.s):len(v.s)]}
 		v.s = v.s[:diff:diff]

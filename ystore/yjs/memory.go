@@ -133,10 +133,7 @@ func (d *Doc) size() int64 {
 
 // itemSize is what a struct holds: itself, its explicit parent and key, its content.
 func itemSize(it *item) int64 {
-	n := itemBytes + int64(len(it.text))
-	if it.kind == kindString {
-		n += (textCopies - 1) * int64(len(it.text))
-	}
+	n := itemBytes + textCopies*int64(len(it.text))
 	if x := it.ext; x != nil && x.shared == nil {
 		n += extBytes + int64(len(x.pref.name)+len(x.sub))
 	}
@@ -150,17 +147,6 @@ func itemSize(it *item) int64 {
 	}
 	if it.flags&flagOwnVals != 0 {
 		n += valsBytes
-	}
-	if it.encoded() {
-		// values kept as encoded: what reading them will take, as decoding counted it
-		if it.flags&flagOwnVals == 0 {
-			n += valsBytes
-		}
-		d := lib0.NewDecoder(it.text)
-		for d.Remaining() > 0 {
-			d.SkipAny("any value")
-		}
-		return n + lib0.SlotBytes*int64(it.length) + d.Spent()
 	}
 	switch v := it.val.(type) {
 	case nil:

@@ -50,15 +50,3 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
-
-// FuzzSkipAny reads arbitrary bytes with SkipAny and Any under a limit taken from the
-// input: both fail alike, read as far and count the same memory.
-func FuzzSkipAny(f *testing.F) {
-	f.Add([]byte{125, 0x40}, int64(0))
-	f.Add([]byte{118, 1, 1, 'k', 117, 2, 120, 116, 1, 7}, int64(90))
-	f.Add([]byte{119, 2, 0xc3, 0x28}, int64(0))
-	f.Add([]byte{117, 2, 122, 1, 2, 3, 4, 5, 6, 7, 8, 124, 0x3f, 0, 0, 0}, int64(40))
-	f.Fuzz(func(t *testing.T, b []byte, limit int64) {
-		sameSkip(t, b, limit)
-	})
-}

@@ -78,10 +78,6 @@ func (d *Decoder) Err() error {
 // Pos returns the current byte offset.
 func (d *Decoder) Pos() int { return d.pos }
 
-// Since returns the bytes read from offset off on, without copying; the result aliases
-// the input.
-func (d *Decoder) Since(off int) []byte { return d.buf[off:d.pos] }
-
 // Remaining returns the number of unread bytes.
 func (d *Decoder) Remaining() int { return len(d.buf) - d.pos }
 
