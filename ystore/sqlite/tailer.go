@@ -500,7 +500,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if len(rows) == 0 && !appended {
-			t.log.Info("y-store commit appended no row (rows deleted); re-reading changed rooms", "cursor", t.cursor)
+			t.log.Info("y-store commit appended no row (rows deleted, or another table written); re-reading changed rooms", "cursor", t.cursor)
 			return t.resync(ctx, reasonHistory, sink, nil)
 		}
 		if len(rows) == 0 {
