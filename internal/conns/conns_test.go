@@ -19,16 +19,37 @@ import (
 // serve starts l's Server serving h on a loopback listener within l.
 func serve(t *testing.T, h http.Handler, l Limits) (addr string, refused func(reason string) float64) {
 	t.Helper()
+	addr, refused, _ = serveListener(t, h, l)
+	return addr, refused
+}
+
+// serveListener is serve, also returning the Listener.
+func serveListener(t *testing.T, h http.Handler, l Limits) (addr string, refused func(reason string) float64, cl *Listener) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := RefusedCounter("test")
-	cl := Listen(ln, l, c)
+	cl = Listen(ln, l, c)
 	srv := cl.Server(h)
 	go func() { _ = srv.Serve(cl) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String(), func(reason string) float64 { return promtest.ToFloat64(c.WithLabelValues(reason)) }
+	return ln.Addr().String(), func(reason string) float64 { return promtest.ToFloat64(c.WithLabelValues(reason)) }, cl
+}
+
+// idleAnonymous is how many of l's anonymous connections are idle: not serving, and
+// their server has waited idleAfter for the next request (victim's rule).
+func idleAnonymous(l *Listener) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, now := 0, time.Now().UnixNano()
+	for c := range l.anon {
+		if w := c.waiting.Load(); !c.busy && w != 0 && now-w >= int64(idleAfter) {
+			n++
+		}
+	}
+	return n
 }
 
 func dial(t *testing.T, addr string) net.Conn {
@@ -129,13 +150,17 @@ func get(t *testing.T, c net.Conn, path, user string) *http.Response {
 // busy, the new one is closed at once.
 func TestAnonymousBudget(t *testing.T) {
 	h, block, blocked := blocking(2)
-	addr, refused := serve(t, h, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
+	addr, refused, l := serveListener(t, h, Limits{MaxConnections: 4, Anonymous: 2, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute})
 	idle := []net.Conn{dial(t, addr), dial(t, addr)}
 	for _, c := range idle {
 		if resp := get(t, c, "/", ""); resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
 	}
+	// Both idle as the listener sees them (its server reading for the next request): a
+	// server goroutine that reached that read late, under -race on a busy machine, made
+	// the younger one the only idle one when the newcomer came.
+	testenv.Eventually(t, testenv.Wait, "both anonymous connections idle", func() bool { return idleAnonymous(l) == 2 })
 	fresh := dial(t, addr)
 	if resp := get(t, fresh, "/", ""); resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
