@@ -38,13 +38,19 @@ func serveListener(t *testing.T, h http.Handler, l Limits) (addr string, refused
 	return ln.Addr().String(), func(reason string) float64 { return promtest.ToFloat64(c.WithLabelValues(reason)) }, cl
 }
 
-// idleAnonymous is how many of l's anonymous connections are idle: not serving, and
-// their server has waited idleAfter for the next request (victim's rule).
-func idleAnonymous(l *Listener) int {
+// idleCount is how many of l's anonymous (anon) or held connections are idle: not
+// serving, and their server has waited idleAfter for the next request (victim's rule).
+// A test that expects a newcomer to close the oldest idle one waits for them first: a
+// server goroutine that reaches its read late (-race, a busy machine) is not idle yet.
+func idleCount(l *Listener, anon bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	set := l.held
+	if anon {
+		set = l.anon
+	}
 	n, now := 0, time.Now().UnixNano()
-	for c := range l.anon {
+	for c := range set {
 		if w := c.waiting.Load(); !c.busy && w != 0 && now-w >= int64(idleAfter) {
 			n++
 		}
@@ -157,10 +163,7 @@ func TestAnonymousBudget(t *testing.T) {
 			t.Fatal(resp.Status)
 		}
 	}
-	// Both idle as the listener sees them (its server reading for the next request): a
-	// server goroutine that reached that read late, under -race on a busy machine, made
-	// the younger one the only idle one when the newcomer came.
-	testenv.Eventually(t, testenv.Wait, "both anonymous connections idle", func() bool { return idleAnonymous(l) == 2 })
+	testenv.Eventually(t, testenv.Wait, "both anonymous connections idle", func() bool { return idleCount(l, true) == 2 })
 	fresh := dial(t, addr)
 	if resp := get(t, fresh, "/", ""); resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
@@ -409,7 +412,7 @@ func TestProxyConnectionsHeld(t *testing.T) {
 	h, block, blocked := blocking(1)
 	defer close(block)
 	proxy := netip.MustParsePrefix("127.0.0.2/32")
-	addr, refused := serve(t, h, Limits{MaxConnections: 3, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
+	addr, refused, l := serveListener(t, h, Limits{MaxConnections: 3, Anonymous: 1, IdleTimeout: time.Minute, ReadTimeout: time.Minute, AnonymousTimeout: time.Minute, Proxies: []netip.Prefix{proxy}})
 	if _, err := io.WriteString(dial(t, addr), "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -426,6 +429,7 @@ func TestProxyConnectionsHeld(t *testing.T) {
 	if got := refused(ReasonAnonymous); got != 0 {
 		t.Fatalf("refused{anonymous} = %v: a proxy's connection was counted anonymous", got)
 	}
+	testenv.Eventually(t, testenv.Wait, "the proxy's three connections idle", func() bool { return idleCount(l, false) == 3 })
 	testenv.Eventually(t, testenv.Wait, "a fourth connection of the proxy's served", func() bool { return served(fromProxy()) })
 	if !closedWithin(pooled[0], testenv.Wait) {
 		t.Fatal("the proxy's oldest idle connection stayed open for its new one")
@@ -502,7 +506,10 @@ func TestUnreadResponse(t *testing.T) {
 // one serving; and it waits for a connection just opened to turn idle (it goes first)
 // rather than being refused.
 func TestVictims(t *testing.T) {
-	addr, refused := serve(t, principals, Limits{MaxConnections: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.4/32")}})
+	addr, refused, l := serveListener(t, principals, Limits{MaxConnections: 4, IdleTimeout: time.Minute, ReadTimeout: time.Minute, Proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.4/32")}})
+	allIdle := func() {
+		testenv.Eventually(t, testenv.Wait, "the held connections idle", func() bool { return idleCount(l, false) == 4 })
+	}
 	idleAs := func(user string) net.Conn {
 		c := dial(t, addr)
 		if resp := get(t, c, "/", user); resp.StatusCode != 200 {
@@ -513,6 +520,7 @@ func TestVictims(t *testing.T) {
 	xavier := idleAs("xavier") // the oldest
 	bob := []net.Conn{idleAs("bob"), idleAs("bob")}
 	mallory := idleAs("mallory")
+	allIdle()
 	// mallory's newcomer closes her own idle connection, though bob has more and
 	// xavier's is older.
 	if resp := get(t, dial(t, addr), "/", "mallory"); resp.StatusCode != 200 {
@@ -521,6 +529,7 @@ func TestVictims(t *testing.T) {
 	if !closedWithin(mallory, testenv.Wait) {
 		t.Fatal("mallory's newcomer did not close her own idle connection")
 	}
+	allIdle()
 	// carol's closes bob's oldest (he has two idle), not xavier's older one.
 	if resp := get(t, dial(t, addr), "/", "carol"); resp.StatusCode != 200 {
 		t.Fatalf("carol's newcomer: %s", resp.Status)
