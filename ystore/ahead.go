@@ -11,8 +11,11 @@ import (
 // once, and only one of large bytes of updates or more: after handing over such a
 // chunk, read waits until take is done with it, so that rows larger than a backend's
 // chunks are held one chunk at a time, as without the read ahead. take's error stops
-// read and is returned; otherwise read's. read's sends and take run in chunk order.
-func ReadAhead(ctx context.Context, large int, read func(context.Context, func([]Row) error) error, take func([]Row) error) error {
+// read and is returned; otherwise read's, which it also records in failed (nil when
+// the read ended, or take stopped it): what a sink's error may stand for, the store's
+// failure rather than the sink's. read's sends and take run in chunk order.
+func ReadAhead(ctx context.Context, large int, read func(context.Context, func([]Row) error) error, take func([]Row) error, failed *error) error {
+	*failed = nil
 	chunks := make(chan []Row)
 	taken := make(chan struct{}, 1)
 	stop := make(chan struct{})
@@ -56,7 +59,8 @@ func ReadAhead(ctx context.Context, large int, read func(context.Context, func([
 			taken <- struct{}{}
 		}
 	}
-	return <-done
+	*failed = <-done
+	return *failed
 }
 
 // errStopped is what a ReadAhead read's send returns once take has failed.

@@ -45,7 +45,7 @@ func TestReadAheadOverlaps(t *testing.T) {
 			}
 			got = append(got, chunk[0].ID)
 			return nil
-		})
+		}, new(error))
 		if err != nil || fmt.Sprint(got) != "[0 1 2]" {
 			t.Fatalf("taken %v, %v; want [0 1 2], nil", got, err)
 		}
@@ -69,7 +69,7 @@ func TestReadAheadHoldsOneLargeChunk(t *testing.T) {
 			}
 			taken++
 			return nil
-		})
+		}, new(error))
 		if err != nil || taken != len(sizes) {
 			t.Fatalf("taken %d chunks, %v; want %d, nil", taken, err, len(sizes))
 		}
@@ -83,7 +83,7 @@ func TestReadAheadStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var started atomic.Int64
 		refused := errors.New("refused")
-		var readCtx error
+		var readCtx, failed error
 		read := aheadReader([]int{10, 10, 10, 10}, &started)
 		err := ReadAhead(t.Context(), testLarge, func(ctx context.Context, send func([]Row) error) error {
 			err := read(ctx, send)
@@ -91,9 +91,9 @@ func TestReadAheadStops(t *testing.T) {
 			return err
 		}, func(chunk []Row) error {
 			return refused
-		})
-		if !errors.Is(err, refused) {
-			t.Fatalf("got %v, want take's error", err)
+		}, &failed)
+		if !errors.Is(err, refused) || failed != nil {
+			t.Fatalf("got %v (read failed: %v), want take's error and no read failure", err, failed)
 		}
 		if readCtx != nil {
 			t.Errorf("the read's context was %v: a query in flight must end as it would have", readCtx)
@@ -109,16 +109,16 @@ func TestReadAheadStops(t *testing.T) {
 			return broken
 		}
 		taken := 0
-		err = ReadAhead(t.Context(), testLarge, read, func([]Row) error { taken++; return nil })
-		if !errors.Is(err, broken) || taken != 1 {
-			t.Fatalf("got %v after %d chunks, want the read's error after 1", err, taken)
+		err = ReadAhead(t.Context(), testLarge, read, func([]Row) error { taken++; return nil }, &failed)
+		if !errors.Is(err, broken) || !errors.Is(failed, broken) || taken != 1 {
+			t.Fatalf("got %v (read failed: %v) after %d chunks, want the read's error after 1", err, failed, taken)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		err = ReadAhead(ctx, testLarge, aheadReader([]int{10, 10, 10}, &started), func([]Row) error {
 			cancel()
 			return nil
-		})
-		if !errors.Is(err, context.Canceled) {
+		}, &failed)
+		if !errors.Is(err, context.Canceled) || !errors.Is(failed, context.Canceled) {
 			t.Fatalf("canceled: got %v", err)
 		}
 	})

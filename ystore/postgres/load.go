@@ -161,21 +161,15 @@ func (t *Tailer) stream(tx pgx.Tx, r loadRoom, failed *error, taken func([]ystor
 				after = chunk[len(chunk)-1].ID
 			}
 		}
-		var yieldErr error
-		err := ystore.ReadAhead(ctx, aheadLarge, read, func(chunk []ystore.Row) error {
-			if yieldErr = yield(chunk); yieldErr != nil {
-				return yieldErr
+		return ystore.ReadAhead(ctx, aheadLarge, read, func(chunk []ystore.Row) error {
+			if err := yield(chunk); err != nil {
+				return err
 			}
 			if taken != nil {
 				taken(chunk)
 			}
 			return nil
-		})
-		*failed = nil
-		if err != nil && yieldErr == nil {
-			*failed = err
-		}
-		return err
+		}, failed)
 	}
 }
 

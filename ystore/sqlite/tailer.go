@@ -219,26 +219,20 @@ func (t *Tailer) load(ctx context.Context, read func(*store, *plan) error) error
 // may stand for, the store's failure rather than the sink's.
 func (t *Tailer) stream(st *store, p *plan, room string, failed *error, taken func([]ystore.Row)) func(context.Context, func([]ystore.Row) error) error {
 	return func(ctx context.Context, yield func([]ystore.Row) error) error {
-		var yieldErr error
 		read := func(ctx context.Context, send func([]ystore.Row) error) error {
 			return st.eachRow(ctx, room, p.top, t.cfg.ChunkRows, func(chunk []ystore.Row) error {
 				return send(t.decompress(chunk))
 			})
 		}
-		err := ystore.ReadAhead(ctx, 2*chunkBytes, read, func(chunk []ystore.Row) error {
-			if yieldErr = yield(chunk); yieldErr != nil {
-				return yieldErr
+		return ystore.ReadAhead(ctx, 2*chunkBytes, read, func(chunk []ystore.Row) error {
+			if err := yield(chunk); err != nil {
+				return err
 			}
 			if taken != nil {
 				taken(chunk)
 			}
 			return nil
-		})
-		*failed = nil
-		if err != nil && yieldErr == nil {
-			*failed = err
-		}
-		return err
+		}, failed)
 	}
 }
 
