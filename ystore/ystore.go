@@ -76,6 +76,27 @@ type Event struct {
 	// returns yield's error as is. Call it only while the sink call that received the
 	// event runs; Each reads either form.
 	Stream func(ctx context.Context, yield func([]Row) error) error
+	// Scan, when not nil, reads the rows of this streamed Reset together with those of
+	// every other Reset of its delivery that shares it, in one pass over the store: what
+	// a sink that builds all of these rooms at once (a cold load) may read instead of
+	// each one's Stream, which still reads its room alone.
+	Scan *Scan
+}
+
+// Scan reads the rows of several rooms in one pass over a store, in the store's order
+// rather than room after room: a store whose rooms' rows are interleaved (concurrent
+// sessions) is read once instead of once a room.
+type Scan struct {
+	// Rooms is how many rooms the pass reads (the Resets sharing it): a sink that takes
+	// fewer of them reads less through their Streams.
+	Rooms int
+	// Each hands yield the rows of the scan's rooms a bounded chunk at a time, the rooms'
+	// rows interleaved but each room's in its load order (Row.Room tells which room). A
+	// room whose rows turn out not to be stored in their load order is restarted: Each
+	// calls restart with its key, the rows handed for it before are void, and hands its
+	// rows again later, from its first, in load order. Call it only while the sink call
+	// that received the events runs; it returns yield's or restart's error as is.
+	Each func(ctx context.Context, yield func([]Row) error, restart func(room string) error) error
 }
 
 // Each hands the event's rows to yield: Stream's chunks, or Rows at once (nothing when

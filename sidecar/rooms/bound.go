@@ -208,14 +208,15 @@ func (r *Set) overBytes(n int64) bool { return r.maxBytes > 0 && r.bytes+n > r.m
 // overBound reports whether rooms are refused; Set.mu is held.
 func (r *Set) overBound() bool { return len(r.refused) > 0 || r.forgot }
 
-// admit reports whether the store's room key may be loaded whole (a Reset), and the
-// bytes its rows may take (the room's own among them); a room refused is not. A
-// room refused before is tried again.
-func (r *Set) admit(key string) (budget int64, ok bool) {
+// admit reports whether the store's room key may be loaded whole (a Reset), besides
+// pending rooms admitted but not held yet (a scan's: scan.go), and the bytes its rows may
+// take (the room's own among them); a room refused is not. A room refused before is
+// tried again.
+func (r *Set) admit(key string, pending int) (budget int64, ok bool) {
 	r.mu.Lock()
 	rm, held := r.rooms[key]
 	_, known := r.others[key]
-	if !held && !known && r.full() {
+	if !held && !known && r.maxRooms > 0 && len(r.rooms)+len(r.others)+pending >= r.maxRooms {
 		r.mu.Unlock()
 		r.refuse(key, BoundRooms)
 		return 0, false
@@ -266,7 +267,7 @@ func (r *Set) refuse(key, bound string) {
 // again.
 func (r *Set) takeOther(key string, whole bool) bool {
 	if whole {
-		_, ok := r.admit(key)
+		_, ok := r.admit(key, 0)
 		return ok
 	}
 	r.mu.Lock()

@@ -106,8 +106,17 @@ func (l *told) removedSince(n int, p string) bool {
 // store's (key) order while fewer than MaxRooms are held and their rows' bytes fit
 // MaxBytes; the rows of a room refused are not read; a read of its notebook says the
 // store is over its bound; the first refusal is logged once and each counted. Without
-// bounds every room is loaded, and a read that misses is a plain not found.
+// bounds every room is loaded, and a read that misses is a plain not found. A load read
+// in one pass over the store (a Scan, the rooms' rows interleaved) keeps the same
+// bounds: the same rooms by count, as many by bytes (those whose rows passed the bound
+// as the pass read them are refused, not the last by key), and reads no room alone.
 func TestRoomsBoundAtLoad(t *testing.T) {
+	for _, scan := range []bool{false, true} {
+		t.Run(map[bool]string{false: "room by room", true: "one pass"}[scan], func(t *testing.T) { testRoomsBoundAtLoad(t, scan) })
+	}
+}
+
+func testRoomsBoundAtLoad(t *testing.T, scan bool) {
 	updates, want := loadSession(t, "s0002.json.gz")
 	size := int64(0)
 	for _, u := range updates {
@@ -141,10 +150,18 @@ func TestRoomsBoundAtLoad(t *testing.T) {
 					events = append(events, ystore.Event{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates[:1])})
 				}
 			}
-			reads := 0
+			reads, passes := 0, 0
+			var byRoom [][]ystore.Row
 			for i := range rooms {
 				key, _ := boundRoom(i)
 				events = append(events, countedReset(key, updates, &reads))
+				byRoom = append(byRoom, rowsOf(key, updates))
+			}
+			if scan {
+				sc := interleaved(byRoom, 7, &passes)
+				for i := len(events) - rooms; i < len(events); i++ {
+					events[i].Scan = sc
+				}
 			}
 			if err := r.Sink(t.Context(), events); err != nil {
 				t.Fatal(err)
@@ -163,7 +180,7 @@ func TestRoomsBoundAtLoad(t *testing.T) {
 					t.Fatalf("read of %s refused: %q does not say why", p, err)
 				}
 			}
-			if !slices.Equal(held, tt.held) {
+			if !slices.Equal(held, tt.held) && (!scan || tt.byBytes == 0 || len(held) != len(tt.held)) {
 				t.Fatalf("rooms loaded %v, want %v", held, tt.held)
 			}
 			if got := len(r.Paths()); got != len(tt.held) {
@@ -172,7 +189,10 @@ func TestRoomsBoundAtLoad(t *testing.T) {
 			if byRooms, byBytes := m.counts(); byRooms != tt.byRooms || byBytes != tt.byBytes {
 				t.Fatalf("refusals counted: %d by rooms, %d by bytes; want %d, %d", byRooms, byBytes, tt.byRooms, tt.byBytes)
 			}
-			if reads != tt.streams {
+			if scan && (reads != 0 || passes != 1) {
+				t.Fatalf("%d rooms' rows read alone and %d passes, want none and one", reads, passes)
+			}
+			if !scan && reads != tt.streams {
 				t.Fatalf("%d rooms' rows read, want %d: a room refused by count is not read", reads, tt.streams)
 			}
 			warned := log.warned()

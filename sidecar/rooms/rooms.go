@@ -246,10 +246,23 @@ func (noMetrics) Refused(string)                  {}
 // left as it was).
 func (r *Writer) Sink(ctx context.Context, events []ystore.Event) error {
 	defer func() { r.metrics.SetRooms(r.count()) }()
-	for _, ev := range events {
+	alone := 0 // events[:alone] are read one by one
+	for i := 0; i < len(events); i++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if n, all := scanGroup(events[i:]); i >= alone && n > 0 {
+			if !all || !r.cold(events[i:i+n]) {
+				alone = i + n
+			} else {
+				if err := r.resetScan(ctx, events[i:i+n]); err != nil {
+					return err
+				}
+				i += n - 1
+				continue
+			}
+		}
+		ev := events[i]
 		info, ok := ystore.ParseRoom(ev.Room)
 		if !ok || info.Kind != ystore.KindNotebook {
 			if err := r.trackOther(ctx, ev); err != nil {
@@ -303,7 +316,7 @@ func (r *Set) trackOther(ctx context.Context, ev ystore.Event) error {
 // the error returned. A room past the Set's bounds is refused, and dropped if held
 // (bound.go).
 func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) error {
-	budget, ok := r.admit(info.Key)
+	budget, ok := r.admit(info.Key, 0)
 	if !ok {
 		return nil
 	}
@@ -311,8 +324,10 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 	rm := r.rooms[info.Key]
 	r.mu.RUnlock()
 	m := r.meter(rm) // the load may take what the document it replaces holds
-	l, err := r.load(ctx, info, ev, budget, m)
+	ld := r.newRoomLoad(info, &budget, m)
+	err := ev.Each(ctx, func(rows []ystore.Row) error { return ld.add(ctx, rows) })
 	if bound := overBound(err); bound != "" {
+		ld.abandon()
 		if rm != nil {
 			r.drop(rm, "room dropped: it passes the store's bound")
 		}
@@ -320,8 +335,16 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		return nil
 	}
 	if err != nil {
-		return err
+		ld.abandon()
+		return fmt.Errorf("load room %s: %w", info.Key, err)
 	}
+	r.install(ctx, info, m, ld.done())
+	return nil
+}
+
+// install makes the document l built for the room info (charged to m) the room's, in
+// place of the one it held, and tells what changed.
+func (r *Writer) install(ctx context.Context, info ystore.Room, m *roomMeter, l loaded) {
 	nb := l.nb
 	var ch ynotebook.Changes
 	if l.bad < l.rows {
@@ -379,7 +402,6 @@ func (r *Writer) reset(ctx context.Context, info ystore.Room, ev ystore.Event) e
 		r.notify.Changed(p, ch, o)
 	}
 	r.consult(rm)
-	return nil
 }
 
 // update applies rows on top of a room's document; a room refused is left out, and one
@@ -462,8 +484,9 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 // a piece's, whatever the room's history.
 const loadRows = 1024
 
-// loaded is a room's document built by load, with its rows, the bad ones among them, their
-// bytes and the commit time of the newest (seconds since the epoch; -Inf without rows).
+// loaded is a room's document built by a roomLoad, with its rows, the bad ones among
+// them, their bytes and the commit time of the newest (seconds since the epoch; -Inf
+// without rows).
 type loaded struct {
 	nb        *ynotebook.Notebook
 	rows, bad int
@@ -471,60 +494,80 @@ type loaded struct {
 	newest    float64
 }
 
-// load builds a room's document from the event's rows as they stream in, loadRows at a
-// time (ynotebook.Loading: no change sets, one read at the end), logging and counting the
-// rows that do not decode. Its error is the stream's (the rows could not be read), ctx's,
-// errOverBytes once the rows' bytes would pass budget (negative: none), before those
-// rows are decoded, or one wrapping yjs.ErrBudget once the document would pass the
-// memory m has left; the document is charged to m.
-func (r *Set) load(ctx context.Context, info ystore.Room, ev ystore.Event, budget int64, m *roomMeter) (l loaded, err error) {
-	ld := ynotebook.NewLoading(m.meter())
-	defer func() {
-		if err != nil {
-			ld.Abandon()
+// roomLoad builds a room's document from its rows as they stream in, loadRows at a time
+// (ynotebook.Loading: no change sets, one read at the end), logging and counting the rows
+// that do not decode; the document is charged to its meter.
+type roomLoad struct {
+	set     *Set
+	info    ystore.Room
+	budget  *int64 // the bytes its rows may still take (negative: no bound), maybe shared
+	ld      *ynotebook.Loading
+	l       loaded
+	updates [][]byte
+	start   time.Time
+}
+
+// newRoomLoad starts the load of room info, its rows' bytes taken from *budget
+// (negative: none) and its document charged to m.
+func (r *Set) newRoomLoad(info ystore.Room, budget *int64, m *roomMeter) *roomLoad {
+	return &roomLoad{set: r, info: info, budget: budget, ld: ynotebook.NewLoading(m.meter()),
+		l: loaded{newest: math.Inf(-1)}, start: time.Now()}
+}
+
+// add applies rows, the room's next in load order. Its error is ctx's, errOverBytes once
+// the rows' bytes would pass the budget, before those rows are decoded, or one wrapping
+// yjs.ErrBudget once the document would pass the memory its meter has left.
+func (x *roomLoad) add(ctx context.Context, rows []ystore.Row) error {
+	for piece := range slices.Chunk(rows, loadRows) {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-	}()
-	l = loaded{newest: math.Inf(-1)}
-	updates := make([][]byte, 0, loadRows)
-	start := time.Now()
-	err = ev.Each(ctx, func(rows []ystore.Row) error {
-		for piece := range slices.Chunk(rows, loadRows) {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var n int64
-			for _, row := range piece {
-				n += int64(len(row.Update))
-			}
-			if budget >= 0 && l.bytes+n > budget {
+		var n int64
+		for _, row := range piece {
+			n += int64(len(row.Update))
+		}
+		if *x.budget >= 0 {
+			if n > *x.budget {
 				return errOverBytes
 			}
-			l.bytes += n
-			updates = updates[:0]
-			for _, row := range piece {
-				updates = append(updates, row.Update)
-				l.newest = max(l.newest, row.Timestamp)
-			}
-			err := ld.Add(updates)
-			if errors.Is(err, yjs.ErrBudget) {
-				return err
-			}
-			l.bad += r.skipped(info, piece, err)
-			l.rows += len(piece)
+			*x.budget -= n
 		}
-		clear(updates[:cap(updates)]) // hold no row's update past its piece
-		return nil
-	})
-	if err != nil {
-		return loaded{}, fmt.Errorf("load room %s: %w", info.Key, err)
+		x.l.bytes += n
+		x.updates = x.updates[:0]
+		for _, row := range piece {
+			x.updates = append(x.updates, row.Update)
+			x.l.newest = max(x.l.newest, row.Timestamp)
+		}
+		err := x.ld.Add(x.updates)
+		clear(x.updates) // hold no row's update past its piece
+		if errors.Is(err, yjs.ErrBudget) {
+			return err
+		}
+		x.l.bad += x.set.skipped(x.info, piece, err)
+		x.l.rows += len(piece)
 	}
-	l.nb = ld.Done()
-	if l.rows > 0 {
-		r.metrics.ObserveApply(start, l.newest)
+	return nil
+}
+
+// done ends the load and returns the document, counted in the Set's metrics.
+func (x *roomLoad) done() loaded {
+	x.l.nb = x.ld.Done()
+	if x.l.rows > 0 {
+		x.set.metrics.ObserveApply(x.start, x.l.newest)
 	}
-	r.metrics.DecodeErrors(l.bad)
-	r.metrics.RowsApplied(l.rows - l.bad)
-	return l, nil
+	x.set.metrics.DecodeErrors(x.l.bad)
+	x.set.metrics.RowsApplied(x.l.rows - x.l.bad)
+	return x.l
+}
+
+// abandon ends a load that failed: what its document held is given back, and the bytes
+// its rows took to the budget.
+func (x *roomLoad) abandon() {
+	x.ld.Abandon()
+	if *x.budget >= 0 {
+		*x.budget += x.l.bytes
+	}
+	x.l = loaded{newest: math.Inf(-1)}
 }
 
 // skipped logs the rows of piece that err (ynotebook.Loading.Add's) says were skipped,

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"container/heap"
+	"strings"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -80,6 +81,7 @@ func (k *picker) room(key string) *roomPlan {
 		k.skipped += k.rooms[out].sum.count
 		delete(k.rooms, out)
 	}
+	key = strings.Clone(key) // a row's key is the fold's while it runs (foldKeys)
 	rp := &roomPlan{}
 	k.rooms[key] = rp
 	if k.limit > 0 {

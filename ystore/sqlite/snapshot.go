@@ -61,7 +61,7 @@ func (p *plan) sortedRooms() []string {
 }
 
 // readPlan reads the checkpoints' timestamps, then the room and timestamp of every row up
-// to the current newest one in rowid chunks, without their updates; it plans at most
+// to the current newest one in rowid chunks, without their updates (foldKeys); it plans at most
 // limit rooms (0: all), those of followed first, then the first by key (picker).
 func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[string]summary) (*plan, error) {
 	top, fp, dv, err := s.top(ctx)
@@ -78,17 +78,14 @@ func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[str
 		return nil, err
 	}
 	for after := int64(0); after < top; {
-		rows, more, err := s.keysAfter(ctx, after, top, chunk)
+		last, more, err := s.foldKeys(ctx, after, top, chunk, k.row)
 		if err != nil {
 			return nil, err
-		}
-		for _, r := range rows {
-			k.row(r)
 		}
 		if !more {
 			break
 		}
-		after = rows[len(rows)-1].ID
+		after = last
 	}
 	return &plan{top: top, fp: fp, dv: dv, rooms: k.rooms, skipped: k.skipped, over: k.over}, nil
 }

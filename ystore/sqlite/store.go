@@ -155,6 +155,9 @@ func dsn(path string) string {
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(0)")
 	q.Add("_pragma", "query_only(1)")
+	// The store's schema (its views, triggers, indexes) may not call the functions the
+	// sidecar registers, as the plan's fold (fold.go): a store is input.
+	q.Add("_pragma", "trusted_schema(0)")
 	// A tailer reads each row once: a small page cache (256 KiB, not SQLite's 2 MB)
 	// keeps a hub of many open stores small.
 	q.Add("_pragma", "cache_size(-256)")
@@ -444,22 +447,6 @@ func (b *ownedBytes) Scan(src any) error {
 		return fmt.Errorf("scan update: %T, want a blob", src)
 	}
 	return nil
-}
-
-// keysAfter returns up to limit rows with after < rowid <= upTo in rowid order, without
-// their updates, in one read transaction bounded as scanRows bounds it.
-func (s *store) keysAfter(ctx context.Context, after, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
-	err = s.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		rows, more, err = queryRows(ctx, tx, time.Now(), limit, "",
-			"SELECT rowid, path, NULL, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
-			after, upTo, limit)
-		return err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("read row keys after %d: %w", after, err)
-	}
-	return rows, more, nil
 }
 
 // roomRowsAfter returns up to limit rows of room with rowid <= upTo, in timestamp then

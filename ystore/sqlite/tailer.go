@@ -179,12 +179,7 @@ var _ ystore.StreamLoader = (*Tailer)(nil)
 // through Event.Stream, a chunk per read transaction, with its own connection.
 func (t *Tailer) LoadStream(ctx context.Context, sink func(context.Context, []ystore.Event) error) error {
 	return t.load(ctx, func(st *store, p *plan) error {
-		rooms := p.sortedRooms()
-		fails := make([]error, len(rooms))
-		events := make([]ystore.Event, 0, len(rooms))
-		for i, room := range rooms {
-			events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Stream: t.stream(st, p, room, &fails[i], nil)})
-		}
+		events, fails := t.streamed(st, p, p.sortedRooms(), nil)
 		if err := sink(ctx, events); err != nil {
 			return cmp.Or(errors.Join(fails...), err)
 		}
@@ -632,7 +627,10 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	var fails []error
 	// The rooms gone first: a sink bounded by its rooms has their places for the others.
 	if t.cfg.StreamLoads {
-		events, fails = t.streamed(p, rooms, prog)
+		events, fails = t.streamed(t.st, p, rooms, func(chunk []ystore.Row) {
+			t.status.Streamed(chunk)
+			prog.add(len(chunk))
+		})
 		events = append(removed, events...)
 	} else {
 		events, err = t.batched(ctx, p, rooms, prog, sink, removed)
@@ -663,18 +661,20 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 	return p.dv, nil
 }
 
-// streamed returns a Reset per room whose rows the sink reads through Event.Stream, each
-// chunk counted once the sink has taken it, and where each room's stream records the
-// error of a read that failed (tailer.stream).
-func (t *Tailer) streamed(p *plan, rooms []string, prog *loadProgress) ([]ystore.Event, []error) {
+// streamed returns a Reset per room of rooms (of plan p, on st) whose rows the sink reads
+// through Event.Stream, each chunk passed to taken once the sink has taken it (nil:
+// none), and where each room's stream records the error of a read that failed
+// (tailer.stream). When rooms are every room of the plan, the events share a Scan that
+// reads them all in one pass (scan.go), whose failure is recorded last.
+func (t *Tailer) streamed(st *store, p *plan, rooms []string, taken func([]ystore.Row)) ([]ystore.Event, []error) {
 	events := make([]ystore.Event, 0, len(rooms))
-	fails := make([]error, len(rooms))
-	taken := func(chunk []ystore.Row) {
-		t.status.Streamed(chunk)
-		prog.add(len(chunk))
+	fails := make([]error, len(rooms)+1)
+	var sc *ystore.Scan
+	if len(rooms) == len(p.rooms) {
+		sc = t.scan(st, p, rooms, &fails[len(rooms)], taken)
 	}
 	for i, room := range rooms {
-		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Stream: t.stream(t.st, p, room, &fails[i], taken)})
+		events = append(events, ystore.Event{Kind: ystore.EventReset, Room: room, Stream: t.stream(st, p, room, &fails[i], taken), Scan: sc})
 	}
 	return events, fails
 }

@@ -1,0 +1,158 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
+)
+
+// scanStore writes a pycrdt-store file at path whose rows are stmts' (path, update,
+// timestamp) in rowid order, and checkpoints (path, timestamp).
+func scanStore(t *testing.T, path string, rows [][3]any, ckpts [][2]any, extra ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range append([]string{
+		"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp REAL NOT NULL)",
+		"CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)",
+		"CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp REAL NOT NULL, PRIMARY KEY(path))",
+	}, extra...) {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rows {
+		if _, err := db.Exec("INSERT INTO yupdates VALUES (?, ?, x'', ?)", r[0], r[1], r[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range ckpts {
+		if _, err := db.Exec("INSERT INTO ycheckpoints VALUES (?, x'c0', ?)", c[0], c[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// key is a row as a test compares it.
+func key(r ystore.Row) string { return fmt.Sprintf("%d@%g:%x", r.ID, r.Timestamp, r.Update) }
+
+// A load of every room reads them in one pass (the events share a Scan), and hands each
+// room exactly the rows its own Stream does, in the same order: its checkpoint, then its
+// rows stamped at or after it, by timestamp then rowid. A room whose rows are not stored
+// in that order (a writer's clock went back) is restarted and read again alone; the
+// others never are. The plan's summaries are the rows' in rowid order.
+func TestScanReadsLoadOrder(t *testing.T) {
+	const a, b, c, d = "ra", "rb", "rc", "rd"
+	rows := [][3]any{
+		{a, []byte{1}, 10.0}, {b, []byte{1}, 3.0}, {c, []byte{1}, 10.0}, {d, []byte{1}, 7.0},
+		{a, []byte{2}, 11.0}, {b, []byte{2}, 5.0}, {c, []byte{2}, 12.0}, {d, []byte{2}, 7.0},
+		{a, []byte{3}, 11.0}, {b, []byte{3}, 6.0}, {c, []byte{3}, 11.0}, {d, []byte{3}, 8.0}, // c goes back
+		{a, []byte{4}, 12.0}, {b, []byte{4}, 7.0}, {c, []byte{4}, 13.0}, {d, []byte{4}, 8.0},
+	}
+	path := filepath.Join(t.TempDir(), "store.db")
+	scanStore(t, path, rows, [][2]any{{b, 5.0}}) // b's rows before 5 are in its checkpoint
+	tl := newTailer(t, Config{Path: path, ChunkRows: 3})
+	err := tl.LoadStream(t.Context(), func(ctx context.Context, events []ystore.Event) error {
+		if len(events) != 4 || events[0].Scan == nil {
+			t.Fatalf("%d events, the first's Scan %v: want 4 sharing one", len(events), events[0].Scan)
+		}
+		want := map[string][]string{}
+		for _, ev := range events {
+			if ev.Scan != events[0].Scan {
+				t.Fatalf("%s has a Scan of its own", ev.Room)
+			}
+			err := ev.Stream(ctx, func(rows []ystore.Row) error {
+				for _, r := range rows {
+					want[ev.Room] = append(want[ev.Room], key(r))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		got := map[string][]string{}
+		var restarted []string
+		err := events[0].Scan.Each(ctx, func(rows []ystore.Row) error {
+			if len(rows) > 3 {
+				t.Errorf("chunk of %d rows, want at most ChunkRows", len(rows))
+			}
+			for _, r := range rows {
+				got[r.Room] = append(got[r.Room], key(r))
+			}
+			return nil
+		}, func(room string) error {
+			restarted = append(restarted, room)
+			got[room] = nil
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if !slices.Equal(got[ev.Room], want[ev.Room]) {
+				t.Errorf("%s: the pass handed %v, its stream %v", ev.Room, got[ev.Room], want[ev.Room])
+			}
+		}
+		if !slices.Equal(restarted, []string{c}) {
+			t.Errorf("restarted %v, want [%s]: the room whose clock went back, alone", restarted, c)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tl.readPlanOnce(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for room, rp := range p.rooms {
+		var s summary
+		for i, r := range rows {
+			if r[0] == room {
+				s.add(ystore.Row{ID: int64(i + 1), Timestamp: r[2].(float64)})
+			}
+		}
+		if rp.sum != s {
+			t.Errorf("%s: plan's summary %+v, its rows' %+v", room, rp.sum, s)
+		}
+	}
+	if got := p.rooms[b].rows; got != 4 {
+		t.Errorf("%s: a load of %d rows planned, want 4 (its checkpoint and 3 rows at or after it)", b, got)
+	}
+}
+
+// readPlanOnce reads tl's store's plan on a connection of its own.
+func (t *Tailer) readPlanOnce(tb testing.TB) (*plan, error) {
+	st, err := t.open(tb.Context())
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	return st.readPlan(tb.Context(), t.cfg.ChunkRows, t.cfg.followLimit(), nil)
+}
+
+// The plan's fold is the sidecar's own SQL function: a store's schema (a view in place
+// of the table, as a hostile store may have) cannot call it, to hand rows to another
+// store's plan under way in the same process (hub mode); the load fails instead.
+func TestFoldNotCallableFromTheSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	scanStore(t, path, nil, nil,
+		"ALTER TABLE yupdates RENAME TO real_updates",
+		"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, "+foldFunc+"(1, 'injected', 1, 1.0) AS timestamp FROM real_updates",
+		"INSERT INTO real_updates VALUES ('r', x'00', x'', 1.0)")
+	tl := newTailer(t, Config{Path: path})
+	_, err := tl.readPlanOnce(t)
+	if err == nil || !strings.Contains(err.Error(), "unsafe use") {
+		t.Fatalf("plan of a store whose view calls the fold: %v, want an unsafe use refused", err)
+	}
+}
