@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -31,6 +30,7 @@ type scanned struct {
 	m     *roomMeter
 	other int    // rows of a room that is not a notebook's
 	bound string // the bound it was refused by
+	at, n int    // its run in the chunk at hand
 }
 
 // scanGroup returns how many of events, from the first, are Resets sharing its Scan (0
@@ -84,23 +84,38 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 		rooms[ev.Room] = s
 		order = append(order, s)
 	}
-	var buf []ystore.Row // the pass's chunk at hand, by room: each room's rows a run
+	var buf []ystore.Row   // the pass's chunk at hand, by room: each room's rows a run
+	var touched []*scanned // the rooms of the chunk at hand, in order
 	yield := func(rows []ystore.Row) error {
-		buf = append(buf[:0], rows...)
-		defer clear(buf) // hold no row past its chunk
-		slices.SortStableFunc(buf, func(a, b ystore.Row) int { return strings.Compare(a.Room, b.Room) })
-		for rest := buf; len(rest) > 0; {
-			n := 1
-			for n < len(rest) && rest[n].Room == rest[0].Room {
-				n++
+		// Counted, then placed: each room's rows in a run of buf, in their order.
+		for _, row := range rows {
+			if s := rooms[row.Room]; s != nil && s.bound == "" {
+				if s.n++; s.n == 1 {
+					touched = append(touched, s)
+				}
 			}
-			run := rest[:n]
-			rest = rest[n:]
-			s := rooms[run[0].Room]
-			switch {
-			case s == nil || s.bound != "":
-				continue
-			case s.load == nil:
+		}
+		at := 0
+		for _, s := range touched {
+			s.at, at, s.n = at, at+s.n, 0
+		}
+		buf = slices.Grow(buf[:0], at)[:at]
+		for _, row := range rows {
+			if s := rooms[row.Room]; s != nil && s.bound == "" {
+				buf[s.at+s.n] = row
+				s.n++
+			}
+		}
+		defer func() {
+			clear(buf) // hold no row past its chunk
+			for _, s := range touched {
+				s.n = 0
+			}
+			touched = touched[:0]
+		}()
+		for _, s := range touched {
+			run := buf[s.at : s.at+s.n]
+			if s.load == nil {
 				s.other += len(run)
 				continue
 			}

@@ -81,7 +81,7 @@ func (k *picker) room(key string) *roomPlan {
 		k.skipped += k.rooms[out].sum.count
 		delete(k.rooms, out)
 	}
-	key = strings.Clone(key) // a row's key is the fold's while it runs (foldKeys)
+	key = strings.Clone(key) // a row's key is the fold's while it runs (foldRows)
 	rp := &roomPlan{}
 	k.rooms[key] = rp
 	if k.limit > 0 {

@@ -16,36 +16,40 @@ import (
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
-// A plan reads every row's key (room, rowid, timestamp), in rowid order. Returned row by
-// row through database/sql, that was most of the plan's cost: 0.59 s for 540k rows, a Go
-// string and several conversions a row. The keys are instead folded inside SQLite, by an
-// aggregate function of the store's own (yfold) that hands each row's key to the plan
-// (keysFold) as SQLite reads it: 0.2 s. The rows and their order are the same.
+// A read of every row in rowid order (a plan's keys, a load's pass over the table) hands
+// the rows to Go inside SQLite, through an aggregate function of the sidecar's own
+// (foldFunc) that calls a Go function with each row as SQLite reads it, rather than
+// returning them row by row through database/sql: a Go string per row for its room, and
+// the driver's conversions, were most of such a read (0.59 s for 540k rows' keys against
+// 0.2 s folded). The rows, their order and the transactions' bounds are the same.
 
 // foldFunc is the name of the aggregate registered with the driver.
 const foldFunc = "jupyter_mcp_sidecar_yfold"
 
 func init() {
 	msqlite.MustRegisterFunction(foldFunc, &msqlite.FunctionImpl{
-		NArgs: 4,
-		// The room is only read, or copied when kept (picker.room).
+		NArgs: 5,
+		// A row's room and update are views of SQLite's memory for the call (fold.row).
 		VolatileArgs:  true,
-		MakeAggregate: func(msqlite.FunctionContext) (msqlite.AggregateFunction, error) { return &keysStep{}, nil },
+		MakeAggregate: func(msqlite.FunctionContext) (msqlite.AggregateFunction, error) { return &foldStep{}, nil },
 	})
 }
 
-// folds are the folds under way, by the handle their query passes yfold: a random one,
+// folds are the folds under way, by the handle their query passes foldFunc: a random one,
 // besides the schema's not being trusted (dsn), so that no query but the fold's own finds
 // it.
-var folds sync.Map // int64 → *keysFold
+var folds sync.Map // int64 → *fold
 
-// keysFold is one read transaction's fold of row keys: each is handed to row; it stops
-// once the transaction has run for txBudget (after at least minTxRows rows), or limit rows.
-type keysFold struct {
+// fold is one read transaction's fold of rows: each is handed to row, its Room and Update
+// valid only during the call (row copies what it keeps). It stops once chunkBytes of
+// updates are read or the transaction has run for txBudget (after at least minTxRows
+// rows), or after limit rows.
+type fold struct {
 	row   func(ystore.Row)
 	start time.Time
 	limit int
 	n     int
+	size  int
 	last  int64 // the rowid of the last row folded
 	err   error // why it stopped reading: errFoldFull, or a row it could not read
 }
@@ -53,77 +57,91 @@ type keysFold struct {
 // errFoldFull stops a fold's query once its transaction has read its share.
 var errFoldFull = errors.New("fold full")
 
-// keysStep is yfold's state in one query.
-type keysStep struct{ f *keysFold }
+// foldStep is foldFunc's state in one query.
+type foldStep struct{ f *fold }
 
-func (s *keysStep) Step(_ *msqlite.FunctionContext, args []driver.Value) error {
+func (s *foldStep) Step(_ *msqlite.FunctionContext, args []driver.Value) error {
 	if s.f == nil {
 		h, _ := args[0].(int64)
 		v, ok := folds.Load(h)
 		if !ok {
 			return fmt.Errorf("%s: no fold %d", foldFunc, h)
 		}
-		s.f = v.(*keysFold)
+		s.f = v.(*fold)
 	}
 	f := s.f
-	var r ystore.Row
-	var err error
-	switch p := args[1].(type) {
-	case string:
-		r.Room = p
-	case []byte:
-		r.Room = string(p)
-	default:
-		err = fmt.Errorf("row path: %T, want text", args[1])
-	}
-	r.ID, _ = args[2].(int64)
-	if err == nil {
-		r.Timestamp, err = asFloat(args[3])
-	}
+	r, err := foldedRow(args[1:])
 	if err != nil {
 		f.err = fmt.Errorf("row %d: %w", r.ID, err)
 		return f.err
 	}
 	f.row(r)
 	f.n++
+	f.size += len(r.Update)
 	f.last = r.ID
-	if f.n >= f.limit || f.n >= minTxRows && time.Since(f.start) >= txBudget {
+	if f.n >= f.limit || f.size >= chunkBytes || f.n >= minTxRows && time.Since(f.start) >= txBudget {
 		f.err = errFoldFull
 		return f.err
 	}
 	return nil
 }
 
-func (s *keysStep) WindowInverse(*msqlite.FunctionContext, []driver.Value) error {
+// foldedRow reads (path, rowid, timestamp, update) as scanRows would scan them.
+func foldedRow(args []driver.Value) (r ystore.Row, err error) {
+	r.ID, _ = args[1].(int64)
+	switch p := args[0].(type) {
+	case string:
+		r.Room = p
+	case []byte:
+		r.Room = string(p)
+	default:
+		return r, fmt.Errorf("path: %T, want text", args[0])
+	}
+	switch t := args[2].(type) {
+	case float64:
+		r.Timestamp = t
+	case int64:
+		r.Timestamp = float64(t)
+	case string:
+		r.Timestamp, err = strconv.ParseFloat(t, 64)
+	case []byte:
+		r.Timestamp, err = strconv.ParseFloat(string(t), 64)
+	default:
+		err = fmt.Errorf("timestamp: %T, want a number", args[2])
+	}
+	if err != nil {
+		return r, err
+	}
+	switch u := args[3].(type) {
+	case []byte:
+		r.Update = u
+	case string:
+		r.Update = []byte(u)
+	case nil:
+	default:
+		return r, fmt.Errorf("update: %T, want a blob", args[3])
+	}
+	return r, nil
+}
+
+func (s *foldStep) WindowInverse(*msqlite.FunctionContext, []driver.Value) error {
 	return errors.New(foldFunc + " is not a window function")
 }
 
-func (s *keysStep) WindowValue(*msqlite.FunctionContext) (driver.Value, error) { return nil, nil }
+func (s *foldStep) WindowValue(*msqlite.FunctionContext) (driver.Value, error) { return nil, nil }
 
-func (s *keysStep) Final(*msqlite.FunctionContext) {}
+func (s *foldStep) Final(*msqlite.FunctionContext) {}
 
-// asFloat reads a timestamp as database/sql would scan it into a float64.
-func asFloat(v driver.Value) (float64, error) {
-	switch t := v.(type) {
-	case float64:
-		return t, nil
-	case int64:
-		return float64(t), nil
-	case string:
-		return strconv.ParseFloat(t, 64)
-	case []byte:
-		return strconv.ParseFloat(string(t), 64)
+// foldRows hands row each row with after < rowid <= upTo in rowid order (their updates
+// too when updates is set, else nil), in one read transaction bounded as fold is; it
+// returns the rowid of the last one and whether rows may remain.
+func (s *store) foldRows(ctx context.Context, after, upTo int64, limit int, updates bool, row func(ystore.Row)) (last int64, more bool, err error) {
+	cols, update := "path, rowid, timestamp", "NULL" // a blob not asked for is not read
+	if updates {
+		cols, update = cols+", yupdate", "yupdate"
 	}
-	return 0, fmt.Errorf("timestamp: %T, want a number", v)
-}
-
-// foldKeys hands row the key of each row with after < rowid <= upTo in rowid order, up
-// to limit of them, in one read transaction bounded as scanRows bounds it; it returns
-// the rowid of the last one and whether rows may remain. A row's Room is valid only
-// during the call: row copies it to keep it.
-func (s *store) foldKeys(ctx context.Context, after, upTo int64, limit int, row func(ystore.Row)) (last int64, more bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		f := &keysFold{row: row, start: time.Now(), limit: limit, last: after}
+		f := &fold{row: row, start: time.Now(), limit: limit, last: after}
 		h := rand.Int64()
 		if _, taken := folds.LoadOrStore(h, f); taken {
 			return fmt.Errorf("fold handle %d taken", h)
@@ -131,7 +149,7 @@ func (s *store) foldKeys(ctx context.Context, after, upTo int64, limit int, row 
 		defer folds.Delete(h)
 		var ignored any
 		err := tx.QueryRowContext(ctx,
-			"SELECT "+foldFunc+"(?, path, rowid, timestamp) FROM (SELECT path, rowid, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
+			"SELECT "+foldFunc+"(?, path, rowid, timestamp, "+update+") FROM (SELECT "+cols+" FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
 			h, after, upTo, limit).Scan(&ignored)
 		switch {
 		case isNoTable(err):
@@ -151,7 +169,7 @@ func (s *store) foldKeys(ctx context.Context, after, upTo int64, limit int, row 
 		return nil
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("read row keys after %d: %w", after, err)
+		return 0, false, fmt.Errorf("read rows after %d: %w", after, err)
 	}
 	return last, more, nil
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -17,6 +18,7 @@ import (
 
 // scanRoom is what the pass knows of one of its rooms.
 type scanRoom struct {
+	key   string
 	floor float64 // the timestamp of its checkpoint, when it has one
 	ckpt  bool
 	last  float64 // the timestamp of the last row handed
@@ -25,7 +27,7 @@ type scanRoom struct {
 }
 
 // scan is the ystore.Scan of rooms (of plan p, in order) on st: their checkpoints, then
-// the table's rows up to p.top in rowid order, a chunk per read transaction, read a chunk
+// the table's rows up to p.top in rowid order (foldRows), a chunk per read transaction, read a chunk
 // ahead of yield as stream reads them; then, restarted, each room whose rows were not in
 // load order, alone. Each chunk is passed to taken once yield has taken it (nil: none);
 // failed records the error of a read that failed, as stream's does.
@@ -42,7 +44,7 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 		}
 		want := make(map[string]*scanRoom, len(rooms))
 		for _, room := range rooms {
-			want[room] = &scanRoom{}
+			want[room] = &scanRoom{key: room}
 		}
 		read := func(ctx context.Context, send func([]ystore.Row) error) error {
 			for _, room := range rooms {
@@ -61,19 +63,24 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 				}
 			}
 			for after := int64(0); after < p.top; {
-				rows, more, _, _, err := st.rowsAfter(ctx, after, p.top, t.cfg.ChunkRows, false, fingerprint{})
+				var kept []ystore.Row
+				last, more, err := st.foldRows(ctx, after, p.top, t.cfg.ChunkRows, true, func(r ystore.Row) {
+					if s := want[r.Room]; s.takes(r) {
+						kept = append(kept, ystore.Row{Room: s.key, ID: r.ID, Update: bytes.Clone(r.Update), Timestamp: r.Timestamp})
+					}
+				})
 				if err != nil {
 					return err
 				}
-				if kept := inLoadOrder(want, rows); len(kept) > 0 {
+				if len(kept) > 0 {
 					if err := send(t.decompress(kept)); err != nil {
 						return err
 					}
 				}
-				if !more || len(rows) == 0 {
+				if !more {
 					return nil
 				}
-				after = rows[len(rows)-1].ID
+				after = last
 			}
 			return nil
 		}
@@ -99,23 +106,18 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 	}}
 }
 
-// inLoadOrder returns the rows of rows (in rowid order) that the pass hands: those of the
-// rooms of want, stamped at or after a room's checkpoint, while the room's rows come in
-// load order. A room's row older than the last one handed marks the room to be read
-// again; its later rows are left out.
-func inLoadOrder(want map[string]*scanRoom, rows []ystore.Row) []ystore.Row {
-	kept := make([]ystore.Row, 0, len(rows))
-	for _, r := range rows {
-		s := want[r.Room]
-		switch {
-		case s == nil || s.again || s.ckpt && r.Timestamp < s.floor:
-			continue
-		case s.any && r.Timestamp < s.last:
-			s.again = true
-			continue
-		}
-		s.last, s.any = r.Timestamp, true
-		kept = append(kept, r)
+// takes reports whether the pass hands r (read in rowid order), of the room of s (nil:
+// not one of the pass's): stamped at or after the room's checkpoint, while the room's
+// rows come in load order. A row older than the last one handed marks the room to be
+// read again; its later rows are left out.
+func (s *scanRoom) takes(r ystore.Row) bool {
+	switch {
+	case s == nil || s.again || s.ckpt && r.Timestamp < s.floor:
+		return false
+	case s.any && r.Timestamp < s.last:
+		s.again = true
+		return false
 	}
-	return kept
+	s.last, s.any = r.Timestamp, true
+	return true
 }

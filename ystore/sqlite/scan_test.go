@@ -148,7 +148,7 @@ func TestFoldNotCallableFromTheSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	scanStore(t, path, nil, nil,
 		"ALTER TABLE yupdates RENAME TO real_updates",
-		"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, "+foldFunc+"(1, 'injected', 1, 1.0) AS timestamp FROM real_updates",
+		"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, "+foldFunc+"(1, 'injected', 1, 1.0, NULL) AS timestamp FROM real_updates",
 		"INSERT INTO real_updates VALUES ('r', x'00', x'', 1.0)")
 	tl := newTailer(t, Config{Path: path})
 	_, err := tl.readPlanOnce(t)

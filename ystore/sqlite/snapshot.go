@@ -61,7 +61,7 @@ func (p *plan) sortedRooms() []string {
 }
 
 // readPlan reads the checkpoints' timestamps, then the room and timestamp of every row up
-// to the current newest one in rowid chunks, without their updates (foldKeys); it plans at most
+// to the current newest one in rowid chunks, without their updates (foldRows); it plans at most
 // limit rooms (0: all), those of followed first, then the first by key (picker).
 func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[string]summary) (*plan, error) {
 	top, fp, dv, err := s.top(ctx)
@@ -78,7 +78,7 @@ func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[str
 		return nil, err
 	}
 	for after := int64(0); after < top; {
-		last, more, err := s.foldKeys(ctx, after, top, chunk, k.row)
+		last, more, err := s.foldRows(ctx, after, top, chunk, false, k.row)
 		if err != nil {
 			return nil, err
 		}
