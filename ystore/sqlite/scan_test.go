@@ -49,7 +49,8 @@ func key(r ystore.Row) string { return fmt.Sprintf("%d@%g:%x", r.ID, r.Timestamp
 // room exactly the rows its own Stream does, in the same order: its checkpoint, then its
 // rows stamped at or after it, by timestamp then rowid. A room whose rows are not stored
 // in that order (a writer's clock went back) is restarted and read again alone; the
-// others never are. The plan's summaries are the rows' in rowid order.
+// others never are. The plan's summaries are the rows' in rowid order. A load of some of
+// the store's rooms (past MaxRooms) reads them room by room.
 func TestScanReadsLoadOrder(t *testing.T) {
 	const a, b, c, d = "ra", "rb", "rc", "rd"
 	rows := [][3]any{
@@ -128,6 +129,17 @@ func TestScanReadsLoadOrder(t *testing.T) {
 	}
 	if got := p.rooms[b].rows; got != 4 {
 		t.Errorf("%s: a load of %d rows planned, want 4 (its checkpoint and 3 rows at or after it)", b, got)
+	}
+	// Past MaxRooms the plan leaves rooms out: a pass would read their rows for nothing.
+	bounded := newTailer(t, Config{Path: path, MaxRooms: 1})
+	err = bounded.LoadStream(t.Context(), func(ctx context.Context, events []ystore.Event) error {
+		if len(events) != 2 || events[0].Scan != nil {
+			t.Errorf("a load past MaxRooms 1: %d events, Scan %v; want 2 and none", len(events), events[0].Scan)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

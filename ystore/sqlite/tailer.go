@@ -664,13 +664,14 @@ func (t *Tailer) resync(ctx context.Context, reason string, sink func(context.Co
 // streamed returns a Reset per room of rooms (of plan p, on st) whose rows the sink reads
 // through Event.Stream, each chunk passed to taken once the sink has taken it (nil:
 // none), and where each room's stream records the error of a read that failed
-// (tailer.stream). When rooms are every room of the plan, the events share a Scan that
-// reads them all in one pass (scan.go), whose failure is recorded last.
+// (tailer.stream). When rooms are every room of the store (the plan's, none left out),
+// the events share a Scan that reads them all in one pass (scan.go), whose failure is
+// recorded last.
 func (t *Tailer) streamed(st *store, p *plan, rooms []string, taken func([]ystore.Row)) ([]ystore.Event, []error) {
 	events := make([]ystore.Event, 0, len(rooms))
 	fails := make([]error, len(rooms)+1)
 	var sc *ystore.Scan
-	if len(rooms) == len(p.rooms) {
+	if len(rooms) == len(p.rooms) && !p.over {
 		sc = t.scan(st, p, rooms, &fails[len(rooms)], taken)
 	}
 	for i, room := range rooms {
