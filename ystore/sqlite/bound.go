@@ -98,7 +98,7 @@ func (k *picker) row(r ystore.Row) {
 		return
 	}
 	rp.sum.add(r)
-	if !rp.ckpt || r.Timestamp >= rp.floor {
+	if r.Timestamp >= rp.floor { // 0 without a checkpoint (eachRow)
 		rp.rows++
 	}
 }

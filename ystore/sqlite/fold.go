@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -70,12 +71,14 @@ func (s *foldStep) Step(_ *msqlite.FunctionContext, args []driver.Value) error {
 		s.f = v.(*fold)
 	}
 	f := s.f
-	r, err := foldedRow(args[1:])
+	r, load, err := foldedRow(args[1:])
 	if err != nil {
 		f.err = fmt.Errorf("row %d: %w", r.ID, err)
 		return f.err
 	}
-	f.row(r)
+	if load {
+		f.row(r)
+	}
 	f.n++
 	f.size += len(r.Update)
 	f.last = r.ID
@@ -86,16 +89,18 @@ func (s *foldStep) Step(_ *msqlite.FunctionContext, args []driver.Value) error {
 	return nil
 }
 
-// foldedRow reads (path, rowid, timestamp, update) as scanRows would scan them.
-func foldedRow(args []driver.Value) (r ystore.Row, err error) {
+// foldedRow reads (path, rowid, timestamp, update) as scanRows would scan them; load is
+// false for a row no room's load reads, as pycrdt-store reads a room (`WHERE path = ? AND
+// timestamp >= ?`): its path is not text, or its timestamp is NULL.
+func foldedRow(args []driver.Value) (r ystore.Row, load bool, err error) {
 	r.ID, _ = args[1].(int64)
 	switch p := args[0].(type) {
 	case string:
 		r.Room = p
-	case []byte:
-		r.Room = string(p)
+	case []byte, nil:
+		return r, false, nil
 	default:
-		return r, fmt.Errorf("path: %T, want text", args[0])
+		return r, false, fmt.Errorf("path: %T, want text", args[0])
 	}
 	switch t := args[2].(type) {
 	case float64:
@@ -106,11 +111,13 @@ func foldedRow(args []driver.Value) (r ystore.Row, err error) {
 		r.Timestamp, err = strconv.ParseFloat(t, 64)
 	case []byte:
 		r.Timestamp, err = strconv.ParseFloat(string(t), 64)
+	case nil:
+		return r, false, nil
 	default:
 		err = fmt.Errorf("timestamp: %T, want a number", args[2])
 	}
 	if err != nil {
-		return r, err
+		return r, false, err
 	}
 	switch u := args[3].(type) {
 	case []byte:
@@ -119,9 +126,9 @@ func foldedRow(args []driver.Value) (r ystore.Row, err error) {
 		r.Update = []byte(u)
 	case nil:
 	default:
-		return r, fmt.Errorf("update: %T, want a blob", args[3])
+		return r, false, fmt.Errorf("update: %T, want a blob", args[3])
 	}
-	return r, nil
+	return r, true, nil
 }
 
 func (s *foldStep) WindowInverse(*msqlite.FunctionContext, []driver.Value) error {
@@ -132,16 +139,17 @@ func (s *foldStep) WindowValue(*msqlite.FunctionContext) (driver.Value, error) {
 
 func (s *foldStep) Final(*msqlite.FunctionContext) {}
 
-// foldRows hands row each row with after < rowid <= upTo in rowid order (their updates
-// too when updates is set, else nil), in one read transaction bounded as fold is; it
-// returns the rowid of the last one and whether rows may remain.
-func (s *store) foldRows(ctx context.Context, after, upTo int64, limit int, updates bool, row func(ystore.Row)) (last int64, more bool, err error) {
+// foldRows hands row each row with from <= rowid <= upTo in rowid order (their updates
+// too when updates is set, else nil) that a room's load reads (foldedRow), in one read
+// transaction bounded as fold is; it returns the rowid of the last row it read and
+// whether rows may remain.
+func (s *store) foldRows(ctx context.Context, from, upTo int64, limit int, updates bool, row func(ystore.Row)) (last int64, more bool, err error) {
 	cols, update := "path, rowid, timestamp", "NULL" // a blob not asked for is not read
 	if updates {
 		cols, update = cols+", yupdate", "yupdate"
 	}
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		f := &fold{row: row, start: time.Now(), limit: limit, last: after}
+		f := &fold{row: row, start: time.Now(), limit: limit, last: from}
 		h := rand.Int64()
 		if _, taken := folds.LoadOrStore(h, f); taken {
 			return fmt.Errorf("fold handle %d taken", h)
@@ -149,8 +157,8 @@ func (s *store) foldRows(ctx context.Context, after, upTo int64, limit int, upda
 		defer folds.Delete(h)
 		var ignored any
 		err := tx.QueryRowContext(ctx,
-			"SELECT "+foldFunc+"(?, path, rowid, timestamp, "+update+") FROM (SELECT "+cols+" FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
-			h, after, upTo, limit).Scan(&ignored)
+			"SELECT "+foldFunc+"(?, path, rowid, timestamp, "+update+") FROM (SELECT "+cols+" FROM yupdates WHERE rowid >= ? AND rowid <= ? ORDER BY rowid LIMIT ?)",
+			h, from, upTo, limit).Scan(&ignored)
 		switch {
 		case isNoTable(err):
 			return ErrSchema
@@ -169,7 +177,25 @@ func (s *store) foldRows(ctx context.Context, after, upTo int64, limit int, upda
 		return nil
 	})
 	if err != nil {
-		return 0, false, fmt.Errorf("read rows after %d: %w", after, err)
+		return 0, false, fmt.Errorf("read rows from %d: %w", from, err)
 	}
 	return last, more, nil
+}
+
+// foldAll folds the rows up to upTo (foldRows), from the first, a read transaction at a
+// time: every rowid counts, the ones at or below 0 a crafted store may hold too.
+func (s *store) foldAll(ctx context.Context, upTo int64, limit int, updates bool, row func(ystore.Row), chunk func() error) error {
+	for from := int64(math.MinInt64); ; {
+		last, more, err := s.foldRows(ctx, from, upTo, limit, updates, row)
+		if err != nil {
+			return err
+		}
+		if err := chunk(); err != nil {
+			return err
+		}
+		if !more || last >= upTo {
+			return nil
+		}
+		from = last + 1
+	}
 }

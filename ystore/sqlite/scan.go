@@ -19,8 +19,7 @@ import (
 // scanRoom is what the pass knows of one of its rooms.
 type scanRoom struct {
 	key   string
-	floor float64 // the timestamp of its checkpoint, when it has one
-	ckpt  bool
+	floor float64 // the timestamp of its checkpoint; 0 without one (eachRow)
 	last  float64 // the timestamp of the last row handed
 	any   bool    // a row was handed
 	again bool    // out of load order: read again alone after the pass
@@ -56,33 +55,25 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 					return err
 				}
 				if found {
-					want[room].floor, want[room].ckpt = ckpt.Timestamp, true
+					want[room].floor = ckpt.Timestamp
 					if err := send(t.decompress([]ystore.Row{ckpt})); err != nil {
 						return err
 					}
 				}
 			}
-			for after := int64(0); after < p.top; {
-				var kept []ystore.Row
-				last, more, err := st.foldRows(ctx, after, p.top, t.cfg.ChunkRows, true, func(r ystore.Row) {
-					if s := want[r.Room]; s.takes(r) {
-						kept = append(kept, ystore.Row{Room: s.key, ID: r.ID, Update: bytes.Clone(r.Update), Timestamp: r.Timestamp})
-					}
-				})
-				if err != nil {
-					return err
+			var kept []ystore.Row
+			return st.foldAll(ctx, p.top, t.cfg.ChunkRows, true, func(r ystore.Row) {
+				if s := want[r.Room]; s.takes(r) {
+					kept = append(kept, ystore.Row{Room: s.key, ID: r.ID, Update: bytes.Clone(r.Update), Timestamp: r.Timestamp})
 				}
-				if len(kept) > 0 {
-					if err := send(t.decompress(kept)); err != nil {
-						return err
-					}
-				}
-				if !more {
+			}, func() error {
+				if len(kept) == 0 {
 					return nil
 				}
-				after = last
-			}
-			return nil
+				chunk := kept
+				kept = nil
+				return send(t.decompress(chunk))
+			})
 		}
 		var pass error
 		if err := ystore.ReadAhead(ctx, 2*chunkBytes, read, take, &pass); err != nil {
@@ -107,12 +98,12 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 }
 
 // takes reports whether the pass hands r (read in rowid order), of the room of s (nil:
-// not one of the pass's): stamped at or after the room's checkpoint, while the room's
+// not one of the pass's): stamped at or after its floor (its checkpoint's timestamp, else 0), while the room's
 // rows come in load order. A row older than the last one handed marks the room to be
 // read again; its later rows are left out.
 func (s *scanRoom) takes(r ystore.Row) bool {
 	switch {
-	case s == nil || s.again || s.ckpt && r.Timestamp < s.floor:
+	case s == nil || s.again || r.Timestamp < s.floor:
 		return false
 	case s.any && r.Timestamp < s.last:
 		s.again = true

@@ -3,11 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -153,18 +154,54 @@ func (t *Tailer) readPlanOnce(tb testing.TB) (*plan, error) {
 	return st.readPlan(tb.Context(), t.cfg.ChunkRows, t.cfg.followLimit(), nil)
 }
 
-// The plan's fold is the sidecar's own SQL function: a store's schema (a view in place
-// of the table, as a hostile store may have) cannot call it, to hand rows to another
-// store's plan under way in the same process (hub mode); the load fails instead.
-func TestFoldNotCallableFromTheSchema(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "store.db")
-	scanStore(t, path, nil, nil,
-		"ALTER TABLE yupdates RENAME TO real_updates",
-		"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, "+foldFunc+"(1, 'injected', 1, 1.0, NULL) AS timestamp FROM real_updates",
-		"INSERT INTO real_updates VALUES ('r', x'00', x'', 1.0)")
-	tl := newTailer(t, Config{Path: path})
-	_, err := tl.readPlanOnce(t)
-	if err == nil || !strings.Contains(err.Error(), "unsafe use") {
-		t.Fatalf("plan of a store whose view calls the fold: %v, want an unsafe use refused", err)
+// A store's yupdates and ycheckpoints must be plain tables: a view, or a table with a
+// computed column, computes what a read returns, so that a store of a few kilobytes
+// could make a read run forever (a recursive view), build gigabytes (zeroblob), or call
+// the plan's fold, the sidecar's own SQL function, to hand rows to another store's plan
+// under way in the same process (hub mode). Such a store is refused at once.
+func TestStoreTablesArePlain(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		schema []string
+	}{
+		{"a view", []string{
+			"ALTER TABLE yupdates RENAME TO real_updates",
+			"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, timestamp FROM real_updates",
+			"INSERT INTO real_updates VALUES ('p', x'00', x'', 1.0)",
+		}},
+		{"a view calling the fold", []string{
+			"ALTER TABLE yupdates RENAME TO real_updates",
+			"CREATE VIEW yupdates AS SELECT rowid AS rowid, path, yupdate, metadata, " + foldFunc + "(1, 'injected', 1, 1.0, NULL) AS timestamp FROM real_updates",
+		}},
+		{"a recursive view", []string{
+			"DROP TABLE yupdates",
+			"CREATE VIEW yupdates AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n AS rowid, 'p' AS path, x'00' AS yupdate, NULL AS metadata, n AS timestamp FROM r",
+		}},
+		{"a computed column", []string{
+			"DROP TABLE yupdates",
+			"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB GENERATED ALWAYS AS (zeroblob(100000000)) VIRTUAL, metadata BLOB, timestamp REAL NOT NULL)",
+			"INSERT INTO yupdates (path, metadata, timestamp) VALUES ('p', x'', 1.0)",
+		}},
+		{"checkpoints in a view", []string{
+			"DROP TABLE ycheckpoints",
+			"CREATE VIEW ycheckpoints AS SELECT path, yupdate AS checkpoint, timestamp FROM yupdates",
+			"INSERT INTO yupdates VALUES ('p', x'00', x'', 1.0)",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			scanStore(t, path, nil, nil, tt.schema...)
+			tl := newTailer(t, Config{Path: path})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			st, err := tl.open(ctx)
+			if err == nil {
+				defer st.close()
+				_, err = st.readPlan(ctx, tl.cfg.ChunkRows, 0, nil)
+			}
+			if !errors.Is(err, ErrNotTable) {
+				t.Fatalf("plan: %v, want %v", err, ErrNotTable)
+			}
+		})
 	}
 }

@@ -61,7 +61,7 @@ func (p *plan) sortedRooms() []string {
 }
 
 // readPlan reads the checkpoints' timestamps, then the room and timestamp of every row up
-// to the current newest one in rowid chunks, without their updates (foldRows); it plans at most
+// to the current newest one in rowid chunks, without their updates (foldAll); it plans at most
 // limit rooms (0: all), those of followed first, then the first by key (picker).
 func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[string]summary) (*plan, error) {
 	top, fp, dv, err := s.top(ctx)
@@ -77,36 +77,30 @@ func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[str
 	if err != nil {
 		return nil, err
 	}
-	for after := int64(0); after < top; {
-		last, more, err := s.foldRows(ctx, after, top, chunk, false, k.row)
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			break
-		}
-		after = last
+	if err := s.foldAll(ctx, top, chunk, false, k.row, func() error { return nil }); err != nil {
+		return nil, err
 	}
 	return &plan{top: top, fp: fp, dv: dv, rooms: k.rooms, skipped: k.skipped, over: k.over}, nil
 }
 
 // eachRow hands yield the rows of room's load up to the row top, the way Jupyter loads a
-// room: its checkpoint, then the rows stamped at or after it, in timestamp order (rowid
-// among equals); a chunk per read transaction, yield called outside any.
+// room: its checkpoint, then the rows stamped at or after it (without one, at or after
+// 0), in timestamp order (rowid among equals); a chunk per read transaction, yield called outside any.
 func (s *store) eachRow(ctx context.Context, room string, top int64, chunk int, yield func([]ystore.Row) error) error {
 	ckpt, found, err := s.checkpoint(ctx, room)
 	if err != nil {
 		return err
 	}
 	var after *rowKey
+	floor := 0.0 // pycrdt-store reads a room without a checkpoint from timestamp 0
 	if found {
 		if err := yield([]ystore.Row{ckpt}); err != nil {
 			return err
 		}
-		after = &rowKey{timestamp: ckpt.Timestamp}
+		floor = ckpt.Timestamp
 	}
 	for {
-		rows, more, err := s.roomRowsAfter(ctx, room, after, top, chunk)
+		rows, more, err := s.roomRowsAfter(ctx, room, floor, after, top, chunk)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -51,6 +52,9 @@ type store struct {
 	onTx        func(wall, cpu time.Duration)
 	onBusy      func()
 	maxBusyWait time.Duration
+	// schemaChecked is the schema version checkSchema last found plain tables at (0:
+	// none: a store's version is 1 or more once it has a table).
+	schemaChecked atomic.Int64
 }
 
 // storeFile is the store's path and, in hub mode, the user's directory it is confined to.
@@ -227,6 +231,10 @@ func (s *store) readOnce(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
+	if err := s.checkSchema(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
@@ -250,6 +258,47 @@ func isBusy(err error) bool {
 // ErrSchema is returned by reads of a file without the yupdates table: a store being
 // created, truncated, or not a Y-store.
 var ErrSchema = errors.New("y-store has no yupdates table")
+
+// ErrNotTable is returned by reads of a file whose yupdates or ycheckpoints is not a
+// plain table: a view, a virtual table, or a table with generated columns computes what
+// a read returns, so that a store of a few kilobytes could make a read run forever (a
+// recursive view) or build gigabytes (zeroblob).
+var ErrNotTable = errors.New("y-store table is not a plain table")
+
+// checkSchema fails with ErrNotTable when yupdates or ycheckpoints is not a plain table,
+// in tx, before anything reads them; it checks again only when the schema changed
+// (PRAGMA schema_version).
+func (s *store) checkSchema(ctx context.Context, tx *sql.Tx) error {
+	var version int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&version); err != nil {
+		return err
+	}
+	if version == s.schemaChecked.Load() {
+		return nil
+	}
+	var name, kind string
+	err := tx.QueryRowContext(ctx,
+		"SELECT name, type FROM pragma_table_list WHERE schema = 'main' AND name IN ('yupdates', 'ycheckpoints') AND type != 'table' LIMIT 1",
+	).Scan(&name, &kind)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %s is a %s", ErrNotTable, name, kind)
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	for _, table := range []string{"yupdates", "ycheckpoints"} {
+		var col string
+		err := tx.QueryRowContext(ctx, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden != 0 LIMIT 1", table).Scan(&col)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: %s has a computed column %s", ErrNotTable, table, col)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+	}
+	s.schemaChecked.Store(version)
+	return nil
+}
 
 // isNoTable reports whether err means a table is missing (a store being created or
 // truncated, or one older than ycheckpoints).
@@ -449,16 +498,17 @@ func (b *ownedBytes) Scan(src any) error {
 	return nil
 }
 
-// roomRowsAfter returns up to limit rows of room with rowid <= upTo, in timestamp then
-// rowid order, after the key after (nil: from the first), in one read transaction bounded
-// as scanRows bounds it. The index pycrdt-store keeps on (path, timestamp) serves it.
-func (s *store) roomRowsAfter(ctx context.Context, room string, after *rowKey, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
+// roomRowsAfter returns up to limit rows of room with rowid <= upTo stamped at or after
+// floor, in timestamp then rowid order, after the key after (nil: from the first), in
+// one read transaction bounded as scanRows bounds it. The index pycrdt-store keeps on
+// (path, timestamp) serves it.
+func (s *store) roomRowsAfter(ctx context.Context, room string, floor float64, after *rowKey, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		if after == nil {
 			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
-				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? ORDER BY timestamp, rowid LIMIT ?",
-				room, upTo, limit)
+				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? ORDER BY timestamp, rowid LIMIT ?",
+				room, upTo, floor, limit)
 		} else {
 			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
 				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
