@@ -14,9 +14,13 @@ import (
 // its own document as the pass reaches them, rather than room after room through the
 // store's index. The bounds hold as they do room by room: the rooms are admitted in key
 // order, counting those admitted before them; the rows' bytes are taken from one budget
-// and the documents charged to the Set's memory as they are read, so that the room whose
-// rows would pass a bound is refused when they would (which room that is may differ from
-// a load room by room, where it was the first by key past the bound). A load that
+// and the documents charged to the Set's memory as they are read. A room whose rows would
+// pass a bound is put aside when they would, and loaded alone through its own Stream
+// once the others are held (refused then if it still passes it): the rooms built
+// together are charged as they load, before their text is compacted, so that refusing
+// it at once would serve fewer rooms than a load room by room (red team pass 16, F2).
+// Which rooms are refused may differ from a load room by room, where they were the last
+// by key. A load that
 // replaces held documents reads room by room: it holds a room's old and new documents
 // only one room at a time; so does a load of some of the pass's rooms (inspect of one
 // notebook), which would read the whole store for them.
@@ -28,9 +32,10 @@ type scanned struct {
 	key   string
 	load  *roomLoad // nil: not a notebook
 	m     *roomMeter
-	other int    // rows of a room that is not a notebook's
-	bound string // the bound it was refused by
-	at, n int    // its run in the chunk at hand
+	ev    ystore.Event
+	other int  // rows of a room that is not a notebook's
+	later bool // it passed a bound during the pass: loaded alone after it
+	at, n int  // its run in the chunk at hand
 }
 
 // scanGroup returns how many of events, from the first, are Resets sharing its Scan (0
@@ -76,7 +81,7 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 		if first {
 			budget, first = b, false // the same for every room: none is held
 		}
-		s := &scanned{key: ev.Room}
+		s := &scanned{key: ev.Room, ev: ev}
 		if info, ok := ystore.ParseRoom(ev.Room); ok && info.Kind == ystore.KindNotebook {
 			s.info, s.m = info, r.meter(nil)
 			s.load = r.newRoomLoad(info, &budget, s.m)
@@ -89,7 +94,7 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 	yield := func(rows []ystore.Row) error {
 		// Counted, then placed: each room's rows in a run of buf, in their order.
 		for _, row := range rows {
-			if s := rooms[row.Room]; s != nil && s.bound == "" {
+			if s := rooms[row.Room]; s != nil && !s.later {
 				if s.n++; s.n == 1 {
 					touched = append(touched, s)
 				}
@@ -101,7 +106,7 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 		}
 		buf = slices.Grow(buf[:0], at)[:at]
 		for _, row := range rows {
-			if s := rooms[row.Room]; s != nil && s.bound == "" {
+			if s := rooms[row.Room]; s != nil && !s.later {
 				buf[s.at+s.n] = row
 				s.n++
 			}
@@ -120,10 +125,9 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 				continue
 			}
 			err := s.load.add(ctx, run)
-			if bound := overBound(err); bound != "" {
+			if overBound(err) != "" {
 				s.load.abandon()
-				s.bound = bound
-				r.refuse(s.key, bound)
+				s.later = true
 				continue
 			}
 			if err != nil {
@@ -134,7 +138,7 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 	}
 	restart := func(room string) error {
 		s := rooms[room]
-		if s == nil || s.bound != "" {
+		if s == nil || s.later {
 			return nil
 		}
 		s.other = 0
@@ -146,7 +150,7 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 	}
 	if err := events[0].Scan.Each(ctx, yield, restart); err != nil {
 		for _, s := range order {
-			if s.load != nil && s.bound == "" {
+			if s.load != nil && !s.later {
 				s.load.abandon()
 			}
 		}
@@ -154,13 +158,23 @@ func (r *Writer) resetScan(ctx context.Context, events []ystore.Event) error {
 	}
 	for _, s := range order {
 		switch {
-		case s.bound != "":
+		case s.later:
 		case s.load == nil:
 			r.mu.Lock()
 			r.others[s.key] = s.other
 			r.mu.Unlock()
 		default:
 			r.install(ctx, s.info, s.m, s.load.done())
+		}
+	}
+	// The rooms built together were charged their documents as loaded, before their
+	// text was compacted (ynotebook.Loading.Done); a room that passed a bound then is
+	// loaded again alone, as a load room by room would, with what the others left.
+	for _, s := range order {
+		if s.later {
+			if err := r.reset(ctx, s.info, s.ev); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

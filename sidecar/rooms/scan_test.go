@@ -3,6 +3,8 @@ package rooms
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sort"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -145,4 +147,70 @@ func TestResetScan(t *testing.T) {
 			sameJSON(t, snap, want)
 		}
 	})
+}
+
+// Under a memory bound a one-pass load serves as many rooms as a load room by room (red
+// team pass 16, F2): the rooms built together are charged as they load, before their
+// text is compacted, so refusing a room as soon as it passed the bound served fewer; it
+// is now tried alone once the others are held. What is charged stays within the bound.
+func TestResetScanMemoryBound(t *testing.T) {
+	updates, want := loadSession(t, "s0002.json.gz")
+	const rooms = 8
+	var keys []string
+	var byRoom [][]ystore.Row
+	for i := range rooms {
+		key, _ := boundRoom(i)
+		keys = append(keys, key)
+		byRoom = append(byRoom, rowsOf(key, updates))
+	}
+	one := New(Config{MaxMemory: 1 << 40}).Writer(nil)
+	if err := one.Sink(t.Context(), []ystore.Event{reset(keys[0], updates)}); err != nil {
+		t.Fatal(err)
+	}
+	room := one.memory.Load() // what a loaded room holds
+	// peak: the least bound one room loads within (its text not compacted yet).
+	peak := sort.Search(int(8*room), func(b int) bool {
+		r := New(Config{MaxMemory: int64(b) + 1}).Writer(nil)
+		if err := r.Sink(t.Context(), []ystore.Event{reset(keys[0], updates)}); err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Paths()) == 1
+	}) + 1
+	if int64(peak) <= room || peak > int(8*room) {
+		t.Fatalf("a room loads within %d bytes and holds %d: want more to load than to hold", peak, room)
+	}
+	for _, fit := range []int{1, 3, 6} {
+		// Room by room: the first fit-1 rooms held, and the next loaded at its peak.
+		bound := int64(peak) + int64(fit-1)*room + room/2
+		load := func(scan bool) (*Writer, int) {
+			r := New(Config{Logger: slog.New(slog.DiscardHandler), MaxMemory: bound}).Writer(nil)
+			passes, reads := 0, 0
+			var sc *ystore.Scan
+			if scan {
+				sc = interleaved(byRoom, 7, &passes)
+			}
+			if err := r.Sink(t.Context(), scanEvents(keys, updates, sc, &reads)); err != nil {
+				t.Fatal(err)
+			}
+			if scan && passes != 1 {
+				t.Fatalf("%d passes, want 1", passes)
+			}
+			if total := r.memory.Load(); total > bound {
+				t.Fatalf("memory charged %d past the bound %d", total, bound)
+			}
+			return r, len(r.Paths())
+		}
+		_, alone := load(false)
+		r, together := load(true)
+		if alone != fit || together != alone {
+			t.Fatalf("bound of %d rooms and a half: %d rooms served room by room, %d in one pass; want %d both", fit, alone, together, fit)
+		}
+		for _, p := range r.Paths() {
+			snap, err := r.Notebook(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameJSON(t, snap, want)
+		}
+	}
 }

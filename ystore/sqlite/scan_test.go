@@ -50,8 +50,9 @@ func key(r ystore.Row) string { return fmt.Sprintf("%d@%g:%x", r.ID, r.Timestamp
 // room exactly the rows its own Stream does, in the same order: its checkpoint, then its
 // rows stamped at or after it, by timestamp then rowid. A room whose rows are not stored
 // in that order (a writer's clock went back) is restarted and read again alone; the
-// others never are. The plan's summaries are the rows' in rowid order. A load of some of
-// the store's rooms (past MaxRooms) reads them room by room.
+// others never are. Rows at rowid 0 or below count; a room without a checkpoint loads
+// from timestamp 0, as pycrdt-store loads it. The plan's summaries are the rows' in rowid
+// order. A load of some of the store's rooms (past MaxRooms) reads them room by room.
 func TestScanReadsLoadOrder(t *testing.T) {
 	const a, b, c, d = "ra", "rb", "rc", "rd"
 	rows := [][3]any{
@@ -61,7 +62,10 @@ func TestScanReadsLoadOrder(t *testing.T) {
 		{a, []byte{4}, 12.0}, {b, []byte{4}, 7.0}, {c, []byte{4}, 13.0}, {d, []byte{4}, 8.0},
 	}
 	path := filepath.Join(t.TempDir(), "store.db")
-	scanStore(t, path, rows, [][2]any{{b, 5.0}}) // b's rows before 5 are in its checkpoint
+	scanStore(t, path, rows, [][2]any{{b, 5.0}}, // b's rows before 5 are in its checkpoint
+		// A crafted store's rowids at or below 0 are rows too; a room without a
+		// checkpoint loads from timestamp 0, as pycrdt-store loads it.
+		"INSERT INTO yupdates (rowid, path, yupdate, metadata, timestamp) VALUES (-7, 'ra', x'09', x'', 9.0), (0, 'rd', x'08', x'', -1.0)")
 	tl := newTailer(t, Config{Path: path, ChunkRows: 3})
 	err := tl.LoadStream(t.Context(), func(ctx context.Context, events []ystore.Event) error {
 		if len(events) != 4 || events[0].Scan == nil {
@@ -108,6 +112,12 @@ func TestScanReadsLoadOrder(t *testing.T) {
 		if !slices.Equal(restarted, []string{c}) {
 			t.Errorf("restarted %v, want [%s]: the room whose clock went back, alone", restarted, c)
 		}
+		if first := "-7@9:09"; len(got[a]) != 5 || got[a][0] != first {
+			t.Errorf("%s: %v, want 5 rows from %s (rowid -7)", a, got[a], first)
+		}
+		if slices.Contains(got[d], "0@-1:08") {
+			t.Errorf("%s: %v holds its row stamped before 0", d, got[d])
+		}
 		return nil
 	})
 	if err != nil {
@@ -117,19 +127,33 @@ func TestScanReadsLoadOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	for room, rp := range p.rooms {
 		var s summary
-		for i, r := range rows {
-			if r[0] == room {
-				s.add(ystore.Row{ID: int64(i + 1), Timestamp: r[2].(float64)})
-			}
+		q, err := db.Query("SELECT rowid, timestamp FROM yupdates WHERE path = ? ORDER BY rowid", room)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for q.Next() {
+			var r ystore.Row
+			if err := q.Scan(&r.ID, &r.Timestamp); err != nil {
+				t.Fatal(err)
+			}
+			s.add(r)
+		}
+		q.Close()
 		if rp.sum != s {
 			t.Errorf("%s: plan's summary %+v, its rows' %+v", room, rp.sum, s)
 		}
 	}
-	if got := p.rooms[b].rows; got != 4 {
-		t.Errorf("%s: a load of %d rows planned, want 4 (its checkpoint and 3 rows at or after it)", b, got)
+	for room, n := range map[string]int64{a: 5, b: 4, d: 4} {
+		if got := p.rooms[room].rows; got != n {
+			t.Errorf("%s: a load of %d rows planned, want %d", room, got, n)
+		}
 	}
 	// Past MaxRooms the plan leaves rooms out: a pass would read their rows for nothing.
 	bounded := newTailer(t, Config{Path: path, MaxRooms: 1})
