@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
@@ -206,6 +207,11 @@ func TestStoreTablesArePlain(t *testing.T) {
 			"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB GENERATED ALWAYS AS (zeroblob(100000000)) VIRTUAL, metadata BLOB, timestamp REAL NOT NULL)",
 			"INSERT INTO yupdates (path, metadata, timestamp) VALUES ('p', x'', 1.0)",
 		}},
+		{"a collation", []string{ // NOCASE: a room's rows would be another key's too
+			"DROP TABLE yupdates",
+			"CREATE TABLE yupdates (path TEXT NOT NULL COLLATE NOCASE, yupdate BLOB, metadata BLOB, timestamp REAL NOT NULL)",
+			"INSERT INTO yupdates VALUES ('p', x'00', x'', 1.0)",
+		}},
 		{"checkpoints in a view", []string{
 			"DROP TABLE ycheckpoints",
 			"CREATE VIEW ycheckpoints AS SELECT path, yupdate AS checkpoint, timestamp FROM yupdates",
@@ -227,5 +233,44 @@ func TestStoreTablesArePlain(t *testing.T) {
 				t.Fatalf("plan: %v, want %v", err, ErrNotTable)
 			}
 		})
+	}
+}
+
+// A row stamped NULL (a crafted store's; pycrdt-store's schema forbids it) is no room's:
+// pycrdt-store reads a room `WHERE timestamp >= ?`. The store stays readable whichever
+// row it is, the newest included, at a load and while the tailer follows: the rows
+// around it are delivered, and it is not.
+func TestNullStampedRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	scanStore(t, path, nil, nil,
+		"DROP TABLE yupdates",
+		"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp REAL)",
+		"CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)",
+		"INSERT INTO yupdates VALUES ('ra', 'a1', x'', NULL), ('ra', 'a2', x'', 1.0), ('rb', 'b1', x'', 2.0), ('ra', 'a3', x'', NULL)")
+	tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: true})
+	s := newSink()
+	runTailer(t, tl, s.deliver)
+	want := "ra=a2 rb=b1"
+	testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want },
+		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		"INSERT INTO yupdates VALUES ('rb', 'b2', x'', NULL)",
+		"INSERT INTO yupdates VALUES ('rb', 'b3', x'', 3.0)",
+		"INSERT INTO yupdates VALUES ('rb', 'b4', x'', NULL)",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = "ra=a2 rb=b1,b3"
+	testenv.Eventually(t, testenv.Wait, "the rows followed", func() bool { return s.String() == want && tl.Status().Reachable },
+		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
+	if n := s.kinds("")[ystore.EventReset]; n != 2 {
+		t.Fatalf("%d Resets delivered, want the load's 2: a NULL row at the cursor is not a rewrite", n)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,8 +41,33 @@ const minTxRows = 64
 // fingerprint identifies one stored row, to notice when its rowid is reused.
 type fingerprint struct {
 	room      string
-	timestamp float64
+	timestamp uint64 // math.Float64bits: a NULL one (NaN, rowStamp) equals itself
 	size      int64
+}
+
+// rowStamp scans a row's timestamp as database/sql scans a float64, but for NULL, which
+// pycrdt-store's loads never read (`timestamp >= ?`), and a crafted store may hold: NaN.
+type rowStamp float64
+
+func (s *rowStamp) Scan(src any) error {
+	var f float64
+	var err error
+	switch v := src.(type) {
+	case nil:
+		f = math.NaN()
+	case float64:
+		f = v
+	case int64:
+		f = float64(v)
+	case string:
+		f, err = strconv.ParseFloat(v, 64)
+	case []byte:
+		f, err = strconv.ParseFloat(string(v), 64)
+	default:
+		err = fmt.Errorf("scan timestamp: %T, want a number", src)
+	}
+	*s = rowStamp(f)
+	return err
 }
 
 // store is one read-only connection to one store file.
@@ -262,7 +289,8 @@ var ErrSchema = errors.New("y-store has no yupdates table")
 // ErrNotTable is returned by reads of a file whose yupdates or ycheckpoints is not a
 // plain table: a view, a virtual table, or a table with generated columns computes what
 // a read returns, so that a store of a few kilobytes could make a read run forever (a
-// recursive view) or build gigabytes (zeroblob).
+// recursive view) or build gigabytes (zeroblob); a collation declared on yupdates
+// changes which rows are a room's.
 var ErrNotTable = errors.New("y-store table is not a plain table")
 
 // checkSchema fails with ErrNotTable when yupdates or ycheckpoints is not a plain table,
@@ -284,6 +312,16 @@ func (s *store) checkSchema(ctx context.Context, tx *sql.Tx) error {
 	case err == nil:
 		return fmt.Errorf("%w: %s is a %s", ErrNotTable, name, kind)
 	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	var def sql.NullString
+	err = tx.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'yupdates'").Scan(&def)
+	switch {
+	case err == nil && strings.Contains(strings.ToUpper(def.String), "COLLATE"):
+		// pycrdt-store reads a room WHERE path = ?: a collation other than the default
+		// makes rooms of other keys (NOCASE: another case) its rows too.
+		return fmt.Errorf("%w: yupdates declares a collation", ErrNotTable)
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
 	for _, table := range []string{"yupdates", "ycheckpoints"} {
@@ -337,9 +375,11 @@ func (s *store) top(ctx context.Context) (id int64, fp fingerprint, dv int64, er
 		if dv, err = dataVersion(ctx, tx); err != nil {
 			return err
 		}
+		var ts rowStamp
 		err = tx.QueryRowContext(ctx,
 			"SELECT rowid, path, timestamp, length(yupdate) FROM yupdates ORDER BY rowid DESC LIMIT 1",
-		).Scan(&id, &fp.room, &fp.timestamp, &fp.size)
+		).Scan(&id, &fp.room, &ts, &fp.size)
+		fp.timestamp = math.Float64bits(float64(ts))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
@@ -373,7 +413,7 @@ func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKe
 		for _, room := range rooms {
 			var k rowKey
 			err := tx.QueryRowContext(ctx,
-				"SELECT timestamp, rowid FROM yupdates WHERE path = ? ORDER BY timestamp, rowid LIMIT 1", room,
+				"SELECT timestamp, rowid FROM yupdates WHERE path = ? AND timestamp IS NOT NULL ORDER BY timestamp, rowid LIMIT 1", room,
 			).Scan(&k.timestamp, &k.id)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
@@ -409,9 +449,11 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		}
 		if check && after > 0 {
 			var got fingerprint
+			var ts rowStamp
 			err := tx.QueryRowContext(ctx,
 				"SELECT path, timestamp, length(yupdate) FROM yupdates WHERE rowid = ?", after,
-			).Scan(&got.room, &got.timestamp, &got.size)
+			).Scan(&got.room, &ts, &got.size)
+			got.timestamp = math.Float64bits(float64(ts))
 			if isNoTable(err) {
 				return ErrSchema
 			}
@@ -460,10 +502,10 @@ func scanRows(q *sql.Rows, start time.Time, limit int, room string) (rows []ysto
 	defer q.Close()
 	size := 0
 	var r ystore.Row
-	dst := []any{&r.ID, &r.Room, (*ownedBytes)(&r.Update), &r.Timestamp}
+	dst := []any{&r.ID, &r.Room, (*ownedBytes)(&r.Update), (*rowStamp)(&r.Timestamp)}
 	if room != "" {
 		r.Room = room
-		dst = []any{&r.ID, (*ownedBytes)(&r.Update), &r.Timestamp}
+		dst = []any{&r.ID, (*ownedBytes)(&r.Update), (*rowStamp)(&r.Timestamp)}
 	}
 	for q.Next() {
 		if err := q.Scan(dst...); err != nil {

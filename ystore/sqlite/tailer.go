@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync/atomic"
@@ -496,6 +497,8 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			return dv, nil
 		}
 		last := rows[len(rows)-1]
+		// A row stamped NULL is no room's (rowStamp): loads never read it.
+		rows = slices.DeleteFunc(rows, func(r ystore.Row) bool { return math.IsNaN(r.Timestamp) })
 		kept := t.follow(rows)
 		events := runs(t.decompress(kept))
 		t.status.Pending(events)
@@ -510,7 +513,7 @@ func (t *Tailer) tail(ctx context.Context, sink func(context.Context, []ystore.E
 			t.rooms[r.Room] = s
 		}
 		t.cursor = last.ID
-		t.fp = fingerprint{room: last.Room, timestamp: last.Timestamp, size: int64(len(last.Update))}
+		t.fp = fingerprint{room: last.Room, timestamp: math.Float64bits(last.Timestamp), size: int64(len(last.Update))}
 		t.status.Read(events, len(t.rooms))
 		room, err := t.rewritten(ctx, events)
 		if err != nil {
