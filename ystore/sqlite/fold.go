@@ -25,7 +25,7 @@ import (
 // 0.2 s folded). The rows, their order and the transactions' bounds are the same.
 
 // foldFunc is the name of the aggregate registered with the driver.
-const foldFunc = "jupyter_mcp_sidecar_yfold"
+const foldFunc = "mcp_sidecar_yfold"
 
 func init() {
 	msqlite.MustRegisterFunction(foldFunc, &msqlite.FunctionImpl{
