@@ -253,7 +253,8 @@ func TestNullStampedRows(t *testing.T) {
 	want := "ra=a2 rb=b1"
 	testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want },
 		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
-	db, err := sql.Open("sqlite", path)
+	// The writer waits for the tailer's read transactions, as pycrdt-store's does.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
