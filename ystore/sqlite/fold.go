@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 
@@ -89,9 +88,9 @@ func (s *foldStep) Step(_ *msqlite.FunctionContext, args []driver.Value) error {
 	return nil
 }
 
-// foldedRow reads (path, rowid, timestamp, update) as scanRows would scan them; load is
-// false for a row no room's load reads, as pycrdt-store reads a room (`WHERE path = ? AND
-// timestamp >= ?`): its path is not text, or its timestamp is NULL.
+// foldedRow reads (path, rowid, timestamp, update) as scanRows would scan them (rowStamp);
+// load is false for a row no room's load reads, as pycrdt-store reads a room (`WHERE path
+// = ? AND timestamp >= ?`): its path is not text, or its timestamp is NULL.
 func foldedRow(args []driver.Value) (r ystore.Row, load bool, err error) {
 	r.ID, _ = args[1].(int64)
 	switch p := args[0].(type) {
@@ -102,22 +101,11 @@ func foldedRow(args []driver.Value) (r ystore.Row, load bool, err error) {
 	default:
 		return r, false, fmt.Errorf("path: %T, want text", args[0])
 	}
-	switch t := args[2].(type) {
-	case float64:
-		r.Timestamp = t
-	case int64:
-		r.Timestamp = float64(t)
-	case string:
-		r.Timestamp, err = strconv.ParseFloat(t, 64)
-	case []byte:
-		r.Timestamp, err = strconv.ParseFloat(string(t), 64)
-	case nil:
-		return r, false, nil
-	default:
-		err = fmt.Errorf("timestamp: %T, want a number", args[2])
-	}
-	if err != nil {
+	if r.Timestamp, err = timestampOf(args[2]); err != nil {
 		return r, false, err
+	}
+	if math.IsNaN(r.Timestamp) {
+		return r, false, nil
 	}
 	switch u := args[3].(type) {
 	case []byte:

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,29 +44,31 @@ type fingerprint struct {
 	size      int64
 }
 
-// rowStamp scans a row's timestamp as database/sql scans a float64, but for NULL, which
-// pycrdt-store's loads never read (`timestamp >= ?`), and a crafted store may hold: NaN.
+// rowStamp scans a row's timestamp as pycrdt-store's loads compare and order it (`WHERE
+// timestamp >= ? ORDER BY timestamp`): a number as it is; NULL, which they never read,
+// as NaN; text or a blob, which a crafted store may hold and SQLite orders after every
+// number, as +Inf.
 type rowStamp float64
 
 func (s *rowStamp) Scan(src any) error {
-	var f float64
-	var err error
-	switch v := src.(type) {
-	case nil:
-		f = math.NaN()
-	case float64:
-		f = v
-	case int64:
-		f = float64(v)
-	case string:
-		f, err = strconv.ParseFloat(v, 64)
-	case []byte:
-		f, err = strconv.ParseFloat(string(v), 64)
-	default:
-		err = fmt.Errorf("scan timestamp: %T, want a number", src)
-	}
+	f, err := timestampOf(src)
 	*s = rowStamp(f)
 	return err
+}
+
+// timestampOf is the timestamp rowStamp scans from src.
+func timestampOf(src any) (float64, error) {
+	switch v := src.(type) {
+	case nil:
+		return math.NaN(), nil
+	case float64:
+		return v, nil
+	case int64:
+		return float64(v), nil
+	case string, []byte:
+		return math.Inf(1), nil
+	}
+	return 0, fmt.Errorf("scan timestamp: %T, want a number", src)
 }
 
 // store is one read-only connection to one store file.
