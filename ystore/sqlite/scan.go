@@ -26,21 +26,12 @@ type scanRoom struct {
 }
 
 // scan is the ystore.Scan of rooms (of plan p, in order) on st: their checkpoints, then
-// the table's rows up to p.top in rowid order (foldRows), a chunk per read transaction, read a chunk
-// ahead of yield as stream reads them; then, restarted, each room whose rows were not in
-// load order, alone. Each chunk is passed to taken once yield has taken it (nil: none);
+// the table's rows up to p.top in rowid order (foldAll), a chunk per read transaction,
+// read a chunk ahead of yield as stream reads them; then, restarted, each room whose rows
+// were not in load order, alone. Each chunk is passed to taken once yield has taken it (nil: none);
 // failed records the error of a read that failed, as stream's does.
 func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken func([]ystore.Row)) *ystore.Scan {
 	return &ystore.Scan{Rooms: len(rooms), Each: func(ctx context.Context, yield func([]ystore.Row) error, restart func(string) error) error {
-		take := func(chunk []ystore.Row) error {
-			if err := yield(chunk); err != nil {
-				return err
-			}
-			if taken != nil {
-				taken(chunk)
-			}
-			return nil
-		}
 		want := make(map[string]*scanRoom, len(rooms))
 		for _, room := range rooms {
 			want[room] = &scanRoom{key: room}
@@ -76,7 +67,7 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 			})
 		}
 		var pass error
-		if err := ystore.ReadAhead(ctx, 2*chunkBytes, read, take, &pass); err != nil {
+		if err := ystore.ReadAhead(ctx, 2*chunkBytes, read, counted(yield, taken), &pass); err != nil {
 			*failed = pass
 			return err
 		}

@@ -220,15 +220,20 @@ func (t *Tailer) stream(st *store, p *plan, room string, failed *error, taken fu
 				return send(t.decompress(chunk))
 			})
 		}
-		return ystore.ReadAhead(ctx, 2*chunkBytes, read, func(chunk []ystore.Row) error {
-			if err := yield(chunk); err != nil {
-				return err
-			}
-			if taken != nil {
-				taken(chunk)
-			}
-			return nil
-		}, failed)
+		return ystore.ReadAhead(ctx, 2*chunkBytes, read, counted(yield, taken), failed)
+	}
+}
+
+// counted is yield, each chunk it took then passed to taken (nil: none).
+func counted(yield func([]ystore.Row) error, taken func([]ystore.Row)) func([]ystore.Row) error {
+	return func(chunk []ystore.Row) error {
+		if err := yield(chunk); err != nil {
+			return err
+		}
+		if taken != nil {
+			taken(chunk)
+		}
+		return nil
 	}
 }
 
