@@ -327,13 +327,22 @@ func RenameInFileIDDB(t testing.TB, dbPath, nbAbs string) {
 	ExecSQL(t, dbPath, `UPDATE Files SET path = ? WHERE id = ?`, nbAbs, fileID)
 }
 
-// ExecSQL runs one statement on the SQLite database at dbPath.
-func ExecSQL(t testing.TB, dbPath, stmt string, args ...any) {
+// OpenSQL opens the SQLite database at dbPath as a live store's other writers do: a
+// statement waits up to 10 s for a lock another process holds (the server's writer, a
+// sidecar's read) instead of failing at once with SQLITE_BUSY.
+func OpenSQL(t testing.TB, dbPath string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", dbPath)
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// ExecSQL runs one statement on the SQLite database at dbPath, opened with OpenSQL.
+func ExecSQL(t testing.TB, dbPath, stmt string, args ...any) {
+	t.Helper()
+	db := OpenSQL(t, dbPath)
 	defer db.Close()
 	if _, err := db.Exec(stmt, args...); err != nil {
 		t.Fatal(err)

@@ -241,7 +241,7 @@ func TestJupyterStack(t *testing.T) {
 	t.Run("store moved aside (user_version)", func(t *testing.T) {
 		const p = "edit.ipynb"
 		s.forget(t, p, "o", "a", "b")
-		s.srv.Restart(func() { writeStore(t, s.srv.StorePath, "PRAGMA user_version = 1") })
+		s.srv.Restart(func() { sidecartest.ExecSQL(t, s.srv.StorePath, "PRAGMA user_version = 1") })
 		s.join(t, p, "o", "a")
 		testenv.Eventually(t, testenv.Wait, "pycrdt-store moved the store aside", func() bool {
 			_, err := os.Stat(strings.TrimSuffix(s.srv.StorePath, ".db") + "(1).db")
@@ -262,7 +262,7 @@ func TestJupyterStack(t *testing.T) {
 		// sidecar must read that store as pycrdt does.
 		const p = "edit.ipynb"
 		s.forget(t, p, "o", "a")
-		s.srv.Restart(func() { writeStore(t, s.srv.StorePath, "DROP TABLE ycheckpoints") })
+		s.srv.Restart(func() { sidecartest.ExecSQL(t, s.srv.StorePath, "DROP TABLE ycheckpoints") })
 		id := s.join(t, p, "o", "a")
 		s.drainSubs()
 		s.edit(t, "a", p, "type", map[string]any{"index": 0, "text": " # old layout"})

@@ -485,16 +485,3 @@ func queryStore(t *testing.T, path, query string, args ...any) [][]any {
 	return out
 }
 
-// writeStore changes a stopped server's store the way an upgrade or an operator would,
-// waiting out the sidecar's short read transactions.
-func writeStore(t *testing.T, path, stmt string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(stmt); err != nil {
-		t.Fatalf("%s: %v", stmt, err)
-	}
-}

@@ -1,7 +1,6 @@
 package jupyter
 
 import (
-	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -19,10 +18,7 @@ import (
 // be missing, and returns its rowid.
 func deleteLastContentRow(t *testing.T, store, room string) int64 {
 	t.Helper()
-	db, err := sql.Open("sqlite", store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := sidecartest.OpenSQL(t, store) // the server writes and the sidecar reads meanwhile
 	defer db.Close()
 	rows, err := db.Query(`SELECT rowid, yupdate FROM yupdates WHERE path = ? ORDER BY rowid`, room)
 	if err != nil {

@@ -143,7 +143,7 @@ func TestDegradedClears(t *testing.T) {
 	})
 	t.Run("deleted", func(t *testing.T) {
 		r := corrupt(t)
-		sidecartest.ExecSQL(t, "file:"+store+"?_pragma=busy_timeout(5000)", "DELETE FROM yupdates WHERE rowid = ?", r.RowID)
+		sidecartest.ExecSQL(t, store, "DELETE FROM yupdates WHERE rowid = ?", r.RowID)
 		sidecartest.WaitStatus(t, sc, "/readyz", http.StatusOK)
 	})
 	t.Run("file replaced", func(t *testing.T) {
