@@ -154,20 +154,6 @@ func TestDepthRefusedCheaply(t *testing.T) {
 	}
 }
 
-// TestDepthBatch: in ApplyUpdates the updates before a refused one apply, it and those
-// after it do not.
-func TestDepthBatch(t *testing.T) {
-	d := NewDoc()
-	err := d.ApplyUpdates([][]byte{yjstest.Char(1, "t", 0), yjstest.Nested(2, "m", "k", MaxDepth+1), yjstest.Char(1, "t", 1)})
-	var de *DepthError
-	if !errors.As(err, &de) || de.ID.Client != 2 || !bytes.Contains([]byte(err.Error()), []byte("update 1")) {
-		t.Fatalf("err = %v, want update 1's *DepthError", err)
-	}
-	if s := d.Text("t").String(); s != "x" || d.HasPending() {
-		t.Fatalf("text %q, pending %v; want the first update alone applied", s, d.HasPending())
-	}
-}
-
 // TestDepthDeleted deletes a nest at the bound: deleting and collecting it walk MaxDepth
 // types deep.
 func TestDepthDeleted(t *testing.T) {
@@ -199,13 +185,8 @@ func TestDepthFailed(t *testing.T) {
 	if got := jsonDepth(ToJSON(d.Map("m"))); got != MaxDepth {
 		t.Fatalf("JSON nests %d deep, want %d", got, MaxDepth)
 	}
-	for _, apply := range []func() error{
-		func() error { _, err := d.ApplyUpdate(yjstest.Char(2, "t", 0)); return err },
-		func() error { return d.ApplyUpdates([][]byte{yjstest.Char(2, "t", 0)}) },
-	} {
-		var de *DepthError
-		if err := apply(); !errors.As(err, &de) || de.ID != (ID{1, MaxDepth}) {
-			t.Fatalf("after the failure: %v, want the *DepthError of 1:%d", err, MaxDepth)
-		}
+	var de *DepthError
+	if _, err := d.ApplyUpdate(yjstest.Char(2, "t", 0)); !errors.As(err, &de) || de.ID != (ID{1, MaxDepth}) {
+		t.Fatalf("after the failure: %v, want the *DepthError of 1:%d", err, MaxDepth)
 	}
 }

@@ -10,7 +10,7 @@
 //     (Yjs drops it).
 //   - A split inside a surrogate pair keeps the character whole in the left part (Yjs
 //     writes U+FFFD on both sides); encoding writes such an item as Yjs would (CutPairs).
-//   - Every update is applied in a transaction of its own, ApplyUpdates included.
+//   - Every update is applied in a transaction of its own.
 //
 // Structs that wait for a missing one are kept pending and integrated as Yjs does. The
 // package does no I/O and no logging.
@@ -35,7 +35,6 @@ package yjs
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 )
@@ -223,40 +222,6 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	d.lone = len(u.refs) == 1 && len(u.refs[0].refs) == 1 && u.refs[0].refs[0] == &d.one &&
 		len(u.ds) == 0 && d.pending == nil && len(d.pendingDS) == 0
 	return d.apply(u)
-}
-
-// ApplyUpdates applies Yjs v1 updates in order, each in a transaction of its own, as the
-// Jupyter server (pycrdt) applies every row it stores: the result equals ApplyUpdate on
-// each. One transaction for all would differ where yrs's results depend on when deleted
-// content is collected and split structs are merged (an item next to a collected one,
-// text split inside a surrogate pair). All updates are decoded first: a malformed one
-// returns its *DecodeError, wrapped with its index, and leaves d unchanged. One that would
-// nest a type deeper than MaxDepth returns its *DepthError, wrapped with its index: the
-// updates before it are applied, it and those after it are not.
-func (d *Doc) ApplyUpdates(updates [][]byte) error {
-	if d.failed != nil {
-		return d.failed
-	}
-	defer d.exts.reset()
-	us := make([]*update, len(updates))
-	limit, spent := d.limit(), int64(0)
-	for i, b := range updates {
-		left := limit
-		if limit > 0 {
-			left = max(limit-spent, 1) // what the updates before it left
-		}
-		u, err := decodeUpdate(b, left, &d.texts, &d.exts, &update{})
-		if err != nil {
-			return fmt.Errorf("update %d: %w", i, err)
-		}
-		us[i], spent = u, spent+u.spent
-	}
-	for i, u := range us {
-		if _, err := d.apply(u); err != nil {
-			return fmt.Errorf("update %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // apply integrates a decoded update in a transaction of its own. It refuses one that

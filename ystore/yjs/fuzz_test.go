@@ -164,9 +164,6 @@ func FuzzNestedDelivery(f *testing.F) {
 				refused++
 			}
 		}
-		if order&0x80 != 0 {
-			apply(d.ApplyUpdates(parts))
-		}
 		for _, p := range parts {
 			_, err := d.ApplyUpdate(p)
 			apply(err)

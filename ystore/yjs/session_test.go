@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
@@ -438,53 +436,6 @@ func TestSessionsRoundTripYjs(t *testing.T) {
 	t.Logf("%s", out)
 }
 
-// TestSessionsBatched applies each session, in order and shuffled with duplicates, in
-// batches (ApplyUpdates): the document and its structs are those of applying the
-// updates one by one, and in order what pycrdt reads (shuffled, what Yjs reads where
-// that is pycrdt's reading too; see TestSessionsShuffledDuplicated).
-func TestSessionsBatched(t *testing.T) {
-	for _, s := range loadSessions(t) {
-		ups := s.updates(t)
-		rng := rand.New(rand.NewPCG(uint64(s.Seed), 9))
-		var shuffled [][]byte
-		for _, i := range append(rng.Perm(len(ups)), rng.Perm(len(ups))[:len(ups)/3]...) {
-			shuffled = append(shuffled, ups[i])
-		}
-		for k, order := range [][][]byte{ups, shuffled} {
-			wantJSON := s.py.Final
-			if k == 1 {
-				if !s.yjsRight {
-					continue
-				}
-				wantJSON = s.JSON
-			}
-			want, err := applyAll(t, order).EncodeStateAsUpdate(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, size := range []int{1, 7, len(order)} {
-				d := NewDoc()
-				for batch := range slices.Chunk(order, size) {
-					if err := d.ApplyUpdates(batch); err != nil {
-						t.Fatal(err)
-					}
-				}
-				checkJSON(t, fmt.Sprintf("session %d in batches of %d", s.Seed, size), d, wantJSON)
-				if d.HasPending() {
-					t.Fatalf("session %d, batches of %d: pending after all updates", s.Seed, size)
-				}
-				got, err := d.EncodeStateAsUpdate(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !sameStructs(t, got, want) {
-					t.Fatalf("session %d, batches of %d: structs differ from applying one by one", s.Seed, size)
-				}
-			}
-		}
-	}
-}
-
 // gcMerged decodes an update and merges adjacent GC structs (a document merges the GC
 // structs it reads, where the one that wrote them kept runs collected apart).
 func gcMerged(t *testing.T, b []byte) *Update {
@@ -507,17 +458,3 @@ func gcMerged(t *testing.T, b []byte) *Update {
 	return u
 }
 
-// TestApplyUpdatesAtomic: a malformed update in a batch leaves the document unchanged,
-// even when the updates before it are valid.
-func TestApplyUpdatesAtomic(t *testing.T) {
-	first := loadSessions(t)[0].updates(t)[0]
-	d := NewDoc()
-	err := d.ApplyUpdates([][]byte{first, {0xff}})
-	var de *DecodeError
-	if !errors.As(err, &de) || !strings.Contains(err.Error(), "update 1") {
-		t.Fatalf("ApplyUpdates with a malformed second update: %v", err)
-	}
-	if len(d.StateVector()) != 0 || d.HasPending() {
-		t.Fatal("a failed ApplyUpdates changed the document")
-	}
-}

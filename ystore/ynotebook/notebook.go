@@ -196,14 +196,11 @@ func (n *Notebook) readAll(sc scope) Changes {
 	return ch
 }
 
-// loadBatch is the number of updates Load decodes at once.
-const loadBatch = 4096
-
 // Load applies updates without reporting changes and reads the notebook once at the end:
-// the fast way to bring a notebook up to date from a store. The updates are decoded
-// loadBatch at a time and integrated one by one (yjs.Doc.ApplyUpdates). An update that does not decode, or
-// would nest types deeper than yjs.MaxDepth, is skipped, as Apply would leave the notebook
-// unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
+// the fast way to bring a notebook up to date from a store. Each update is decoded and
+// integrated alone (yjs.Doc.ApplyUpdate), into storage the document reuses. An update
+// that does not decode, or would nest types deeper than yjs.MaxDepth, is skipped, as
+// Apply would leave the notebook unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
 // update applied). An update past the memory the document's meter has left
 // (yjs.ErrBudget) ends the load: its error is returned alone, the updates before it
 // applied.
@@ -216,19 +213,13 @@ func (n *Notebook) Load(updates [][]byte) error {
 // loadUpdates applies updates as Load does, without reading the notebook.
 func (n *Notebook) loadUpdates(updates [][]byte) error {
 	var errs []error
-	for start := 0; start < len(updates); start += loadBatch {
-		batch := updates[start:min(start+loadBatch, len(updates))]
-		if err := n.doc.ApplyUpdates(batch); err == nil {
-			continue
+	for i, u := range updates {
+		_, err := n.doc.ApplyUpdate(u)
+		if errors.Is(err, yjs.ErrBudget) {
+			return fmt.Errorf("update %d: %w", i, err)
 		}
-		for i, u := range batch {
-			_, err := n.doc.ApplyUpdate(u)
-			if errors.Is(err, yjs.ErrBudget) {
-				return fmt.Errorf("update %d: %w", start+i, err)
-			}
-			if err != nil {
-				errs = append(errs, &UpdateError{Index: start + i, Err: err})
-			}
+		if err != nil {
+			errs = append(errs, &UpdateError{Index: i, Err: err})
 		}
 	}
 	return errors.Join(errs...)

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
-	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs"
 )
 
 // history is one concurrent history of testdata/pycrdt-golden/differential.py: the rows a
@@ -101,16 +100,6 @@ func checkHistory(t *testing.T, h *history) {
 	}
 	requirePyDoc(t, what("one at a time"), live.Doc(), h.Doc)
 	requireGet(t, what("one at a time"), live.Snapshot(), h.Get, h.Reid)
-
-	d := yjs.NewDoc()
-	for start := 0; start < len(h.Rows); {
-		end := min(len(h.Rows), start+1+rng.IntN(8))
-		if err := d.ApplyUpdates(h.Rows[start:end]); err != nil {
-			t.Fatalf("%s: %v", what("batch"), err)
-		}
-		start = end
-	}
-	requirePyDoc(t, what("in batches"), d, h.Doc)
 
 	cold := New()
 	if err := cold.Load(h.Rows); err != nil {

@@ -87,14 +87,14 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// TestLoadError: malformed updates, one in a later batch, are skipped and named by their
-// index; the others are applied.
+// TestLoadError: malformed updates, one after thousands of others, are skipped and named
+// by their index; the others are applied.
 func TestLoadError(t *testing.T) {
 	s := ysessions.All(t)[0]
 	ups := s.UpdateBytes()
 	half := len(ups) / 2
 	var updates [][]byte
-	for len(updates) < loadBatch+10 {
+	for len(updates) < 5000 {
 		updates = append(updates, ups[:half]...) // known updates again: no-ops
 	}
 	updates = slices.Insert(updates, 3, []byte{0xff})
