@@ -457,4 +457,3 @@ func gcMerged(t *testing.T, b []byte) *Update {
 	}
 	return u
 }
-

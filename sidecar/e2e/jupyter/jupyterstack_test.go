@@ -484,4 +484,3 @@ func queryStore(t *testing.T, path, query string, args ...any) [][]any {
 	}
 	return out
 }
-
