@@ -228,7 +228,10 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 				break
 			}
 		} else if o.hasOrigin() {
-			oo := d.getItem(o.origin)
+			oo := o.left // the item o was inserted after, when no other came between
+			if oo == nil || oo.id.Client != o.origin.Client || o.origin.Clock < oo.id.Clock || o.origin.Clock >= oo.end() {
+				oo = d.getItem(o.origin)
+			}
 			if !before.has(oo) {
 				break
 			}

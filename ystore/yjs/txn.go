@@ -263,9 +263,16 @@ type itemSet struct {
 
 const itemSetLinear = 32
 
+// itemSetKept is the most entries a set's map may have held for reset to keep it: a
+// conflict scan of a long sequence does not leave its document a large map.
+const itemSetKept = 1024
+
 func (s *itemSet) reset() {
 	s.list = s.list[:0]
-	s.m = nil
+	if len(s.m) > itemSetKept {
+		s.m = nil
+	}
+	clear(s.m)
 }
 
 func (s *itemSet) add(it *item) {
