@@ -274,12 +274,18 @@ func TestRoomsGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)})
-	// The row removed: the first whose absence leaves a later one waiting.
+	// The row removed: the first whose absence leaves the document lacking updates and
+	// showing less than the file, and whose late arrival makes it whole. (Structs that
+	// waited for a row can stay pending after it arrives, as in pycrdt, until their
+	// client's next update: yrs retries them only then.)
 	lost := -1
 	for i := 1; i < len(updates)-1 && lost < 0; i++ {
 		nb := ynotebook.New()
 		_ = nb.Load(slices.Concat(updates[:i], updates[i+1:]))
-		if nb.Doc().HasPending() {
+		if !nb.Doc().HasPending() || sameNotebook(nb.Snapshot(), full.Snapshot()) {
+			continue
+		}
+		if _ = nb.Load(updates[i : i+1]); !nb.Doc().HasPending() && sameNotebook(nb.Snapshot(), full.Snapshot()) {
 			lost = i
 		}
 	}

@@ -12,11 +12,15 @@ type dsRange struct {
 }
 
 // applyDeleteSet deletes the ranges the store knows, like Yjs's readAndApplyDeleteSet,
-// and returns the ranges beyond the known state (nil if none). ds is sorted by client.
+// and returns the ranges it lacks, beyond the known state or in Skips, sorted and merged
+// (nil if none). ds is sorted by client.
 func (d *Doc) applyDeleteSet(txn *Txn, ds []clientRanges) map[uint64][]dsRange {
 	var unapplied map[uint64][]dsRange
 	for _, cr := range ds {
 		d.applyDeletes(txn, cr.client, cr.rs, &unapplied)
+	}
+	for c, rs := range unapplied {
+		unapplied[c] = sortAndMerge(rs)
 	}
 	return unapplied
 }
@@ -30,8 +34,8 @@ func byClient(ds map[uint64][]dsRange) []clientRanges {
 	return out
 }
 
-// applyDeletes deletes the ranges rs of client and adds those beyond the known state
-// to unapplied.
+// applyDeletes deletes the ranges rs of client and adds those the document lacks to
+// unapplied.
 func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map[uint64][]dsRange) {
 	addUnapplied := func(clock, length uint64) {
 		if *unapplied == nil {
@@ -54,7 +58,7 @@ func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map
 		i := cs.findNear(clock, hint)
 		hint = i
 		it := cs.at(i)
-		if !it.deleted() && it.id.Clock < clock {
+		if !it.deleted() && it.kind != kindSkip && it.id.Clock < clock {
 			cs.insert(i+1, d.split(it, clock-it.id.Clock))
 			i++
 		}
@@ -63,6 +67,12 @@ func (d *Doc) applyDeletes(txn *Txn, client uint64, rs []dsRange, unapplied *map
 			i++
 			if it.id.Clock >= end {
 				break
+			}
+			if it.kind == kindSkip {
+				// clocks the document lacks: the delete waits for them, as in yrs
+				from := max(it.id.Clock, clock)
+				addUnapplied(from, min(it.end(), end)-from)
+				continue
 			}
 			if !it.deleted() {
 				if end < it.end() {

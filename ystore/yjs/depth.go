@@ -98,7 +98,7 @@ const memoKeep = 256
 
 // checkType checks it if it is a type the document does not hold yet.
 func (c *depthCheck) checkType(it *item) error {
-	if it.kind != kindType || it.id.Clock < c.d.state(it.id.Client) {
+	if it.kind != kindType || !c.d.missing(it.id) {
 		return nil
 	}
 	if c.parentDepth(it) >= MaxDepth {
@@ -166,7 +166,7 @@ func (c *depthCheck) parent(it *item) (next *item, up bool, depth int32) {
 	default:
 		id, up = it.ext.pref.id, true
 	}
-	if id.Clock < c.d.state(id.Client) {
+	if !c.d.missing(id) {
 		x := c.d.getItem(id)
 		switch {
 		case up && x.kind == kindType:

@@ -11,9 +11,15 @@
 //   - A split inside a surrogate pair keeps the character whole in the left part (Yjs
 //     writes U+FFFD on both sides); encoding writes such an item as Yjs would (CutPairs).
 //   - Every update is applied in a transaction of its own.
+//   - A struct past a gap in its own client's clocks integrates when its origin, right
+//     origin and parent are there, the gap held as a Skip struct that the missing
+//     structs fill when they arrive; the state vector stops at the first Skip (Yjs keeps
+//     such a struct pending). A struct that waits for a client already waited for is
+//     kept pending with the rest of its client (Yjs tries that client's next struct).
 //
-// Structs that wait for a missing one are kept pending and integrated as Yjs does. The
-// package does no I/O and no logging.
+// Other structs that wait for a missing one are kept pending and retried as both do:
+// when the state of a client they wait for passes the clock they waited for. The package
+// does no I/O and no logging.
 //
 // Where it differs from Yjs on purpose:
 //   - Malformed input is rejected before anything is applied (Yjs may throw halfway):
@@ -56,6 +62,7 @@ type Doc struct {
 	one            item       // the struct of an update of one (update.one), copied if kept
 	lone           bool       // the update being applied is one struct and nothing else
 	csCache        [2]csEntry // the struct lists looked up last (structsOf)
+	skipping       int        // the Skips of every client (clientStructs.skipped)
 	conflicting    itemSet
 	beforeOrigin   itemSet
 	depth          depthCheck // every update's check, its memo kept for the next
@@ -125,24 +132,28 @@ func (d *Doc) Root(name string) (*Type, bool) {
 func (d *Doc) StateVector() map[uint64]uint64 {
 	sv := make(map[uint64]uint64, len(d.clients))
 	for c := range d.clients {
-		sv[c] = d.state(c)
+		sv[c] = d.known(c)
 	}
 	return sv
 }
 
-// HasPending reports whether structs or deletes wait for missing updates.
-func (d *Doc) HasPending() bool { return len(d.pending) > 0 || len(d.pendingDS) > 0 }
+// HasPending reports whether the document lacks updates: structs or deletes wait for
+// missing ones, or it holds structs past a gap in their client's clocks (a Skip).
+func (d *Doc) HasPending() bool {
+	return len(d.pending) > 0 || len(d.pendingDS) > 0 || d.skipping > 0
+}
 
-// Gap is a range of one client's clocks that pending structs or deletes wait for: the
-// document holds the client's structs below From (its state), and those from From up to
-// To (exclusive; at least From+1) are known to be missing.
+// Gap is a range of one client's clocks that the document lacks and pending structs or
+// deletes wait for, or that later structs of the client skipped: the document holds the
+// client's structs below From (its state vector's clock), and lacks some from From up
+// to To (exclusive; at least From+1): all of them, but those held past a Skip.
 type Gap struct {
 	Client   uint64
 	From, To uint64
 }
 
-// Gaps lists what the pending structs and deletes wait for, one Gap per client, sorted by
-// client; nil when nothing is pending. It changes nothing.
+// Gaps lists what the pending structs and deletes wait for and the Skips, one Gap per
+// client, sorted by client; nil when nothing is pending. It changes nothing.
 func (d *Doc) Gaps() []Gap {
 	if !d.HasPending() {
 		return nil
@@ -159,8 +170,13 @@ func (d *Doc) Gaps() []Gap {
 		if list := d.pending[id.Client]; len(list) > 0 {
 			end = min(end, list[0].id.Clock)
 		}
-		if end > d.state(id.Client) {
+		if end > d.state(id.Client) || (end > 0 && d.missing(ID{id.Client, end - 1})) {
 			note(id.Client, end)
+		}
+	}
+	for c, cs := range d.clients {
+		if n := len(cs.skipped); n > 0 {
+			note(c, cs.skipped[n-1].clock+cs.skipped[n-1].length)
 		}
 	}
 	for c, list := range d.pending {
@@ -189,7 +205,7 @@ func (d *Doc) Gaps() []Gap {
 	}
 	var out []Gap
 	for c, end := range need {
-		if from := d.state(c); end > from {
+		if from := d.known(c); end > from {
 			out = append(out, Gap{Client: c, From: from, To: end})
 		}
 	}
@@ -251,6 +267,37 @@ func (d *Doc) apply(u *update) (*Txn, error) {
 	return txn, nil
 }
 
+// dropKnownPending drops pending structs whose clocks the document holds since txn
+// added them, by another update: integrating them again would add nothing (yrs trims a
+// retried update by what it holds), yet they would stand for missing updates. Each
+// client's pending structs are sorted by clock: those from the first it lacks on wait.
+func (d *Doc) dropKnownPending(txn *Txn) {
+	for _, b := range txn.before {
+		list := d.pending[b.client]
+		k := 0
+		for k < len(list) && d.holds(b.client, list[k].id.Clock, list[k].end()) {
+			k++
+		}
+		switch {
+		case k == 0:
+			continue
+		case k == len(list):
+			delete(d.pending, b.client)
+		default:
+			d.pending[b.client] = slices.Delete(list, 0, k)
+		}
+	}
+	if len(d.pending) == 0 {
+		d.pending, d.pendingMissing = nil, nil
+	}
+}
+
+// holds reports whether the document holds every clock of client from from up to to.
+func (d *Doc) holds(client, from, to uint64) bool {
+	cs := d.structsOf(client)
+	return cs != nil && to <= cs.end && !cs.lacks(from, to)
+}
+
 // readUpdate integrates a decoded update like Yjs's readUpdateV2.
 func (d *Doc) readUpdate(txn *Txn, u *update) {
 	rest, missing := d.integrateStructs(txn, u.refs)
@@ -285,6 +332,9 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 		d.pendingDS = mergeDeleteSets(dsRest, dsRest2)
 	} else {
 		d.pendingDS = dsRest
+	}
+	if d.pending != nil {
+		d.dropKnownPending(txn)
 	}
 	if retry {
 		p := d.pending

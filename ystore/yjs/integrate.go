@@ -5,21 +5,23 @@ import (
 	"slices"
 )
 
-// getMissing returns the client whose struct it depends on but the store lacks, or, when
-// nothing is missing, resolves left, right and parent like Yjs's Item.getMissing.
+// getMissing returns the client whose struct it depends on but the store lacks (its
+// origin, right origin or parent: past the client's last struct or in a Skip, as yrs's
+// missing_dependency finds them), or, when nothing is missing, resolves left, right and
+// parent like Yjs's Item.getMissing. A struct of its own client it depends on is missing
+// only when a Skip or a gap before it holds it.
 func (d *Doc) getMissing(it *item) (uint64, bool) {
 	if it.kind == kindGC {
 		return 0, false
 	}
-	c := it.id.Client
-	if it.hasOrigin() && it.origin.Client != c && it.origin.Clock >= d.state(it.origin.Client) {
+	if it.hasOrigin() && d.missing(it.origin) {
 		return it.origin.Client, true
 	}
-	if it.hasRightOrigin() && it.rightOrigin.Client != c && it.rightOrigin.Clock >= d.state(it.rightOrigin.Client) {
+	if it.hasRightOrigin() && d.missing(it.rightOrigin) {
 		return it.rightOrigin.Client, true
 	}
 	if it.flags&flagHasPref != 0 {
-		if p := &it.ext.pref; p.isID && p.id.Client != c && p.id.Clock >= d.state(p.id.Client) {
+		if p := &it.ext.pref; p.isID && d.missing(p.id) {
 			return p.id.Client, true
 		}
 	}
@@ -67,6 +69,51 @@ func (d *Doc) getMissing(it *item) (uint64, bool) {
 		it.parent = d.root(it.ext.pref.name)
 	}
 	return 0, false
+}
+
+// integrateLacking integrates the parts of it (resolved by getMissing) that the document
+// lacks: from its client's last struct on, and in the Skips it overlaps (yrs trims an
+// update by the clocks the document holds before integrating it).
+func (d *Doc) integrateLacking(txn *Txn, it *item) {
+	cs := d.structsOf(it.id.Client)
+	local := d.state(it.id.Client)
+	if cs == nil || len(cs.skipped) == 0 || it.id.Clock >= local {
+		if off := local - min(local, it.id.Clock); off < uint64(it.length) {
+			d.integrate(txn, it, off)
+		}
+		return
+	}
+	for it != nil {
+		// the first clock of it the document lacks, and the end of the run lacking from
+		// there: in a Skip, else from the client's last struct on
+		from, to := max(it.id.Clock, local), it.end()
+		if r, ok := cs.skipFrom(it.id.Clock); ok && r.clock < to {
+			from, to = max(it.id.Clock, r.clock), min(to, r.clock+r.length)
+		}
+		if from >= to {
+			return
+		}
+		var rest *item
+		if to < it.end() {
+			rest = cutStruct(it, to-it.id.Clock)
+		}
+		d.integrate(txn, it, from-it.id.Clock)
+		it = rest
+		if it != nil {
+			d.getMissing(it) // what it depends on is there: its origin was just integrated
+		}
+	}
+}
+
+// cutStruct cuts a struct not integrated yet after diff clock units, and returns the
+// right part, not linked to it.
+func cutStruct(it *item, diff uint64) *item {
+	right := it.right
+	it.right = nil
+	r := splitItem(it, diff)
+	it.right = right
+	r.left, r.right = nil, nil
+	return r
 }
 
 // integrate inserts it (already resolved by getMissing) into the document, skipping the
@@ -175,7 +222,7 @@ func (d *Doc) extendLast(txn *Txn, it *item) bool {
 	case l == nil || parent == nil || it.flags&(flagHasParentSub|flagHasPref) != 0,
 		it.kind != kindString && it.kind != kindAny && it.kind != kindJSON,
 		l.kind != it.kind || l.deleted() || l.right != it.right,
-		l.id.Client != it.id.Client || l.end() != it.id.Clock,
+		l.id.Client != it.id.Client || l.end() != it.id.Clock || d.state(it.id.Client) != it.id.Clock, // appended, not in a Skip
 		!it.hasOrigin() || it.origin != l.lastID(),
 		!sameOrigin(l.hasRightOrigin(), l.rightOrigin, it.hasRightOrigin(), it.rightOrigin),
 		uint64(l.length)+uint64(it.length) > maxLength,
@@ -284,7 +331,7 @@ func (d *Doc) deleteItem(txn *Txn, it *item) {
 func (d *Doc) deleteChild(txn *Txn, c *item) {
 	if !c.deleted() {
 		d.deleteItem(txn, c)
-	} else if c.id.Clock < txn.beforeState(d, c.id.Client) {
+	} else if !txn.added(d, c.id) {
 		txn.mergeStructs = append(txn.mergeStructs, c.id)
 	}
 }
@@ -375,15 +422,19 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 	cur.i++
 	for {
 		if head.kind != kindSkip {
-			local := d.state(head.id.Client)
-			if local < head.id.Clock {
+			// As yrs: a struct past a gap in its own client's clocks integrates when
+			// nothing it depends on is missing, the gap held as a Skip (Yjs keeps it
+			// pending). A gap too long for one Skip keeps it pending.
+			if local := d.state(head.id.Client); head.id.Clock > local && head.id.Clock-local > maxLength {
 				stack = append(stack, head)
 				updateMissing(head.id.Client, head.id.Clock-1)
 				addStackToRest()
 			} else if missing, ok := d.getMissing(head); ok {
 				stack = append(stack, head)
 				r := findRefs(refs, missing)
-				if r == nil || r.i == len(r.refs) {
+				if r == nil || r.i == len(r.refs) || slices.ContainsFunc(stack, func(s *item) bool { return s.id.Client == missing }) {
+					// As yrs: a client on the stack, its own included, is not switched
+					// to (its later structs cannot hold what the stack waits for).
 					updateMissing(missing, d.state(missing))
 					addStackToRest()
 				} else {
@@ -391,8 +442,8 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 					r.i++
 					continue
 				}
-			} else if offset := local - head.id.Clock; offset < uint64(head.length) {
-				d.integrate(txn, head, offset)
+			} else {
+				d.integrateLacking(txn, head)
 			}
 		}
 		switch {

@@ -18,7 +18,12 @@ type clientStructs struct {
 	starts []int // starts[c] is the index of chunks[c][0]
 	n      int
 	cur    int    // the chunk last located: indexes are mostly near the previous one
-	end    uint64 // the clock after the last struct: the client's state
+	end    uint64 // the clock after the last struct
+	// skipped are the clock ranges of its Skip structs, sorted: clocks the document
+	// lacks below end. yrs integrates a struct past a gap in its client's clocks when
+	// nothing it depends on is missing, and holds the gap as a Skip until the structs in
+	// it arrive.
+	skipped []dsRange
 }
 
 // len returns the number of structs.
@@ -88,6 +93,87 @@ func (cs *clientStructs) insert(i int, it *item) {
 		cs.chunks = slices.Insert(cs.chunks, c+1, right)
 		cs.starts = slices.Insert(cs.starts, c+1, cs.starts[c]+half)
 	}
+}
+
+// set replaces the struct at index i by it.
+func (cs *clientStructs) set(i int, it *item) {
+	c, off := cs.locate(i)
+	cs.chunks[c][off] = it
+}
+
+// skip appends a Skip over the clocks from end up to clock (at most maxLength of them).
+func (cs *clientStructs) skip(client, clock uint64) {
+	cs.skipped = append(cs.skipped, dsRange{cs.end, clock - cs.end})
+	cs.push(skipItem(ID{client, cs.end}, clock-cs.end))
+}
+
+// skipAt returns the index in skipped of the range holding clock, or -1.
+func (cs *clientStructs) skipAt(clock uint64) int {
+	k, _ := slices.BinarySearchFunc(cs.skipped, clock, func(r dsRange, c uint64) int {
+		switch {
+		case r.clock+r.length <= c:
+			return -1
+		case r.clock > c:
+			return 1
+		}
+		return 0
+	})
+	if k < len(cs.skipped) && cs.skipped[k].clock <= clock && clock < cs.skipped[k].clock+cs.skipped[k].length {
+		return k
+	}
+	return -1
+}
+
+// skipFrom returns the first Skip range that ends after clock, if any.
+func (cs *clientStructs) skipFrom(clock uint64) (dsRange, bool) {
+	k, _ := slices.BinarySearchFunc(cs.skipped, clock, func(r dsRange, c uint64) int {
+		if r.clock+r.length <= c {
+			return -1
+		}
+		return 1
+	})
+	if k == len(cs.skipped) {
+		return dsRange{}, false
+	}
+	return cs.skipped[k], true
+}
+
+// lacks reports whether a Skip holds a clock from from up to to.
+func (cs *clientStructs) lacks(from, to uint64) bool {
+	r, ok := cs.skipFrom(from)
+	return ok && r.clock < to
+}
+
+// fill puts it in the place of the clocks it holds, which a Skip holds: what the Skip
+// held before and after it stays a Skip.
+func (cs *clientStructs) fill(it *item) {
+	k := cs.skipAt(it.id.Clock)
+	r := cs.skipped[k]
+	var keep []dsRange
+	if before := it.id.Clock - r.clock; before > 0 {
+		keep = append(keep, dsRange{r.clock, before})
+	}
+	if after := r.clock + r.length - it.end(); after > 0 {
+		keep = append(keep, dsRange{it.end(), after})
+	}
+	cs.skipped = slices.Replace(cs.skipped, k, k+1, keep...)
+
+	i := cs.find(it.id.Clock)
+	s := cs.at(i)
+	if after := s.end() - it.end(); after > 0 {
+		cs.insert(i+1, skipItem(ID{it.id.Client, it.end()}, after))
+	}
+	if before := it.id.Clock - s.id.Clock; before > 0 {
+		s.length = uint32(before)
+		cs.insert(i+1, it)
+		return
+	}
+	cs.set(i, it)
+}
+
+// skipItem returns a Skip over length clocks from id (at most maxLength).
+func skipItem(id ID, length uint64) *item {
+	return &item{id: id, length: uint32(length), kind: kindSkip}
 }
 
 // remove takes out the k structs from index i on.
@@ -214,12 +300,35 @@ type csEntry struct {
 	cs     *clientStructs
 }
 
-// state returns the next expected clock of client.
+// state returns the clock after client's last struct.
 func (d *Doc) state(client uint64) uint64 {
 	if cs := d.structsOf(client); cs != nil {
 		return cs.end
 	}
 	return 0
+}
+
+// known returns client's clock as the state vector gives it, as yrs does: the first
+// clock the document lacks, the start of a Skip or its state.
+func (d *Doc) known(client uint64) uint64 {
+	cs := d.structsOf(client)
+	switch {
+	case cs == nil:
+		return 0
+	case len(cs.skipped) > 0:
+		return cs.skipped[0].clock
+	}
+	return cs.end
+}
+
+// missing reports whether the document lacks the struct holding id: past its client's
+// last struct, or in a Skip (yrs's is_missing).
+func (d *Doc) missing(id ID) bool {
+	cs := d.structsOf(id.Client)
+	if cs == nil || id.Clock >= cs.end {
+		return true
+	}
+	return len(cs.skipped) > 0 && cs.skipAt(id.Clock) >= 0
 }
 
 // findIndex returns the index of the struct containing clock, or -1.
@@ -297,7 +406,8 @@ func (d *Doc) split(it *item, diff uint64) *item {
 	return r
 }
 
-// addStruct appends an integrated struct to its client's list.
+// addStruct adds an integrated struct to its client's list: appended, past a Skip over
+// the clocks missing before it, or in the place of clocks a Skip held.
 func (d *Doc) addStruct(txn *Txn, it *item) {
 	cs := d.structsOf(it.id.Client)
 	if cs == nil {
@@ -305,5 +415,16 @@ func (d *Doc) addStruct(txn *Txn, it *item) {
 		d.clients[it.id.Client] = cs
 	}
 	txn.touch(d, it.id.Client)
+	skips := len(cs.skipped)
+	if it.id.Clock < cs.end {
+		cs.fill(it)
+		d.skipping += len(cs.skipped) - skips
+		txn.filled = append(txn.filled, deleteRange{it.id.Client, it.id.Clock, uint64(it.length)})
+		return
+	}
+	if it.id.Clock > cs.end { // integrateStructs bounds the gap by maxLength
+		cs.skip(it.id.Client, it.id.Clock)
+		d.skipping++
+	}
 	cs.push(it)
 }

@@ -15,8 +15,12 @@ type Txn struct {
 	before  []clientClock
 	beforeM map[uint64]uint64 // built once before outgrows a linear scan
 	deletes []deleteRange
-	// mergeStructs are the starts of items split during the transaction.
+	// mergeStructs are the starts of items split during the transaction, and of
+	// structs put in the place of a Skip.
 	mergeStructs []ID
+	// filled are the clock ranges the transaction added in the place of Skips: below
+	// their clients' states before it, yet new.
+	filled []deleteRange
 	// seqTypes are the types inserted into or deleted from a sequence.
 	seqTypes []*Type
 	// unsorted is set while a change's keys are in the order they changed (settle).
@@ -49,6 +53,20 @@ func (t *Txn) reset() {
 	t.before = t.before[:0]
 	t.deletes = t.deletes[:0]
 	t.mergeStructs = t.mergeStructs[:0]
+	t.filled = t.filled[:0]
+}
+
+// added reports whether the struct at id was added by the transaction.
+func (t *Txn) added(d *Doc, id ID) bool {
+	if id.Clock >= t.beforeState(d, id.Client) {
+		return true
+	}
+	for _, r := range t.filled {
+		if r.client == id.Client && r.clock <= id.Clock && id.Clock < r.clock+r.length {
+			return true
+		}
+	}
+	return false
 }
 
 // clientClock is the state of a client before the transaction first added to it.
@@ -187,7 +205,7 @@ func (t *Txn) sortDeletes() {
 
 // addChanged records a change of typ like Yjs's addChangedTypeToTransaction.
 func (t *Txn) addChanged(d *Doc, typ *Type, key string, hasKey bool) {
-	if it := typ.item; it != nil && (it.id.Clock >= t.beforeState(d, it.id.Client) || it.deleted()) {
+	if it := typ.item; it != nil && (it.deleted() || t.added(d, it.id)) {
 		return
 	}
 	i := t.find(typ)

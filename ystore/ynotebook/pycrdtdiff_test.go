@@ -3,10 +3,12 @@ package ynotebook
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -25,6 +27,21 @@ type history struct {
 	// ClientsDiverged counts the writing clients that read otherwise with every update:
 	// yrs's reading depends on the order a document receives updates in.
 	ClientsDiverged int `json:"clients_diverged"`
+	// Lost are the rows a store lost; Gapped is what a fresh pycrdt document reads from
+	// the others in order (with its state vector, [client, clock] pairs), Refilled what
+	// it reads once the lost rows arrive after them.
+	Lost     []int     `json:"lost"`
+	Gapped   pyReading `json:"gapped"`
+	Refilled pyReading `json:"refilled"`
+}
+
+// pyReading is what a pycrdt document reads: to_py of its roots, YNotebook.get() and the
+// cells get() gave a new id, and its state vector.
+type pyReading struct {
+	Doc  json.RawMessage `json:"doc"`
+	Get  json.RawMessage `json:"get"`
+	Reid []int           `json:"reid"`
+	SV   [][2]uint64     `json:"sv"`
 }
 
 // defaultDiffSeed starts the 300 histories CI checks at a range that holds a code cell
@@ -119,4 +136,35 @@ func checkHistory(t *testing.T, h *history) {
 		}
 	}
 	requireGet(t, what("cold load of "+strconv.Itoa(k)+" rows, then live"), mid.Snapshot(), h.Get, h.Reid)
+
+	// Rows lost: the document reads the others as pycrdt does, then the lost ones late.
+	lost := map[int]bool{}
+	for _, i := range h.Lost {
+		lost[i] = true
+	}
+	gapped := New()
+	for i, r := range h.Rows {
+		if !lost[i] {
+			if _, err := gapped.Apply(r); err != nil {
+				t.Fatalf("%s: %v", what("row "+strconv.Itoa(i)+" with rows lost"), err)
+			}
+		}
+	}
+	lostWhat := what(fmt.Sprintf("rows %v lost", h.Lost))
+	requirePyDoc(t, lostWhat, gapped.Doc(), h.Gapped.Doc)
+	requireGet(t, lostWhat, gapped.Snapshot(), h.Gapped.Get, h.Gapped.Reid)
+	want := map[uint64]uint64{}
+	for _, p := range h.Gapped.SV {
+		want[p[0]] = p[1]
+	}
+	if sv := gapped.Doc().StateVector(); !reflect.DeepEqual(sv, want) {
+		t.Fatalf("%s: state vector %v, pycrdt's %v", lostWhat, sv, want)
+	}
+	for _, i := range h.Lost {
+		if _, err := gapped.Apply(h.Rows[i]); err != nil {
+			t.Fatalf("%s: %v", what("lost row "+strconv.Itoa(i)+" late"), err)
+		}
+	}
+	requirePyDoc(t, lostWhat+", then them late", gapped.Doc(), h.Refilled.Doc)
+	requireGet(t, lostWhat+", then them late", gapped.Snapshot(), h.Refilled.Get, h.Refilled.Reid)
 }

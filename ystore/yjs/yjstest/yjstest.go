@@ -82,11 +82,16 @@ const infoAny = 8
 // no origin: among concurrent sets of the key, the highest client's wins. It is how a
 // test makes a change no store row holds, or writes a state-only row (state.dirty).
 func MapSet(client uint64, root, key string, value any) []byte {
+	return MapSetAt(client, 0, root, key, value)
+}
+
+// MapSetAt is MapSet at clock: what client's clocks before it hold is not in the update.
+func MapSetAt(client, clock uint64, root, key string, value any) []byte {
 	var e lib0.Encoder
 	e.VarUint(1) // one client with structs
 	e.VarUint(1) // one struct
 	e.VarUint(client)
-	e.VarUint(0) // clock
+	e.VarUint(clock)
 	e.Uint8(infoAny | infoParentSub)
 	e.VarUint(1) // parent: a root, by name
 	e.VarString(root)
