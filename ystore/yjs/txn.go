@@ -15,8 +15,8 @@ type Txn struct {
 	before  []clientClock
 	beforeM map[uint64]uint64 // built once before outgrows a linear scan
 	deletes []deleteRange
-	// mergeStructs are the starts of items split during the transaction, and of
-	// structs put in the place of a Skip.
+	// mergeStructs are the starts of items split during the transaction. (Structs put
+	// in the place of a Skip are not merged with their neighbours, as in yrs.)
 	mergeStructs []ID
 	// filled are the clock ranges the transaction added in the place of Skips: below
 	// their clients' states before it, yet new.
