@@ -53,11 +53,17 @@ type oracle struct {
 	reloading bool
 	// pendingSince is when the document began to wait for missing updates (zero: it
 	// does not); gaps is what it waits for, once that lasted GapAfter (the file is then
-	// served), read again when rows arrived since (gapRows: rm.rows when it was read).
+	// served), read again when rows arrived since (gapRows: rm.rows when it was read):
+	// the first gapsListed clients' gaps, of gapClients.
 	pendingSince time.Time
 	gaps         []yjs.Gap
+	gapClients   int
 	gapRows      int
 }
+
+// gapsListed bounds the gaps a room lists (in /readyz and its log line): a store's
+// writer can leave updates of any number of clients missing.
+const gapsListed = 16
 
 // Gap is a range of one client's clocks missing from a room's store that later updates
 // wait for: From (the first clock the document lacks) up to To, exclusive.
@@ -110,7 +116,7 @@ func (r *Set) storeApplied(rm *room, ch ynotebook.Changes, prev *ynotebook.Snaps
 		if gapClosed {
 			r.log.Info("updates missing from the store arrived; the room is whole again", logkey.Room, rm.info.Key, logkey.Path, rm.path)
 		}
-		rm.gaps, rm.gapRows = nil, 0
+		rm.gaps, rm.gapClients, rm.gapRows = nil, 0, 0
 	}
 	reload := false
 	switch {
@@ -257,20 +263,20 @@ func (r *Writer) checkGaps(now time.Time) {
 			continue
 		}
 		first := rm.gaps == nil
-		rm.gaps, rm.gapRows = rm.nb.Doc().Gaps(), rm.rows
-		if rm.gaps == nil {
-			rm.gaps = []yjs.Gap{} // pending, but nothing found missing: degraded all the same
-		}
-		gaps, p, info, waited := gapsOf(rm.gaps), rm.path, rm.info, now.Sub(rm.pendingSince)
+		all := rm.nb.Doc().Gaps()
+		// a copy of the first gapsListed; not nil when pending but nothing was found
+		// missing: degraded all the same
+		rm.gaps, rm.gapClients, rm.gapRows = append([]yjs.Gap{}, all[:min(len(all), gapsListed)]...), len(all), rm.rows
+		gaps, clients, p, info, waited := gapsOf(rm.gaps), rm.gapClients, rm.path, rm.info, now.Sub(rm.pendingSince)
 		rm.mu.Unlock()
 		if !first {
-			r.log.Debug("room still waits for updates missing from the store", logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps))
+			r.log.Debug("room still waits for updates missing from the store", logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients)
 			continue
 		}
 		r.metrics.Gap()
 		r.metrics.SetDegraded(r.degradedCount())
 		r.log.Error("updates missing from the store: later ones wait for them; serving the notebook's file",
-			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "waited", waited.Round(time.Millisecond))
+			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients, "waited", waited.Round(time.Millisecond))
 		r.serveFile(rm, p)
 	}
 }
@@ -309,6 +315,8 @@ type Degradation struct {
 	BadRows  int    `json:"bad_rows,omitempty"`
 	Diverged bool   `json:"diverged_from_saved_file,omitempty"`
 	Gaps     []Gap  `json:"missing_updates,omitempty"`
+	// GapClients counts the clients whose updates are missing; Gaps lists the first 16.
+	GapClients int `json:"missing_updates_clients,omitempty"`
 }
 
 // Degradations lists the degraded rooms and why, sorted by room.
@@ -316,7 +324,7 @@ func (r *Set) Degradations() []Degradation {
 	var out []Degradation
 	for _, ri := range r.Infos() {
 		if ri.Degraded {
-			out = append(out, Degradation{Room: ri.Key, Path: ri.Path, BadRows: ri.BadRows, Diverged: ri.Diverged, Gaps: ri.Gaps})
+			out = append(out, Degradation{Room: ri.Key, Path: ri.Path, BadRows: ri.BadRows, Diverged: ri.Diverged, Gaps: ri.Gaps, GapClients: ri.GapClients})
 		}
 	}
 	return out

@@ -346,3 +346,35 @@ func TestRoomsGap(t *testing.T) {
 		}
 	})
 }
+
+// TestRoomsGapsListed: a writer can leave the updates of any number of clients missing
+// (each client's one row past a gap in its clocks); the room lists the first 16 clients'
+// gaps and counts them all, in /readyz's degradations and in its log line, so that
+// neither grows with the clients.
+func TestRoomsGapsListed(t *testing.T) {
+	const key, clients = "json:notebook:work/a.ipynb", 40
+	var updates [][]byte
+	for c := range uint64(clients) {
+		updates = append(updates, yjstest.MapSetAt(100+c, 5, "state", "k", "v"))
+	}
+	synctest.Test(t, func(t *testing.T) {
+		const gapAfter = 3 * time.Second
+		g := newOracleRig(t, key, nil, gapAfter)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- g.r.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		g.sink(ystore.EventReset, rowsAt(key, 1, updates, 100))
+		time.Sleep(2 * gapAfter) // a stimulus: past gap_after, and the checker's next tick
+		synctest.Wait()
+		d := g.r.Degradations()
+		if len(d) != 1 || len(d[0].Gaps) != gapsListed || d[0].GapClients != clients || d[0].Gaps[0].Client != 100 {
+			t.Fatalf("degradations %+v; want the first %d of %d clients' gaps", d, gapsListed, clients)
+		}
+		logged := g.log.lines("updates missing from the store")
+		if len(logged) != 1 || logged[0]["clients"] != float64(clients) || len(fmt.Sprint(logged[0]["gaps"])) > 1000 {
+			t.Fatalf("gap logged as %v", logged)
+		}
+	})
+}

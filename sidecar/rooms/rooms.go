@@ -179,7 +179,9 @@ type Info struct {
 	BadRows  int
 	Diverged bool  // the document differed from the server's saved file: the file is served
 	Gaps     []Gap // updates missing from the store that later ones wait for: the file is served
-	Degraded bool
+	// GapClients counts the clients whose updates are missing (Gaps lists the first 16).
+	GapClients int
+	Degraded   bool
 }
 
 // New returns an empty set of rooms. No I/O.
@@ -791,7 +793,7 @@ func (rm *room) status() Info {
 	in := Info{
 		Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
 		Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Diverged: rm.diverged != nil,
-		Gaps: gapsOf(rm.gaps), Degraded: rm.degraded(),
+		Gaps: gapsOf(rm.gaps), GapClients: rm.gapClients, Degraded: rm.degraded(),
 	}
 	rm.last.Store(&in)
 	rm.mu.Unlock()
