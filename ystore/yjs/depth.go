@@ -202,11 +202,15 @@ func (c *depthCheck) lookup(id ID) *item {
 }
 
 // mayIntegratePending reports whether applying u could integrate pending structs: whether
-// a clock they wait for is below the state that u could bring its client to.
+// a clock they wait for is below the state that u could bring its client to. u brings a
+// client no further when the first of its structs for the client lies past a gap and
+// depends on a struct neither the document nor u can give: integration then keeps all
+// of them pending (integrateStructs), and a writer sending a client's structs in reverse
+// order does not make each update check every pending struct.
 func (d *Doc) mayIntegratePending(u *update) bool {
 	for client, clock := range d.pendingMissing {
 		s := d.state(client)
-		if r := findRefs(u.refs, client); r != nil && len(r.refs) > 0 {
+		if r := findRefs(u.refs, client); r != nil && len(r.refs) > 0 && d.mayAdvance(u, r) {
 			s = max(s, r.refs[len(r.refs)-1].end())
 		}
 		if clock < s {
@@ -214,4 +218,31 @@ func (d *Doc) mayIntegratePending(u *update) bool {
 		}
 	}
 	return false
+}
+
+// mayAdvance reports whether integrating u could add r's structs to the document: not
+// when the first of them lies past a gap in its client's clocks and depends on a struct
+// that the document lacks and that u holds no struct of the client for.
+func (d *Doc) mayAdvance(u *update, r *structRefs) bool {
+	i := 0
+	for i < len(r.refs) && r.refs[i].kind == kindSkip {
+		i++
+	}
+	if i == len(r.refs) {
+		return false
+	}
+	first := r.refs[i]
+	if first.id.Clock <= d.state(r.client) || first.kind == kindGC {
+		return true
+	}
+	lacking := func(id ID) bool {
+		return d.missing(id) && (id.Client == r.client || findRefs(u.refs, id.Client) == nil)
+	}
+	switch {
+	case first.hasOrigin() && lacking(first.origin),
+		first.hasRightOrigin() && lacking(first.rightOrigin),
+		first.flags&flagHasPref != 0 && first.ext.pref.isID && lacking(first.ext.pref.id):
+		return false
+	}
+	return true
 }

@@ -281,16 +281,13 @@ type itemSet struct {
 
 const itemSetLinear = 32
 
-// itemSetKept is the most entries a set's map may have held for reset to keep it: a
-// conflict scan of a long sequence does not leave its document a large map.
-const itemSetKept = 1024
-
+// reset empties s, keeping its storage for the next scan: a document holds at most that
+// of its longest conflict scan, a few bytes per item it scanned.
 func (s *itemSet) reset() {
 	s.list = s.list[:0]
-	if len(s.m) > itemSetKept {
-		s.m = nil
+	if len(s.m) > 0 { // clearing costs its storage's size: not for the scans that did not use it
+		clear(s.m)
 	}
-	clear(s.m)
 }
 
 func (s *itemSet) add(it *item) {
