@@ -22,6 +22,9 @@ import (
 // only when an extension's Changed says so.
 func TestExtensionResourceThroughTheServer(t *testing.T) {
 	lib := newLibrary(t, testPath, "other.ipynb")
+	// The fixture's edits follow one another: output-c1-0 holds the deletes of source-c1,
+	// the edit recorded before it, and applied without it would change c1's source too.
+	lib.edit(t, testPath, "source-c1")
 	r := startServer(t, resources.Config{Notebooks: map[string]string{"work": testPath, "other": "other.ipynb"}, Extensions: map[string]map[string]any{"outline": {}}}, lib)
 	c := dialGo(t, r.url, false)
 	tmpls, err := c.ListResourceTemplates(context.Background(), mcp.ListResourceTemplatesRequest{})
