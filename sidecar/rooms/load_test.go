@@ -8,6 +8,7 @@ import (
 	"testing"
 	"weak"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
 
@@ -110,4 +111,47 @@ func TestRoomsStreamedLoadThatFails(t *testing.T) {
 	if infos := r.Infos(); len(infos) != 1 || infos[0].Rows != len(first) {
 		t.Fatalf("Infos() = %+v, want the %d rows of before", infos, len(first))
 	}
+}
+
+// checked is a context whose Err reports it cancelled from its left+1st call on.
+type checked struct {
+	context.Context
+	left int
+}
+
+func (c *checked) Err() error {
+	if c.left <= 0 {
+		return context.Canceled
+	}
+	c.left--
+	return nil
+}
+
+// A load looks at its context before each row, not each batch of them: cancelled after
+// fewer checks than the room has rows, it stops, leaves no room and says why; given
+// enough, it loads the room.
+func TestRoomsLoadStopsBetweenRows(t *testing.T) {
+	const key = ".notebook:n.ipynb.y"
+	updates, want := loadSession(t, "s0001.json.gz")
+	for _, left := range []int{0, 1, 2, len(updates) - 1} {
+		r := writer(nil, nil, nil)
+		ctx := &checked{Context: t.Context(), left: left}
+		err := r.Sink(ctx, []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%d checks for %d rows: Sink err = %v, want context.Canceled", left, len(updates), err)
+		}
+		if _, err := r.Notebook("n.ipynb"); !errors.Is(err, library.ErrNotFound) {
+			t.Fatalf("%d checks for %d rows: a room is served (err %v)", left, len(updates), err)
+		}
+	}
+	r := writer(nil, nil, nil)
+	ctx := &checked{Context: t.Context(), left: 2 * len(updates)}
+	if err := r.Sink(ctx, []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, updates)}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Notebook("n.ipynb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, snap, want)
 }

@@ -481,11 +481,6 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	r.consult(rm)
 }
 
-// loadRows bounds the rows a load hands ynotebook.Loading at once: a room's rows given
-// whole (not streamed) are applied in pieces of it too, so that the load's own memory is
-// a piece's, whatever the room's history.
-const loadRows = 1024
-
 // loaded is a room's document built by a roomLoad, with its rows, the bad ones among
 // them, their bytes and the commit time of the newest (seconds since the epoch; -Inf
 // without rows).
@@ -496,17 +491,16 @@ type loaded struct {
 	newest    float64
 }
 
-// roomLoad builds a room's document from its rows as they stream in, loadRows at a time
+// roomLoad builds a room's document from its rows as they stream in, one at a time
 // (ynotebook.Loading: no change sets, one read at the end), logging and counting the rows
 // that do not decode; the document is charged to its meter.
 type roomLoad struct {
-	set     *Set
-	info    ystore.Room
-	budget  *int64 // the bytes its rows may still take (negative: no bound), maybe shared
-	ld      *ynotebook.Loading
-	l       loaded
-	updates [][]byte
-	start   time.Time
+	set    *Set
+	info   ystore.Room
+	budget *int64 // the bytes its rows may still take (negative: no bound), maybe shared
+	ld     *ynotebook.Loading
+	l      loaded
+	start  time.Time
 }
 
 // newRoomLoad starts the load of room info, its rows' bytes taken from *budget
@@ -516,18 +510,16 @@ func (r *Set) newRoomLoad(info ystore.Room, budget *int64, m *roomMeter) *roomLo
 		l: loaded{newest: math.Inf(-1)}, start: time.Now()}
 }
 
-// add applies rows, the room's next in load order. Its error is ctx's, errOverBytes once
-// the rows' bytes would pass the budget, before those rows are decoded, or one wrapping
-// yjs.ErrBudget once the document would pass the memory its meter has left.
+// add applies rows, the room's next in load order, checking ctx before each, so that a
+// load stops between any two rows. Its error is ctx's, errOverBytes once a row's bytes
+// would pass the budget, before that row is decoded, or one wrapping yjs.ErrBudget once
+// the document would pass the memory its meter has left.
 func (x *roomLoad) add(ctx context.Context, rows []ystore.Row) error {
-	for piece := range slices.Chunk(rows, loadRows) {
+	for _, row := range rows {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var n int64
-		for _, row := range piece {
-			n += int64(len(row.Update))
-		}
+		n := int64(len(row.Update))
 		if *x.budget >= 0 {
 			if n > *x.budget {
 				return errOverBytes
@@ -535,18 +527,16 @@ func (x *roomLoad) add(ctx context.Context, rows []ystore.Row) error {
 			*x.budget -= n
 		}
 		x.l.bytes += n
-		x.updates = x.updates[:0]
-		for _, row := range piece {
-			x.updates = append(x.updates, row.Update)
-			x.l.newest = max(x.l.newest, row.Timestamp)
-		}
-		err := x.ld.Add(x.updates)
-		clear(x.updates) // hold no row's update past its piece
+		x.l.newest = max(x.l.newest, row.Timestamp)
+		err := x.ld.Add(row.Update)
 		if errors.Is(err, yjs.ErrBudget) {
-			return err
+			return fmt.Errorf("row %d: %w", row.ID, err)
 		}
-		x.l.bad += x.set.skipped(x.info, piece, err)
-		x.l.rows += len(piece)
+		if err != nil {
+			x.l.bad++
+			x.set.log.Warn("undecodable row skipped", logkey.Room, x.info.Key, "row", row.ID, "bytes", n, "err", err)
+		}
+		x.l.rows++
 	}
 	return nil
 }
@@ -570,27 +560,6 @@ func (x *roomLoad) abandon() {
 		*x.budget += x.l.bytes
 	}
 	x.l = loaded{newest: math.Inf(-1)}
-}
-
-// skipped logs the rows of piece that err (ynotebook.Loading.Add's) says were skipped,
-// and returns how many.
-func (r *Set) skipped(info ystore.Room, piece []ystore.Row, err error) int {
-	bad := 0
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range joined.Unwrap() {
-			var ue *ynotebook.UpdateError
-			if !errors.As(e, &ue) || ue.Index < 0 || ue.Index >= len(piece) {
-				r.log.Error("room load failed", logkey.Room, info.Key, "err", e)
-				continue
-			}
-			bad++
-			row := piece[ue.Index]
-			r.log.Warn("undecodable row skipped", logkey.Room, info.Key, "row", row.ID, "bytes", len(row.Update), "err", ue.Err)
-		}
-	} else if err != nil {
-		r.log.Error("room load failed", logkey.Room, info.Key, "err", err)
-	}
-	return bad
 }
 
 // applyRow applies one row, logging and counting a row that does not decode.

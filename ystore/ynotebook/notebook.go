@@ -200,18 +200,12 @@ func (n *Notebook) readAll(sc scope) Changes {
 // the fast way to bring a notebook up to date from a store. Each update is decoded and
 // integrated alone (yjs.Doc.ApplyUpdate), into storage the document reuses. An update
 // that does not decode, or would nest types deeper than yjs.MaxDepth, is skipped, as
-// Apply would leave the notebook unchanged by it: the error joins an *UpdateError for each (errors.Join; nil when every
-// update applied). An update past the memory the document's meter has left
-// (yjs.ErrBudget) ends the load: its error is returned alone, the updates before it
-// applied.
+// Apply would leave the notebook unchanged by it: the error joins an *UpdateError for
+// each (errors.Join; nil when every update applied). An update past the memory the
+// document's meter has left (yjs.ErrBudget) ends the load: its error is returned alone,
+// the updates before it applied.
 func (n *Notebook) Load(updates [][]byte) error {
-	err := n.loadUpdates(updates)
-	n.reread()
-	return err
-}
-
-// loadUpdates applies updates as Load does, without reading the notebook.
-func (n *Notebook) loadUpdates(updates [][]byte) error {
+	defer n.reread()
 	var errs []error
 	for i, u := range updates {
 		_, err := n.doc.ApplyUpdate(u)
@@ -230,10 +224,11 @@ func (n *Notebook) reread() {
 	n.reset(n.rebuild(n.snap, scope{meta: true, cells: true, all: true}))
 }
 
-// Loading is a new notebook built from updates that arrive in batches (a store's rows
-// read as they stream in), so that no more than a batch of them is held at once: Add
-// applies each batch as Load does, Done reads the notebook once and hands it over. The
-// result is the notebook Load of every update, in order, gives.
+// Loading is a new notebook built from updates that arrive one at a time (a store's rows
+// read as they stream in), so that no more than one of them is held at once and its
+// caller may stop between any two: Add applies each as Load does, Done reads the notebook
+// once and hands it over. The result is the notebook Load of every update, in order,
+// gives.
 type Loading struct{ n *Notebook }
 
 // NewLoading starts loading a new notebook whose document's memory is charged to m (nil:
@@ -244,11 +239,14 @@ func NewLoading(m yjs.Meter) *Loading {
 	return &Loading{n: n}
 }
 
-// Add applies updates as Load does (an update that does not decode or nests too deep is
-// skipped): the error joins an *UpdateError for each skipped, its Index counted in
-// updates; past the meter, the load ends with an error wrapping yjs.ErrBudget. Nothing
-// refers to updates once Add returns.
-func (l *Loading) Add(updates [][]byte) error { return l.n.loadUpdates(updates) }
+// Add applies update as Load does. An update that does not decode or nests too deep is
+// skipped, its error returned (the *yjs.DecodeError, *yjs.DepthError or
+// *yjs.ParentError), and the load goes on; past the meter, the error wraps yjs.ErrBudget
+// and the load must end. Nothing refers to update once Add returns.
+func (l *Loading) Add(update []byte) error {
+	_, err := l.n.doc.ApplyUpdate(update)
+	return err
+}
 
 // Done reads the notebook and returns it; l must not be used afterwards. The text the
 // load decoded is compacted (yjs.Doc.CompactText): what stays is the live text's.
