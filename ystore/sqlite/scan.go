@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"math"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 )
@@ -41,7 +42,7 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 				if !p.rooms[room].ckpt {
 					continue
 				}
-				ckpt, found, err := st.checkpoint(ctx, room)
+				ckpt, _, found, err := st.checkpoint(ctx, room)
 				if err != nil {
 					return err
 				}
@@ -89,12 +90,19 @@ func (t *Tailer) scan(st *store, p *plan, rooms []string, failed *error, taken f
 }
 
 // takes reports whether the pass hands r (read in rowid order), of the room of s (nil:
-// not one of the pass's): stamped at or after its floor (its checkpoint's timestamp, else 0), while the room's
-// rows come in load order. A row older than the last one handed marks the room to be
+// not one of the pass's): stamped at or after its floor (its checkpoint's timestamp, else
+// 0; a NULL on either side, NaN, takes none, as SQLite's `>=`), while the room's rows
+// come in load order. A row older than the last one handed, or a stamp of text or blob
+// on either side (+Inf, ordered among themselves by SQLite alone), marks the room to be
 // read again; its later rows are left out.
 func (s *scanRoom) takes(r ystore.Row) bool {
 	switch {
-	case s == nil || s.again || r.Timestamp < s.floor:
+	case s == nil || s.again:
+		return false
+	case math.IsInf(r.Timestamp, 1) || math.IsInf(s.floor, 1):
+		s.again = true
+		return false
+	case !(r.Timestamp >= s.floor):
 		return false
 	case s.any && r.Timestamp < s.last:
 		s.again = true

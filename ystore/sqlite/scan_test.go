@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -47,6 +50,51 @@ func scanStore(t *testing.T, path string, rows [][3]any, ckpts [][2]any, extra .
 // key is a row as a test compares it.
 func key(r ystore.Row) string { return fmt.Sprintf("%d@%g:%x", r.ID, r.Timestamp, r.Update) }
 
+// passAndStreams loads tl's store, whose rooms must number n, streamed, and returns the
+// rows (key) the one pass over them (Event.Scan) hands each room, those each room's own
+// Stream hands, and the rooms the pass restarted.
+func passAndStreams(t *testing.T, tl *Tailer, n int) (pass, streams map[string][]string, restarted []string) {
+	t.Helper()
+	pass, streams = map[string][]string{}, map[string][]string{}
+	err := tl.LoadStream(t.Context(), func(ctx context.Context, events []ystore.Event) error {
+		if len(events) != n || events[0].Scan == nil {
+			t.Fatalf("%d events, the first's Scan %v: want %d sharing one", len(events), events[0].Scan, n)
+		}
+		for _, ev := range events {
+			if ev.Scan != events[0].Scan {
+				t.Fatalf("%s has a Scan of its own", ev.Room)
+			}
+			streams[ev.Room] = []string{}
+			err := ev.Stream(ctx, func(rows []ystore.Row) error {
+				for _, r := range rows {
+					streams[ev.Room] = append(streams[ev.Room], key(r))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return events[0].Scan.Each(ctx, func(rows []ystore.Row) error {
+			if len(rows) > tl.cfg.ChunkRows {
+				t.Errorf("chunk of %d rows, want at most ChunkRows", len(rows))
+			}
+			for _, r := range rows {
+				pass[r.Room] = append(pass[r.Room], key(r))
+			}
+			return nil
+		}, func(room string) error {
+			restarted = append(restarted, room)
+			pass[room] = nil
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pass, streams, restarted
+}
+
 // A load of every room reads them in one pass (the events share a Scan), and hands each
 // room exactly the rows its own Stream does, in the same order: its checkpoint, then its
 // rows stamped at or after it, by timestamp then rowid. A room whose rows are not stored
@@ -68,61 +116,20 @@ func TestScanReadsLoadOrder(t *testing.T) {
 		// checkpoint loads from timestamp 0, as pycrdt-store loads it.
 		"INSERT INTO yupdates (rowid, path, yupdate, metadata, timestamp) VALUES (-7, 'ra', x'09', x'', 9.0), (0, 'rd', x'08', x'', -1.0)")
 	tl := newTailer(t, Config{Path: path, ChunkRows: 3})
-	err := tl.LoadStream(t.Context(), func(ctx context.Context, events []ystore.Event) error {
-		if len(events) != 4 || events[0].Scan == nil {
-			t.Fatalf("%d events, the first's Scan %v: want 4 sharing one", len(events), events[0].Scan)
+	got, want, restarted := passAndStreams(t, tl, 4)
+	for room := range want {
+		if !slices.Equal(got[room], want[room]) {
+			t.Errorf("%s: the pass handed %v, its stream %v", room, got[room], want[room])
 		}
-		want := map[string][]string{}
-		for _, ev := range events {
-			if ev.Scan != events[0].Scan {
-				t.Fatalf("%s has a Scan of its own", ev.Room)
-			}
-			err := ev.Stream(ctx, func(rows []ystore.Row) error {
-				for _, r := range rows {
-					want[ev.Room] = append(want[ev.Room], key(r))
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		got := map[string][]string{}
-		var restarted []string
-		err := events[0].Scan.Each(ctx, func(rows []ystore.Row) error {
-			if len(rows) > 3 {
-				t.Errorf("chunk of %d rows, want at most ChunkRows", len(rows))
-			}
-			for _, r := range rows {
-				got[r.Room] = append(got[r.Room], key(r))
-			}
-			return nil
-		}, func(room string) error {
-			restarted = append(restarted, room)
-			got[room] = nil
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, ev := range events {
-			if !slices.Equal(got[ev.Room], want[ev.Room]) {
-				t.Errorf("%s: the pass handed %v, its stream %v", ev.Room, got[ev.Room], want[ev.Room])
-			}
-		}
-		if !slices.Equal(restarted, []string{c}) {
-			t.Errorf("restarted %v, want [%s]: the room whose clock went back, alone", restarted, c)
-		}
-		if first := "-7@9:09"; len(got[a]) != 5 || got[a][0] != first {
-			t.Errorf("%s: %v, want 5 rows from %s (rowid -7)", a, got[a], first)
-		}
-		if slices.Contains(got[d], "0@-1:08") {
-			t.Errorf("%s: %v holds its row stamped before 0", d, got[d])
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	}
+	if !slices.Equal(restarted, []string{c}) {
+		t.Errorf("restarted %v, want [%s]: the room whose clock went back, alone", restarted, c)
+	}
+	if first := "-7@9:09"; len(got[a]) != 5 || got[a][0] != first {
+		t.Errorf("%s: %v, want 5 rows from %s (rowid -7)", a, got[a], first)
+	}
+	if slices.Contains(got[d], "0@-1:08") {
+		t.Errorf("%s: %v holds its row stamped before 0", d, got[d])
 	}
 	p, err := tl.readPlanOnce(t)
 	if err != nil {
@@ -265,15 +272,123 @@ func TestOddlyStampedRows(t *testing.T) {
 		"INSERT INTO yupdates VALUES ('rb', 'b3', x'', 3.0)",
 		"INSERT INTO yupdates VALUES ('rb', 'b4', x'', NULL)",
 		"INSERT INTO yupdates VALUES ('rc', 'c2', x'', x'00')",
+		"INSERT INTO yupdates VALUES ('ra', 'a4', x'', 4.0)",   // ra's first stored row is stamped NULL
+		"INSERT INTO yupdates VALUES ('rc', 'c3', x'', 'aaa')", // sorts before rc's first in SQLite alone
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want = "ra=a2 rb=b1,b3 rc=c1,c2"
+	want = "ra=a2,a4 rb=b1,b3 rc=c1,c2,c3"
 	testenv.Eventually(t, testenv.Wait, "the rows followed", func() bool { return s.String() == want && tl.Status().Reachable },
 		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
 	if n := s.kinds("")[ystore.EventReset]; n != 3 {
 		t.Fatalf("%d Resets delivered, want the load's 3: an oddly stamped row at the cursor is not a rewrite", n)
+	}
+	if n := promtest.ToFloat64(tl.m.resyncs.WithLabelValues(reasonHistory)); n != 0 {
+		t.Fatalf("history resyncs = %v: rows added after a NULL or text stamp are no rewrite", n)
+	}
+	if st := tl.Status(); !st.LastErrorAt.IsZero() {
+		t.Fatalf("a read failed: %+v", st)
+	}
+}
+
+// A checkpoint stamped NULL or text (a crafted store; the writer stamps numbers) loads
+// as pycrdt-store's loads read it, its rows compared with the stamp as SQLite compares
+// them (`timestamp >= ?`): after a NULL one, no row; after a text one, the rows stamped
+// text at or after it and those stamped blob. Neither is a failed read, streamed or not.
+func TestOddlyStampedCheckpoints(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed %v", stream), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			scanStore(t, path, nil, nil,
+				"DROP TABLE ycheckpoints",
+				"CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp, PRIMARY KEY(path))",
+				"INSERT INTO ycheckpoints VALUES ('ra', 'ca', NULL), ('rb', 'cb', 'noon'), ('rc', 'cc', 2.0)",
+				"INSERT INTO yupdates VALUES ('ra', 'a1', x'', 1.0), ('rb', 'b1', x'', 5.0), ('rb', 'b2', x'', 'later'), ('rb', 'b3', x'', 'on'), ('rb', 'b4', x'', x'00'), ('rc', 'c1', x'', 1.0), ('rc', 'c2', x'', 2.0), ('rc', 'c3', x'', 3.0)")
+			tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: stream})
+			s := newSink()
+			runTailer(t, tl, s.deliver)
+			want := "ra=ca rb=b3,b4,cb rc=c2,c3,cc"
+			testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want && tl.Status().Reachable },
+				func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
+			if st := tl.Status(); !st.LastErrorAt.IsZero() {
+				t.Fatalf("a read failed: %+v", st)
+			}
+		})
+	}
+}
+
+// The one pass over a store (Event.Scan) hands each room what its own stream does,
+// whatever the stamps: a room whose checkpoint or rows are stamped text or blob, which
+// SQLite alone orders among themselves, is read again alone.
+func TestScanOfOddStamps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	scanStore(t, path, nil, nil,
+		"DROP TABLE ycheckpoints",
+		"CREATE TABLE ycheckpoints (path TEXT NOT NULL, checkpoint BLOB NOT NULL, timestamp, PRIMARY KEY(path))",
+		"INSERT INTO ycheckpoints VALUES ('ra', 'ca', NULL), ('rb', 'cb', 'noon')",
+		"DROP TABLE yupdates",
+		"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp)",
+		"CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)",
+		"INSERT INTO yupdates VALUES ('ra', 'a1', x'', 1.0), ('rb', 'b1', x'', 5.0), ('rb', 'b2', x'', 'later'), ('rb', 'b3', x'', 'on'), ('rc', 'c1', x'', 'zz'), ('rc', 'c2', x'', NULL), ('rc', 'c3', x'', 'aa'), ('rc', 'c4', x'', 2.0), ('rd', 'd1', x'', 1.0)")
+	got, want, restarted := passAndStreams(t, newTailer(t, Config{Path: path, ChunkRows: 2}), 4)
+	for room := range want {
+		if !slices.Equal(got[room], want[room]) {
+			t.Errorf("%s: the pass handed %v, its stream %v", room, got[room], want[room])
+		}
+	}
+	if !slices.Equal(want["rb"], []string{"0@+Inf:6362", "4@+Inf:6233"}) || !slices.Equal(want["rc"], []string{"8@2:6334", "7@+Inf:6333", "5@+Inf:6331"}) {
+		t.Errorf("streams %v: not SQLite's order", want)
+	}
+	if !slices.Contains(restarted, "rb") || !slices.Contains(restarted, "rc") || slices.Contains(restarted, "rd") {
+		t.Errorf("restarted %v, want rb and rc, not rd", restarted)
+	}
+}
+
+// A room with more rows stamped text than a read transaction takes is read to its end
+// once, each row once, paged in the order SQLite sorts the stamps.
+func TestManyTextStampedRows(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streamed %v", stream), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.db")
+			var rows [][3]any
+			var want []string
+			for i := range 50 {
+				tok := fmt.Sprintf("t%02d", i)
+				rows = append(rows, [3]any{"ra", tok, fmt.Sprintf("stamp %02d", 49-i)})
+				want = append(want, tok)
+			}
+			scanStore(t, path, rows, nil,
+				"DROP TABLE yupdates",
+				"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp)",
+				"CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)")
+			tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: stream, ChunkRows: 7})
+			var mu sync.Mutex
+			var got []string
+			runTailer(t, tl, func(ctx context.Context, events []ystore.Event) error {
+				for _, e := range events {
+					if err := e.Each(ctx, func(rows []ystore.Row) error {
+						mu.Lock()
+						defer mu.Unlock()
+						for _, r := range rows {
+							got = append(got, string(r.Update))
+						}
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			slices.Reverse(want)
+			testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return tl.Status().Reachable },
+				func() string { return fmt.Sprintf("status %+v", tl.Status()) })
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(got, want) {
+				t.Fatalf("read %d rows %v, want %d %v", len(got), got, len(want), want)
+			}
+		})
 	}
 }

@@ -87,20 +87,20 @@ func (s *store) readPlan(ctx context.Context, chunk, limit int, followed map[str
 // room: its checkpoint, then the rows stamped at or after it (without one, at or after
 // 0), in timestamp order (rowid among equals); a chunk per read transaction, yield called outside any.
 func (s *store) eachRow(ctx context.Context, room string, top int64, chunk int, yield func([]ystore.Row) error) error {
-	ckpt, found, err := s.checkpoint(ctx, room)
+	ckpt, stamp, found, err := s.checkpoint(ctx, room)
 	if err != nil {
 		return err
 	}
-	var after *rowKey
-	floor := 0.0 // pycrdt-store reads a room without a checkpoint from timestamp 0
+	var floor any = 0.0 // pycrdt-store reads a room without a checkpoint from timestamp 0
 	if found {
 		if err := yield([]ystore.Row{ckpt}); err != nil {
 			return err
 		}
-		floor = ckpt.Timestamp
+		floor = stamp // as pycrdt-store binds it: SQLite compares the rows with it
 	}
+	var after *pageKey
 	for {
-		rows, more, err := s.roomRowsAfter(ctx, room, floor, after, top, chunk)
+		rows, next, more, err := s.roomRowsAfter(ctx, room, floor, after, top, chunk)
 		if err != nil {
 			return err
 		}
@@ -108,8 +108,7 @@ func (s *store) eachRow(ctx context.Context, room string, top int64, chunk int, 
 			if err := yield(rows); err != nil {
 				return err
 			}
-			last := rows[len(rows)-1]
-			after = &rowKey{timestamp: last.Timestamp, id: last.ID}
+			after = next
 		}
 		if !more {
 			return nil

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -53,6 +54,24 @@ type rowStamp float64
 func (s *rowStamp) Scan(src any) error {
 	f, err := timestampOf(src)
 	*s = rowStamp(f)
+	return err
+}
+
+// rawStamp scans a timestamp as rowStamp does into *f, keeping the value SQLite holds
+// (raw), to be bound again where SQLite, not Go, must compare it: text and blob stamps,
+// all +Inf as numbers, are ordered among themselves only by SQLite.
+type rawStamp struct {
+	f   *float64
+	raw any
+}
+
+func (s *rawStamp) Scan(src any) error {
+	if b, ok := src.([]byte); ok {
+		src = bytes.Clone(b)
+	}
+	s.raw = src
+	var err error
+	*s.f, err = timestampOf(src)
 	return err
 }
 
@@ -405,6 +424,13 @@ func (k rowKey) less(o rowKey) bool {
 	return k.timestamp < o.timestamp || (k.timestamp == o.timestamp && k.id < o.id)
 }
 
+// same reports whether k and o are the same row as far as Go can order them: rows
+// stamped text or blob (+Inf, rowStamp) are ordered among themselves by SQLite alone,
+// so any two such are the same.
+func (k rowKey) same(o rowKey) bool {
+	return k == o || math.IsInf(k.timestamp, 1) && math.IsInf(o.timestamp, 1)
+}
+
 // firstRows returns the first row (by timestamp, then rowid) of each room, in one read
 // transaction; a room without rows is absent.
 func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKey, error) {
@@ -415,7 +441,7 @@ func (s *store) firstRows(ctx context.Context, rooms []string) (map[string]rowKe
 			var k rowKey
 			err := tx.QueryRowContext(ctx,
 				"SELECT timestamp, rowid FROM yupdates WHERE path = ? AND timestamp IS NOT NULL ORDER BY timestamp, rowid LIMIT 1", room,
-			).Scan(&k.timestamp, &k.id)
+			).Scan((*rowStamp)(&k.timestamp), &k.id)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				continue
@@ -469,7 +495,7 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 		if upTo < 0 {
 			upTo = 1<<63 - 1
 		}
-		rows, more, err = queryRows(ctx, tx, start, limit, "",
+		rows, _, more, err = queryRows(ctx, tx, start, limit, "",
 			"SELECT rowid, path, yupdate, timestamp FROM yupdates WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
 			after, upTo, limit)
 		return err
@@ -482,13 +508,13 @@ func (s *store) rowsAfter(ctx context.Context, after, upTo int64, limit int, che
 
 // queryRows runs query in tx and reads its rows as scanRows does; a missing table is
 // ErrSchema.
-func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, room string, query string, args ...any) ([]ystore.Row, bool, error) {
+func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, room string, query string, args ...any) (rows []ystore.Row, last any, more bool, err error) {
 	q, err := tx.QueryContext(ctx, query, args...)
 	if isNoTable(err) {
-		return nil, false, ErrSchema
+		return nil, nil, false, ErrSchema
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	return scanRows(q, start, limit, room)
 }
@@ -497,27 +523,28 @@ func queryRows(ctx context.Context, tx *sql.Tx, start time.Time, limit int, room
 // (rowid, yupdate, timestamp) of room when room is not empty (a room's own rows: the
 // path is not read again for each, a string the driver would allocate per row); it
 // stops early once chunkBytes of updates are read or the transaction begun at start has
-// run for txBudget (after at least minTxRows rows); more reports whether rows may remain.
-// It closes q.
-func scanRows(q *sql.Rows, start time.Time, limit int, room string) (rows []ystore.Row, more bool, err error) {
+// run for txBudget (after at least minTxRows rows); more reports whether rows may remain,
+// last is the timestamp of the last row as SQLite holds it (rawStamp). It closes q.
+func scanRows(q *sql.Rows, start time.Time, limit int, room string) (rows []ystore.Row, last any, more bool, err error) {
 	defer q.Close()
 	size := 0
 	var r ystore.Row
-	dst := []any{&r.ID, &r.Room, (*ownedBytes)(&r.Update), (*rowStamp)(&r.Timestamp)}
+	ts := rawStamp{f: &r.Timestamp}
+	dst := []any{&r.ID, &r.Room, (*ownedBytes)(&r.Update), &ts}
 	if room != "" {
 		r.Room = room
-		dst = []any{&r.ID, (*ownedBytes)(&r.Update), (*rowStamp)(&r.Timestamp)}
+		dst = []any{&r.ID, (*ownedBytes)(&r.Update), &ts}
 	}
 	for q.Next() {
 		if err := q.Scan(dst...); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		rows = append(rows, r)
 		if size += len(r.Update); size >= chunkBytes || len(rows) >= minTxRows && time.Since(start) >= txBudget {
-			return rows, true, nil
+			return rows, ts.raw, true, nil
 		}
 	}
-	return rows, len(rows) == limit, q.Err()
+	return rows, ts.raw, len(rows) == limit, q.Err()
 }
 
 // ownedBytes scans a blob without copying it: the driver (modernc.org/sqlite) copies each
@@ -541,28 +568,41 @@ func (b *ownedBytes) Scan(src any) error {
 	return nil
 }
 
+// pageKey is where a read of a room's rows in load order stopped: the last row's
+// timestamp as SQLite holds it (rawStamp) and its rowid, so that SQLite compares the next
+// page's rows with it as it ordered them.
+type pageKey struct {
+	stamp any
+	id    int64
+}
+
 // roomRowsAfter returns up to limit rows of room with rowid <= upTo stamped at or after
-// floor, in timestamp then rowid order, after the key after (nil: from the first), in
-// one read transaction bounded as scanRows bounds it. The index pycrdt-store keeps on
-// (path, timestamp) serves it.
-func (s *store) roomRowsAfter(ctx context.Context, room string, floor float64, after *rowKey, upTo int64, limit int) (rows []ystore.Row, more bool, err error) {
+// floor (a timestamp as SQLite holds it: NULL takes none), in timestamp then rowid order,
+// after the key after (nil: from the first), in one read transaction bounded as scanRows
+// bounds it, and the key of its last row (nil without rows). The index pycrdt-store keeps
+// on (path, timestamp) serves it.
+func (s *store) roomRowsAfter(ctx context.Context, room string, floor any, after *pageKey, upTo int64, limit int) (rows []ystore.Row, next *pageKey, more bool, err error) {
+	var last any
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		if after == nil {
-			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
+			rows, last, more, err = queryRows(ctx, tx, time.Now(), limit, room,
 				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? ORDER BY timestamp, rowid LIMIT ?",
 				room, upTo, floor, limit)
 		} else {
-			rows, more, err = queryRows(ctx, tx, time.Now(), limit, room,
+			rows, last, more, err = queryRows(ctx, tx, time.Now(), limit, room,
 				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
-				room, upTo, after.timestamp, after.timestamp, after.id, limit)
+				room, upTo, after.stamp, after.stamp, after.id, limit)
 		}
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read rows of %s: %w", room, err)
+		return nil, nil, false, fmt.Errorf("read rows of %s: %w", room, err)
 	}
-	return rows, more, nil
+	if len(rows) > 0 {
+		next = &pageKey{stamp: last, id: rows[len(rows)-1].ID}
+	}
+	return rows, next, more, nil
 }
 
 // checkpointTimes hands each room's checkpoint timestamp to each, in one read
@@ -579,11 +619,11 @@ func (s *store) checkpointTimes(ctx context.Context, each func(room string, ts f
 		defer q.Close()
 		for q.Next() {
 			var room string
-			var ts float64
+			var ts rowStamp
 			if err := q.Scan(&room, &ts); err != nil {
 				return err
 			}
-			each(room, ts)
+			each(room, float64(ts))
 		}
 		return q.Err()
 	})
@@ -593,16 +633,18 @@ func (s *store) checkpointTimes(ctx context.Context, each func(room string, ts f
 	return nil
 }
 
-// checkpoint returns room's checkpoint as a row with ID 0, found false when it has none.
-// A checkpoint is a whole document state, so it is read in pieces of chunkBytes, one
+// checkpoint returns room's checkpoint as a row with ID 0 and its timestamp as SQLite
+// holds it (rawStamp; the row's is rowStamp's), found false when it has none. A
+// checkpoint is a whole document state, so it is read in pieces of chunkBytes, one
 // transaction each, and read again if the writer replaced it meanwhile.
-func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, found bool, err error) {
+func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, stamp any, found bool, err error) {
 	for {
 		head := ystore.Row{Room: room}
+		ts := rawStamp{f: &head.Timestamp}
 		var size int64
 		err := s.read(ctx, func(tx *sql.Tx) error {
 			err := tx.QueryRowContext(ctx,
-				"SELECT timestamp, length(checkpoint) FROM ycheckpoints WHERE path = ?", room).Scan(&head.Timestamp, &size)
+				"SELECT timestamp, length(checkpoint) FROM ycheckpoints WHERE path = ?", room).Scan(&ts, &size)
 			found = err == nil
 			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 				return nil
@@ -610,38 +652,39 @@ func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, f
 			return err
 		})
 		if err != nil {
-			return ystore.Row{}, false, fmt.Errorf("read checkpoint of %s: %w", room, err)
+			return ystore.Row{}, nil, false, fmt.Errorf("read checkpoint of %s: %w", room, err)
 		}
 		if !found {
-			return ystore.Row{}, false, nil
+			return ystore.Row{}, nil, false, nil
 		}
-		blob, same, err := s.checkpointBlob(ctx, head, size)
+		blob, same, err := s.checkpointBlob(ctx, room, ts.raw, size)
 		if err != nil {
-			return ystore.Row{}, false, err
+			return ystore.Row{}, nil, false, err
 		}
 		if same {
 			head.Update = blob
-			return head, true, nil
+			return head, ts.raw, true, nil
 		}
 	}
 }
 
-// checkpointBlob reads the checkpoint of head.Room stamped head.Timestamp in pieces; same
-// is false if it was replaced or deleted in between.
-func (s *store) checkpointBlob(ctx context.Context, head ystore.Row, size int64) (blob []byte, same bool, err error) {
+// checkpointBlob reads the checkpoint of room stamped stamp (as SQLite holds it: `IS`
+// matches a NULL one too) in pieces; same is false if it was replaced or deleted in
+// between.
+func (s *store) checkpointBlob(ctx context.Context, room string, stamp any, size int64) (blob []byte, same bool, err error) {
 	blob = make([]byte, 0, size)
 	for off := int64(0); off == 0 || off < size; off += chunkBytes {
 		var piece []byte
 		err := s.read(ctx, func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx,
-				"SELECT substr(checkpoint, ?, ?) FROM ycheckpoints WHERE path = ? AND timestamp = ?",
-				off+1, chunkBytes, head.Room, head.Timestamp).Scan(&piece)
+				"SELECT substr(checkpoint, ?, ?) FROM ycheckpoints WHERE path = ? AND timestamp IS ?",
+				off+1, chunkBytes, room, stamp).Scan(&piece)
 		})
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, nil
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("read checkpoint of %s: %w", head.Room, err)
+			return nil, false, fmt.Errorf("read checkpoint of %s: %w", room, err)
 		}
 		blob = append(blob, piece...)
 	}

@@ -548,7 +548,7 @@ func (t *Tailer) rewritten(ctx context.Context, events []ystore.Event) (string, 
 		return "", err
 	}
 	for _, room := range rooms {
-		if first[room] != t.rooms[room].first {
+		if !first[room].same(t.rooms[room].first) {
 			return room, nil
 		}
 	}
