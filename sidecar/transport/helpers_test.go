@@ -135,19 +135,28 @@ func (l *fixtureLibrary) Paths() []string {
 	return out
 }
 
-// edit applies the fixture edit called name to the notebook at path.
+// edit applies the fixture edit called name to the notebook at path, after the edits
+// recorded before it that the notebook has not had (each update holds what the edits
+// before it left, their deletes among them: applied alone, it would be applied past a
+// gap), and returns what the named edit changed.
 func (l *fixtureLibrary) edit(t testing.TB, path, name string) ynotebook.Changes {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	nb := l.nbs[path]
 	for _, e := range l.fx.Edits {
-		if e.Name == name {
-			ch, err := l.nbs[path].Apply(mustB64(t, e.Update))
-			if err != nil {
+		update := mustB64(t, e.Update)
+		if e.Name != name {
+			if _, err := nb.Apply(update); err != nil {
 				t.Fatal(err)
 			}
-			return ch
+			continue
 		}
+		ch, err := nb.Apply(update)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
 	}
 	t.Fatalf("no edit %q", name)
 	return ynotebook.Changes{}
