@@ -206,14 +206,13 @@ func (c *depthCheck) lookup(id ID) *item {
 // client no further when the first of its structs for the client lies past a gap and
 // depends on a struct neither the document nor u can give: integration then keeps all
 // of them pending (integrateStructs), and a writer sending a client's structs in reverse
-// order does not make each update check every pending struct.
+// order does not make each update check every pending struct. Only u's clients can move
+// (pendingReady), so only they are looked at.
 func (d *Doc) mayIntegratePending(u *update) bool {
-	for client, clock := range d.pendingMissing {
-		s := d.state(client)
-		if r := findRefs(u.refs, client); r != nil && len(r.refs) > 0 && d.mayAdvance(u, r) {
-			s = max(s, r.refs[len(r.refs)-1].end())
-		}
-		if clock < s {
+	for i := range u.refs {
+		r := &u.refs[i]
+		clock, ok := d.pendingMissing[r.client]
+		if ok && !r.gone && len(r.refs) > 0 && d.mayAdvance(u, r) && clock < r.refs[len(r.refs)-1].end() {
 			return true
 		}
 	}

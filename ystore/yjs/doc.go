@@ -303,12 +303,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	rest, missing := d.integrateStructs(txn, u.refs)
 	retry := false
 	if d.pending != nil {
-		for c, clock := range d.pendingMissing {
-			if clock < d.state(c) {
-				retry = true
-				break
-			}
-		}
+		retry = d.pendingReady(u.refs)
 		if rest != nil {
 			d.own(rest)
 			for c, clock := range missing {
@@ -345,6 +340,21 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 		}
 		d.readUpdate(txn, &update{refs: sortRefs(refs)})
 	}
+}
+
+// pendingReady reports whether the clients of refs, just integrated, moved past a clock
+// the pending structs wait for (yrs retries its pending update then). Only they moved:
+// every other client the pending structs wait for is still at most at the clock it was
+// at when the wait was recorded, so an update costs its own clients, not the document's
+// waits.
+func (d *Doc) pendingReady(refs []structRefs) bool {
+	for i := range refs {
+		c := refs[i].client
+		if clock, ok := d.pendingMissing[c]; ok && clock < d.state(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // own replaces the document's lent struct (Doc.one) in structs set aside as pending

@@ -109,7 +109,7 @@ func (d *Doc) recount() {
 func (d *Doc) size() int64 {
 	var n int64
 	for _, cs := range d.clients {
-		n += clientBytes + 24*int64(cap(cs.chunks)) + 8*int64(cap(cs.starts))
+		n += clientBytes + 24*int64(cap(cs.chunks)) + 8*int64(cap(cs.starts)) + rangeBytes*int64(cap(cs.skipped))
 		for _, ch := range cs.chunks {
 			n += 8 * int64(cap(ch)-len(ch)) // the items' slots are theirs
 		}
@@ -123,7 +123,7 @@ func (d *Doc) size() int64 {
 		}
 	}
 	for _, rs := range d.pendingDS {
-		n += rangeBytes * int64(len(rs))
+		n += rangeBytes * int64(cap(rs))
 	}
 	for _, t := range d.roots {
 		n += typeBytes + int64(len(t.name)) + keyBytes*int64(len(t.keys))

@@ -60,7 +60,28 @@ func memoryShapes() map[string]func() [][]byte {
 	nulls := func() [][]byte { // an Any array of 3,000,000 nulls: a byte each
 		return [][]byte{yjstest.MapSet(1, "meta", "k", make([]any, 3_000_000))}
 	}
+	pending := func() [][]byte { // structs waiting for their origin, a client each
+		us := make([][]byte, 20_000)
+		for i := range us {
+			us[i] = yjstest.Char(uint64(i+1), "source", 1)
+		}
+		return us
+	}
+	skips := func() [][]byte { // structs past a gap in their clients' clocks: a Skip each
+		us := make([][]byte, 20_000)
+		us[0] = yjstest.TextAt(1, 7, "source", "x")
+		for i := 1; i < len(us); i++ {
+			us[i] = yjstest.After(uint64(i+1), 7, uint64(i), 7, "x")
+		}
+		return us
+	}
+	pendingDeletes := func() [][]byte { // deletes of clocks the document does not hold
+		return [][]byte{yjstest.Deletes(1, 0, 2, 300_000)}
+	}
 	return map[string]func() [][]byte{
+		"pending":           pending,
+		"skips":             skips,
+		"pending deletes":   pendingDeletes,
 		"a client a struct": func() [][]byte { return [][]byte{yjstest.Clients(1, "source", 100_000)} },
 		"nulls":             nulls,
 		"subdocuments":      func() [][]byte { return [][]byte{yjstest.Subdocs(1, "meta", 30_000)} },

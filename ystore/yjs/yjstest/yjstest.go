@@ -185,15 +185,35 @@ func Deletes(client uint64, from, step uint64, n int) []byte {
 
 // Text returns one update in which client inserts s into the root text named root, from
 // clock 0, as one struct.
-func Text(client uint64, root, s string) []byte {
+func Text(client uint64, root, s string) []byte { return TextAt(client, 0, root, s) }
+
+// TextAt returns one update in which client inserts s at the start of the root text
+// named root, as one struct at clock: past a gap in its clocks when clock is above 0.
+func TextAt(client, clock uint64, root, s string) []byte {
 	var e lib0.Encoder
 	e.VarUint(1)
 	e.VarUint(1)
 	e.VarUint(client)
-	e.VarUint(0)
+	e.VarUint(clock)
 	e.Uint8(infoString)
 	e.VarUint(1)
 	e.VarString(root)
+	e.VarString(s)
+	e.VarUint(0)
+	return e.Buf
+}
+
+// After returns one update in which client inserts s as one struct at clock, after the
+// struct of client origin at clock originClock (of a text or array).
+func After(client, clock, origin, originClock uint64, s string) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(1)
+	e.VarUint(client)
+	e.VarUint(clock)
+	e.Uint8(infoString | infoOrigin)
+	e.VarUint(origin)
+	e.VarUint(originClock)
 	e.VarString(s)
 	e.VarUint(0)
 	return e.Buf
