@@ -1,10 +1,13 @@
 package rooms
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"weak"
 
@@ -154,4 +157,30 @@ func TestRoomsLoadStopsBetweenRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameJSON(t, snap, want)
+}
+
+// A room whose rows mostly do not decode (a crafted store; or a document that failed and
+// refuses every later row) logs a few of them at Warn, loaded or as they come, and counts
+// all: the log does not grow with the store.
+func TestRoomsBadRowsLogBounded(t *testing.T) {
+	const key = ".notebook:n.ipynb.y"
+	updates, _ := loadSession(t, "s0001.json.gz")
+	var bad [][]byte
+	for range 100 {
+		bad = append(bad, []byte{0xff})
+	}
+	var log bytes.Buffer
+	r := New(Config{Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))}).Writer(nil)
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventReset, Room: key, Rows: rowsOf(key, append(updates, bad...))}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sink(t.Context(), []ystore.Event{{Kind: ystore.EventUpdates, Room: key, Rows: rowsOf(key, bad)}}); err != nil {
+		t.Fatal(err)
+	}
+	if infos := r.Infos(); len(infos) != 1 || infos[0].BadRows != 200 {
+		t.Fatalf("Infos() = %+v, want 200 bad rows", infos)
+	}
+	if n := strings.Count(log.String(), "\n"); n > 10 {
+		t.Fatalf("%d lines logged at Warn for 200 bad rows:\n%s", n, log.String())
+	}
 }

@@ -437,7 +437,7 @@ func (r *Writer) update(ctx context.Context, info ystore.Room, rows []ystore.Row
 	badBefore, wasDegraded := rm.badRows, rm.degraded()
 	var content time.Time // commit time of the newest row that changed what the document shows
 	for i, row := range rows {
-		c, err := r.applyRow(rm.nb, info, row)
+		c, err := r.applyRow(rm.nb, info, row, rm.badRows)
 		if errors.Is(err, yjs.ErrBudget) {
 			rm.mu.Unlock()
 			r.drop(rm, "room dropped: its document grew past the store's memory bound")
@@ -533,8 +533,8 @@ func (x *roomLoad) add(ctx context.Context, rows []ystore.Row) error {
 			return fmt.Errorf("row %d: %w", row.ID, err)
 		}
 		if err != nil {
+			x.set.logSkipped(x.info, row, x.l.bad, err)
 			x.l.bad++
-			x.set.log.Warn("undecodable row skipped", logkey.Room, x.info.Key, "row", row.ID, "bytes", n, "err", err)
 		}
 		x.l.rows++
 	}
@@ -543,6 +543,9 @@ func (x *roomLoad) add(ctx context.Context, rows []ystore.Row) error {
 
 // done ends the load and returns the document, counted in the Set's metrics.
 func (x *roomLoad) done() loaded {
+	if x.l.bad > badLogged {
+		x.set.log.Warn("undecodable rows skipped", logkey.Room, x.info.Key, "rows", x.l.bad, "logged", badLogged)
+	}
 	x.l.nb = x.ld.Done()
 	if x.l.rows > 0 {
 		x.set.metrics.ObserveApply(x.start, x.l.newest)
@@ -562,14 +565,30 @@ func (x *roomLoad) abandon() {
 	x.l = loaded{newest: math.Inf(-1)}
 }
 
-// applyRow applies one row, logging and counting a row that does not decode.
-func (r *Set) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row) (ynotebook.Changes, error) {
+// badLogged is how many of a room's bad rows are logged at Warn, by a load or as they
+// come: a document that failed (yjs.Doc's failed) refuses every later row, and a crafted
+// store may hold millions; the rest are logged at Debug, and all counted.
+const badLogged = 8
+
+// logSkipped logs a row skipped because it did not decode or its document failed; bad is
+// how many rows of the room were skipped before it.
+func (r *Set) logSkipped(info ystore.Room, row ystore.Row, bad int, err error) {
+	level := r.log.Warn
+	if bad >= badLogged {
+		level = r.log.Debug
+	}
+	level("undecodable row skipped", logkey.Room, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
+}
+
+// applyRow applies one row, logging and counting a row that does not decode; bad is how
+// many of the room's rows were bad before it (past badLogged, it is logged at Debug).
+func (r *Set) applyRow(nb *ynotebook.Notebook, info ystore.Room, row ystore.Row, bad int) (ynotebook.Changes, error) {
 	start := time.Now()
 	ch, err := nb.Apply(row.Update)
 	r.metrics.ObserveApply(start, row.Timestamp)
 	if err != nil {
 		r.metrics.DecodeErrors(1)
-		r.log.Warn("undecodable row skipped", logkey.Room, info.Key, "row", row.ID, "bytes", len(row.Update), "err", err)
+		r.logSkipped(info, row, bad, err)
 		return ynotebook.Changes{}, fmt.Errorf("room %s row %d: %w", info.Key, row.ID, err)
 	}
 	r.metrics.RowsApplied(1)

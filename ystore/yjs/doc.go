@@ -68,10 +68,13 @@ type Doc struct {
 	depth          depthCheck // every update's check, its memo kept for the next
 	maxDepth       int32      // the depth of the deepest type integrated so far
 	// failed is set when integration met a type deeper than MaxDepth that the check
-	// before it did not foresee (depth.go, a *DepthError), or an item whose parent is not
-	// a type (a *ParentError): the item was dropped, d no longer follows the writer and
-	// refuses every later update.
+	// before it did not foresee (depth.go, a *DepthError), an item whose parent is not
+	// a type (a *ParentError), or a conflict scan past the work bound (a *WorkError): the
+	// item was dropped or misplaced, d no longer follows the writer and refuses every
+	// later update.
 	failed error
+	// work is the conflict scan's steps d may still take (workBase and workPerStruct).
+	work int64
 	// guid and opts describe a subdocument found in a ContentDoc.
 	guid string
 	opts any
@@ -84,8 +87,20 @@ type Doc struct {
 
 // NewDoc returns an empty document.
 func NewDoc() *Doc {
-	return &Doc{clients: make(map[uint64]*clientStructs), roots: make(map[string]*Type)}
+	return &Doc{clients: make(map[uint64]*clientStructs), roots: make(map[string]*Type), work: workBase}
 }
+
+// The work bound: YATA's conflict scan walks every item between a new item's origins,
+// so structs inserted concurrently at one place (a client each) cost a scan over all
+// the earlier ones, quadratic in the rows of a crafted store (as in yrs and Yjs). A
+// document may take workBase steps, and workPerStruct more for every struct it
+// integrates: its work stays linear in its history. Honest editing scans a few items
+// an insert; past the bound the document fails (a *WorkError), as a reader of its room
+// would take minutes of a core.
+const (
+	workBase      = 1 << 24 // about half a second of scanning
+	workPerStruct = 256
+)
 
 // root returns the root type name, creating it with unknown kind like doc.get.
 func (d *Doc) root(name string) *Type {

@@ -157,6 +157,7 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	}
 	parent := it.parent
 	hasSub := it.flags&flagHasParentSub != 0
+	d.work += workPerStruct
 	if (it.left == nil && (it.right == nil || it.right.left != nil)) || (it.left != nil && it.left.right != it.right) {
 		it.left = d.resolveConflict(it, parent, hasSub)
 	}
@@ -245,16 +246,20 @@ func (d *Doc) extendLast(txn *Txn, it *item) bool {
 	return true
 }
 
-// resolveConflict runs the YATA conflict resolution loop and returns the new left.
+// resolveConflict runs the YATA conflict resolution loop and returns the new left. Each
+// item it passes is a step of d's work; past the bound it stops where it is and d fails.
 func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 	left := it.left
+	if d.work < 0 {
+		return left // d failed: where the item goes no longer matters
+	}
 	var o *item
 	switch {
 	case left != nil:
 		o = left.right
 	case hasSub:
 		o = parent.keys[it.sub()]
-		for o != nil && o.left != nil {
+		for o != nil && o.left != nil && d.step(it) {
 			o = o.left
 		}
 	default:
@@ -264,7 +269,7 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 	before := &d.beforeOrigin
 	conflicting.reset()
 	before.reset()
-	for o != nil && o != it.right {
+	for o != nil && o != it.right && d.step(it) {
 		before.add(o)
 		conflicting.add(o)
 		if sameOrigin(it.flags&flagHasOrigin != 0, it.origin, o.flags&flagHasOrigin != 0, o.origin) {
@@ -292,6 +297,19 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 		o = o.right
 	}
 	return left
+}
+
+// step takes one step of d's work for the conflict scan of it, and reports whether the
+// scan may go on; the step past the bound fails d.
+func (d *Doc) step(it *item) bool {
+	d.work--
+	if d.work >= 0 {
+		return true
+	}
+	if d.failed == nil {
+		d.failed = &WorkError{ID: it.id}
+	}
+	return false
 }
 
 func sameOrigin(ha bool, a ID, hb bool, b ID) bool {

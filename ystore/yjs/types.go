@@ -42,6 +42,23 @@ func (e *DepthError) Error() string {
 // Unwrap returns ErrTooDeep.
 func (e *DepthError) Unwrap() error { return ErrTooDeep }
 
+// ErrWork reports a document whose updates made the YATA conflict scan pass the work
+// bound (Doc's workBase and workPerStruct).
+var ErrWork = errors.New("conflict resolution past the work bound")
+
+// WorkError names the item whose conflict scan passed the work bound; it wraps ErrWork.
+type WorkError struct {
+	ID ID
+}
+
+// Error implements error.
+func (e *WorkError) Error() string {
+	return fmt.Sprintf("item %d:%d: %v", e.ID.Client, e.ID.Clock, ErrWork)
+}
+
+// Unwrap returns ErrWork.
+func (e *WorkError) Unwrap() error { return ErrWork }
+
 // ErrBadParent reports an item whose parent is an item of content other than a type
 // and not deleted: an update that does not belong to the document's history.
 var ErrBadParent = errors.New("item parent is not a shared type")

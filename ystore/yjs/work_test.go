@@ -1,0 +1,80 @@
+package yjs
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
+)
+
+// TestWorkBound: structs inserted concurrently at one place, a client each (a crafted
+// store: the conflict scan of each walks all the earlier ones), fail the document once
+// their scans pass the work bound, before the quadratic cost of the rest is paid: every
+// later update is refused with the same *WorkError, cheaply.
+func TestWorkBound(t *testing.T) {
+	const n = 40_000
+	for _, tt := range []struct {
+		name   string
+		update func(client uint64) []byte
+	}{
+		{"text", func(c uint64) []byte { return yjstest.TextAt(c, 0, "source", "x") }},
+		{"map key", func(c uint64) []byte { return yjstest.MapSet(c, "meta", "k", "v") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDoc()
+			failedAt := -1
+			var first error
+			for i := range n {
+				_, err := d.ApplyUpdate(tt.update(uint64(i + 1))) // each client higher: scans go to the end
+				if err == nil {
+					continue
+				}
+				var we *WorkError
+				if !errors.As(err, &we) || !errors.Is(err, ErrWork) {
+					t.Fatalf("update %d: %v, want a *WorkError", i, err)
+				}
+				if failedAt < 0 {
+					failedAt, first = i, err
+				} else if err != first {
+					t.Fatalf("update %d: %v, want the document's failure %v again", i, err, first)
+				}
+			}
+			// n²/2 steps in all; the bound is passed where i²/2 > workBase + workPerStruct·i.
+			if failedAt < 0 || failedAt > 6_500 {
+				t.Fatalf("failed at update %d of %d", failedAt, n)
+			}
+			t.Logf("failed at update %d", failedAt)
+		})
+	}
+}
+
+// TestWorkOfRealSessions: the recorded notebook sessions (replicas typing, moving cells,
+// outputs), delivered in order and shuffled, take no more of the conflict scan than the
+// bound gives for their structs alone, without the document's base: honest editing is
+// far from the bound.
+func TestWorkOfRealSessions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range ysessions.All(t) {
+		ups := s.UpdateBytes()
+		for _, order := range [][][]byte{ups, shuffledCopy(rng, ups)} {
+			d := NewDoc()
+			d.work = 0
+			for i, u := range order {
+				if _, err := d.ApplyUpdate(u); err != nil {
+					t.Fatalf("%s update %d: %v", s.Name, i, err)
+				}
+			}
+			if d.work < 0 {
+				t.Fatalf("%s: work %d", s.Name, d.work)
+			}
+		}
+	}
+}
+
+func shuffledCopy(rng *rand.Rand, ups [][]byte) [][]byte {
+	out := append([][]byte(nil), ups...)
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
