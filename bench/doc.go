@@ -5,5 +5,7 @@
 // in detail (bench_test.go applies the corpus's updates, notebook_test.go times the
 // notebook layer's workloads); memory_test.go measures one notebook's memory against its history (YMEM=1),
 // inspect_test.go the memory of `inspect` against a store's rows and live content beside
-// yjs and pycrdt (YINSPECT=DIR, bench/inspect.sh). See docs/BENCHMARKS.md.
+// yjs and pycrdt (YINSPECT=DIR, bench/inspect.sh), crafted_test.go what rows crafted to
+// cost more than linear time cost the engine and pycrdt (YCRAFTED=N). See
+// docs/BENCHMARKS.md.
 package bench
