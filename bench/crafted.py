@@ -6,21 +6,13 @@ Prints one JSON line per file: {"file", "updates", "seconds", "errors"}.
 """
 
 import json
-import struct
 import sys
 import time
 
 from pycrdt import Doc
 
+from frames import frames
 
-def frames(path):
-    data = open(path, "rb").read()
-    out, i = [], 0
-    while i + 4 <= len(data):
-        (n,) = struct.unpack_from("<I", data, i)
-        out.append(data[i + 4 : i + 4 + n])
-        i += 4 + n
-    return out
 
 
 for path in sys.argv[1:]:

@@ -8,10 +8,11 @@ line per prefix; run each prefix in a fresh process for a clean baseline:
 """
 
 import json
-import struct
 import sys
 
 import pycrdt
+
+from frames import frames
 
 
 def rss():
@@ -21,15 +22,6 @@ def rss():
                 return int(line.split()[1]) * 1024
     return 0
 
-
-def frames(path):
-    buf = open(path, "rb").read()
-    out, i = [], 0
-    while i + 4 <= len(buf):
-        (n,) = struct.unpack_from("<I", buf, i)
-        out.append(buf[i + 4 : i + 4 + n])
-        i += 4 + n
-    return out
 
 
 updates = frames(sys.argv[1] + "/updates.bin")[: int(sys.argv[2])]

@@ -17,22 +17,13 @@ import gc
 import glob
 import json
 import os
-import struct
 import sys
 import time
 
 import pycrdt
 
+from frames import frames
 
-def frames(path):
-    with open(path, "rb") as f:
-        buf = f.read()
-    out, i = [], 0
-    while i + 4 <= len(buf):
-        (n,) = struct.unpack_from("<I", buf, i)
-        out.append(buf[i + 4 : i + 4 + n])
-        i += 4 + n
-    return out
 
 
 def read(doc):
