@@ -20,9 +20,10 @@ import (
 // TestCraftedShapes measures, for docs/BENCHMARKS.md ("Crafted stores"), what rows a hub
 // user can craft so that their cost grows faster than their number cost ystore/yjs and
 // pycrdt (bench/crafted.py, the Jupyter server's engine), the same updates in one run:
-// rows each pending on a different missing client, and rows from a client each inserting
-// at one place (a text's start, a map key's first set), whose conflict scans walk all
-// the earlier ones. The engine stops the latter at its work bound (yjs.ErrWork); it
+// rows each pending on a different missing client; rows from a client each inserting at
+// one place (a text's start, a map key's first set), whose conflict scans walk all the
+// earlier ones; and a row of deletes of a client the document lacks (pending), then
+// keystrokes of another, each of which tried all the deletes again. The engine stops the latter at its work bound (yjs.ErrWork); it
 // reports the row where. Run only with YCRAFTED=N (rows per shape); pycrdt runs when
 // SIDECAR_TEST_JUPYTER_VENV names the pinned environment.
 func TestCraftedShapes(t *testing.T) {
@@ -37,6 +38,12 @@ func TestCraftedShapes(t *testing.T) {
 		{"pending, a missing client each", func(i uint64) []byte { return yjstest.Char(i+1, "source", 1) }},
 		{"inserts at a text's start, a client each", func(i uint64) []byte { return yjstest.TextAt(i+1, 0, "source", "x") }},
 		{"a map key's first sets, a client each", func(i uint64) []byte { return yjstest.MapSet(i+1, "meta", "k", "v") }},
+		{"100,000 deletes ahead, then keystrokes", func(i uint64) []byte {
+			if i == 0 {
+				return yjstest.Deletes(1, 0, 2, 100_000) // of a client the document lacks: pending
+			}
+			return yjstest.Char(2, "source", i-1)
+		}},
 	}
 	dir := t.TempDir()
 	var files []string

@@ -2,7 +2,6 @@ package yjs
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 )
 
@@ -23,15 +22,6 @@ func (d *Doc) applyDeleteSet(txn *Txn, ds []clientRanges) map[uint64][]dsRange {
 		unapplied[c] = sortAndMerge(rs)
 	}
 	return unapplied
-}
-
-// byClient returns the delete set ds as a list sorted by client.
-func byClient(ds map[uint64][]dsRange) []clientRanges {
-	out := make([]clientRanges, 0, len(ds))
-	for _, c := range slices.Sorted(maps.Keys(ds)) {
-		out = append(out, clientRanges{c, ds[c]})
-	}
-	return out
 }
 
 // applyDeletes deletes the ranges rs of client and adds those the document lacks to
@@ -97,6 +87,14 @@ func mergeDeleteSets(a, b map[uint64][]dsRange) map[uint64][]dsRange {
 		a[c] = sortAndMerge(rs)
 	}
 	return a
+}
+
+// mergeInto adds the ranges of src to dst, sorting and merging those of the clients src
+// names alone.
+func mergeInto(dst, src map[uint64][]dsRange) {
+	for c, rs := range src {
+		dst[c] = sortAndMerge(append(dst[c], rs...))
+	}
 }
 
 func sortAndMerge(rs []dsRange) []dsRange {

@@ -336,10 +336,23 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	}
 	dsRest := d.applyDeleteSet(txn, u.ds)
 	if d.pendingDS != nil {
-		pending := d.pendingDS
-		d.pendingDS = nil
-		dsRest2 := d.applyDeleteSet(txn, byClient(pending))
-		d.pendingDS = mergeDeleteSets(dsRest, dsRest2)
+		// As yrs, the pending deletes are tried again after the update's; only those of
+		// the clients it gave structs can apply now (their state moved, or Skips were
+		// filled), so only they are: a store's row of many deletes ahead of its structs
+		// does not cost every later row all of them.
+		var again []clientRanges
+		for i := range u.refs {
+			c := u.refs[i].client
+			if rs, ok := d.pendingDS[c]; ok {
+				again = append(again, clientRanges{c, rs})
+				delete(d.pendingDS, c)
+			}
+		}
+		mergeInto(d.pendingDS, dsRest)
+		mergeInto(d.pendingDS, d.applyDeleteSet(txn, again))
+		if len(d.pendingDS) == 0 {
+			d.pendingDS = nil
+		}
 	} else {
 		d.pendingDS = dsRest
 	}
