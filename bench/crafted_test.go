@@ -22,7 +22,8 @@ import (
 // pycrdt (bench/crafted.py, the Jupyter server's engine), the same updates in one run:
 // rows each pending on a different missing client; rows from a client each inserting at
 // one place (a text's start, a map key's first set), whose conflict scans walk all the
-// earlier ones; and a row of deletes of a client the document lacks (pending), then
+// earlier ones; one row of a client each, each struct after the one of the client below
+// (integrated from the top down, each waiting on a stack); and a row of deletes of a client the document lacks (pending), then
 // keystrokes of another, each of which tried all the deletes again. The engine stops the latter at its work bound (yjs.ErrWork); it
 // reports the row where. Run only with YCRAFTED=N (rows per shape); pycrdt runs when
 // SIDECAR_TEST_JUPYTER_VENV names the pinned environment.
@@ -38,6 +39,12 @@ func TestCraftedShapes(t *testing.T) {
 		{"pending, a missing client each", func(i uint64) []byte { return yjstest.Char(i+1, "source", 1) }},
 		{"inserts at a text's start, a client each", func(i uint64) []byte { return yjstest.TextAt(i+1, 0, "source", "x") }},
 		{"a map key's first sets, a client each", func(i uint64) []byte { return yjstest.MapSet(i+1, "meta", "k", "v") }},
+		{"one row, a client each after the one below", func(i uint64) []byte {
+			if i == 0 {
+				return yjstest.Clients(1, "source", n) // integrated from the top client down, each stacked
+			}
+			return []byte{0, 0} // an empty update: the shape is its first row
+		}},
 		{"100,000 deletes ahead, then keystrokes", func(i uint64) []byte {
 			if i == 0 {
 				return yjstest.Deletes(1, 0, 2, 100_000) // of a client the document lacks: pending

@@ -417,6 +417,16 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 		}
 	}
 	var stack []*item
+	// stacked counts the stack's structs by client: whether a client is on it is asked
+	// for every struct pushed, and a crafted update can stack one struct per client.
+	var stacked map[uint64]int // made at the first push: most updates push nothing
+	push := func(it *item) {
+		if stacked == nil {
+			stacked = make(map[uint64]int)
+		}
+		stack = append(stack, it)
+		stacked[it.id.Client]++
+	}
 	addStackToRest := func() {
 		if rest == nil {
 			rest = make(map[uint64][]*item)
@@ -435,6 +445,7 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 			// Yjs also drops c from the client ids; next skips clients without refs.
 		}
 		stack = stack[:0]
+		clear(stacked)
 	}
 	head := cur.refs[cur.i]
 	cur.i++
@@ -444,13 +455,13 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 			// nothing it depends on is missing, the gap held as a Skip (Yjs keeps it
 			// pending). A gap too long for one Skip keeps it pending.
 			if local := d.state(head.id.Client); head.id.Clock > local && head.id.Clock-local > maxLength {
-				stack = append(stack, head)
+				push(head)
 				updateMissing(head.id.Client, head.id.Clock-1)
 				addStackToRest()
 			} else if missing, ok := d.getMissing(head); ok {
-				stack = append(stack, head)
+				push(head)
 				r := findRefs(refs, missing)
-				if r == nil || r.i == len(r.refs) || slices.ContainsFunc(stack, func(s *item) bool { return s.id.Client == missing }) {
+				if r == nil || r.i == len(r.refs) || stacked[missing] > 0 {
 					// As yrs: a client on the stack, its own included, is not switched
 					// to (its later structs cannot hold what the stack waits for).
 					updateMissing(missing, d.state(missing))
@@ -468,6 +479,7 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 		case len(stack) > 0:
 			head = stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
+			stacked[head.id.Client]--
 		case cur != nil && cur.i < len(cur.refs):
 			head = cur.refs[cur.i]
 			cur.i++

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/yjstest"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
@@ -109,5 +110,24 @@ func TestPendingDeletesCostTheirClient(t *testing.T) {
 	}
 	if got := d.Text("source").String(); got != strings.Repeat("x", 100) {
 		t.Fatalf("client 2's text %q", got)
+	}
+}
+
+// TestStackOfClients: one update of 200,000 clients, each struct after the one of the
+// client below it, is integrated from the highest client down, each waiting on the
+// stack for the next (Yjs's order): asking whether a client is on the stack walked it,
+// and the update took 33 s to minutes. It reads in time linear in its clients, as one text.
+func TestStackOfClients(t *testing.T) {
+	const n = 200_000
+	d := NewDoc()
+	start := time.Now()
+	if _, err := d.ApplyUpdate(yjstest.Clients(1, "source", n)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("%d clients in one update took %v", n, took)
+	}
+	if got := d.Text("source").String(); got != strings.Repeat("x", n) {
+		t.Fatalf("text of %d characters, want %d", len(got), n)
 	}
 }
