@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -568,6 +569,16 @@ func (b *ownedBytes) Scan(src any) error {
 	return nil
 }
 
+// stampParam returns what stands for stamp, a timestamp as SQLite holds it (rawStamp), in
+// a query, and its arguments: a parameter bound to it, but the literal X” for the empty
+// blob, which the driver binds as NULL (a nil or empty []byte).
+func stampParam(stamp any) (string, []any) {
+	if b, ok := stamp.([]byte); ok && len(b) == 0 {
+		return "X''", nil
+	}
+	return "?", []any{stamp}
+}
+
 // pageKey is where a read of a room's rows in load order stopped: the last row's
 // timestamp as SQLite holds it (rawStamp) and its rowid, so that SQLite compares the next
 // page's rows with it as it ordered them.
@@ -586,13 +597,15 @@ func (s *store) roomRowsAfter(ctx context.Context, room string, floor any, after
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		if after == nil {
+			f, fa := stampParam(floor)
 			rows, last, more, err = queryRows(ctx, tx, time.Now(), limit, room,
-				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? ORDER BY timestamp, rowid LIMIT ?",
-				room, upTo, floor, limit)
+				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= "+f+" ORDER BY timestamp, rowid LIMIT ?",
+				slices.Concat([]any{room, upTo}, fa, []any{limit})...)
 		} else {
+			k, ka := stampParam(after.stamp)
 			rows, last, more, err = queryRows(ctx, tx, time.Now(), limit, room,
-				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= ? AND (timestamp > ? OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
-				room, upTo, after.stamp, after.stamp, after.id, limit)
+				"SELECT rowid, yupdate, timestamp FROM yupdates WHERE path = ? AND rowid <= ? AND timestamp >= "+k+" AND (timestamp > "+k+" OR rowid > ?) ORDER BY timestamp, rowid LIMIT ?",
+				slices.Concat([]any{room, upTo}, ka, ka, []any{after.id, limit})...)
 		}
 		return err
 	})
@@ -633,18 +646,24 @@ func (s *store) checkpointTimes(ctx context.Context, each func(room string, ts f
 	return nil
 }
 
+// checkpointReads bounds the reads of a checkpoint that the writer keeps replacing while
+// it is read (pycrdt-store replaces one at most every few seconds).
+const checkpointReads = 16
+
 // checkpoint returns room's checkpoint as a row with ID 0 and its timestamp as SQLite
 // holds it (rawStamp; the row's is rowStamp's), found false when it has none. A
 // checkpoint is a whole document state, so it is read in pieces of chunkBytes, one
-// transaction each, and read again if the writer replaced it meanwhile.
+// transaction each, and read again if the writer replaced it meanwhile, checkpointReads
+// times at most. Its bytes are read as a blob's whatever it holds (text, or NULL: no
+// bytes), so that its length and its pieces count the same bytes.
 func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, stamp any, found bool, err error) {
-	for {
+	for range checkpointReads {
 		head := ystore.Row{Room: room}
 		ts := rawStamp{f: &head.Timestamp}
 		var size int64
 		err := s.read(ctx, func(tx *sql.Tx) error {
 			err := tx.QueryRowContext(ctx,
-				"SELECT timestamp, length(checkpoint) FROM ycheckpoints WHERE path = ?", room).Scan(&ts, &size)
+				"SELECT timestamp, coalesce(length(CAST(checkpoint AS BLOB)), 0) FROM ycheckpoints WHERE path = ?", room).Scan(&ts, &size)
 			found = err == nil
 			if errors.Is(err, sql.ErrNoRows) || isNoTable(err) {
 				return nil
@@ -666,6 +685,7 @@ func (s *store) checkpoint(ctx context.Context, room string) (ckpt ystore.Row, s
 			return head, ts.raw, true, nil
 		}
 	}
+	return ystore.Row{}, nil, false, fmt.Errorf("read checkpoint of %s: replaced %d times while read", room, checkpointReads)
 }
 
 // checkpointBlob reads the checkpoint of room stamped stamp (as SQLite holds it: `IS`
@@ -675,10 +695,11 @@ func (s *store) checkpointBlob(ctx context.Context, room string, stamp any, size
 	blob = make([]byte, 0, size)
 	for off := int64(0); off == 0 || off < size; off += chunkBytes {
 		var piece []byte
+		st, sa := stampParam(stamp)
 		err := s.read(ctx, func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx,
-				"SELECT substr(checkpoint, ?, ?) FROM ycheckpoints WHERE path = ? AND timestamp IS ?",
-				off+1, chunkBytes, room, stamp).Scan(&piece)
+				"SELECT substr(CAST(checkpoint AS BLOB), ?, ?) FROM ycheckpoints WHERE path = ? AND timestamp IS "+st,
+				slices.Concat([]any{off + 1, chunkBytes, room}, sa)...).Scan(&piece)
 		})
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, nil
