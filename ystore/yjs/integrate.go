@@ -301,13 +301,17 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 
 // step takes one step of d's work for the conflict scan of it, and reports whether the
 // scan may go on; the step past the bound fails d.
-func (d *Doc) step(it *item) bool {
-	d.work--
+func (d *Doc) step(it *item) bool { return d.spend(1, it.id) }
+
+// spend takes n steps of d's work for what id names, and reports whether d is still
+// within the bound; spending past it fails d (a *WorkError naming id).
+func (d *Doc) spend(n int64, id ID) bool {
+	d.work -= n
 	if d.work >= 0 {
 		return true
 	}
 	if d.failed == nil {
-		d.failed = &WorkError{ID: it.id}
+		d.failed = &WorkError{ID: id}
 	}
 	return false
 }

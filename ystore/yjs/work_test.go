@@ -45,7 +45,7 @@ func TestWorkBound(t *testing.T) {
 				}
 			}
 			// n²/2 steps in all; the bound is passed where i²/2 > workBase + workPerStruct·i.
-			if failedAt < 0 || failedAt > 6_500 {
+			if failedAt < 0 || failedAt > 12_000 {
 				t.Fatalf("failed at update %d of %d", failedAt, n)
 			}
 			t.Logf("failed at update %d", failedAt)
@@ -54,23 +54,21 @@ func TestWorkBound(t *testing.T) {
 }
 
 // TestWorkOfRealSessions: the recorded notebook sessions (replicas typing, moving cells,
-// outputs), delivered in order and shuffled, take no more of the conflict scan than the
-// bound gives for their structs alone, without the document's base: honest editing is
-// far from the bound.
+// outputs), delivered in order and shuffled, take no more work than the bound gives for
+// their structs alone: the document's base is left whole.
 func TestWorkOfRealSessions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, s := range ysessions.All(t) {
 		ups := s.UpdateBytes()
 		for _, order := range [][][]byte{ups, shuffledCopy(rng, ups)} {
 			d := NewDoc()
-			d.work = 0
 			for i, u := range order {
 				if _, err := d.ApplyUpdate(u); err != nil {
 					t.Fatalf("%s update %d: %v", s.Name, i, err)
 				}
 			}
-			if d.work < 0 {
-				t.Fatalf("%s: work %d", s.Name, d.work)
+			if d.work < workBase {
+				t.Fatalf("%s: work left %d, below the base %d", s.Name, d.work, workBase)
 			}
 		}
 	}
@@ -110,6 +108,27 @@ func TestPendingDeletesCostTheirClient(t *testing.T) {
 	}
 	if got := d.Text("source").String(); got != strings.Repeat("x", 100) {
 		t.Fatalf("client 2's text %q", got)
+	}
+
+	// Deletes of a client's own clocks ahead of its typing wait until its state reaches
+	// them, not tried at each keystroke before (red team pass 18b, N1: 36 s for 5,000
+	// keystrokes), and apply as it types through them.
+	d = NewDoc()
+	if _, err := d.ApplyUpdate(yjstest.Deletes(2, 10_000, 2, 100_000)); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&before)
+	for clock := range uint64(12_000) {
+		if _, err := d.ApplyUpdate(yjstest.Char(2, "source", clock)); err != nil {
+			t.Fatalf("keystroke %d: %v", clock, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Fatalf("12,000 keystrokes allocated %d B: the deletes ahead were tried again", n)
+	}
+	if got := d.Text("source").String(); got != strings.Repeat("x", 11_000) {
+		t.Fatalf("text of %d characters, want 11,000: clocks 10,000 to 11,998 deleted", len(got))
 	}
 }
 
