@@ -23,9 +23,12 @@ import (
 // rows each pending on a different missing client; rows from a client each inserting at
 // one place (a text's start, a map key's first set), whose conflict scans walk all the
 // earlier ones; one row of a client each, each struct after the one of the client below
-// (integrated from the top down, each waiting on a stack); and a row of deletes of a client the document lacks (pending), then
-// keystrokes of another, each of which tried all the deletes again. The engine stops the latter at its work bound (yjs.ErrWork); it
-// reports the row where. Run only with YCRAFTED=N (rows per shape); pycrdt runs when
+// (integrated from the top down, each waiting on a stack); a row of deletes of a client
+// the document lacks (pending), then keystrokes of another, each of which tried all the
+// deletes again; and a row of structs, a client each, waiting for clocks of a client
+// that then types, never reaching them or reaching them one by one (yrs tries every
+// pending struct again at each keystroke). The engine stops some at its work bound
+// (yjs.ErrWork); it reports the row where. Run only with YCRAFTED=N (rows per shape); pycrdt runs when
 // SIDECAR_TEST_JUPYTER_VENV names the pinned environment.
 func TestCraftedShapes(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("YCRAFTED"))
@@ -48,6 +51,18 @@ func TestCraftedShapes(t *testing.T) {
 		{"100,000 deletes ahead, then keystrokes", func(i uint64) []byte {
 			if i == 0 {
 				return yjstest.Deletes(1, 0, 2, 100_000) // of a client the document lacks: pending
+			}
+			return yjstest.Char(2, "source", i-1)
+		}},
+		{"5,000 waiting far ahead, then keystrokes", func(i uint64) []byte {
+			if i == 0 {
+				return yjstest.Waiting(100, 5_000, 2, 10_000_000, 1) // clocks client 2 never reaches
+			}
+			return yjstest.Char(2, "source", i-1)
+		}},
+		{"5,000 waiting, reached one by one", func(i uint64) []byte {
+			if i == 0 {
+				return yjstest.Waiting(100, 5_000, 2, 0, 2) // every other keystroke reaches one
 			}
 			return yjstest.Char(2, "source", i-1)
 		}},

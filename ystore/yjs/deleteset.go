@@ -89,17 +89,6 @@ func mergeDeleteSets(a, b map[uint64][]dsRange) map[uint64][]dsRange {
 	return a
 }
 
-// mergeInto adds the ranges of src to dst, sorting and merging those of the clients src
-// names alone, and returns how many ranges it sorted.
-func mergeInto(dst, src map[uint64][]dsRange) int {
-	n := 0
-	for c, rs := range src {
-		dst[c] = sortAndMerge(append(dst[c], rs...))
-		n += len(dst[c]) + len(rs)
-	}
-	return n
-}
-
 func sortAndMerge(rs []dsRange) []dsRange {
 	slices.SortFunc(rs, func(x, y dsRange) int { return cmp.Compare(x.clock, y.clock) })
 	out := rs[:0]

@@ -207,12 +207,36 @@ func (c *depthCheck) lookup(id ID) *item {
 // depends on a struct neither the document nor u can give: integration then keeps all
 // of them pending (integrateStructs), and a writer sending a client's structs in reverse
 // order does not make each update check every pending struct. Only u's clients can move
-// (pendingReady), so only they are looked at.
+// (pendingReady), so only they are looked at. And pending structs integrate only when
+// one is free to (unblocked), or u may free one: u reaches a clock one needs, may fill a
+// Skip, or holds structs of a client with pending ones.
 func (d *Doc) mayIntegratePending(u *update) bool {
+	if !d.unblocked && !d.mayUnblock(u) {
+		return false
+	}
 	for i := range u.refs {
 		r := &u.refs[i]
 		clock, ok := d.pendingMissing[r.client]
 		if ok && !r.gone && len(r.refs) > 0 && d.mayAdvance(u, r) && clock < r.refs[len(r.refs)-1].end() {
+			return true
+		}
+	}
+	return false
+}
+
+// mayUnblock reports whether integrating u may leave a pending struct free to integrate
+// (Doc.unblocked): whether u holds a clock a first pending struct needs, one below its
+// client's state (it may fill a Skip), or structs of a client with pending ones.
+func (d *Doc) mayUnblock(u *update) bool {
+	for i := range u.refs {
+		r := &u.refs[i]
+		if r.gone || len(r.refs) == 0 {
+			continue
+		}
+		if len(d.pending[r.client]) > 0 || r.refs[0].id.Clock < d.state(r.client) {
+			return true
+		}
+		if need, ok := d.pendingNeeds[r.client]; ok && need < r.refs[len(r.refs)-1].end() {
 			return true
 		}
 	}

@@ -178,7 +178,7 @@ func TestDepthFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.txn = &Txn{}
-	d.readUpdate(d.txn, dec)
+	d.readUpdate(d.txn, dec, false)
 	d.cleanup(d.txn)
 	d.txn = nil
 	checkDepths(t, d)

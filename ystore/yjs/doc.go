@@ -50,10 +50,18 @@ type Doc struct {
 	clients map[uint64]*clientStructs
 	roots   map[string]*Type
 	// pending structs wait for missing dependencies (the state in pendingMissing);
-	// pendingDS holds delete ranges beyond the known state.
+	// pendingDS holds delete ranges beyond the known state. pendingNeeds holds, by
+	// client, the smallest clock past its state that the first pending struct of a
+	// client needs; unblocked says one may integrate since they were last tried (a
+	// needed clock was reached, a Skip filled, a first struct dropped as known).
+	// waitsTried says pendingMissing is what trying them again would record, but for
+	// the states of clients that moved since.
 	pending        map[uint64][]*item
 	pendingMissing map[uint64]uint64
+	pendingNeeds   map[uint64]uint64
 	pendingDS      map[uint64][]dsRange
+	unblocked      bool
+	waitsTried     bool
 	txn            *Txn       // the transaction being applied
 	txnBuf         Txn        // every update's transaction, reset before each
 	texts          arena      // decoded strings and map keys
@@ -69,7 +77,7 @@ type Doc struct {
 	maxDepth       int32      // the depth of the deepest type integrated so far
 	// failed is set when integration met a type deeper than MaxDepth that the check
 	// before it did not foresee (depth.go, a *DepthError), an item whose parent is not
-	// a type (a *ParentError), or a conflict scan past the work bound (a *WorkError): the
+	// a type (a *ParentError), or work past the work bound (a *WorkError): the
 	// item was dropped or misplaced, d no longer follows the writer and refuses every
 	// later update.
 	failed error
@@ -102,6 +110,7 @@ func NewDoc() *Doc {
 const (
 	workBase      = 1 << 24 // about half a second of scanning
 	workPerStruct = 4096
+	workPerRetry  = 32 // a pending client's list tried again (about 1 µs, of 100,000)
 )
 
 // root returns the root type name, creating it with unknown kind like doc.get.
@@ -275,7 +284,7 @@ func (d *Doc) apply(u *update) (*Txn, error) {
 	if err := d.depth.run(d, u); err != nil {
 		return nil, err
 	}
-	d.readUpdate(txn, u)
+	d.readUpdate(txn, u, false)
 	txn.settle()
 	applied = true
 	if d.failed != nil {
@@ -295,6 +304,9 @@ func (d *Doc) dropKnownPending(txn *Txn) {
 		for k < len(list) && d.holds(b.client, list[k].id.Clock, list[k].end()) {
 			k++
 		}
+		if k > 0 {
+			d.unblocked = true // the struct after them may integrate
+		}
 		switch {
 		case k == 0:
 			continue
@@ -305,7 +317,7 @@ func (d *Doc) dropKnownPending(txn *Txn) {
 		}
 	}
 	if len(d.pending) == 0 {
-		d.pending, d.pendingMissing = nil, nil
+		d.pending, d.pendingMissing, d.pendingNeeds = nil, nil, nil
 	}
 }
 
@@ -315,12 +327,15 @@ func (d *Doc) holds(client, from, to uint64) bool {
 	return cs != nil && to <= cs.end && !cs.lacks(from, to)
 }
 
-// readUpdate integrates a decoded update like Yjs's readUpdateV2.
-func (d *Doc) readUpdate(txn *Txn, u *update) {
-	rest, missing := d.integrateStructs(txn, u.refs)
+// readUpdate integrates a decoded update like Yjs's readUpdateV2. A retry's update holds
+// the document's own pending lists (owned): what still waits is kept as it is.
+func (d *Doc) readUpdate(txn *Txn, u *update, owned bool) {
+	rest, missing := d.integrateStructs(txn, u.refs, owned)
 	retry := false
-	if d.pending != nil {
+	switch {
+	case d.pending != nil:
 		retry = d.pendingReady(u.refs)
+		d.noteReached(u.refs)
 		if rest != nil {
 			d.own(rest)
 			for c, clock := range missing {
@@ -329,12 +344,26 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 				}
 			}
 			mergePending(d.pending, rest)
+			d.noteNeeds(rest)
+			d.waitsTried = false
 		}
-	} else if rest != nil {
+	case rest != nil && owned:
+		d.pending, d.pendingMissing, d.pendingNeeds = rest, missing, nil
+		d.noteNeeds(rest)
+		// the waits of every pending struct, tried just now: they are what a retry
+		// would record, unless a client they wait for moved during this one
+		d.waitsTried = true
+		for c, m := range missing {
+			if m < d.state(c) {
+				d.waitsTried = false
+			}
+		}
+	case rest != nil:
 		d.own(rest)
 		d.pending = make(map[uint64][]*item, len(rest))
 		mergePending(d.pending, rest)
-		d.pendingMissing = missing
+		d.pendingMissing, d.pendingNeeds, d.waitsTried = missing, nil, false
+		d.noteNeeds(rest)
 	}
 	dsRest := d.applyDeleteSet(txn, u.ds)
 	if d.pendingDS != nil {
@@ -353,7 +382,7 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 			}
 			state := d.state(c)
 			k, _ := slices.BinarySearchFunc(rs, state, func(r dsRange, s uint64) int { return cmp.Compare(r.clock, s) })
-			if k == 0 || !d.spend(int64(k), ID{c, rs[0].clock}) {
+			if k == 0 || !d.spend(int64(k), ID{c, rs[0].clock}, "pending deletes") {
 				continue
 			}
 			again = append(again, clientRanges{c, rs[:k]})
@@ -363,9 +392,8 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 				d.pendingDS[c] = rs[k:] // sorted by clock: ranges from the state on wait
 			}
 		}
-		merged := mergeInto(d.pendingDS, dsRest)
-		merged += mergeInto(d.pendingDS, d.applyDeleteSet(txn, again))
-		d.spend(int64(merged), ID{})
+		d.mergeDeletes(dsRest)
+		d.mergeDeletes(d.applyDeleteSet(txn, again))
 		if len(d.pendingDS) == 0 {
 			d.pendingDS = nil
 		}
@@ -375,15 +403,121 @@ func (d *Doc) readUpdate(txn *Txn, u *update) {
 	if d.pending != nil {
 		d.dropKnownPending(txn)
 	}
+	if retry && !d.unblocked && d.waitsTried {
+		// yrs tries every pending struct again here, but none can integrate: the
+		// first struct of each client's list (the rest wait for it) needs a clock
+		// that is still missing, and the lists are those last tried. What the retry
+		// would change is the waits: the same clients', each recorded again at its
+		// state, which moved only for u's clients. So a crafted row of structs that
+		// need clocks far ahead of a typing client is not tried again at each
+		// keystroke (red team pass 18c, N5).
+		for i := range u.refs {
+			c := u.refs[i].client
+			if m, ok := d.pendingMissing[c]; ok && m < d.state(c) {
+				d.pendingMissing[c] = d.state(c)
+			}
+		}
+		retry = false
+	}
 	if retry {
+		// As yrs, every pending struct is tried again. Each client's list costs the
+		// document work (workPerRetry), whether it integrates or waits on: lists that
+		// need clocks a typing client reaches one after another are each tried at
+		// every one, and past the bound the document fails instead.
 		p := d.pending
-		d.pending, d.pendingMissing = nil, nil
+		if !d.spend(int64(len(p))*workPerRetry, d.firstPending(), "pending structs") {
+			return
+		}
+		d.pending, d.pendingMissing, d.pendingNeeds, d.unblocked, d.waitsTried = nil, nil, nil, false, false
 		refs := make([]structRefs, 0, len(p))
 		for c, list := range p {
 			refs = append(refs, structRefs{client: c, refs: list})
 		}
-		d.readUpdate(txn, &update{refs: sortRefs(refs)})
+		slices.SortFunc(refs, func(a, b structRefs) int { return cmp.Compare(a.client, b.client) })
+		d.readUpdate(txn, &update{refs: refs}, true)
 	}
+}
+
+// noteReached records that a pending struct may integrate when a client of refs, just
+// integrated, reached a clock a first pending struct needs.
+func (d *Doc) noteReached(refs []structRefs) {
+	for i := range refs {
+		c := refs[i].client
+		if need, ok := d.pendingNeeds[c]; ok && need < d.state(c) {
+			d.unblocked = true
+			return
+		}
+	}
+}
+
+// noteNeeds records what the first pending struct of each client of rest (just merged
+// into the pending ones) needs: a clock past its client's state in pendingNeeds; one the
+// document holds, or none, leaves it free to integrate (unblocked). A struct it needs
+// in a Skip is had when the Skip is filled (addStruct). A struct past a gap too long for
+// one Skip needs its client's state to come within maxLength of it.
+func (d *Doc) noteNeeds(rest map[uint64][]*item) {
+	need := func(id ID) bool {
+		if !d.missing(id) {
+			return false
+		}
+		if id.Clock >= d.state(id.Client) {
+			if d.pendingNeeds == nil {
+				d.pendingNeeds = make(map[uint64]uint64)
+			}
+			if m, ok := d.pendingNeeds[id.Client]; !ok || id.Clock < m {
+				d.pendingNeeds[id.Client] = id.Clock
+			}
+		}
+		return true
+	}
+	for c := range rest {
+		list := d.pending[c]
+		if len(list) == 0 {
+			continue
+		}
+		it := list[0]
+		lacks := false
+		if local := d.state(c); it.id.Clock > local && it.id.Clock-local > maxLength {
+			lacks = need(ID{c, it.id.Clock - maxLength - 1})
+		}
+		if it.hasOrigin() {
+			lacks = need(it.origin) || lacks
+		}
+		if it.hasRightOrigin() {
+			lacks = need(it.rightOrigin) || lacks
+		}
+		if it.flags&flagHasPref != 0 && it.ext.pref.isID {
+			lacks = need(it.ext.pref.id) || lacks
+		}
+		if !lacks {
+			d.unblocked = true
+		}
+	}
+}
+
+// mergeDeletes adds the ranges of src to the pending deletes, sorting and merging those
+// of the clients src holds; what each client's sorts is work.
+func (d *Doc) mergeDeletes(src map[uint64][]dsRange) {
+	for c, rs := range src {
+		if len(rs) == 0 {
+			continue
+		}
+		merged := sortAndMerge(append(d.pendingDS[c], rs...))
+		d.pendingDS[c] = merged
+		d.spend(int64(len(merged)+len(rs)), ID{c, rs[0].clock}, "pending deletes")
+	}
+}
+
+// firstPending returns the ID of the lowest client's first pending struct.
+func (d *Doc) firstPending() ID {
+	var first ID
+	seen := false
+	for c, list := range d.pending {
+		if !seen || c < first.Client {
+			first, seen = list[0].id, true
+		}
+	}
+	return first
 }
 
 // pendingReady reports whether the clients of refs, just integrated, moved past a clock

@@ -301,17 +301,17 @@ func (d *Doc) resolveConflict(it *item, parent *Type, hasSub bool) *item {
 
 // step takes one step of d's work for the conflict scan of it, and reports whether the
 // scan may go on; the step past the bound fails d.
-func (d *Doc) step(it *item) bool { return d.spend(1, it.id) }
+func (d *Doc) step(it *item) bool { return d.spend(1, it.id, "conflict scan") }
 
 // spend takes n steps of d's work for what id names, and reports whether d is still
-// within the bound; spending past it fails d (a *WorkError naming id).
-func (d *Doc) spend(n int64, id ID) bool {
+// within the bound; spending past it fails d (a *WorkError naming id and what).
+func (d *Doc) spend(n int64, id ID, what string) bool {
 	d.work -= n
 	if d.work >= 0 {
 		return true
 	}
 	if d.failed == nil {
-		d.failed = &WorkError{ID: id}
+		d.failed = &WorkError{ID: id, What: what}
 	}
 	return false
 }
@@ -392,8 +392,10 @@ func (d *Doc) gc(it *item, parentGCd bool) {
 }
 
 // integrateStructs integrates decoded structs like Yjs's integrateStructs and returns the
-// structs that could not be integrated (nil if none) with the state they wait for.
-func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item, map[uint64]uint64) {
+// structs that could not be integrated (nil if none) with the state they wait for. When
+// owned, refs are the document's own pending lists: the rest are slices of them, not
+// copies, so that a list still waiting costs nothing for each of its structs.
+func (d *Doc) integrateStructs(txn *Txn, refs []structRefs, owned bool) (map[uint64][]*item, map[uint64]uint64) {
 	// Like Yjs's sorted client ids: clients are taken from the highest id down.
 	top := len(refs)
 	next := func() *structRefs {
@@ -439,7 +441,11 @@ func (d *Doc) integrateStructs(txn *Txn, refs []structRefs) (map[uint64][]*item,
 			c := it.id.Client
 			if r := findRefs(refs, c); r != nil {
 				r.i--
-				rest[c] = slices.Clone(r.refs[r.i:])
+				if owned {
+					rest[c] = r.refs[r.i:]
+				} else {
+					rest[c] = slices.Clone(r.refs[r.i:])
+				}
 				r.gone = true
 				r.i = 0
 				r.refs = nil

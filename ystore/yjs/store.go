@@ -418,6 +418,7 @@ func (d *Doc) addStruct(txn *Txn, it *item) {
 	skips := len(cs.skipped)
 	if it.id.Clock < cs.end {
 		cs.fill(it)
+		d.unblocked = true // a pending struct may need what the Skip held
 		d.skipping += len(cs.skipped) - skips
 		txn.filled = append(txn.filled, deleteRange{it.id.Client, it.id.Clock, uint64(it.length)})
 		return

@@ -42,18 +42,21 @@ func (e *DepthError) Error() string {
 // Unwrap returns ErrTooDeep.
 func (e *DepthError) Unwrap() error { return ErrTooDeep }
 
-// ErrWork reports a document whose updates made the YATA conflict scan pass the work
-// bound (Doc's workBase and workPerStruct).
-var ErrWork = errors.New("conflict resolution past the work bound")
+// ErrWork reports a document whose updates made its integration pass the work bound
+// (Doc's workBase and workPerStruct): the YATA conflict scan, pending deletes or
+// pending structs tried again.
+var ErrWork = errors.New("past the work bound")
 
-// WorkError names the item whose conflict scan passed the work bound; it wraps ErrWork.
+// WorkError names the item (or delete range, or pending struct) whose work passed the
+// work bound, and which work it was; it wraps ErrWork.
 type WorkError struct {
-	ID ID
+	ID   ID
+	What string // "conflict scan", "pending deletes" or "pending structs"
 }
 
 // Error implements error.
 func (e *WorkError) Error() string {
-	return fmt.Sprintf("item %d:%d: %v", e.ID.Client, e.ID.Clock, ErrWork)
+	return fmt.Sprintf("item %d:%d: %s %v", e.ID.Client, e.ID.Clock, e.What, ErrWork)
 }
 
 // Unwrap returns ErrWork.

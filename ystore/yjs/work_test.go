@@ -2,6 +2,7 @@ package yjs
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -149,4 +150,60 @@ func TestStackOfClients(t *testing.T) {
 	if got := d.Text("source").String(); got != strings.Repeat("x", n) {
 		t.Fatalf("text of %d characters, want %d", len(got), n)
 	}
+}
+
+// TestPendingStructsCostTheirClock: a row of 20,000 structs, a client each, that wait
+// for clocks of a typing client (red team pass 18c, N5). Before, each keystroke tried
+// them all again (yrs's retry, at every move of the client's state): 2,000 keystrokes
+// took minutes. Structs waiting for clocks the client never reaches are not tried again
+// (a retry before them integrates nothing); structs it reaches one after another are,
+// as in yrs, and each try is work: the document fails at the bound.
+func TestPendingStructsCostTheirClock(t *testing.T) {
+	const r, n = 20_000, 2_000
+	type2 := func(d *Doc, from, to uint64) error {
+		for clock := from; clock < to; clock++ {
+			if _, err := d.ApplyUpdate(yjstest.Char(2, "source", clock)); err != nil {
+				return fmt.Errorf("keystroke %d: %w", clock, err)
+			}
+		}
+		return nil
+	}
+
+	d := NewDoc()
+	if err := type2(d, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ApplyUpdate(yjstest.Waiting(100, r, 2, 10_000_000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := type2(d, 10, n); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if a := after.TotalAlloc - before.TotalAlloc; a > 16<<20 {
+		t.Fatalf("%d keystrokes allocated %d B: the waiting structs were tried again", n, a)
+	}
+	if got := d.Text("source").String(); got != strings.Repeat("x", n) {
+		t.Fatalf("text of %d characters, want %d", len(got), n)
+	}
+	if len(d.pending) != r {
+		t.Fatalf("%d clients pending, want %d", len(d.pending), r)
+	}
+
+	// Waits the typing reaches, one every other keystroke: each is a retry of all.
+	d = NewDoc()
+	if err := type2(d, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ApplyUpdate(yjstest.Waiting(100, r, 2, 10, 2)); err != nil {
+		t.Fatal(err)
+	}
+	err := type2(d, 10, n)
+	var we *WorkError
+	if !errors.As(err, &we) || we.What != "pending structs" {
+		t.Fatalf("%v, want the pending structs past the work bound", err)
+	}
+	t.Log(err)
 }

@@ -219,6 +219,25 @@ func After(client, clock, origin, originClock uint64, s string) []byte {
 	return e.Buf
 }
 
+// Waiting returns one update in which n clients, from client first on, each insert one
+// character after the struct of client on at clock from+i·step (the i-th client): with
+// those clocks ahead of on's, each struct waits for them.
+func Waiting(first uint64, n int, on, from, step uint64) []byte {
+	var e lib0.Encoder
+	e.VarUint(uint64(n))
+	for i := range uint64(n) {
+		e.VarUint(1) // one struct
+		e.VarUint(first + i)
+		e.VarUint(0) // clock
+		e.Uint8(infoString | infoOrigin)
+		e.VarUint(on)
+		e.VarUint(from + i*step)
+		e.VarString("w")
+	}
+	e.VarUint(0)
+	return e.Buf
+}
+
 // Clients returns one update in which n clients, from client first on, each type one
 // character into the root text named root, after the character of the client before:
 // a client for every struct.
