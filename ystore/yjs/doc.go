@@ -101,16 +101,21 @@ func NewDoc() *Doc {
 // The work bound: YATA's conflict scan walks every item between a new item's origins,
 // so structs inserted concurrently at one place (a client each) cost a scan over all
 // the earlier ones, quadratic in the rows of a crafted store (as in yrs and Yjs); and
-// pending deletes are tried again, and merged, at every update of their client. A
-// document may take workBase steps (an item scanned, a pending range tried or sorted),
-// and workPerStruct more for every struct it integrates: its work stays linear in its
-// history. Honest editing takes a few steps a struct; two replicas each prepending
-// 87,000 words to one cell offline, then merged, take about 750 (red team pass 18b,
-// N2); past the bound the document fails (a *WorkError).
+// pending deletes and structs are tried again at updates of the clients they wait for.
+// A document may take workBase steps (an item scanned, a pending range tried or sorted,
+// workPerRetry for a pending client's list tried again), and more for every struct it
+// integrates: workPerStruct, and workPerUnit for each unit of text or values it brings
+// (a byte or more of the store), so that its work stays linear in the bytes of its
+// history, about 400 steps a byte at most. Honest editing takes a few steps a struct;
+// two replicas each prepending 87,000 words to one cell offline, then merged, take about
+// 750 (red team pass 18b, N2); whole lines prepended offline, a struct each, take more
+// the more there are (pass 18c, N4: 30,000 by 10 writers, about 6,700 a line). Past the
+// bound the document fails (a *WorkError).
 const (
 	workBase      = 1 << 24 // about half a second of scanning
 	workPerStruct = 4096
-	workPerRetry  = 32 // a pending client's list tried again (about 1 µs, of 100,000)
+	workPerUnit   = 256 // more for each unit of text or values a struct brings
+	workPerRetry  = 32  // a pending client's list tried again (about 1 µs, of 100,000)
 )
 
 // root returns the root type name, creating it with unknown kind like doc.get.

@@ -158,6 +158,9 @@ func (d *Doc) integrate(txn *Txn, it *item, offset uint64) {
 	parent := it.parent
 	hasSub := it.flags&flagHasParentSub != 0
 	d.work += workPerStruct
+	if it.kind == kindString || it.kind == kindAny || it.kind == kindJSON {
+		d.work += workPerUnit * int64(it.length) // a unit of content is a byte or more
+	}
 	if (it.left == nil && (it.right == nil || it.right.left != nil)) || (it.left != nil && it.left.right != it.right) {
 		it.left = d.resolveConflict(it, parent, hasSub)
 	}

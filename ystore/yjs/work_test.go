@@ -207,3 +207,29 @@ func TestPendingStructsCostTheirClock(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestWorkOfOfflinePrepends: two writers each put 12,000 lines, one struct of 40
+// characters each, at the start of one text while apart, then merge: each line of the
+// second is scanned past every line of the first (YATA, as in yrs), 144 million steps.
+// That history is not crafted (red team pass 18c, N4: scripts or agents each adding a
+// line at a cell's top offline); a share per struct alone failed it, one that grows with
+// the content a struct brings reads it whole.
+func TestWorkOfOfflinePrepends(t *testing.T) {
+	const n = 12_000
+	line := strings.Repeat("#", 39) + "\n"
+	d := NewDoc()
+	for _, c := range []uint64{1, 2} {
+		for i := range uint64(n) {
+			u := yjstest.TextAt(c, 0, "source", line)
+			if i > 0 {
+				u = yjstest.Before(c, i*40, c, (i-1)*40, line)
+			}
+			if _, err := d.ApplyUpdate(u); err != nil {
+				t.Fatalf("writer %d, line %d: %v", c, i, err)
+			}
+		}
+	}
+	if got := d.Text("source").Len(); got != 2*n*40 {
+		t.Fatalf("text of %d characters, want %d", got, 2*n*40)
+	}
+}

@@ -104,8 +104,9 @@ func MapSetAt(client, clock uint64, root, key string, value any) []byte {
 
 // String content and Yjs struct info flags for an origin.
 const (
-	infoString = 4
-	infoOrigin = 0x80
+	infoString      = 4
+	infoOrigin      = 0x80
+	infoRightOrigin = 0x40
 )
 
 // Keys returns one update in which client, from clock 0, sets n keys of the root map
@@ -214,6 +215,23 @@ func After(client, clock, origin, originClock uint64, s string) []byte {
 	e.Uint8(infoString | infoOrigin)
 	e.VarUint(origin)
 	e.VarUint(originClock)
+	e.VarString(s)
+	e.VarUint(0)
+	return e.Buf
+}
+
+// Before returns one update in which client inserts s as one struct at clock, before the
+// struct of client right at clock rightClock (of a text or array) and after none: a line
+// put first in front of the one first before.
+func Before(client, clock, right, rightClock uint64, s string) []byte {
+	var e lib0.Encoder
+	e.VarUint(1)
+	e.VarUint(1)
+	e.VarUint(client)
+	e.VarUint(clock)
+	e.Uint8(infoString | infoRightOrigin)
+	e.VarUint(right)
+	e.VarUint(rightClock)
 	e.VarString(s)
 	e.VarUint(0)
 	return e.Buf
