@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"text/tabwriter"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -17,9 +18,13 @@ import (
 
 // Inspect loads the configured store once and writes, when target is empty, its rooms
 // with their paths and row counts; otherwise the notebook target names (by path or file
-// id) as nbformat JSON, exactly as the sidecar serves it.
+// id) as nbformat JSON, exactly as the sidecar serves it. cfg.Logger (none: nothing is
+// logged) hears what the rooms log, and a warning when the notebook's room is degraded.
 func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string) error {
-	obs := config.Obs{Logger: slog.New(slog.DiscardHandler)}
+	obs := config.Obs{Logger: cfg.Logger}
+	if obs.Logger == nil {
+		obs.Logger = slog.New(slog.DiscardHandler)
+	}
 	tailer, resolver, closeResolver, err := openStore(cfg, obs, shared{}, confinement{})
 	if err != nil {
 		return err
@@ -57,7 +62,8 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 		return writeRooms(w, rs.Infos())
 	}
 	p := target
-	for _, ri := range rs.Infos() {
+	infos := rs.Infos()
+	for _, ri := range infos {
 		if ri.FileID == target && ri.Kind == ystore.KindNotebook.String() {
 			p = ri.Path
 		}
@@ -65,6 +71,12 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	snap, err := rs.Notebook(p)
 	if err != nil {
 		return err
+	}
+	for _, ri := range infos {
+		if ri.Path == p && ri.Kind == ystore.KindNotebook.String() && ri.Degraded {
+			obs.Logger.Warn("the notebook's room is degraded (rows not applied, its saved file differing or updates missing): what is printed is what the sidecar serves",
+				logkey.Room, ri.Key, logkey.Path, p, "rows", ri.Rows, "bad_rows", ri.BadRows, "diverged", ri.Diverged, "gap_clients", ri.GapClients)
+		}
 	}
 	raw, err := snap.JSON()
 	if err != nil {

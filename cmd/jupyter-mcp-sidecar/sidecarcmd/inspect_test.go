@@ -32,9 +32,12 @@ func TestInspect(t *testing.T) {
 	}
 
 	for _, target := range []string{demo.NotebookPath, fileID} {
-		out, _, err := run(t, append([]string{"inspect"}, append(store, target)...)...)
+		out, errOut, err := run(t, append([]string{"inspect"}, append(store, target)...)...)
 		if err != nil {
 			t.Fatalf("inspect %s: %v", target, err)
+		}
+		if errOut != "" {
+			t.Fatalf("inspect %s of a whole room wrote to stderr:\n%s", target, errOut)
 		}
 		var nb struct {
 			NBFormat int   `json:"nbformat"`
@@ -46,6 +49,30 @@ func TestInspect(t *testing.T) {
 	}
 	if _, _, err := run(t, append([]string{"inspect"}, append(store, "missing.ipynb")...)...); err == nil {
 		t.Fatal("inspect of a missing notebook succeeded")
+	}
+
+	// A row that does not decode: the notebook is printed as served, and stderr says
+	// the room is degraded and why (red team pass 18c: a cut-off notebook was printed
+	// without a word).
+	db, err := sql.Open("sqlite", "file:"+w.StorePath()+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO yupdates (path, yupdate, metadata, timestamp) SELECT path, X'ff', metadata, max(timestamp) + 1 FROM yupdates WHERE path = ?`, room); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(t, append([]string{"inspect"}, append(store, demo.NotebookPath)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid([]byte(out)) {
+		t.Fatalf("inspect of a degraded room printed no JSON:\n%s", out)
+	}
+	for _, want := range []string{"undecodable row skipped", "room is degraded", "bad_rows=1"} {
+		if !strings.Contains(errOut, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, errOut)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,8 @@ func (a *app) inspectCmd() *cobra.Command {
 With no argument it lists every room: its key, the notebook path it maps to (through the
 fileid database, else the document's own path) and its row count.
 With NOTEBOOK (a path relative to the Jupyter root, or a file id) it prints that notebook
-as nbformat JSON, exactly as the sidecar serves it.`,
+as nbformat JSON, exactly as the sidecar serves it. Rows that could not be applied, and a
+notebook whose room is degraded, are logged on stderr (at warn, or log.level if higher).`,
 		Example: `  jupyter-mcp-sidecar inspect --store /srv/jupyter/.jupyter_ystore.db
   jupyter-mcp-sidecar inspect --store .jupyter_ystore.db work/analysis.ipynb
   jupyter-mcp-sidecar inspect --backend postgres --dsn postgres://… 0b6f…-file-id`,
@@ -37,6 +39,15 @@ as nbformat JSON, exactly as the sidecar serves it.`,
 		target := ""
 		if len(args) == 1 {
 			target = args[0]
+		}
+		// What goes wrong is logged to stderr (a room's bad rows, a degraded notebook),
+		// what goes right is not: the output is the listing or the notebook alone.
+		level := cfg.Log.Level
+		if l := new(slog.Level); l.UnmarshalText([]byte(level)) == nil && *l < slog.LevelWarn {
+			level = slog.LevelWarn.String()
+		}
+		if cfg.Logger, err = newLogger(level, cfg.Log.Format, a.stderr); err != nil {
+			return err
 		}
 		err = sidecar.Inspect(cmd.Context(), cfg, a.stdout, target)
 		if errors.Is(err, sqlite.ErrNoStore) && !cmd.Flags().Changed(storePathFlag.name) {
