@@ -233,3 +233,39 @@ func TestWorkOfOfflinePrepends(t *testing.T) {
 		t.Fatalf("text of %d characters, want %d", got, 2*n*40)
 	}
 }
+
+// TestPendingDeletesInSkips: deletes inside a Skip of a typing client (its struct far
+// ahead, its keystrokes filling the gap from below) are tried again only when the clocks
+// they delete come: before, every keystroke tried all of them and the crafted row failed
+// the document at the bound (red team pass 18c, N6; pycrdt reads it whole).
+func TestPendingDeletesInSkips(t *testing.T) {
+	const r, n = 100_000, 5_000
+	d := NewDoc()
+	for _, u := range [][]byte{
+		yjstest.Text(2, "source", "0123456789"),
+		yjstest.After(2, 10_000_000, 2, 9, "Z"), // a Skip of clocks 10 to 9,999,999
+		yjstest.Deletes(2, 1_000_000, 2, r),     // in it, never filled here
+		yjstest.Deletes(2, 15, 1, 1),            // in it, filled by the sixth keystroke
+	} {
+		if _, err := d.ApplyUpdate(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for clock := uint64(10); clock < 10+n; clock++ {
+		if _, err := d.ApplyUpdate(yjstest.Char(2, "source", clock)); err != nil {
+			t.Fatalf("keystroke %d: %v", clock, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if a := after.TotalAlloc - before.TotalAlloc; a > 16<<20 {
+		t.Fatalf("%d keystrokes allocated %d B: the deletes in the Skip were tried again", n, a)
+	}
+	if got, want := d.Text("source").Len(), 10+n+1-1; got != want {
+		t.Fatalf("text of %d characters, want %d: the delete of clock 15 applied once filled", got, want)
+	}
+	if got := len(d.pendingDS[2]); got != r {
+		t.Fatalf("%d delete ranges pending, want %d", got, r)
+	}
+}
