@@ -207,31 +207,26 @@ func TextAt(client, clock uint64, root, s string) []byte {
 // After returns one update in which client inserts s as one struct at clock, after the
 // struct of client origin at clock originClock (of a text or array).
 func After(client, clock, origin, originClock uint64, s string) []byte {
-	var e lib0.Encoder
-	e.VarUint(1)
-	e.VarUint(1)
-	e.VarUint(client)
-	e.VarUint(clock)
-	e.Uint8(infoString | infoOrigin)
-	e.VarUint(origin)
-	e.VarUint(originClock)
-	e.VarString(s)
-	e.VarUint(0)
-	return e.Buf
+	return beside(client, clock, infoOrigin, origin, originClock, s)
 }
 
 // Before returns one update in which client inserts s as one struct at clock, before the
 // struct of client right at clock rightClock (of a text or array) and after none: a line
 // put first in front of the one first before.
 func Before(client, clock, right, rightClock uint64, s string) []byte {
+	return beside(client, clock, infoRightOrigin, right, rightClock, s)
+}
+
+// beside returns one update of one string struct with one origin, left or right (side).
+func beside(client, clock uint64, side uint8, ref, refClock uint64, s string) []byte {
 	var e lib0.Encoder
 	e.VarUint(1)
 	e.VarUint(1)
 	e.VarUint(client)
 	e.VarUint(clock)
-	e.Uint8(infoString | infoRightOrigin)
-	e.VarUint(right)
-	e.VarUint(rightClock)
+	e.Uint8(infoString | side)
+	e.VarUint(ref)
+	e.VarUint(refClock)
 	e.VarString(s)
 	e.VarUint(0)
 	return e.Buf
@@ -241,31 +236,19 @@ func Before(client, clock, right, rightClock uint64, s string) []byte {
 // character after the struct of client on at clock from+i·step (the i-th client): with
 // those clocks ahead of on's, each struct waits for them.
 func Waiting(first uint64, n int, on, from, step uint64) []byte {
-	var e lib0.Encoder
-	e.VarUint(uint64(n))
-	for i := range uint64(n) {
-		e.VarUint(1) // one struct
-		e.VarUint(first + i)
-		e.VarUint(0) // clock
+	return perClient(first, n, func(e *lib0.Encoder, i uint64) {
 		e.Uint8(infoString | infoOrigin)
 		e.VarUint(on)
 		e.VarUint(from + i*step)
 		e.VarString("w")
-	}
-	e.VarUint(0)
-	return e.Buf
+	})
 }
 
 // Clients returns one update in which n clients, from client first on, each type one
 // character into the root text named root, after the character of the client before:
 // a client for every struct.
 func Clients(first uint64, root string, n int) []byte {
-	var e lib0.Encoder
-	e.VarUint(uint64(n))
-	for i := range uint64(n) {
-		e.VarUint(1) // one struct
-		e.VarUint(first + i)
-		e.VarUint(0) // clock
+	return perClient(first, n, func(e *lib0.Encoder, i uint64) {
 		if i == 0 {
 			e.Uint8(infoString)
 			e.VarUint(1)
@@ -276,6 +259,19 @@ func Clients(first uint64, root string, n int) []byte {
 			e.VarUint(0)
 		}
 		e.VarString("x")
+	})
+}
+
+// perClient returns one update of n clients from first on, each one struct at clock 0
+// whose info, origins and content write writes (i counts the clients).
+func perClient(first uint64, n int, write func(e *lib0.Encoder, i uint64)) []byte {
+	var e lib0.Encoder
+	e.VarUint(uint64(n))
+	for i := range uint64(n) {
+		e.VarUint(1) // one struct
+		e.VarUint(first + i)
+		e.VarUint(0) // clock
+		write(&e, i)
 	}
 	e.VarUint(0)
 	return e.Buf
