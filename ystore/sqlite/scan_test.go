@@ -256,12 +256,7 @@ func TestOddlyStampedRows(t *testing.T) {
 		"CREATE TABLE yupdates (path TEXT NOT NULL, yupdate BLOB, metadata BLOB, timestamp REAL)",
 		"CREATE INDEX idx_yupdates_path_timestamp ON yupdates (path, timestamp)",
 		"INSERT INTO yupdates VALUES ('ra', 'a1', x'', NULL), ('ra', 'a2', x'', 1.0), ('rb', 'b1', x'', 2.0), ('rc', 'c1', x'', 'later'), ('ra', 'a3', x'', NULL)")
-	tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: true})
-	s := newSink()
-	runTailer(t, tl, s.deliver)
-	want := "ra=a2 rb=b1 rc=c1"
-	testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want },
-		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
+	tl, s := loadOddStore(t, path, true, "ra=a2 rb=b1 rc=c1")
 	// The writer waits for the tailer's read transactions, as pycrdt-store's does.
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -280,7 +275,7 @@ func TestOddlyStampedRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want = "ra=a2,a4 rb=b1,b3 rc=c1,c2,c3"
+	want := "ra=a2,a4 rb=b1,b3 rc=c1,c2,c3"
 	testenv.Eventually(t, testenv.Wait, "the rows followed", func() bool { return s.String() == want && tl.Status().Reachable },
 		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
 	if n := s.kinds("")[ystore.EventReset]; n != 3 {
@@ -310,17 +305,24 @@ func TestOddlyStampedCheckpoints(t *testing.T) {
 				"INSERT INTO ycheckpoints VALUES ('ra', 'ca', NULL), ('rb', 'cb', 'noon'), ('rc', 'cc', 2.0), ('rd', 'cd', X''), ('re', 'cé', 1.0)",
 				"INSERT INTO yupdates VALUES ('ra', 'a1', x'', 1.0), ('rb', 'b1', x'', 5.0), ('rb', 'b2', x'', 'later'), ('rb', 'b3', x'', 'on'), ('rb', 'b4', x'', x'00'), ('rc', 'c1', x'', 1.0), ('rc', 'c2', x'', 2.0), ('rc', 'c3', x'', 3.0)",
 				"INSERT INTO yupdates VALUES ('rd', 'd1', x'', 1.0), ('rd', 'd2', x'', X''), ('rd', 'd3', x'', x'01'), ('re', 'e1', x'', 2.0)")
-			tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: stream})
-			s := newSink()
-			runTailer(t, tl, s.deliver)
-			want := "ra=ca rb=b3,b4,cb rc=c2,c3,cc rd=cd,d2,d3 re=cé,e1"
-			testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want && tl.Status().Reachable },
-				func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
-			if st := tl.Status(); !st.LastErrorAt.IsZero() {
-				t.Fatalf("a read failed: %+v", st)
-			}
+			loadOddStore(t, path, stream, "ra=ca rb=b3,b4,cb rc=c2,c3,cc rd=cd,d2,d3 re=cé,e1")
 		})
 	}
+}
+
+// loadOddStore follows the store at path (its loads streamed or not) until it delivered
+// want and is reachable, with no read failed.
+func loadOddStore(t *testing.T, path string, stream bool, want string) (*Tailer, *sink) {
+	t.Helper()
+	tl := newTailer(t, Config{Path: path, PollInterval: 20 * time.Millisecond, DisableFSNotify: true, StreamLoads: stream})
+	s := newSink()
+	runTailer(t, tl, s.deliver)
+	testenv.Eventually(t, testenv.Wait, "the store loaded", func() bool { return s.String() == want && tl.Status().Reachable },
+		func() string { return fmt.Sprintf("delivered %s, want %s; status %+v", s, want, tl.Status()) })
+	if st := tl.Status(); !st.LastErrorAt.IsZero() {
+		t.Fatalf("a read failed: %+v", st)
+	}
+	return tl, s
 }
 
 // The one pass over a store (Event.Scan) hands each room what its own stream does,
