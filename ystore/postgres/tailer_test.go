@@ -349,18 +349,7 @@ func TestTailConcurrentWriters(t *testing.T) {
 	c.waitFor(t, "every committed row", func(ev []ystore.Event) bool { return rowCount(ev) >= len(committed) })
 	// A barrier: a row committed after every writer's; once it is delivered, any
 	// second delivery of theirs would have been too.
-	barrier := insert(t, dial(t, cfg), cfg, "room0", []byte("barrier"))
-	ev := c.waitFor(t, "the barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
-	seen := map[string]int{}
-	for _, e := range ev {
-		for _, r := range e.Rows {
-			seen[string(r.Update)]++
-		}
-	}
-	if n := seen["barrier"]; n != 1 {
-		t.Errorf("the barrier row delivered %d times", n)
-	}
-	delete(seen, "barrier")
+	seen := deliveredBefore(t, c, cfg)
 	for u, n := range seen {
 		if n != 1 || !committed[u] {
 			t.Errorf("row %s delivered %d times (committed: %v)", u, n, committed[u])
@@ -477,18 +466,7 @@ func TestTailServerRestart(t *testing.T) {
 	}
 	// A barrier: a row committed after the writer stopped; once it is delivered, any
 	// second delivery of the writer's rows would have been too.
-	barrier := insert(t, dial(t, cfg), cfg, "room0", []byte("barrier"))
-	ev := c.waitFor(t, "the barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
-	seen := map[string]int{}
-	for _, e := range ev {
-		for _, r := range e.Rows {
-			seen[string(r.Update)]++
-		}
-	}
-	if n := seen["barrier"]; n != 1 {
-		t.Errorf("the barrier row delivered %d times", n)
-	}
-	delete(seen, "barrier")
+	seen := deliveredBefore(t, c, cfg)
 	for u, n := range seen {
 		if n != 1 {
 			t.Errorf("row %s delivered %d times", u, n)
@@ -664,4 +642,23 @@ func TestStatusNamesNoUserOrDatabase(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deliveredBefore commits a barrier row and counts, once it is delivered, how often each
+// row before it was (by update bytes); the barrier itself must be delivered once.
+func deliveredBefore(t *testing.T, c *collector, cfg Config) map[string]int {
+	t.Helper()
+	barrier := insert(t, dial(t, cfg), cfg, "room0", []byte("barrier"))
+	ev := c.waitFor(t, "the barrier row", func(ev []ystore.Event) bool { return slices.Contains(rowIDs(ev), barrier) })
+	seen := map[string]int{}
+	for _, e := range ev {
+		for _, r := range e.Rows {
+			seen[string(r.Update)]++
+		}
+	}
+	if n := seen["barrier"]; n != 1 {
+		t.Errorf("the barrier row delivered %d times", n)
+	}
+	delete(seen, "barrier")
+	return seen
 }
