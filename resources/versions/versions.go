@@ -32,19 +32,26 @@ var encodedLen = len(Prefix) + base64.RawURLEncoding.EncodedLen(sumBytes)
 // sumBytes is how much of the SHA-256 a version keeps.
 const sumBytes = 16
 
-// Defaults of Config: a room keeps the versions of the last 10 minutes, at most 1,000.
+// Defaults of Config: a room keeps the versions of the last 10 minutes, at most 1,000,
+// holding at most 16 MiB besides what it serves.
 const (
 	DefaultMaxVersions = 1000
 	DefaultMaxAge      = 10 * time.Minute
+	DefaultMaxMemory   = 16 << 20
 )
 
 // MaxVersionsLimit is the largest Config.MaxVersions.
 const MaxVersionsLimit = 100_000
 
-// Config bounds the versions a room keeps: whichever of the two is smaller.
+// Config bounds the versions a room keeps: whichever bound is met first.
 type Config struct {
 	MaxVersions int           // versions kept per room; 0: DefaultMaxVersions
 	MaxAge      time.Duration // a version older than this is forgotten (the current one never is); 0: DefaultMaxAge
+	// MaxMemory bounds what the versions kept besides the current one hold (the cells
+	// each rebuilt, ynotebook.Snapshot.Footprint), in bytes; 0: DefaultMaxMemory. A cell
+	// of megabytes edited a keystroke at a time keeps few versions, not a thousand
+	// copies of it.
+	MaxMemory int64
 }
 
 // Defaults returns c with its zero fields set to the defaults.
@@ -54,6 +61,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = DefaultMaxMemory
 	}
 	return c
 }
@@ -69,6 +79,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAge <= 0 {
 		errs = append(errs, keyerr.Invalid("max_age", "must be > 0, got %s", c.MaxAge))
+	}
+	if c.MaxMemory <= 0 {
+		errs = append(errs, keyerr.Invalid("max_memory", "must be > 0, got %d", c.MaxMemory))
 	}
 	return errors.Join(errs...)
 }
@@ -110,6 +123,7 @@ type History struct {
 
 	ring   []*kept          // oldest first; ring[len-1] is the newest
 	byName map[string]*kept // the newest entry of each version in ring
+	held   int64            // the bytes of the versions in ring but the newest
 }
 
 type cellSum struct {
@@ -118,8 +132,8 @@ type cellSum struct {
 }
 
 // kept is one version and the snapshot it names; bytes is the memory of its head and of
-// the cells no snapshot observed just before it held, charged once a newer version is
-// kept (the newest is what the room serves, counted by its owner).
+// the cells no snapshot observed just before it held, held (and charged) once a newer
+// version is kept (the newest is what the room serves, counted by its owner).
 type kept struct {
 	version string
 	snap    *ynotebook.Snapshot
@@ -141,31 +155,18 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, byName: map[string]*kept{}}
 }
 
-// SetMeter charges the memory of the versions h keeps, the newest but one, to m from now
-// on (nil: none): an estimate (ynotebook.Snapshot.Footprint) of what each holds that the
+// SetMeter charges the memory of the versions h keeps, but the newest, to m from now on
+// (nil: none): an estimate (ynotebook.Snapshot.Footprint) of what each holds that the
 // one observed before it did not, the cells a change rebuilt. Past what m has left, the
-// oldest versions are forgotten (never the newest): a user's tiny rows that each rebuild
-// a huge cell keep few versions, not a thousand copies of it.
+// oldest versions are forgotten (never the newest), as past Config.MaxMemory.
 func (h *History) SetMeter(m Meter) {
 	h.Release()
 	h.meter = m
-	for _, k := range h.ring {
-		k.bytes = 0
-		if m != nil {
-			k.bytes = k.snap.Footprint()
-		}
-	}
-	h.charge(h.Held())
+	h.charge(h.held)
 }
 
-// Held returns what the versions kept are charged on h's meter.
-func (h *History) Held() int64 {
-	var n int64
-	for _, k := range h.ring[:max(len(h.ring)-1, 0)] {
-		n += k.bytes
-	}
-	return n
-}
+// Held returns the memory of the versions kept but the newest (charged on h's meter).
+func (h *History) Held() int64 { return h.held }
 
 // Release gives back what the versions kept were charged: h is dropped.
 func (h *History) Release() { h.charge(-h.Held()) }
@@ -186,12 +187,10 @@ func (h *History) Observe(snap *ynotebook.Snapshot) string {
 	h.last, h.lastVersion = snap, v
 	now := h.now()
 	if n := len(h.ring); n == 0 || h.ring[n-1].version != v {
-		k := &kept{version: v, snap: snap, at: now}
-		if h.meter != nil {
-			k.bytes = snap.HeadFootprint() + fresh
-		}
+		k := &kept{version: v, snap: snap, at: now, bytes: snap.HeadFootprint() + fresh}
 		if n := len(h.ring); n > 0 {
-			h.charge(h.ring[n-1].bytes) // no longer what the room serves
+			h.held += h.ring[n-1].bytes // no longer what the room serves
+			h.charge(h.ring[n-1].bytes)
 		}
 		h.ring = append(h.ring, k)
 		h.byName[v] = k
@@ -217,11 +216,16 @@ func (h *History) Kept(v string) (*ynotebook.Snapshot, bool) {
 // Len returns the number of versions kept.
 func (h *History) Len() int { return len(h.ring) }
 
-// evict forgets the versions beyond the count, older than the age, or past what the
-// meter has left, never the newest.
+// evict forgets the versions beyond the count, older than the age, past the memory
+// bound or past what the meter has left, never the newest.
 func (h *History) evict(now time.Time) {
 	drop := max(len(h.ring)-h.cfg.MaxVersions, 0)
-	for drop < len(h.ring)-1 && now.Sub(h.ring[drop].at) > h.cfg.MaxAge {
+	held := h.held
+	for _, k := range h.ring[:drop] {
+		held -= k.bytes
+	}
+	for drop < len(h.ring)-1 && (now.Sub(h.ring[drop].at) > h.cfg.MaxAge || held > h.cfg.MaxMemory) {
+		held -= h.ring[drop].bytes
 		drop++
 	}
 	if h.meter != nil {
@@ -236,6 +240,7 @@ func (h *History) evict(now time.Time) {
 		if h.byName[k.version] == k {
 			delete(h.byName, k.version)
 		}
+		h.held -= k.bytes
 		h.charge(-k.bytes)
 	}
 	clear(h.ring[:drop])
@@ -246,7 +251,7 @@ func (h *History) evict(now time.Time) {
 }
 
 // version computes the content address of snap, hashing only the cells it has not
-// hashed before; fresh is their memory (Cell.Footprint) when h has a meter.
+// hashed before; fresh is their memory (Cell.Footprint).
 func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
 	d := sha256.New()
@@ -262,9 +267,7 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 			s = &cellSum{sum: h.sumOf(c.Object())}
 			h.sums[c] = s
 			h.hashed++
-			if h.meter != nil {
-				fresh += c.Footprint()
-			}
+			fresh += c.Footprint()
 		}
 		s.round = h.round
 		d.Write(s.sum[:])

@@ -64,6 +64,7 @@ type OnDisk struct {
 type Changes struct {
 	MaxVersions int           `option:"max_versions" yaml:"max_versions"`
 	MaxAge      time.Duration `option:"max_age" yaml:"max_age"`
+	MaxMemory   int64         `option:"max_memory" yaml:"max_memory"` // per room, besides the version served
 }
 
 // Log configures log/slog output.
@@ -239,7 +240,7 @@ func Default() Config {
 			Enabled: true, FSNotify: true, PollInterval: ondisk.DefaultPollInterval,
 			MaxWatchedDirs: ondisk.DefaultMaxWatchedDirs, MaxFileBytes: ondisk.DefaultMaxFileBytes,
 		},
-		Changes: Changes{MaxVersions: versions.DefaultMaxVersions, MaxAge: versions.DefaultMaxAge},
+		Changes: Changes{MaxVersions: versions.DefaultMaxVersions, MaxAge: versions.DefaultMaxAge, MaxMemory: versions.DefaultMaxMemory},
 	}
 }
 

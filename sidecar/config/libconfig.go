@@ -133,7 +133,7 @@ func (s Server) TransportConfig(o Obs) transport.Config {
 // resolver, file reader, metrics and reload.
 func (c Config) RoomsConfig(o Obs) rooms.Config {
 	return rooms.Config{Logger: o.Logger, GapAfter: c.Store.GapAfter, MaxRooms: c.Store.MaxRooms, MaxBytes: c.Store.MaxBytes, MaxMemory: c.Store.MaxMemory,
-		Versions: versions.Config{MaxVersions: c.Changes.MaxVersions, MaxAge: c.Changes.MaxAge}}
+		Versions: versions.Config{MaxVersions: c.Changes.MaxVersions, MaxAge: c.Changes.MaxAge, MaxMemory: c.Changes.MaxMemory}}
 }
 
 // FilesConfig is the ondisk.Config of the ondisk section, under the Jupyter root.
@@ -296,7 +296,7 @@ func (c Config) libraryChecks() []libraryCheck {
 		}},
 		{auth.OriginPolicy{Allowed: c.Server.AllowedOrigins}.Validate(), map[string]string{"allowed": "server.allowed_origins"}},
 		{auth.ValidateName(c.Server.Verifier.Name), map[string]string{"name": "server.verifier.name"}},
-		{c.RoomsConfig(Obs{}).Versions.Validate(), map[string]string{"max_versions": "changes.max_versions", "max_age": "changes.max_age"}},
+		{c.RoomsConfig(Obs{}).Versions.Validate(), map[string]string{"max_versions": "changes.max_versions", "max_age": "changes.max_age", "max_memory": "changes.max_memory"}},
 		{c.Store.SQLiteTailer(Obs{}).Validate(), map[string]string{
 			"poll_interval": "store.sqlite.poll_interval", "chunk_rows": "store.sqlite.chunk_rows",
 		}},
