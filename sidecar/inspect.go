@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/logkey"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/config"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/rooms"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/fileid"
@@ -32,6 +34,9 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	defer func() { tailer.Close(); _ = closeResolver() }()
 	rc := cfg.RoomsConfig(obs)
 	rc.Resolver = resolver
+	if cfg.OnDisk.Enabled {
+		rc.Files = ondisk.New(cfg.FilesConfig(obs)) // read, not watched: the saves a degraded room serves
+	}
 	rs := rooms.New(rc).Writer(nil)
 	sink := func(ctx context.Context, events []ystore.Event) error {
 		if target != "" {
@@ -58,6 +63,10 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	if err := load(ctx, sink); err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
+	// The store is read once: every wait for a missing update is as long as it will be,
+	// so the rooms are settled as serve settles them past store.gap_after (updates
+	// missing, a document that failed: the notebook's file served where there is one).
+	rs.Sweep(time.Now().Add(24 * time.Hour))
 	if target == "" {
 		return writeRooms(w, rs.Infos())
 	}
@@ -74,8 +83,8 @@ func Inspect(ctx context.Context, cfg config.Config, w io.Writer, target string)
 	}
 	for _, ri := range infos {
 		if ri.Path == p && ri.Kind == ystore.KindNotebook.String() && ri.Degraded {
-			obs.Logger.Warn("the notebook's room is degraded (rows not applied, its saved file differing or updates missing): what is printed is what the sidecar serves",
-				logkey.Room, ri.Key, logkey.Path, p, "rows", ri.Rows, "bad_rows", ri.BadRows, "diverged", ri.Diverged, "gap_clients", ri.GapClients)
+			obs.Logger.Warn("the notebook's room is degraded (rows not applied, updates missing, its document failed or differing from its saved file): what is printed is what the sidecar serves",
+				logkey.Room, ri.Key, logkey.Path, p, "rows", ri.Rows, "bad_rows", ri.BadRows, "diverged", ri.Diverged, "gap_clients", ri.GapClients, "document_failed", ri.Failed)
 		}
 	}
 	raw, err := snap.JSON()

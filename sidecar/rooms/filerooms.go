@@ -115,9 +115,9 @@ func (r *Writer) applyFile(rm *room, f ondisk.File) bool {
 			ch = c.curToDoc
 			rm.file = nil
 		}
-	case rm.gaps != nil || rm.diverged != nil:
-		// Updates are missing, or the document differed from the saved file: the
-		// newest save is served (oracle.go).
+	case rm.gaps != nil || rm.diverged != nil || rm.failed():
+		// Updates are missing, the document differed from the saved file or refuses
+		// every row: the newest save is served (oracle.go).
 		served = "file: the room is degraded"
 		if rm.file == nil || f.ModTime.After(rm.file.ModTime) {
 			ch = c.fromServed

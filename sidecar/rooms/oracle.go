@@ -59,7 +59,14 @@ type oracle struct {
 	gaps         []yjs.Gap
 	gapClients   int
 	gapRows      int
+	// failedSeen says the document's failure (yjs.Doc.Failed) was logged and its file
+	// read: from then on each newer save is served (applyFile).
+	failedSeen bool
 }
+
+// failed reports whether rm's document refuses every row (yjs.Doc.Failed): the store
+// no longer tells what the room holds, the server's saves do. rm.mu is held.
+func (rm *room) failed() bool { return rm.nb != nil && rm.nb.Doc().Failed() != nil }
 
 // gapsListed bounds the gaps a room lists (in /readyz and its log line): a store's
 // writer can leave updates of any number of clients missing.
@@ -122,8 +129,10 @@ func (r *Set) storeApplied(rm *room, ch ynotebook.Changes, prev *ynotebook.Snaps
 	switch {
 	case rm.file == nil:
 		return ch, false
-	case rm.gaps != nil:
-		return ynotebook.Changes{}, false // the file is served while updates are missing
+	case rm.gaps != nil || rm.failed():
+		// the file is served while updates are missing, or for good once the document
+		// refuses every row
+		return ynotebook.Changes{}, false
 	case rm.diverged != nil && rebuilt:
 		r.log.Info("room rebuilt from the store after it differed from its saved file", logkey.Room, rm.info.Key, logkey.Path, rm.path)
 		rm.diverged, rm.reloading = nil, false
@@ -246,17 +255,28 @@ func (r *Writer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			r.checkGaps(now)
+			r.Sweep(now)
 		}
 	}
 }
 
-// checkGaps degrades, counts, logs and serves from its file each room whose document has
-// waited GapAfter for missing updates by now, and reads again the gaps of those with
-// rows applied since.
-func (r *Writer) checkGaps(now time.Time) {
+// Sweep is Run's round: it degrades, counts, logs and serves from its file each room
+// whose document has waited GapAfter for missing updates by now (inspect passes a time
+// past every wait), and reads again the gaps of those with rows applied since; a room
+// whose document failed (it refuses every row) is served from its file at once.
+func (r *Writer) Sweep(now time.Time) {
 	for _, rm := range r.snapshotRooms() {
 		rm.mu.Lock()
+		if rm.failed() && !rm.failedSeen {
+			// The document refuses every row: the server's saves are all there is.
+			rm.failedSeen = true
+			p, info, err := rm.path, rm.info, rm.nb.Doc().Failed()
+			rm.mu.Unlock()
+			r.log.Error("the room's document no longer follows the store; serving the notebook's file",
+				logkey.Room, info.Key, logkey.Path, p, "err", err)
+			r.serveFile(rm, p)
+			continue
+		}
 		due := !rm.pendingSince.IsZero() && now.Sub(rm.pendingSince) >= r.gapAfter && (rm.gaps == nil || rm.gapRows != rm.rows)
 		if !due {
 			rm.mu.Unlock()
@@ -296,7 +316,9 @@ func (r *Writer) serveFile(rm *room, p string) {
 		return
 	}
 	defer r.settleFiles(rm)
-	ch, ok := diffToFile(rm, &f, func() bool { return rm.gaps == nil || rm.file != nil && !f.ModTime.After(rm.file.ModTime) })
+	ch, ok := diffToFile(rm, &f, func() bool {
+		return rm.gaps == nil && !rm.failed() || rm.file != nil && !f.ModTime.After(rm.file.ModTime)
+	})
 	if !ok {
 		return
 	}
@@ -317,6 +339,8 @@ type Degradation struct {
 	Gaps     []Gap  `json:"missing_updates,omitempty"`
 	// GapClients counts the clients whose updates are missing; Gaps lists the first 16.
 	GapClients int `json:"missing_updates_clients,omitempty"`
+	// Failed is why the document refuses every row (the notebook's file is served).
+	Failed string `json:"document_failed,omitempty"`
 }
 
 // Degradations lists the degraded rooms and why, sorted by room.
@@ -324,7 +348,7 @@ func (r *Set) Degradations() []Degradation {
 	var out []Degradation
 	for _, ri := range r.Infos() {
 		if ri.Degraded {
-			out = append(out, Degradation{Room: ri.Key, Path: ri.Path, BadRows: ri.BadRows, Diverged: ri.Diverged, Gaps: ri.Gaps, GapClients: ri.GapClients})
+			out = append(out, Degradation{Room: ri.Key, Path: ri.Path, BadRows: ri.BadRows, Diverged: ri.Diverged, Gaps: ri.Gaps, GapClients: ri.GapClients, Failed: ri.Failed})
 		}
 	}
 	return out

@@ -378,3 +378,63 @@ func TestRoomsGapsListed(t *testing.T) {
 		}
 	})
 }
+
+// TestRoomsFailedDocumentServesSavedFile: a room whose document failed (a row it refuses,
+// here an item whose parent is a string: every later row is refused too; a history past
+// the engine's work bound the same) stops following the store, while the Jupyter server
+// goes on and saves what it holds: that save is served, and each newer one, the room
+// degraded (red team pass 19, F1: lines prepended offline by many writers).
+func TestRoomsFailedDocumentServesSavedFile(t *testing.T) {
+	const key = "json:notebook:work/a.ipynb"
+	const p = "work/a.ipynb"
+	updates, _ := loadSession(t, "s0001.json.gz")
+	full := ynotebook.New()
+	if err := full.Load(updates); err != nil {
+		t.Fatal(err)
+	}
+	saved := fileOf(t, full.Snapshot())
+	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
+	half := len(updates) / 2
+	g := newOracleRig(t, key, nil, 0)
+	g.sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
+	bad := []byte{2, 1, 1, 0, 4, 1, 1, 'r', 1, 'x', 1, 2, 0, 4, 0, 1, 0, 1, 'y', 0} // yjs.TestParentNotAType's
+	g.sink(ystore.EventUpdates, rowsAt(key, half+1, [][]byte{bad}, 150))
+	g.sink(ystore.EventUpdates, rowsAt(key, half+2, updates[half:], 160))
+	if got := g.served(p, false); ynotebook.Equivalent(got, saved) {
+		t.Fatal("the failed document holds the whole session")
+	}
+	g.r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: saved, ModTime: at(200)})
+	g.sink(ystore.EventUpdates, rowsAt(key, len(updates)+2, [][]byte{savedUpdate}, 201))
+	if got := g.served(p, true); got != saved {
+		t.Fatal("the saved file is not what is served")
+	}
+	if d := g.r.Degradations(); len(d) != 1 || !strings.Contains(d[0].Failed, "parent") {
+		t.Fatalf("degradations %+v, want the room's with its document's failure", d)
+	}
+
+	// Saved before the document failed, and not since: the file on disk is read once
+	// the failure is seen (Writer.Run's round).
+	root := t.TempDir()
+	abs := filepath.Join(root, filepath.FromSlash(p))
+	body, err := full.Snapshot().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(abs, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g = newOracleRig(t, key, ondisk.New(ondisk.Config{Root: root, Logger: slog.New(slog.DiscardHandler)}), 0)
+	g.sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
+	g.sink(ystore.EventUpdates, rowsAt(key, half+1, [][]byte{bad}, 150))
+	g.sink(ystore.EventUpdates, rowsAt(key, half+2, updates[half:], 160))
+	g.r.Sweep(time.Now())
+	if got := g.served(p, true); !ynotebook.Equivalent(got, saved) {
+		t.Fatal("the file on disk is not what is served")
+	}
+	if !strings.Contains(g.log.String(), "no longer follows the store") {
+		t.Fatalf("the failure is not logged:\n%s", g.log.String())
+	}
+}

@@ -181,7 +181,9 @@ type Info struct {
 	Gaps     []Gap // updates missing from the store that later ones wait for: the file is served
 	// GapClients counts the clients whose updates are missing (Gaps lists the first 16).
 	GapClients int
-	Degraded   bool
+	// Failed is why the document refuses every row (yjs.Doc.Failed): the file is served.
+	Failed   string
+	Degraded bool
 }
 
 // New returns an empty set of rooms. No I/O.
@@ -782,6 +784,9 @@ func (rm *room) status() Info {
 		Key: rm.info.Key, Kind: rm.info.Kind.String(), FileID: rm.info.FileID,
 		Path: rm.path, Rows: rm.rows, BadRows: rm.badRows, Diverged: rm.diverged != nil,
 		Gaps: gapsOf(rm.gaps), GapClients: rm.gapClients, Degraded: rm.degraded(),
+	}
+	if rm.failed() {
+		in.Failed = rm.nb.Doc().Failed().Error()
 	}
 	rm.last.Store(&in)
 	rm.mu.Unlock()

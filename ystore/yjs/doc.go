@@ -271,6 +271,10 @@ func (d *Doc) ApplyUpdate(update []byte) (*Txn, error) {
 	return d.apply(u)
 }
 
+// Failed returns why d refuses every update (a *ParentError, *DepthError or *WorkError),
+// or nil: it no longer follows its writers.
+func (d *Doc) Failed() error { return d.failed }
+
 // apply integrates a decoded update in a transaction of its own. It refuses one that
 // could nest a type deeper than MaxDepth, and returns the error of one that did
 // (d.failed); the transaction is nil then.
