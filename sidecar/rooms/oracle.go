@@ -287,7 +287,7 @@ func (r *Writer) Sweep(now time.Time) {
 		// a copy of the first gapsListed; not nil when pending but nothing was found
 		// missing: degraded all the same
 		rm.gaps, rm.gapClients, rm.gapRows = append([]yjs.Gap{}, all[:min(len(all), gapsListed)]...), len(all), rm.rows
-		gaps, clients, p, info, waited := gapsOf(rm.gaps), rm.gapClients, rm.path, rm.info, now.Sub(rm.pendingSince)
+		gaps, clients, p, info, since := gapsOf(rm.gaps), rm.gapClients, rm.path, rm.info, rm.pendingSince
 		rm.mu.Unlock()
 		if !first {
 			r.log.Debug("room still waits for updates missing from the store", logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients)
@@ -296,7 +296,7 @@ func (r *Writer) Sweep(now time.Time) {
 		r.metrics.Gap()
 		r.metrics.SetDegraded(r.degradedCount())
 		r.log.Error("updates missing from the store: later ones wait for them; serving the notebook's file",
-			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients, "waited", waited.Round(time.Millisecond))
+			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients, "waiting_since", since.UTC())
 		r.serveFile(rm, p)
 	}
 }
