@@ -50,7 +50,8 @@ type Config struct {
 	// MaxMemory bounds what the versions kept besides the current one hold (the cells
 	// each rebuilt, ynotebook.Snapshot.Footprint), in bytes; 0: DefaultMaxMemory. A cell
 	// of megabytes edited a keystroke at a time keeps few versions, not a thousand
-	// copies of it.
+	// copies of it. (sidecar/rooms also bounds all its rooms' together by it, through
+	// their Meter.)
 	MaxMemory int64
 }
 

@@ -64,7 +64,7 @@ type OnDisk struct {
 type Changes struct {
 	MaxVersions int           `option:"max_versions" yaml:"max_versions"`
 	MaxAge      time.Duration `option:"max_age" yaml:"max_age"`
-	MaxMemory   int64         `option:"max_memory" yaml:"max_memory"` // per room, besides the version served
+	MaxMemory   int64         `option:"max_memory" yaml:"max_memory"` // all rooms', besides the versions served
 }
 
 // Log configures log/slog output.
