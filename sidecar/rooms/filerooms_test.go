@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore"
@@ -61,7 +60,6 @@ func TestRoomsServeNewerFile(t *testing.T) {
 	sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
 	live, _ := r.Notebook(p)
 	base := log.len()
-	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
 
 	// Older than the last row: the store stays live.
 	r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: fileSnap, ModTime: at(90)})
@@ -158,7 +156,6 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
 
 	// Deleted: not served, not listed, still watched; told once.
 	base := log.len()

@@ -126,13 +126,7 @@ var (
 func TestRoomsDivergenceFromSavedFile(t *testing.T) {
 	const key = "json:notebook:work/a.ipynb"
 	const p = "work/a.ipynb"
-	updates, _ := loadSession(t, "s0001.json.gz")
-	full := ynotebook.New()
-	if err := full.Load(updates); err != nil {
-		t.Fatal(err)
-	}
-	saved := fileOf(t, full.Snapshot())
-	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
+	updates, _, saved := savedSession(t)
 	for _, tc := range []struct {
 		name      string
 		fileFirst bool   // the watcher reads the file before the tailer delivers the state row
@@ -387,13 +381,7 @@ func TestRoomsGapsListed(t *testing.T) {
 func TestRoomsFailedDocumentServesSavedFile(t *testing.T) {
 	const key = "json:notebook:work/a.ipynb"
 	const p = "work/a.ipynb"
-	updates, _ := loadSession(t, "s0001.json.gz")
-	full := ynotebook.New()
-	if err := full.Load(updates); err != nil {
-		t.Fatal(err)
-	}
-	saved := fileOf(t, full.Snapshot())
-	at := func(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
+	updates, full, saved := savedSession(t)
 	half := len(updates) / 2
 	g := newOracleRig(t, key, nil, 0)
 	g.sink(ystore.EventReset, rowsAt(key, 1, updates[:half], 100))
@@ -438,3 +426,18 @@ func TestRoomsFailedDocumentServesSavedFile(t *testing.T) {
 		t.Fatalf("the failure is not logged:\n%s", g.log.String())
 	}
 }
+
+// savedSession returns session s0001's updates, its whole notebook and that notebook as
+// the server's save of it reads.
+func savedSession(t *testing.T) ([][]byte, *ynotebook.Notebook, *ynotebook.Snapshot) {
+	t.Helper()
+	updates, _ := loadSession(t, "s0001.json.gz")
+	full := ynotebook.New()
+	if err := full.Load(updates); err != nil {
+		t.Fatal(err)
+	}
+	return updates, full, fileOf(t, full.Snapshot())
+}
+
+// at is the time sec seconds after the epoch, as rows are stamped.
+func at(sec float64) time.Time { return time.UnixMicro(int64(sec * 1e6)) }
