@@ -40,6 +40,11 @@ Run with the pinned stack (testdata/jupyter/requirements.txt); writes JSON lines
         `after` updates and after the session's merged update, and whether the session's
         Yjs checkpoint holds the same texts.
 
+    python differential.py outputs --count N
+        One cell whose outputs grow by one display_data output a row, as a loop that
+        calls display() writes them, N rows, then a stream output whose text grows a row
+        and one display output edited inside: {"rows": [base64 update, ...], "get"}.
+
 Everything is seeded and client ids are fixed, so the output is the same run after run.
 """
 
@@ -117,6 +122,26 @@ def random_text(rng):
     return "".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
 
 
+def edit_outputs(outputs, rng):
+    """One random edit of a cell's outputs: one deleted, edited inside, or inserted (a
+    shared map with a text, or a plain value) anywhere."""
+    m = len(outputs)
+    r = rng.random()
+    o = outputs[rng.randrange(m)] if m else None
+    if m and r < 0.25:
+        del outputs[rng.randrange(m)]
+    elif isinstance(o, Map) and r < 0.45:
+        t = o["text"]
+        s = str(t)
+        t.insert(byte_offset(s, rng.randint(0, len(s))), random_text(rng))
+    elif isinstance(o, Map) and r < 0.55:
+        o["name"] = rng.choice(["stdout", "stderr"])
+    elif r < 0.7:
+        outputs.insert(rng.randint(0, m), {"output_type": "stream", "name": "stdout", "text": random_text(rng)})
+    else:
+        outputs.insert(rng.randint(0, m), Map({"output_type": "stream", "name": "stdout", "text": Text(random_text(rng))}))
+
+
 def edit(c, rng):
     """One random edit of c's notebook, in one transaction."""
     cells = c.nb.ycells
@@ -147,10 +172,7 @@ def edit(c, rng):
             cell["execution_count"] = rng.choice([None, 0, 3])
             outputs = cell.get("outputs")
             if outputs is not None:
-                if len(outputs) and rng.random() < 0.3:
-                    del outputs[rng.randrange(len(outputs))]
-                else:
-                    outputs.append(Map({"output_type": "stream", "name": "stdout", "text": Text(random_text(rng))}))
+                edit_outputs(outputs, rng)
         elif op < 0.35:
             c.nb._ymeta["metadata"] = Map({"kernelspec": {"name": "python3", "display_name": rng.choice(["Python 3", "Py 🎉"])}})
         else:
@@ -327,6 +349,24 @@ def notebook_sessions(d):
         print(json.dumps({"name": os.path.basename(path), "checkpoints": cps, "merged": merged}, ensure_ascii=False, sort_keys=True))
 
 
+def outputs(count):
+    doc = Doc(client_id=7)
+    rows = []
+    doc.observe(lambda e: rows.append(base64.b64encode(e.update).decode()))
+    nb = YNotebook(doc)
+    nb.set({"cells": [{"cell_type": "code", "id": "c0", "source": "for i in range(N): display(i)", "metadata": {},
+                       "outputs": [], "execution_count": 1}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    outs = nb.ycells[0]["outputs"]
+    for i in range(count):
+        outs.append(Map({"output_type": "display_data", "data": {"text/plain": f"{i}"}, "metadata": {}}))
+    outs.append(Map({"output_type": "stream", "name": "stdout", "text": Text("")}))
+    text = outs[count]["text"]
+    for i in range(20):
+        text.insert(len(str(text)), f"line {i}\n")
+    outs[count // 2]["data"] = {"text/plain": "updated"}
+    print(json.dumps({"rows": rows, "get": nb.get()}, ensure_ascii=False, sort_keys=True))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -337,6 +377,7 @@ def main():
     sub.add_parser("corpus").add_argument("file")
     sub.add_parser("notebook-sessions").add_argument("dir")
     sub.add_parser("orders")
+    sub.add_parser("outputs").add_argument("--count", type=int, default=3000)
     a = p.parse_args()
     if a.cmd == "histories":
         for seed in range(a.seed, a.seed + a.count):
@@ -347,6 +388,8 @@ def main():
         corpus(a.file)
     elif a.cmd == "orders":
         orders()
+    elif a.cmd == "outputs":
+        outputs(a.count)
     else:
         notebook_sessions(a.dir)
 

@@ -3,6 +3,7 @@ package yjs
 import (
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/yjs/lib0"
 )
@@ -267,6 +268,11 @@ func (a *Array) Values() []any { return (*Type)(a).values() }
 
 // Get returns the element at index i.
 func (a *Array) Get(i int) (any, bool) { return (*Type)(a).valueAt(i) }
+
+// All yields the elements in order, each with the ID of the clock holding it. An ID names
+// its element for good: the value at a clock never changes (a shared type's own content
+// may).
+func (a *Array) All() iter.Seq2[ID, any] { return (*Type)(a).elements }
 
 // String returns the text content, ignoring embeds and formatting like Y.Text.toString.
 func (t *Text) String() string { return (*Type)(t).text() }

@@ -37,6 +37,25 @@ func (t *Type) values() []any {
 	return out
 }
 
+func (t *Type) elements(yield func(ID, any) bool) {
+	for it := t.start; it != nil; it = it.right {
+		if !it.visible() {
+			continue
+		}
+		if it.kind == kindType { // one element, read with no list made for it
+			if !yield(it.id, it.typ().Value()) {
+				return
+			}
+			continue
+		}
+		for i, v := range it.content() {
+			if !yield(ID{it.id.Client, it.id.Clock + uint64(i)}, v) {
+				return
+			}
+		}
+	}
+}
+
 func (t *Type) valueAt(i int) (any, bool) {
 	if i < 0 || i >= t.length {
 		return nil, false

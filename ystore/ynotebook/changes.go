@@ -193,7 +193,7 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		}
 		x, inA := a.obj[key]
 		y, inB := b.obj[key]
-		return inA != inB || !reflect.DeepEqual(x, y)
+		return inA != inB || !equalJSON(x, y)
 	}
 	cc := CellChange{
 		Source:         differs(partSource, "source"),
@@ -210,23 +210,64 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		}
 		for k, v := range b.obj {
 			// a key added with a null value differs from no key: get() shows it
-			if x, inA := a.obj[k]; partOf(k) == partOther && k != "cell_type" && k != "id" && (!inA || !reflect.DeepEqual(x, v)) {
+			if x, inA := a.obj[k]; partOf(k) == partOther && k != "cell_type" && k != "id" && (!inA || !equalJSON(x, v)) {
 				cc.Other = true
 			}
 		}
 	}
-	if differs(partOutputs, "outputs") {
-		al, _ := a.obj["outputs"].([]any)
-		bl, _ := b.obj["outputs"].([]any)
+	if all || p&partOutputs != 0 {
+		// one pass over the outputs: an output both lists share costs a comparison of
+		// pointers (equalJSON)
+		x, inA := a.obj["outputs"]
+		y, inB := b.obj["outputs"]
+		al, _ := x.([]any)
+		bl, _ := y.([]any)
 		for i := range max(len(al), len(bl)) {
-			if i >= len(al) || i >= len(bl) || !reflect.DeepEqual(al[i], bl[i]) {
+			if i >= len(al) || i >= len(bl) || !equalJSON(al[i], bl[i]) {
 				cc.OutputIndexes = append(cc.OutputIndexes, i)
 			}
 		}
-		cc.Outputs = true
+		cc.Outputs = inA != inB || len(cc.OutputIndexes) > 0 || len(al) == 0 && len(bl) == 0 && !equalJSON(x, y)
 	}
 	if !cc.Source && !cc.Metadata && !cc.ExecutionCount && !cc.Attachments && !cc.CellType && !cc.Outputs && !cc.Other {
 		return
 	}
 	c.mergeCell(b.ID, cc, 1)
+}
+
+// equalJSON reports whether x and y, values as get() yields them, are equal. An object
+// or list both share is equal at once, with no walk: a reread shares what it did not
+// read again (readOutputs), so comparing a cell's outputs costs what changed in them.
+func equalJSON(x, y any) bool {
+	switch a := x.(type) {
+	case map[string]any:
+		b, ok := y.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		if reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() {
+			return true
+		}
+		for k, v := range a {
+			if w, ok := b[k]; !ok || !equalJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := y.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		if len(a) > 0 && &a[0] == &b[0] {
+			return true
+		}
+		for i := range a {
+			if !equalJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(x, y)
 }

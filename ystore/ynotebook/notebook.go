@@ -33,8 +33,9 @@ type Notebook struct {
 	ids    map[cellKey]int
 	hidden map[*yjs.Type]bool
 	dups   bool
-	// parts is the storage of the scope of the update being applied (scopeOf).
+	// parts and inner are the storage of the scope of the update being applied (scopeOf).
 	parts map[*yjs.Type]part
+	inner map[*yjs.Type]bool
 }
 
 // cellKey is what pairs cells across an update (with the number of cells before carrying
@@ -114,18 +115,23 @@ type scope struct {
 	cells bool               // the cells array itself: cells inserted or deleted
 	all   bool               // read every cell anew
 	parts map[*yjs.Type]part // cell maps with changes inside, and where
+	// inner are the types two levels below a cell map (an output in the outputs list)
+	// with changes inside: the others hold what they held when last read.
+	inner map[*yjs.Type]bool
 }
 
-// scopeOf attributes every changed type of txn to the notebook part holding it; parts,
-// empty, receives the touched cell maps (nil: a map is made when needed).
-func scopeOf(txn *yjs.Txn, parts map[*yjs.Type]part) scope {
-	sc := scope{parts: parts}
+// scopeOf attributes every changed type of txn to the notebook part holding it; parts
+// and inner, empty, receive the touched cell maps and their touched elements (nil: a map
+// is made when needed).
+func scopeOf(txn *yjs.Txn, parts map[*yjs.Type]part, inner map[*yjs.Type]bool) scope {
+	sc := scope{parts: parts, inner: inner}
 	for _, c := range txn.Changes() {
-		// walk up to the root, remembering the cell map and the key below it
-		var cell, below *yjs.Type
+		// walk up to the root, remembering the cell map, the type below it (in a key of
+		// the cell) and the one below that
+		var cell, below, elem *yjs.Type
 		t := c.Type
 		for !t.Root() {
-			below, cell = cell, t
+			elem, below, cell = below, cell, t
 			t, _, _ = t.Parent()
 		}
 		switch t.Name() {
@@ -140,6 +146,12 @@ func scopeOf(txn *yjs.Txn, parts map[*yjs.Type]part) scope {
 				sc.parts = map[*yjs.Type]part{}
 			}
 			sc.parts[cell] |= touched(c, below)
+			if elem != nil {
+				if sc.inner == nil {
+					sc.inner = map[*yjs.Type]bool{}
+				}
+				sc.inner[elem] = true
+			}
 		}
 	}
 	return sc
@@ -173,8 +185,9 @@ func (n *Notebook) Apply(update []byte) (Changes, error) {
 		return Changes{}, fmt.Errorf("apply notebook update: %w", err)
 	}
 	clear(n.parts)
-	sc := scopeOf(txn, n.parts)
-	n.parts = sc.parts
+	clear(n.inner)
+	sc := scopeOf(txn, n.parts, n.inner)
+	n.parts, n.inner = sc.parts, sc.inner
 	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
 		return Changes{}, nil
 	}
@@ -357,7 +370,7 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 		case sl != nil && !touched:
 			c = sl.cell()
 		case sl != nil:
-			c = reread(sl.cell(), m, p)
+			c = reread(sl.cell(), m, p, sc.inner)
 		default:
 			c = readCellMap(m)
 		}
@@ -368,12 +381,13 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 	return s, rebuilt{all: read, visible: visible, hidden: hidden}
 }
 
-// reread reads the touched parts of cell map m again, keeping the rest of c.
-func reread(c *Cell, m *yjs.Map, p part) *Cell {
+// reread reads the touched parts of cell map m again, keeping the rest of c; inner are
+// the types below m's values with changes inside (scope.inner).
+func reread(c *Cell, m *yjs.Map, p part, inner map[*yjs.Type]bool) *Cell {
 	if p&partOther != 0 {
 		return readCellMap(m)
 	}
 	next := *c
-	next.readParts(m, p)
+	next.readParts(m, p, inner)
 	return &next
 }

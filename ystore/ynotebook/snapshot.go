@@ -52,6 +52,17 @@ type Cell struct {
 	strID    bool           // the stored id is a string
 	hasID    bool           // an id is served: the stored string or a stand-in
 	key      cellKey        // what get() deduplicates by (idKey)
+	// outs name the outputs when read from a list of the document, one an output
+	// (yjs.Array.All), with the memory of each: a reread keeps those still there and
+	// unchanged, and Footprint does not walk them again.
+	outs     []outRef
+	outBytes int64 // the outputs' memory: the list and its elements (valueBytes)
+}
+
+// outRef is an output read from the document: the clock holding it and its memory.
+type outRef struct {
+	id    yjs.ID
+	bytes int64
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
@@ -305,7 +316,7 @@ func readCellMap(m *yjs.Map) *Cell {
 	obj := make(map[string]any, len(keys))
 	for _, k := range keys {
 		v, _ := m.Get(k)
-		setPyKey(obj, k, v)
+		c.setPyKey(obj, k, v, nil)
 	}
 	dropFalsyAttachments(obj)
 	c.setObject(obj)
@@ -314,11 +325,82 @@ func readCellMap(m *yjs.Map) *Cell {
 
 // setPyKey sets key k of get()'s cell obj from v, the value of the cell map there (a
 // yjs.UndefinedType is None to pycrdt); execution_state is left out, as get() drops it.
-func setPyKey(obj map[string]any, k string, v any) {
-	if k == "execution_state" {
+// Outputs read from a list of the document are read element by element (readOutputs).
+func (c *Cell) setPyKey(obj map[string]any, k string, v any, inner map[*yjs.Type]bool) {
+	switch k {
+	case "execution_state":
 		return
+	case "outputs":
+		if a, ok := v.(*yjs.Array); ok {
+			obj[k] = c.readOutputs(a, inner)
+			return
+		}
+		c.outs, c.outBytes = nil, 0
 	}
 	obj[k] = pyValue(v)
+}
+
+// readOutputs reads the outputs list a as get() does. An element read before, as c
+// holds it, is taken from c when it is still in a and holds what it held: a plain value
+// (an ID's value never changes) or a shared type with no change inside (not in inner,
+// scope.inner). Following a cell that appends an output a row then converts one output
+// a row, not all of them (red team of issue 42, pass 19b, N1: 6,000 outputs took 116 s).
+// It sets c's outs and outBytes.
+func (c *Cell) readOutputs(a *yjs.Array, inner map[*yjs.Type]bool) []any {
+	prev, _ := c.obj["outputs"].([]any)
+	refs := c.outs
+	if len(refs) != len(prev) {
+		refs = nil
+	}
+	vals := make([]any, 0, a.Len())
+	c.outs = make([]outRef, 0, a.Len())
+	c.outBytes = sliceBytes + sliceElem*int64(cap(vals))
+	var at map[yjs.ID]int // where refs[j:] are, made once an element is out of step
+	j := 0
+	for id, v := range a.All() {
+		k := -1
+		switch {
+		case j < len(refs) && refs[j].id == id:
+			k = j
+		case j < len(refs):
+			if at == nil {
+				at = make(map[yjs.ID]int, len(refs)-j)
+				for i := j; i < len(refs); i++ {
+					at[refs[i].id] = i
+				}
+			}
+			if i, ok := at[id]; ok && i >= j {
+				k = i
+			}
+		}
+		if k >= 0 {
+			j = k + 1
+		}
+		r := outRef{id: id}
+		if k >= 0 && !changedInside(v, inner) {
+			vals = append(vals, prev[k])
+			r.bytes = refs[k].bytes
+		} else {
+			v := pyValue(v)
+			vals = append(vals, v)
+			r.bytes = valueBytes(v)
+		}
+		c.outs = append(c.outs, r)
+		c.outBytes += r.bytes
+	}
+	return vals
+}
+
+// changedInside reports whether v, an element of a list, may hold otherwise than when
+// last read: a shared type with a change inside, or a subdocument.
+func changedInside(v any, inner map[*yjs.Type]bool) bool {
+	switch x := v.(type) {
+	case interface{ Type() *yjs.Type }:
+		return inner[x.Type()]
+	case *yjs.Doc, *yjs.Type:
+		return true
+	}
+	return false
 }
 
 // dropFalsyAttachments leaves out attachments that are falsy in Python on a raw or
@@ -352,13 +434,15 @@ func pyTruthyJSON(v any) bool {
 	return true
 }
 
-// readParts reads the given parts of cell map m into c again.
-func (c *Cell) readParts(m *yjs.Map, p part) {
+// readParts reads the given parts of cell map m into c again; inner: scope.inner.
+func (c *Cell) readParts(m *yjs.Map, p part, inner map[*yjs.Type]bool) {
 	obj := maps.Clone(c.obj)
 	for _, k := range partKeys(p) {
 		delete(obj, k)
 		if v, ok := m.Get(k); ok {
-			setPyKey(obj, k, v)
+			c.setPyKey(obj, k, v, inner)
+		} else if k == "outputs" {
+			c.outs, c.outBytes = nil, 0
 		}
 	}
 	dropFalsyAttachments(obj)
@@ -376,6 +460,7 @@ const (
 	sliceBytes  = 24
 	sliceElem   = 16
 	stringBytes = 16
+	refBytes    = 24 // an outRef
 )
 
 // Footprint estimates the bytes of memory s holds: its cells, their maps, lists and
@@ -396,17 +481,31 @@ func (s *Snapshot) Footprint() int64 {
 func (s *Snapshot) HeadFootprint() int64 { return valueBytes(s.metadata) + valueBytes(s.Metadata) }
 
 // Footprint estimates the memory of the cell, as Snapshot.Footprint counts it.
-func (c *Cell) Footprint() int64 { return cellBytes + valueBytes(c.obj) }
+// Outputs read from the document are counted as they were read (outBytes), with no walk.
+func (c *Cell) Footprint() int64 {
+	list, _ := c.obj["outputs"].([]any)
+	if c.outs == nil || list == nil {
+		return cellBytes + valueBytes(c.obj)
+	}
+	return cellBytes + objectBytes(c.obj, "outputs") + int64(len("outputs")) + c.outBytes + refBytes*int64(cap(c.outs))
+}
+
+// objectBytes is valueBytes of x, but for the key skip and its value.
+func objectBytes(x map[string]any, skip string) int64 {
+	n := int64(mapBytes + mapSlot*max(len(x), 8)*min(len(x), 1))
+	for k, e := range x {
+		if k != skip || skip == "" {
+			n += int64(len(k)) + valueBytes(e)
+		}
+	}
+	return n
+}
 
 // valueBytes estimates the memory of v, a decoded JSON value, beyond the slot it is in.
 func valueBytes(v any) int64 {
 	switch x := v.(type) {
 	case map[string]any:
-		n := int64(mapBytes + mapSlot*max(len(x), 8)*min(len(x), 1))
-		for k, e := range x {
-			n += int64(len(k)) + valueBytes(e)
-		}
-		return n
+		return objectBytes(x, "")
 	case []any:
 		n := int64(sliceBytes + sliceElem*cap(x))
 		for _, e := range x {

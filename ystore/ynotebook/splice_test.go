@@ -39,7 +39,7 @@ func applyReadingAll(t *testing.T, n *Notebook, u []byte) Changes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := scopeOf(txn, nil)
+	sc := scopeOf(txn, nil, nil)
 	if !sc.meta && !sc.cells && len(sc.parts) == 0 {
 		return Changes{}
 	}
