@@ -116,8 +116,9 @@ type History struct {
 
 	sums   map[*ynotebook.Cell]*cellSum
 	parts  map[part]*partSum // the digests of the parts that took long (digest.go)
-	round  uint32            // the Observe a sum was last used in
-	hashed int               // the cells hashed so far
+	runs   map[runKey]*partSum
+	round  uint32 // the Observe a sum was last used in
+	hashed int    // the cells hashed so far
 
 	last        *ynotebook.Snapshot // the snapshot last observed, and its version
 	lastVersion string
@@ -153,7 +154,7 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 	id = append(id, scope...)
 	id = binary.AppendUvarint(id, uint64(len(room)))
 	id = append(id, room...)
-	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, byName: map[string]*kept{}}
+	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, runs: map[runKey]*partSum{}, byName: map[string]*kept{}}
 }
 
 // SetMeter charges the memory of the versions h keeps, but the newest, to m from now on
@@ -256,7 +257,7 @@ func (h *History) evict(now time.Time) {
 func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
 	d := sha256.New()
-	d.Write([]byte("jupyter-mcp-sidecar notebook version 2\x00"))
+	d.Write([]byte("jupyter-mcp-sidecar notebook version 3\x00"))
 	d.Write(h.identity)
 	hs := h.sumOf(snap.Head())
 	d.Write(hs[:])

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,5 +279,60 @@ func TestMemoryBound(t *testing.T) {
 	}
 	if _, ok := h.Kept(h.Version()); !ok {
 		t.Fatal("the current version is not kept")
+	}
+}
+
+// TestAppendedOutputCostsItself: a version of a cell whose outputs grow by one hashes
+// the last run of them, not every output: what an Observe allocates does not grow with
+// the outputs (red team of issue 42, pass 19b, N1: hashing each output at each version
+// was quadratic). Allocations, not time, so that the bound holds on a busy machine. The
+// version still follows the content: the same outputs in other memory give the same
+// version, one output changed in the middle another one, and runs not in the last
+// version are forgotten.
+func TestAppendedOutputCostsItself(t *testing.T) {
+	output := func(i int) map[string]any {
+		return map[string]any{"output_type": "display_data", "data": map[string]any{"text/plain": strconv.Itoa(i)}, "metadata": map[string]any{}}
+	}
+	snap := func(outs []map[string]any) *ynotebook.Snapshot {
+		return ynotebook.NewSnapshot(ynotebook.Cell{ID: "c1", CellType: ynotebook.CellCode, Outputs: outs})
+	}
+	h := NewHistory("", "room", Config{}, nil)
+	var outs []map[string]any
+	var early, late uint64 // the allocations of 100 versions at 500 outputs, and at 3,900
+	for i := range 4000 {
+		outs = append(outs[:len(outs):len(outs)], output(i))
+		s := snap(outs)
+		measured := i >= 500 && i < 600 || i >= 3900
+		var before, after runtime.MemStats
+		if measured {
+			runtime.ReadMemStats(&before)
+		}
+		h.Observe(s)
+		if measured {
+			runtime.ReadMemStats(&after)
+			if i < 600 {
+				early += after.Mallocs - before.Mallocs
+			} else {
+				late += after.Mallocs - before.Mallocs
+			}
+		}
+	}
+	if late > 2*early {
+		t.Errorf("100 versions of a cell gaining an output allocated %d times at 500 outputs, %d at 3,900", early, late)
+	}
+	if max := len(outs)/runLen + 1; len(h.runs) > max {
+		t.Errorf("%d runs kept for %d outputs, want at most %d", len(h.runs), len(outs), max)
+	}
+	want := h.Observe(snap(outs))
+	copied := make([]map[string]any, len(outs))
+	for i := range outs {
+		copied[i] = output(i)
+	}
+	if v := NewHistory("", "room", Config{}, nil).Observe(snap(copied)); v != want {
+		t.Errorf("the same outputs in other memory: version %s, want %s", v, want)
+	}
+	copied[len(copied)/2] = output(-1)
+	if v := h.Observe(snap(copied)); v == want {
+		t.Error("an output changed in the middle, the same version")
 	}
 }
