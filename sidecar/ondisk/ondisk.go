@@ -149,6 +149,7 @@ type run struct {
 	watched map[string]bool      // directories watched with fsnotify
 	pending map[string]time.Time // path → when to check it
 	missing map[string]time.Time // path → when it was first found missing, not yet reported gone
+	refused map[string]bool      // paths whose last read failed and was logged at warn
 }
 
 // Run watches the files of nbs until ctx is done; it returns nil then.
@@ -157,7 +158,7 @@ func (w *Watcher) Run(ctx context.Context, nbs Notebooks) error {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs // event names are absolute
 	}
-	r := &run{Watcher: w, nbs: nbs, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}}
+	r := &run{Watcher: w, nbs: nbs, ctx: ctx, rootDir: root, known: map[string]stat{}, watched: map[string]bool{}, pending: map[string]time.Time{}, missing: map[string]time.Time{}, refused: map[string]bool{}}
 	var events chan fsnotify.Event
 	var errs chan error
 	if !w.cfg.DisableFSNotify {
@@ -340,10 +341,19 @@ func (r *run) check(p string) {
 			r.known[p] = gone
 		}
 	case err != nil:
+		// A save too large, cut short, not a notebook, or outside the user's directory
+		// leaves what is served as it was, which an operator must hear: at warn once
+		// until the file reads again, so that a file rewritten badly in a loop does not
+		// flood the log; at debug for each later change.
 		if seen && old != st || !seen {
-			r.log.Debug("notebook file not read", logkey.Path, p, "err", err)
+			level := r.log.Debug
+			if !r.refused[p] {
+				level, r.refused[p] = r.log.Warn, true
+			}
+			level("notebook file not read; what is served does not change", logkey.Path, p, "err", err)
 		}
 	case !seen || old != st:
+		delete(r.refused, p)
 		r.nbs.ApplyFile(r.ctx, f)
 	}
 }

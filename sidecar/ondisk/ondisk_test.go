@@ -332,3 +332,34 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedFileWarnsOnce: a file that cannot be read (cut short, too large) keeps what
+// is served as it was, and the operator hears it at warn once until the file reads
+// again, not at each rewrite (red team of issue 42, pass 19b, N4: refused saves were
+// silent).
+func TestRefusedFileWarnsOnce(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "a.ipynb")
+	write(t, p, nbJSON("one"))
+	var log testenv.LockedBuffer
+	rec := start(t, Config{Root: root, MaxFileBytes: 500, PollInterval: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}, "a.ipynb")
+	expect(t, rec, "a.ipynb", "one")
+	warns := func() int { return strings.Count(log.String(), "level=WARN msg=\"notebook file not read") }
+	write(t, p, nbJSON("two")[:40]) // cut short
+	testenv.Eventually(t, testenv.Wait, "a warning", func() bool { return warns() == 1 }, log.String)
+	write(t, p, nbJSON(strings.Repeat("x", 1000))) // too large
+	testenv.Eventually(t, testenv.Wait, "the second refusal", func() bool {
+		return strings.Contains(log.String(), "level=DEBUG msg=\"notebook file not read")
+	}, log.String)
+	write(t, p, nbJSON("three"))
+	expect(t, rec, "a.ipynb", "one", "three")
+	if n := warns(); n != 1 {
+		t.Fatalf("%d warnings for one file refused twice in a row, want 1:\n%s", n, log.String())
+	}
+	write(t, p, "{")
+	testenv.Eventually(t, testenv.Wait, "a warning once the file read again", func() bool { return warns() == 2 }, log.String)
+	if !strings.Contains(log.String(), "path=a.ipynb") {
+		t.Fatalf("the warning does not name the file:\n%s", log.String())
+	}
+}
