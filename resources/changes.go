@@ -152,7 +152,7 @@ func (s *Server) readChanges(ctx context.Context, req mcp.ReadResourceRequest) (
 		nb, err := s.served(path)
 		if err != nil {
 			if errors.Is(err, library.ErrNotFound) {
-				return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", library.ErrNotFound, name, path, err)
+				return nil, fmt.Errorf("%w: notebook %q (%s) is not served: %w", library.ErrNotFound, name, path, err)
 			}
 			return nil, fmt.Errorf("load notebook %q (%s): %w", name, path, err)
 		}

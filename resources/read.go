@@ -240,7 +240,7 @@ func (s *Server) read(ctx context.Context, ref nbview.Ref, ttl time.Duration) ([
 	snap, src := nb.Snapshot, nb.Source
 	if err != nil {
 		if errors.Is(err, library.ErrNotFound) {
-			return nil, fmt.Errorf("%w: notebook %q (%s) is not in the store: %w", library.ErrNotFound, ref.Name, path, err)
+			return nil, fmt.Errorf("%w: notebook %q (%s) is not served: %w", library.ErrNotFound, ref.Name, path, err)
 		}
 		return nil, fmt.Errorf("load notebook %q (%s): %w", ref.Name, path, err)
 	}

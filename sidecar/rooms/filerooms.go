@@ -117,12 +117,12 @@ func (r *Writer) applyFile(rm *room, f ondisk.File) bool {
 		}
 	case rm.gaps != nil || rm.diverged != nil || rm.failed():
 		// Updates are missing, the document differed from the saved file or refuses
-		// every row: the newest save is served (oracle.go).
+		// every row: the file on disk is served (oracle.go). The watcher hands files
+		// over in the order it reads them, so this one is what the disk holds now,
+		// whatever its mtime (cp -p, rsync -t and restores keep an old one).
 		served = "file: the room is degraded"
-		if rm.file == nil || f.ModTime.After(rm.file.ModTime) {
-			ch = c.fromServed
-			rm.file = &f
-		}
+		ch = c.fromServed
+		rm.file = &f
 	case !f.ModTime.After(rm.lastRow):
 		// The store is newer than the file: it stays live. With no content row after
 		// the file, it is the server's save, compared once the store reached it (consult).

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/sidecar/ondisk"
@@ -162,6 +163,9 @@ func TestRoomsFileGoneOrRoomLeft(t *testing.T) {
 	r.ApplyFile(t.Context(), ondisk.File{Path: p, Gone: true})
 	r.ApplyFile(t.Context(), ondisk.File{Path: p, Gone: true})
 	served(false, false)
+	if _, err := r.Notebook(p); err == nil || !strings.Contains(err.Error(), "its file was deleted") {
+		t.Fatalf("read of a notebook whose file is gone: %v, want it said so", err)
+	}
 	if !slices.Contains(r.WatchPaths(), p) {
 		t.Fatal("a notebook whose file is gone is no longer watched")
 	}

@@ -272,7 +272,7 @@ func (r *Writer) Sweep(now time.Time) {
 			rm.failedSeen = true
 			p, info, err := rm.path, rm.info, rm.nb.Doc().Failed()
 			rm.mu.Unlock()
-			r.log.Error("the room's document no longer follows the store; serving the notebook's file",
+			r.log.Error("the room's document no longer follows the store; "+servingFile(p),
 				logkey.Room, info.Key, logkey.Path, p, "err", err)
 			r.serveFile(rm, p)
 			continue
@@ -295,10 +295,19 @@ func (r *Writer) Sweep(now time.Time) {
 		}
 		r.metrics.Gap()
 		r.metrics.SetDegraded(r.degradedCount())
-		r.log.Error("updates missing from the store: later ones wait for them; serving the notebook's file",
+		r.log.Error("updates missing from the store: later ones wait for them; "+servingFile(p),
 			logkey.Room, info.Key, logkey.Path, p, "gaps", fmt.Sprint(gaps), "clients", clients, "waiting_since", since.UTC())
 		r.serveFile(rm, p)
 	}
+}
+
+// servingFile says what a degraded room at path p serves: its file, or, with no path
+// known (the file id's path outside the root, or none), its document.
+func servingFile(p string) string {
+	if p == "" {
+		return "its document stays served: the notebook's path is not known"
+	}
+	return "serving the notebook's file"
 }
 
 // serveFile serves rm's file at p now instead of its document, if it can be read, fits
@@ -317,7 +326,9 @@ func (r *Writer) serveFile(rm *room, p string) {
 	}
 	defer r.settleFiles(rm)
 	ch, ok := diffToFile(rm, &f, func() bool {
-		return rm.gaps == nil && !rm.failed() || rm.file != nil && !f.ModTime.After(rm.file.ModTime)
+		// a file served already was read since the room degraded (ApplyFile), or by an
+		// earlier round: as new as f, whatever the mtimes say
+		return rm.gaps == nil && !rm.failed() || rm.file != nil
 	})
 	if !ok {
 		return

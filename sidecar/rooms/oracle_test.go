@@ -399,6 +399,18 @@ func TestRoomsFailedDocumentServesSavedFile(t *testing.T) {
 	if d := g.r.Degradations(); len(d) != 1 || !strings.Contains(d[0].Failed, "parent") {
 		t.Fatalf("degradations %+v, want the room's with its document's failure", d)
 	}
+	// A save with an older mtime (cp -p, rsync -t, a restore) is what the disk holds
+	// now: the watcher hands files over in the order it reads them (red team of issue
+	// 42, pass 19b, N4: it was ignored, and the content the disk no longer held stayed).
+	first := ynotebook.New()
+	if err := first.Load(updates[:half/2]); err != nil {
+		t.Fatal(err)
+	}
+	restored := fileOf(t, first.Snapshot())
+	g.r.ApplyFile(t.Context(), ondisk.File{Path: p, Snapshot: restored, ModTime: at(20)})
+	if got := g.served(p, true); got != restored {
+		t.Fatal("the restored file with an older mtime is not what is served")
+	}
 
 	// Saved before the document failed, and not since: the file on disk is read once
 	// the failure is seen (Writer.Run's round).

@@ -1,6 +1,7 @@
 package rooms
 
 import (
+	"fmt"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/library"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/resources/versions"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
@@ -46,6 +47,9 @@ func (r *Set) forget(rm *room) {
 func (r *Set) Served(p string) (library.Served, error) {
 	rm := r.find(p)
 	if rm == nil {
+		if r.findAt(p, true) != nil {
+			return library.Served{}, fmt.Errorf("notebook %q: its file was deleted: %w", p, library.ErrNotFound)
+		}
 		return library.Served{}, r.notHeld(p)
 	}
 	rm.mu.Lock()
