@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"reflect"
 	"slices"
 	"strconv"
@@ -180,15 +181,37 @@ func DurationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	return nil, fmt.Errorf("invalid duration %v: use a number with a unit, such as 250ms, 5s or 1m", data)
 }
 
-// wholeNumberHook refuses a fractional number for an integer, which mapstructure truncates.
+// wholeNumberHook refuses, for an integer, a fractional number, which mapstructure
+// truncates, and one out of the integer's range, which it wraps (2^63 read as -2^63).
 func wholeNumberHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
-	f, ok := data.(float64)
+	var lo, hi *big.Int
 	switch to.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if ok && f != math.Trunc(f) {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		hi = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(to.Bits()-1)), big.NewInt(1))
+		lo = new(big.Int).Sub(new(big.Int).Neg(hi), big.NewInt(1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		hi = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(to.Bits())), big.NewInt(1))
+		lo = new(big.Int)
+	default:
+		return data, nil
+	}
+	var n *big.Int
+	switch v := reflect.ValueOf(data); v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		if math.IsInf(f, 0) || f != math.Trunc(f) { // a fraction, NaN or an infinity
 			return nil, fmt.Errorf("want a whole number, got %v", f)
 		}
+		n, _ = big.NewFloat(f).Int(nil)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n = big.NewInt(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n = new(big.Int).SetUint64(v.Uint())
+	default:
+		return data, nil
+	}
+	if n.Cmp(lo) < 0 || n.Cmp(hi) > 0 {
+		return nil, fmt.Errorf("%v is out of range: want %v to %v", data, lo, hi)
 	}
 	return data, nil
 }

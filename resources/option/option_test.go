@@ -3,6 +3,7 @@ package option
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func TestDecode(t *testing.T) {
 			msg: []string{`backoff: invalid duration 5: use a number with a unit`}},
 		{name: "bad duration", raw: map[string]any{"backoff": "soon"}, wantErr: ErrInvalid, msg: []string{`invalid duration "soon"`}},
 		{name: "fractional integer", raw: map[string]any{"max_retries": 1.5}, wantErr: ErrInvalid, msg: []string{"max_retries: want a whole number"}},
+		{name: "integer past int64", raw: map[string]any{"max_retries": uint64(1) << 63}, wantErr: ErrInvalid,
+			msg: []string{"max_retries: 9223372036854775808 is out of range"}},
+		{name: "float past int64", raw: map[string]any{"max_retries": 1e19}, wantErr: ErrInvalid, msg: []string{"max_retries: 1e+19 is out of range"}},
+		{name: "infinity for integer", raw: map[string]any{"max_retries": math.Inf(1)}, wantErr: ErrInvalid, msg: []string{"max_retries: want a whole number, got +Inf"}},
+		{name: "NaN for integer", raw: map[string]any{"max_retries": math.NaN()}, wantErr: ErrInvalid, msg: []string{"max_retries: want a whole number, got NaN"}},
+		{name: "largest int64", raw: map[string]any{"max_retries": uint64(1)<<63 - 1}, want: sample{Retries: 1<<63 - 1, Backoff: time.Second}},
 		{name: "string for integer", raw: map[string]any{"max_retries": "5"}, wantErr: ErrInvalid, msg: []string{"max_retries: "}},
 		{name: "number for string", raw: map[string]any{"url": 4}, wantErr: ErrInvalid, msg: []string{"url: "}},
 		{name: "wrong header", raw: map[string]any{"headers": map[string]any{"A": 1}}, wantErr: ErrInvalid, msg: []string{"headers[A]: "}},
