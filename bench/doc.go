@@ -6,6 +6,6 @@
 // notebook layer's workloads); memory_test.go measures one notebook's memory against its history (YMEM=1),
 // inspect_test.go the memory of `inspect` against a store's rows and live content beside
 // yjs and pycrdt (YINSPECT=DIR, bench/inspect.sh), crafted_test.go what rows crafted to
-// cost more than linear time cost the engine and pycrdt (YCRAFTED=N). See
-// docs/BENCHMARKS.md.
+// cost more than linear time cost the engine and pycrdt (YCRAFTED=N), follow_test.go what
+// following rows that grow one cell costs a room (YFOLLOW=N). See docs/BENCHMARKS.md.
 package bench
