@@ -283,3 +283,13 @@ func Flood(t testing.TB, addr string, n int, send string, trickle time.Duration)
 	Eventually(t, Wait, fmt.Sprintf("a flood of %d connections under way", n), func() bool { return count.Load() >= int64(n) })
 	return count.Load
 }
+
+// Mallocs returns how many heap allocations f made (runtime.MemStats.Mallocs): a measure
+// of work that, unlike time, hardly depends on how busy the machine is.
+func Mallocs(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
+}

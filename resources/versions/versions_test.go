@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/keyerr"
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/ysessions"
 )
@@ -302,19 +302,14 @@ func TestAppendedOutputCostsItself(t *testing.T) {
 	for i := range 4000 {
 		outs = append(outs[:len(outs):len(outs)], output(i))
 		s := snap(outs)
-		measured := i >= 500 && i < 600 || i >= 3900
-		var before, after runtime.MemStats
-		if measured {
-			runtime.ReadMemStats(&before)
-		}
-		h.Observe(s)
-		if measured {
-			runtime.ReadMemStats(&after)
-			if i < 600 {
-				early += after.Mallocs - before.Mallocs
-			} else {
-				late += after.Mallocs - before.Mallocs
-			}
+		observe := func() { h.Observe(s) }
+		switch {
+		case i >= 500 && i < 600:
+			early += testenv.Mallocs(observe)
+		case i >= 3900:
+			late += testenv.Mallocs(observe)
+		default:
+			observe()
 		}
 	}
 	if late > 2*early {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/internal/testenv"
 	"github.com/jupyter-mcp-sidecar/jupyter-mcp-sidecar/ystore/ynotebook/nbtest"
 )
 
@@ -148,7 +149,7 @@ func TestOutputsAppendedOneByOne(t *testing.T) {
 		t.Fatalf("differential.py outputs: %v", err)
 	}
 	var ref struct {
-		Rows [][]byte       `json:"rows"`
+		Rows [][]byte        `json:"rows"`
 		Get  json.RawMessage `json:"get"`
 	}
 	if err := json.Unmarshal(out, &ref); err != nil {
@@ -157,21 +158,18 @@ func TestOutputsAppendedOneByOne(t *testing.T) {
 	nb := New()
 	var early, late uint64 // the allocations of 100 rows at 500 outputs, and at 3,900
 	for i, row := range ref.Rows {
-		var before, after runtime.MemStats
-		measured := i >= 500 && i < 600 || i >= count-100 && i < count
-		if measured {
-			runtime.ReadMemStats(&before)
-		}
-		if _, err := nb.Apply(row); err != nil {
-			t.Fatalf("row %d: %v", i, err)
-		}
-		if measured {
-			runtime.ReadMemStats(&after)
-			if i < 600 {
-				early += after.Mallocs - before.Mallocs
-			} else {
-				late += after.Mallocs - before.Mallocs
+		apply := func() {
+			if _, err := nb.Apply(row); err != nil {
+				t.Fatalf("row %d: %v", i, err)
 			}
+		}
+		switch {
+		case i >= 500 && i < 600:
+			early += testenv.Mallocs(apply)
+		case i >= count-100 && i < count:
+			late += testenv.Mallocs(apply)
+		default:
+			apply()
 		}
 	}
 	if late > 2*early {
