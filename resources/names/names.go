@@ -64,14 +64,28 @@ func isUnreserved(c byte) bool {
 }
 
 // NormalizePath returns p as a clean path relative to the Jupyter root, refusing
-// nothing: a leading slash is dropped, ".." stops at the root, "" stays "". It is
-// for paths the store reports (file ids, a document's state.path); CleanPath is
-// for paths a user gives.
+// nothing: a leading slash is dropped, ".." stops at the root, "" stays "". It is for
+// looking up paths already taken in; RootedPath is for paths the store reports (file
+// ids, a document's state.path), CleanPath for paths a user gives.
 func NormalizePath(p string) string {
 	if p == "" {
 		return ""
 	}
 	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}
+
+// RootedPath is NormalizePath for a path the store reports, refusing (false) one that
+// climbs out of the Jupyter root ("../x", "a/../../x"): clamped at the root, it would
+// name another notebook inside it (red team of issue 42, pass 20, R4).
+func RootedPath(p string) (string, bool) {
+	switch c := path.Clean(strings.TrimLeft(p, "/")); {
+	case p == "" || c == ".":
+		return "", true
+	case c == ".." || strings.HasPrefix(c, "../"):
+		return "", false
+	default:
+		return c, true
+	}
 }
 
 // CleanPath validates a notebook path relative to the Jupyter root and returns

@@ -186,11 +186,56 @@ func TestNormalizePath(t *testing.T) {
 	}
 }
 
+func TestRootedPath(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"", "", true},
+		{"a.ipynb", "a.ipynb", true},
+		{"dir//sub/./a.ipynb", "dir/sub/a.ipynb", true},
+		{"/abs/a.ipynb", "abs/a.ipynb", true},
+		{"dir/../a.ipynb", "a.ipynb", true},
+		{".", "", true},
+		{"/", "", true},
+		{"../a.ipynb", "", false},
+		{"/../a.ipynb", "", false},
+		{"dir/../../a.ipynb", "", false},
+		{"..", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := RootedPath(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("RootedPath(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+		if ok && got != NormalizePath(tt.in) {
+			t.Errorf("RootedPath(%q) = %q, NormalizePath %q", tt.in, got, NormalizePath(tt.in))
+		}
+	}
+}
+
 func FuzzCleanPath(f *testing.F) {
 	for _, s := range []string{"a.ipynb", "../x", "a/../../b", "/abs", "a//b/./c.ipynb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		// RootedPath refuses exactly the paths that climb out of the root and otherwise
+		// agrees with NormalizePath
+		rooted, ok := RootedPath(s)
+		depth, stays := 0, true // walked segment by segment, the path never goes above the root
+		for seg := range strings.SplitSeq(strings.TrimLeft(s, "/"), "/") {
+			switch seg {
+			case "", ".":
+			case "..":
+				depth--
+				stays = stays && depth >= 0
+			default:
+				depth++
+			}
+		}
+		if ok != stays || ok && rooted != NormalizePath(s) {
+			t.Fatalf("RootedPath(%q) = %q, %v; NormalizePath %q", s, rooted, ok, NormalizePath(s))
+		}
 		clean, err := CleanPath(s)
 		if err != nil {
 			return

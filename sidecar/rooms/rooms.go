@@ -163,6 +163,8 @@ type room struct {
 	detached bool
 	// gone: the file at path does not exist (the notebook was deleted): not served.
 	gone bool
+	// refusedPath is the last path found for the room that climbs out of the root.
+	refusedPath string
 	// What the server's saved file says of the document (oracle.go).
 	oracle
 	// hist is the versions of what the room served (versions.go); nil until one is.
@@ -699,7 +701,11 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 	if p == "" && rm.nb != nil {
 		p = rm.nb.State().Path
 	}
-	p = names.NormalizePath(p)
+	raw, refused := p, ""
+	p, rooted := names.RootedPath(raw)
+	if !rooted && rm.refusedPath != raw {
+		rm.refusedPath, refused = raw, raw // told once a path, not at every resolve
+	}
 	old, loaded := rm.path, rm.nb != nil
 	rm.path = p
 	if p != old {
@@ -710,6 +716,9 @@ func (r *Writer) resolvePath(ctx context.Context, rm *room) string {
 		r.reindex(rm, old, p)
 	}
 	r.mu.Unlock()
+	if refused != "" {
+		r.log.Warn("notebook path climbs out of the root directory; the room is not served", logkey.Room, rm.info.Key, logkey.Path, refused)
+	}
 	if old != "" && p != "" && p != old {
 		r.log.Info("notebook path changed", logkey.Room, rm.info.Key, "from", old, "to", p)
 		r.notify.Moved(old, p, Origin{Room: rm.info})

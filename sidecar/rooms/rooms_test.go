@@ -275,6 +275,19 @@ func TestRoomsFollowRenames(t *testing.T) {
 	if _, err := r.Notebook("drafts/a.ipynb"); !errors.Is(err, library.ErrNotFound) {
 		t.Fatalf("old path still served: %v", err)
 	}
+	// A path that climbs out of the root is refused, not clamped to another notebook
+	// inside it (red team of issue 42, pass 20, R4); the room is served again once its
+	// path is one.
+	res.set("../escape/c.ipynb", nil)
+	r.RefreshPaths(t.Context())
+	if got := r.Paths(); len(got) != 0 {
+		t.Fatalf("a path out of the root: paths %v; want none", got)
+	}
+	res.set("final/b.ipynb", nil)
+	r.RefreshPaths(t.Context())
+	if got := r.Paths(); !reflect.DeepEqual(got, []string{"final/b.ipynb"}) {
+		t.Fatalf("back in the root: paths %v", got)
+	}
 	// Deleted through Jupyter: the file id is gone. Served while its file exists (at the
 	// document's state.path), not once the file is gone too.
 	statePath := names.NormalizePath(r.rooms[key].nb.State().Path)

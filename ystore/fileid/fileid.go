@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -77,15 +78,19 @@ func (c Chain) Fault() error {
 // apiPath turns a path stored by a file id manager into an API path relative to root,
 // the way the managers' _from_normalized_path do: ArbitraryFileIdManager stores
 // root + "/" + api path, LocalFileIdManager a normalized absolute path. It reports false
-// for a path outside root.
+// for a path outside root: the part after root is cleaned first, so that one climbing
+// out of it ("root/../elsewhere") is refused, not read as another path inside it.
 func apiPath(stored, root string) (string, bool) {
 	root = strings.TrimRight(root, "/")
-	switch {
-	case stored == root || stored == root+"/":
-		return "", true
-	case strings.HasPrefix(stored, root+"/"):
-		return strings.TrimLeft(stored[len(root)+1:], "/"), true
-	default:
+	if stored != root && !strings.HasPrefix(stored, root+"/") {
 		return "", false
 	}
+	rel := path.Clean(strings.TrimLeft(stored[len(root):], "/"))
+	switch {
+	case rel == ".":
+		return "", true
+	case rel == ".." || strings.HasPrefix(rel, "../"):
+		return "", false
+	}
+	return rel, true
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,13 @@ func TestAPIPath(t *testing.T) {
 		{"/elsewhere/a.ipynb", "/home/u/work", "", false},
 		{"/a.ipynb", "/", "a.ipynb", true},
 		{"relative/a.ipynb", "/home/u", "", false},
+		// climbing out of the root is refused, not read as a path inside it (red team
+		// of issue 42, pass 20, R4)
+		{"/home/u/work/../secret/x.ipynb", "/home/u/work", "", false},
+		{"/home/u/work/..", "/home/u/work", "", false},
+		{"/home/u/work/a/../../b.ipynb", "/home/u/work", "", false},
+		{"/home/u/work/a/../b.ipynb", "/home/u/work", "b.ipynb", true},
+		{"/home/u/work/./a//b.ipynb", "/home/u/work", "a/b.ipynb", true},
 	}
 	for _, tt := range tests {
 		got, ok := apiPath(tt.stored, tt.root)
@@ -54,8 +62,8 @@ func FuzzAPIPath(f *testing.F) {
 		if strings.HasPrefix(got, "/") {
 			t.Fatalf("apiPath(%q, %q) = %q: absolute", stored, root, got)
 		}
-		if !strings.HasSuffix(stored, got) {
-			t.Fatalf("apiPath(%q, %q) = %q: not a suffix", stored, root, got)
+		if got != "" && (path.Clean(got) != got || got == ".." || strings.HasPrefix(got, "../")) {
+			t.Fatalf("apiPath(%q, %q) = %q: not a clean path inside the root", stored, root, got)
 		}
 	})
 }
