@@ -281,7 +281,7 @@ func (d *Doc) Failed() error { return d.failed }
 func (d *Doc) apply(u *update) (*Txn, error) {
 	txn := &d.txnBuf
 	txn.reset()
-	d.txn = txn
+	txn.doc, d.txn = d, txn
 	applied := false
 	defer func() {
 		d.cleanup(txn)

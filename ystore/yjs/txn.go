@@ -10,6 +10,7 @@ import (
 // Re-applying known structs reports nothing. It is valid until the document applies
 // another update.
 type Txn struct {
+	doc     *Doc // the document applying it
 	changes []Change
 	index   map[*Type]int // built once changes outgrow a linear scan
 	before  []clientClock
@@ -55,6 +56,11 @@ func (t *Txn) reset() {
 	t.mergeStructs = t.mergeStructs[:0]
 	t.filled = t.filled[:0]
 }
+
+// Added reports whether the update integrated the struct at id: at or past its client's
+// state before the update, or in the place of a Skip. A struct it did not add was there
+// before it, deleted or not.
+func (t *Txn) Added(id ID) bool { return t.added(t.doc, id) }
 
 // added reports whether the struct at id was added by the transaction.
 func (t *Txn) added(d *Doc, id ID) bool {
