@@ -40,10 +40,12 @@ Run with the pinned stack (testdata/jupyter/requirements.txt); writes JSON lines
         `after` updates and after the session's merged update, and whether the session's
         Yjs checkpoint holds the same texts.
 
-    python differential.py outputs --count N
-        One cell whose outputs grow by one display_data output a row, as a loop that
-        calls display() writes them, N rows, then a stream output whose text grows a row
-        and one display output edited inside: {"rows": [base64 update, ...], "get"}.
+    python differential.py outputs --count N [--at end|front|middle|deleted]
+        One cell whose outputs grow by one display_data output a row, N rows, each
+        appended (as a loop that calls display() writes them), inserted at the front or
+        in the middle; or appended, then deleted from the middle one a row down to 100
+        (deleted); then a stream output whose text grows a row and one display output
+        edited inside: {"rows": [base64 update, ...], "get"}.
 
 Everything is seeded and client ids are fixed, so the output is the same run after run.
 """
@@ -349,7 +351,7 @@ def notebook_sessions(d):
         print(json.dumps({"name": os.path.basename(path), "checkpoints": cps, "merged": merged}, ensure_ascii=False, sort_keys=True))
 
 
-def outputs(count):
+def outputs(count, at):
     doc = Doc(client_id=7)
     rows = []
     doc.observe(lambda e: rows.append(base64.b64encode(e.update).decode()))
@@ -358,12 +360,16 @@ def outputs(count):
                        "outputs": [], "execution_count": 1}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     outs = nb.ycells[0]["outputs"]
     for i in range(count):
-        outs.append(Map({"output_type": "display_data", "data": {"text/plain": f"{i}"}, "metadata": {}}))
+        where = {"front": 0, "middle": len(outs) // 2}.get(at, len(outs))
+        outs.insert(where, Map({"output_type": "display_data", "data": {"text/plain": f"{i}"}, "metadata": {}}))
+    if at == "deleted":
+        while len(outs) > 100:
+            del outs[len(outs) // 2]
     outs.append(Map({"output_type": "stream", "name": "stdout", "text": Text("")}))
-    text = outs[count]["text"]
+    text = outs[len(outs) - 1]["text"]
     for i in range(20):
         text.insert(len(str(text)), f"line {i}\n")
-    outs[count // 2]["data"] = {"text/plain": "updated"}
+    outs[len(outs) // 2]["data"] = {"text/plain": "updated"}
     print(json.dumps({"rows": rows, "get": nb.get()}, ensure_ascii=False, sort_keys=True))
 
 
@@ -377,7 +383,9 @@ def main():
     sub.add_parser("corpus").add_argument("file")
     sub.add_parser("notebook-sessions").add_argument("dir")
     sub.add_parser("orders")
-    sub.add_parser("outputs").add_argument("--count", type=int, default=3000)
+    o = sub.add_parser("outputs")
+    o.add_argument("--count", type=int, default=3000)
+    o.add_argument("--at", choices=["end", "front", "middle", "deleted"], default="end")
     a = p.parse_args()
     if a.cmd == "histories":
         for seed in range(a.seed, a.seed + a.count):
@@ -389,7 +397,7 @@ def main():
     elif a.cmd == "orders":
         orders()
     elif a.cmd == "outputs":
-        outputs(a.count)
+        outputs(a.count, a.at)
     else:
         notebook_sessions(a.dir)
 

@@ -1,6 +1,8 @@
 package ynotebook
 
 import (
+	"encoding/json"
+	"hash/maphash"
 	"reflect"
 	"slices"
 	"sort"
@@ -222,8 +224,12 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		y, inB := b.obj["outputs"]
 		al, _ := x.([]any)
 		bl, _ := y.([]any)
+		// outputs read from the document carry the sums of their content: two that
+		// differ are different outputs, with no walk of them (an output inserted at the
+		// front moves every other to an index where another was)
+		summed := len(a.outs) == len(al) && len(b.outs) == len(bl) && a.outs != nil && b.outs != nil
 		for i := range max(len(al), len(bl)) {
-			if i >= len(al) || i >= len(bl) || !equalJSON(al[i], bl[i]) {
+			if i >= len(al) || i >= len(bl) || summed && a.outs[i].sum != b.outs[i].sum || !equalJSON(al[i], bl[i]) {
 				cc.OutputIndexes = append(cc.OutputIndexes, i)
 			}
 		}
@@ -233,6 +239,41 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		return
 	}
 	c.mergeCell(b.ID, cc, 1)
+}
+
+// sumSeed seeds jsonSum: the sums are compared within the process only.
+var sumSeed = maphash.MakeSeed()
+
+// jsonSum is a sum of v, a value as get() yields it, equal for equal values (an object's
+// members summed in any order): values whose sums differ are not equal (equalJSON).
+func jsonSum(v any) uint64 {
+	const prime = 0x100000001b3
+	switch x := v.(type) {
+	case string:
+		return maphash.String(sumSeed, x)*prime + 1
+	case json.Number:
+		return maphash.String(sumSeed, string(x))*prime + 2
+	case bool:
+		if x {
+			return 3
+		}
+		return 4
+	case nil:
+		return 5
+	case []any:
+		s := uint64(6)
+		for _, e := range x {
+			s = s*prime + jsonSum(e)
+		}
+		return s
+	case map[string]any:
+		s := uint64(7)
+		for k, e := range x {
+			s += (maphash.String(sumSeed, k) ^ jsonSum(e)) * prime
+		}
+		return s
+	}
+	return 8 // equal or not, equalJSON tells
 }
 
 // equalJSON reports whether x and y, values as get() yields them, are equal. An object

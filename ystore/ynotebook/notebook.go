@@ -118,13 +118,14 @@ type scope struct {
 	// inner are the types two levels below a cell map (an output in the outputs list)
 	// with changes inside: the others hold what they held when last read.
 	inner map[*yjs.Type]bool
+	txn   *yjs.Txn // the update's transaction: what it added (yjs.Txn.Added)
 }
 
 // scopeOf attributes every changed type of txn to the notebook part holding it; parts
 // and inner, empty, receive the touched cell maps and their touched elements (nil: a map
 // is made when needed).
 func scopeOf(txn *yjs.Txn, parts map[*yjs.Type]part, inner map[*yjs.Type]bool) scope {
-	sc := scope{parts: parts, inner: inner}
+	sc := scope{parts: parts, inner: inner, txn: txn}
 	for _, c := range txn.Changes() {
 		// walk up to the root, remembering the cell map, the type below it (in a key of
 		// the cell) and the one below that
@@ -370,7 +371,7 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 		case sl != nil && !touched:
 			c = sl.cell()
 		case sl != nil:
-			c = reread(sl.cell(), m, p, sc.inner)
+			c = reread(sl.cell(), m, p, &sc)
 		default:
 			c = readCellMap(m)
 		}
@@ -381,13 +382,13 @@ func (n *Notebook) rebuild(prev *Snapshot, sc scope) (*Snapshot, rebuilt) {
 	return s, rebuilt{all: read, visible: visible, hidden: hidden}
 }
 
-// reread reads the touched parts of cell map m again, keeping the rest of c; inner are
-// the types below m's values with changes inside (scope.inner).
-func reread(c *Cell, m *yjs.Map, p part, inner map[*yjs.Type]bool) *Cell {
+// reread reads the touched parts of cell map m again, keeping the rest of c, after the
+// update sc describes.
+func reread(c *Cell, m *yjs.Map, p part, sc *scope) *Cell {
 	if p&partOther != 0 {
 		return readCellMap(m)
 	}
 	next := *c
-	next.readParts(m, p, inner)
+	next.readParts(m, p, sc)
 	return &next
 }

@@ -59,10 +59,12 @@ type Cell struct {
 	outBytes int64 // the outputs' memory: the list and its elements (valueBytes)
 }
 
-// outRef is an output read from the document: the clock holding it and its memory.
+// outRef is an output read from the document: the clock holding it, its memory and the
+// sum of its content (jsonSum).
 type outRef struct {
 	id    yjs.ID
 	bytes int64
+	sum   uint64
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
@@ -325,14 +327,15 @@ func readCellMap(m *yjs.Map) *Cell {
 
 // setPyKey sets key k of get()'s cell obj from v, the value of the cell map there (a
 // yjs.UndefinedType is None to pycrdt); execution_state is left out, as get() drops it.
-// Outputs read from a list of the document are read element by element (readOutputs).
-func (c *Cell) setPyKey(obj map[string]any, k string, v any, inner map[*yjs.Type]bool) {
+// Outputs read from a list of the document are read element by element (readOutputs),
+// after the update sc describes (nil: c holds none read before).
+func (c *Cell) setPyKey(obj map[string]any, k string, v any, sc *scope) {
 	switch k {
 	case "execution_state":
 		return
 	case "outputs":
 		if a, ok := v.(*yjs.Array); ok {
-			obj[k] = c.readOutputs(a, inner)
+			obj[k] = c.readOutputs(a, sc)
 			return
 		}
 		c.outs, c.outBytes = nil, 0
@@ -342,33 +345,50 @@ func (c *Cell) setPyKey(obj map[string]any, k string, v any, inner map[*yjs.Type
 
 // readOutputs reads the outputs list a as get() does. An element read before, as c
 // holds it, is taken from c when it is still in a and holds what it held: a plain value
-// (an ID's value never changes) or a shared type with no change inside (not in inner,
-// scope.inner). Following a cell that appends an output a row then converts one output
-// a row, not all of them (red team of issue 42, pass 19b, N1: 6,000 outputs took 116 s).
-// It sets c's outs and outBytes.
-func (c *Cell) readOutputs(a *yjs.Array, inner map[*yjs.Type]bool) []any {
+// (an ID's value never changes) or a shared type with no change inside (not in
+// scope.inner). Following a cell that appends, inserts or deletes an output a row then
+// converts one output a row, not all of them (red team of issue 42, pass 19b, N1: 6,000
+// outputs took 116 s; pass 20, R1: inserted at the front, 58 s).
+//
+// The elements keep their order, so each one the update did not add (yjs.Txn.Added) is
+// found in c's at or after the last one found: where it left off, or past the ones the
+// update deleted (a walk as long as what it deleted). One not found there (c read
+// before another update, which the rooms never do) is looked up in an index of c's,
+// made once. It sets c's outs and outBytes.
+func (c *Cell) readOutputs(a *yjs.Array, sc *scope) []any {
 	prev, _ := c.obj["outputs"].([]any)
 	refs := c.outs
-	if len(refs) != len(prev) {
+	if len(refs) != len(prev) || sc == nil {
 		refs = nil
 	}
 	vals := make([]any, 0, a.Len())
 	c.outs = make([]outRef, 0, a.Len())
 	c.outBytes = sliceBytes + sliceElem*int64(cap(vals))
-	var at map[yjs.ID]int // where refs[j:] are, made once an element is out of step
+	var at map[yjs.ID]int // where refs are, made once one is not found by walking
 	j := 0
 	for id, v := range a.All() {
 		k := -1
 		switch {
+		case len(refs) == 0 || sc.txn.Added(id):
+			// new: read
 		case j < len(refs) && refs[j].id == id:
 			k = j
-		case j < len(refs):
-			if at == nil {
-				at = make(map[yjs.ID]int, len(refs)-j)
-				for i := j; i < len(refs); i++ {
-					at[refs[i].id] = i
+		case at == nil:
+			for i := j + 1; i < len(refs); i++ {
+				if refs[i].id == id {
+					k = i
+					break
 				}
 			}
+			if k >= 0 {
+				break
+			}
+			at = make(map[yjs.ID]int, len(refs))
+			for i, r := range refs {
+				at[r.id] = i
+			}
+			fallthrough
+		default:
 			if i, ok := at[id]; ok && i >= j {
 				k = i
 			}
@@ -377,13 +397,13 @@ func (c *Cell) readOutputs(a *yjs.Array, inner map[*yjs.Type]bool) []any {
 			j = k + 1
 		}
 		r := outRef{id: id}
-		if k >= 0 && !changedInside(v, inner) {
+		if k >= 0 && !changedInside(v, sc.inner) {
 			vals = append(vals, prev[k])
-			r.bytes = refs[k].bytes
+			r.bytes, r.sum = refs[k].bytes, refs[k].sum
 		} else {
 			v := pyValue(v)
 			vals = append(vals, v)
-			r.bytes = valueBytes(v)
+			r.bytes, r.sum = valueBytes(v), jsonSum(v)
 		}
 		c.outs = append(c.outs, r)
 		c.outBytes += r.bytes
@@ -392,7 +412,8 @@ func (c *Cell) readOutputs(a *yjs.Array, inner map[*yjs.Type]bool) []any {
 }
 
 // changedInside reports whether v, an element of a list, may hold otherwise than when
-// last read: a shared type with a change inside, or a subdocument.
+// last read: a shared type with a change inside (in inner, scope.inner), or a
+// subdocument.
 func changedInside(v any, inner map[*yjs.Type]bool) bool {
 	switch x := v.(type) {
 	case interface{ Type() *yjs.Type }:
@@ -434,13 +455,14 @@ func pyTruthyJSON(v any) bool {
 	return true
 }
 
-// readParts reads the given parts of cell map m into c again; inner: scope.inner.
-func (c *Cell) readParts(m *yjs.Map, p part, inner map[*yjs.Type]bool) {
+// readParts reads the given parts of cell map m into c again, after the update sc
+// describes.
+func (c *Cell) readParts(m *yjs.Map, p part, sc *scope) {
 	obj := maps.Clone(c.obj)
 	for _, k := range partKeys(p) {
 		delete(obj, k)
 		if v, ok := m.Get(k); ok {
-			c.setPyKey(obj, k, v, inner)
+			c.setPyKey(obj, k, v, sc)
 		} else if k == "outputs" {
 			c.outs, c.outBytes = nil, 0
 		}
@@ -460,7 +482,7 @@ const (
 	sliceBytes  = 24
 	sliceElem   = 16
 	stringBytes = 16
-	refBytes    = 24 // an outRef
+	refBytes    = 32 // an outRef
 )
 
 // Footprint estimates the bytes of memory s holds: its cells, their maps, lists and

@@ -58,7 +58,7 @@ func (n *Notebook) splice(txn *yjs.Txn, sc scope) (Changes, bool) {
 			continue // a cell inserted, deleted or not in the snapshot (a hidden duplicate)
 		}
 		old := sl.cell()
-		c := reread(old, (*yjs.Map)(t), p, sc.inner)
+		c := reread(old, (*yjs.Map)(t), p, &sc)
 		s.cells.set(sl, c)
 		ch.addCell(old, c, p)
 	}

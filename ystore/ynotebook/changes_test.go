@@ -1,0 +1,33 @@
+package ynotebook
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+)
+
+// jsonSum is equal for equal values, an object's members set in any order, and differs
+// between the different values here (a sum that differs says two outputs differ with no
+// walk of them: Changes.addCell).
+func TestJSONSum(t *testing.T) {
+	vals := []any{nil, true, false, "", "a", "1", json.Number("1"), json.Number("1.5"),
+		[]any{}, map[string]any{}, []any{"a", "b"}, []any{"b", "a"}, []any{"ab"}, []any{[]any{"a"}, "b"},
+		map[string]any{"a": "b"}, map[string]any{"b": "a"}, map[string]any{"a": "b", "c": "d"}, map[string]any{"a": "d", "c": "b"},
+		map[string]any{"data": map[string]any{"text/plain": "1"}, "output_type": "display_data"},
+		map[string]any{"data": map[string]any{"text/plain": "2"}, "output_type": "display_data"}}
+	for i, x := range vals {
+		for j, y := range vals {
+			if same := jsonSum(x) == jsonSum(y); same != (i == j) {
+				t.Errorf("jsonSum(%v) == jsonSum(%v): %v", x, y, same)
+			}
+		}
+	}
+	a, b := map[string]any{}, map[string]any{}
+	for i := range 100 {
+		a[strconv.Itoa(i)] = []any{json.Number(strconv.Itoa(i)), nil}
+		b[strconv.Itoa(99-i)] = []any{json.Number(strconv.Itoa(99 - i)), nil}
+	}
+	if !equalJSON(a, b) || jsonSum(a) != jsonSum(b) {
+		t.Error("an object set in another order: another sum")
+	}
+}
