@@ -19,7 +19,9 @@ import (
 // the digests of its runs of runLen elements: a run whose elements are all shared with
 // the last version (by identity) is not hashed again, so that a version of a cell of
 // 6,000 outputs, one appended, hashes one run, not 6,000 outputs (red team of issue 42,
-// pass 19b, N1: that was quadratic). A change rebuilds only what it touched and shares the
+// pass 19b, N1: that was quadratic). The digests of a run's elements are kept as long as
+// the run is, so that a run made anew, its boundaries moved by an output inserted or
+// deleted before it, hashes their digests, not their content (pass 20, R1). A change rebuilds only what it touched and shares the
 // rest (snapshots are immutable), so a part whose digest took long to compute is kept by
 // identity (its string's bytes, its map, its slice's elements) and not computed again:
 // a tiny change of a cell holding 25 MB of source cost 0.23 s of a core to hash the cell
@@ -46,6 +48,13 @@ type part struct {
 type partSum struct {
 	sum   [sha256.Size]byte
 	round uint32
+}
+
+// runSum is a run's digest, the round it was last used in, and its elements' digests
+// (nil for an element written in place), used whenever the run is.
+type runSum struct {
+	partSum
+	elems [runLen]*partSum
 }
 
 // identity returns the part v is (no pointer for a value that has none).
@@ -80,40 +89,56 @@ func (h *History) run(each func(i int) any, lo, hi int) ([sha256.Size]byte, int)
 	if keyed {
 		if s := h.runs[key]; s != nil {
 			s.round = h.round
+			for _, e := range s.elems[:hi-lo] {
+				if e != nil {
+					e.round = h.round
+				}
+			}
 			return s.sum, 0
 		}
 	}
 	d := sha256.New()
+	s := &runSum{partSum: partSum{round: h.round}}
 	work := 0
 	for i := lo; i < hi; i++ {
-		work += h.writeElem(d, each(i))
+		e := each(i)
+		if inline(e) {
+			work += h.writePart(d, e)
+			continue
+		}
+		ps, w := h.digest(e, true)
+		h.writeSum(d, 'd', &ps.sum)
+		work += sha256.Size + w
+		s.elems[i-lo] = ps
 	}
-	var sum [sha256.Size]byte
-	d.Sum(sum[:0])
+	d.Sum(s.sum[:0])
 	if keyed {
-		h.runs[key] = &partSum{sum: sum, round: h.round}
+		h.runs[key] = s
+		h.added++
 	}
-	return sum, work
+	return s.sum, work
 }
 
 // digest returns the digest of v, a JSON value as ynotebook serves it, and the bytes its
-// computation hashed (0 for a digest kept).
-func (h *History) digest(v any) ([sha256.Size]byte, int) {
+// computation hashed (0 for a digest kept); it is kept when it took long, or if keep.
+func (h *History) digest(v any, keep bool) (*partSum, int) {
 	id := identity(v)
 	if id.p != nil {
 		if s := h.parts[id]; s != nil {
 			s.round = h.round
-			return s.sum, 0
+			return s, 0
 		}
 	}
 	d := sha256.New()
 	work := h.writePart(d, v)
-	var sum [sha256.Size]byte
-	d.Sum(sum[:0])
-	if id.p != nil && work >= partCached {
-		h.parts[id] = &partSum{sum: sum, round: h.round}
+	s := &partSum{round: h.round}
+	d.Sum(s.sum[:0])
+	if id.p != nil && (keep || work >= partCached) {
+		h.parts[id] = s
+		h.added++
+		h.addedWork += work
 	}
-	return sum, work
+	return s, work
 }
 
 // writePart writes v's tagged encoding to d, its parts by their digests, and returns the
@@ -133,8 +158,7 @@ func (h *History) writePart(d hash.Hash, v any) int {
 		}
 		for lo := 0; lo < count; lo += runLen {
 			s, w := h.run(each, lo, min(lo+runLen, count))
-			d.Write([]byte{'r'})
-			d.Write(s[:])
+			h.writeSum(d, 'r', &s)
 			work += sha256.Size + w
 		}
 		return work
@@ -179,10 +203,17 @@ func (h *History) writeElem(d hash.Hash, e any) int {
 	if inline(e) {
 		return h.writePart(d, e)
 	}
-	s, w := h.digest(e)
-	d.Write([]byte{'d'})
-	d.Write(s[:])
+	s, w := h.digest(e, false)
+	h.writeSum(d, 'd', &s.sum)
 	return sha256.Size + w
+}
+
+// writeSum writes a digest to d after its tag, through h's scratch (a slice made for a
+// call through the hash.Hash interface is allocated: twice a run, at every version).
+func (h *History) writeSum(d hash.Hash, tag byte, sum *[sha256.Size]byte) {
+	h.scratch[0] = tag
+	copy(h.scratch[1:], sum[:])
+	d.Write(h.scratch[:])
 }
 
 // inlineMax is the longest string written in its container's encoding rather than by
@@ -211,8 +242,25 @@ func (h *History) sumOf(v any) [sha256.Size]byte {
 	return sum
 }
 
-// forgetParts drops the digests of the parts and runs this round did not use.
+// The digests kept but not used by the last round are dropped once those kept since the
+// last sweep outnumber the ones it left (and at least sweepCount), or their values took
+// sweepWork bytes to hash: a sweep walks every digest kept, so that a version of a cell
+// of 6,000 outputs, one changed, sweeps once in about 3,000 versions, not at each; and a
+// source of 25 MB typed into is let go at once, as a kept digest keeps its value alive
+// (TestGoneValuesNotKept).
+const (
+	sweepCount = 64
+	sweepWork  = 4 << 20
+)
+
+// forgetParts drops the digests of the parts and runs this round did not use, when a
+// sweep is due.
 func (h *History) forgetParts() {
+	if h.added < max(sweepCount, h.kept) && h.addedWork < sweepWork {
+		return
+	}
+	h.added, h.addedWork = 0, 0
+	defer func() { h.kept = len(h.parts) + len(h.runs) }()
 	for id, s := range h.parts {
 		if s.round != h.round {
 			delete(h.parts, id)

@@ -114,11 +114,16 @@ type History struct {
 	// meter is charged what the kept snapshots hold (SetMeter); nil: not counted.
 	meter Meter
 
-	sums   map[*ynotebook.Cell]*cellSum
-	parts  map[part]*partSum // the digests of the parts that took long (digest.go)
-	runs   map[runKey]*partSum
-	round  uint32 // the Observe a sum was last used in
-	hashed int    // the cells hashed so far
+	sums  map[*ynotebook.Cell]*cellSum
+	parts map[part]*partSum // the digests of the parts that took long (digest.go)
+	runs  map[runKey]*runSum
+	// scratch is where writeSum puts a tagged digest
+	scratch [1 + sha256.Size]byte
+	// added and addedWork count the digests kept since the last sweep and the bytes
+	// they hashed; kept is what that sweep left (forgetParts)
+	added, addedWork, kept int
+	round                  uint32 // the Observe a sum was last used in
+	hashed                 int    // the cells hashed so far
 
 	last        *ynotebook.Snapshot // the snapshot last observed, and its version
 	lastVersion string
@@ -154,7 +159,7 @@ func NewHistory(scope, room string, cfg Config, now func() time.Time) *History {
 	id = append(id, scope...)
 	id = binary.AppendUvarint(id, uint64(len(room)))
 	id = append(id, room...)
-	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, runs: map[runKey]*partSum{}, byName: map[string]*kept{}}
+	return &History{identity: id, cfg: cfg.Defaults(), now: now, sums: map[*ynotebook.Cell]*cellSum{}, parts: map[part]*partSum{}, runs: map[runKey]*runSum{}, byName: map[string]*kept{}}
 }
 
 // SetMeter charges the memory of the versions h keeps, but the newest, to m from now on
