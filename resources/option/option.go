@@ -249,6 +249,9 @@ func textHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	default:
 		return string(s), nil
 	}
+	if errors.Is(err, strconv.ErrRange) {
+		return nil, fmt.Errorf("%q is out of range for a %s", string(s), to.Kind())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%q is not a %s", string(s), to.Kind())
 	}

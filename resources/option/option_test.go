@@ -193,6 +193,11 @@ func TestDecodeText(t *testing.T) {
 	if err := Decode(map[string]any{"d": Text("5")}, &target{}); err == nil || !strings.Contains(err.Error(), `invalid duration "5"`) {
 		t.Errorf("a bare number as text: %v", err)
 	}
+	for key, val := range map[string]Text{"n": "9223372036854775808", "u": "300"} {
+		if err := Decode(map[string]any{key: val}, &target{}); err == nil || !strings.Contains(err.Error(), "is out of range") {
+			t.Errorf("%s = %q: %v, want it out of range", key, val, err)
+		}
+	}
 }
 
 // Rekey renames the keys of a library's refusals, joined or wrapped, to the daemon's,
