@@ -258,7 +258,8 @@ func (h *History) evict(now time.Time) {
 }
 
 // version computes the content address of snap, hashing only the cells it has not
-// hashed before; fresh is their memory (Cell.Footprint).
+// hashed before; fresh is their memory (Cell.NewFootprint: what the cells they were read
+// again from do not hold too).
 func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
 	d := sha256.New()
@@ -274,7 +275,7 @@ func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 			s = &cellSum{sum: h.sumOf(c.Object())}
 			h.sums[c] = s
 			h.hashed++
-			fresh += c.Footprint()
+			fresh += c.NewFootprint()
 		}
 		s.round = h.round
 		d.Write(s.sum[:])

@@ -28,7 +28,9 @@ func peek(n *Notebook) *Snapshot {
 func cellList(s *Snapshot) []Cell {
 	out := make([]Cell, 0, s.Len())
 	for _, c := range s.All() {
-		out = append(out, *c)
+		c := *c
+		c.outShared = 0 // what it shares with the cell it was read again from is its history's
+		out = append(out, c)
 	}
 	return out
 }

@@ -191,11 +191,19 @@ func TestOutputsOneARow(t *testing.T) {
 				t.Fatal(err)
 			}
 			requireGet(t, "cold", cold.Snapshot(), ref.Get, nil)
-			// the outputs counted as they were read are what a walk of them counts
-			for what, c := range map[string]*Cell{"live": nb.Snapshot().At(0), "cold": cold.Snapshot().At(0)} {
+			// the outputs counted as they were read are what a walk of them counts; what
+			// the cell holds of its own after a row that edited one output is far less
+			live, whole := nb.Snapshot().At(0), cold.Snapshot().At(0)
+			for what, c := range map[string]*Cell{"live": live, "cold": whole} {
 				if got, want := c.Footprint(), cellBytes+valueBytes(c.obj)+refBytes*int64(cap(c.outs)); got != want {
 					t.Errorf("%s: the cell's footprint is %d, a walk of it %d", what, got, want)
 				}
+			}
+			if own, all := live.NewFootprint(), live.Footprint(); own <= 0 || own > all/2 {
+				t.Errorf("live: %d bytes of its own, of %d, after one output edited", own, all)
+			}
+			if own, all := whole.NewFootprint(), whole.Footprint(); own != all {
+				t.Errorf("cold: %d bytes of its own, of %d, read whole", own, all)
 			}
 		})
 	}

@@ -389,6 +389,7 @@ func reread(c *Cell, m *yjs.Map, p part, sc *scope) *Cell {
 		return readCellMap(m)
 	}
 	next := *c
+	next.outShared = next.outBytes + refBytes*int64(cap(next.outs)) // until read again
 	next.readParts(m, p, sc)
 	return &next
 }
