@@ -1,11 +1,12 @@
 """Shapes of live rows that grow one cell, written and applied by pycrdt (the Jupyter
 server's engine) beside bench/follow_test.go (TestFollowShapes).
 
-    python follow.py write DIR N    # DIR/{outputs,prepended,stream,source}.bin, N rows each
+    python follow.py write DIR N    # DIR/{outputs,prepended,identical,stream,source}.bin, N rows each
     python follow.py time FILES...  # one JSON line per file: {"file", "updates", "seconds"}
 
 outputs: a cell's outputs list grows by one display_data output a row (a loop calling
-display()); prepended: the same, each inserted at the front (crafted); stream: a stream output's text grows by one printed line a row; source: N
+display()); prepended: the same, each inserted at the front (crafted); identical: the
+same output each time, inserted at the front (crafted); stream: a stream output's text grows by one printed line a row; source: N
 keystrokes at the end of a cell whose source holds 1 MB. Each row is one transaction of
 a jupyter_ydoc YNotebook, as the server writes it. Frames as in frames.py. "time" applies
 each file's updates one at a time to a fresh Doc, then reads the notebook once
@@ -43,6 +44,11 @@ def write(d, n):
     for i in range(n):
         outs.insert(0, Map({"output_type": "display_data", "data": {"text/plain": f"{i}: " + "o" * 40}, "metadata": {}}))
     shapes["prepended"] = rows
+    rows = []
+    outs = notebook(rows, []).ycells[0]["outputs"]
+    for i in range(n):
+        outs.insert(0, Map({"output_type": "display_data", "data": {"text/plain": "o" * 40}, "metadata": {}}))
+    shapes["identical"] = rows
     rows = []
     outs = notebook(rows, []).ycells[0]["outputs"]
     outs.append(Map({"output_type": "stream", "name": "stdout", "text": Text("")}))

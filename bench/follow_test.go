@@ -20,8 +20,8 @@ import (
 // as sidecar/rooms does per row, against a cold load of the same rows and against
 // pycrdt applying them one at a time and reading the notebook once (bench/follow.py,
 // which writes them with jupyter_ydoc): a cell's outputs growing by one a row, at the end
-// or at the front, a stream output's text by a line, and keystrokes at the end of a 1 MB
-// source. CPU time, the
+// or at the front (each output different, or all the same), a stream output's text by a
+// line, and keystrokes at the end of a 1 MB source. CPU time, the
 // collector's included. Run only with YFOLLOW=N (rows per shape) and
 // SIDECAR_TEST_JUPYTER_VENV naming the pinned environment.
 func TestFollowShapes(t *testing.T) {
@@ -35,7 +35,7 @@ func TestFollowShapes(t *testing.T) {
 	if out, err := exec.Command(python, "follow.py", "write", dir, strconv.Itoa(n)).CombinedOutput(); err != nil {
 		t.Fatalf("follow.py write: %v\n%s", err, out)
 	}
-	shapes := []string{"outputs", "prepended", "stream", "source"}
+	shapes := []string{"outputs", "prepended", "identical", "stream", "source"}
 	var files []string
 	for _, s := range shapes {
 		file := filepath.Join(dir, s+".bin")

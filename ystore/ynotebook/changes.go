@@ -224,12 +224,21 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		y, inB := b.obj["outputs"]
 		al, _ := x.([]any)
 		bl, _ := y.([]any)
-		// outputs read from the document carry the sums of their content: two that
-		// differ are different outputs, with no walk of them (an output inserted at the
-		// front moves every other to an index where another was)
+		// outputs read from the document carry the sums of their content, so that
+		// outputs moved to an index where another was (one inserted at the front moves
+		// them all) are compared with no walk of them (contentSum)
 		summed := len(a.outs) == len(al) && len(b.outs) == len(bl) && a.outs != nil && b.outs != nil
 		for i := range max(len(al), len(bl)) {
-			if i >= len(al) || i >= len(bl) || summed && a.outs[i].sum != b.outs[i].sum || !equalJSON(al[i], bl[i]) {
+			var differ bool
+			switch {
+			case i >= len(al) || i >= len(bl):
+				differ = true
+			case summed && a.outs[i].sum.decides(b.outs[i].sum):
+				differ = a.outs[i].sum != b.outs[i].sum
+			default:
+				differ = !equalJSON(al[i], bl[i])
+			}
+			if differ {
 				cc.OutputIndexes = append(cc.OutputIndexes, i)
 			}
 		}
@@ -241,39 +250,63 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 	c.mergeCell(b.ID, cc, 1)
 }
 
-// sumSeed seeds jsonSum: the sums are compared within the process only.
-var sumSeed = maphash.MakeSeed()
+// contentSum is a sum of a value as get() yields it (jsonSum): equal for equal values,
+// an object's members summed in any order. Two 64-bit sums keyed by seeds the process
+// draws at start, which nothing outside it sees: values that differ have the same sum
+// with a chance of about 2^-128, so that equal sums are taken for equal values, as the
+// versions take equal SHA-256 digests (a collision would leave an output index out of
+// a change set, never a content unserved). A value holding a type the sum does not
+// know is summed all the same but not taken for equal on its sum (ok false).
+type contentSum struct {
+	a, b uint64
+	ok   bool
+}
 
-// jsonSum is a sum of v, a value as get() yields it, equal for equal values (an object's
-// members summed in any order): values whose sums differ are not equal (equalJSON).
-func jsonSum(v any) uint64 {
+// decides reports whether comparing the sums decides whether their values are equal.
+func (s contentSum) decides(o contentSum) bool { return s != o || s.ok && o.ok }
+
+// sumSeeds key jsonSum.
+var sumSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// jsonSum returns the contentSum of v.
+func jsonSum(v any) contentSum {
+	a, ok := sumWith(sumSeeds[0], v)
+	b, _ := sumWith(sumSeeds[1], v)
+	return contentSum{a, b, ok}
+}
+
+// sumWith is one half of jsonSum, keyed by seed; ok is false when v holds a type it does
+// not know (summed as one constant).
+func sumWith(seed maphash.Seed, v any) (sum uint64, ok bool) {
 	const prime = 0x100000001b3
 	switch x := v.(type) {
 	case string:
-		return maphash.String(sumSeed, x)*prime + 1
+		return maphash.String(seed, x)*prime + 1, true
 	case json.Number:
-		return maphash.String(sumSeed, string(x))*prime + 2
+		return maphash.String(seed, string(x))*prime + 2, true
 	case bool:
 		if x {
-			return 3
+			return 3, true
 		}
-		return 4
+		return 4, true
 	case nil:
-		return 5
+		return 5, true
 	case []any:
-		s := uint64(6)
+		s, ok := uint64(6), true
 		for _, e := range x {
-			s = s*prime + jsonSum(e)
+			es, eok := sumWith(seed, e)
+			s, ok = s*prime+es, ok && eok
 		}
-		return s
+		return s, ok
 	case map[string]any:
-		s := uint64(7)
+		s, ok := uint64(7), true
 		for k, e := range x {
-			s += (maphash.String(sumSeed, k) ^ jsonSum(e)) * prime
+			es, eok := sumWith(seed, e)
+			s, ok = s+(maphash.String(seed, k)^es)*prime, ok && eok
 		}
-		return s
+		return s, ok
 	}
-	return 8 // equal or not, equalJSON tells
+	return 8, false
 }
 
 // equalJSON reports whether x and y, values as get() yields them, are equal. An object

@@ -7,8 +7,7 @@ import (
 )
 
 // jsonSum is equal for equal values, an object's members set in any order, and differs
-// between the different values here (a sum that differs says two outputs differ with no
-// walk of them: Changes.addCell).
+// between the different values here (Changes.addCell compares outputs by their sums).
 func TestJSONSum(t *testing.T) {
 	vals := []any{nil, true, false, "", "a", "1", json.Number("1"), json.Number("1.5"),
 		[]any{}, map[string]any{}, []any{"a", "b"}, []any{"b", "a"}, []any{"ab"}, []any{[]any{"a"}, "b"},
@@ -27,7 +26,12 @@ func TestJSONSum(t *testing.T) {
 		a[strconv.Itoa(i)] = []any{json.Number(strconv.Itoa(i)), nil}
 		b[strconv.Itoa(99-i)] = []any{json.Number(strconv.Itoa(99 - i)), nil}
 	}
-	if !equalJSON(a, b) || jsonSum(a) != jsonSum(b) {
+	if !equalJSON(a, b) || jsonSum(a) != jsonSum(b) || !jsonSum(a).ok {
 		t.Error("an object set in another order: another sum")
+	}
+	// a type the sum does not know: equal sums do not decide
+	x, y := map[string]any{"k": float64(1)}, map[string]any{"k": float64(2)}
+	if sx, sy := jsonSum(x), jsonSum(y); sx.ok || sx != sy || sx.decides(sy) {
+		t.Errorf("unknown types: sums %v and %v decide", sx, sy)
 	}
 }

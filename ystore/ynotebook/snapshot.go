@@ -67,7 +67,7 @@ type Cell struct {
 type outRef struct {
 	id    yjs.ID
 	bytes int64
-	sum   uint64
+	sum   contentSum
 }
 
 // NewSnapshot returns a snapshot of the given cells and no notebook-level fields, for
@@ -486,7 +486,7 @@ const (
 	sliceBytes  = 24
 	sliceElem   = 16
 	stringBytes = 16
-	refBytes    = 32 // an outRef
+	refBytes    = 48 // an outRef
 )
 
 // Footprint estimates the bytes of memory s holds: its cells, their maps, lists and
