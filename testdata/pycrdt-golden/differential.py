@@ -40,12 +40,14 @@ Run with the pinned stack (testdata/jupyter/requirements.txt); writes JSON lines
         `after` updates and after the session's merged update, and whether the session's
         Yjs checkpoint holds the same texts.
 
-    python differential.py outputs --count N [--at end|front|middle|deleted]
+    python differential.py outputs --count N [--at end|front|middle|deleted|freed]
         One cell whose outputs grow by one display_data output a row, N rows, each
         appended (as a loop that calls display() writes them), inserted at the front or
         in the middle; or appended, then deleted from the middle one a row down to 100
-        (deleted); then a stream output whose text grows a row and one display output
-        edited inside: {"rows": [base64 update, ...], "get"}.
+        (deleted); or N times an output of 1 MB appended as a plain value, a small one
+        after it, and the large one deleted (freed); then a stream output whose text
+        grows a row and one display output edited inside: {"rows": [base64 update, ...],
+        "get"}.
 
 Everything is seeded and client ids are fixed, so the output is the same run after run.
 """
@@ -359,7 +361,11 @@ def outputs(count, at):
     nb.set({"cells": [{"cell_type": "code", "id": "c0", "source": "for i in range(N): display(i)", "metadata": {},
                        "outputs": [], "execution_count": 1}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     outs = nb.ycells[0]["outputs"]
-    for i in range(count):
+    for i in range(count if at == "freed" else 0):
+        outs.append({"output_type": "display_data", "data": {"text/plain": str(i) * (1 << 20)}, "metadata": {}})
+        outs.append({"output_type": "stream", "name": "stdout", "text": f"{i}\n"})
+        del outs[len(outs) - 2]
+    for i in range(0 if at == "freed" else count):
         where = {"front": 0, "middle": len(outs) // 2}.get(at, len(outs))
         outs.insert(where, Map({"output_type": "display_data", "data": {"text/plain": f"{i}"}, "metadata": {}}))
     if at == "deleted":
@@ -385,7 +391,7 @@ def main():
     sub.add_parser("orders")
     o = sub.add_parser("outputs")
     o.add_argument("--count", type=int, default=3000)
-    o.add_argument("--at", choices=["end", "front", "middle", "deleted"], default="end")
+    o.add_argument("--at", choices=["end", "front", "middle", "deleted", "freed"], default="end")
     a = p.parse_args()
     if a.cmd == "histories":
         for seed in range(a.seed, a.seed + a.count):
