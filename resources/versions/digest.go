@@ -44,10 +44,20 @@ type part struct {
 	kind byte
 }
 
-// partSum is a part's digest and the round it was last used in.
+// partSum is a part's digest, the round it was last used in and the bytes its
+// computation hashed (about the memory its value holds).
 type partSum struct {
 	sum   [sha256.Size]byte
 	round uint32
+	work  int
+}
+
+// use marks ps used this round, counting its work once a round (forgetParts).
+func (h *History) use(ps *partSum) {
+	if ps.round != h.round {
+		ps.round = h.round
+		h.usedWork += ps.work
+	}
 }
 
 // runSum is a run's digest, the round it was last used in, and its elements' digests
@@ -91,7 +101,7 @@ func (h *History) run(each func(i int) any, lo, hi int) ([sha256.Size]byte, int)
 			s.round = h.round
 			for _, e := range s.elems[:hi-lo] {
 				if e != nil {
-					e.round = h.round
+					h.use(e)
 				}
 			}
 			return s.sum, 0
@@ -125,18 +135,19 @@ func (h *History) digest(v any, keep bool) (*partSum, int) {
 	id := identity(v)
 	if id.p != nil {
 		if s := h.parts[id]; s != nil {
-			s.round = h.round
+			h.use(s)
 			return s, 0
 		}
 	}
 	d := sha256.New()
 	work := h.writePart(d, v)
-	s := &partSum{round: h.round}
+	s := &partSum{round: h.round, work: work}
 	d.Sum(s.sum[:0])
 	if id.p != nil && (keep || work >= partCached) {
 		h.parts[id] = s
 		h.added++
-		h.addedWork += work
+		h.keptWork += work
+		h.usedWork += work
 	}
 	return s, work
 }
@@ -243,27 +254,30 @@ func (h *History) sumOf(v any) [sha256.Size]byte {
 }
 
 // The digests kept but not used by the last round are dropped once those kept since the
-// last sweep outnumber the ones it left (and at least sweepCount), or their values took
-// sweepWork bytes to hash: a sweep walks every digest kept, so that a version of a cell
-// of 6,000 outputs, one changed, sweeps once in about 3,000 versions, not at each; and a
-// source of 25 MB typed into is let go at once, as a kept digest keeps its value alive
-// (TestGoneValuesNotKept).
+// last sweep outnumber the ones it left (and at least sweepCount), or the values of the
+// unused ones took sweepWork bytes to hash (a kept digest keeps its value alive): a sweep
+// walks every digest kept, so that a version of a cell of 6,000 outputs, one changed,
+// sweeps once in about 20 versions, not at each; a source of 25 MB typed into, or an
+// output of 10 MB cleared, is let go at once (TestGoneValuesNotKept; red team of issue
+// 42, pass 20c: a room kept its last cleared outputs); and what a room's unused digests
+// keep alive stays about sweepWork.
 const (
 	sweepCount = 64
-	sweepWork  = 4 << 20
+	sweepWork  = 256 << 10
 )
 
 // forgetParts drops the digests of the parts and runs this round did not use, when a
 // sweep is due.
 func (h *History) forgetParts() {
-	if h.added < max(sweepCount, h.kept) && h.addedWork < sweepWork {
+	if h.added < max(sweepCount, h.kept) && h.keptWork-h.usedWork < sweepWork {
 		return
 	}
-	h.added, h.addedWork = 0, 0
+	h.added = 0
 	defer func() { h.kept = len(h.parts) + len(h.runs) }()
 	for id, s := range h.parts {
 		if s.round != h.round {
 			delete(h.parts, id)
+			h.keptWork -= s.work
 		}
 	}
 	for k, s := range h.runs {

@@ -119,9 +119,10 @@ type History struct {
 	runs  map[runKey]*runSum
 	// scratch is where writeSum puts a tagged digest
 	scratch [1 + sha256.Size]byte
-	// added and addedWork count the digests kept since the last sweep and the bytes
-	// they hashed; kept is what that sweep left (forgetParts)
-	added, addedWork, kept int
+	// added counts the digests kept since the last sweep, and kept what that sweep
+	// left; keptWork is the work of the parts' digests kept, usedWork of those this
+	// round used (forgetParts)
+	added, kept, keptWork, usedWork int
 	round                  uint32 // the Observe a sum was last used in
 	hashed                 int    // the cells hashed so far
 
@@ -262,6 +263,7 @@ func (h *History) evict(now time.Time) {
 // again from do not hold too).
 func (h *History) version(snap *ynotebook.Snapshot) (v string, fresh int64) {
 	h.round++
+	h.usedWork = 0
 	d := sha256.New()
 	d.Write([]byte("jupyter-mcp-sidecar notebook version 3\x00"))
 	d.Write(h.identity)
