@@ -123,8 +123,8 @@ type History struct {
 	// left; keptWork is the work of the parts' digests kept, usedWork of those this
 	// round used (forgetParts)
 	added, kept, keptWork, usedWork int
-	round                  uint32 // the Observe a sum was last used in
-	hashed                 int    // the cells hashed so far
+	round                           uint32 // the Observe a sum was last used in
+	hashed                          int    // the cells hashed so far
 
 	last        *ynotebook.Snapshot // the snapshot last observed, and its version
 	lastVersion string

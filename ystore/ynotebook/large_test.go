@@ -147,18 +147,7 @@ func TestOutputsOneARow(t *testing.T) {
 	const count = 4000
 	for _, at := range []string{"end", "front", "middle", "deleted"} {
 		t.Run(at, func(t *testing.T) {
-			out, err := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
-				"outputs", "--count", strconv.Itoa(count), "--at", at).Output()
-			if err != nil {
-				t.Fatalf("differential.py outputs: %v", err)
-			}
-			var ref struct {
-				Rows [][]byte        `json:"rows"`
-				Get  json.RawMessage `json:"get"`
-			}
-			if err := json.Unmarshal(out, &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := outputsRows(t, python, count, at)
 			// 100 rows with 500 outputs in the cell, and 100 with 3,900 (the first
 			// deletes, when it deletes)
 			small, large := [2]int{500, 600}, [2]int{count - 100, count}
@@ -218,18 +207,7 @@ func TestDeletedOutputsLetGo(t *testing.T) {
 	if python == "" {
 		return
 	}
-	out, err := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
-		"outputs", "--count", "16", "--at", "freed").Output()
-	if err != nil {
-		t.Fatalf("differential.py outputs: %v", err)
-	}
-	var ref struct {
-		Rows [][]byte       `json:"rows"`
-		Get  json.RawMessage `json:"get"`
-	}
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatal(err)
-	}
+	ref := outputsRows(t, python, 16, "freed")
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -254,4 +232,26 @@ func TestDeletedOutputsLetGo(t *testing.T) {
 		}
 		runtime.KeepAlive(nb)
 	}
+}
+
+// outputsReference is what differential.py's outputs subcommand writes: the rows and
+// pycrdt's get() after them.
+type outputsReference struct {
+	Rows [][]byte        `json:"rows"`
+	Get  json.RawMessage `json:"get"`
+}
+
+// outputsRows runs differential.py outputs with count and at.
+func outputsRows(t *testing.T, python string, count int, at string) outputsReference {
+	t.Helper()
+	out, err := exec.Command(python, filepath.Join("..", "..", "testdata", "pycrdt-golden", "differential.py"),
+		"outputs", "--count", strconv.Itoa(count), "--at", at).Output()
+	if err != nil {
+		t.Fatalf("differential.py outputs --at %s: %v", at, err)
+	}
+	var ref outputsReference
+	if err := json.Unmarshal(out, &ref); err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }
