@@ -350,7 +350,7 @@ func (r *run) check(p string) {
 			if !r.refused[p] {
 				level, r.refused[p] = r.log.Warn, true
 			}
-			level("notebook file not read; what is served does not change", logkey.Path, p, "err", err)
+			level("notebook file not read", logkey.Path, p, "err", err, "served", "unchanged")
 		}
 	case !seen || old != st:
 		delete(r.refused, p)
