@@ -21,8 +21,9 @@ import (
 // 6,000 outputs, one appended, hashes one run, not 6,000 outputs (red team of issue 42,
 // pass 19b, N1: that was quadratic). The digests of a run's elements are kept as long as
 // the run is, so that a run made anew, its boundaries moved by an output inserted or
-// deleted before it, hashes their digests, not their content (pass 20, R1). A change rebuilds only what it touched and shares the
-// rest (snapshots are immutable), so a part whose digest took long to compute is kept by
+// deleted before it, hashes their digests, not their content (pass 20, R1). A change
+// rebuilds only what it touched and shares the rest (snapshots are immutable), so a part
+// whose digest took long to compute is kept by
 // identity (its string's bytes, its map, its slice's elements) and not computed again:
 // a tiny change of a cell holding 25 MB of source cost 0.23 s of a core to hash the cell
 // whole at each version (red team of issue 39, pass 6, F7), and costs its own size now.
@@ -111,15 +112,9 @@ func (h *History) run(each func(i int) any, lo, hi int) ([sha256.Size]byte, int)
 	s := &runSum{partSum: partSum{round: h.round}}
 	work := 0
 	for i := lo; i < hi; i++ {
-		e := each(i)
-		if inline(e) {
-			work += h.writePart(d, e)
-			continue
-		}
-		ps, w := h.digest(e, true)
-		h.writeSum(d, 'd', &ps.sum)
-		work += sha256.Size + w
-		s.elems[i-lo] = ps
+		var w int
+		s.elems[i-lo], w = h.writeElem(d, each(i), true)
+		work += w
 	}
 	d.Sum(s.sum[:0])
 	if keyed {
@@ -163,7 +158,8 @@ func (h *History) writePart(d hash.Hash, v any) int {
 		work := 1 + count
 		if count < runMin {
 			for i := range count {
-				work += h.writeElem(d, each(i))
+				_, w := h.writeElem(d, each(i), false)
+				work += w
 			}
 			return work
 		}
@@ -208,15 +204,15 @@ func (h *History) writePart(d hash.Hash, v any) int {
 	return 1 + len(b)
 }
 
-// writeElem writes e, an element of a container, to d: in place when inline, by its
-// digest otherwise; it returns the bytes hashed.
-func (h *History) writeElem(d hash.Hash, e any) int {
+// writeElem writes e, an element of a container, to d: in place when inline (no digest
+// returned), by its digest otherwise, kept if keep (digest); it returns the bytes hashed.
+func (h *History) writeElem(d hash.Hash, e any, keep bool) (*partSum, int) {
 	if inline(e) {
-		return h.writePart(d, e)
+		return nil, h.writePart(d, e)
 	}
-	s, w := h.digest(e, false)
+	s, w := h.digest(e, keep)
 	h.writeSum(d, 'd', &s.sum)
-	return sha256.Size + w
+	return s, sha256.Size + w
 }
 
 // writeSum writes a digest to d after its tag, through h's scratch (a slice made for a

@@ -218,15 +218,14 @@ func (c *Changes) addCell(a, b *Cell, p part) {
 		}
 	}
 	if all || p&partOutputs != 0 {
-		// one pass over the outputs: an output both lists share costs a comparison of
-		// pointers (equalJSON)
 		x, inA := a.obj["outputs"]
 		y, inB := b.obj["outputs"]
 		al, _ := x.([]any)
 		bl, _ := y.([]any)
-		// outputs read from the document carry the sums of their content, so that
-		// outputs moved to an index where another was (one inserted at the front moves
-		// them all) are compared with no walk of them (contentSum)
+		// one pass over the outputs: one both lists share is compared by pointer
+		// (equalJSON); outputs read from the document carry the sums of their content,
+		// so that those moved to an index where another was (one inserted at the front
+		// moves them all) are compared with no walk of them (contentSum)
 		summed := len(a.outs) == len(al) && len(b.outs) == len(bl) && a.outs != nil && b.outs != nil
 		for i := range max(len(al), len(bl)) {
 			var differ bool
